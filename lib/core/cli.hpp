@@ -1,0 +1,66 @@
+// The command-line model of `mgtrain`: what each subcommand was asked to do, parsed from argv
+// (CLI11 inside cli.cpp). Pure: no I/O, so every spelling is unit-tested.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace mgtrain {
+
+// One config key set by a command-line flag, e.g. {"launch.nproc", "4", "--nproc"}.
+struct FlagSetting {
+  std::string key;
+  std::string value;
+  std::string flag;  // the spelling the user typed, for error messages
+};
+
+// Where the config comes from and what overrides it; shared by launch and config show/validate.
+struct ConfigRequest {
+  std::optional<std::string> path;      // the YAML file, if any
+  std::vector<std::string> overrides;   // "a.b=c" from --set and bare arguments, in order
+  std::vector<FlagSetting> flags;       // highest precedence
+};
+
+// `mgtrain launch [flags] [CONFIG.yaml [a.b=c ...]] [-- COMMAND ARGS...]`
+struct LaunchRequest {
+  ConfigRequest config;
+  std::vector<std::string> command;     // empty: run the built-in trainer (mgtrain-worker)
+};
+
+struct ConfigShowRequest {
+  ConfigRequest config;
+  bool show_origin = false;
+};
+
+struct ConfigValidateRequest {
+  ConfigRequest config;
+};
+
+// `mgtrain config init [PATH]`: answers given by flags; unanswered questions are asked on a TTY.
+struct ConfigInitRequest {
+  std::string path = "mgtrain.yaml";
+  bool force = false;
+  bool interactive_allowed = true;  // false with --yes/--non-interactive
+  std::vector<FlagSetting> answers;
+};
+
+struct ConfigDocsRequest {};
+
+struct EnvRequest {
+  bool json = false;
+};
+
+// --help / --version or a help text for a subcommand: print and exit 0.
+struct PrintRequest {
+  std::string text;
+};
+
+using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest,
+                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, PrintRequest>;
+
+// Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
+CliRequest parse_cli(const std::vector<std::string>& args);
+
+}  // namespace mgtrain

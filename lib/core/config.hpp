@@ -1,0 +1,130 @@
+// The resolved configuration of a run: plain data, one struct per YAML section.
+// Defaults live here (member initialisers); keys, types, ranges and docs live in config_schema.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mgtrain {
+
+// `launch:` — how workers are spawned and supervised (also settable by `mgtrain launch` flags).
+struct LaunchConfig {
+  std::string nproc = "1";            // N | auto | gpu | cpu
+  std::string nnodes = "1";           // N, or MIN:MAX for elastic rendezvous
+  std::int64_t node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  std::int64_t master_port = 0;       // 0: pick a free port
+  std::int64_t max_restarts = 0;
+  std::string run_id;                 // empty: generated
+  std::string log_dir = "runs";
+  std::string tee = "3";              // torchrun compatible: which streams reach the console too
+  std::string redirect = "0";         // torchrun compatible: which streams go to files only
+  std::string local_ranks_filter;     // empty: every local rank prints to the console
+  std::string gpu_ids;                // empty: all visible GPUs
+  double grace_period = 5.0;          // seconds between SIGTERM and SIGKILL
+  bool standalone = false;
+  double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
+  std::string worker;                 // path of the worker binary; empty: next to mgtrain
+  std::string python = "python3";     // interpreter for `launch script.py`
+};
+
+// `model:` — which network the built-in trainer builds.
+struct ModelConfig {
+  std::string type = "cnn";           // mlp | cnn | resnet | gpt | torchscript
+  std::vector<std::int64_t> hidden_sizes = {256, 128, 100};  // mlp
+  double dropout = 0.0;
+  std::vector<std::int64_t> channels = {32, 64};  // cnn conv channels
+  bool batch_norm = true;                          // cnn
+  std::vector<std::int64_t> fc_sizes = {128};      // cnn fully connected sizes
+  std::int64_t resnet_blocks = 2;                  // resnet: blocks per stage
+  std::int64_t layers = 4;                         // gpt
+  std::int64_t heads = 4;                          // gpt
+  std::int64_t d_model = 128;                      // gpt
+  std::int64_t context_length = 128;               // gpt
+  std::string path;                                // torchscript module file
+};
+
+// `data:` — the data set and its loader.
+struct DataConfig {
+  std::string dataset = "mnist";      // synthetic | mnist | cifar10 | tokens
+  std::string path = "/usr/share/datasets/fashion-mnist";
+  std::vector<std::int64_t> input_shape = {1, 28, 28};  // synthetic
+  std::int64_t num_classes = 10;                          // synthetic
+  std::int64_t synthetic_samples = 60000;
+  std::int64_t loader_threads = 2;
+  std::int64_t prefetch_batches = 4;
+  bool shuffle = true;
+  bool drop_last = false;
+};
+
+// `train:` — the loop.
+struct TrainConfig {
+  std::int64_t epochs = 1;
+  std::int64_t max_steps = 0;         // 0: run `epochs` epochs
+  std::int64_t batch_size = 64;       // per rank
+  std::int64_t grad_accum_steps = 1;
+  std::int64_t eval_every_steps = 0;  // 0: only at epoch end
+  bool eval_at_epoch_end = true;
+  std::int64_t seed = 42;
+  double clip_grad_norm = 0.0;        // 0: no clipping
+  std::string device = "auto";        // auto | cpu | cuda
+};
+
+// `optim:` — optimizer and learning-rate schedule.
+struct OptimConfig {
+  std::string name = "sgd";           // sgd | adam | adamw
+  double lr = 0.01;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  std::string schedule = "constant";  // constant | step | cosine | linear
+  std::int64_t warmup_steps = 0;
+  std::int64_t step_size = 1000;      // step schedule
+  double gamma = 0.1;                 // step schedule
+  double min_lr = 0.0;                // cosine / linear floor
+  bool scale_lr_with_world_size = false;
+};
+
+// `ddp:` — process group and gradient synchronisation.
+struct DdpConfig {
+  std::string backend = "auto";       // auto | gloo | nccl
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool broadcast_buffers = true;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  double timeout_s = 1800.0;          // collective timeout
+  double connect_timeout_s = 300.0;   // store / peers rendezvous timeout
+};
+
+// `checkpoint:` — when and where rank 0 saves, and what to resume from.
+struct CheckpointConfig {
+  std::string dir = "${log_dir}/${run_id}/checkpoints";
+  std::int64_t every_steps = 0;       // 0: not by steps
+  std::int64_t every_epochs = 1;      // 0: not by epochs
+  std::int64_t keep_last = 3;
+  std::string resume = "auto";        // auto | never | PATH
+};
+
+// `log:` — console and file logging of the trainer.
+struct LogConfig {
+  std::string level = "info";         // debug | info | warn | error
+  std::int64_t every_steps = 50;
+};
+
+struct Config {
+  LaunchConfig launch;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  DdpConfig ddp;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+};
+
+}  // namespace mgtrain

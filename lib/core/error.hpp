@@ -1,0 +1,46 @@
+// Error types shared by both binaries and the exit codes they map to (docs/exit-codes.md).
+// Code below the binaries' main() throws these; each main() catches them once and prints one message.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace mgtrain {
+
+// Documented process exit codes of mgtrain and mgtrain-worker.
+namespace exit_code {
+inline constexpr int kSuccess = 0;
+inline constexpr int kFailure = 1;      // a runtime failure of mgtrain itself (I/O, system call, ...)
+inline constexpr int kUsage = 2;        // bad flags, config, environment or input files
+inline constexpr int kInterrupted = 130;  // the launcher got SIGINT (128 + 2)
+inline constexpr int kTerminated = 143;   // the launcher got SIGTERM (128 + 15)
+}  // namespace exit_code
+
+// Base of every error mgtrain raises on purpose. The message is complete and user-facing.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message, int exit_code = exit_code::kFailure)
+      : std::runtime_error(message), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// The user asked for something invalid: flags, config keys and values, environment, input files.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& message) : Error(message, exit_code::kUsage) {}
+};
+
+// A system call failed; the message names the call, the object (path, address) and strerror(errno).
+class SystemError : public Error {
+ public:
+  SystemError(const std::string& what, int err);
+  int error_number() const { return errno_; }
+
+ private:
+  int errno_;
+};
+
+}  // namespace mgtrain
