@@ -27,6 +27,7 @@ struct ConfigRequest {
 struct LaunchRequest {
   ConfigRequest config;
   std::vector<std::string> command;     // empty: run the built-in trainer (mgtrain-worker)
+  bool run_under_python = false;        // command is "-u [-m] script args": prefix it with launch.python
 };
 
 struct ConfigShowRequest {

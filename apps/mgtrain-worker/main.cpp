@@ -1,0 +1,28 @@
+// Entry point of `mgtrain-worker`: one process per rank. `--probe` prints the LibTorch facts as JSON
+// (for `mgtrain env`); otherwise it loads the config and runs the trainer. Errors become one message
+// and a documented exit code.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "train/torch_facts.hpp"
+#include "train/worker_main.hpp"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 1 && args[0] == "--probe") {
+      std::printf("%s\n", mgtrain::torch_facts_json().c_str());
+      return mgtrain::exit_code::kSuccess;
+    }
+    return mgtrain::run_worker(args);
+  } catch (const mgtrain::Error& e) {
+    std::fprintf(stderr, "mgtrain-worker: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mgtrain-worker: internal error: %s\n", e.what());
+    return mgtrain::exit_code::kFailure;
+  }
+}

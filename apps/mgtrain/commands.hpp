@@ -1,0 +1,15 @@
+// The subcommands of `mgtrain`, one function each; main.cpp dispatches to them. Each returns the exit code.
+#pragma once
+
+#include "core/cli.hpp"
+
+namespace mgtrain {
+
+int run_launch_command(const LaunchRequest& request);
+int run_config_show(const ConfigShowRequest& request);
+int run_config_validate(const ConfigValidateRequest& request);
+int run_config_init(const ConfigInitRequest& request);
+int run_config_docs();
+int run_env_command(const EnvRequest& request);
+
+}  // namespace mgtrain

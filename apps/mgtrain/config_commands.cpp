@@ -1,0 +1,67 @@
+// `mgtrain config show | validate | init | docs`.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "core/config_docs.hpp"
+#include "core/config_loader.hpp"
+#include "core/config_yaml.hpp"
+#include "core/error.hpp"
+#include "core/starter_config.hpp"
+
+namespace mgtrain {
+
+int run_config_show(const ConfigShowRequest& request) {
+  LoadedConfig loaded = load_config(request.config, current_environment());
+  std::fputs(config_to_yaml(loaded.config, request.show_origin ? &loaded.origin : nullptr).c_str(), stdout);
+  return exit_code::kSuccess;
+}
+
+int run_config_validate(const ConfigValidateRequest& request) {
+  load_config(request.config, current_environment());
+  std::printf("%s: OK\n", request.config.path->c_str());
+  return exit_code::kSuccess;
+}
+
+int run_config_init(const ConfigInitRequest& request) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(request.path, ec) && !request.force) {
+    throw UsageError(fmt::format("config init: {} already exists; choose another path or add --force to overwrite it", request.path));
+  }
+  AskFunction ask = [](const std::string& prompt) -> std::optional<std::string> {
+    std::cout << prompt << std::flush;
+    std::string line;
+    if (!std::getline(std::cin, line)) return std::nullopt;
+    return line;
+  };
+  const bool interactive = request.interactive_allowed && isatty(STDIN_FILENO);
+  Config config = answer_init_questions(request.answers, interactive ? &ask : nullptr, std::cerr);
+
+  // Write next to the target and rename, so an existing file is never left half-written.
+  const std::string temp = request.path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << starter_config_yaml(config);
+    out.close();
+    if (!out) throw SystemError(fmt::format("config init: cannot write {}", temp), errno);
+  }
+  if (std::rename(temp.c_str(), request.path.c_str()) != 0) {
+    throw SystemError(fmt::format("config init: cannot rename {} to {}", temp, request.path), errno);
+  }
+  std::printf("wrote %s; check it with: mgtrain config validate %s\n", request.path.c_str(), request.path.c_str());
+  return exit_code::kSuccess;
+}
+
+int run_config_docs() {
+  std::fputs(config_reference_markdown().c_str(), stdout);
+  return exit_code::kSuccess;
+}
+
+}  // namespace mgtrain

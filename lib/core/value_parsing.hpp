@@ -1,0 +1,20 @@
+// Strict text-to-value conversions shared by the config loader and the launcher:
+// the whole text must be consumed, so "12abc", "1.5" (as an integer) and "" are rejected.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mgtrain {
+
+std::optional<std::int64_t> parse_int(const std::string& text);
+std::optional<double> parse_number(const std::string& text);   // finite values only
+std::optional<bool> parse_bool(const std::string& text);       // true/false, yes/no, on/off, 1/0
+// The shortest text that parses back to exactly `value` (0.01 -> "0.01", 1e-08 -> "1e-08").
+std::string format_number(double value);
+std::string trim(const std::string& text);
+std::vector<std::string> split(const std::string& text, char separator);
+
+}  // namespace mgtrain

@@ -1,0 +1,66 @@
+// The worker's flow: config (the launcher's resolved file, or a user file plus overrides when started by
+// torchrun, srun or by hand), identity from the environment, then the trainer.
+#include "train/worker_main.hpp"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "core/config_loader.hpp"
+#include "core/error.hpp"
+#include "core/worker_identity.hpp"
+
+namespace mgtrain {
+namespace {
+
+const char* kUsage = R"(usage: mgtrain-worker [CONFIG.yaml] [KEY=VALUE ...]
+       mgtrain-worker --probe
+
+One training process (one rank). Normally started by `mgtrain launch CONFIG.yaml`, which hands it the
+resolved config in MGTRAIN_CONFIG_FILE. It also runs under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, ...),
+under srun with one task per rank (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), or alone as world size 1.
+--probe prints the LibTorch facts as JSON (used by `mgtrain env`).
+)";
+
+ConfigRequest config_request_from_args(const std::vector<std::string>& args) {
+  ConfigRequest request;
+  for (const auto& arg : args) {
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      throw Error("", exit_code::kSuccess);
+    }
+    if (arg.find('=') != std::string::npos && arg[0] != '-') {
+      request.overrides.push_back(arg);
+    } else if (!request.path && arg[0] != '-') {
+      request.path = arg;
+    } else {
+      throw UsageError(fmt::format("unexpected argument '{}'\n{}", arg, kUsage));
+    }
+  }
+  return request;
+}
+
+}  // namespace
+
+int run_worker(const std::vector<std::string>& args) {
+  const EnvMap env = current_environment();
+  LoadedConfig loaded;
+  auto resolved = env.find("MGTRAIN_CONFIG_FILE");
+  if (resolved != env.end() && args.size() <= 1) {
+    ConfigRequest request;
+    request.path = resolved->second;
+    LoadOptions options;
+    options.resolved = true;
+    loaded = load_config(request, env, options);
+  } else {
+    loaded = load_config(config_request_from_args(args), env);
+  }
+  const WorkerIdentity id = worker_identity_from_environment(env);
+  // The LibTorch DDP trainer replaces this placeholder (issue 4).
+  std::printf("mgtrain-worker rank %d/%d (local %d/%d, %s): model %s on %s; the built-in trainer is not implemented yet\n",
+              id.rank, id.world_size, id.local_rank, id.local_world_size, id.source.c_str(), loaded.config.model.type.c_str(),
+              loaded.config.data.dataset.c_str());
+  return exit_code::kSuccess;
+}
+
+}  // namespace mgtrain
