@@ -46,13 +46,15 @@ std::vector<Interface> network_interfaces() {
 YAML::Node probe_worker(std::string& problem, std::string& worker_path) {
   try {
     worker_path = find_worker_binary(current_environment().count("MGTRAIN_LAUNCH_WORKER") ? current_environment().at("MGTRAIN_LAUNCH_WORKER") : "");
-    CapturedRun run = run_and_capture({worker_path, "--probe"}, 30.0);
+    CaptureOptions options;
+    options.timeout_s = 30.0;
+    CapturedRun run = run_and_capture({worker_path, "--probe"}, options);
     if (run.timed_out) {
       problem = "worker probe timed out after 30 s";
     } else if (run.exit_code != 0) {
       problem = fmt::format("worker probe exited with code {}", run.exit_code);
     } else {
-      return YAML::Load(run.output);
+      return YAML::Load(run.out);
     }
   } catch (const Error& e) {
     problem = e.what();

@@ -1,10 +1,9 @@
-// posix_spawn + pipe + poll with a deadline (see run_capture.hpp).
+// fork/exec with two pipes drained by poll until exit or deadline (see run_capture.hpp).
 #include "core/run_capture.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,48 +14,103 @@
 extern char** environ;
 
 namespace mgtrain {
+namespace {
 
-CapturedRun run_and_capture(const std::vector<std::string>& argv, double timeout_s) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  std::vector<char*> args;
+std::vector<std::string> child_environment(const CaptureOptions& options) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& name : options.unset_env) env.erase(name);
+  for (const auto& [name, value] : options.set_env) env[name] = value;
+  std::vector<std::string> out;
+  for (const auto& [name, value] : env) out.push_back(name + "=" + value);
+  return out;
+}
+
+}  // namespace
+
+CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
+  if (argv.empty()) throw Error("run_and_capture: empty command");
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings = child_environment(options);
+  std::vector<char*> args, envp;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    throw SystemError("cannot start " + argv[0], rc);
+  for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int exec_error[2];
+  if (pipe2(exec_error, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+
+  pid_t pid = fork();
+  if (pid < 0) throw SystemError("fork", errno);
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    if (!options.working_directory.empty() && chdir(options.working_directory.c_str()) != 0) {
+      int e = errno;
+      (void)!write(exec_error[1], &e, sizeof e);
+      _exit(127);
+    }
+    execvpe(args[0], args.data(), envp.data());
+    int e = errno;
+    (void)!write(exec_error[1], &e, sizeof e);
+    _exit(127);
   }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  close(exec_error[1]);
+  int child_errno = 0;
+  ssize_t got = read(exec_error[0], &child_errno, sizeof child_errno);
+  close(exec_error[0]);
+  if (got == sizeof child_errno) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    waitpid(pid, nullptr, 0);
+    throw SystemError("cannot start " + argv[0], child_errno);
+  }
+
   CapturedRun result;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  char buffer[4096];
-  while (true) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_s);
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&result.out, &result.err};
+  int open_count = 2;
+  char buffer[8192];
+  while (open_count > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       result.timed_out = true;
       kill(pid, SIGKILL);
       break;
     }
-    pollfd p{fds[0], POLLIN, 0};
-    int ready = poll(&p, 1, static_cast<int>(left));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    ssize_t n = read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    result.output.append(buffer, static_cast<std::size_t>(n));
+    int ready = poll(fds, 2, static_cast<int>(left));
+    if (ready < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2 && ready > 0; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_count;
+      }
+    }
   }
-  close(fds[0]);
+  for (auto& p : fds)
+    if (p.fd >= 0) close(p.fd);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFEXITED(status) && !result.timed_out) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;
 }
 

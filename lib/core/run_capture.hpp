@@ -1,19 +1,30 @@
-// Runs a short-lived helper program and captures its stdout (used by `mgtrain env` to ask the worker
-// binary for the LibTorch facts). Not for workers: those go through the supervisor.
+// Runs a short-lived program to completion and captures its output: `mgtrain env` asks the worker binary
+// for the LibTorch facts this way, and tests run the binaries through it. Not for workers: those go
+// through the supervisor.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 namespace mgtrain {
 
+struct CaptureOptions {
+  double timeout_s = 60.0;                         // then SIGKILL
+  std::map<std::string, std::string> set_env;      // added to (or replacing in) the inherited environment
+  std::vector<std::string> unset_env;              // removed from it
+  std::string working_directory;                   // empty: inherit
+};
+
 struct CapturedRun {
-  int exit_code = -1;      // -1: killed by the timeout or a signal
-  std::string output;      // stdout
+  int exit_code = -1;       // -1: ended by a signal (see signal) or by the timeout
+  int signal = 0;
   bool timed_out = false;
+  std::string out;          // stdout
+  std::string err;          // stderr
 };
 
 // Throws SystemError when the program cannot be started.
-CapturedRun run_and_capture(const std::vector<std::string>& argv, double timeout_s);
+CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options = {});
 
 }  // namespace mgtrain

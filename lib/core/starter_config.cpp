@@ -1,6 +1,8 @@
 // Questions and commented YAML for `mgtrain config init` (see starter_config.hpp).
 #include "core/starter_config.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -37,15 +39,16 @@ Config answer_init_questions(const std::vector<FlagSetting>& answers, const AskF
       return e.message;
     }
   };
+  std::vector<std::string> answered;
+  for (const auto& a : answers) {
+    const KeyDef* key = find_key(a.key);
+    if (!key) throw Error(fmt::format("internal error: config init flag {} maps to unknown key {}", a.flag, a.key));
+    if (auto problem = try_assign(*key, a.value)) throw UsageError(fmt::format("config init: {} {}: {}", a.flag, a.value, *problem));
+    answered.push_back(a.key);
+  }
   for (const auto& question : init_questions()) {
     const KeyDef& key = *find_key(question.key);
-    bool answered = false;
-    for (const auto& a : answers) {
-      if (a.key != question.key) continue;
-      if (auto problem = try_assign(key, a.value)) throw UsageError(fmt::format("config init: {} {}: {}", a.flag, a.value, *problem));
-      answered = true;
-    }
-    if (answered || !ask) continue;
+    if (!ask || std::find(answered.begin(), answered.end(), question.key) != answered.end()) continue;
     const std::string current = YAML::Dump(key.read(config));
     while (true) {
       auto line = (*ask)(fmt::format("{} [{}]: ", question.question, current));
