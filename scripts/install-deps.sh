@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian bookworm packages mgtrain needs, and only those that are missing.
+# Usage: scripts/install-deps.sh [--test]    (--test adds what the test suite uses)
+# Needs root (or sudo) only when something is missing; re-runs are a no-op.
+set -euo pipefail
+
+build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
+                catch2 zlib1g-dev dataset-fashion-mnist)
+# python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
+# procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks.
+test_packages=(python3-torch iproute2 procps time)
+
+wanted=("${build_packages[@]}")
+if [[ "${1:-}" == "--test" ]]; then wanted+=("${test_packages[@]}"); fi
+
+missing=()
+for p in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
