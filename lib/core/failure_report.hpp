@@ -1,0 +1,52 @@
+// The failure report: a readable table for stderr and the same facts as failure.json for
+// schedulers and scripts. Pure formatting; the supervisor gathers the facts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/exit_status.hpp"
+#include "core/torch_error_file.hpp"
+
+namespace mgtrain {
+
+struct FailedWorker {
+  int global_rank = 0;
+  int local_rank = 0;
+  int attempt = 0;
+  std::string host;
+  long pid = 0;
+  ExitStatus status;            // how the process ended (unused when `hung`)
+  bool hung = false;            // stopped sending heartbeats
+  double silent_s = 0.0;
+  std::string time_utc;         // ISO 8601, when the launcher saw the failure
+  std::string stderr_log;       // path of the rank's stderr.log
+  std::vector<std::string> stderr_tail;       // last lines of stderr.log
+  std::optional<TorchErrorRecord> error_file;  // TORCHELASTIC_ERROR_FILE, when the worker wrote it
+  bool during_teardown = false;  // failed while the launcher was already stopping the group
+
+  // "exit code 3", "signal SIGSEGV (11)", "no heartbeat for 30 s".
+  std::string outcome() const;
+};
+
+struct FailureReport {
+  std::string run_id;
+  std::string run_dir;
+  int exit_code = 1;     // the launcher's exit code
+  int attempt = 0;       // the attempt that failed (TORCHELASTIC_RESTART_COUNT)
+  int max_restarts = 0;
+  FailedWorker root_cause;
+  std::vector<FailedWorker> other_failures;
+};
+
+// The table printed to stderr.
+std::string format_failure_report(const FailureReport& report);
+
+// failure.json (schema in docs/launch.md).
+std::string failure_report_to_json(const FailureReport& report);
+
+// "2026-11-22T03:50:12.345Z" for a time in milliseconds since the Unix epoch.
+std::string format_utc_timestamp(long long unix_millis);
+
+}  // namespace mgtrain

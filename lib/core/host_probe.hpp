@@ -1,0 +1,11 @@
+// Gathers the HostFacts a launch plan needs from the real machine: GPUs, CPUs, host name, cwd.
+#pragma once
+
+#include "core/launch_plan.hpp"
+#include "core/worker_env.hpp"
+
+namespace mgtrain {
+
+HostFacts probe_host_facts(const EnvironmentMap& environment);
+
+}  // namespace mgtrain

@@ -1,0 +1,100 @@
+// run_launch: from loaded settings to a finished job — plan, port, run directory, supervisor, report.
+#include "core/launch.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+
+#include "core/config_yaml.hpp"
+#include "core/error.hpp"
+#include "core/exit_status.hpp"
+#include "core/host_probe.hpp"
+#include "core/launch_plan.hpp"
+#include "core/log_layout.hpp"
+#include "core/supervisor.hpp"
+#include "core/worker_binary.hpp"
+
+namespace mgtrain {
+namespace {
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) throw Error("cannot write " + path + ": check that launch.log_dir is writable (--log-dir)");
+}
+
+void write_to_fd(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t written = write(fd, text.data() + done, text.size() - done);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return;
+    done += static_cast<std::size_t>(written);
+  }
+}
+
+int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
+  if (plan.picks_port()) return ports.pick_free_port();
+  // Only the node hosting rank 0 binds the port (torch's TCPStore); other nodes connect to it.
+  if (plan.node_rank == 0 && !ports.is_free(plan.master_port)) {
+    throw UsageError("launch.master_port " + std::to_string(plan.master_port) +
+                     " is already in use on this machine (another job, or a leftover process?): choose another "
+                     "with --master-port, or --master-port 0 to pick a free one");
+  }
+  return plan.master_port;
+}
+
+}  // namespace
+
+int run_launch(const LaunchRequest& request, const LoadedConfig& loaded) {
+  return run_launch(request, loaded, LaunchEnvironment{});
+}
+
+int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside) {
+  const LaunchConfig& launch = loaded.config.launch;
+  EnvironmentMap environment = outside.environment ? *outside.environment : current_environment();
+  SocketPortProbe socket_ports;
+  PortProbe& ports = outside.ports ? *outside.ports : socket_ports;
+
+  HostFacts host = probe_host_facts(environment);
+  std::vector<std::string> command = request.command;
+  bool builtin_trainer = command.empty();
+  // The config path is fixed by the plan's run_dir; the placeholder is replaced below.
+  if (builtin_trainer) command = {find_worker_binary(launch.worker), "<config>"};
+  LaunchPlan plan = make_launch_plan(launch, command, host);
+  std::string config_file = log_layout::config_file(plan.run_dir);
+  if (builtin_trainer) plan.command[1] = config_file;
+
+  int first_port = choose_first_port(plan, ports);
+
+  std::error_code error;
+  std::filesystem::create_directories(plan.run_dir, error);
+  if (error) {
+    throw Error("cannot create run directory " + plan.run_dir + ": " + error.message() +
+                ": choose a writable directory with --log-dir (launch.log_dir)");
+  }
+  std::filesystem::remove(log_layout::failure_json(plan.run_dir), error);  // a report of an earlier launch
+  write_text_file(config_file, config_to_yaml(loaded.config));
+
+  std::string notice = omp_threads_notice(plan, environment);
+  if (!notice.empty()) write_to_fd(outside.stderr_fd, notice + "\n");
+
+  Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
+  SupervisionResult result = supervisor.run();
+
+  if (result.failure) {
+    write_to_fd(outside.stderr_fd, format_failure_report(*result.failure));
+    write_text_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
+  }
+  if (result.launcher_signal) {
+    write_to_fd(outside.stderr_fd, "mgtrain: stopped by " + signal_name(*result.launcher_signal) +
+                                       "; all workers of run " + plan.run_id + " have exited (exit code " +
+                                       std::to_string(result.exit_code) + ")\n");
+  }
+  return result.exit_code;
+}
+
+}  // namespace mgtrain

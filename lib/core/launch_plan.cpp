@@ -1,0 +1,175 @@
+// Validation and resolution of the launch settings into a LaunchPlan.
+#include "core/launch_plan.hpp"
+
+#include <cctype>
+#include <set>
+
+#include "core/error.hpp"
+
+namespace mgtrain {
+namespace {
+
+bool parse_positive_int(const std::string& text, int& value) {
+  if (text.empty() || text.size() > 6) return false;
+  value = 0;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    value = value * 10 + (c - '0');
+  }
+  return value > 0;
+}
+
+std::string plural(int count, const std::string& word) {
+  return std::to_string(count) + " " + word + (count == 1 ? "" : "s");
+}
+
+std::string where_gpus_come_from(const HostFacts& host) {
+  return host.cuda_visible_devices_set ? "visible through CUDA_VISIBLE_DEVICES"
+                                       : "found (/proc/driver/nvidia/gpus, /dev/nvidia*)";
+}
+
+// launch.gpu_ids "0,2": indices into the visible GPUs, or GPU-/MIG- UUIDs used as they are.
+std::vector<std::string> resolve_gpu_ids(const std::string& text, const HostFacts& host) {
+  std::vector<std::string> devices;
+  std::set<std::string> seen;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = text.find(',', start);
+    std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    int index = 0;
+    if (entry == "0" || parse_positive_int(entry, index)) {
+      if (index >= static_cast<int>(host.visible_gpus.size())) {
+        throw UsageError("launch.gpu_ids: GPU " + entry + " does not exist: " +
+                         plural(static_cast<int>(host.visible_gpus.size()), "GPU") + " " +
+                         where_gpus_come_from(host) + "; list indices below that count, e.g. --gpu-ids 0,1");
+      }
+      entry = host.visible_gpus[index];
+    } else if (entry.rfind("GPU-", 0) != 0 && entry.rfind("MIG-", 0) != 0) {
+      throw UsageError("launch.gpu_ids: '" + entry + "' in '" + text +
+                       "' is not a GPU: write comma-separated indices (0,2) or GPU-/MIG- UUIDs");
+    }
+    if (!seen.insert(entry).second) {
+      throw UsageError("launch.gpu_ids: GPU " + entry + " is listed twice in '" + text + "': give each worker its own GPU");
+    }
+    devices.push_back(entry);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return devices;
+}
+
+int resolve_nproc(const std::string& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
+                  const HostFacts& host, std::string& reason) {
+  int count = 0;
+  if (parse_positive_int(nproc, count)) {
+    if (gpu_ids_given && count != static_cast<int>(gpus.size())) {
+      throw UsageError("launch.nproc is " + nproc + " but launch.gpu_ids names " +
+                       plural(static_cast<int>(gpus.size()), "GPU") +
+                       ": give one GPU per worker, or set --nproc gpu to run one worker per listed GPU");
+    }
+    reason = "nproc " + nproc;
+    return count;
+  }
+  if (nproc == "gpu" || nproc == "auto") {
+    if (gpu_ids_given) {
+      reason = nproc + ": " + plural(static_cast<int>(gpus.size()), "GPU") + " in launch.gpu_ids";
+      return static_cast<int>(gpus.size());
+    }
+    int visible = static_cast<int>(host.visible_gpus.size());
+    if (visible > 0) {
+      reason = nproc + ": " + plural(visible, "GPU") + " " + where_gpus_come_from(host);
+      return visible;
+    }
+    if (nproc == "gpu") {
+      throw UsageError("launch.nproc is 'gpu' but no NVIDIA GPU was " + where_gpus_come_from(host) +
+                       ": use --nproc N or --nproc cpu on a machine without GPUs");
+    }
+    reason = "auto: no GPU found, 1 worker";
+    return 1;
+  }
+  if (nproc == "cpu") {
+    reason = "cpu: " + plural(host.cpu_count, "CPU");
+    return host.cpu_count > 0 ? host.cpu_count : 1;
+  }
+  throw UsageError("launch.nproc: '" + nproc + "' is not a worker count: use a positive number, auto, gpu or cpu");
+}
+
+int resolve_nnodes(const std::string& text) {
+  int count = 0;
+  if (parse_positive_int(text, count)) return count;
+  std::size_t colon = text.find(':');
+  int low = 0, high = 0;
+  if (colon != std::string::npos && parse_positive_int(text.substr(0, colon), low) &&
+      parse_positive_int(text.substr(colon + 1), high)) {
+    if (low == high) return low;
+    throw UsageError("launch.nnodes: elastic node ranges (" + text +
+                     ") are not supported yet: give a fixed node count, e.g. --nnodes " + std::to_string(high));
+  }
+  throw UsageError("launch.nnodes: '" + text + "' is not a node count: use a positive number such as 2");
+}
+
+}  // namespace
+
+LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
+                            const HostFacts& host) {
+  if (command.empty()) throw UsageError("launch: no command to run: give one after `--`, or a config for the trainer");
+  LaunchPlan plan;
+  plan.command = command;
+  plan.hostname = host.hostname;
+
+  bool gpu_ids_given = launch.gpu_ids.find_first_not_of(" \t") != std::string::npos;
+  std::vector<std::string> gpus;
+  if (gpu_ids_given) gpus = resolve_gpu_ids(launch.gpu_ids, host);
+  plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, plan.nproc_reason);
+  if (gpu_ids_given) plan.gpu_for_local_rank = gpus;
+
+  plan.nnodes = resolve_nnodes(launch.nnodes);
+  if (launch.standalone && plan.nnodes != 1) {
+    throw UsageError("launch.standalone runs a single node, but launch.nnodes is " + launch.nnodes +
+                     ": drop --standalone, or use --nnodes 1");
+  }
+  if (launch.node_rank < 0 || launch.node_rank >= plan.nnodes) {
+    throw UsageError("launch.node_rank " + std::to_string(launch.node_rank) + " is outside 0.." +
+                     std::to_string(plan.nnodes - 1) + " (launch.nnodes is " + launch.nnodes + ")");
+  }
+  plan.node_rank = static_cast<int>(launch.node_rank);
+  plan.world_size = plan.nnodes * plan.nproc;
+
+  if (launch.master_addr.empty()) throw UsageError("launch.master_addr is empty: give the address of node 0, e.g. 127.0.0.1");
+  plan.master_addr = launch.master_addr;
+  if (launch.master_port < 0 || launch.master_port > 65535) {
+    throw UsageError("launch.master_port " + std::to_string(launch.master_port) +
+                     " is not a TCP port: use 1..65535, or 0 to pick a free one");
+  }
+  plan.master_port = static_cast<int>(launch.master_port);
+  if (plan.picks_port() && plan.nnodes > 1) {
+    throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes +
+                     " every node must know the port; pass the same --master-port to all nodes");
+  }
+
+  if (launch.max_restarts < 0) throw UsageError("launch.max_restarts must be 0 or more, not " + std::to_string(launch.max_restarts));
+  plan.max_restarts = static_cast<int>(launch.max_restarts);
+  if (!(launch.grace_period >= 0)) throw UsageError("launch.grace_period must be 0 or more seconds");
+  plan.grace_period_s = launch.grace_period;
+  if (!(launch.heartbeat_timeout >= 0)) throw UsageError("launch.heartbeat_timeout must be 0 (off) or more seconds");
+  plan.heartbeat_timeout_s = launch.heartbeat_timeout;
+
+  if (launch.run_id.empty() || launch.run_id == "." || launch.run_id == ".." ||
+      launch.run_id.find('/') != std::string::npos) {
+    throw UsageError("launch.run_id '" + launch.run_id +
+                     "' cannot name a directory: use letters, digits, '-', '_' or '.', without '/'");
+  }
+  plan.run_id = launch.run_id;
+  if (launch.log_dir.empty()) throw UsageError("launch.log_dir is empty: give a directory for logs, e.g. runs");
+  std::string log_dir = launch.log_dir;
+  if (log_dir.front() != '/') log_dir = host.cwd + (host.cwd.empty() || host.cwd.back() == '/' ? "" : "/") + log_dir;
+  while (log_dir.size() > 1 && log_dir.back() == '/') log_dir.pop_back();
+  plan.run_dir = log_dir + "/" + plan.run_id;
+
+  plan.console = resolve_console_routing(launch.tee, launch.redirect, launch.local_ranks_filter, plan.nproc);
+  return plan;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,49 @@
+// Turns the `launch:` settings into a checked, fully resolved plan for this node: how many workers,
+// their ranks, port, console routing and GPUs. Pure: facts about the host come in as HostFacts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/output_routing.hpp"
+
+namespace mgtrain {
+
+// What the plan needs to know about the machine (probe_host_facts in host_probe.hpp gathers it).
+struct HostFacts {
+  std::vector<std::string> visible_gpus;  // what CUDA would enumerate, after CUDA_VISIBLE_DEVICES
+  bool cuda_visible_devices_set = false;
+  int cpu_count = 1;                      // CPUs this process may run on (affinity mask)
+  std::string hostname;
+  std::string cwd;                        // absolute; relative log_dir is resolved against it
+};
+
+struct LaunchPlan {
+  int nproc = 1;          // workers on this node (LOCAL_WORLD_SIZE)
+  int nnodes = 1;         // GROUP_WORLD_SIZE
+  int node_rank = 0;      // GROUP_RANK
+  int world_size = 1;     // nnodes * nproc
+  std::string master_addr;
+  int master_port = 0;    // 0: a free port is picked for every attempt
+  int max_restarts = 0;
+  std::string run_id;
+  std::string run_dir;    // absolute <log_dir>/<run_id>
+  double grace_period_s = 5.0;
+  double heartbeat_timeout_s = 0.0;  // 0: no hang watchdog
+  std::vector<ConsoleRouting> console;          // per local rank
+  std::vector<std::string> gpu_for_local_rank;  // per local rank; empty: CUDA_VISIBLE_DEVICES untouched
+  std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker
+  std::string hostname;
+  std::string nproc_reason;                     // how nproc was chosen, e.g. "auto: 2 visible GPUs"
+
+  bool picks_port() const { return master_port == 0; }
+  int global_rank(int local_rank) const { return node_rank * nproc + local_rank; }
+};
+
+// Checks every launch setting and resolves nproc, gpu_ids, nnodes, tee/redirect/filter and paths.
+// `command` is the worker's argv (non-empty). Throws UsageError naming the setting and the fix.
+LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
+                            const HostFacts& host);
+
+}  // namespace mgtrain

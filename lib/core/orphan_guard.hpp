@@ -1,0 +1,30 @@
+// A tiny helper process that outlives the launcher only to kill the workers' process groups when the
+// launcher dies, even by SIGKILL. PR_SET_PDEATHSIG kills each worker itself; this also kills what
+// the workers started (their children do not inherit PDEATHSIG).
+#pragma once
+
+#include <sys/types.h>
+
+namespace mgtrain {
+
+class OrphanGuard {
+ public:
+  // Forks the guard. It waits on a pipe; when the pipe closes (the launcher exited or was killed),
+  // it sends SIGKILL to every process group still being watched and exits.
+  OrphanGuard();
+  // Closes the pipe and reaps the guard.
+  ~OrphanGuard();
+  OrphanGuard(const OrphanGuard&) = delete;
+  OrphanGuard& operator=(const OrphanGuard&) = delete;
+
+  void watch(pid_t process_group);
+  void forget(pid_t process_group);
+
+ private:
+  void send(int message);
+
+  pid_t guard_pid_ = -1;
+  int pipe_write_fd_ = -1;
+};
+
+}  // namespace mgtrain

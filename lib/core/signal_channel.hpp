@@ -1,0 +1,32 @@
+// Delivers the launcher's signals (SIGCHLD and the ones it forwards) as readable events on a
+// signalfd, so the supervisor's poll loop sees them without handlers or races. Restores the
+// signal mask and SIGPIPE's disposition when destroyed.
+#pragma once
+
+#include <signal.h>
+
+#include <vector>
+
+namespace mgtrain {
+
+class SignalChannel {
+ public:
+  // Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and ignores SIGPIPE.
+  SignalChannel();
+  ~SignalChannel();
+  SignalChannel(const SignalChannel&) = delete;
+  SignalChannel& operator=(const SignalChannel&) = delete;
+
+  int fd() const { return fd_; }
+  // The signals received since the last call, in arrival order (non-blocking).
+  std::vector<int> take_pending();
+  // The mask the process had before; workers start with it.
+  const sigset_t& original_mask() const { return original_mask_; }
+
+ private:
+  int fd_ = -1;
+  sigset_t original_mask_;
+  struct sigaction original_sigpipe_;
+};
+
+}  // namespace mgtrain

@@ -1,0 +1,40 @@
+// The environment contract between launcher and worker: torchrun's variables (so unmodified torch
+// programs work) plus mgtrain's own, and the per-worker expansion of the command line.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/launch_plan.hpp"
+
+namespace mgtrain {
+
+using EnvironmentMap = std::map<std::string, std::string>;
+
+// Variables mgtrain adds for its workers (outside the MGTRAIN_<SECTION>_ config namespace).
+inline constexpr const char* kRunDirVariable = "MGTRAIN_RUN_DIR";
+inline constexpr const char* kConfigFileVariable = "MGTRAIN_CONFIG_FILE";
+inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE";
+
+struct WorkerSlot {
+  int local_rank = 0;
+  int attempt = 0;           // TORCHELASTIC_RESTART_COUNT
+  int master_port = 0;       // the port of this attempt
+  std::string config_file;   // MGTRAIN_CONFIG_FILE; empty: not set
+};
+
+// The parent's environment with the worker's variables set on top.
+EnvironmentMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvironmentMap& parent);
+
+// torchrun's rule: with more than one worker per node and OMP_NUM_THREADS unset, workers get
+// OMP_NUM_THREADS=1. Returns the notice to print once, or "" when the rule does not apply.
+std::string omp_threads_notice(const LaunchPlan& plan, const EnvironmentMap& parent);
+
+// The command with every "${local_rank}" replaced by the worker's local rank.
+std::vector<std::string> expand_worker_command(const std::vector<std::string>& command, int local_rank);
+
+// "KEY=VALUE" strings for execve.
+std::vector<std::string> to_environ_strings(const EnvironmentMap& environment);
+
+}  // namespace mgtrain

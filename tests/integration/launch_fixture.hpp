@@ -1,0 +1,74 @@
+// Helpers for the launcher's integration tests: temporary directories, worker scripts, running
+// run_launch in-process with a captured console, starting a launcher process to send it signals,
+// and finding processes of a job that are still alive.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace mgtrain::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it when destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Writes an executable /bin/sh script and returns its path.
+std::string write_script(const std::string& path, const std::string& body);
+std::string read_text(const std::string& path);
+bool file_exists(const std::string& path);
+std::vector<std::string> split_lines(const std::string& text);
+
+// Launch settings for tests: a run id, logs inside `dir`, a short grace period.
+LaunchConfig test_launch_config(const TempDir& dir, int nproc);
+
+struct LaunchOutcome {
+  int exit_code = -1;
+  std::string out;        // the launcher's console stdout
+  std::string err;        // the launcher's console stderr
+  std::string run_dir;
+};
+
+// Calls run_launch in this process with `command` (empty: the built-in trainer), the environment
+// of this process plus `extra_env`, and the console captured into files.
+LaunchOutcome launch_in_process(const LaunchConfig& launch, const std::vector<std::string>& command,
+                                const std::vector<std::pair<std::string, std::string>>& extra_env = {});
+
+// A child process (a launcher) with stdout/stderr going to files.
+struct ChildProcess {
+  pid_t pid = -1;
+  std::string out_path;
+  std::string err_path;
+};
+ChildProcess start_process(const std::vector<std::string>& argv, const std::string& output_prefix,
+                           const std::vector<std::pair<std::string, std::string>>& extra_env = {});
+// The exit code (128+N for a signal) or nullopt when it did not end within `timeout`.
+std::optional<int> wait_for_exit(pid_t pid, std::chrono::milliseconds timeout);
+
+// Polls `condition` every few milliseconds until it holds or `timeout` passes.
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// Live (non-zombie) processes whose process group is in `groups` or whose command line contains `marker`.
+std::vector<pid_t> live_job_processes(const std::set<pid_t>& groups, const std::string& marker);
+
+// The path of the launcher test harness binary (tests/integration/launch_harness.cpp).
+std::string harness_path();
+
+}  // namespace mgtrain::testing
