@@ -18,8 +18,8 @@ struct LaunchConfig {
   std::int64_t max_restarts = 0;
   std::string run_id;                 // empty: generated
   std::string log_dir = "runs";
-  std::string tee = "3";              // torchrun compatible: which streams reach the console too
-  std::string redirect = "0";         // torchrun compatible: which streams go to files only
+  std::string tee = "0";              // torchrun compatible: redirected streams shown on the console again
+  std::string redirect = "0";         // torchrun compatible: streams kept off the console (files get all)
   std::string local_ranks_filter;     // empty: every local rank prints to the console
   std::string gpu_ids;                // empty: all visible GPUs
   double grace_period = 5.0;          // seconds between SIGTERM and SIGKILL
