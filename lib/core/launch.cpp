@@ -1,6 +1,7 @@
 // run_launch: from loaded settings to a finished job — plan, port, run directory, supervisor, report.
 #include "core/launch.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,6 +48,16 @@ int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
   return plan.master_port;
 }
 
+// With stdin/stdout/stderr closed, the next pipe would become fd 1 and worker output would go into it.
+void ensure_standard_fds_open() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null_fd >= 0 && null_fd != fd) close(null_fd);  // opened at the lowest free fd: `fd` itself
+    }
+  }
+}
+
 }  // namespace
 
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded) {
@@ -54,6 +65,7 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded) {
 }
 
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside) {
+  ensure_standard_fds_open();
   const LaunchConfig& launch = loaded.config.launch;
   EnvironmentMap environment = outside.environment ? *outside.environment : current_environment();
   SocketPortProbe socket_ports;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Launcher benchmark (not a test): `mgtrain launch` against Debian's torchrun, side by side in one run
+# on the same machine, alternating the two. Measures
+#   1. wall time to start and end two trivial workers (/bin/true): median of $RUNS runs each;
+#   2. peak RSS of the launcher (GNU time's "Maximum resident set size"): median of $RSS_RUNS runs;
+#   3. latency from a worker's death to the launcher's exit (the other worker is stopped with
+#      SIGTERM): median of $LATENCY_RUNS runs; the dying worker stamps $EPOCHREALTIME, a bash builtin.
+# Results go to stdout; docs/PERFORMANCE.md records them with this command.
+# Usage: scripts/bench/launcher.sh            (needs build/bin/mgtrain, torchrun, /usr/bin/time)
+#   RUNS=20 RSS_RUNS=5 LATENCY_RUNS=10 MGTRAIN_BUILD_DIR=build scripts/bench/launcher.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+runs=${RUNS:-20}
+rss_runs=${RSS_RUNS:-5}
+latency_runs=${LATENCY_RUNS:-10}
+build=${MGTRAIN_BUILD_DIR:-build}
+mgtrain=${MGTRAIN:-$build/bin/mgtrain}
+worker=scripts/bench/launcher_latency_worker.sh
+
+for tool in "$mgtrain" torchrun /usr/bin/time; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "launcher.sh: $tool not found (build mgtrain with scripts/build.sh; apt-get install python3-torch time)" >&2
+    exit 2
+  fi
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mgtrain_cmd=("$mgtrain" launch --nproc 2 --log-dir "$tmp/runs")
+torchrun_cmd=(torchrun --standalone --monitor_interval 0.1 --nproc_per_node 2 --no_python --redirects 9:1 --tee 9:1)
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", (b - a) * 1000 }'; }
+
+wall_ms() {  # runs "$@" once, prints its wall time in ms
+  local start=$EPOCHREALTIME
+  "$@" >/dev/null 2>&1 || true
+  ms_between "$start" "$EPOCHREALTIME"
+}
+
+rss_kb() { /usr/bin/time -f '%M' -o "$tmp/rss" "$@" >/dev/null 2>&1 || true; tail -n 1 "$tmp/rss"; }
+
+latency_ms() {  # runs "$@" with the latency worker, prints death-to-exit in ms
+  rm -f "$tmp/death"
+  "$@" "$worker" "$tmp/death" >/dev/null 2>&1 || true
+  local exited=$EPOCHREALTIME
+  ms_between "$(cat "$tmp/death")" "$exited"
+}
+
+echo "machine: $(nproc) CPUs, $(uname -sr), torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?')"
+echo "mgtrain:  ${mgtrain_cmd[*]} -- /bin/true"
+echo "torchrun: ${torchrun_cmd[*]} /bin/true"
+echo
+
+: > "$tmp/wall_m"; : > "$tmp/wall_t"
+for ((i = 0; i < runs; i++)); do
+  wall_ms "${mgtrain_cmd[@]}" -- /bin/true >> "$tmp/wall_m"
+  wall_ms "${torchrun_cmd[@]}" /bin/true >> "$tmp/wall_t"
+done
+: > "$tmp/rss_m"; : > "$tmp/rss_t"
+for ((i = 0; i < rss_runs; i++)); do
+  rss_kb "${mgtrain_cmd[@]}" -- /bin/true >> "$tmp/rss_m"
+  rss_kb "${torchrun_cmd[@]}" /bin/true >> "$tmp/rss_t"
+done
+: > "$tmp/lat_m"; : > "$tmp/lat_t"
+for ((i = 0; i < latency_runs; i++)); do
+  latency_ms "${mgtrain_cmd[@]}" -- >> "$tmp/lat_m"
+  latency_ms "${torchrun_cmd[@]}" >> "$tmp/lat_t"
+done
+
+wall_m=$(median < "$tmp/wall_m"); wall_t=$(median < "$tmp/wall_t")
+rss_m=$(median < "$tmp/rss_m"); rss_t=$(median < "$tmp/rss_t")
+lat_m=$(median < "$tmp/lat_m"); lat_t=$(median < "$tmp/lat_t")
+
+awk -v wm="$wall_m" -v wt="$wall_t" -v rm="$rss_m" -v rt="$rss_t" -v lm="$lat_m" -v lt="$lat_t" \
+    -v runs="$runs" -v rss_runs="$rss_runs" -v lat_runs="$latency_runs" 'BEGIN {
+  printf "%-44s %12s %12s %10s\n", "measure (median)", "mgtrain", "torchrun", "torchrun/mgtrain"
+  printf "%-44s %12.1f %12.1f %10.0fx\n", "wall time, 2 x /bin/true, ms (" runs " runs)", wm, wt, wt / wm
+  printf "%-44s %12.1f %12.1f %10.0fx\n", "peak RSS, MB (" rss_runs " runs)", rm / 1024, rt / 1024, rt / rm
+  printf "%-44s %12.1f %12.1f %10.0fx\n", "worker death -> launcher exit, ms (" lat_runs " runs)", lm, lt, lt / lm
+}'
