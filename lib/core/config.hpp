@@ -99,6 +99,7 @@ struct DdpConfig {
   bool gradient_as_bucket_view = false;
   double timeout_s = 1800.0;          // collective timeout
   double connect_timeout_s = 300.0;   // store / peers rendezvous timeout
+  bool skip_allreduce = false;        // benchmarks only: gradients are not synchronised
 };
 
 // `checkpoint:` — when and where rank 0 saves, and what to resume from.

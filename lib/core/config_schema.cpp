@@ -320,6 +320,7 @@ std::vector<KeyDef> build_schema() {
   s.add(key("ddp.gradient_as_bucket_view", &C::ddp, &DdpConfig::gradient_as_bucket_view, "let gradients live inside the buckets (saves a copy)"));
   s.add(key("ddp.timeout_s", &C::ddp, &DdpConfig::timeout_s, "seconds a collective may take before it fails").range(1, 1e6));
   s.add(key("ddp.connect_timeout_s", &C::ddp, &DdpConfig::connect_timeout_s, "seconds to wait for the store and all peers at start").range(1, 1e6));
+  s.add(key("ddp.skip_allreduce", &C::ddp, &DdpConfig::skip_allreduce, "benchmarks only: skip the gradient all-reduce to time a step without communication (ranks diverge)"));
   // checkpoint
   s.add(key("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "directory of the run's checkpoints"));
   s.add(key("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save every N optimizer steps; 0: not by steps").at_least(0));
