@@ -17,6 +17,8 @@
 #include "core/build_info.hpp"
 #include "core/config_loader.hpp"
 #include "core/error.hpp"
+#include "core/json_writer.hpp"
+#include "core/value_parsing.hpp"
 #include "core/run_capture.hpp"
 #include "core/worker_binary.hpp"
 
@@ -66,52 +68,74 @@ YAML::Node probe_worker(std::string& problem, std::string& worker_path) {
 
 }  // namespace
 
+// JSON text of a YAML tree: booleans, numbers and null stay unquoted, everything else is a string.
+std::string to_json(const YAML::Node& node) {
+  if (node.IsMap()) {
+    std::string out = "{";
+    for (auto it = node.begin(); it != node.end(); ++it)
+      out += (out.size() > 1 ? ", " : "") + json_quote(it->first.Scalar()) + ": " + to_json(it->second);
+    return out + "}";
+  }
+  if (node.IsSequence()) {
+    std::string out = "[";
+    for (const auto& item : node) out += (out.size() > 1 ? ", " : "") + to_json(item);
+    return out + "]";
+  }
+  if (!node.IsDefined() || node.IsNull()) return "null";
+  const std::string& text = node.Scalar();
+  if (text == "true" || text == "false") return text;
+  if (node.Tag() != "!" && parse_number(text) && text.find_first_not_of("-0123456789.e") == std::string::npos) return text;
+  return json_quote(text);
+}
+
 int run_env_command(const EnvRequest& request) {
   char hostname[256] = {0};
   gethostname(hostname, sizeof hostname - 1);
   cpu_set_t set;
   CPU_ZERO(&set);
-  int usable_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
-  long online_cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const int usable_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   std::string probe_problem, worker_path;
   YAML::Node probe = probe_worker(probe_problem, worker_path);
-  auto interfaces = network_interfaces();
 
-  YAML::Emitter out;
-  if (request.json) {
-    out.SetMapFormat(YAML::Flow);
-    out.SetSeqFormat(YAML::Flow);
-    out << YAML::DoubleQuoted;
-  }
-  out << YAML::BeginMap;
-  out << YAML::Key << "mgtrain" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "version" << YAML::Value << build_info::kVersion;
-  out << YAML::Key << "build_type" << YAML::Value << build_info::kBuildType;
-  out << YAML::Key << "compiler" << YAML::Value << build_info::kCompiler;
-  out << YAML::Key << "worker" << YAML::Value << (worker_path.empty() ? "not found" : worker_path);
-  out << YAML::EndMap;
-  out << YAML::Key << "torch" << YAML::Value;
+  YAML::Node facts;
+  facts["mgtrain"]["version"] = build_info::kVersion;
+  facts["mgtrain"]["build_type"] = build_info::kBuildType;
+  facts["mgtrain"]["compiler"] = build_info::kCompiler;
+  facts["mgtrain"]["worker"] = worker_path.empty() ? "not found" : worker_path;
   if (probe) {
-    YAML::Node facts = YAML::Clone(probe);
-    facts.SetStyle(request.json ? YAML::EmitterStyle::Flow : YAML::EmitterStyle::Block);
-    out << facts;
+    facts["torch"] = probe;
+    facts["torch"].SetStyle(YAML::EmitterStyle::Block);
   } else {
-    out << YAML::BeginMap << YAML::Key << "error" << YAML::Value << probe_problem << YAML::EndMap;
+    facts["torch"]["error"] = probe_problem;
   }
-  out << YAML::Key << "machine" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "hostname" << YAML::Value << hostname;
-  out << YAML::Key << "cpu_cores_online" << YAML::Value << online_cores;
-  out << YAML::Key << "cpu_cores_usable" << YAML::Value << usable_cores;
-  out << YAML::Key << "CUDA_VISIBLE_DEVICES" << YAML::Value << (visible ? visible : "(unset)");
-  out << YAML::Key << "network_interfaces" << YAML::Value << YAML::BeginSeq;
-  for (const auto& i : interfaces) {
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << i.name << YAML::Key << "family"
-        << YAML::Value << i.family << YAML::Key << "address" << YAML::Value << i.address << YAML::EndMap;
+  facts["machine"]["hostname"] = hostname;
+  facts["machine"]["cpu_cores_online"] = sysconf(_SC_NPROCESSORS_ONLN);
+  facts["machine"]["cpu_cores_usable"] = usable_cores;
+  if (visible) {
+    facts["machine"]["CUDA_VISIBLE_DEVICES"] = visible;
+  } else {
+    facts["machine"]["CUDA_VISIBLE_DEVICES"] = YAML::Node(YAML::NodeType::Null);
   }
-  out << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
-  std::printf("%s\n", out.c_str());
-  if (!request.json && !probe) std::fprintf(stderr, "mgtrain: warning: no torch facts: %s\n", probe_problem.c_str());
+  YAML::Node interfaces(YAML::NodeType::Sequence);
+  for (const auto& i : network_interfaces()) {
+    YAML::Node entry;
+    entry["name"] = i.name;
+    entry["family"] = i.family;
+    entry["address"] = i.address;
+    entry.SetStyle(YAML::EmitterStyle::Flow);
+    interfaces.push_back(entry);
+  }
+  facts["machine"]["network_interfaces"] = interfaces;
+
+  if (request.json) {
+    std::printf("%s\n", to_json(facts).c_str());
+  } else {
+    YAML::Emitter out;
+    out << facts;
+    std::printf("%s\n", out.c_str());
+    if (!probe) std::fprintf(stderr, "mgtrain: warning: no torch facts: %s\n", probe_problem.c_str());
+  }
   return exit_code::kSuccess;
 }
 
