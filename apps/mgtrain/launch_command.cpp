@@ -1,14 +1,18 @@
-// `mgtrain launch`: load the config, then hand over to the supervisor.
+// `mgtrain launch`: load the config (every source, flags included), then hand over to the supervisor.
 #include "commands.hpp"
 #include "core/config_loader.hpp"
-#include "core/error.hpp"
+#include "core/launch.hpp"
 
 namespace mgtrain {
 
 int run_launch_command(const LaunchRequest& request) {
   LoadedConfig loaded = load_config(request.config, current_environment());
-  (void)loaded;
-  throw Error("launch: not wired yet");
+  if (!request.run_under_python) return run_launch(request, loaded);
+  // `mgtrain launch train.py` / `-m module`: the interpreter is launch.python, known only now.
+  LaunchRequest with_python = request;
+  with_python.command.insert(with_python.command.begin(), loaded.config.launch.python);
+  with_python.run_under_python = false;
+  return run_launch(with_python, loaded);
 }
 
 }  // namespace mgtrain
