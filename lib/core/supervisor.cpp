@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 
@@ -90,6 +91,9 @@ void Supervisor::start_workers(int attempt) {
       int global_rank = plan_.global_rank(local_rank);
       std::string rank_directory = log_layout::rank_dir(plan_.run_dir, attempt, global_rank);
       make_directories(rank_directory);
+      // Left by an earlier launch with this run id, they would be taken for this worker's.
+      std::remove(log_layout::error_file(rank_directory).c_str());
+      std::remove(log_layout::heartbeat_file(rank_directory).c_str());
 
       WorkerSlot slot{local_rank, attempt, port, config_file_};
       WorkerProcessSpec spec;

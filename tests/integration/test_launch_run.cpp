@@ -299,3 +299,17 @@ TEST_CASE("the built-in trainer mode runs the worker binary with the resolved co
   CHECK(outcome.exit_code == 0);
   CHECK(outcome.out == "[rank 0] config " + outcome.run_dir + "/config.yaml\n");
 }
+
+TEST_CASE("launching again with the same run id does not inherit the old error or heartbeat files", "[launch][failure]") {
+  TempDir dir;
+  LaunchConfig launch = test_launch_config(dir, 1);
+  std::string first = write_script(dir / "first.sh", "echo '{\"message\": \"old failure\"}' > \"$TORCHELASTIC_ERROR_FILE\"; touch \"$MGTRAIN_RUN_DIR/attempt_0/rank_0/heartbeat\"; exit 1");
+  CHECK(launch_in_process(launch, {first}).exit_code == 1);
+  std::string second = write_script(dir / "second.sh", "sleep 0.5; exit 2");
+  launch.heartbeat_timeout = 0.2;  // a stale heartbeat file would count as an opt-in and a hang
+  LaunchOutcome outcome = launch_in_process(launch, {second});
+  CHECK(outcome.exit_code == 2);
+  CHECK_THAT(outcome.err, !Catch::Contains("old failure"));
+  YAML::Node report = YAML::Load(read_text(outcome.run_dir + "/failure.json"));
+  CHECK(report["root_cause"]["error_file"].IsNull());
+}
