@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/hostlist.hpp"
 #include "core/value_parsing.hpp"
 
 namespace mgtrain {
@@ -51,9 +52,9 @@ WorkerIdentity worker_identity_from_environment(const EnvMap& env) {
     id.local_world_size = env.count("SLURM_NTASKS_PER_NODE") ? int_variable(env, "SLURM_NTASKS_PER_NODE", 1) : id.world_size;
     id.master_addr = string_variable(env, "MASTER_ADDR", "");
     if (id.master_addr.empty()) {
-      // The first host of the allocation; a plain first entry here, full hostlist expansion comes with the SLURM support.
-      std::string nodes = string_variable(env, "SLURM_JOB_NODELIST", string_variable(env, "SLURM_NODELIST", "127.0.0.1"));
-      id.master_addr = nodes.substr(0, nodes.find_first_of(",["));
+      // The first host of the allocation.
+      const std::string nodes = string_variable(env, "SLURM_JOB_NODELIST", string_variable(env, "SLURM_NODELIST", "127.0.0.1"));
+      id.master_addr = expand_hostlist(nodes).front();
     }
     id.master_port = env.count("MASTER_PORT") ? int_variable(env, "MASTER_PORT", 1) : port_from_slurm_job(env);
   } else {

@@ -50,7 +50,7 @@ TEST_CASE("identity from srun's variables when RANK is absent", "[identity]") {
   CHECK(id.rank == 5);
   CHECK(id.world_size == 8);
   CHECK(id.local_rank == 1);
-  CHECK(id.master_addr == "node");
+  CHECK(id.master_addr == "node01");
   CHECK(id.master_port == 20000 + 12345 % 20000);
 }
 
