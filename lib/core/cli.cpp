@@ -77,6 +77,14 @@ bool looks_like_override(const std::string& arg) {
   return eq != std::string::npos && eq > 0 && arg[0] != '-';
 }
 
+// "train.epochs=3": a KEY=VALUE whose key is a dotted config path (a program's "a=b" argument is not).
+bool looks_like_config_override(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (!looks_like_override(arg)) return false;
+  const std::string key = arg.substr(0, eq);
+  return key.find('.') != std::string::npos && key.find('/') == std::string::npos;
+}
+
 const char* kTopFooter = R"(Examples:
   mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml
   mgtrain launch --nproc 4 configs/fashion_mnist_cnn.yaml train.batch_size=128
@@ -93,6 +101,7 @@ same values; a flag wins over all of them. torchrun's spellings are accepted as 
 
 Forms:
   mgtrain launch [FLAGS] CONFIG.yaml [KEY=VALUE ...]     built-in trainer, one mgtrain-worker per rank
+  mgtrain launch [FLAGS] KEY=VALUE ...                    built-in trainer on the defaults plus overrides
   mgtrain launch [FLAGS] [CONFIG.yaml] -- COMMAND [ARGS]  any program, e.g. -- python3 train.py
   mgtrain launch [FLAGS] train.py [ARGS]                  a .py script runs under launch.python
                                                           (--no-python runs it directly; -m: a module)
@@ -155,7 +164,7 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args) {
     }
     if (!split.config_path && split.program.empty() && is_yaml_path(arg)) {
       split.config_path = arg;
-    } else if (split.config_path && looks_like_override(arg)) {
+    } else if (looks_like_config_override(arg)) {
       split.bare_overrides.push_back(arg);
     } else if (split.config_path) {
       throw UsageError(fmt::format("launch: unexpected argument '{}' after {} (overrides look like KEY=VALUE, "
@@ -236,7 +245,7 @@ LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions
     return request;
   }
   if (split.program.empty()) {
-    if (!split.config_path) {
+    if (!split.config_path && split.bare_overrides.empty() && opts.set_overrides.empty()) {
       throw UsageError("launch: give a config (mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml) "
                        "or a program (mgtrain launch --nproc 2 -- python3 train.py)");
     }

@@ -42,6 +42,15 @@ TEST_CASE("launch with a config, flags before and after, and bare overrides", "[
   CHECK(r.config.overrides == std::vector<std::string>{"train.batch_size=8", "optim.lr=0.1"});
 }
 
+TEST_CASE("overrides without a config run the built-in trainer on the defaults", "[cli]") {
+  auto r = launch({"--nproc", "2", "model.type=mlp", "train.epochs=1"});
+  CHECK_FALSE(r.config.path);
+  CHECK(r.command.empty());
+  CHECK(r.config.overrides == std::vector<std::string>{"model.type=mlp", "train.epochs=1"});
+  auto program = launch({"./prog", "a.b=c"});  // after a program, everything is the program's
+  CHECK(program.command == std::vector<std::string>{"./prog", "a.b=c"});
+}
+
 TEST_CASE("torchrun's spellings are aliases", "[cli]") {
   auto r = launch({"--nproc_per_node=2", "--node_rank", "1", "--nnodes", "2", "--master_addr", "h", "--master_port", "29500",
                    "--rdzv_id", "job7", "--max_restarts", "3", "--log_dir", "L", "--redirects", "3", "--tee", "1",
