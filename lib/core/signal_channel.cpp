@@ -24,12 +24,18 @@ SignalChannel::SignalChannel() {
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGPIPE, &ignore, &original_sigpipe_);
+  // An inherited SIG_IGN for SIGCHLD would discard the signal (and auto-reap the workers).
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(SIGCHLD, &default_action, &original_sigchld_);
 }
 
 SignalChannel::~SignalChannel() {
   take_pending();  // consumed here, so unblocking does not act on signals the supervisor already handled
   close(fd_);
   sigaction(SIGPIPE, &original_sigpipe_, nullptr);
+  sigaction(SIGCHLD, &original_sigchld_, nullptr);
   sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
 }
 

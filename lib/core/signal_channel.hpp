@@ -11,7 +11,8 @@ namespace mgtrain {
 
 class SignalChannel {
  public:
-  // Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and ignores SIGPIPE.
+  // Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, ignores SIGPIPE and
+  // gives SIGCHLD its default disposition (a parent may have left it ignored).
   SignalChannel();
   ~SignalChannel();
   SignalChannel(const SignalChannel&) = delete;
@@ -27,6 +28,7 @@ class SignalChannel {
   int fd_ = -1;
   sigset_t original_mask_;
   struct sigaction original_sigpipe_;
+  struct sigaction original_sigchld_;
 };
 
 }  // namespace mgtrain

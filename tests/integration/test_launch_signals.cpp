@@ -124,3 +124,15 @@ TEST_CASE("a worker ignoring SIGTERM is killed after the grace period", "[signal
   CHECK_THAT(err, !Catch::Contains("Other failures"));  // rank 0 died of our SIGKILL: not a failure
   require_no_job_process_left(dir, {});
 }
+
+TEST_CASE("a launcher started with SIGCHLD ignored still sees its workers exit", "[signals]") {
+  TempDir dir;
+  // An ignored signal stays ignored across exec; some parents leave SIGCHLD so (perl-base is in every Debian).
+  ChildProcess launcher = start_process({"/usr/bin/perl", "-e", "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die", harness_path(), "nproc=2",
+                                         "log_dir=" + (dir / "runs"), "run_id=chld", "--", "sh", "-c", "exit $LOCAL_RANK"},
+                                        dir / "launcher");
+  std::optional<int> code = wait_for_exit(launcher.pid, 10s);
+  REQUIRE(code);
+  CHECK(*code == 1);
+  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("rank       1 (local rank 1)"));
+}
