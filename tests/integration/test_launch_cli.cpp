@@ -25,19 +25,11 @@ CapturedRun mgtrain_launch(const TempDir& dir, std::vector<std::string> args, Ca
   return run_and_capture(args, options);
 }
 
-// The CLI's launch command is wired by apps/mgtrain; until it is, these tests have nothing to run.
-bool launch_is_wired(const CapturedRun& run) {
-  if (run.err.find("not wired yet") == std::string::npos) return true;
-  WARN("skipped: `mgtrain launch` is not wired to run_launch yet");
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("mgtrain launch --nproc 2 -- COMMAND runs two prefixed workers", "[binary][launch]") {
   TempDir dir;
   CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "e2e", "--", "sh", "-c", "echo \"hello from $RANK of $WORLD_SIZE\"; echo \"err $LOCAL_RANK\" >&2"});
-  if (!launch_is_wired(run)) return;
   INFO(run.err);
   CHECK(run.exit_code == 0);
   CHECK_THAT(run.out, Catch::Contains("[rank 0] hello from 0 of 2\n") && Catch::Contains("[rank 1] hello from 1 of 2\n"));
@@ -51,7 +43,6 @@ TEST_CASE("torchrun's spellings work: one word changes", "[binary][launch]") {
   std::string worker = write_script(dir / "flaky.sh", "[ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ] || exit 3");
   CapturedRun run = mgtrain_launch(dir, {"--nproc_per_node", "2", "--max_restarts", "1", "--rdzv_id", "job7",
                                          "--master_port", "0", "--redirects", "3", "--", worker});
-  if (!launch_is_wired(run)) return;
   INFO(run.err);
   CHECK(run.exit_code == 0);
   CHECK(file_exists(dir / "runs/job7/attempt_1/rank_1/stdout.log"));
@@ -61,7 +52,6 @@ TEST_CASE("a failing worker sets the exit code and writes failure.json", "[binar
   TempDir dir;
   CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "bad", "--", "sh", "-c",
                                          "[ \"$RANK\" = 1 ] && { echo 'it broke' >&2; exit 3; }; exec sleep 30"});
-  if (!launch_is_wired(run)) return;
   CHECK(run.exit_code == 3);
   CHECK_THAT(run.err, Catch::Contains("Root cause (first failure):") && Catch::Contains("| it broke"));
   CHECK_THAT(read_text(dir / "runs/bad/failure.json"), Catch::Contains("\"exit_code\": 3"));
@@ -71,7 +61,6 @@ TEST_CASE("settings come from YAML and MGTRAIN_LAUNCH_* too", "[binary][launch]"
   TempDir dir;
   std::ofstream(dir / "job.yaml") << "launch:\n  nproc: 3\n  run_id: from-yaml\n";
   CapturedRun from_yaml = mgtrain_launch(dir, {dir / "job.yaml", "--", "sh", "-c", "echo $LOCAL_WORLD_SIZE"});
-  if (!launch_is_wired(from_yaml)) return;
   INFO(from_yaml.err);
   CHECK(from_yaml.exit_code == 0);
   CHECK_THAT(from_yaml.out, Catch::Contains("[rank 2] 3\n"));
@@ -97,7 +86,6 @@ TEST_CASE("a busy --master-port exits 2 before any worker starts", "[binary][lau
   std::string port = std::to_string(ntohs(address.sin_port));
   CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--master-port", port, "--", "touch", dir / "started"});
   close(fd);
-  if (!launch_is_wired(run)) return;
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("master_port " + port + " is already in use"));
   CHECK_FALSE(file_exists(dir / "started"));
