@@ -8,7 +8,13 @@
 
 #include "core/config_loader.hpp"
 #include "core/error.hpp"
+#include "core/heartbeat_writer.hpp"
+#include "core/worker_env.hpp"
 #include "core/worker_identity.hpp"
+#include "train/communicator.hpp"
+#include "train/trainer.hpp"
+
+#include <torch/cuda.h>
 
 namespace mgtrain {
 namespace {
@@ -56,10 +62,17 @@ int run_worker(const std::vector<std::string>& args) {
     loaded = load_config(config_request_from_args(args), env);
   }
   const WorkerIdentity id = worker_identity_from_environment(env);
-  // The LibTorch DDP trainer replaces this placeholder (issue 4).
-  std::printf("mgtrain-worker rank %d/%d (local %d/%d, %s): model %s on %s; the built-in trainer is not implemented yet\n",
-              id.rank, id.world_size, id.local_rank, id.local_world_size, id.source.c_str(), loaded.config.model.type.c_str(),
-              loaded.config.data.dataset.c_str());
+  const Config& config = loaded.config;
+  std::string backend = config.ddp.backend;
+  if (backend == "auto") backend = config.train.device != "cpu" && torch::cuda::is_available() ? "nccl" : "gloo";
+  auto comm = connect_communicator(id, config.ddp, backend);
+  auto heartbeat_path = env.find(kHeartbeatFileVariable);
+  HeartbeatWriter heartbeat(heartbeat_path == env.end() ? "" : heartbeat_path->second);
+  TrainSummary summary = run_training(config, id, *comm, heartbeat);
+  if (comm->rank() == 0) {
+    std::printf("%s\n", summary_json_line(summary).c_str());
+    std::fflush(stdout);
+  }
   return exit_code::kSuccess;
 }
 

@@ -1,0 +1,263 @@
+// One rank's training loop (see trainer.hpp).
+#include "train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/utils.h>
+
+#include "core/error.hpp"
+#include "core/json_writer.hpp"
+#include "train/batch_loader.hpp"
+#include "train/data_source.hpp"
+#include "train/distributed_sampler.hpp"
+#include "train/gradient_reducer.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/model.hpp"
+#include "train/optimizer_factory.hpp"
+
+namespace mgtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<long long>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+torch::Device pick_device(const TrainConfig& train, const WorkerIdentity& id) {
+  const bool cuda = torch::cuda::is_available();
+  if (train.device == "cuda" && !cuda) {
+    throw UsageError("train.device: cuda was asked for, but this LibTorch has no CUDA or no GPU is visible (use auto or cpu)");
+  }
+  if (train.device == "cpu" || !cuda) return torch::Device(torch::kCPU);
+  const auto visible = static_cast<int>(torch::cuda::device_count());
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(visible == 1 ? 0 : id.local_rank % std::max(visible, 1)));
+}
+
+// Each rank evaluates its own slice (rank, rank+W, ...: no padding, so every sample counts once) and
+// the sums are all-reduced.
+EvalResult evaluate(Model& model, const DataSource& test, Communicator& comm, std::int64_t batch_size, const torch::Device& device) {
+  at::NoGradGuard no_grad;
+  model.train(false);
+  std::vector<std::int64_t> mine;
+  for (std::int64_t i = comm.rank(); i < test.size(); i += comm.world_size()) mine.push_back(i);
+  double loss_sum = 0.0, correct = 0.0, count = 0.0;
+  for (std::size_t start = 0; start < mine.size(); start += static_cast<std::size_t>(batch_size)) {
+    std::vector<std::int64_t> indices(mine.begin() + static_cast<std::ptrdiff_t>(start),
+                                      mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), start + static_cast<std::size_t>(batch_size))));
+    Batch batch = test.make_batch(indices);
+    at::Tensor inputs = batch.inputs.to(device), targets = batch.targets.to(device);
+    at::Tensor logits = model.forward(inputs);
+    const double n = static_cast<double>(targets.numel());
+    loss_sum += model.loss(logits, targets).item<double>() * n;
+    correct += logits.argmax(-1).eq(targets).sum().item<double>();
+    count += n;
+  }
+  at::Tensor totals = at::tensor({loss_sum, correct, count}, at::kDouble);
+  comm.allreduce_sum(totals);
+  model.train(true);
+  EvalResult result;
+  const double total = totals[2].item<double>();
+  result.samples = static_cast<std::int64_t>(total);
+  if (total > 0) {
+    result.loss = totals[0].item<double>() / total;
+    result.accuracy = totals[1].item<double>() / total;
+  }
+  return result;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+TrainSummary run_training(const Config& config, const WorkerIdentity& id, Communicator& comm, HeartbeatWriter& heartbeat) {
+  const auto run_start = Clock::now();
+  const bool leader = comm.rank() == 0;
+  const TrainConfig& train = config.train;
+  const torch::Device device = pick_device(train, id);
+
+  // Data: the same data set everywhere; the sampler gives each rank its shard.
+  const bool language_model = config.model.type == "gpt";
+  auto train_data = open_data_source(config.data, Split::Train, config.model.context_length, static_cast<std::uint64_t>(train.seed));
+  auto test_data = open_data_source(config.data, Split::Test, config.model.context_length, static_cast<std::uint64_t>(train.seed));
+  DistributedSampler sampler(train_data->size(), comm.world_size(), comm.rank(), config.data.shuffle,
+                             static_cast<std::uint64_t>(train.seed), config.data.drop_last);
+
+  // Model: identical initialisation on every rank from the seed, then rank 0's copy is broadcast anyway.
+  torch::manual_seed(static_cast<std::uint64_t>(train.seed));
+  auto model = build_model(config.model, ModelInput{train_data->sample_shape(), train_data->num_classes()});
+  model->to(device);
+  model->train(true);
+  std::vector<at::Tensor> parameters, buffers;
+  for (auto& [name, p] : model->named_parameters()) parameters.push_back(p);
+  for (auto& [name, b] : model->named_buffers()) buffers.push_back(b);
+  {
+    std::vector<at::Tensor> state = parameters;
+    state.insert(state.end(), buffers.begin(), buffers.end());
+    comm.broadcast_coalesced(state, 0);
+  }
+
+  ReducerOptions reducer_options;
+  reducer_options.bucket_cap_mb = config.ddp.bucket_cap_mb;
+  reducer_options.first_bucket_mb = config.ddp.first_bucket_mb;
+  reducer_options.find_unused_parameters = config.ddp.find_unused_parameters;
+  reducer_options.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
+  reducer_options.skip_communication = config.ddp.skip_allreduce;
+  GradientReducer reducer(model->named_parameters(), comm, reducer_options);
+
+  const std::int64_t accum = train.grad_accum_steps;
+  const std::int64_t batches_per_epoch =
+      config.data.drop_last ? sampler.samples_per_rank() / train.batch_size
+                            : (sampler.samples_per_rank() + train.batch_size - 1) / train.batch_size;
+  const std::int64_t steps_per_epoch = batches_per_epoch / accum;
+  if (steps_per_epoch < 1) {
+    throw UsageError(fmt::format("train.batch_size {} x train.grad_accum_steps {} is more than this rank's {} samples per epoch "
+                                 "({} in all over {} ranks): lower them",
+                                 train.batch_size, accum, sampler.samples_per_rank(), train_data->size(), comm.world_size()));
+  }
+  const std::int64_t total_steps = train.max_steps > 0 ? train.max_steps : steps_per_epoch * train.epochs;
+  const double peak_lr = config.optim.lr * (config.optim.scale_lr_with_world_size ? comm.world_size() : 1);
+  LrSchedule schedule(config.optim, peak_lr, total_steps);
+  auto optimizer = make_optimizer(config.optim, parameters, schedule.at(0));
+
+  TrainSummary summary;
+  summary.world_size = comm.world_size();
+  summary.model = model->summary();
+  summary.device = device.str();
+  summary.backend = comm.backend_name();
+  if (leader) {
+    std::printf("mgtrain: %s | world %d (%s) on %s | %s\nmgtrain: %lld steps (%lld per epoch), batch %lld x %lld accum x %d ranks\n",
+                summary.model.c_str(), comm.world_size(), summary.backend.c_str(), summary.device.c_str(),
+                train_data->description().c_str(), static_cast<long long>(total_steps), static_cast<long long>(steps_per_epoch),
+                static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
+    std::fflush(stdout);
+  }
+  heartbeat.beat(0);
+
+  const std::int64_t samples_per_step = train.batch_size * accum * comm.world_size();
+  const std::int64_t timing_warmup = std::min<std::int64_t>(10, std::max<std::int64_t>(total_steps / 5, 1));
+  std::vector<double> step_times;
+  double timed_seconds = 0.0;
+  std::int64_t timed_steps = 0;
+  double window_loss = 0.0;
+  std::int64_t window_count = 0;
+  std::int64_t step = 0;
+  const auto loop_start = Clock::now();
+
+  auto run_eval = [&](const char* when) {
+    summary.eval = evaluate(*model, *test_data, comm, train.batch_size, device);
+    if (language_model) summary.eval.perplexity = std::exp(summary.eval.loss);
+    summary.has_eval = true;
+    if (leader) {
+      std::printf("mgtrain: eval (%s, step %lld): loss %.4f accuracy %.4f%s on %lld samples\n", when, static_cast<long long>(step),
+                  summary.eval.loss, summary.eval.accuracy,
+                  language_model ? fmt::format(" perplexity {:.2f}", summary.eval.perplexity).c_str() : "",
+                  static_cast<long long>(summary.eval.samples));
+      std::fflush(stdout);
+    }
+  };
+
+  for (std::int64_t epoch = 0; step < total_steps; ++epoch) {
+    BatchLoader loader(*train_data, sampler.indices(epoch), train.batch_size, config.data.drop_last,
+                       static_cast<int>(config.data.loader_threads), static_cast<int>(config.data.prefetch_batches));
+    for (std::int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
+      const auto step_start = Clock::now();
+      double step_loss = 0.0;
+      for (std::int64_t micro = 0; micro < accum; ++micro) {
+        auto batch = loader.next();
+        if (!batch) throw Error("internal error: the loader ran out of batches before the epoch's last step");
+        const bool sync = micro == accum - 1;
+        if (micro == 0 && config.ddp.broadcast_buffers && !buffers.empty()) comm.broadcast_coalesced(buffers, 0);
+        reducer.begin_backward(sync);
+        at::Tensor inputs = batch->inputs.to(device, /*non_blocking=*/true);
+        at::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
+        at::Tensor loss = model->loss(model->forward(inputs), targets);
+        if (accum > 1) loss = loss / static_cast<double>(accum);
+        loss.backward();
+        step_loss += loss.item<double>();
+      }
+      reducer.finish_backward();
+      if (train.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, train.clip_grad_norm);
+      set_learning_rate(*optimizer, schedule.at(step));
+      optimizer->step();
+      reducer.zero_grad();
+      ++step;
+      heartbeat.beat(step);
+
+      const double elapsed = seconds_since(step_start);
+      if (step > timing_warmup) {
+        timed_seconds += elapsed;
+        ++timed_steps;
+        step_times.push_back(elapsed);
+      }
+      window_loss += step_loss;
+      ++window_count;
+      if (leader && (step % config.log.every_steps == 0 || step == total_steps)) {
+        const double rate = timed_steps > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds
+                                            : static_cast<double>(step * samples_per_step) / seconds_since(loop_start);
+        const double eta = rate > 0 ? static_cast<double>((total_steps - step) * samples_per_step) / rate : 0.0;
+        summary.final_train_loss = window_loss / static_cast<double>(window_count);
+        std::printf("mgtrain: step %lld/%lld epoch %lld loss %.4f lr %.5g %.0f samples/s eta %s\n", static_cast<long long>(step),
+                    static_cast<long long>(total_steps), static_cast<long long>(epoch + 1), summary.final_train_loss,
+                    schedule.at(step - 1), rate, format_duration(eta).c_str());
+        std::fflush(stdout);
+        window_loss = 0.0;
+        window_count = 0;
+      }
+      if (train.eval_every_steps > 0 && step % train.eval_every_steps == 0) run_eval("periodic");
+    }
+    summary.epochs_completed = epoch + 1;
+    if (train.eval_at_epoch_end && (step % steps_per_epoch == 0 || step == total_steps)) run_eval("epoch end");
+  }
+  if (window_count > 0) summary.final_train_loss = window_loss / static_cast<double>(window_count);
+  comm.barrier();  // rank 0 hosts the store: nobody leaves before everyone is done
+
+  summary.steps = step;
+  summary.wall_s = seconds_since(run_start);
+  summary.samples_per_s = timed_seconds > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds : 0.0;
+  summary.step_time_ms = median(step_times) * 1000.0;
+  return summary;
+}
+
+std::string summary_json_line(const TrainSummary& s) {
+  JsonWriter json(0);
+  json.begin_object().key("summary").begin_object();
+  json.key("steps").value(static_cast<long long>(s.steps));
+  json.key("epochs").value(static_cast<long long>(s.epochs_completed));
+  json.key("wall_s").value(s.wall_s);
+  json.key("samples_per_s").value(s.samples_per_s);
+  json.key("step_time_ms").value(s.step_time_ms);
+  json.key("world_size").value(s.world_size);
+  json.key("final_train_loss").value(s.final_train_loss);
+  json.key("model").value(s.model);
+  json.key("device").value(s.device);
+  json.key("backend").value(s.backend);
+  if (s.has_eval) {
+    json.key("eval").begin_object();
+    json.key("loss").value(s.eval.loss);
+    json.key("accuracy").value(s.eval.accuracy);
+    if (s.eval.perplexity > 0) json.key("perplexity").value(s.eval.perplexity);
+    json.key("samples").value(static_cast<long long>(s.eval.samples));
+    json.end_object();
+  }
+  json.end_object().end_object();
+  return json.text();
+}
+
+}  // namespace mgtrain

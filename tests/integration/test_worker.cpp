@@ -1,0 +1,167 @@
+// The worker binary end to end: under `mgtrain launch`, alone (world size 1), under Debian's torchrun,
+// and as srun would start it (SLURM_PROCID/SLURM_NTASKS); plus its errors for bad data, an unreachable
+// store and a peer that never arrives.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <regex>
+
+#include "core/port_probe.hpp"
+#include "core/run_capture.hpp"
+
+using namespace mgtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = MGTRAIN_BIN_DIR;
+const std::string kSource = MGTRAIN_SOURCE_DIR;
+
+fs::path scratch_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("mgtrain-worker-test-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A small learnable synthetic job: a few seconds on 2 CPUs.
+std::vector<std::string> small_job(const fs::path& dir) {
+  return {"model.type=mlp",          "model.hidden_sizes=32",     "data.dataset=synthetic", "data.input_shape=1,8,8",
+          "data.synthetic_samples=2048", "train.epochs=2",        "train.batch_size=32",    "optim.lr=0.05",
+          "log.every_steps=16",      "launch.log_dir=" + dir.string()};
+}
+
+// The value of "key": NUMBER inside the summary line of `output`, or -1.
+double summary_number(const std::string& output, const std::string& key) {
+  std::smatch m;
+  const std::regex line(R"(\{"summary":.*\})");
+  if (!std::regex_search(output, m, line)) return -1;
+  const std::string summary = m.str();
+  const std::regex number("\"" + key + "\":(-?[0-9.e+-]+)");
+  if (!std::regex_search(summary, m, number)) return -1;
+  return std::stod(m[1].str());
+}
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+}  // namespace
+
+TEST_CASE("two workers under mgtrain launch train and report one summary", "[worker][launch]") {
+  fs::path dir = scratch_dir("launch");
+  auto args = with({kBin + "/mgtrain", "launch", "--nproc", "2", "--run-id", "r1"}, small_job(dir));
+  CapturedRun run = run_and_capture(args, {});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summary_number(run.out, "world_size") == 2);
+  CHECK(summary_number(run.out, "steps") == 64);  // 2048 samples / 2 ranks / 32 per batch * 2 epochs
+  CHECK(summary_number(run.out, "accuracy") > 0.6);  // learnable synthetic classes; chance is 0.1
+  CHECK(summary_number(run.out, "samples_per_s") > 0);
+  CHECK(run.out.find("[rank 0] {\"summary\":") != std::string::npos);
+  CHECK(run.out.find("[rank 1] {\"summary\":") == std::string::npos);  // only rank 0 reports
+  CHECK(fs::exists(dir / "r1/config.yaml"));
+  CHECK(fs::file_size(dir / "r1/attempt_0/rank_1/stdout.log") == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a worker started alone trains as world size 1", "[worker]") {
+  fs::path dir = scratch_dir("alone");
+  CaptureOptions options;
+  options.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
+  auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
+  CapturedRun run = run_and_capture(args, options);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summary_number(run.out, "world_size") == 1);
+  CHECK(summary_number(run.out, "steps") == 128);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the worker runs under Debian's torchrun", "[worker][torchrun]") {
+  if (access("/usr/bin/torchrun", X_OK) != 0) {
+    WARN("skipped: /usr/bin/torchrun is absent (apt-get install python3-torch)");
+    return;
+  }
+  fs::path dir = scratch_dir("torchrun");
+  auto args = with({"/usr/bin/torchrun", "--standalone", "--nproc_per_node", "2", "--monitor_interval", "0.1", "--redirects",
+                    "9:1", "--tee", "9:1", "--no_python", kBin + "/mgtrain-worker"},
+                   small_job(dir));
+  CaptureOptions options;
+  options.set_env = {{"OMP_NUM_THREADS", "1"}};
+  options.timeout_s = 120;
+  CapturedRun run = run_and_capture(args, options);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summary_number(run.out, "world_size") == 2);
+  CHECK(summary_number(run.out, "steps") == 64);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the worker takes its rank from srun's variables", "[worker][slurm]") {
+  fs::path dir = scratch_dir("srun");
+  // SLURM derives the store port from the job id (20000 + id % 20000): find a free one in that range.
+  SocketPortProbe ports;
+  int port = 20000 + static_cast<int>(getpid() % 19000);
+  while (!ports.is_free(port) && port < 39999) ++port;
+  REQUIRE(ports.is_free(port));
+  std::vector<std::future<CapturedRun>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    CaptureOptions options;
+    options.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "MGTRAIN_CONFIG_FILE"};
+    options.set_env = {{"SLURM_PROCID", std::to_string(r)},       {"SLURM_NTASKS", "2"},
+                       {"SLURM_LOCALID", std::to_string(r)},      {"SLURM_NTASKS_PER_NODE", "2"},
+                       {"SLURM_JOB_NODELIST", "localhost"},       {"SLURM_JOB_ID", std::to_string(port - 20000 + 7 * 20000)},
+                       {"OMP_NUM_THREADS", "1"}};
+    auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
+    ranks.push_back(std::async(std::launch::async, [args, options] { return run_and_capture(args, options); }));
+  }
+  CapturedRun zero = ranks[0].get(), one = ranks[1].get();
+  INFO(zero.out << zero.err << one.out << one.err);
+  REQUIRE(zero.exit_code == 0);
+  REQUIRE(one.exit_code == 0);
+  CHECK(summary_number(zero.out, "world_size") == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a malformed data file stops the job with the file named", "[worker][errors]") {
+  fs::path dir = scratch_dir("baddata");
+  fs::create_directories(dir / "data");
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+    std::ofstream(dir / "data" / name) << "not an idx file";
+  }
+  CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/fashion_mnist_mlp.yaml",
+                                     "data.path=" + (dir / "data").string(), "launch.log_dir=" + dir.string()},
+                                    {});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find((dir / "data/train-images-idx3-ubyte").string()) != std::string::npos);
+  CHECK(run.err.find("job failed") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an unreachable store and a missing peer are clear errors, not hangs", "[worker][errors]") {
+  fs::path dir = scratch_dir("rendezvous");
+  SocketPortProbe ports;
+  const int port = ports.pick_free_port();
+  CaptureOptions client;
+  client.unset_env = {"MGTRAIN_CONFIG_FILE"};
+  client.set_env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  client.timeout_s = 60;
+  auto args = with({kBin + "/mgtrain-worker"}, with(small_job(dir), {"ddp.connect_timeout_s=2"}));
+  CapturedRun lonely_client = run_and_capture(args, client);
+  CHECK(lonely_client.exit_code == 1);
+  CHECK(lonely_client.err.find("rank 1 cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+
+  CaptureOptions server = client;
+  server.set_env["RANK"] = "0";
+  CapturedRun lonely_server = run_and_capture(args, server);
+  CHECK(lonely_server.exit_code == 1);
+  CHECK(lonely_server.err.find("timed out after 2 s: ranks 0 arrived, ranks 1 did not") != std::string::npos);
+  fs::remove_all(dir);
+}
