@@ -1,4 +1,4 @@
-// Drop-in compatibility with real torch programs (Debian's python3-torch, gloo backend):
+// Drop-in compatibility with a real torch program (Debian's python3-torch, gloo backend):
 // init_process_group + all_reduce under the launcher, and torch's @record error file in the report.
 #include <catch2/catch.hpp>
 
@@ -27,7 +27,9 @@ std::string write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a torch program does init_process_group(gloo) and all_reduce under the launcher", "[torch]") {
+// One launch (torch's import is the slow part): both ranks all_reduce over gloo, then rank 1 raises
+// inside torch's @record, which must reach the failure report through TORCHELASTIC_ERROR_FILE.
+TEST_CASE("a torch program does init_process_group(gloo) + all_reduce, and its @record error is reported", "[torch]") {
   if (!torch_available()) {
     WARN("skipped: /usr/bin/python3 cannot import torch (install Debian's python3-torch)");
     return;
@@ -37,42 +39,29 @@ TEST_CASE("a torch program does init_process_group(gloo) and all_reduce under th
 import os
 import torch
 import torch.distributed as dist
-
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"])
-value = torch.tensor([float(rank + 1)])
-dist.all_reduce(value)
-assert value.item() == world * (world + 1) / 2, value
-print(f"rank {rank} of {world}: sum {value.item():.0f}", flush=True)
-dist.destroy_process_group()
-)");
-  LaunchConfig launch = test_launch_config(dir, 2);
-  LaunchOutcome outcome = launch_in_process(launch, {kPython, program});
-  INFO(outcome.err);
-  CHECK(outcome.exit_code == 0);
-  CHECK_THAT(outcome.out, Catch::Contains("[rank 0] rank 0 of 2: sum 3") && Catch::Contains("[rank 1] rank 1 of 2: sum 3"));
-}
-
-TEST_CASE("torch's @record error file shows up in the failure report", "[torch]") {
-  if (!torch_available()) {
-    WARN("skipped: /usr/bin/python3 cannot import torch (install Debian's python3-torch)");
-    return;
-  }
-  TempDir dir;
-  std::string program = write_file(dir / "fails.py", R"(
-import os
 from torch.distributed.elastic.multiprocessing.errors import record
 
 @record
 def main():
-    if os.environ["RANK"] == "1":
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"])
+    value = torch.tensor([float(rank + 1)])
+    dist.all_reduce(value)
+    assert value.item() == world * (world + 1) / 2, value
+    print(f"rank {rank} of {world}: sum {value.item():.0f}", flush=True)
+    dist.barrier()  # every rank has printed before rank 1 fails
+    dist.destroy_process_group()
+    if rank == 1:
         raise ValueError("rank one is unhappy")
 
 main()
 )");
   LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {kPython, program});
+  INFO(outcome.err);
+  CHECK_THAT(outcome.out, Catch::Contains("[rank 0] rank 0 of 2: sum 3") && Catch::Contains("[rank 1] rank 1 of 2: sum 3"));
   CHECK(outcome.exit_code == 1);
+  CHECK_THAT(outcome.err, Catch::Contains("rank       1 (local rank 1)"));
   CHECK_THAT(outcome.err, Catch::Contains("error      ValueError: rank one is unhappy"));
   CHECK_THAT(outcome.err, Catch::Contains("Traceback (most recent call last):"));
   YAML::Node report = YAML::Load(read_text(outcome.run_dir + "/failure.json"));
