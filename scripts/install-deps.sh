@@ -2,10 +2,11 @@
 # Installs the Debian bookworm packages mgtrain needs, and only those that are missing.
 # Usage: scripts/install-deps.sh [--test]    (--test adds what the test suite uses)
 # Needs root (or sudo) only when something is missing; re-runs are a no-op.
+# libopenblas0-openmp: Debian's LibTorch calls the system BLAS, which is otherwise the slow reference one.
 set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
-                catch2 zlib1g-dev dataset-fashion-mnist)
+                catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp)
 # python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
 # procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks.
 test_packages=(python3-torch iproute2 procps time)
