@@ -25,6 +25,15 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int
   }
 }
 
+std::vector<int64_t> DistributedSampler::evaluation_shard(int64_t dataset_size, int world_size, int rank) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    throw UsageError(fmt::format("sampler: rank {} is outside [0, {})", rank, world_size));
+  }
+  std::vector<int64_t> mine;
+  for (int64_t i = rank; i < dataset_size; i += world_size) mine.push_back(i);
+  return mine;
+}
+
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   std::vector<int64_t> order(static_cast<size_t>(dataset_size_));
   if (shuffle_) {

@@ -24,6 +24,10 @@ class DistributedSampler {
   int64_t samples_per_rank() const { return samples_per_rank_; }
   int64_t total_size() const { return samples_per_rank_ * world_size_; }
 
+  // For evaluation: rank, rank + W, rank + 2W, ... below N — every sample exactly once over all ranks, no padding,
+  // so summed metrics are exact (ranks may differ by one sample).
+  static std::vector<int64_t> evaluation_shard(int64_t dataset_size, int world_size, int rank);
+
  private:
   int64_t dataset_size_;
   int world_size_;

@@ -65,6 +65,13 @@ TEST_CASE("sampler: padding repeats the order from its start; drop_last cuts its
   CHECK(std::set<int64_t>(all.begin(), all.end()).size() == 10);
 }
 
+TEST_CASE("sampler: evaluation shards cover the data set exactly once") {
+  CHECK(DistributedSampler::evaluation_shard(10, 3, 0) == std::vector<int64_t>{0, 3, 6, 9});
+  CHECK(DistributedSampler::evaluation_shard(10, 3, 2) == std::vector<int64_t>{2, 5, 8});
+  CHECK(DistributedSampler::evaluation_shard(2, 3, 2).empty());
+  CHECK_THROWS_AS(DistributedSampler::evaluation_shard(10, 3, 3), mgtrain::UsageError);
+}
+
 TEST_CASE("sampler: the order changes per epoch and is reproducible") {
   const DistributedSampler sampler(500, 2, 1, true, 42, false);
   const auto epoch0 = sampler.indices(0);
