@@ -77,7 +77,6 @@ void OrphanGuard::send(int message) {
   } while (written < 0 && errno == EINTR);
 }
 
-void OrphanGuard::watch(pid_t process_group) { send(static_cast<int>(process_group)); }
 void OrphanGuard::forget(pid_t process_group) { send(-static_cast<int>(process_group)); }
 
 }  // namespace mgtrain

@@ -17,7 +17,11 @@ class OrphanGuard {
   OrphanGuard(const OrphanGuard&) = delete;
   OrphanGuard& operator=(const OrphanGuard&) = delete;
 
-  void watch(pid_t process_group);
+  // The pipe's write end (close-on-exec). A worker registers its process group itself: between
+  // fork and exec it writes its pid (an int) here, so there is no moment in which the worker runs
+  // and the guard does not know it (see WorkerProcessSpec::announce_fd).
+  int announce_fd() const { return pipe_write_fd_; }
+  // The group is gone (reaped and killed): never kill that id again, it may be reused.
   void forget(pid_t process_group);
 
  private:

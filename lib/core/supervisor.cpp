@@ -100,8 +100,8 @@ void Supervisor::start_workers(int attempt) {
       spec.argv = expand_worker_command(plan_.command, local_rank);
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
       spec.signal_mask = signals_.original_mask();
+      spec.announce_fd = guard_.announce_fd();  // the child registers its process group itself
       WorkerProcess process = start_worker_process(spec);
-      guard_.watch(process.pid);
 
       Worker worker;
       worker.local_rank = local_rank;

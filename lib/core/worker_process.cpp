@@ -42,6 +42,10 @@ void close_if_open(int& fd) {
   if (setpgid(0, 0) != 0) fail(errno);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
   if (getppid() != parent) _exit(128 + SIGKILL);  // the launcher died before PDEATHSIG was armed
+  if (spec.announce_fd >= 0) {
+    int pid = static_cast<int>(getpid());
+    if (write(spec.announce_fd, &pid, sizeof pid) != static_cast<ssize_t>(sizeof pid)) fail(errno);
+  }
   if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 || dup2(stderr_fd, STDERR_FILENO) < 0) {
     fail(errno);
   }

@@ -47,8 +47,15 @@ void require_no_job_process_left(const TempDir& dir, const std::set<pid_t>& grou
   bool gone = wait_until([&] { return live_job_processes(groups, dir.path()).empty(); }, 5s);
   if (!gone) {
     std::vector<pid_t> left = live_job_processes(groups, dir.path());
-    for (pid_t pid : left) kill(pid, SIGKILL);
-    FAIL(left.size() << " process(es) of the job outlived the launcher");
+    std::string described;
+    for (pid_t pid : left) {
+      std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+      std::string cmdline = read_text("/proc/" + std::to_string(pid) + "/cmdline");
+      for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+      described += "\n  " + stat.substr(0, 120) + " | " + cmdline;
+      kill(pid, SIGKILL);
+    }
+    FAIL(left.size() << " process(es) of the job outlived the launcher:" << described);
   }
 }
 
