@@ -273,10 +273,10 @@ TEST_CASE("hang watchdog: a worker that opted in and went silent is stopped and 
 TEST_CASE("hang watchdog: workers that beat, or never opted in, are left alone", "[launch][heartbeat]") {
   TempDir dir;
   std::string worker = write_script(dir / "worker.sh",
-                                    "if [ \"$RANK\" = 0 ]; then i=0; while [ $i -lt 8 ]; do echo $i > \"$MGTRAIN_HEARTBEAT_FILE\"; sleep 0.1; i=$((i+1)); done; exit 0; fi\n"
-                                    "sleep 1.2  # never opted in: silence is fine");
+                                    "if [ \"$RANK\" = 0 ]; then i=0; while [ $i -lt 20 ]; do echo $i > \"$MGTRAIN_HEARTBEAT_FILE\"; sleep 0.1; i=$((i+1)); done; exit 0; fi\n"
+                                    "sleep 2.2  # never opted in: silence is fine");
   LaunchConfig launch = test_launch_config(dir, 2);
-  launch.heartbeat_timeout = 0.6;
+  launch.heartbeat_timeout = 1.0;  // rank 0 beats for twice as long, every 0.1 s
   LaunchOutcome outcome = launch_in_process(launch, {worker});
   CHECK(outcome.exit_code == 0);
 }
