@@ -9,7 +9,7 @@
 
 #include <chrono>
 #include <map>
-#include <regex>
+#include <set>
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.hpp"
@@ -27,6 +27,16 @@ std::map<std::string, std::string> parse_env_dump(const std::string& text) {
     if (equals != std::string::npos) env[line.substr(0, equals)] = line.substr(equals + 1);
   }
   return env;
+}
+
+// Process groups recorded by workers that ran `echo $$ > "$MGTRAIN_RUN_DIR/pgid_$RANK"`.
+std::set<pid_t> recorded_groups(const std::string& run_dir, int nproc) {
+  std::set<pid_t> groups;
+  for (int rank = 0; rank < nproc; ++rank) {
+    std::string text = read_text(run_dir + "/pgid_" + std::to_string(rank));
+    if (!text.empty()) groups.insert(static_cast<pid_t>(std::stol(text)));
+  }
+  return groups;
 }
 
 int listening_socket(int& port) {
@@ -89,8 +99,9 @@ TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "
 TEST_CASE("a worker exiting 3 fails the job with 3 and a report naming it", "[launch][failure]") {
   TempDir dir;
   std::string worker = write_script(dir / "worker.sh",
-                                    "if [ \"$RANK\" = 1 ]; then i=1; while [ $i -le 30 ]; do echo \"err line $i\" >&2; i=$((i+1)); done; exit 3; fi\n"
-                                    "exec sleep 30");
+                                    "echo $$ > \"$MGTRAIN_RUN_DIR/pgid_$RANK\"\n"
+                                    "if [ \"$RANK\" = 1 ]; then while [ ! -s \"$MGTRAIN_RUN_DIR/pgid_0\" ]; do sleep 0.01; done; i=1; while [ $i -le 30 ]; do echo \"err line $i\" >&2; i=$((i+1)); done; exit 3; fi\n"
+                                    "sleep 30 &\nwait");
   auto started = std::chrono::steady_clock::now();
   LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {worker});
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));  // rank 0 was stopped, not waited for
@@ -110,6 +121,9 @@ TEST_CASE("a worker exiting 3 fails the job with 3 and a report naming it", "[la
   CHECK(report["root_cause"]["stderr_tail"].size() == 20);
   CHECK(report["root_cause"]["stderr_tail"][19].as<std::string>() == "err line 30");
   CHECK(report["other_failures"].size() == 0);
+  std::set<pid_t> groups = recorded_groups(outcome.run_dir, 2);
+  CHECK(groups.size() == 2);
+  CHECK(wait_until([&] { return live_job_processes(groups, "").empty(); }, std::chrono::seconds(5)));  // torn down
 }
 
 TEST_CASE("a worker killed by SIGSEGV: exit code 139 and the signal's name", "[launch][failure]") {
@@ -255,8 +269,9 @@ TEST_CASE("master port: 0 picks a free one, a busy explicit one is refused befor
 TEST_CASE("hang watchdog: a worker that opted in and went silent is stopped and reported", "[launch][heartbeat]") {
   TempDir dir;
   std::string worker = write_script(dir / "worker.sh",
-                                    "if [ \"$RANK\" = 1 ]; then touch \"$MGTRAIN_HEARTBEAT_FILE\"; exec sleep 30; fi\n"
-                                    "exec sleep 30");
+                                    "echo $$ > \"$MGTRAIN_RUN_DIR/pgid_$RANK\"\n"
+                                    "if [ \"$RANK\" = 1 ]; then while [ ! -s \"$MGTRAIN_RUN_DIR/pgid_0\" ]; do sleep 0.01; done; touch \"$MGTRAIN_HEARTBEAT_FILE\"; fi\n"
+                                    "sleep 30 &\nwait");
   LaunchConfig launch = test_launch_config(dir, 2);
   launch.heartbeat_timeout = 0.4;
   auto started = std::chrono::steady_clock::now();
@@ -268,6 +283,9 @@ TEST_CASE("hang watchdog: a worker that opted in and went silent is stopped and 
   YAML::Node report = YAML::Load(read_text(outcome.run_dir + "/failure.json"));
   CHECK(report["root_cause"]["hung"].as<bool>());
   CHECK(report["root_cause"]["silent_s"].as<double>() >= 0.4);
+  std::set<pid_t> groups = recorded_groups(outcome.run_dir, 2);
+  CHECK(groups.size() == 2);
+  CHECK(wait_until([&] { return live_job_processes(groups, "").empty(); }, std::chrono::seconds(5)));  // torn down
 }
 
 TEST_CASE("hang watchdog: workers that beat, or never opted in, are left alone", "[launch][heartbeat]") {
