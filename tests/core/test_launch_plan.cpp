@@ -18,7 +18,7 @@ HostFacts host_with_gpus(int count) {
   host.visible_gpus = visible_gpus(count, std::nullopt);
   host.cpu_count = 6;
   host.hostname = "box";
-  host.cwd = "/work";
+  host.cwd = "/home/alice/project";
   return host;
 }
 LaunchConfig defaults() {
@@ -131,7 +131,7 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
 TEST_CASE("run directory, run id and the other numbers", "[plan]") {
   LaunchConfig launch = defaults();
   launch.log_dir = "runs/";
-  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).run_dir == "/work/runs/r1");
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).run_dir == "/home/alice/project/runs/r1");
   launch.log_dir = "/var/log/x";
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).run_dir == "/var/log/x/r1");
   launch.run_id = "a/b";
