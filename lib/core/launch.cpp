@@ -13,6 +13,7 @@
 #include "core/exit_status.hpp"
 #include "core/host_probe.hpp"
 #include "core/launch_plan.hpp"
+#include "core/run_directory.hpp"
 #include "core/log_layout.hpp"
 #include "core/supervisor.hpp"
 #include "core/worker_binary.hpp"
@@ -82,13 +83,8 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
 
   int first_port = choose_first_port(plan, ports);
 
-  std::error_code error;
-  std::filesystem::create_directories(plan.run_dir, error);
-  if (error) {
-    throw Error("cannot create run directory " + plan.run_dir + ": " + error.message() +
-                ": choose a writable directory with --log-dir (launch.log_dir)");
-  }
-  std::filesystem::remove(log_layout::failure_json(plan.run_dir), error);  // a report of an earlier launch
+  const std::string archived = prepare_run_directory(plan.run_dir);
+  if (!archived.empty()) write_to_fd(outside.stderr_fd, "mgtrain: run " + plan.run_id + " was launched before; its logs are kept in " + archived + "\n");
   write_text_file(config_file, config_to_yaml(loaded.config));
 
   std::string notice = omp_threads_notice(plan, environment);

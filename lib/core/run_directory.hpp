@@ -1,0 +1,14 @@
+// Preparing <log_dir>/<run_id>/ for a launch. Launching again with an existing run id (to resume it,
+// say) keeps what the earlier launch left: its config.yaml, failure.json and attempt_<n>/ logs move to
+// earlier/<k>/ (k = 1, 2, ...). Checkpoints and anything else in the directory stay where they are.
+#pragma once
+
+#include <string>
+
+namespace mgtrain {
+
+// Creates the directory if needed and archives an earlier launch's files. Returns the archive's path,
+// or "" when there was nothing to keep. Throws Error naming the directory when it cannot be written.
+std::string prepare_run_directory(const std::string& run_dir);
+
+}  // namespace mgtrain
