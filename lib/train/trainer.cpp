@@ -48,17 +48,15 @@ torch::Device pick_device(const TrainConfig& train, const WorkerIdentity& id) {
 
 // Each rank evaluates its own slice (rank, rank+W, ...: no padding, so every sample counts once) and
 // the sums are all-reduced.
-EvalResult evaluate(Model& model, const DataSource& test, Communicator& comm, std::int64_t batch_size, const torch::Device& device) {
+EvalResult evaluate(Model& model, const DataSource& test, Communicator& comm, const Config& config, const torch::Device& device) {
   at::NoGradGuard no_grad;
   model.train(false);
-  std::vector<std::int64_t> mine;
-  for (std::int64_t i = comm.rank(); i < test.size(); i += comm.world_size()) mine.push_back(i);
+  BatchLoader loader(test, DistributedSampler::evaluation_shard(test.size(), comm.world_size(), comm.rank()),
+                     config.train.batch_size, /*drop_last=*/false, static_cast<int>(config.data.loader_threads),
+                     static_cast<int>(config.data.prefetch_batches));
   double loss_sum = 0.0, correct = 0.0, count = 0.0;
-  for (std::size_t start = 0; start < mine.size(); start += static_cast<std::size_t>(batch_size)) {
-    std::vector<std::int64_t> indices(mine.begin() + static_cast<std::ptrdiff_t>(start),
-                                      mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), start + static_cast<std::size_t>(batch_size))));
-    Batch batch = test.make_batch(indices);
-    at::Tensor inputs = batch.inputs.to(device), targets = batch.targets.to(device);
+  while (auto batch = loader.next()) {
+    at::Tensor inputs = batch->inputs.to(device), targets = batch->targets.to(device);
     at::Tensor logits = model.forward(inputs);
     const double n = static_cast<double>(targets.numel());
     loss_sum += model.loss(logits, targets).item<double>() * n;
@@ -161,7 +159,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   const auto loop_start = Clock::now();
 
   auto run_eval = [&](const char* when) {
-    summary.eval = evaluate(*model, *test_data, comm, train.batch_size, device);
+    summary.eval = evaluate(*model, *test_data, comm, config, device);
     if (language_model) summary.eval.perplexity = std::exp(summary.eval.loss);
     summary.has_eval = true;
     if (leader) {
