@@ -11,5 +11,6 @@ int run_config_validate(const ConfigValidateRequest& request);
 int run_config_init(const ConfigInitRequest& request);
 int run_config_docs();
 int run_env_command(const EnvRequest& request);
+int run_tokenize_command(const TokenizeRequest& request);
 
 }  // namespace mgtrain

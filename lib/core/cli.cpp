@@ -330,6 +330,18 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   CLI::App* env_cmd = app.add_subcommand("env", "print versions, build options, GPUs, cores, hostname and network interfaces");
   env_cmd->add_flag("--json", env.json, "machine-readable output");
 
+  // tokenize
+  TokenizeRequest tokenize;
+  CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "turn a text file into token files for the `tokens` data set");
+  tokenize_cmd->add_option("text", tokenize.input, "the text file")->required();
+  tokenize_cmd->add_option("out_dir", tokenize.output_dir, "directory for train.bin, val.bin and meta.json")->required();
+  tokenize_cmd->add_option("--level", tokenize.level, "char (vocabulary = the text's characters) or byte (256 ids)")
+      ->check(CLI::IsMember({"char", "byte"}));
+  tokenize_cmd->add_option("--val-fraction", tokenize.val_fraction, "last fraction of the tokens that goes to val.bin (0: none)")
+      ->check(CLI::Range(0.0, 0.99));
+  tokenize_cmd->footer("Example:\n  mgtrain tokenize input.txt data/shakespeare_char\n"
+                       "  mgtrain launch --nproc 2 configs/tokens_gpt.yaml data.path=data/shakespeare_char/train.bin");
+
   // `launch` arguments are split by hand; everything else goes to CLI11 as is.
   std::vector<std::string> tokens = args;
   LaunchSplit split;
@@ -341,9 +353,9 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   }
   if (args.empty()) throw UsageError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
   if (args[0].empty() || args[0][0] != '-') {
-    const std::vector<std::string> subcommands = {"launch", "config", "env"};
+    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize"};
     if (std::find(subcommands.begin(), subcommands.end(), args[0]) == subcommands.end()) {
-      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env (mgtrain --help)", args[0],
+      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize (mgtrain --help)", args[0],
                                    did_you_mean_suffix(args[0], subcommands)));
     }
   }
@@ -390,6 +402,7 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   }
   if (config->got_subcommand("docs")) return ConfigDocsRequest{};
   if (env_cmd->parsed()) return env;
+  if (tokenize_cmd->parsed()) return tokenize;
   throw UsageError("mgtrain: give a subcommand (launch, config, env); see mgtrain --help");
 }
 

@@ -49,6 +49,14 @@ struct ConfigInitRequest {
 
 struct ConfigDocsRequest {};
 
+// `mgtrain tokenize TEXT OUT_DIR`: a text file to train.bin/val.bin/meta.json for the `tokens` data set.
+struct TokenizeRequest {
+  std::string input;
+  std::string output_dir;
+  std::string level = "char";   // char | byte
+  double val_fraction = 0.1;
+};
+
 struct EnvRequest {
   bool json = false;
 };
@@ -59,7 +67,7 @@ struct PrintRequest {
 };
 
 using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest,
-                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, PrintRequest>;
+                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, PrintRequest>;
 
 // Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
 CliRequest parse_cli(const std::vector<std::string>& args);

@@ -165,3 +165,27 @@ TEST_CASE("an unreachable store and a missing peer are clear errors, not hangs",
   CHECK(lonely_server.err.find("timed out after 2 s: ranks 0 arrived, ranks 1 did not") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("mgtrain tokenize feeds a GPT that learns a repeating text", "[worker][gpt][tokens]") {
+  fs::path dir = scratch_dir("gpt");
+  {
+    std::ofstream text(dir / "input.txt");
+    for (int i = 0; i < 3000; ++i) text << "the quick brown fox. ";
+  }
+  CapturedRun tokenize = run_and_capture({kBin + "/mgtrain", "tokenize", (dir / "input.txt").string(), (dir / "tokens").string()});
+  INFO(tokenize.out << tokenize.err);
+  REQUIRE(tokenize.exit_code == 0);
+  CHECK(fs::exists(dir / "tokens/train.bin"));
+  CHECK(fs::exists(dir / "tokens/meta.json"));
+  CapturedRun run = run_and_capture(
+      {kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/tokens_gpt.yaml", "data.path=" + (dir / "tokens/train.bin").string(),
+       "model.layers=1", "model.d_model=32", "model.heads=2", "model.context_length=32", "model.dropout=0", "train.epochs=1",
+       "train.max_steps=60", "train.batch_size=16", "optim.lr=0.01", "optim.warmup_steps=5", "launch.log_dir=" + dir.string()},
+      {});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const double perplexity = summary_number(run.out, "perplexity");
+  CHECK(perplexity > 0);
+  CHECK(perplexity < 3.0);  // 15 distinct characters: chance would be ~15
+  fs::remove_all(dir);
+}
