@@ -189,3 +189,47 @@ TEST_CASE("mgtrain tokenize feeds a GPT that learns a repeating text", "[worker]
   CHECK(perplexity < 3.0);  // 15 distinct characters: chance would be ~15
   fs::remove_all(dir);
 }
+
+TEST_CASE("a TorchScript module scripted in Python trains under mgtrain launch", "[worker][torchscript]") {
+  if (run_and_capture({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) {
+    WARN("skipped: /usr/bin/python3 cannot import torch (apt-get install python3-torch)");
+    return;
+  }
+  fs::path dir = scratch_dir("torchscript");
+  const std::string module = (dir / "net.pt").string();
+  const std::string script =
+      "import torch, torch.nn as nn\n"
+      "class Net(nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))\n"
+      "    def forward(self, x):\n"
+      "        return self.body(x)\n"
+      "torch.jit.script(Net()).save('" + module + "')\n";
+  std::ofstream(dir / "make_net.py") << script;  // torch.jit.script reads the class's source from a file
+  CapturedRun make = run_and_capture({"/usr/bin/python3", (dir / "make_net.py").string()});
+  INFO(make.err);
+  REQUIRE(make.exit_code == 0);
+  CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/torchscript_mnist.yaml",
+                                     "model.path=" + module, "data.dataset=synthetic", "data.input_shape=1,8,8",
+                                     "data.synthetic_samples=2048", "train.epochs=2", "train.batch_size=32", "optim.lr=0.01",
+                                     "launch.log_dir=" + dir.string()},
+                                    {});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summary_number(run.out, "accuracy") > 0.6);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the CIFAR ResNet trains on 3x32x32 inputs", "[worker][resnet]") {
+  fs::path dir = scratch_dir("resnet");
+  CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/cifar10_resnet.yaml",
+                                     "data.dataset=synthetic", "data.input_shape=3,32,32", "data.synthetic_samples=256",
+                                     "model.resnet_blocks=1", "train.max_steps=4", "train.batch_size=16",
+                                     "train.eval_at_epoch_end=false", "optim.warmup_steps=0", "launch.log_dir=" + dir.string()},
+                                    {});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summary_number(run.out, "steps") == 4);
+  fs::remove_all(dir);
+}
