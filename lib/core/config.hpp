@@ -96,7 +96,7 @@ struct DdpConfig {
   double first_bucket_mb = 1.0;
   bool broadcast_buffers = true;
   bool find_unused_parameters = false;
-  bool gradient_as_bucket_view = false;
+  bool gradient_as_bucket_view = true;   // Python's default is false; here it is always safe (see docs)
   double timeout_s = 1800.0;          // collective timeout
   double connect_timeout_s = 300.0;   // store / peers rendezvous timeout
   bool skip_allreduce = false;        // benchmarks only: gradients are not synchronised

@@ -317,7 +317,7 @@ std::vector<KeyDef> build_schema() {
   s.add(key("ddp.first_bucket_mb", &C::ddp, &DdpConfig::first_bucket_mb, "size of the first (smallest) bucket in MiB").range(0.001, 4096));
   s.add(key("ddp.broadcast_buffers", &C::ddp, &DdpConfig::broadcast_buffers, "broadcast rank 0's buffers (e.g. batch-norm statistics) every step"));
   s.add(key("ddp.find_unused_parameters", &C::ddp, &DdpConfig::find_unused_parameters, "treat parameters without a gradient in a step as zero instead of waiting for them"));
-  s.add(key("ddp.gradient_as_bucket_view", &C::ddp, &DdpConfig::gradient_as_bucket_view, "let gradients live inside the buckets (saves a copy)"));
+  s.add(key("ddp.gradient_as_bucket_view", &C::ddp, &DdpConfig::gradient_as_bucket_view, "let gradients live inside the buckets: saves two copies per step (on by default, unlike Python, since the trainer owns zero_grad)"));
   s.add(key("ddp.timeout_s", &C::ddp, &DdpConfig::timeout_s, "seconds a collective may take before it fails").range(1, 1e6));
   s.add(key("ddp.connect_timeout_s", &C::ddp, &DdpConfig::connect_timeout_s, "seconds to wait for the store and all peers at start").range(1, 1e6));
   s.add(key("ddp.skip_allreduce", &C::ddp, &DdpConfig::skip_allreduce, "benchmarks only: skip the gradient all-reduce to time a step without communication (ranks diverge)"));

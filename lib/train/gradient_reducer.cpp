@@ -142,7 +142,7 @@ void GradientReducer::launch_ready_buckets_in_order() {
 void GradientReducer::launch(Bucket& bucket) {
   bucket.launched = true;
   if (options_.skip_communication || comm_.world_size() == 1) return;
-  bucket.flat.div_(comm_.world_size());
+  if (!options_.gradients_prescaled) bucket.flat.div_(comm_.world_size());
   bucket.work = comm_.allreduce_sum_async(bucket.flat);
 }
 

@@ -23,6 +23,9 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool skip_communication = false;  // benchmarks only: measure the step without all-reduce
+  // The caller already divided the loss by the world size, so gradients arrive as g / world and a plain sum
+  // all-reduce gives the mean: one pass over every gradient saved. Off: the reducer divides each bucket.
+  bool gradients_prescaled = false;
 };
 
 class GradientReducer {

@@ -117,6 +117,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   reducer_options.find_unused_parameters = config.ddp.find_unused_parameters;
   reducer_options.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
   reducer_options.skip_communication = config.ddp.skip_allreduce;
+  reducer_options.gradients_prescaled = true;  // the loss is divided by the world size below
   GradientReducer reducer(model->named_parameters(), comm, reducer_options);
 
   const std::int64_t accum = train.grad_accum_steps;
@@ -149,6 +150,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   heartbeat.beat(0);
 
   const std::int64_t samples_per_step = train.batch_size * accum * comm.world_size();
+  const double gradient_scale = 1.0 / static_cast<double>(accum * comm.world_size());
   const std::int64_t timing_warmup = std::min<std::int64_t>(10, std::max<std::int64_t>(total_steps / 5, 1));
   std::vector<double> step_times;
   double timed_seconds = 0.0;
@@ -186,9 +188,10 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
         at::Tensor inputs = batch->inputs.to(device, /*non_blocking=*/true);
         at::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
         at::Tensor loss = model->loss(model->forward(inputs), targets);
-        if (accum > 1) loss = loss / static_cast<double>(accum);
-        loss.backward();
-        step_loss += loss.item<double>();
+        // Dividing the loss by accum x world makes the summed, all-reduced gradient the mean over every sample of
+        // the step, without a separate pass over the gradients (exact for power-of-two worlds).
+        (loss * gradient_scale).backward();
+        step_loss += loss.item<double>() / static_cast<double>(accum);
       }
       reducer.finish_backward();
       if (train.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, train.clip_grad_norm);

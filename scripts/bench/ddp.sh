@@ -4,7 +4,8 @@
 # side in one run on the same machine, alternating the two, ROUNDS times. Reports medians and ratios of:
 #   - samples/s at world 2 for MLP 784-1024-1024-10 (batch 64) and MLP 784-64-64-10 (batch 32),
 #   - scaling efficiency: samples/s at world 2 / (2 x samples/s at world 1), for both,
-#   - overlap: mgtrain's step time at world 2 / the same step with communication off (ddp.skip_allreduce).
+#   - overlap: the step time at world 2 / the same step with communication off (mgtrain: ddp.skip_allreduce;
+#     Python: the model without the DDP wrapper), for both.
 # Usage: scripts/bench/ddp.sh            (ROUNDS=3 by default; needs build/bin/mgtrain and /usr/bin/torchrun)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,8 +59,12 @@ for round in $(seq 1 "$rounds"); do
   done
   read -r _ with_comm <<<"$(mgtrain_run mlp-1024 2)"
   read -r _ without_comm <<<"$(mgtrain_run mlp-1024 2 ddp.skip_allreduce=true)"
+  read -r _ py_with_comm <<<"$(python_run 1024,1024 64 300 2)"
+  read -r _ py_without_comm <<<"$(python_run 1024,1024 64 300 2 --no-comm)"
   record overlap.with "$with_comm"
   record overlap.without "$without_comm"
+  record overlap.py_with "$py_with_comm"
+  record overlap.py_without "$py_without_comm"
 done
 
 med() { printf '%s' "${results[$1]}" | median; }
@@ -72,5 +77,7 @@ for model in mlp-1024 mlp-64; do
   me=$(awk -v a="$m2" -v b="$m1" 'BEGIN{print a/(2*b)}'); pe=$(awk -v a="$p2" -v b="$p1" 'BEGIN{print a/(2*b)}')
   printf '%-34s %12.2f %12.2f %9.2fx\n' "$model scaling efficiency 2 vs 1" "$me" "$pe" "$(awk -v a="$me" -v b="$pe" 'BEGIN{print a/b}')"
 done
-w=$(med overlap.with); wo=$(med overlap.without)
-printf '%-34s %12.2f %12.2f %9.2fx\n' "mlp-1024 step ms: comm on / off" "$w" "$wo" "$(awk -v a="$w" -v b="$wo" 'BEGIN{print a/b}')"
+w=$(med overlap.with); wo=$(med overlap.without); pw=$(med overlap.py_with); pwo=$(med overlap.py_without)
+printf '\n%-34s %12s %12s %10s\n' "overlap, mlp-1024, world 2" "comm on ms" "comm off ms" "on / off"
+printf '%-34s %12.2f %12.2f %9.2fx\n' "mgtrain (ddp.skip_allreduce)" "$w" "$wo" "$(awk -v a="$w" -v b="$wo" 'BEGIN{print a/b}')"
+printf '%-34s %12.2f %12.2f %9.2fx\n' "python (no DDP wrapper)" "$pw" "$pwo" "$(awk -v a="$pw" -v b="$pwo" 'BEGIN{print a/b}')"
