@@ -22,8 +22,6 @@
 #include "core/path_variables.hpp"
 #include "core/value_parsing.hpp"
 
-extern char** environ;
-
 namespace mgtrain {
 namespace {
 
@@ -216,16 +214,6 @@ std::string read_file_or_throw(const std::string& path) {
 }
 
 }  // namespace
-
-EnvMap current_environment() {
-  EnvMap env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string entry(*e);
-    auto eq = entry.find('=');
-    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
 
 std::string generate_run_id() {
   std::time_t now = std::time(nullptr);

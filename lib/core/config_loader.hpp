@@ -10,13 +10,9 @@
 
 #include "core/cli.hpp"
 #include "core/config.hpp"
+#include "core/environment.hpp"
 
 namespace mgtrain {
-
-using EnvMap = std::map<std::string, std::string>;
-
-// The process environment as a map (the one impure helper here).
-EnvMap current_environment();
 
 struct LoadedConfig {
   Config config;

@@ -12,7 +12,7 @@
 
 namespace mgtrain {
 
-HostFacts probe_host_facts(const EnvironmentMap& environment) {
+HostFacts probe_host_facts(const EnvMap& environment) {
   HostFacts host;
   std::optional<std::string> cuda_visible;
   auto found = environment.find("CUDA_VISIBLE_DEVICES");

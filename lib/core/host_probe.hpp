@@ -6,6 +6,6 @@
 
 namespace mgtrain {
 
-HostFacts probe_host_facts(const EnvironmentMap& environment);
+HostFacts probe_host_facts(const EnvMap& environment);
 
 }  // namespace mgtrain

@@ -68,7 +68,7 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded) {
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside) {
   ensure_standard_fds_open();
   const LaunchConfig& launch = loaded.config.launch;
-  EnvironmentMap environment = outside.environment ? *outside.environment : current_environment();
+  EnvMap environment = outside.environment ? *outside.environment : current_environment();
   SocketPortProbe socket_ports;
   PortProbe& ports = outside.ports ? *outside.ports : socket_ports;
 

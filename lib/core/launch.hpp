@@ -21,7 +21,7 @@ struct LaunchEnvironment {
   int stdout_fd = 1;                                  // the console
   int stderr_fd = 2;
   PortProbe* ports = nullptr;                         // nullptr: real sockets
-  const EnvironmentMap* environment = nullptr;        // nullptr: this process's environment
+  const EnvMap* environment = nullptr;        // nullptr: this process's environment
 };
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside);
 

@@ -56,7 +56,7 @@ timespec to_timespec(Clock::duration duration) {
 
 }  // namespace
 
-Supervisor::Supervisor(const LaunchPlan& plan, EnvironmentMap parent_environment, std::string config_file,
+Supervisor::Supervisor(const LaunchPlan& plan, EnvMap parent_environment, std::string config_file,
                        PortProbe& ports, int first_port, int console_stdout_fd, int console_stderr_fd)
     : plan_(plan),
       parent_environment_(std::move(parent_environment)),

@@ -35,7 +35,7 @@ class Supervisor : private WorkerGroupControl {
  public:
   // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
   // fresh port through `ports` when plan.picks_port().
-  Supervisor(const LaunchPlan& plan, EnvironmentMap parent_environment, std::string config_file, PortProbe& ports,
+  Supervisor(const LaunchPlan& plan, EnvMap parent_environment, std::string config_file, PortProbe& ports,
              int first_port, int console_stdout_fd = 1, int console_stderr_fd = 2);
   // Whatever still runs (after an exception) is killed and reaped.
   ~Supervisor() override;
@@ -62,7 +62,7 @@ class Supervisor : private WorkerGroupControl {
   FailureReport build_failure_report() const;
 
   const LaunchPlan& plan_;
-  EnvironmentMap parent_environment_;
+  EnvMap parent_environment_;
   std::string config_file_;
   PortProbe& ports_;
   int first_port_;

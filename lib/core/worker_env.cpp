@@ -5,8 +5,8 @@
 
 namespace mgtrain {
 
-EnvironmentMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvironmentMap& parent) {
-  EnvironmentMap env = parent;
+EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvMap& parent) {
+  EnvMap env = parent;
   int global_rank = plan.global_rank(slot.local_rank);
   std::string rank_directory = log_layout::rank_dir(plan.run_dir, slot.attempt, global_rank);
 
@@ -40,7 +40,7 @@ EnvironmentMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot
   return env;
 }
 
-std::string omp_threads_notice(const LaunchPlan& plan, const EnvironmentMap& parent) {
+std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent) {
   if (plan.nproc <= 1 || parent.count("OMP_NUM_THREADS") != 0) return "";
   return "mgtrain: setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc) +
          " workers to avoid overloading the machine; set OMP_NUM_THREADS yourself to tune it";
@@ -59,7 +59,7 @@ std::vector<std::string> expand_worker_command(const std::vector<std::string>& c
   return expanded;
 }
 
-std::vector<std::string> to_environ_strings(const EnvironmentMap& environment) {
+std::vector<std::string> to_environ_strings(const EnvMap& environment) {
   std::vector<std::string> strings;
   strings.reserve(environment.size());
   for (const auto& [key, value] : environment) strings.push_back(key + "=" + value);

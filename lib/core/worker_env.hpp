@@ -6,11 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "core/environment.hpp"
 #include "core/launch_plan.hpp"
 
 namespace mgtrain {
-
-using EnvironmentMap = std::map<std::string, std::string>;
 
 // Variables mgtrain adds for its workers (outside the MGTRAIN_<SECTION>_ config namespace).
 inline constexpr const char* kRunDirVariable = "MGTRAIN_RUN_DIR";
@@ -25,16 +24,16 @@ struct WorkerSlot {
 };
 
 // The parent's environment with the worker's variables set on top.
-EnvironmentMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvironmentMap& parent);
+EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvMap& parent);
 
 // torchrun's rule: with more than one worker per node and OMP_NUM_THREADS unset, workers get
 // OMP_NUM_THREADS=1. Returns the notice to print once, or "" when the rule does not apply.
-std::string omp_threads_notice(const LaunchPlan& plan, const EnvironmentMap& parent);
+std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent);
 
 // The command with every "${local_rank}" replaced by the worker's local rank.
 std::vector<std::string> expand_worker_command(const std::vector<std::string>& command, int local_rank);
 
 // "KEY=VALUE" strings for execve.
-std::vector<std::string> to_environ_strings(const EnvironmentMap& environment);
+std::vector<std::string> to_environ_strings(const EnvMap& environment);
 
 }  // namespace mgtrain

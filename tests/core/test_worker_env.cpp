@@ -24,7 +24,7 @@ LaunchPlan two_node_plan() {
 
 TEST_CASE("worker variables match torchrun's", "[env]") {
   LaunchPlan plan = two_node_plan();
-  EnvironmentMap env = build_worker_environment(plan, WorkerSlot{2, 1, 29500, ""}, {{"SENTINEL", "kept"}, {"RANK", "stale"}});
+  EnvMap env = build_worker_environment(plan, WorkerSlot{2, 1, 29500, ""}, {{"SENTINEL", "kept"}, {"RANK", "stale"}});
   CHECK(env.at("LOCAL_RANK") == "2");
   CHECK(env.at("RANK") == "6");  // GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK
   CHECK(env.at("GROUP_RANK") == "1");
@@ -60,14 +60,14 @@ TEST_CASE("config file, heartbeat file and GPUs are set only when they apply", "
   LaunchPlan plan = two_node_plan();
   plan.heartbeat_timeout_s = 30;
   plan.gpu_for_local_rank = {"4", "5", "6", "GPU-abc"};
-  EnvironmentMap env = build_worker_environment(plan, WorkerSlot{3, 0, 1234, "/logs/job-7/config.yaml"},
+  EnvMap env = build_worker_environment(plan, WorkerSlot{3, 0, 1234, "/logs/job-7/config.yaml"},
                                                 {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "GPU-abc");
   CHECK(env.at("MGTRAIN_CONFIG_FILE") == "/logs/job-7/config.yaml");
   CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/job-7/attempt_0/rank_7/heartbeat");
 
   plan.heartbeat_timeout_s = 0;
-  EnvironmentMap unwatched = build_worker_environment(plan, WorkerSlot{0, 0, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}});
+  EnvMap unwatched = build_worker_environment(plan, WorkerSlot{0, 0, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}});
   CHECK(unwatched.count("MGTRAIN_HEARTBEAT_FILE") == 0);
 }
 

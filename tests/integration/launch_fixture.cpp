@@ -79,7 +79,7 @@ LaunchOutcome launch_in_process(const LaunchConfig& launch, const std::vector<st
   std::filesystem::create_directories(console_dir);
   int out_fd = open((console_dir + "/stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   int err_fd = open((console_dir + "/stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  EnvironmentMap environment;
+  EnvMap environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string text = *entry;
     std::size_t equals = text.find('=');

@@ -1,0 +1,18 @@
+// Reads environ into an EnvMap (see environment.hpp).
+#include "core/environment.hpp"
+
+extern char** environ;
+
+namespace mgtrain {
+
+EnvMap current_environment() {
+  EnvMap env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace mgtrain

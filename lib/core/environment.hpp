@@ -1,0 +1,15 @@
+// The process environment as a value: name -> value. Code takes an EnvMap instead of reading getenv(),
+// so tests hand it any environment; current_environment() is the one place that reads the real one.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace mgtrain {
+
+using EnvMap = std::map<std::string, std::string>;
+
+// This process's environment (environ).
+EnvMap current_environment();
+
+}  // namespace mgtrain
