@@ -23,6 +23,7 @@
 #endif
 
 #include "core/error.hpp"
+#include "train/shm_allreduce.hpp"
 
 namespace mgtrain {
 namespace {
@@ -75,15 +76,17 @@ class SingleProcessCommunicator final : public Communicator {
 
 class ProcessGroupCommunicator final : public Communicator {
  public:
+  // `shm`: the intra-node all-reduce for CPU float tensors when every rank is on this host, else nullptr.
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<torch_compat::CollectiveBackend> group,
-                           int rank, int world, std::string name)
-      : store_(std::move(store)), group_(std::move(group)), rank_(rank), world_(world), name_(std::move(name)) {}
+                           int rank, int world, std::string name, std::unique_ptr<ShmAllreduce> shm = nullptr)
+      : store_(std::move(store)), group_(std::move(group)), shm_(std::move(shm)), rank_(rank), world_(world), name_(std::move(name)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
-  std::string backend_name() const override { return name_; }
+  std::string backend_name() const override { return shm_ ? name_ + "+shm" : name_; }
 
   torch_compat::WorkHandle allreduce_sum_async(at::Tensor& tensor) override {
+    if (shm_ && ShmAllreduce::supports(tensor)) return shm_->allreduce_sum_async(tensor);
     std::vector<at::Tensor> tensors{tensor};
     return group_->allreduce(tensors);
   }
@@ -102,6 +105,7 @@ class ProcessGroupCommunicator final : public Communicator {
  private:
   c10::intrusive_ptr<c10d::Store> store_;  // kept alive: rank 0 hosts the server inside it
   c10::intrusive_ptr<torch_compat::CollectiveBackend> group_;
+  std::unique_ptr<ShmAllreduce> shm_;  // destroyed first: its thread stops before the group goes
   int rank_, world_;
   std::string name_;
 };
@@ -206,12 +210,19 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
   } else {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(id.master_addr, id.master_port)));
   }
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   try {
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, id.rank, id.world_size, options);
-    return std::make_unique<ProcessGroupCommunicator>(store, group, id.rank, id.world_size, "gloo");
+    group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, id.rank, id.world_size, options);
   } catch (const std::exception& e) {
     throw Error(fmt::format("rank {}: gloo could not connect to its peers: {}", id.rank, first_line(e.what())));
   }
+  std::unique_ptr<ShmAllreduce> shm;
+  if (id.world_size == id.local_world_size) {  // every rank on this host: sums go through shared memory
+    const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
+    const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
+    shm = ShmAllreduce::connect(*store, id.rank, id.world_size, tag, ddp.connect_timeout_s, ddp.timeout_s);
+  }
+  return std::make_unique<ProcessGroupCommunicator>(store, group, id.rank, id.world_size, "gloo", std::move(shm));
 }
 
 }  // namespace mgtrain

@@ -1,0 +1,311 @@
+// Shared-memory segment, its rendezvous and the chunked sum through it (see shm_segment.hpp).
+#include "train/shm_segment.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "core/error.hpp"
+
+namespace mgtrain {
+
+struct ShmReduceGroup::Header {
+  std::uint64_t magic;
+  std::uint64_t world;
+  std::uint64_t slot_bytes;
+  std::uint64_t data_offset;
+};
+
+struct alignas(64) ShmReduceGroup::RankSignal {
+  std::atomic<std::uint32_t> arrived;  // the last generation whose chunk this rank has put in its slot
+  std::atomic<std::uint32_t> waiters;  // peers sleeping on `arrived` (the publisher wakes only when > 0)
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kMagic = 0x6d677472'73686d31ULL;  // "mgtrshm1"
+constexpr std::size_t kSlotBytes = 2u << 20;              // per rank and parity; larger tensors go in chunks
+constexpr int kSpinsBeforeSleep = 2000;                   // ~ tens of microseconds of polling
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+bool reached(std::uint32_t seen, std::uint32_t generation) { return static_cast<std::int32_t>(seen - generation) >= 0; }
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Shared (not process-private) futexes: the word lives in a segment mapped by several processes.
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::chrono::nanoseconds timeout) {
+  timespec relative{};
+  relative.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
+  relative.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &relative, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::size_t data_offset_for(int world) {
+  return round_up(sizeof(ShmReduceGroup::Header) + 64 + static_cast<std::size_t>(world) * 64, 4096);
+}
+
+// Keeps shm names to the characters POSIX allows in them.
+std::string sanitized(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return out.substr(0, 160);
+}
+
+std::vector<std::uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+std::string text_of(const std::vector<std::uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+// Unlinks the name when it goes out of scope, unless already done: the segment never outlives the rendezvous.
+struct NameGuard {
+  std::string name;
+  ~NameGuard() { release(); }
+  void release() {
+    if (!name.empty()) shm_unlink(name.c_str());
+    name.clear();
+  }
+};
+
+struct Mapping {
+  void* base = nullptr;
+  std::size_t length = 0;
+};
+
+Mapping create_segment(const std::string& name, int world) {
+  const std::size_t length = data_offset_for(world) + static_cast<std::size_t>(world) * 2 * kSlotBytes;
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {  // a stale one of a killed run with the same tag and pid
+    shm_unlink(name.c_str());
+    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) throw SystemError(fmt::format("shm_open({}) to create the all-reduce segment", name), errno);
+  // Reserve the pages now: on a full /dev/shm this fails here instead of SIGBUS on first touch.
+  int err = ftruncate(fd, static_cast<off_t>(length)) == 0 ? posix_fallocate(fd, 0, static_cast<off_t>(length)) : errno;
+  void* base = err == 0 ? mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (err == 0 && base == MAP_FAILED) err = errno;
+  close(fd);
+  if (err != 0) throw SystemError(fmt::format("reserving {} bytes of shared memory for {}", length, name), err);
+  auto* header = new (base) ShmReduceGroup::Header{};
+  header->world = static_cast<std::uint64_t>(world);
+  header->slot_bytes = kSlotBytes;
+  header->data_offset = data_offset_for(world);
+  std::atomic_thread_fence(std::memory_order_release);
+  header->magic = kMagic;
+  return {base, length};
+}
+
+Mapping open_segment(const std::string& name, int world) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) throw SystemError(fmt::format("shm_open({}) (is rank 0 on another host?)", name), errno);
+  struct stat info{};
+  if (fstat(fd, &info) != 0) {
+    const int err = errno;
+    close(fd);
+    throw SystemError(fmt::format("fstat({})", name), err);
+  }
+  const auto length = static_cast<std::size_t>(info.st_size);
+  void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (base == MAP_FAILED) throw SystemError(fmt::format("mmap({}, {} bytes)", name, length), err);
+  const auto* header = static_cast<const ShmReduceGroup::Header*>(base);
+  if (length < sizeof *header || header->magic != kMagic || header->world != static_cast<std::uint64_t>(world) ||
+      length < header->data_offset + static_cast<std::size_t>(world) * 2 * header->slot_bytes) {
+    munmap(base, length);
+    throw Error(fmt::format("shared-memory segment {} does not match this job (world size {})", name, world));
+  }
+  return {base, length};
+}
+
+}  // namespace
+
+std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
+                                                        double connect_timeout_s, double timeout_s) {
+  const char* env = std::getenv("MGTRAIN_SHM_ALLREDUCE");
+  const bool disabled = env && std::string(env) == "0";
+  const std::string name_key = "mgtrain/shm/name";
+  auto answer_key = [](int r) { return fmt::format("mgtrain/shm/answer/{}", r); };
+
+  NameGuard guard;
+  Mapping mapping;
+  std::string refusal;  // why this rank cannot take part; empty: it can
+  if (rank == 0) {
+    std::string name;
+    if (disabled) {
+      refusal = "MGTRAIN_SHM_ALLREDUCE=0";
+    } else {
+      name = fmt::format("/mgtrain-shm-{}-{}", sanitized(run_tag), getpid());
+      try {
+        mapping = create_segment(name, world_size);
+        guard.name = name;
+      } catch (const Error& e) {
+        refusal = e.what();
+        name.clear();
+      }
+    }
+    store.set(name_key, bytes_of(name));
+  } else {
+    const std::string name = text_of(store.get(name_key));
+    if (name.empty()) refusal = "rank 0 has no segment";
+    else if (disabled) refusal = "MGTRAIN_SHM_ALLREDUCE=0";
+    else {
+      try {
+        mapping = open_segment(name, world_size);
+      } catch (const Error& e) {
+        refusal = e.what();
+      }
+    }
+    store.set(answer_key(rank), bytes_of(refusal.empty() ? "ok" : refusal));
+  }
+
+  std::vector<std::string> keys;
+  for (int r = 1; r < world_size; ++r) keys.push_back(answer_key(r));
+  try {
+    store.wait(keys, std::chrono::milliseconds(static_cast<std::int64_t>(connect_timeout_s * 1000)));
+  } catch (const std::exception& e) {
+    if (mapping.base) munmap(mapping.base, mapping.length);
+    throw Error(fmt::format("rank {}: not every rank answered the shared-memory all-reduce setup within {} s: {}", rank,
+                            connect_timeout_s, std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
+  }
+  guard.release();  // everyone has mapped it (or given up): the name is no longer needed
+  bool everyone = refusal.empty();
+  for (int r = 1; r < world_size && everyone; ++r) everyone = text_of(store.get(answer_key(r))) == "ok";
+  if (!everyone) {
+    if (mapping.base) munmap(mapping.base, mapping.length);
+    return nullptr;
+  }
+  const auto* header = static_cast<const Header*>(mapping.base);
+  return std::unique_ptr<ShmReduceGroup>(
+      new ShmReduceGroup(mapping.base, mapping.length, rank, world_size, header->slot_bytes, timeout_s));
+}
+
+ShmReduceGroup::ShmReduceGroup(void* base, std::size_t length, int rank, int world_size, std::size_t slot_bytes,
+                               double timeout_s)
+    : base_(base), length_(length), rank_(rank), world_(world_size), slot_bytes_(slot_bytes), timeout_s_(timeout_s) {}
+
+ShmReduceGroup::~ShmReduceGroup() { munmap(base_, length_); }
+
+ShmReduceGroup::RankSignal& ShmReduceGroup::signal(int rank) const {
+  return reinterpret_cast<RankSignal*>(static_cast<char*>(base_) + 64)[rank];
+}
+
+char* ShmReduceGroup::slot(int rank, std::uint32_t generation) const {
+  const std::size_t index = static_cast<std::size_t>(rank) * 2 + (generation & 1u);
+  return static_cast<char*>(base_) + data_offset_for(world_) + index * slot_bytes_;
+}
+
+void ShmReduceGroup::abort() {
+  aborted_.store(true);
+  for (int r = 0; r < world_; ++r) futex_wake_all(&signal(r).arrived);
+}
+
+void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer == rank_) continue;
+    RankSignal& s = signal(peer);
+    bool done = false;
+    for (int i = 0; i < kSpinsBeforeSleep && !done; ++i) {
+      done = reached(s.arrived.load(std::memory_order_acquire), generation);
+      if (!done) cpu_relax();
+    }
+    while (!done) {
+      if (aborted_.load()) throw Error("shared-memory all-reduce: the communicator is shutting down");
+      const auto left = deadline - Clock::now();
+      if (left <= Clock::duration::zero()) {
+        std::string missing;
+        for (int r = 0; r < world_; ++r) {
+          if (r == rank_ || reached(signal(r).arrived.load(), generation)) continue;
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+        throw Error(fmt::format("shared-memory all-reduce on rank {}: local rank(s) {} did not reach operation {} within "
+                                "{} s (ddp.timeout_s); did that process die or hang?",
+                                rank_, missing, generation, timeout_s_));
+      }
+      s.waiters.fetch_add(1);
+      const std::uint32_t seen = s.arrived.load();
+      if (!reached(seen, generation)) futex_wait(&s.arrived, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+      s.waiters.fetch_sub(1);
+      done = reached(s.arrived.load(std::memory_order_acquire), generation);
+    }
+  }
+}
+
+namespace {
+
+template <typename T>
+void sum_slots(T* out, const std::vector<const T*>& slots, std::int64_t count) {
+  // The same order of additions on every rank, so all ranks get bit-identical sums.
+  if (slots.size() == 1) {
+    std::memcpy(out, slots[0], static_cast<std::size_t>(count) * sizeof(T));
+    return;
+  }
+  const T* a = slots[0];
+  const T* b = slots[1];
+  for (std::int64_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+  for (std::size_t k = 2; k < slots.size(); ++k) {
+    const T* c = slots[k];
+    for (std::int64_t i = 0; i < count; ++i) out[i] += c[i];
+  }
+}
+
+}  // namespace
+
+void ShmReduceGroup::reduce_chunk(const at::Tensor& tensor, std::int64_t offset, std::int64_t count) {
+  const std::uint32_t generation = ++generation_;
+  const std::size_t element = tensor.element_size();
+  char* data = static_cast<char*>(tensor.data_ptr()) + static_cast<std::size_t>(offset) * element;
+  std::memcpy(slot(rank_, generation), data, static_cast<std::size_t>(count) * element);
+  RankSignal& mine = signal(rank_);
+  mine.arrived.store(generation);
+  if (mine.waiters.load() > 0) futex_wake_all(&mine.arrived);
+  wait_for_generation(generation);
+  if (tensor.scalar_type() == at::kFloat) {
+    std::vector<const float*> slots;
+    for (int r = 0; r < world_; ++r) slots.push_back(reinterpret_cast<const float*>(slot(r, generation)));
+    sum_slots(reinterpret_cast<float*>(data), slots, count);
+  } else {
+    std::vector<const double*> slots;
+    for (int r = 0; r < world_; ++r) slots.push_back(reinterpret_cast<const double*>(slot(r, generation)));
+    sum_slots(reinterpret_cast<double*>(data), slots, count);
+  }
+}
+
+void ShmReduceGroup::allreduce_sum(const at::Tensor& tensor) {
+  if (aborted_.load()) throw Error("shared-memory all-reduce: the communicator is shutting down");
+  const std::int64_t per_chunk = static_cast<std::int64_t>(slot_bytes_ / tensor.element_size());
+  const std::int64_t total = tensor.numel();
+  for (std::int64_t offset = 0; offset < total; offset += per_chunk) reduce_chunk(tensor, offset, std::min(per_chunk, total - offset));
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,65 @@
+// The shared-memory segment behind the intra-node all-reduce (shm_allreduce.hpp): its rendezvous over the
+// c10d store (local rank 0 creates it, the others map it, rank 0 unlinks it once everyone has), and the
+// synchronous sum of one tensor across ranks through it.
+//
+// Layout: a header, one cache line of signals per rank, then two slots per rank (double buffering by the
+// parity of the operation's generation). Tensors larger than a slot go through in slot-sized chunks, each
+// chunk one generation. Per chunk: copy it into this rank's slot, publish the generation, wait until every
+// rank published it (bounded spin, then futex wait with the collective timeout), then sum all slots in rank
+// order into the tensor, so every rank gets bit-identical results. Double buffering makes that one barrier
+// enough: a rank that published generation g has finished reading the slots of generation g - 1.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace c10d {
+class Store;
+}
+
+namespace mgtrain {
+
+class ShmReduceGroup {
+ public:
+  // Collective; see ShmAllreduce::connect. Returns nullptr on every rank if any rank cannot take part.
+  static std::unique_ptr<ShmReduceGroup> connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
+                                                 double connect_timeout_s, double timeout_s);
+  ~ShmReduceGroup();
+  ShmReduceGroup(const ShmReduceGroup&) = delete;
+  ShmReduceGroup& operator=(const ShmReduceGroup&) = delete;
+
+  // Sums a contiguous CPU float/double tensor over ranks, in place. One thread at a time; every rank must
+  // call it with the same sizes in the same order. Throws mgtrain::Error naming the ranks that did not arrive
+  // within the timeout, or when abort() was called.
+  void allreduce_sum(const at::Tensor& tensor);
+  // From any thread: makes a waiting allreduce_sum (and every later one) throw instead of waiting.
+  void abort();
+
+  std::size_t slot_bytes() const { return slot_bytes_; }
+
+  // What lies at the start of the segment (defined in shm_segment.cpp).
+  struct Header;
+  struct RankSignal;
+
+ private:
+  ShmReduceGroup(void* base, std::size_t length, int rank, int world_size, std::size_t slot_bytes, double timeout_s);
+  void wait_for_generation(std::uint32_t generation);
+  void reduce_chunk(const at::Tensor& tensor, std::int64_t offset, std::int64_t count);
+  RankSignal& signal(int rank) const;
+  char* slot(int rank, std::uint32_t generation) const;
+
+  void* base_;
+  std::size_t length_;
+  int rank_, world_;
+  std::size_t slot_bytes_;
+  double timeout_s_;
+  std::uint32_t generation_ = 0;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace mgtrain
