@@ -3,8 +3,12 @@
 // so the test can compare runs with different world sizes, accumulation and bucket settings.
 //
 // usage: ddp_test_worker OUT_FILE [--steps K] [--batch B] [--accum A] [--bucket-mb X] [--first-bucket-mb X]
-//                        [--model mlp|big|tiny|unused] [--find-unused] [--as-view] [--no-ddp]
+//                        [--model mlp|big|huge|tiny|unused] [--find-unused] [--as-view] [--no-ddp]
+//                        [--timeout S] [--die-at-step K]
+// --die-at-step: the last rank kills itself (SIGKILL) before step K's backward, while the other ranks'
+// all-reduces of that step wait for it; the test checks they fail within --timeout (ddp.timeout_s).
 // Rank and store come from RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT (absent: world size 1).
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -32,6 +36,8 @@ struct Options {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   std::string model = "mlp";
   bool find_unused = false, as_view = false, no_ddp = false;
+  double timeout_s = 30;
+  int die_at_step = -1;
 };
 
 // A stack of Linear layers; `unused` adds a layer that forward() skips.
@@ -54,6 +60,7 @@ struct TestNet : torch::nn::Module {
 
 std::vector<int64_t> widths_for(const std::string& model) {
   if (model == "big") return {16, 1024, 300, 4};     // 1024x300 floats = 1.2 MB > a 1 MB cap
+  if (model == "huge") return {16, 1024, 700, 4};    // 1024x700 floats = 2.9 MB > a 2 MiB shm slot
   if (model == "tiny") {
     std::vector<int64_t> w(40, 3);                   // 39 tiny layers
     w.front() = 16;
@@ -80,12 +87,14 @@ int main(int argc, char** argv) {
       else if (args[i] == "--find-unused") o.find_unused = true;
       else if (args[i] == "--as-view") o.as_view = true;
       else if (args[i] == "--no-ddp") o.no_ddp = true;
+      else if (args[i] == "--timeout") o.timeout_s = std::stod(next());
+      else if (args[i] == "--die-at-step") o.die_at_step = std::stoi(next());
       else o.out = args[i];
     }
     const WorkerIdentity id = worker_identity_from_environment(current_environment());
     DdpConfig ddp;
     ddp.connect_timeout_s = 30;
-    ddp.timeout_s = 30;
+    ddp.timeout_s = o.timeout_s;
     auto comm = connect_communicator(id, ddp, "gloo");
 
     torch::manual_seed(1234);
@@ -104,6 +113,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<GradientReducer> reducer;
     if (!o.no_ddp) reducer = std::make_unique<GradientReducer>(named, *comm, ro);
     if (comm->rank() == 0 && reducer) std::printf("buckets %zu\n", reducer->bucket_count());
+    if (comm->rank() == 0) std::printf("backend %s\n", comm->backend_name().c_str());
+    std::fflush(stdout);
     torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1).momentum(0.9));
 
     // The global batch of step s is the same on every world size: world * batch * accum rows from a seeded
@@ -121,6 +132,9 @@ int main(int argc, char** argv) {
         if (reducer) reducer->begin_backward(m == o.accum - 1);
         at::Tensor out = net->forward(x.narrow(0, start, micro_rows));
         at::Tensor loss = (out - y.narrow(0, start, micro_rows)).pow(2).mean() / static_cast<double>(o.accum);
+        if (s == o.die_at_step && rank == world - 1 && world > 1) {
+          std::raise(SIGKILL);
+        }
         loss.backward();
       }
       if (reducer) reducer->finish_backward();

@@ -1,14 +1,18 @@
 // The gradient reducer across real processes: world 2 x batch B equals world 1 x batch 2B, accumulation
 // equals a bigger batch, bucket edge cases, and unused parameters (zero with find_unused_parameters,
-// a clear error without it, never a hang).
+// a clear error without it, never a hang); both all-reduce paths on one host (shared memory, the default,
+// and Gloo with MGTRAIN_SHM_ALLREDUCE=0), more ranks than cores, and a killed rank failing the others in time.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 
 #include "core/port_probe.hpp"
 #include "core/run_capture.hpp"
@@ -22,6 +26,7 @@ const std::string kWorker = std::string(MGTRAIN_BIN_DIR) + "/../tests/ddp_test_w
 
 struct RankRuns {
   std::vector<CapturedRun> ranks;
+  int port = 0;  // MASTER_PORT of the run; the shm segment's name contains it
   bool all_ok() const {
     for (const auto& r : ranks)
       if (r.exit_code != 0) return false;
@@ -35,7 +40,7 @@ struct RankRuns {
 };
 
 // Starts `world` ranks of the test worker as separate processes and waits for all of them.
-RankRuns run_ranks(int world, std::vector<std::string> args) {
+RankRuns run_ranks(int world, std::vector<std::string> args, const std::map<std::string, std::string>& env = {}) {
   SocketPortProbe probe;
   const int port = probe.pick_free_port();
   std::vector<std::future<CapturedRun>> futures;
@@ -46,11 +51,13 @@ RankRuns run_ranks(int world, std::vector<std::string> args) {
                        {"LOCAL_RANK", std::to_string(r)},  {"LOCAL_WORLD_SIZE", std::to_string(world)},
                        {"MASTER_ADDR", "127.0.0.1"},       {"MASTER_PORT", std::to_string(port)},
                        {"OMP_NUM_THREADS", "1"}};
+    for (const auto& [key, value] : env) options.set_env[key] = value;
     std::vector<std::string> argv = {kWorker};
     argv.insert(argv.end(), args.begin(), args.end());
     futures.push_back(std::async(std::launch::async, [argv, options] { return run_and_capture(argv, options); }));
   }
   RankRuns runs;
+  runs.port = port;
   for (auto& f : futures) runs.ranks.push_back(f.get());
   return runs;
 }
@@ -75,14 +82,34 @@ std::string out_file(const std::string& name) {
   return (fs::temp_directory_path() / ("mgtrain-ddp-" + name + "-" + std::to_string(getpid()) + ".bin")).string();
 }
 
-// Final parameters of `world` ranks at per-rank `batch`, with extra worker flags.
-std::vector<float> train(int world, int batch, std::vector<std::string> extra, const std::string& name) {
+// Shared-memory segments of the run on `port` still in /dev/shm (there should be none once it has started).
+std::vector<std::string> leftover_segments(int port) {
+  std::vector<std::string> found;
+  const std::string prefix = "mgtrain-shm-" + std::to_string(port) + "-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
+// Final parameters of `world` ranks at per-rank `batch`, with extra worker flags; `backend` receives what
+// rank 0 reports ("gloo+shm" or "gloo").
+std::vector<float> train(int world, int batch, std::vector<std::string> extra, const std::string& name,
+                         const std::map<std::string, std::string>& env = {}, std::string* backend = nullptr) {
   const std::string out = out_file(name);
   std::vector<std::string> args = {out, "--steps", "6", "--batch", std::to_string(batch)};
   args.insert(args.end(), extra.begin(), extra.end());
-  RankRuns runs = run_ranks(world, args);
+  RankRuns runs = run_ranks(world, args, env);
   INFO(runs.errors());
   REQUIRE(runs.all_ok());
+  CHECK(leftover_segments(runs.port).empty());
+  if (backend) {
+    const std::string& text = runs.ranks[0].out;
+    const auto at = text.find("backend ");
+    *backend = at == std::string::npos ? "" : text.substr(at + 8, text.find('\n', at) - at - 8);
+  }
   auto values = read_floats(out);
   fs::remove(out);
   return values;
@@ -148,4 +175,49 @@ TEST_CASE("unused parameters: zero with find_unused_parameters, a clear error wi
     CHECK(rank.err.find("ddp.find_unused_parameters: true") != std::string::npos);
   }
   CHECK(seconds < 30);  // no hang until the collective timeout
+}
+
+TEST_CASE("one host: shared-memory all-reduce by default, Gloo with MGTRAIN_SHM_ALLREDUCE=0, the same result", "[ddp][shm]") {
+  auto reference = train(1, 8, {}, "path1");
+  std::string backend;
+  auto shm = train(2, 4, {}, "path-shm", {}, &backend);
+  CHECK(backend == "gloo+shm");
+  CHECK(max_abs_difference(reference, shm) <= 1e-5);
+  auto gloo = train(2, 4, {}, "path-gloo", {{"MGTRAIN_SHM_ALLREDUCE", "0"}}, &backend);
+  CHECK(backend == "gloo");
+  CHECK(max_abs_difference(reference, gloo) <= 1e-5);
+  // A 2.9 MB bucket is larger than a 2 MiB slot: it goes through in chunks.
+  auto huge_reference = train(1, 8, {"--model", "huge"}, "huge1");
+  auto huge = train(2, 4, {"--model", "huge"}, "huge2", {}, &backend);
+  CHECK(backend == "gloo+shm");
+  CHECK(max_abs_difference(huge_reference, huge) <= 1e-5);
+}
+
+TEST_CASE("world 3 and 4 on two cores equal world 1", "[ddp][shm]") {
+  auto reference = train(1, 12, {}, "w1of12");
+  std::string backend;
+  CHECK(max_abs_difference(reference, train(3, 4, {}, "w3", {}, &backend)) <= 1e-5);
+  CHECK(backend == "gloo+shm");
+  CHECK(max_abs_difference(reference, train(4, 3, {"--accum", "1"}, "w4", {}, &backend)) <= 1e-5);
+  CHECK(backend == "gloo+shm");
+}
+
+TEST_CASE("a rank killed mid-run fails the others within ddp.timeout_s, and leaves no segment behind", "[ddp][shm][kill]") {
+  for (const std::string shm_setting : {"1", "0"}) {
+    INFO("MGTRAIN_SHM_ALLREDUCE=" << shm_setting);
+    const auto start = std::chrono::steady_clock::now();
+    RankRuns runs = run_ranks(2, {out_file("killed"), "--steps", "6", "--timeout", "3", "--die-at-step", "2"},
+                              {{"MGTRAIN_SHM_ALLREDUCE", shm_setting}});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO(runs.errors());
+    CHECK(runs.ranks[1].signal == SIGKILL);
+    CHECK(runs.ranks[0].exit_code != 0);
+    CHECK_FALSE(runs.ranks[0].timed_out);
+    if (shm_setting == "1") {
+      CHECK(runs.ranks[0].err.find("local rank(s) 1 did not reach operation") != std::string::npos);
+      CHECK(runs.ranks[0].err.find("ddp.timeout_s") != std::string::npos);
+    }
+    CHECK(seconds < 30);
+    CHECK(leftover_segments(runs.port).empty());
+  }
 }
