@@ -145,6 +145,8 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
                 summary.model.c_str(), comm.world_size(), summary.backend.c_str(), summary.device.c_str(),
                 train_data->description().c_str(), static_cast<long long>(total_steps), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
+    // Saving and resuming are not built yet; say so rather than let checkpoint.* look effective.
+    std::printf("mgtrain: note: checkpoints are not written yet in this version (checkpoint.* settings have no effect)\n");
     std::fflush(stdout);
   }
   heartbeat.beat(0);
