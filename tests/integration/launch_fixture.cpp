@@ -1,9 +1,12 @@
 // Implementation of the launcher integration-test helpers.
 #include "launch_fixture.hpp"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -183,5 +186,18 @@ std::vector<pid_t> live_job_processes(const std::set<pid_t>& groups, const std::
 }
 
 std::string harness_path() { return LAUNCH_HARNESS_PATH; }
+
+int listening_socket(int& port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  listen(fd, 1);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  port = ntohs(address.sin_port);
+  return fd;
+}
 
 }  // namespace mgtrain::testing

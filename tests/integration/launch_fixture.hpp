@@ -34,6 +34,8 @@ class TempDir {
 std::string write_script(const std::string& path, const std::string& body);
 std::string read_text(const std::string& path);
 bool file_exists(const std::string& path);
+// A socket listening on a kernel-chosen loopback port (stored in `port`); the caller closes it.
+int listening_socket(int& port);
 std::vector<std::string> split_lines(const std::string& text);
 
 // Launch settings for tests: a run id, logs inside `dir`, a short grace period.

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/run_capture.hpp"
+#include "support/scratch_dir.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;
@@ -24,12 +25,7 @@ CapturedRun run_mgtrain(std::vector<std::string> args, CaptureOptions options = 
 }
 
 // A fresh empty directory under the build tree's temp area.
-fs::path scratch_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("mgtrain-test-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch_dir(const std::string& name) { return testing::scratch_dir("mgtrain-test", name); }
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path);

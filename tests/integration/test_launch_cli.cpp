@@ -75,15 +75,9 @@ TEST_CASE("settings come from YAML and MGTRAIN_LAUNCH_* too", "[binary][launch]"
 
 TEST_CASE("a busy --master-port exits 2 before any worker starts", "[binary][launch]") {
   TempDir dir;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  listen(fd, 1);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  std::string port = std::to_string(ntohs(address.sin_port));
+  int port_number = 0;
+  int fd = listening_socket(port_number);
+  std::string port = std::to_string(port_number);
   CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--master-port", port, "--", "touch", dir / "started"});
   close(fd);
   CHECK(run.exit_code == 2);

@@ -39,19 +39,6 @@ std::set<pid_t> recorded_groups(const std::string& run_dir, int nproc) {
   return groups;
 }
 
-int listening_socket(int& port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  listen(fd, 1);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  port = ntohs(address.sin_port);
-  return fd;
-}
-
 }  // namespace
 
 TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "[launch][env]") {

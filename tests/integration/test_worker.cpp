@@ -12,6 +12,7 @@
 
 #include "core/port_probe.hpp"
 #include "core/run_capture.hpp"
+#include "support/scratch_dir.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;
@@ -21,12 +22,7 @@ namespace {
 const std::string kBin = MGTRAIN_BIN_DIR;
 const std::string kSource = MGTRAIN_SOURCE_DIR;
 
-fs::path scratch_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("mgtrain-worker-test-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch_dir(const std::string& name) { return testing::scratch_dir("mgtrain-worker-test", name); }
 
 // A small learnable synthetic job: a few seconds on 2 CPUs.
 std::vector<std::string> small_job(const fs::path& dir) {
