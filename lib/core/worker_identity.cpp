@@ -44,6 +44,8 @@ WorkerIdentity worker_identity_from_environment(const EnvMap& env) {
     id.local_world_size = env.count("LOCAL_WORLD_SIZE") ? int_variable(env, "LOCAL_WORLD_SIZE", 1) : id.world_size;
     id.master_addr = string_variable(env, "MASTER_ADDR", "127.0.0.1");
     id.master_port = env.count("MASTER_PORT") ? int_variable(env, "MASTER_PORT", 1) : 29500;
+    id.agent_hosts_store = string_variable(env, "TORCHELASTIC_USE_AGENT_STORE", "") == "True";
+    id.restart_count = env.count("TORCHELASTIC_RESTART_COUNT") ? int_variable(env, "TORCHELASTIC_RESTART_COUNT", 0) : 0;
   } else if (env.count("SLURM_PROCID") && env.count("SLURM_NTASKS")) {
     id.source = "SLURM_PROCID/SLURM_NTASKS environment (srun, one task per rank)";
     id.rank = int_variable(env, "SLURM_PROCID", 0);

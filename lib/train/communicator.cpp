@@ -113,7 +113,7 @@ class ProcessGroupCommunicator final : public Communicator {
 c10::intrusive_ptr<c10d::TCPStore> open_store(const WorkerIdentity& id, const DdpConfig& ddp) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(id.master_port);
-  options.isServer = id.rank == 0;
+  options.isServer = id.rank == 0 && !id.agent_hosts_store;  // under torchrun's static rendezvous its agent hosts it
   options.numWorkers = static_cast<std::size_t>(id.world_size);
   options.waitWorkers = false;  // the arrival barrier below waits, and says who is missing
   options.timeout = to_ms(ddp.connect_timeout_s);
@@ -135,16 +135,18 @@ c10::intrusive_ptr<c10d::TCPStore> open_store(const WorkerIdentity& id, const Dd
 void wait_for_all_ranks(c10d::Store& store, const WorkerIdentity& id, double timeout_s) {
   char hostname[256] = {0};
   gethostname(hostname, sizeof hostname - 1);
-  const std::string me = fmt::format("mgtrain/arrived/{}", id.rank);
+  // Keys carry the attempt: torchrun's agent store outlives a restart of the workers.
+  const std::string counter = fmt::format("mgtrain/{}/arrived", id.restart_count);
+  const std::string me = fmt::format("{}/{}", counter, id.rank);
   store.set(me, std::vector<std::uint8_t>(hostname, hostname + std::strlen(hostname)));
-  store.add("mgtrain/arrived", 1);
+  store.add(counter, 1);
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   auto pause = std::chrono::milliseconds(1);
-  while (store.add("mgtrain/arrived", 0) < id.world_size) {
+  while (store.add(counter, 0) < id.world_size) {
     if (Clock::now() > deadline) {
       std::string arrived, missing;
       for (int r = 0; r < id.world_size; ++r) {
-        std::string& list = store.check({fmt::format("mgtrain/arrived/{}", r)}) ? arrived : missing;
+        std::string& list = store.check({fmt::format("{}/{}", counter, r)}) ? arrived : missing;
         list += (list.empty() ? "" : ", ") + std::to_string(r);
       }
       throw Error(fmt::format("rendezvous at {}:{} timed out after {} s: ranks {} arrived, ranks {} did not "
@@ -192,7 +194,7 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
   if (id.master_port <= 0) throw UsageError("MASTER_PORT is not set; a world size above 1 needs the store's port");
   auto store = open_store(id, ddp);
   wait_for_all_ranks(*store, id, ddp.connect_timeout_s);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("mgtrain/pg", store);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}/pg", id.restart_count), store);
 
   if (backend == "nccl") {
 #ifdef MGTRAIN_WITH_CUDA
@@ -220,7 +222,8 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
   if (id.world_size == id.local_world_size) {  // every rank on this host: sums go through shared memory
     const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
     const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
-    shm = ShmAllreduce::connect(*store, id.rank, id.world_size, tag, ddp.connect_timeout_s, ddp.timeout_s);
+    auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}", id.restart_count), store);
+    shm = ShmAllreduce::connect(*attempt_store, id.rank, id.world_size, tag, ddp.connect_timeout_s, ddp.timeout_s);
   }
   return std::make_unique<ProcessGroupCommunicator>(store, group, id.rank, id.world_size, "gloo", std::move(shm));
 }

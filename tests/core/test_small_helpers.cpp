@@ -44,6 +44,14 @@ TEST_CASE("identity from torchrun's variables", "[identity]") {
   CHECK(id.master_port == 1234);
 }
 
+TEST_CASE("under torchrun's agent store every rank connects as a client, keys per attempt", "[identity]") {
+  auto id = worker_identity_from_environment({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                              {"TORCHELASTIC_RESTART_COUNT", "3"}});
+  CHECK(id.agent_hosts_store);
+  CHECK(id.restart_count == 3);
+  CHECK_FALSE(worker_identity_from_environment({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).agent_hosts_store);
+}
+
 TEST_CASE("identity from srun's variables when RANK is absent", "[identity]") {
   auto id = worker_identity_from_environment({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
                                               {"SLURM_JOB_NODELIST", "node[01-02]"}, {"SLURM_JOB_ID", "12345"}});

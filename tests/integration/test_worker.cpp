@@ -85,8 +85,10 @@ TEST_CASE("the worker runs under Debian's torchrun", "[worker][torchrun]") {
     return;
   }
   fs::path dir = scratch_dir("torchrun");
-  auto args = with({"/usr/bin/torchrun", "--standalone", "--nproc_per_node", "2", "--monitor_interval", "0.1", "--redirects",
-                    "9:1", "--tee", "9:1", "--no_python", kBin + "/mgtrain-worker"},
+  // Static rendezvous on a free port (--standalone would always use port 29400).
+  SocketPortProbe ports;
+  auto args = with({"/usr/bin/torchrun", "--nnodes", "1", "--master_port", std::to_string(ports.pick_free_port()), "--nproc_per_node",
+                    "2", "--monitor_interval", "0.1", "--redirects", "9:1", "--tee", "9:1", "--no_python", kBin + "/mgtrain-worker"},
                    small_job(dir));
   CaptureOptions options;
   options.set_env = {{"OMP_NUM_THREADS", "1"}};
