@@ -47,7 +47,9 @@ std::vector<Interface> network_interfaces() {
 // The worker's JSON probe, or a Null node with `problem` set.
 YAML::Node probe_worker(std::string& problem, std::string& worker_path) {
   try {
-    worker_path = find_worker_binary(current_environment().count("MGTRAIN_LAUNCH_WORKER") ? current_environment().at("MGTRAIN_LAUNCH_WORKER") : "");
+    const EnvMap env = current_environment();
+    const auto configured = env.find("MGTRAIN_LAUNCH_WORKER");
+    worker_path = find_worker_binary(configured == env.end() ? "" : configured->second);
     CaptureOptions options;
     options.timeout_s = 30.0;
     CapturedRun run = run_and_capture({worker_path, "--probe"}, options);

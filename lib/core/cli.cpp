@@ -16,6 +16,7 @@
 #include "core/did_you_mean.hpp"
 #include "core/error.hpp"
 #include "core/starter_config.hpp"
+#include "core/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -47,16 +48,8 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--python", "launch.python", true},
 };
 
-std::vector<std::string> names_of(const std::string& spec) {
-  std::vector<std::string> names;
-  for (std::string::size_type start = 0;;) {
-    auto comma = spec.find(',', start);
-    names.push_back(spec.substr(start, comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return names;
-}
+// The spellings of a CLI11 option spec: "--nproc,--nproc_per_node" -> {"--nproc", "--nproc_per_node"}.
+std::vector<std::string> names_of(const std::string& spec) { return split(spec, ','); }
 
 std::string canonical_name(const std::string& spec) {
   for (const auto& n : names_of(spec))

@@ -15,4 +15,11 @@ EnvMap current_environment() {
   return env;
 }
 
+std::vector<std::string> to_environ_strings(const EnvMap& environment) {
+  std::vector<std::string> strings;
+  strings.reserve(environment.size());
+  for (const auto& [key, value] : environment) strings.push_back(key + "=" + value);
+  return strings;
+}
+
 }  // namespace mgtrain

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace mgtrain {
 
@@ -11,5 +12,8 @@ using EnvMap = std::map<std::string, std::string>;
 
 // This process's environment (environ).
 EnvMap current_environment();
+
+// "KEY=VALUE" strings for execve.
+std::vector<std::string> to_environ_strings(const EnvMap& environment);
 
 }  // namespace mgtrain

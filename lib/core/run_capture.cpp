@@ -9,25 +9,17 @@
 
 #include <chrono>
 
+#include "core/environment.hpp"
 #include "core/error.hpp"
-
-extern char** environ;
 
 namespace mgtrain {
 namespace {
 
 std::vector<std::string> child_environment(const CaptureOptions& options) {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string entry(*e);
-    auto eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
+  EnvMap env = current_environment();
   for (const auto& name : options.unset_env) env.erase(name);
   for (const auto& [name, value] : options.set_env) env[name] = value;
-  std::vector<std::string> out;
-  for (const auto& [name, value] : env) out.push_back(name + "=" + value);
-  return out;
+  return to_environ_strings(env);
 }
 
 }  // namespace

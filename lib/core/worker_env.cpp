@@ -59,11 +59,4 @@ std::vector<std::string> expand_worker_command(const std::vector<std::string>& c
   return expanded;
 }
 
-std::vector<std::string> to_environ_strings(const EnvMap& environment) {
-  std::vector<std::string> strings;
-  strings.reserve(environment.size());
-  for (const auto& [key, value] : environment) strings.push_back(key + "=" + value);
-  return strings;
-}
-
 }  // namespace mgtrain

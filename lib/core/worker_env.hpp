@@ -33,7 +33,4 @@ std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent);
 // The command with every "${local_rank}" replaced by the worker's local rank.
 std::vector<std::string> expand_worker_command(const std::vector<std::string>& command, int local_rank);
 
-// "KEY=VALUE" strings for execve.
-std::vector<std::string> to_environ_strings(const EnvMap& environment);
-
 }  // namespace mgtrain
