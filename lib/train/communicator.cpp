@@ -91,6 +91,13 @@ class ProcessGroupCommunicator final : public Communicator {
     return group_->allreduce(tensors);
   }
 
+  at::Tensor allocate_reduce_buffer(std::int64_t numel, const at::TensorOptions& options) override {
+    if (shm_ && ShmAllreduce::supports(at::empty({0}, options))) {
+      if (at::Tensor shared = shm_->allocate_buffer(numel, c10::typeMetaToScalarType(options.dtype())); shared.defined()) return shared;
+    }
+    return Communicator::allocate_reduce_buffer(numel, options);
+  }
+
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions options;
     options.rootRank = root;
@@ -164,6 +171,10 @@ void Communicator::allreduce_sum(at::Tensor& tensor) {
   if (auto work = allreduce_sum_async(tensor)) work->wait();
 }
 
+at::Tensor Communicator::allocate_reduce_buffer(std::int64_t numel, const at::TensorOptions& options) {
+  return at::zeros({numel}, options);
+}
+
 void Communicator::broadcast_coalesced(std::vector<at::Tensor>& tensors, int root) {
   if (world_size() == 1 || tensors.empty()) return;
   std::vector<at::ScalarType> dtypes;
@@ -223,7 +234,7 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
     const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
     const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
     auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}", id.restart_count), store);
-    shm = ShmAllreduce::connect(*attempt_store, id.rank, id.world_size, tag, ddp.connect_timeout_s, ddp.timeout_s);
+    shm = ShmAllreduce::connect(attempt_store, id.rank, id.world_size, tag, ddp.connect_timeout_s, ddp.timeout_s);
   }
   return std::make_unique<ProcessGroupCommunicator>(store, group, id.rank, id.world_size, "gloo", std::move(shm));
 }

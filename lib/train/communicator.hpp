@@ -3,6 +3,7 @@
 // Gloo on CPU or NCCL on CUDA. World size 1 needs no store and no network.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ class Communicator {
   // Sum over ranks, in place; the handle completes when `tensor` holds the result.
   virtual torch_compat::WorkHandle allreduce_sum_async(at::Tensor& tensor) = 0;
   void allreduce_sum(at::Tensor& tensor);
+  // Collective (every rank, same order, same sizes): a zero-filled 1-D buffer that this communicator sums
+  // fastest, for tensors reduced again and again such as gradient buckets. With the shared-memory path it
+  // lives in shared memory and is summed without copies; otherwise it is ordinary memory.
+  virtual at::Tensor allocate_reduce_buffer(std::int64_t numel, const at::TensorOptions& options);
   // Copies root's tensors into everyone's, in place.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   // The same in one message per dtype: tensors are packed into a flat buffer and unpacked in place.

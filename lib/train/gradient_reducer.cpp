@@ -82,7 +82,7 @@ void GradientReducer::assign_buckets() {
     std::int64_t total = 0;
     for (auto i : bucket.parameters) total += params_[i].tensor.numel();
     const at::Tensor& first = params_[bucket.parameters.front()].tensor;
-    bucket.flat = at::zeros({total}, first.options().requires_grad(false));
+    bucket.flat = comm_.allocate_reduce_buffer(total, first.options().requires_grad(false));
     std::int64_t offset = 0;
     for (std::size_t j = 0; j < bucket.parameters.size(); ++j) {
       ParameterSlot& slot = params_[bucket.parameters[j]];

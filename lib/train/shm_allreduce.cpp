@@ -4,11 +4,13 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <exception>
 #include <mutex>
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "core/error.hpp"
 #include "train/shm_segment.hpp"
@@ -27,7 +29,8 @@ class ShmWork final : public c10d::Work {
 
 class ShmAllreduce::Impl {
  public:
-  explicit Impl(std::unique_ptr<ShmReduceGroup> group) : group_(std::move(group)), thread_([this] { run(); }) {}
+  Impl(std::unique_ptr<ShmReduceGroup> group, c10::intrusive_ptr<c10d::Store> store, double connect_timeout_s)
+      : group_(std::move(group)), store_(std::move(store)), connect_timeout_s_(connect_timeout_s), thread_([this] { run(); }) {}
 
   ~Impl() {
     {
@@ -43,15 +46,30 @@ class ShmAllreduce::Impl {
     auto work = c10::make_intrusive<ShmWork>();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(Operation{tensor, work});
+      std::shared_ptr<ShmReduceGroup::SharedBuffer> shared;
+      if (auto found = buffers_.find(tensor.data_ptr()); found != buffers_.end() && tensor.is_contiguous()) shared = found->second;
+      queue_.push_back(Operation{tensor, std::move(shared), work});
     }
     ready_.notify_one();
     return work;
   }
 
+  at::Tensor allocate(std::int64_t numel, c10::ScalarType type) {
+    const std::size_t bytes = static_cast<std::size_t>(numel) * c10::elementSize(type);
+    auto buffer = group_->allocate_shared_buffer(*store_, bytes, connect_timeout_s_);
+    if (!buffer) return {};
+    char* mine = buffer->regions[static_cast<std::size_t>(group_->rank())];
+    // The tensor keeps the mapping alive; the registry lets submit() recognise it.
+    at::Tensor tensor = at::from_blob(mine, {numel}, [buffer](void*) {}, at::TensorOptions().dtype(type));
+    std::lock_guard<std::mutex> lock(mutex_);
+    buffers_[mine] = std::move(buffer);
+    return tensor;
+  }
+
  private:
   struct Operation {
     at::Tensor tensor;
+    std::shared_ptr<ShmReduceGroup::SharedBuffer> shared;  // set: the tensor is (the start of) this shared buffer
     c10::intrusive_ptr<ShmWork> work;
   };
 
@@ -68,7 +86,9 @@ class ShmAllreduce::Impl {
       }
       if (!failure) {
         try {
-          if (op.tensor.is_contiguous()) {
+          if (op.shared) {
+            group_->allreduce_sum_shared(*op.shared, op.tensor.scalar_type(), op.tensor.numel());
+          } else if (op.tensor.is_contiguous()) {
             group_->allreduce_sum(op.tensor);
           } else {
             at::Tensor packed = op.tensor.contiguous();
@@ -80,11 +100,15 @@ class ShmAllreduce::Impl {
         }
       }
       op.tensor.reset();
+      op.shared.reset();
       op.work->complete(failure);
     }
   }
 
   std::unique_ptr<ShmReduceGroup> group_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  double connect_timeout_s_;
+  std::map<const void*, std::shared_ptr<ShmReduceGroup::SharedBuffer>> buffers_;  // by this rank's region
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Operation> queue_;
@@ -92,11 +116,11 @@ class ShmAllreduce::Impl {
   std::thread thread_;  // last: starts once everything above exists
 };
 
-std::unique_ptr<ShmAllreduce> ShmAllreduce::connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
-                                                    double connect_timeout_s, double timeout_s) {
-  auto group = ShmReduceGroup::connect(store, rank, world_size, run_tag, connect_timeout_s, timeout_s);
+std::unique_ptr<ShmAllreduce> ShmAllreduce::connect(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+                                                    const std::string& run_tag, double connect_timeout_s, double timeout_s) {
+  auto group = ShmReduceGroup::connect(*store, rank, world_size, run_tag, connect_timeout_s, timeout_s);
   if (!group) return nullptr;
-  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(std::make_unique<Impl>(std::move(group))));
+  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(std::make_unique<Impl>(std::move(group), std::move(store), connect_timeout_s)));
 }
 
 ShmAllreduce::ShmAllreduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -108,5 +132,7 @@ bool ShmAllreduce::supports(const at::Tensor& tensor) {
 }
 
 torch_compat::WorkHandle ShmAllreduce::allreduce_sum_async(const at::Tensor& tensor) { return impl_->submit(tensor); }
+
+at::Tensor ShmAllreduce::allocate_buffer(std::int64_t numel, c10::ScalarType type) { return impl_->allocate(numel, type); }
 
 }  // namespace mgtrain

@@ -5,9 +5,11 @@
 // caller gets a c10d::Work handle whose wait() completes (or rethrows the thread's error), like Gloo's.
 // Ranks synchronise through a generation counter per rank in the segment (atomics + futex wait/wake);
 // a peer that does not arrive within the collective timeout fails the operation with an error naming it.
-// Set MGTRAIN_SHM_ALLREDUCE=0 to disable (every rank then uses Gloo).
+// Buffers allocated here (the gradient buckets) live in shared memory themselves and are summed in place,
+// each rank adding up 1/world of the elements: no copies at all. Set MGTRAIN_SHM_ALLREDUCE=0 to disable (every rank then uses Gloo).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -26,8 +28,9 @@ class ShmAllreduce {
   // Collective over the store: every rank of the job must call it. Returns nullptr on every rank when the
   // path is disabled (MGTRAIN_SHM_ALLREDUCE=0 on any rank) or any rank could not map the segment; throws
   // when a peer does not answer within `connect_timeout_s`. `run_tag` keeps concurrent jobs apart.
-  static std::unique_ptr<ShmAllreduce> connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
-                                               double connect_timeout_s, double timeout_s);
+  // The store is kept for allocate_buffer().
+  static std::unique_ptr<ShmAllreduce> connect(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+                                               const std::string& run_tag, double connect_timeout_s, double timeout_s);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
@@ -35,7 +38,12 @@ class ShmAllreduce {
   // Whether a tensor can take this path: a CPU float32/float64 tensor (the same answer on every rank).
   static bool supports(const at::Tensor& tensor);
   // Sum over ranks, in place; returns at once. Operations complete in the order they were issued.
+  // A tensor from allocate_buffer() is summed without copies (see ShmReduceGroup::allreduce_sum_shared).
   torch_compat::WorkHandle allreduce_sum_async(const at::Tensor& tensor);
+  // Collective: a zero-filled 1-D tensor of `numel` elements of `type` (float or double) living in shared
+  // memory that every rank can read, so allreduce_sum_async on it needs no copy in or out. Undefined on every
+  // rank when the memory could not be had (the caller then allocates normally).
+  at::Tensor allocate_buffer(std::int64_t numel, c10::ScalarType type);
 
   class Impl;
 

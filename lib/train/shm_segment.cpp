@@ -2,6 +2,7 @@
 #include "train/shm_segment.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -43,9 +44,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kMagic = 0x6d677472'73686d31ULL;  // "mgtrshm1"
+constexpr std::uint64_t kGroupMagic = 0x6d677472'73686d31ULL;   // "mgtrshm1"
+constexpr std::uint64_t kBufferMagic = 0x6d677472'62756631ULL;  // "mgtrbuf1"
 constexpr std::size_t kSlotBytes = 2u << 20;              // per rank and parity; larger tensors go in chunks
-constexpr int kSpinsBeforeSleep = 2000;                   // ~ tens of microseconds of polling
+constexpr int kSpinsWithSpareCores = 2000;  // ~ tens of microseconds of polling before sleeping on the futex
+constexpr int kSpinsOnBusyCores = 20;       // when every core is taken, polling would steal from training
+
+// Each local rank runs a training thread and this module's thread: spin only when the CPUs this process may
+// use leave a core for each of them.
+int spins_before_sleep(int world) {
+  cpu_set_t usable;
+  CPU_ZERO(&usable);
+  const int cores = sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable) : 1;
+  return cores >= 2 * world ? kSpinsWithSpareCores : kSpinsOnBusyCores;
+}
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
@@ -101,8 +113,17 @@ struct Mapping {
   std::size_t length = 0;
 };
 
-Mapping create_segment(const std::string& name, int world) {
-  const std::size_t length = data_offset_for(world) + static_cast<std::size_t>(world) * 2 * kSlotBytes;
+// Segment layout: a Header, then from `data_offset` on `slots_per_rank` slots of `slot_bytes` per rank.
+struct SegmentShape {
+  std::uint64_t magic;
+  std::size_t slots_per_rank;
+  std::size_t slot_bytes;
+  std::size_t data_offset;
+  std::size_t length(int world) const { return data_offset + static_cast<std::size_t>(world) * slots_per_rank * slot_bytes; }
+};
+
+Mapping create_segment(const std::string& name, int world, const SegmentShape& shape) {
+  const std::size_t length = shape.length(world);
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {  // a stale one of a killed run with the same tag and pid
     shm_unlink(name.c_str());
@@ -117,14 +138,14 @@ Mapping create_segment(const std::string& name, int world) {
   if (err != 0) throw SystemError(fmt::format("reserving {} bytes of shared memory for {}", length, name), err);
   auto* header = new (base) ShmReduceGroup::Header{};
   header->world = static_cast<std::uint64_t>(world);
-  header->slot_bytes = kSlotBytes;
-  header->data_offset = data_offset_for(world);
+  header->slot_bytes = shape.slot_bytes;
+  header->data_offset = shape.data_offset;
   std::atomic_thread_fence(std::memory_order_release);
-  header->magic = kMagic;
+  header->magic = shape.magic;
   return {base, length};
 }
 
-Mapping open_segment(const std::string& name, int world) {
+Mapping open_segment(const std::string& name, int world, std::uint64_t magic, std::size_t slots_per_rank) {
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) throw SystemError(fmt::format("shm_open({}) (is rank 0 on another host?)", name), errno);
   struct stat info{};
@@ -139,48 +160,45 @@ Mapping open_segment(const std::string& name, int world) {
   close(fd);
   if (base == MAP_FAILED) throw SystemError(fmt::format("mmap({}, {} bytes)", name, length), err);
   const auto* header = static_cast<const ShmReduceGroup::Header*>(base);
-  if (length < sizeof *header || header->magic != kMagic || header->world != static_cast<std::uint64_t>(world) ||
-      length < header->data_offset + static_cast<std::size_t>(world) * 2 * header->slot_bytes) {
+  if (length < sizeof *header || header->magic != magic || header->world != static_cast<std::uint64_t>(world) ||
+      length < header->data_offset + static_cast<std::size_t>(world) * slots_per_rank * header->slot_bytes) {
     munmap(base, length);
     throw Error(fmt::format("shared-memory segment {} does not match this job (world size {})", name, world));
   }
   return {base, length};
 }
 
-}  // namespace
-
-std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
-                                                        double connect_timeout_s, double timeout_s) {
-  const char* env = std::getenv("MGTRAIN_SHM_ALLREDUCE");
-  const bool disabled = env && std::string(env) == "0";
-  const std::string name_key = "mgtrain/shm/name";
-  auto answer_key = [](int r) { return fmt::format("mgtrain/shm/answer/{}", r); };
+// The collective setup of one segment: rank 0 creates it under `name` and publishes the name under
+// `key`/name, the others map it and answer under `key`/answer/<rank>; the name is unlinked once everyone
+// answered. Returns an empty Mapping on every rank when any rank could not take part.
+Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const std::string& key, const std::string& name,
+                           const SegmentShape& shape, bool disabled, double connect_timeout_s) {
+  const std::string name_key = key + "/name";
+  auto answer_key = [&key](int r) { return fmt::format("{}/answer/{}", key, r); };
 
   NameGuard guard;
   Mapping mapping;
   std::string refusal;  // why this rank cannot take part; empty: it can
   if (rank == 0) {
-    std::string name;
+    std::string published;
     if (disabled) {
       refusal = "MGTRAIN_SHM_ALLREDUCE=0";
     } else {
-      name = fmt::format("/mgtrain-shm-{}-{}", sanitized(run_tag), getpid());
       try {
-        mapping = create_segment(name, world_size);
-        guard.name = name;
+        mapping = create_segment(name, world_size, shape);
+        guard.name = published = name;
       } catch (const Error& e) {
         refusal = e.what();
-        name.clear();
       }
     }
-    store.set(name_key, bytes_of(name));
+    store.set(name_key, bytes_of(published));
   } else {
-    const std::string name = text_of(store.get(name_key));
-    if (name.empty()) refusal = "rank 0 has no segment";
+    const std::string published = text_of(store.get(name_key));
+    if (published.empty()) refusal = "rank 0 has no segment";
     else if (disabled) refusal = "MGTRAIN_SHM_ALLREDUCE=0";
     else {
       try {
-        mapping = open_segment(name, world_size);
+        mapping = open_segment(published, world_size, shape.magic, shape.slots_per_rank);
       } catch (const Error& e) {
         refusal = e.what();
       }
@@ -202,16 +220,30 @@ std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int 
   for (int r = 1; r < world_size && everyone; ++r) everyone = text_of(store.get(answer_key(r))) == "ok";
   if (!everyone) {
     if (mapping.base) munmap(mapping.base, mapping.length);
-    return nullptr;
+    return {};
   }
+  return mapping;
+}
+
+}  // namespace
+
+std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
+                                                        double connect_timeout_s, double timeout_s) {
+  const char* env = std::getenv("MGTRAIN_SHM_ALLREDUCE");
+  const bool disabled = env && std::string(env) == "0";
+  const std::string prefix = fmt::format("/mgtrain-shm-{}-{}", sanitized(run_tag), getpid());
+  const SegmentShape shape{kGroupMagic, 2, kSlotBytes, data_offset_for(world_size)};
+  Mapping mapping = rendezvous_segment(store, rank, world_size, "mgtrain/shm", prefix, shape, disabled, connect_timeout_s);
+  if (!mapping.base) return nullptr;
   const auto* header = static_cast<const Header*>(mapping.base);
   return std::unique_ptr<ShmReduceGroup>(
-      new ShmReduceGroup(mapping.base, mapping.length, rank, world_size, header->slot_bytes, timeout_s));
+      new ShmReduceGroup(mapping.base, mapping.length, rank, world_size, header->slot_bytes, timeout_s, prefix));
 }
 
 ShmReduceGroup::ShmReduceGroup(void* base, std::size_t length, int rank, int world_size, std::size_t slot_bytes,
-                               double timeout_s)
-    : base_(base), length_(length), rank_(rank), world_(world_size), slot_bytes_(slot_bytes), timeout_s_(timeout_s) {}
+                               double timeout_s, std::string name_prefix)
+    : base_(base), length_(length), rank_(rank), world_(world_size), slot_bytes_(slot_bytes), timeout_s_(timeout_s),
+      name_prefix_(std::move(name_prefix)), spins_before_sleep_(spins_before_sleep(world_size)) {}
 
 ShmReduceGroup::~ShmReduceGroup() { munmap(base_, length_); }
 
@@ -229,13 +261,19 @@ void ShmReduceGroup::abort() {
   for (int r = 0; r < world_; ++r) futex_wake_all(&signal(r).arrived);
 }
 
+void ShmReduceGroup::publish(std::uint32_t generation) {
+  RankSignal& mine = signal(rank_);
+  mine.arrived.store(generation);
+  if (mine.waiters.load() > 0) futex_wake_all(&mine.arrived);
+}
+
 void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   for (int peer = 0; peer < world_; ++peer) {
     if (peer == rank_) continue;
     RankSignal& s = signal(peer);
     bool done = false;
-    for (int i = 0; i < kSpinsBeforeSleep && !done; ++i) {
+    for (int i = 0; i < spins_before_sleep_ && !done; ++i) {
       done = reached(s.arrived.load(std::memory_order_acquire), generation);
       if (!done) cpu_relax();
     }
@@ -286,9 +324,7 @@ void ShmReduceGroup::reduce_chunk(const at::Tensor& tensor, std::int64_t offset,
   const std::size_t element = tensor.element_size();
   char* data = static_cast<char*>(tensor.data_ptr()) + static_cast<std::size_t>(offset) * element;
   std::memcpy(slot(rank_, generation), data, static_cast<std::size_t>(count) * element);
-  RankSignal& mine = signal(rank_);
-  mine.arrived.store(generation);
-  if (mine.waiters.load() > 0) futex_wake_all(&mine.arrived);
+  publish(generation);
   wait_for_generation(generation);
   if (tensor.scalar_type() == at::kFloat) {
     std::vector<const float*> slots;
@@ -306,6 +342,72 @@ void ShmReduceGroup::allreduce_sum(const at::Tensor& tensor) {
   const std::int64_t per_chunk = static_cast<std::int64_t>(slot_bytes_ / tensor.element_size());
   const std::int64_t total = tensor.numel();
   for (std::int64_t offset = 0; offset < total; offset += per_chunk) reduce_chunk(tensor, offset, std::min(per_chunk, total - offset));
+}
+
+ShmReduceGroup::SharedBuffer::~SharedBuffer() { munmap(mapping_base, mapping_length); }
+
+std::shared_ptr<ShmReduceGroup::SharedBuffer> ShmReduceGroup::allocate_shared_buffer(c10d::Store& store, std::size_t bytes,
+                                                                                     double connect_timeout_s) {
+  const int id = ++buffers_allocated_;
+  const std::size_t stride = round_up(std::max<std::size_t>(bytes, 1), 4096);
+  const SegmentShape shape{kBufferMagic, 1, stride, 4096};
+  Mapping mapping = rendezvous_segment(store, rank_, world_, fmt::format("mgtrain/shm/buffer/{}", id),
+                                       fmt::format("{}-b{}", name_prefix_, id), shape, false, connect_timeout_s);
+  if (!mapping.base) return nullptr;
+  auto buffer = std::make_shared<SharedBuffer>();
+  buffer->mapping_base = mapping.base;
+  buffer->mapping_length = mapping.length;
+  buffer->bytes = bytes;
+  for (int r = 0; r < world_; ++r) buffer->regions.push_back(static_cast<char*>(mapping.base) + 4096 + static_cast<std::size_t>(r) * stride);
+  return buffer;
+}
+
+namespace {
+
+// Sums element range [begin, end) of every rank's region in rank order and writes the result into every
+// region, block by block so the sum stays in the cache between the reads and the writes.
+template <typename T>
+void reduce_share(const std::vector<char*>& regions, std::int64_t begin, std::int64_t end) {
+  constexpr std::int64_t kBlock = 4096;  // 16-32 KiB: stays in L1/L2
+  T sum[kBlock];
+  const std::size_t world = regions.size();
+  for (std::int64_t start = begin; start < end; start += kBlock) {
+    const std::int64_t n = std::min(kBlock, end - start);
+    const T* __restrict a = reinterpret_cast<const T*>(regions[0]) + start;
+    if (world == 1) {
+      std::memcpy(sum, a, static_cast<std::size_t>(n) * sizeof(T));
+    } else {
+      const T* __restrict b = reinterpret_cast<const T*>(regions[1]) + start;
+      for (std::int64_t i = 0; i < n; ++i) sum[i] = a[i] + b[i];
+    }
+    for (std::size_t r = 2; r < world; ++r) {
+      const T* __restrict c = reinterpret_cast<const T*>(regions[r]) + start;
+      for (std::int64_t i = 0; i < n; ++i) sum[i] += c[i];
+    }
+    for (std::size_t r = 0; r < world; ++r) std::memcpy(reinterpret_cast<T*>(regions[r]) + start, sum, static_cast<std::size_t>(n) * sizeof(T));
+  }
+}
+
+}  // namespace
+
+void ShmReduceGroup::allreduce_sum_shared(const SharedBuffer& buffer, c10::ScalarType type, std::int64_t count) {
+  if (aborted_.load()) throw Error("shared-memory all-reduce: the communicator is shutting down");
+  const std::size_t element = type == c10::ScalarType::Float ? sizeof(float) : sizeof(double);
+  if (static_cast<std::size_t>(count) * element > buffer.bytes) throw Error("shared-memory all-reduce: tensor larger than its shared buffer");
+  // 1. Everyone's gradients are in place.
+  const std::uint32_t filled = ++generation_;
+  publish(filled);
+  wait_for_generation(filled);
+  // 2. Each rank sums its share (cache-line aligned) over all ranks and writes it back into every region.
+  const std::int64_t align = 64 / static_cast<std::int64_t>(element);
+  auto share_start = [&](int r) { return std::min(count, (count * r / world_ + align - 1) / align * align); };
+  const std::int64_t begin = share_start(rank_), end = rank_ + 1 == world_ ? count : share_start(rank_ + 1);
+  if (type == c10::ScalarType::Float) reduce_share<float>(buffer.regions, begin, end);
+  else reduce_share<double>(buffer.regions, begin, end);
+  // 3. Every share is written: each region holds the full sum.
+  const std::uint32_t summed = ++generation_;
+  publish(summed);
+  wait_for_generation(summed);
 }
 
 }  // namespace mgtrain

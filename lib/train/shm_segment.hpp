@@ -15,6 +15,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -41,13 +44,32 @@ class ShmReduceGroup {
   void abort();
 
   std::size_t slot_bytes() const { return slot_bytes_; }
+  int rank() const { return rank_; }
+
+  // Memory every rank can read and write: `bytes` per rank, each rank's region at the same index on all.
+  struct SharedBuffer {
+    void* mapping_base = nullptr;
+    std::size_t mapping_length = 0;
+    std::size_t bytes = 0;
+    std::vector<char*> regions;  // by rank
+    ~SharedBuffer();
+  };
+  // Collective (every rank, same order, same size): a new segment with one region per rank, zero-filled.
+  // Returns nullptr on every rank when any rank cannot map it (e.g. /dev/shm is too small).
+  std::shared_ptr<SharedBuffer> allocate_shared_buffer(c10d::Store& store, std::size_t bytes, double connect_timeout_s);
+  // The zero-copy sum: every rank's region holds its `count` elements; afterwards every region holds the sum
+  // over ranks (added in rank order, so bit-identical everywhere). Each rank sums 1/world of the elements
+  // and writes them into all regions; two barriers (filled, summed) and no copy in or out.
+  void allreduce_sum_shared(const SharedBuffer& buffer, c10::ScalarType type, std::int64_t count);
 
   // What lies at the start of the segment (defined in shm_segment.cpp).
   struct Header;
   struct RankSignal;
 
  private:
-  ShmReduceGroup(void* base, std::size_t length, int rank, int world_size, std::size_t slot_bytes, double timeout_s);
+  ShmReduceGroup(void* base, std::size_t length, int rank, int world_size, std::size_t slot_bytes, double timeout_s,
+                 std::string name_prefix);
+  void publish(std::uint32_t generation);
   void wait_for_generation(std::uint32_t generation);
   void reduce_chunk(const at::Tensor& tensor, std::int64_t offset, std::int64_t count);
   RankSignal& signal(int rank) const;
@@ -59,6 +81,9 @@ class ShmReduceGroup {
   std::size_t slot_bytes_;
   double timeout_s_;
   std::uint32_t generation_ = 0;
+  std::string name_prefix_;  // of this job's segment names in /dev/shm
+  int buffers_allocated_ = 0;
+  int spins_before_sleep_;
   std::atomic<bool> aborted_{false};
 };
 

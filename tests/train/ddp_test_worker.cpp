@@ -72,6 +72,17 @@ std::vector<int64_t> widths_for(const std::string& model) {
 
 }  // namespace
 
+// How many gradient-bucket segments (zero-copy shared memory) this process has mapped.
+int shared_bucket_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) {
+    const auto at = line.find("/mgtrain-shm-");
+    if (at != std::string::npos && line.find("-b", at) != std::string::npos) ++count;
+  }
+  return count;
+}
+
 int main(int argc, char** argv) {
   try {
     Options o;
@@ -114,6 +125,7 @@ int main(int argc, char** argv) {
     if (!o.no_ddp) reducer = std::make_unique<GradientReducer>(named, *comm, ro);
     if (comm->rank() == 0 && reducer) std::printf("buckets %zu\n", reducer->bucket_count());
     if (comm->rank() == 0) std::printf("backend %s\n", comm->backend_name().c_str());
+    if (comm->rank() == 0) std::printf("shared buckets %d\n", shared_bucket_mappings());
     std::fflush(stdout);
     torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1).momentum(0.9));
 

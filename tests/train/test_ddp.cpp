@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -94,10 +95,17 @@ std::vector<std::string> leftover_segments(int port) {
   return found;
 }
 
+// The number after `label ` in rank 0's output, or -1.
+int reported_number(const std::string& text, const std::string& label) {
+  const auto at = text.find(label + " ");
+  return at == std::string::npos ? -1 : std::atoi(text.c_str() + at + label.size() + 1);
+}
+
 // Final parameters of `world` ranks at per-rank `batch`, with extra worker flags; `backend` receives what
-// rank 0 reports ("gloo+shm" or "gloo").
+// rank 0 reports ("gloo+shm" or "gloo"), `shared_buckets` how many buckets live in shared memory.
 std::vector<float> train(int world, int batch, std::vector<std::string> extra, const std::string& name,
-                         const std::map<std::string, std::string>& env = {}, std::string* backend = nullptr) {
+                         const std::map<std::string, std::string>& env = {}, std::string* backend = nullptr,
+                         int* shared_buckets = nullptr) {
   const std::string out = out_file(name);
   std::vector<std::string> args = {out, "--steps", "6", "--batch", std::to_string(batch)};
   args.insert(args.end(), extra.begin(), extra.end());
@@ -110,6 +118,7 @@ std::vector<float> train(int world, int batch, std::vector<std::string> extra, c
     const auto at = text.find("backend ");
     *backend = at == std::string::npos ? "" : text.substr(at + 8, text.find('\n', at) - at - 8);
   }
+  if (shared_buckets) *shared_buckets = reported_number(runs.ranks[0].out, "shared buckets");
   auto values = read_floats(out);
   fs::remove(out);
   return values;
@@ -180,11 +189,15 @@ TEST_CASE("unused parameters: zero with find_unused_parameters, a clear error wi
 TEST_CASE("one host: shared-memory all-reduce by default, Gloo with MGTRAIN_SHM_ALLREDUCE=0, the same result", "[ddp][shm]") {
   auto reference = train(1, 8, {}, "path1");
   std::string backend;
-  auto shm = train(2, 4, {}, "path-shm", {}, &backend);
+  int shared_buckets = -1;
+  // The buckets live in shared memory and are summed in place (no copies).
+  auto shm = train(2, 4, {"--bucket-mb", "0.001", "--first-bucket-mb", "0.001"}, "path-shm", {}, &backend, &shared_buckets);
   CHECK(backend == "gloo+shm");
+  CHECK(shared_buckets > 1);
   CHECK(max_abs_difference(reference, shm) <= 1e-5);
-  auto gloo = train(2, 4, {}, "path-gloo", {{"MGTRAIN_SHM_ALLREDUCE", "0"}}, &backend);
+  auto gloo = train(2, 4, {}, "path-gloo", {{"MGTRAIN_SHM_ALLREDUCE", "0"}}, &backend, &shared_buckets);
   CHECK(backend == "gloo");
+  CHECK(shared_buckets == 0);
   CHECK(max_abs_difference(reference, gloo) <= 1e-5);
   // A 2.9 MB bucket is larger than a 2 MiB slot: it goes through in chunks.
   auto huge_reference = train(1, 8, {"--model", "huge"}, "huge1");
