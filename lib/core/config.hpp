@@ -104,10 +104,16 @@ struct DdpConfig {
 
 // `checkpoint:` — when and where rank 0 saves, and what to resume from.
 struct CheckpointConfig {
-  std::string dir = "${log_dir}/${run_id}/checkpoints";
+  std::string dir = "${log_dir}/${run_id}/checkpoints";  // empty: no checkpoints at all
   std::int64_t every_steps = 0;       // 0: not by steps
   std::int64_t every_epochs = 1;      // 0: not by epochs
+  double every_minutes = 0.0;         // 0: not by time
+  bool at_end = true;                 // save after the last step
   std::int64_t keep_last = 3;
+  std::string best_metric = "";       // "" | eval.loss | eval.accuracy | eval.perplexity: also keep the best one
+  bool async = true;                  // write in a background thread
+  std::string when_busy = "wait";     // wait | skip: a save due while the previous write is in flight
+  std::string on_write_error = "stop";  // stop | continue
   std::string resume = "auto";        // auto | never | PATH
 };
 

@@ -322,10 +322,17 @@ std::vector<KeyDef> build_schema() {
   s.add(key("ddp.connect_timeout_s", &C::ddp, &DdpConfig::connect_timeout_s, "seconds to wait for the store and all peers at start").range(1, 1e6));
   s.add(key("ddp.skip_allreduce", &C::ddp, &DdpConfig::skip_allreduce, "benchmarks only: skip the gradient all-reduce to time a step without communication (ranks diverge)"));
   // checkpoint
-  s.add(key("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "directory of the run's checkpoints"));
+  s.add(key("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "directory of the run's checkpoints; empty: never save or resume"));
   s.add(key("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save every N optimizer steps; 0: not by steps").at_least(0));
   s.add(key("checkpoint.every_epochs", &C::checkpoint, &CheckpointConfig::every_epochs, "save every N epochs; 0: not by epochs").at_least(0));
+  s.add(key("checkpoint.every_minutes", &C::checkpoint, &CheckpointConfig::every_minutes, "save when this many minutes passed since the last save (rank 0's clock); 0: not by time").range(0, 1e6));
+  s.add(key("checkpoint.at_end", &C::checkpoint, &CheckpointConfig::at_end, "save after the last step"));
   s.add(key("checkpoint.keep_last", &C::checkpoint, &CheckpointConfig::keep_last, "checkpoints kept on disk (older ones are deleted)").at_least(1));
+  s.add(key("checkpoint.best_metric", &C::checkpoint, &CheckpointConfig::best_metric, "also keep the checkpoint with the best value of this eval metric (pointer file `best`); empty: off")
+            .one_of({"", "eval.loss", "eval.accuracy", "eval.perplexity"}));
+  s.add(key("checkpoint.async", &C::checkpoint, &CheckpointConfig::async, "write checkpoints in a background thread (training waits only for the copy to memory)"));
+  s.add(key("checkpoint.when_busy", &C::checkpoint, &CheckpointConfig::when_busy, "a save due while the previous one is still being written: wait for it, or skip this one").one_of({"wait", "skip"}));
+  s.add(key("checkpoint.on_write_error", &C::checkpoint, &CheckpointConfig::on_write_error, "a failed write (disk full, permissions): stop training (exit 1), or continue and warn").one_of({"stop", "continue"}));
   s.add(key("checkpoint.resume", &C::checkpoint, &CheckpointConfig::resume, "auto: newest valid checkpoint in dir; never; or a checkpoint file")
             .one_of_or({"auto", "never"}, "auto, never or a path"));
   // log

@@ -12,6 +12,9 @@ namespace exit_code {
 inline constexpr int kSuccess = 0;
 inline constexpr int kFailure = 1;      // a runtime failure of mgtrain itself (I/O, system call, ...)
 inline constexpr int kUsage = 2;        // bad flags, config, environment or input files
+// A worker asked to stop (SIGTERM, SIGUSR1) saved a checkpoint and stopped; rerunning resumes. The launcher
+// passes it on when that is why the job ended, and never counts it as a failure to restart from.
+inline constexpr int kStoppedAfterCheckpoint = 75;  // EX_TEMPFAIL: try again later
 inline constexpr int kInterrupted = 130;  // the launcher got SIGINT (128 + 2)
 inline constexpr int kTerminated = 143;   // the launcher got SIGTERM (128 + 15)
 }  // namespace exit_code

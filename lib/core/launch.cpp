@@ -101,6 +101,10 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
     write_to_fd(outside.stderr_fd, "mgtrain: stopped by " + signal_name(*result.launcher_signal) +
                                        "; all workers of run " + plan.run_id + " have exited (exit code " +
                                        std::to_string(result.exit_code) + ")\n");
+  } else if (result.stopped_after_checkpoint && !result.failure) {
+    write_to_fd(outside.stderr_fd, "mgtrain: the workers of run " + plan.run_id +
+                                       " saved a checkpoint and stopped on request; run the same command again to resume "
+                                       "(exit code " + std::to_string(result.exit_code) + ")\n");
   }
   return result.exit_code;
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <csignal>
 
+#include "core/error.hpp"
+
 namespace mgtrain {
 namespace {
 
@@ -28,6 +30,7 @@ void SupervisionPolicy::start(SteadyTime now) {
 void SupervisionPolicy::start_attempt(SteadyTime now) {
   phase_ = Phase::kRunning;
   stopping_for_failure_ = false;
+  stopped_after_checkpoint_ = false;
   kill_deadline_.reset();
   std::fill(running_.begin(), running_.end(), true);
   std::fill(last_heartbeat_.begin(), last_heartbeat_.end(), std::nullopt);
@@ -60,7 +63,10 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
   running_[local_rank] = false;
   bool stopped_as_asked = phase_ == Phase::kStopping && now > stop_started_ && status.signaled &&
                           (status.value == SIGTERM || status.value == SIGKILL || status.value == launcher_signal_);
-  if (!status.success() && !stopped_as_asked) {
+  // Saved a checkpoint and stopped on request: the other workers agreed to do the same at the same step.
+  const bool checkpointed_stop = !status.signaled && status.value == exit_code::kStoppedAfterCheckpoint;
+  if (checkpointed_stop) stopped_after_checkpoint_ = true;
+  if (!status.success() && !stopped_as_asked && !checkpointed_stop) {
     WorkerFailure failure;
     failure.local_rank = local_rank;
     failure.status = status;
@@ -152,7 +158,7 @@ std::optional<std::size_t> SupervisionPolicy::root_cause() const {
 int SupervisionPolicy::exit_code() const {
   if (launcher_signal_) return 128 + *launcher_signal_;
   std::optional<std::size_t> cause = root_cause();
-  if (!cause) return 0;
+  if (!cause) return stopped_after_checkpoint_ ? exit_code::kStoppedAfterCheckpoint : 0;
   const WorkerFailure& failure = failures_[*cause];
   return failure.hung ? kHungWorkerExitCode : failure.status.as_exit_code();
 }

@@ -66,6 +66,8 @@ class SupervisionPolicy {
   int attempt() const { return attempt_; }
   bool running(int local_rank) const { return running_.at(local_rank); }
   std::optional<int> launcher_signal() const { return launcher_signal_; }
+  // Whether workers of the last attempt stopped on request after saving a checkpoint (exit 75).
+  bool stopped_after_checkpoint() const { return stopped_after_checkpoint_; }
   // Every failure of every attempt, in the order seen.
   const std::vector<WorkerFailure>& failures() const { return failures_; }
   // Index into failures() of the root cause of the last attempt: its earliest failure that was
@@ -89,6 +91,7 @@ class SupervisionPolicy {
   SteadyTime stop_started_{};
   std::optional<SteadyTime> kill_deadline_;
   std::optional<int> launcher_signal_;
+  bool stopped_after_checkpoint_ = false;  // a worker of this attempt exited kStoppedAfterCheckpoint
   std::vector<bool> running_;
   std::vector<std::optional<SteadyTime>> last_heartbeat_;
   std::vector<WorkerFailure> failures_;

@@ -221,6 +221,7 @@ SupervisionResult Supervisor::run() {
   SupervisionResult result;
   result.exit_code = policy_.exit_code();
   result.launcher_signal = policy_.launcher_signal();
+  result.stopped_after_checkpoint = policy_.stopped_after_checkpoint();
   result.attempts = policy_.attempt() + 1;
   if (policy_.root_cause()) result.failure = build_failure_report();
   return result;

@@ -17,6 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <functional>
+#include <csignal>
 #include <new>
 #include <vector>
 
@@ -38,6 +41,7 @@ struct ShmReduceGroup::Header {
 struct alignas(64) ShmReduceGroup::RankSignal {
   std::atomic<std::uint32_t> arrived;  // the last generation whose chunk this rank has put in its slot
   std::atomic<std::uint32_t> waiters;  // peers sleeping on `arrived` (the publisher wakes only when > 0)
+  std::atomic<std::int32_t> pid;       // the rank's process, so a waiting peer notices when it is gone
 };
 
 namespace {
@@ -70,6 +74,22 @@ void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+constexpr auto kLivenessCheckInterval = std::chrono::milliseconds(100);  // how often a waiting rank looks at its peer
+
+enum class ProcessState { kAlive, kGone, kUnknown };
+
+// Whether process `pid` still runs: a zombie (exited, not yet reaped by the launcher) counts as gone.
+ProcessState process_state(std::int32_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH ? ProcessState::kGone : ProcessState::kUnknown;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return ProcessState::kUnknown;
+  const auto close = line.rfind(')');  // "pid (comm) S ...": comm may contain spaces and parentheses
+  if (close == std::string::npos || close + 2 >= line.size()) return ProcessState::kUnknown;
+  const char state = line[close + 2];
+  return state == 'Z' || state == 'X' ? ProcessState::kGone : ProcessState::kAlive;
 }
 
 // Shared (not process-private) futexes: the word lives in a segment mapped by several processes.
@@ -172,7 +192,8 @@ Mapping open_segment(const std::string& name, int world, std::uint64_t magic, st
 // `key`/name, the others map it and answer under `key`/answer/<rank>; the name is unlinked once everyone
 // answered. Returns an empty Mapping on every rank when any rank could not take part.
 Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const std::string& key, const std::string& name,
-                           const SegmentShape& shape, bool disabled, double connect_timeout_s) {
+                           const SegmentShape& shape, bool disabled, double connect_timeout_s,
+                           const std::function<void(void*)>& on_mapped = {}) {
   const std::string name_key = key + "/name";
   auto answer_key = [&key](int r) { return fmt::format("{}/answer/{}", key, r); };
 
@@ -187,6 +208,7 @@ Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const s
       try {
         mapping = create_segment(name, world_size, shape);
         guard.name = published = name;
+        if (on_mapped) on_mapped(mapping.base);
       } catch (const Error& e) {
         refusal = e.what();
       }
@@ -199,6 +221,7 @@ Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const s
     else {
       try {
         mapping = open_segment(published, world_size, shape.magic, shape.slots_per_rank);
+        if (on_mapped) on_mapped(mapping.base);
       } catch (const Error& e) {
         refusal = e.what();
       }
@@ -233,7 +256,12 @@ std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int 
   const bool disabled = env && std::string(env) == "0";
   const std::string prefix = fmt::format("/mgtrain-shm-{}-{}", sanitized(run_tag), getpid());
   const SegmentShape shape{kGroupMagic, 2, kSlotBytes, data_offset_for(world_size)};
-  Mapping mapping = rendezvous_segment(store, rank, world_size, "mgtrain/shm", prefix, shape, disabled, connect_timeout_s);
+  // Each rank writes its pid before answering, so once the rendezvous is over every pid is there.
+  auto publish_pid = [rank](void* base) {
+    reinterpret_cast<RankSignal*>(static_cast<char*>(base) + 64)[rank].pid.store(static_cast<std::int32_t>(getpid()));
+  };
+  Mapping mapping =
+      rendezvous_segment(store, rank, world_size, "mgtrain/shm", prefix, shape, disabled, connect_timeout_s, publish_pid);
   if (!mapping.base) return nullptr;
   const auto* header = static_cast<const Header*>(mapping.base);
   return std::unique_ptr<ShmReduceGroup>(
@@ -243,7 +271,14 @@ std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int 
 ShmReduceGroup::ShmReduceGroup(void* base, std::size_t length, int rank, int world_size, std::size_t slot_bytes,
                                double timeout_s, std::string name_prefix)
     : base_(base), length_(length), rank_(rank), world_(world_size), slot_bytes_(slot_bytes), timeout_s_(timeout_s),
-      name_prefix_(std::move(name_prefix)), spins_before_sleep_(spins_before_sleep(world_size)) {}
+      name_prefix_(std::move(name_prefix)), spins_before_sleep_(spins_before_sleep(world_size)),
+      peer_seen_alive_(static_cast<std::size_t>(world_size), false) {
+  // A peer is only ever declared gone after it was seen alive: in separate pid namespaces nobody is visible.
+  for (int peer = 0; peer < world_; ++peer) {
+    const std::int32_t pid = signal(peer).pid.load();
+    peer_seen_alive_[static_cast<std::size_t>(peer)] = peer != rank_ && pid > 0 && process_state(pid) == ProcessState::kAlive;
+  }
+}
 
 ShmReduceGroup::~ShmReduceGroup() { munmap(base_, length_); }
 
@@ -265,6 +300,20 @@ void ShmReduceGroup::publish(std::uint32_t generation) {
   RankSignal& mine = signal(rank_);
   mine.arrived.store(generation);
   if (mine.waiters.load() > 0) futex_wake_all(&mine.arrived);
+}
+
+void ShmReduceGroup::check_peer_alive(int peer, std::uint32_t generation) {
+  const std::int32_t pid = signal(peer).pid.load();
+  if (pid <= 0) return;
+  const ProcessState state = process_state(pid);
+  if (state == ProcessState::kAlive) {
+    peer_seen_alive_[static_cast<std::size_t>(peer)] = true;
+  } else if (state == ProcessState::kGone && peer_seen_alive_[static_cast<std::size_t>(peer)]) {
+    // Seen alive before and gone now (not merely invisible from another pid namespace): it exited or was killed.
+    throw Error(fmt::format("shared-memory all-reduce on rank {}: local rank {} (pid {}) exited before reaching operation {}; "
+                            "see that rank's log for why",
+                            rank_, peer, pid, generation));
+  }
 }
 
 void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
@@ -292,9 +341,11 @@ void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
       }
       s.waiters.fetch_add(1);
       const std::uint32_t seen = s.arrived.load();
-      if (!reached(seen, generation)) futex_wait(&s.arrived, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+      const auto slice = std::min<Clock::duration>(left, kLivenessCheckInterval);
+      if (!reached(seen, generation)) futex_wait(&s.arrived, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(slice));
       s.waiters.fetch_sub(1);
       done = reached(s.arrived.load(std::memory_order_acquire), generation);
+      if (!done) check_peer_alive(peer, generation);
     }
   }
 }

@@ -71,6 +71,8 @@ class ShmReduceGroup {
                  std::string name_prefix);
   void publish(std::uint32_t generation);
   void wait_for_generation(std::uint32_t generation);
+  // Throws when `peer`'s process is gone while we wait for it (checked every 100 ms of waiting).
+  void check_peer_alive(int peer, std::uint32_t generation);
   void reduce_chunk(const at::Tensor& tensor, std::int64_t offset, std::int64_t count);
   RankSignal& signal(int rank) const;
   char* slot(int rank, std::uint32_t generation) const;
@@ -84,6 +86,7 @@ class ShmReduceGroup {
   std::string name_prefix_;  // of this job's segment names in /dev/shm
   int buffers_allocated_ = 0;
   int spins_before_sleep_;
+  std::vector<bool> peer_seen_alive_;
   std::atomic<bool> aborted_{false};
 };
 

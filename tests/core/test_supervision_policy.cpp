@@ -188,3 +188,32 @@ TEST_CASE("grace period 0 kills at the first tick", "[policy]") {
   policy.on_time(t0 + 1s);
   CHECK(group.log.back() == "signal SIGKILL");
 }
+
+TEST_CASE("workers that saved a checkpoint and stopped on request (exit 75) are no failure and are not restarted", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 3), group);
+  policy.start(t0);
+  policy.on_signal(SIGUSR1, t0 + 1s);  // forwarded, the job goes on
+  CHECK(group.log.back() == "signal SIGUSR1");
+  policy.on_worker_exit(1, ExitStatus::exited(75), t0 + 2s);
+  CHECK_FALSE(policy.finished());
+  CHECK(group.log.back() == "signal SIGUSR1");  // the others are not hurried: they are saving too
+  policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 3s);
+  CHECK(policy.finished());
+  CHECK(policy.failures().empty());
+  CHECK(policy.stopped_after_checkpoint());
+  CHECK(policy.exit_code() == 75);
+  CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGUSR1"});
+}
+
+TEST_CASE("SIGTERM to the launcher: workers exiting 75 after saving did what they were asked", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 3), group);
+  policy.start(t0);
+  policy.on_signal(SIGTERM, t0 + 1s);
+  policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 2s);
+  policy.on_worker_exit(1, ExitStatus::exited(75), t0 + 2s);
+  CHECK(policy.finished());
+  CHECK(policy.failures().empty());
+  CHECK(policy.exit_code() == 143);
+}
