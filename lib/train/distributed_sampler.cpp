@@ -1,6 +1,8 @@
 // The per-rank epoch order of sample indices (see distributed_sampler.hpp).
 #include "train/distributed_sampler.hpp"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -34,7 +36,7 @@ std::vector<int64_t> DistributedSampler::evaluation_shard(int64_t dataset_size, 
   return mine;
 }
 
-std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+std::vector<int64_t> DistributedSampler::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order(static_cast<size_t>(dataset_size_));
   if (shuffle_) {
     at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed_ + static_cast<uint64_t>(epoch));
@@ -44,11 +46,28 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   } else {
     for (int64_t i = 0; i < dataset_size_; ++i) order[i] = i;
   }
-  const int64_t total = total_size();
+  return order;
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const { return indices_after(epoch, 0); }
+
+int64_t DistributedSampler::samples_per_rank_after(int64_t consumed) const {
+  if (consumed < 0) throw UsageError(fmt::format("sampler: negative number of consumed samples {}", consumed));
+  const int64_t remaining = std::max<int64_t>(dataset_size_ - consumed, 0);
+  const int64_t w = world_size_;
+  // Python's formulas on the remainder: for drop_last ceil((L - W) / W) when L % W != 0, i.e. floor(L / W).
+  return drop_last_ ? remaining / w : (remaining + w - 1) / w;
+}
+
+std::vector<int64_t> DistributedSampler::indices_after(int64_t epoch, int64_t consumed) const {
+  const int64_t per_rank = samples_per_rank_after(consumed);
   std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(samples_per_rank_));
-  // Position i of the padded (or cut) order is order[i % N]: padding repeats the order from its start.
-  for (int64_t i = rank_; i < total; i += world_size_) mine.push_back(order[i % dataset_size_]);
+  if (per_rank == 0) return mine;
+  const std::vector<int64_t> order = epoch_order(epoch);
+  const int64_t total = per_rank * world_size_;
+  mine.reserve(static_cast<size_t>(per_rank));
+  // Remaining position i is order[(consumed + i) % N]: padding continues the order from its start.
+  for (int64_t i = rank_; i < total; i += world_size_) mine.push_back(order[static_cast<size_t>((consumed + i) % dataset_size_)]);
   return mine;
 }
 

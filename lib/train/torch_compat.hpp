@@ -4,6 +4,12 @@
 
 #include <torch/version.h>
 
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+#include <ATen/core/Tensor.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -26,5 +32,21 @@ using CollectiveBackend = c10d::ProcessGroup;
 #endif
 
 using WorkHandle = c10::intrusive_ptr<c10d::Work>;
+
+// The key of parameter p in torch::optim::Optimizer::state(): 1.13 keys the map by the TensorImpl pointer printed as
+// a string (c10::guts::to_string(p.unsafeGetTensorImpl()), i.e. ostream << pointer), later 2.x by the pointer itself
+// (void*). The key type is read off the map passed in, so this is right for whichever LibTorch it is compiled against.
+// Use: optimizer.state().find(torch_compat::optimizer_state_key(optimizer.state(), p)).
+template <typename StateMap>
+typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/, const at::Tensor& parameter) {
+  using Key = typename StateMap::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream key;
+    key << static_cast<const void*>(parameter.unsafeGetTensorImpl());
+    return key.str();
+  } else {
+    return static_cast<Key>(parameter.unsafeGetTensorImpl());
+  }
+}
 
 }  // namespace mgtrain::torch_compat

@@ -1,5 +1,5 @@
 // DistributedSampler: shard sizes, disjointness, coverage, per-epoch reshuffling, and equality with Python's
-// torch.utils.data.DistributedSampler.
+// torch.utils.data.DistributedSampler, and mid-epoch resume (indices_after) with the same or another world size.
 #include "catch_with_torch.hpp"
 
 #include <algorithm>
@@ -132,6 +132,119 @@ for case in sys.argv[1].split(';'):
       INFO(fmt::format("N={} W={} rank={} seed={} epoch={} shuffle={} drop_last={}", c.n, c.world, r, c.seed, c.epoch, c.shuffle,
                        c.drop_last));
       CHECK(DistributedSampler(c.n, c.world, r, c.shuffle, c.seed, c.drop_last).indices(c.epoch) == expected);
+    }
+  }
+}
+
+namespace {
+
+// The epoch's global order (one rank, no padding): what every world size's positions index into.
+std::vector<int64_t> global_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  return DistributedSampler(n, 1, 0, shuffle, seed, false).indices(epoch);
+}
+
+// Interleaves the ranks' shards back into global positions: position r + k*W is shards[r][k].
+std::vector<int64_t> interleave(const std::vector<std::vector<int64_t>>& shards) {
+  std::vector<int64_t> positions;
+  for (size_t k = 0; k < shards[0].size(); ++k) {
+    for (const auto& shard : shards) positions.push_back(shard[k]);
+  }
+  return positions;
+}
+
+std::vector<std::vector<int64_t>> all_shards_after(int64_t n, int world, bool shuffle, uint64_t seed, bool drop_last, int64_t epoch,
+                                                   int64_t consumed) {
+  std::vector<std::vector<int64_t>> shards;
+  for (int r = 0; r < world; ++r) {
+    shards.push_back(DistributedSampler(n, world, r, shuffle, seed, drop_last).indices_after(epoch, consumed));
+  }
+  return shards;
+}
+
+}  // namespace
+
+TEST_CASE("sampler resume: indices(epoch) equals indices_after(epoch, 0), and consumed counts are checked") {
+  for (bool drop_last : {false, true}) {
+    const DistributedSampler sampler(10, 3, 1, true, 4, drop_last);
+    CHECK(sampler.indices_after(2, 0) == sampler.indices(2));
+    CHECK(sampler.samples_per_rank_after(0) == sampler.samples_per_rank());
+    CHECK(sampler.indices_after(2, 10).empty());  // the whole order consumed
+    CHECK(sampler.indices_after(2, 12).empty());  // ... and its padding (a last partial batch)
+    CHECK_THROWS_AS(sampler.indices_after(2, -1), mgtrain::UsageError);
+  }
+}
+
+TEST_CASE("sampler resume: with the same world size, exactly the rest of each rank's epoch") {
+  struct Case {
+    int64_t n;
+    int world;
+    int64_t batch;
+  };
+  // Even splits, padded epochs (10 over 3, 61 over 8, 5 over 8) and drop_last cuts.
+  for (const Case c : {Case{100, 2, 5}, Case{10, 3, 1}, Case{10, 3, 2}, Case{61, 8, 3}, Case{5, 8, 1}, Case{1000, 4, 32}}) {
+    for (bool shuffle : {false, true}) {
+      for (bool drop_last : {false, true}) {
+        if (drop_last && c.n < c.world) continue;
+        for (int r = 0; r < c.world; ++r) {
+          const DistributedSampler sampler(c.n, c.world, r, shuffle, 11, drop_last);
+          const auto full = sampler.indices(3);
+          for (int64_t b = 0; b * c.batch <= sampler.samples_per_rank(); ++b) {
+            INFO(fmt::format("N={} W={} rank={} B={} b={} shuffle={} drop_last={}", c.n, c.world, r, c.batch, b, shuffle, drop_last));
+            const std::vector<int64_t> rest(full.begin() + b * c.batch, full.end());
+            CHECK(sampler.indices_after(3, b * c.batch * c.world) == rest);
+            CHECK(sampler.samples_per_rank_after(b * c.batch * c.world) == static_cast<int64_t>(rest.size()));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("sampler resume: another world size shares exactly the remaining samples") {
+  struct Case {
+    int64_t n;
+    int from, to;
+    int64_t batch, micro_batches;
+  };
+  // W=2 -> 1, 1 -> 2, 2 -> 3 (and a padded 3 -> 2), at several points of the epoch.
+  for (const Case c : {Case{101, 2, 1, 4, 5}, Case{101, 1, 2, 4, 5}, Case{100, 2, 3, 8, 3}, Case{101, 2, 3, 7, 1}, Case{10, 3, 2, 1, 2},
+                       Case{37, 2, 3, 3, 6}}) {
+    for (bool shuffle : {false, true}) {
+      for (bool drop_last : {false, true}) {
+        INFO(fmt::format("N={} W={} -> {} B={} b={} shuffle={} drop_last={}", c.n, c.from, c.to, c.batch, c.micro_batches, shuffle,
+                         drop_last));
+        const int64_t consumed = c.micro_batches * c.batch * c.from;
+        REQUIRE(consumed <= c.n);
+        const auto order = global_order(c.n, shuffle, 5, 1);
+        // What the old ranks trained on is exactly the first `consumed` positions of the order.
+        std::multiset<int64_t> before;
+        for (const auto& shard : all_shards(c.n, c.from, shuffle, 5, drop_last, 1)) {
+          before.insert(shard.begin(), shard.begin() + c.micro_batches * c.batch);
+        }
+        CHECK(before == std::multiset<int64_t>(order.begin(), order.begin() + consumed));
+
+        const auto after = all_shards_after(c.n, c.to, shuffle, 5, drop_last, 1, consumed);
+        const int64_t remaining = c.n - consumed;
+        const int64_t per_rank = drop_last ? remaining / c.to : (remaining + c.to - 1) / c.to;
+        for (const auto& shard : after) CHECK(static_cast<int64_t>(shard.size()) == per_rank);
+        const auto positions = interleave(after);
+        // In order: the remaining positions, then (without drop_last) padding that continues the order from its start.
+        for (size_t i = 0; i < positions.size(); ++i) {
+          CHECK(positions[i] == order[(static_cast<size_t>(consumed) + i) % order.size()]);
+        }
+        std::set<int64_t> seen(positions.begin(), positions.end());
+        if (drop_last) {
+          CHECK(seen.size() == positions.size());                    // no repeats
+          CHECK(remaining - static_cast<int64_t>(seen.size()) < c.to);  // fewer than W' dropped
+        } else {
+          // Every remaining sample exactly once, plus fewer than W' padding repeats of samples from the epoch's start.
+          for (int64_t i = consumed; i < c.n; ++i) CHECK(std::count(positions.begin(), positions.end(), order[i]) == 1);
+          CHECK(static_cast<int64_t>(positions.size()) - remaining < c.to);
+          std::multiset<int64_t> whole = before;
+          whole.insert(positions.begin(), positions.end());
+          CHECK(std::set<int64_t>(whole.begin(), whole.end()).size() == static_cast<size_t>(c.n));
+        }
+      }
     }
   }
 }
