@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -14,13 +16,17 @@
 
 #include "core/error.hpp"
 #include "core/json_writer.hpp"
+#include "core/config_yaml.hpp"
 #include "train/batch_loader.hpp"
+#include "train/checkpointing.hpp"
 #include "train/data_source.hpp"
 #include "train/distributed_sampler.hpp"
 #include "train/gradient_reducer.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/model.hpp"
 #include "train/optimizer_factory.hpp"
+#include "train/step_agreement.hpp"
+#include "train/stop_request.hpp"
 
 namespace mgtrain {
 namespace {
@@ -135,6 +141,13 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   LrSchedule schedule(config.optim, peak_lr, total_steps);
   auto optimizer = make_optimizer(config.optim, parameters, schedule.at(0));
 
+  // Checkpoints: resume first (model, optimizer, RNG and position), then save as the policy says.
+  Checkpointer checkpoints(config, config_to_yaml(config), comm, *model, *optimizer, device);
+  const std::optional<TrainPosition> resumed = checkpoints.resume();
+  std::optional<StopRequestHandler> stop_requests;  // SIGTERM/SIGUSR1: save, then exit 75
+  if (checkpoints.enabled()) stop_requests.emplace();
+  StepAgreement agreement(comm);
+
   TrainSummary summary;
   summary.world_size = comm.world_size();
   summary.model = model->summary();
@@ -145,8 +158,6 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
                 summary.model.c_str(), comm.world_size(), summary.backend.c_str(), summary.device.c_str(),
                 train_data->description().c_str(), static_cast<long long>(total_steps), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
-    // Saving and resuming are not built yet; say so rather than let checkpoint.* look effective.
-    std::printf("mgtrain: note: checkpoints are not written yet in this version (checkpoint.* settings have no effect)\n");
     std::fflush(stdout);
   }
   heartbeat.beat(0);
@@ -159,13 +170,18 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   std::int64_t timed_steps = 0;
   double window_loss = 0.0;
   std::int64_t window_count = 0;
-  std::int64_t step = 0;
+  std::int64_t step = resumed ? resumed->step : 0;
+  const std::int64_t first_step = step;
+  std::int64_t last_saved_step = resumed ? step : -1;
+  std::int64_t evaluated_at_step = -1;
+  TrainPosition current = resumed ? *resumed : TrainPosition{};
   const auto loop_start = Clock::now();
 
   auto run_eval = [&](const char* when) {
     summary.eval = evaluate(*model, *test_data, comm, config, device);
     if (language_model) summary.eval.perplexity = std::exp(summary.eval.loss);
     summary.has_eval = true;
+    evaluated_at_step = step;
     if (leader) {
       std::printf("mgtrain: eval (%s, step %lld): loss %.4f accuracy %.4f%s on %lld samples\n", when, static_cast<long long>(step),
                   summary.eval.loss, summary.eval.accuracy,
@@ -175,11 +191,33 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
     }
   };
 
-  for (std::int64_t epoch = 0; step < total_steps; ++epoch) {
-    BatchLoader loader(*train_data, sampler.indices(epoch), train.batch_size, config.data.drop_last,
+  auto save = [&](const TrainPosition& at, const char* reason) {
+    if (checkpoints.save(at, reason, summary.has_eval ? &summary.eval : nullptr)) last_saved_step = at.step;
+  };
+
+  if (leader && resumed && step >= total_steps) {
+    std::printf("mgtrain: nothing left to train: the checkpoint is at step %lld of %lld (raise train.max_steps or "
+                "train.epochs to go on, or set checkpoint.resume: never to start over)\n",
+                static_cast<long long>(step), static_cast<long long>(total_steps));
+    std::fflush(stdout);
+  }
+  std::int64_t epoch = resumed ? resumed->epoch : 0;
+  std::int64_t consumed = resumed ? resumed->samples_in_epoch : 0;  // samples of this epoch taken by all ranks
+  for (; step < total_steps; ++epoch, consumed = 0) {
+    // The rest of the epoch (all of it unless resuming mid-epoch), re-sharded if the world size changed.
+    std::vector<std::int64_t> indices = sampler.indices_after(epoch, consumed);
+    const auto remaining = static_cast<std::int64_t>(indices.size());
+    const std::int64_t steps_this_epoch =
+        (config.data.drop_last ? remaining / train.batch_size : (remaining + train.batch_size - 1) / train.batch_size) / accum;
+    BatchLoader loader(*train_data, std::move(indices), train.batch_size, config.data.drop_last,
                        static_cast<int>(config.data.loader_threads), static_cast<int>(config.data.prefetch_batches));
-    for (std::int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
+    for (std::int64_t s = 0; s < steps_this_epoch && step < total_steps; ++s) {
       const auto step_start = Clock::now();
+      StepVotes mine;
+      mine.stop = StopRequestHandler::requested() != 0;
+      mine.save_due = leader && checkpoints.save_due_by_time();
+      mine.writer_failed = leader && checkpoints.write_failed();
+      agreement.begin(mine);
       double step_loss = 0.0;
       for (std::int64_t micro = 0; micro < accum; ++micro) {
         auto batch = loader.next();
@@ -201,7 +239,30 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
       optimizer->step();
       reducer.zero_grad();
       ++step;
+      consumed += samples_per_step;
       heartbeat.beat(step);
+      const StepVotes votes = agreement.finish();
+      const bool epoch_done = s + 1 == steps_this_epoch;
+      const TrainPosition position{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : consumed};
+      current = position;
+      if (votes.writer_failed) {
+        const std::string error = leader ? checkpoints.take_write_error() : std::string();
+        if (config.checkpoint.on_write_error == "stop") {
+          throw Error(leader ? fmt::format("{} (checkpoint.on_write_error: stop)", error)
+                             : "rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)");
+        }
+        if (leader) std::fprintf(stderr, "mgtrain: warning: training goes on without that checkpoint (checkpoint.on_write_error: continue)\n");
+      }
+      if (votes.stop) {
+        save(position, "stop requested");
+        checkpoints.wait_for_writes();
+        if (leader && checkpoints.write_failed()) throw Error(checkpoints.take_write_error());
+        summary.stop_signal = StopRequestHandler::requested() ? StopRequestHandler::requested() : SIGTERM;
+        break;
+      }
+      if ((config.checkpoint.every_steps > 0 && step % config.checkpoint.every_steps == 0) || votes.save_due) {
+        save(position, votes.save_due ? "every_minutes" : "every_steps");
+      }
 
       const double elapsed = seconds_since(step_start);
       if (step > timing_warmup) {
@@ -224,9 +285,24 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
         window_count = 0;
       }
       if (train.eval_every_steps > 0 && step % train.eval_every_steps == 0) run_eval("periodic");
+      if (epoch_done) {
+        summary.epochs_completed = epoch + 1;
+        if (train.eval_at_epoch_end) run_eval("epoch end");
+        const std::int64_t every = config.checkpoint.every_epochs;
+        if (every > 0 && (epoch + 1) % every == 0 && last_saved_step != step) save(position, "epoch end");
+      }
     }
-    summary.epochs_completed = epoch + 1;
-    if (train.eval_at_epoch_end && (step % steps_per_epoch == 0 || step == total_steps)) run_eval("epoch end");
+    if (summary.stop_signal) break;
+    if (steps_this_epoch == 0) summary.epochs_completed = epoch + 1;  // resumed right at its end
+  }
+  if (!summary.stop_signal && step == total_steps && total_steps > first_step) {
+    if (train.eval_at_epoch_end && evaluated_at_step != step) run_eval("end");
+    if (config.checkpoint.at_end && last_saved_step != step) save(current, "end");
+  }
+  checkpoints.wait_for_writes();
+  if (leader && checkpoints.write_failed()) {
+    const std::string error = checkpoints.take_write_error();
+    if (config.checkpoint.on_write_error == "stop") throw Error(error);
   }
   if (window_count > 0) summary.final_train_loss = window_loss / static_cast<double>(window_count);
   comm.barrier();  // rank 0 hosts the store: nobody leaves before everyone is done

@@ -33,6 +33,7 @@ struct TrainSummary {
   std::string model;
   std::string device;
   std::string backend;
+  int stop_signal = 0;                 // SIGTERM/SIGUSR1 stopped training early after a checkpoint was saved
 };
 
 TrainSummary run_training(const Config& config, const WorkerIdentity& identity, Communicator& comm, HeartbeatWriter& heartbeat);

@@ -2,10 +2,12 @@
 // torchrun, srun or by hand), identity from the environment, then the trainer.
 #include "train/worker_main.hpp"
 
+#include <csignal>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "core/atomic_file.hpp"
 #include "core/config_loader.hpp"
 #include "core/error.hpp"
 #include "core/heartbeat_writer.hpp"
@@ -59,8 +61,17 @@ int run_worker(const std::vector<std::string>& args) {
     options.resolved = true;
     loaded = load_config(request, env, options);
   } else {
-    loaded = load_config(config_request_from_args(args), env);
+    // Not started by `mgtrain launch`: every rank (and every restart) must agree on the run id, which names the
+    // checkpoint directory, so take the launcher's (torchrun) or the job's (SLURM) before inventing one.
+    LoadOptions options;
+    options.make_run_id = [&env] {
+      if (auto id = env.find("TORCHELASTIC_RUN_ID"); id != env.end() && !id->second.empty()) return id->second;
+      if (auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty()) return "slurm-" + job->second;
+      return generate_run_id();
+    };
+    loaded = load_config(config_request_from_args(args), env, options);
   }
+  ignore_file_size_signal();  // a write over RLIMIT_FSIZE fails with EFBIG (reported) instead of killing us
   const WorkerIdentity id = worker_identity_from_environment(env);
   const Config& config = loaded.config;
   std::string backend = config.ddp.backend;
@@ -72,6 +83,14 @@ int run_worker(const std::vector<std::string>& args) {
   if (comm->rank() == 0) {
     std::printf("%s\n", summary_json_line(summary).c_str());
     std::fflush(stdout);
+  }
+  if (summary.stop_signal) {
+    if (comm->rank() == 0) {
+      std::fprintf(stderr, "mgtrain-worker: %s: saved a checkpoint at step %lld and stopped; run again to resume (exit %d)\n",
+                   summary.stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", static_cast<long long>(summary.steps),
+                   exit_code::kStoppedAfterCheckpoint);
+    }
+    return exit_code::kStoppedAfterCheckpoint;
   }
   return exit_code::kSuccess;
 }
