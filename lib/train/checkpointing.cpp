@@ -5,6 +5,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <thread>
@@ -271,6 +272,11 @@ std::optional<TrainPosition> Checkpointer::resume() {
   std::vector<TensorView> views;
   for (const TensorEntry& entry : file.tensors()) views.push_back(TensorView{entry.name, entry.dtype, entry.shape, file.bytes(entry), entry.nbytes});
   TensorViewMap stored(std::move(views));
+  if (auto saved = file.metadata().find("mgtrain.optimizer"); saved != file.metadata().end() && saved->second != config_.optim.name) {
+    throw UsageError(fmt::format("checkpoint {} was saved with optim.name {}, this run uses {}: its optimizer state does not "
+                                 "fit (set optim.name: {} or checkpoint.resume: never)",
+                                 chosen, saved->second, config_.optim.name, saved->second));
+  }
   restore_train_state(model_, optimizer_, stored);
 
   const std::int64_t saved_world = metadata_int(file, "mgtrain.world_size");
@@ -355,8 +361,20 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
       offset += one.numel();
     }
   }
+  const auto copy_start = Clock::now();
   writer_->snapshot().take(state);
+  const double copy = seconds_since(copy_start);
   const double stall = seconds_since(start);
+  if (const char* bench = std::getenv("MGTRAIN_BENCH_CHECKPOINT_COPY"); bench && std::string(bench) == "1") {
+    // scripts/bench/checkpoint.sh: the reference the stall is compared with, a plain clone of the same state.
+    const auto clone_start = Clock::now();
+    std::vector<at::Tensor> clones;
+    for (const auto& [name, tensor] : state) clones.push_back(tensor.clone());
+    std::printf("mgtrain: bench: checkpoint stall %.2f ms, snapshot copy %.2f ms, plain clone %.2f ms, %.1f MB\n",
+                stall * 1000.0, copy * 1000.0, seconds_since(clone_start) * 1000.0,
+                static_cast<double>(writer_->snapshot().size()) / 1e6);
+    std::fflush(stdout);
+  }
 
   Writer::Job job;
   job.step = at.step;
