@@ -1,5 +1,6 @@
 // Entry point of `mgtrain-worker`: one process per rank. `--probe` prints the LibTorch facts as JSON
-// (for `mgtrain env`); otherwise it loads the config and runs the trainer. Errors become one message
+// (for `mgtrain env`); `--export-torchscript` writes a checkpoint's model as TorchScript (for `mgtrain export`);
+// otherwise it loads the config and runs the trainer. Errors become one message
 // and a documented exit code.
 #include <cstdio>
 #include <exception>
@@ -8,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "train/torch_facts.hpp"
+#include "train/torchscript_export.hpp"
 #include "train/worker_main.hpp"
 
 int main(int argc, char** argv) {
@@ -16,6 +18,9 @@ int main(int argc, char** argv) {
     if (args.size() == 1 && args[0] == "--probe") {
       std::printf("%s\n", mgtrain::torch_facts_json().c_str());
       return mgtrain::exit_code::kSuccess;
+    }
+    if (!args.empty() && args[0] == "--export-torchscript") {
+      return mgtrain::run_torchscript_export(std::vector<std::string>(args.begin() + 1, args.end()));
     }
     return mgtrain::run_worker(args);
   } catch (const mgtrain::Error& e) {

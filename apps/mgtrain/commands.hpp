@@ -12,5 +12,6 @@ int run_config_init(const ConfigInitRequest& request);
 int run_config_docs();
 int run_env_command(const EnvRequest& request);
 int run_tokenize_command(const TokenizeRequest& request);
+int run_export_command(const ExportRequest& request);
 
 }  // namespace mgtrain

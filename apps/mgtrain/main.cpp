@@ -27,6 +27,7 @@ int dispatch(const mgtrain::CliRequest& request) {
                         [](const ConfigDocsRequest&) { return run_config_docs(); },
                         [](const EnvRequest& r) { return run_env_command(r); },
                         [](const TokenizeRequest& r) { return run_tokenize_command(r); },
+                        [](const ExportRequest& r) { return run_export_command(r); },
                         [](const PrintRequest& r) {
                           std::fputs(r.text.c_str(), stdout);
                           return exit_code::kSuccess;

@@ -84,6 +84,7 @@ const char* kTopFooter = R"(Examples:
   mgtrain launch --nproc 2 -- python3 train.py --lr 0.1
   mgtrain config show configs/fashion_mnist_cnn.yaml --set train.batch_size=32
   mgtrain env
+  mgtrain export runs/RUN/checkpoints/checkpoint-step000001000.safetensors --format torchscript
 
 Exit codes: 0 success, 2 usage or config error, 130/143 interrupted/terminated,
 otherwise the exit code of the worker that failed first (128+N when killed by signal N).
@@ -335,6 +336,22 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   tokenize_cmd->footer("Example:\n  mgtrain tokenize input.txt data/shakespeare_char\n"
                        "  mgtrain launch --nproc 2 configs/tokens_gpt.yaml data.path=data/shakespeare_char/train.bin");
 
+  // export
+  ExportRequest export_request;
+  CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as safetensors (for Python) or TorchScript");
+  export_cmd->add_option("checkpoint", export_request.checkpoint, "the checkpoint file (checkpoint-step*.safetensors)")->required();
+  export_cmd->add_option("--format", export_request.format,
+                         "safetensors: the weights, named like the model's parameters (default); torchscript: a module for "
+                         "torch.jit.load (runs mgtrain-worker)")
+      ->check(CLI::IsMember({"safetensors", "torchscript"}));
+  export_cmd->add_option("-o,--output", export_request.output,
+                         "file to write (default: next to the checkpoint, <stem>.model.safetensors or <stem>.torchscript.pt)");
+  export_cmd->add_flag("--force", export_request.force, "overwrite an existing output file");
+  export_cmd->footer("Examples:\n  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors\n"
+                     "  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors --format torchscript -o model.pt\n"
+                     "In Python: safetensors.torch.load_file(OUT) gives the state_dict; torch.jit.load(OUT) the module.\n"
+                     "Docs: docs/checkpoints.md#export");
+
   // `launch` arguments are split by hand; everything else goes to CLI11 as is.
   std::vector<std::string> tokens = args;
   LaunchSplit split;
@@ -346,9 +363,9 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   }
   if (args.empty()) throw UsageError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
   if (args[0].empty() || args[0][0] != '-') {
-    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize"};
+    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize", "export"};
     if (std::find(subcommands.begin(), subcommands.end(), args[0]) == subcommands.end()) {
-      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize (mgtrain --help)", args[0],
+      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export (mgtrain --help)", args[0],
                                    did_you_mean_suffix(args[0], subcommands)));
     }
   }
@@ -396,6 +413,7 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   if (config->got_subcommand("docs")) return ConfigDocsRequest{};
   if (env_cmd->parsed()) return env;
   if (tokenize_cmd->parsed()) return tokenize;
+  if (export_cmd->parsed()) return export_request;
   throw UsageError("mgtrain: give a subcommand (launch, config, env); see mgtrain --help");
 }
 

@@ -57,6 +57,15 @@ struct TokenizeRequest {
   double val_fraction = 0.1;
 };
 
+// `mgtrain export CHECKPOINT [--format safetensors|torchscript] [-o OUT] [--force]`: the model of a training
+// checkpoint as a plain safetensors file (torch-free) or a TorchScript module (by mgtrain-worker).
+struct ExportRequest {
+  std::string checkpoint;
+  std::string format = "safetensors";  // safetensors | torchscript
+  std::string output;                  // empty: next to the checkpoint, <stem>.model.safetensors / <stem>.torchscript.pt
+  bool force = false;                  // overwrite an existing output
+};
+
 struct EnvRequest {
   bool json = false;
 };
@@ -67,7 +76,7 @@ struct PrintRequest {
 };
 
 using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest,
-                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, PrintRequest>;
+                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, ExportRequest, PrintRequest>;
 
 // Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
 CliRequest parse_cli(const std::vector<std::string>& args);

@@ -20,6 +20,8 @@ class LayerModel final : public Model {
   NamedTensors named_buffers() override { return to_pairs(root_->named_buffers(/*recurse=*/true)); }
   void train(bool on) override { root_->train(on); }
   void to(const c10::Device& device) override { root_->to(device); }
+  // The layer tree (the TorchScript exporter walks it).
+  const std::shared_ptr<layers::Layer>& root() const { return root_; }
   std::string summary() const override {
     int64_t count = 0;
     for (const auto& p : root_->parameters(/*recurse=*/true)) count += p.numel();

@@ -46,6 +46,8 @@ class Conv2d : public Layer {
  public:
   Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0, bool bias = true);
   at::Tensor forward(const at::Tensor& x) override;
+  int64_t stride() const { return stride_; }
+  int64_t padding() const { return padding_; }
   at::Tensor weight, bias;
 
  private:
@@ -92,6 +94,7 @@ class MaxPool2d : public Layer {
  public:
   explicit MaxPool2d(int64_t kernel) : kernel_(kernel) {}
   at::Tensor forward(const at::Tensor& x) override;
+  int64_t kernel() const { return kernel_; }
 
  private:
   int64_t kernel_;
@@ -102,6 +105,7 @@ class Dropout : public Layer {
  public:
   explicit Dropout(double p) : p_(p) {}
   at::Tensor forward(const at::Tensor& x) override;
+  double p() const { return p_; }
 
  private:
   double p_;

@@ -23,11 +23,13 @@ namespace {
 
 const char* kUsage = R"(usage: mgtrain-worker [CONFIG.yaml] [KEY=VALUE ...]
        mgtrain-worker --probe
+       mgtrain-worker --export-torchscript CHECKPOINT OUT [--force]
 
 One training process (one rank). Normally started by `mgtrain launch CONFIG.yaml`, which hands it the
 resolved config in MGTRAIN_CONFIG_FILE. It also runs under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, ...),
 under srun with one task per rank (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), or alone as world size 1.
 --probe prints the LibTorch facts as JSON (used by `mgtrain env`).
+--export-torchscript writes the checkpoint's model as a TorchScript module (used by `mgtrain export`).
 )";
 
 ConfigRequest config_request_from_args(const std::vector<std::string>& args) {
