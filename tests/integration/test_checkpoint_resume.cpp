@@ -1,0 +1,659 @@
+// Checkpoints end to end with real processes: the `mgtrain` launcher running the built-in trainer (2 workers,
+// gloo on CPU, configs/bench/mlp-64.yaml on small synthetic data). A worker SIGKILLed at a random step after
+// the first checkpoint plus a launcher restart ends with parameters and optimizer state bit-identical to an
+// uninterrupted run; SIGTERM and SIGUSR1 to the launcher save at an agreed step and stop (143 / 75) and a rerun
+// resumes bit-identically; a damaged newest checkpoint is skipped with a warning; resume never / PATH; another
+// world size; a changed model is refused; RLIMIT_FSIZE makes the writer fail (stop or continue); keep_last.
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint_directory.hpp"
+#include "core/checkpoint_file.hpp"
+#include "integration/launch_fixture.hpp"
+
+using namespace mgtrain;
+using namespace mgtrain::testing;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = MGTRAIN_BIN_DIR;
+const std::string kSource = MGTRAIN_SOURCE_DIR;
+
+// The job every test starts from: configs/bench/mlp-64.yaml with checkpoints in their default place, 4096 samples
+// (64 steps per epoch at world 2, so step 240 is mid-epoch 4), a checkpoint every 40 steps and none by epoch, all of
+// them kept, a progress line every step (the tests watch it).
+constexpr int kSteps = 240;
+constexpr int kEvery = 40;
+
+std::vector<std::string> job_args(const std::string& log_dir, const std::string& run_id, int nproc,
+                                  const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {kBin + "/mgtrain", "launch", "--nproc", std::to_string(nproc), "--run-id", run_id,
+                                   "--log-dir", log_dir, kSource + "/configs/bench/mlp-64.yaml",
+                                   "checkpoint.dir=${log_dir}/${run_id}/checkpoints",  // the default; the bench config has none
+                                   "data.synthetic_samples=4096", "train.max_steps=" + std::to_string(kSteps),
+                                   "checkpoint.every_steps=" + std::to_string(kEvery), "checkpoint.every_epochs=0",
+                                   "checkpoint.keep_last=10", "log.every_steps=1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::string checkpoint_dir(const std::string& log_dir, const std::string& run_id) {
+  return log_dir + "/" + run_id + "/checkpoints";
+}
+
+std::string checkpoint_path(const std::string& dir, std::int64_t step) { return dir + "/" + checkpoint_file_name(step); }
+
+// A launcher process with stdout and stderr in files; OMP_NUM_THREADS=1; optionally RLIMIT_FSIZE.
+struct Launcher {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+  std::optional<int> exit_code;
+
+  Launcher(const std::vector<std::string>& argv, const std::string& output_prefix,
+           std::optional<rlim_t> file_size_limit = std::nullopt) {
+    out_path = output_prefix + ".out";
+    err_path = output_prefix + ".err";
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      ::setenv("OMP_NUM_THREADS", "1", 1);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      if (file_size_limit) {
+        const struct rlimit limit = {*file_size_limit, *file_size_limit};
+        if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(126);
+      }
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+
+  ~Launcher() {
+    if (!exit_code) {  // a failed test: leave nothing behind (the workers die with the launcher)
+      ::kill(pid, SIGKILL);
+      wait_for_exit(pid, 10s);
+    }
+  }
+
+  int wait(std::chrono::milliseconds timeout = 90s) {
+    exit_code = wait_for_exit(pid, timeout);
+    if (!exit_code) {
+      ::kill(pid, SIGKILL);
+      exit_code = wait_for_exit(pid, 10s);
+      FAIL("the launcher did not finish within " << timeout.count() << " ms\n" << out() << err());
+    }
+    return *exit_code;
+  }
+
+  std::string out() const { return read_text(out_path); }
+  std::string err() const { return read_text(err_path); }
+};
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Outcome run_job(const std::vector<std::string>& args, const std::string& output_prefix,
+                std::optional<rlim_t> file_size_limit = std::nullopt) {
+  Launcher launcher(args, output_prefix, file_size_limit);
+  Outcome outcome;
+  outcome.exit_code = launcher.wait();
+  outcome.out = launcher.out();
+  outcome.err = launcher.err();
+  return outcome;
+}
+
+// The value of "key": NUMBER inside the summary line of `output`, or -1.
+double summary_number(const std::string& output, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex(R"(\{"summary":.*\})"))) return -1;
+  const std::string summary = m.str();
+  if (!std::regex_search(summary, m, std::regex("\"" + key + "\":(-?[0-9.e+-]+)"))) return -1;
+  return std::stod(m[1].str());
+}
+
+// The step of the last "mgtrain: step N/M" progress line in `text`, or -1.
+int last_logged_step(const std::string& text) {
+  const std::string marker = "mgtrain: step ";
+  const std::size_t at = text.rfind(marker);
+  if (at == std::string::npos) return -1;
+  return std::atoi(text.c_str() + at + marker.size());
+}
+
+// The "mgtrain: resumed from PATH: step N" lines of `output`.
+std::vector<std::string> resume_lines(const std::string& output) {
+  std::vector<std::string> found;
+  for (const std::string& line : split_lines(output)) {
+    if (line.find("mgtrain: resumed from ") != std::string::npos) found.push_back(line);
+  }
+  return found;
+}
+
+std::string resumed_line_for(const std::string& path, std::int64_t step) {
+  return "mgtrain: resumed from " + path + ": step " + std::to_string(step) + ",";
+}
+
+std::vector<std::int64_t> checkpoint_steps(const std::string& dir) {
+  std::vector<std::int64_t> steps;
+  for (const CheckpointListing& entry : list_checkpoints(dir)) steps.push_back(entry.step);
+  return steps;
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string metadata(const std::string& path, const std::string& key) {
+  const CheckpointFile file = read_checkpoint_file(path);
+  auto found = file.metadata().find(key);
+  return found == file.metadata().end() ? std::string("<missing>") : found->second;
+}
+
+// Every tensor of `a` whose name starts with one of `prefixes` equals `b`'s byte for byte (dtype and shape too),
+// and `b` has no such tensor that `a` lacks. Returns how many tensors were compared.
+std::size_t check_same_tensors(const std::string& a_path, const std::string& b_path,
+                                 const std::vector<std::string>& prefixes) {
+  const CheckpointFile a = read_checkpoint_file(a_path);
+  const CheckpointFile b = read_checkpoint_file(b_path);
+  auto selected = [&](const std::string& name) {
+    return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+  };
+  std::vector<std::string> different;
+  std::size_t compared = 0;
+  for (const TensorEntry& entry : a.tensors()) {
+    if (!selected(entry.name)) continue;
+    const TensorEntry* other = b.find(entry.name);
+    ++compared;
+    if (other == nullptr) {
+      different.push_back(entry.name + " (missing in the second)");
+    } else if (other->dtype != entry.dtype || other->shape != entry.shape || other->nbytes != entry.nbytes ||
+               std::memcmp(a.bytes(entry), b.bytes(*other), entry.nbytes) != 0) {
+      different.push_back(entry.name);
+    }
+  }
+  for (const TensorEntry& entry : b.tensors()) {
+    if (selected(entry.name) && a.find(entry.name) == nullptr) different.push_back(entry.name + " (missing in the first)");
+  }
+  INFO(a_path << " vs " << b_path);
+  CHECK(different == std::vector<std::string>{});
+  return compared;
+}
+
+// Model parameters and optimizer state (and every rank's RNG) of two checkpoints are bit-identical.
+void check_same_training_state(const std::string& a_path, const std::string& b_path) {
+  CHECK(metadata(a_path, "mgtrain.step") == metadata(b_path, "mgtrain.step"));
+  CHECK(check_same_tensors(a_path, b_path, {"model/"}) >= 6);  // 3 linear layers: weights and biases
+  CHECK(check_same_tensors(a_path, b_path, {"optim/"}) >= 6);  // one momentum buffer per parameter
+  CHECK(check_same_tensors(a_path, b_path, {"rank0/", "rank1/"}) == 2);
+}
+
+// The live mgtrain-worker processes started by the launcher `launcher`, by global rank.
+std::map<int, pid_t> worker_pids(pid_t launcher) {
+  std::map<int, pid_t> workers;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return workers;
+  while (dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    const std::string dir = "/proc/" + std::string(entry->d_name);
+    const std::string stat = read_text(dir + "/stat");
+    const std::size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(stat.substr(paren + 2));
+    char state = '?';
+    long ppid = 0;
+    fields >> state >> ppid;
+    if (ppid != launcher || state == 'Z' || state == 'X') continue;
+    if (read_text(dir + "/cmdline").find("mgtrain-worker") == std::string::npos) continue;
+    std::string environ = read_text(dir + "/environ");
+    for (char& c : environ)
+      if (c == '\0') c = '\n';
+    for (const std::string& line : split_lines(environ)) {
+      if (line.rfind("RANK=", 0) == 0) workers[std::atoi(line.c_str() + 5)] = static_cast<pid_t>(pid);
+    }
+  }
+  ::closedir(proc);
+  return workers;
+}
+
+// A random generator whose seed is printed with any failure and can be fixed with MGTRAIN_TEST_SEED.
+std::mt19937 seeded_random() {
+  const char* fixed = std::getenv("MGTRAIN_TEST_SEED");
+  const unsigned seed = fixed != nullptr ? static_cast<unsigned>(std::strtoul(fixed, nullptr, 10)) : std::random_device{}();
+  UNSCOPED_INFO("random seed " << seed << " (repeat with MGTRAIN_TEST_SEED=" << seed << ")");
+  return std::mt19937(seed);
+}
+
+// Waits until the checkpoint of step `kEvery` exists and rank 0 logged step `at_least` or later in attempt 0.
+void wait_for_first_checkpoint_and_step(const std::string& run_dir, int at_least, const Launcher& launcher) {
+  const std::string first = checkpoint_path(run_dir + "/checkpoints", kEvery);
+  const std::string rank0_log = run_dir + "/attempt_0/rank_0/stdout.log";
+  const bool reached = wait_until(
+      [&] { return file_exists(first) && last_logged_step(read_text(rank0_log)) >= at_least; }, 60s);
+  INFO(launcher.out() << launcher.err());
+  REQUIRE(reached);
+}
+
+// The uninterrupted reference run: world 2, kSteps steps, a checkpoint every kEvery steps (all kept).
+// Run once per test process and shared by the tests that compare against it or copy its checkpoints.
+struct Reference {
+  TempDir dir;
+  std::string checkpoints;
+  std::string final_checkpoint;
+  std::string out;
+};
+
+const Reference& reference() {
+  static std::unique_ptr<Reference> ref;  // removed (with its directory) when the process ends
+  if (!ref) {
+    auto r = std::make_unique<Reference>();
+    const std::string log_dir = r->dir / "runs";
+    Outcome a = run_job(job_args(log_dir, "reference", 2), r->dir / "reference");
+    INFO(a.out << a.err);
+    REQUIRE(a.exit_code == 0);
+    r->out = a.out;
+    r->checkpoints = checkpoint_dir(log_dir, "reference");
+    r->final_checkpoint = checkpoint_path(r->checkpoints, kSteps);
+    REQUIRE(checkpoint_steps(r->checkpoints) == std::vector<std::int64_t>{40, 80, 120, 160, 200, 240});
+    ref = std::move(r);
+  }
+  return *ref;
+}
+
+// Copies the reference run's checkpoints of `steps` into `dir` (created).
+void copy_reference_checkpoints(const std::string& dir, const std::vector<std::int64_t>& steps) {
+  fs::create_directories(dir);
+  for (std::int64_t step : steps) fs::copy_file(checkpoint_path(reference().checkpoints, step), checkpoint_path(dir, step));
+}
+
+std::string regex_escape(const std::string& text) {
+  return std::regex_replace(text, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
+}
+
+void flip_byte(const std::string& path, std::uint64_t offset) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(offset));
+  char byte = 0;
+  file.get(byte);
+  file.seekp(static_cast<std::streamoff>(offset));
+  file.put(static_cast<char>(byte ^ 0x10));
+  REQUIRE(file.good());
+}
+
+}  // namespace
+
+TEST_CASE("the reference run saves the full training state", "[checkpoint][resume]") {
+  const Reference& ref = reference();
+  const CheckpointFile file = read_checkpoint_file(ref.final_checkpoint);
+  CHECK(file.metadata().at("mgtrain.step") == "240");
+  CHECK(file.metadata().at("mgtrain.world_size") == "2");
+  CHECK(file.metadata().at("mgtrain.epoch") == "3");               // 64 steps per epoch: 240 = 3 epochs + 48 steps
+  CHECK(file.metadata().at("mgtrain.samples_in_epoch") == "3072");  // 48 steps x 32 x 2 ranks
+  CHECK(file.find("rank0/rng/cpu") != nullptr);
+  CHECK(file.find("rank1/rng/cpu") != nullptr);
+  CHECK(read_latest_pointer(ref.checkpoints) == checkpoint_file_name(kSteps));
+  CHECK_THAT(ref.out, Contains("mgtrain: checkpoint (every_steps) step 40: " + checkpoint_path(ref.checkpoints, 40) + ", "));
+  CHECK(resume_lines(ref.out).empty());
+}
+
+TEST_CASE("a worker SIGKILLed after the first checkpoint: the launcher restarts and training ends bit-identical",
+          "[checkpoint][resume][restart]") {
+  const Reference& ref = reference();
+  std::mt19937 random = seeded_random();
+  const int kill_after_step = std::uniform_int_distribution<int>(kEvery + 1, kSteps - 100)(random);
+  const int victim = std::uniform_int_distribution<int>(0, 1)(random);
+  UNSCOPED_INFO("SIGKILL to rank " << victim << " once rank 0 logged step " << kill_after_step);
+
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string run_dir = log_dir + "/b";
+  Launcher b(job_args(log_dir, "b", 2, {"--max-restarts", "1"}), dir / "b");
+  wait_for_first_checkpoint_and_step(run_dir, kill_after_step, b);
+  const std::map<int, pid_t> workers = worker_pids(b.pid);
+  REQUIRE(workers.size() == 2);
+  REQUIRE(::kill(workers.at(victim), SIGKILL) == 0);
+
+  const int code = b.wait();
+  const std::string out = b.out(), err = b.err();
+  INFO(out << err);
+  REQUIRE(code == 0);
+  // The group really restarted: a second attempt, whose rank 0 resumed from a periodic checkpoint.
+  CHECK(fs::is_directory(run_dir + "/attempt_1/rank_0"));
+  CHECK_FALSE(fs::exists(run_dir + "/attempt_2"));
+  const std::string attempt0 = read_text(run_dir + "/attempt_0/rank_0/stdout.log");
+  const std::string attempt1 = read_text(run_dir + "/attempt_1/rank_0/stdout.log");
+  const int reached = last_logged_step(attempt0);  // attempt 0's last completed step
+  CHECK(reached < kSteps);
+  // The newest checkpoint attempt 0 announced as written (a later one may exist unannounced: killed after the
+  // rename, or written by rank 0 after rank 1 died).
+  int announced = 0;
+  {
+    const std::regex line(R"(mgtrain: checkpoint \(every_steps\) step ([0-9]+):)");
+    for (auto it = std::sregex_iterator(attempt0.begin(), attempt0.end(), line); it != std::sregex_iterator(); ++it) {
+      announced = std::max(announced, std::stoi((*it)[1].str()));
+    }
+  }
+  UNSCOPED_INFO("attempt 0 reached step " << reached << ", its newest announced checkpoint is step " << announced);
+  const std::vector<std::string> resumed = resume_lines(attempt1);
+  REQUIRE(resumed.size() == 1);
+  CHECK(resume_lines(out).size() == 1);
+  std::smatch m;
+  REQUIRE(std::regex_search(resumed[0], m, std::regex(R"(resumed from (.*): step ([0-9]+),)")));
+  const int resumed_step = std::stoi(m[2].str());
+  CHECK(m[1].str() == checkpoint_path(run_dir + "/checkpoints", resumed_step));
+  CHECK(resumed_step % kEvery == 0);
+  CHECK(resumed_step >= std::max(announced, kEvery));  // the newest valid one
+  CHECK(resumed_step <= reached);
+  CHECK_THAT(attempt1, Contains("mgtrain: step " + std::to_string(resumed_step + 1) + "/240 "));
+  CHECK(last_logged_step(attempt1) == kSteps);
+  CHECK(summary_number(out, "steps") == kSteps);
+
+  check_same_training_state(ref.final_checkpoint, checkpoint_path(run_dir + "/checkpoints", kSteps));
+}
+
+TEST_CASE("SIGTERM to the launcher: the workers save at an agreed step and exit 75, the launcher 143, and a rerun resumes",
+          "[checkpoint][resume][signals]") {
+  const Reference& ref = reference();
+  std::mt19937 random = seeded_random();
+  const int stop_after_step = std::uniform_int_distribution<int>(kEvery + 1, kSteps - 100)(random);
+  UNSCOPED_INFO("SIGTERM once rank 0 logged step " << stop_after_step);
+
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string run_dir = log_dir + "/term";
+  const std::string checkpoints = run_dir + "/checkpoints";
+  const auto args = job_args(log_dir, "term", 2);
+  {
+    Launcher launcher(args, dir / "first");
+    wait_for_first_checkpoint_and_step(run_dir, stop_after_step, launcher);
+    REQUIRE(::kill(launcher.pid, SIGTERM) == 0);
+    const int code = launcher.wait();
+    const std::string out = launcher.out(), err = launcher.err();
+    INFO(out << err);
+    CHECK(code == 143);
+    CHECK_THAT(err, Contains("mgtrain: stopped by SIGTERM; all workers of run term have exited (exit code 143)"));
+    CHECK_FALSE(fs::exists(run_dir + "/failure.json"));  // exit 75 is no failure
+    CHECK_THAT(read_text(run_dir + "/attempt_0/rank_0/stderr.log"),
+               Contains("SIGTERM: saved a checkpoint at step"));
+  }
+  const auto listing = list_checkpoints(checkpoints);
+  REQUIRE(listing.size() >= 2);
+  const CheckpointListing& stop = listing.back();
+  const CheckpointListing& periodic = listing[listing.size() - 2];
+  UNSCOPED_INFO("stopped at step " << stop.step);
+  CHECK(stop.step > periodic.step);
+  CHECK(stop.step < kSteps);
+  CHECK(stop.step >= stop_after_step);
+  CHECK(metadata(stop.path, "mgtrain.reason") == "stop requested");
+  CHECK(metadata(periodic.path, "mgtrain.reason") == "every_steps");
+  CHECK(periodic.step % kEvery == 0);
+  CHECK(read_latest_pointer(checkpoints) == stop.name);
+  // Both ranks' RNG states are in it: the save was collective.
+  CHECK(read_checkpoint_file(stop.path).find("rank1/rng/cpu") != nullptr);
+
+  // The same command again resumes from the stop checkpoint and ends where an uninterrupted run ends.
+  Outcome again = run_job(args, dir / "again");
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.err, Contains("mgtrain: run term was launched before; its logs are kept in"));
+  CHECK_THAT(again.out, Contains(resumed_line_for(stop.path, stop.step)));
+  CHECK(summary_number(again.out, "steps") == kSteps);
+  check_same_training_state(ref.final_checkpoint, checkpoint_path(checkpoints, kSteps));
+}
+
+TEST_CASE("SIGUSR1 to the launcher is forwarded: the workers save and stop, the launcher exits 75",
+          "[checkpoint][resume][signals]") {
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string run_dir = log_dir + "/usr1";
+  Launcher launcher(job_args(log_dir, "usr1", 2), dir / "usr1");
+  wait_for_first_checkpoint_and_step(run_dir, kEvery + 5, launcher);
+  REQUIRE(::kill(launcher.pid, SIGUSR1) == 0);
+  const int code = launcher.wait();
+  const std::string out = launcher.out(), err = launcher.err();
+  INFO(out << err);
+  CHECK(code == 75);
+  CHECK_THAT(err, Contains("mgtrain: the workers of run usr1 saved a checkpoint and stopped on request; run the same "
+                           "command again to resume (exit code 75)"));
+  CHECK_THAT(err, Contains("SIGUSR1: saved a checkpoint at step"));
+  CHECK_FALSE(fs::exists(run_dir + "/failure.json"));
+  const auto listing = list_checkpoints(run_dir + "/checkpoints");
+  REQUIRE_FALSE(listing.empty());
+  CHECK(listing.back().step < kSteps);
+  CHECK(metadata(listing.back().path, "mgtrain.reason") == "stop requested");
+  CHECK(summary_number(out, "steps") == listing.back().step);
+}
+
+TEST_CASE("a damaged newest checkpoint is skipped with a warning naming it, and the previous one is used",
+          "[checkpoint][resume][corrupt]") {
+  const Reference& ref = reference();
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string checkpoints = checkpoint_dir(log_dir, "damaged");
+  copy_reference_checkpoints(checkpoints, {160, 200, 240});
+  const std::string newest = checkpoint_path(checkpoints, 240);
+  const std::string previous = checkpoint_path(checkpoints, 200);
+  const auto args = job_args(log_dir, "damaged", 2);
+
+  SECTION("a flipped byte") {
+    flip_byte(newest, fs::file_size(newest) / 2);
+    Outcome run = run_job(args, dir / "flipped");
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("mgtrain: warning: skipping damaged checkpoint: " + newest + ": checksum mismatch"));
+    CHECK_THAT(run.err, Contains("trying an older one"));
+    CHECK_THAT(run.out, Contains(resumed_line_for(previous, 200)));
+    CHECK(resume_lines(run.out).size() == 1);
+    // 40 more steps from 200 give the reference's final state again (the damaged file is replaced).
+    CHECK(summary_number(run.out, "steps") == kSteps);
+    check_same_training_state(ref.final_checkpoint, newest);
+  }
+  SECTION("a truncated file") {
+    fs::resize_file(newest, fs::file_size(newest) - 1000);
+    // One rank resumes (cheaper; the rest of the epoch is re-sharded), so no comparison with the reference.
+    Outcome run = run_job(job_args(log_dir, "damaged", 1), dir / "truncated");
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("mgtrain: warning: skipping damaged checkpoint: " + newest + ": truncated"));
+    CHECK_THAT(run.err, Contains("trying an older one"));
+    CHECK_THAT(run.out, Contains(resumed_line_for(previous, 200)));
+    CHECK(resume_lines(run.out).size() == 1);
+    CHECK(summary_number(run.out, "steps") == kSteps);
+    CHECK(verify_checkpoint_file(newest) == "");  // replaced by the resumed run's own save
+  }
+}
+
+TEST_CASE("checkpoint.resume: never starts over, PATH resumes from that file, a damaged PATH is refused",
+          "[checkpoint][resume]") {
+  const Reference& ref = reference();
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string checkpoints = checkpoint_dir(log_dir, "choose");
+  copy_reference_checkpoints(checkpoints, {80, 200});
+
+  SECTION("never") {
+    // One rank is enough to see that it starts over (and cheaper).
+    Outcome run = run_job(job_args(log_dir, "choose", 1, {"checkpoint.resume=never"}), dir / "never");
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(resume_lines(run.out).empty());
+    CHECK_THAT(run.out, Contains("mgtrain: step 1/240 "));
+    CHECK(summary_number(run.out, "steps") == kSteps);
+    // The copied checkpoints were replaced by this run's own saves.
+    CHECK(checkpoint_steps(checkpoints) == std::vector<std::int64_t>{40, 80, 120, 160, 200, 240});
+    CHECK(metadata(checkpoint_path(checkpoints, 80), "mgtrain.world_size") == "1");
+    CHECK(metadata(checkpoint_path(checkpoints, 200), "mgtrain.world_size") == "1");
+  }
+  SECTION("PATH to an older checkpoint") {
+    const std::string older = checkpoint_path(checkpoints, 80);
+    Outcome run = run_job(job_args(log_dir, "choose", 2, {"checkpoint.resume=" + older}), dir / "path");
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains(resumed_line_for(older, 80)));
+    CHECK(resume_lines(run.out).size() == 1);
+    CHECK_THAT(run.out, Contains("mgtrain: step 81/240 "));
+    CHECK_FALSE(Catch::Matchers::Contains("mgtrain: step 80/240 ").match(run.out));
+    check_same_training_state(ref.final_checkpoint, checkpoint_path(checkpoints, kSteps));
+  }
+  SECTION("PATH to a damaged file") {
+    const std::string damaged = dir / "damaged.safetensors";
+    fs::copy_file(checkpoint_path(checkpoints, 80), damaged);
+    flip_byte(damaged, fs::file_size(damaged) - 10);
+    // One rank: with two, the exit code is racy (see the hidden test below).
+    Outcome run = run_job(job_args(log_dir, "choose", 1, {"checkpoint.resume=" + damaged}), dir / "damaged");
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains("checkpoint.resume: " + damaged + ": checksum mismatch"));
+    CHECK(resume_lines(run.out).empty());
+    CHECK(checkpoint_steps(checkpoints) == std::vector<std::int64_t>{80, 200});  // nothing trained, nothing saved
+  }
+}
+
+// Known bug, hidden until fixed: with two ranks, rank 0 refuses the damaged file (UsageError, exit 2) while rank 1
+// waits for its choice in a broadcast; rank 0's exit closes the connection, rank 1 fails with exit 1 ("internal error:
+// ... Connection closed by peer") usually before rank 0 has finished exiting, so the launcher names rank 1 the root
+// cause and exits 1 instead of 2. Run it with: test_checkpoint_resume "[known-bug]"
+TEST_CASE("checkpoint.resume: a damaged PATH exits 2 with two ranks too", "[.][checkpoint][resume][known-bug]") {
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string damaged = dir / "damaged.safetensors";
+  fs::copy_file(checkpoint_path(reference().checkpoints, 80), damaged);
+  flip_byte(damaged, fs::file_size(damaged) - 10);
+  Outcome run = run_job(job_args(log_dir, "choose2", 2, {"checkpoint.resume=" + damaged}), dir / "damaged");
+  INFO(run.out << run.err);
+  CHECK_THAT(run.err, Contains("checkpoint.resume: " + damaged + ": checksum mismatch"));
+  CHECK(run.exit_code == 2);
+}
+
+TEST_CASE("resuming with another world size re-shards the epoch, and another model shape is refused",
+          "[checkpoint][resume][world]") {
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string checkpoints = checkpoint_dir(log_dir, "world");
+  copy_reference_checkpoints(checkpoints, {200});  // world 2, epoch 4, 8 of its 64 steps done
+  const std::string saved = checkpoint_path(checkpoints, 200);
+  CHECK(metadata(saved, "mgtrain.samples_in_epoch") == "512");
+
+  SECTION("2 ranks saved, 1 resumes") {
+    Outcome run = run_job(job_args(log_dir, "world", 1), dir / "one");
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains(resumed_line_for(saved, 200) + " epoch 4, 512 samples into the epoch"));
+    CHECK_THAT(run.out, Contains("mgtrain: note: the checkpoint was saved by 2 ranks, this run has 1: the rest of the "
+                                 "epoch is re-sharded over 1 ranks"));
+    CHECK(summary_number(run.out, "steps") == kSteps);
+    CHECK(summary_number(run.out, "world_size") == 1);
+    const std::string last = checkpoint_path(checkpoints, kSteps);
+    REQUIRE(file_exists(last));
+    CHECK(metadata(last, "mgtrain.world_size") == "1");
+    // 40 steps of 32 samples at world 1 after 512 of epoch 4's 4096 samples.
+    CHECK(metadata(last, "mgtrain.epoch") == "3");
+    CHECK(metadata(last, "mgtrain.samples_in_epoch") == std::to_string(512 + 40 * 32));
+  }
+  SECTION("model.hidden_sizes changed") {
+    const CheckpointFile file = read_checkpoint_file(saved);
+    std::string first_weight;
+    for (const TensorEntry& entry : file.tensors()) {
+      if (entry.name.rfind("model/", 0) == 0 && entry.shape == std::vector<std::int64_t>{64, 784}) {
+        first_weight = entry.name;
+        break;
+      }
+    }
+    REQUIRE_FALSE(first_weight.empty());
+    Outcome run = run_job(job_args(log_dir, "world", 1, {"model.hidden_sizes=32,64"}), dir / "shape");
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains("checkpoint does not match the model: " + first_weight +
+                                 " has shape [64, 784] in the checkpoint and [32, 784] in the model"));
+    CHECK(resume_lines(run.out).empty());
+    CHECK(checkpoint_steps(checkpoints) == std::vector<std::int64_t>{200});
+  }
+}
+
+TEST_CASE("a checkpoint that cannot be written (RLIMIT_FSIZE) stops the job, or only warns with on_write_error continue",
+          "[checkpoint][resume][disk]") {
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string checkpoints = checkpoint_dir(log_dir, "fsize");
+  constexpr rlim_t kLimit = 64 * 1024;  // a checkpoint is ~440 KB; logs and config stay far below
+  const std::vector<std::string> short_job = {"train.max_steps=60", "checkpoint.every_steps=20"};
+
+  SECTION("stop (the default)") {
+    auto args = job_args(log_dir, "fsize", 2, short_job);
+    Outcome run = run_job(args, dir / "stop", kLimit);
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 1);
+    const std::regex message(regex_escape("could not write checkpoint " + checkpoint_path(checkpoints, 20) + ": write " +
+                                          checkpoints + "/." + checkpoint_file_name(20) + ".tmp.") +
+                             "[0-9]+[^\n]*File too large");
+    CHECK(std::regex_search(run.err, message));
+    CHECK_THAT(run.err, Contains("(checkpoint.on_write_error: stop)"));
+    CHECK(checkpoint_steps(checkpoints).empty());  // no partial file under a final name
+    for (const std::string& name : names_in(checkpoints)) CHECK(name.find(".safetensors") == std::string::npos);
+    CHECK(last_logged_step(read_text(log_dir + "/fsize/attempt_0/rank_0/stdout.log")) < 60);
+  }
+  SECTION("continue") {
+    auto args = job_args(log_dir, "fsize", 1, short_job);
+    args.push_back("checkpoint.on_write_error=continue");
+    Outcome run = run_job(args, dir / "continue", kLimit);
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("File too large"));
+    CHECK_THAT(run.err, Contains("mgtrain: warning: training goes on without that checkpoint (checkpoint.on_write_error: continue)"));
+    CHECK(summary_number(run.out, "steps") == 60);
+    CHECK(checkpoint_steps(checkpoints).empty());
+  }
+}
+
+TEST_CASE("keep_last leaves the newest checkpoints and a latest pointer to the newest", "[checkpoint][resume]") {
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string checkpoints = checkpoint_dir(log_dir, "keep");
+  Outcome run = run_job(job_args(log_dir, "keep", 1, {"train.max_steps=60", "checkpoint.every_steps=10", "checkpoint.keep_last=2"}),
+                        dir / "keep");
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  for (int step = 10; step <= 60; step += 10) {
+    CHECK_THAT(run.out, Contains("mgtrain: checkpoint (every_steps) step " + std::to_string(step) + ": "));
+  }
+  CHECK(names_in(checkpoints) == std::vector<std::string>{checkpoint_file_name(50), checkpoint_file_name(60), "latest"});
+  CHECK(read_latest_pointer(checkpoints) == checkpoint_file_name(60));
+  CHECK(read_text(checkpoints + "/latest") == checkpoint_file_name(60) + "\n");
+}
