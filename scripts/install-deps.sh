@@ -8,8 +8,9 @@ set -euo pipefail
 build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
                 catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp)
 # python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
-# procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks.
-test_packages=(python3-torch iproute2 procps time)
+# procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks; clang + libclang-rt-14-dev: the libFuzzer
+# target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm).
+test_packages=(python3-torch iproute2 procps time clang libclang-rt-14-dev slurmctld slurmd slurm-client munge)
 
 wanted=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then wanted+=("${test_packages[@]}"); fi

@@ -20,6 +20,7 @@
 #include "core/json_writer.hpp"
 #include "core/value_parsing.hpp"
 #include "core/run_capture.hpp"
+#include "core/slurm_environment.hpp"
 #include "core/worker_binary.hpp"
 
 namespace mgtrain {
@@ -66,6 +67,37 @@ YAML::Node probe_worker(std::string& problem, std::string& worker_path) {
     problem = std::string("worker probe printed malformed JSON: ") + e.what();
   }
   return YAML::Node();
+}
+
+// What `mgtrain launch` would take from a SLURM allocation, each value with its variable (docs/slurm.md).
+YAML::Node slurm_facts(const SlurmDetection& detection) {
+  YAML::Node slurm;
+  slurm["layout"] = describe_layout(detection.layout);
+  if (!detection.in_job()) return slurm;
+  slurm["job_id"] = detection.job_id;
+  slurm["restart_count"] = detection.restart_count;
+  YAML::Node detected(YAML::NodeType::Map);
+  auto add = [&detected](const char* key, const std::optional<SlurmValue>& value) {
+    if (!value) return;
+    YAML::Node entry;
+    entry["value"] = value->value;
+    entry["from"] = value->source;
+    entry.SetStyle(YAML::EmitterStyle::Flow);
+    detected[std::string("launch.") + key] = entry;
+  };
+  add("nnodes", detection.nnodes);
+  add("node_rank", detection.node_rank);
+  add("master_addr", detection.master_addr);
+  add("master_port", detection.master_port);
+  add("run_id", detection.run_id);
+  add("nproc", detection.nproc);
+  slurm["launch_settings"] = detected;
+  YAML::Node notes(YAML::NodeType::Sequence);
+  for (const auto& note : detection.notes) notes.push_back(note);
+  if (!detection.nproc_note.empty()) notes.push_back(detection.nproc_note);
+  if (notes.size() > 0) slurm["notes"] = notes;
+  if (!detection.problem.empty()) slurm["problem"] = detection.problem;
+  return slurm;
 }
 
 }  // namespace
@@ -129,6 +161,11 @@ int run_env_command(const EnvRequest& request) {
     interfaces.push_back(entry);
   }
   facts["machine"]["network_interfaces"] = interfaces;
+  try {
+    facts["slurm"] = slurm_facts(detect_slurm(current_environment()));
+  } catch (const Error& e) {  // a malformed node list
+    facts["slurm"]["error"] = e.what();
+  }
 
   if (request.json) {
     std::printf("%s\n", to_json(facts).c_str());

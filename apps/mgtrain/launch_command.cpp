@@ -2,11 +2,14 @@
 #include "commands.hpp"
 #include "core/config_loader.hpp"
 #include "core/launch.hpp"
+#include "core/slurm_environment.hpp"
 
 namespace mgtrain {
 
 int run_launch_command(const LaunchRequest& request) {
-  LoadedConfig loaded = load_config(request.config, current_environment());
+  LoadOptions options;
+  options.detect = slurm_launch_detector(current_environment());  // inside a SLURM job (docs/slurm.md)
+  LoadedConfig loaded = load_config(request.config, current_environment(), options);
   if (!request.run_under_python) return run_launch(request, loaded);
   // `mgtrain launch train.py` / `-m module`: the interpreter is launch.python, known only now.
   LaunchRequest with_python = request;

@@ -26,6 +26,7 @@ struct LaunchFlag {
   const char* names;  // CLI11 spelling: the first long name is the canonical one
   const char* key;
   bool takes_value;
+  const char* flag_value = "true";  // what a flag without a value sets the key to
 };
 
 constexpr LaunchFlag kLaunchFlags[] = {
@@ -43,6 +44,8 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--gpu-ids,--gpu_ids", "launch.gpu_ids", true},
     {"--grace-period,--grace_period", "launch.grace_period", true},
     {"--standalone", "launch.standalone", false},
+    {"--slurm", "launch.slurm", true},
+    {"--no-requeue,--no_requeue", "launch.slurm_requeue", false, "false"},
     {"--heartbeat-timeout,--heartbeat_timeout", "launch.heartbeat_timeout", true},
     {"--worker", "launch.worker", true},
     {"--python", "launch.python", true},
@@ -192,8 +195,10 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
                 f.names, [&opts, canonical](const std::string& v) { opts.values[canonical] = v; }, help)
           ->type_name("VALUE");
     } else {
+      const std::string value = f.flag_value;
+      if (value == "false") help = "turn off " + std::string(f.key) + ": " + help;
       launch.add_flag_function(
-          f.names, [&opts, canonical](std::int64_t) { opts.values[canonical] = "true"; }, help);
+          f.names, [&opts, canonical, value](std::int64_t) { opts.values[canonical] = value; }, help);
     }
   }
   launch.add_option("--set", opts.set_overrides, "set any config key: --set train.batch_size=32 (repeatable)")

@@ -24,6 +24,8 @@ struct LaunchConfig {
   std::string gpu_ids;                // empty: all visible GPUs
   double grace_period = 5.0;          // seconds between SIGTERM and SIGKILL
   bool standalone = false;
+  std::string slurm = "auto";         // auto: fill unset settings from a SLURM allocation (docs/slurm.md) | off
+  bool slurm_requeue = true;          // node 0 requeues a SLURM job whose workers saved and stopped (exit 75)
   double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
   std::string worker;                 // path of the worker binary; empty: next to mgtrain
   std::string python = "python3";     // interpreter for `launch script.py`

@@ -117,6 +117,14 @@ class Merger {
     apply(*key, node_from_text(assignment.substr(eq + 1), where, path), where);
   }
 
+  // A detected value fills a key only while it still holds its default.
+  void apply_detected(const DetectedSetting& setting) {
+    const KeyDef* key = find_key(setting.key);
+    if (!key) throw Error(fmt::format("internal error: detected setting for unknown key {}", setting.key));
+    if (out_.origin[key->path] != "default") return;
+    apply(*key, node_from_text(setting.value, setting.origin, key->path), setting.origin);
+  }
+
   void apply_flag(const FlagSetting& flag) {
     const KeyDef* key = find_key(flag.key);
     if (!key) throw Error(fmt::format("internal error: flag {} maps to unknown key {}", flag.flag, flag.key));
@@ -241,6 +249,9 @@ LoadedConfig load_config_text(const std::string& yaml_text, const std::string& d
   if (!options.resolved) merger.apply_environment(env);
   for (const auto& assignment : request.overrides) merger.apply_override(assignment);
   for (const auto& flag : request.flags) merger.apply_flag(flag);
+  if (options.detect) {
+    for (const auto& setting : options.detect(loaded)) merger.apply_detected(setting);
+  }
 
   if (loaded.config.launch.run_id.empty()) {
     loaded.config.launch.run_id = options.make_run_id ? options.make_run_id() : generate_run_id();

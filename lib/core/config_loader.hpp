@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/cli.hpp"
 #include "core/config.hpp"
@@ -20,9 +21,19 @@ struct LoadedConfig {
   std::string config_dir;                      // absolute directory of the YAML file (or the cwd)
 };
 
+// A value for a key that no source set, found in the surroundings (e.g. a SLURM allocation).
+struct DetectedSetting {
+  std::string key;     // "launch.nnodes"
+  std::string value;
+  std::string origin;  // recorded in LoadedConfig::origin, e.g. "SLURM (SLURM_NNODES)"
+};
+
 struct LoadOptions {
   bool resolved = false;  // a resolved config written by the launcher: no environment layer, no ${} expansion
   std::function<std::string()> make_run_id;    // used when launch.run_id is empty; default: time + random
+  // Called once every source is applied, with the config so far; its settings fill the keys still at their
+  // default, before the run id is generated and ${...} is expanded. Unset: nothing is detected.
+  std::function<std::vector<DetectedSetting>(const LoadedConfig&)> detect;
 };
 
 // Reads request.path (if any) and applies every layer. Throws UsageError.

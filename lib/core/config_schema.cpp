@@ -260,6 +260,9 @@ std::vector<KeyDef> build_schema() {
             .must("empty, or comma-separated GPU indices", check_index_list));
   s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period, "seconds between SIGTERM and SIGKILL when stopping workers").range(0, 3600));
   s.add(key("launch.standalone", &C::launch, &LaunchConfig::standalone, "single-node job on localhost with a free port (torchrun --standalone)"));
+  s.add(key("launch.slurm", &C::launch, &LaunchConfig::slurm, "inside a SLURM job: auto fills nnodes, node_rank, master_addr, master_port, run_id and nproc from SLURM_* when not given (docs/slurm.md); off ignores SLURM")
+            .one_of({"auto", "off"}));
+  s.add(key("launch.slurm_requeue", &C::launch, &LaunchConfig::slurm_requeue, "inside a SLURM job: node 0 runs `scontrol requeue` when the workers saved a checkpoint and stopped (preemption), so the job resumes"));
   s.add(key("launch.heartbeat_timeout", &C::launch, &LaunchConfig::heartbeat_timeout, "seconds a heartbeating worker may stay silent before it counts as hung; 0: no watchdog").at_least(0));
   s.add(key("launch.worker", &C::launch, &LaunchConfig::worker, "path of the worker binary; empty: mgtrain-worker next to mgtrain"));
   s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module"));

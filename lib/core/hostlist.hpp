@@ -1,6 +1,12 @@
-// SLURM hostlist expressions, expanded natively: "node[01-04,07]", "gpu-[1-2]x-[a,b]", "a,b[1-2]".
-// Zero padding follows the range's lower bound ("[08-10]" gives 08, 09, 10); several bracket groups
-// multiply out, the leftmost varying slowest; commas outside brackets separate host expressions.
+// SLURM hostlist expressions, expanded natively as `scontrol show hostnames` does (SLURM 22.05):
+//   node[01-04,07]     node01 node02 node03 node04 node07   ranges and single numbers inside brackets
+//   n[8-11] n[098-101] n8 n9 n10 n11, n098 n099 n100 n101    width = digits of the lower bound (zero padding)
+//   r[1-2]n[1-2]       r1n1 r1n2 r2n1 r2n2                  several groups multiply out, leftmost slowest
+//   a[1-2],b[3,5] c    a1 a2 b3 b5 c                        commas or whitespace separate host expressions
+// Brackets hold numbers only (SLURM rejects "n[a,b]"), a range spans at most 65536 hosts (SLURM's limit),
+// and order and duplicates are kept. Differences from SLURM, all on input SLURM never produces itself:
+// text after the last group ("n[1-2]-ib") is accepted; empty entries ("a,,b", "n[1-]"), an unclosed
+// "[" and a stray "]" are errors where SLURM skips or guesses.
 #pragma once
 
 #include <cstddef>
@@ -9,8 +15,11 @@
 
 namespace mgtrain {
 
-// Throws UsageError naming the expression and the problem (unbalanced bracket, bad range, ...).
-// `limit` caps the number of hosts, so a hostile "n[0-999999999]" cannot exhaust memory.
+// Throws UsageError "hostlist 'EXPR': PROBLEM" (unbalanced bracket, bad or reversed range, ...).
+// `limit` caps the number of hosts in all, so a hostile "n[0-65535][0-65535]" cannot exhaust memory.
 std::vector<std::string> expand_hostlist(const std::string& expression, std::size_t limit = 1'000'000);
+
+// Largest number of hosts one range may span, as in SLURM ("n[0-65535]" is the widest).
+inline constexpr unsigned long long kMaxHostlistRange = 65536;
 
 }  // namespace mgtrain

@@ -14,6 +14,7 @@
 #include "core/host_probe.hpp"
 #include "core/launch_plan.hpp"
 #include "core/run_directory.hpp"
+#include "core/slurm_launch.hpp"
 #include "core/log_layout.hpp"
 #include "core/supervisor.hpp"
 #include "core/worker_binary.hpp"
@@ -78,6 +79,10 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   // The config path is fixed by the plan's run_dir; the placeholder is replaced below.
   if (builtin_trainer) command = {find_worker_binary(launch.worker), "<config>"};
   LaunchPlan plan = make_launch_plan(launch, command, host);
+  // Inside a SLURM job: say what SLURM gave, and whether this is a requeued rerun (docs/slurm.md).
+  const SlurmDetection slurm = launch.slurm == "off" ? SlurmDetection{} : detect_slurm(environment);
+  const Say say = [&outside](const std::string& line) { write_to_fd(outside.stderr_fd, line + "\n"); };
+  announce_slurm_launch(slurm, loaded, plan, builtin_trainer, say);
   std::string config_file = log_layout::config_file(plan.run_dir);
   if (builtin_trainer) plan.command[1] = config_file;
 
@@ -106,6 +111,9 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
                                        " saved a checkpoint and stopped on request; run the same command again to resume "
                                        "(exit code " + std::to_string(result.exit_code) + ")\n");
   }
+  // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
+  requeue_after_preemption(slurm, launch, {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value()}, say,
+                           default_command_runner());
   return result.exit_code;
 }
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "core/hostlist.hpp"
+#include "core/slurm_environment.hpp"
 #include "core/value_parsing.hpp"
 
 namespace mgtrain {
@@ -25,11 +25,23 @@ std::string string_variable(const EnvMap& env, const std::string& name, const st
   return it == env.end() || it->second.empty() ? fallback : it->second;
 }
 
-// SLURM_JOB_ID-derived port, the same on every task of the job: 20000 + id % 20000.
+// SLURM_JOB_ID-derived port, the same on every task of the job (slurm_port_for_job).
 int port_from_slurm_job(const EnvMap& env) {
   auto it = env.find("SLURM_JOB_ID");
   auto id = it == env.end() ? std::nullopt : parse_int(it->second);
-  return id ? 20000 + static_cast<int>(*id % 20000) : 29500;
+  return id ? slurm_port_for_job(*id) : 29500;
+}
+
+// Tasks of this step on this node: SLURM_STEP_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID, else
+// SLURM_NTASKS_PER_NODE (which a step inherits from sbatch even when srun placed the tasks otherwise).
+std::optional<int> tasks_on_this_node(const EnvMap& env) {
+  auto per_node = env.find("SLURM_STEP_TASKS_PER_NODE");
+  auto node_id = env.find("SLURM_NODEID");
+  if (per_node != env.end() && node_id != env.end()) {
+    auto index = parse_int(node_id->second);
+    if (index) return slurm_tasks_on_node(per_node->second, static_cast<int>(*index));
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -51,12 +63,16 @@ WorkerIdentity worker_identity_from_environment(const EnvMap& env) {
     id.rank = int_variable(env, "SLURM_PROCID", 0);
     id.world_size = int_variable(env, "SLURM_NTASKS", 1);
     id.local_rank = env.count("SLURM_LOCALID") ? int_variable(env, "SLURM_LOCALID", 0) : 0;
-    id.local_world_size = env.count("SLURM_NTASKS_PER_NODE") ? int_variable(env, "SLURM_NTASKS_PER_NODE", 1) : id.world_size;
+    if (auto local = tasks_on_this_node(env); local && *local >= 1) {
+      id.local_world_size = *local;
+    } else {
+      id.local_world_size = env.count("SLURM_NTASKS_PER_NODE") ? int_variable(env, "SLURM_NTASKS_PER_NODE", 1) : id.world_size;
+    }
     id.master_addr = string_variable(env, "MASTER_ADDR", "");
     if (id.master_addr.empty()) {
-      // The first host of the allocation.
-      const std::string nodes = string_variable(env, "SLURM_JOB_NODELIST", string_variable(env, "SLURM_NODELIST", "127.0.0.1"));
-      id.master_addr = expand_hostlist(nodes).front();
+      // The first host of the step (SLURM_STEP_NODELIST), else of the allocation.
+      auto first = slurm_first_host(env);
+      id.master_addr = first ? first->value : "127.0.0.1";
     }
     id.master_port = env.count("MASTER_PORT") ? int_variable(env, "MASTER_PORT", 1) : port_from_slurm_job(env);
   } else {

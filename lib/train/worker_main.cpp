@@ -11,6 +11,7 @@
 #include "core/config_loader.hpp"
 #include "core/error.hpp"
 #include "core/heartbeat_writer.hpp"
+#include "core/slurm_environment.hpp"
 #include "core/worker_env.hpp"
 #include "core/worker_identity.hpp"
 #include "train/communicator.hpp"
@@ -68,7 +69,7 @@ int run_worker(const std::vector<std::string>& args) {
     LoadOptions options;
     options.make_run_id = [&env] {
       if (auto id = env.find("TORCHELASTIC_RUN_ID"); id != env.end() && !id->second.empty()) return id->second;
-      if (auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty()) return "slurm-" + job->second;
+      if (auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty()) return slurm_run_id(job->second);
       return generate_run_id();
     };
     loaded = load_config(config_request_from_args(args), env, options);

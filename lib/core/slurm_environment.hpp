@@ -1,0 +1,105 @@
+// What a SLURM allocation tells mgtrain, read from the environment by pure functions, each value with
+// the variable it came from (docs/slurm.md has the table). `mgtrain launch` started as one task per node
+// (`srun --ntasks-per-node=1 mgtrain launch CONFIG`) fills the launch settings nobody gave from it;
+// `mgtrain env` shows it; the worker's one-task-per-rank layout shares the store address and port rules.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config_loader.hpp"
+#include "core/environment.hpp"
+
+namespace mgtrain {
+
+// A detected value and where it came from, e.g. {"2", "SLURM_STEP_NUM_NODES"}.
+struct SlurmValue {
+  std::string value;
+  std::string source;
+};
+
+enum class SlurmLayout {
+  kNone,                // SLURM_JOB_ID unset: not inside a SLURM job
+  kJobShell,            // inside a job but not in a job step: the sbatch script or an salloc shell (first node only)
+  kLauncherPerNode,     // an srun step with one task per node: one `mgtrain launch` per node
+  kSeveralTasksPerNode  // an srun step with more tasks than nodes: wrong for `mgtrain launch` (see `problem`)
+};
+
+struct SlurmDetection {
+  SlurmLayout layout = SlurmLayout::kNone;
+  std::string job_id;             // SLURM_JOB_ID
+  int restart_count = 0;          // SLURM_RESTART_COUNT: > 0 when the job was requeued
+  // What `mgtrain launch` fills in for launch.<key> when no source gave it.
+  std::optional<SlurmValue> nnodes, node_rank, master_addr, master_port, run_id, nproc;
+  std::vector<std::string> notes;  // things worth saying, e.g. a job shell of a multi-node job uses one node
+  std::string nproc_note;          // why nproc was not detected (no GPUs), said when nproc is left at its default
+  std::string problem;             // non-empty: this layout cannot work; the text says what to do instead
+
+  bool in_job() const { return layout != SlurmLayout::kNone; }
+};
+
+SlurmDetection detect_slurm(const EnvMap& env);
+
+// "launcher per node (srun step, one task per node)", ...
+std::string describe_layout(SlurmLayout layout);
+
+// ---- shared with the worker's one-task-per-rank layout (worker_identity.cpp, worker_main.cpp) ----
+
+// The store port of a job, the same on every node and task: 20000 + SLURM_JOB_ID % 20000.
+int slurm_port_for_job(long long job_id);
+// The run id of a job, so a requeued job finds its checkpoints: "slurm-<SLURM_JOB_ID>".
+std::string slurm_run_id(const std::string& job_id);
+// The first host of the step's nodes (SLURM_STEP_NODELIST; the job's SLURM_JOB_NODELIST or
+// SLURM_NODELIST outside a step): where node 0 of the step runs. nullopt: no node list.
+// Throws UsageError naming the variable when the list is malformed.
+std::optional<SlurmValue> slurm_first_host(const EnvMap& env);
+// GPUs in a SLURM GPU count: "4", "a100:4", "gpu:a100:4", "a100:2,v100:2" (a sum). nullopt: not a count.
+std::optional<int> parse_slurm_gpu_count(const std::string& text);
+// Tasks on the node with index `node_index` from SLURM's compressed per-node list, e.g. "2(x3),1".
+std::optional<int> slurm_tasks_on_node(const std::string& tasks_per_node, int node_index);
+
+// ---- what `mgtrain launch` does with it ----
+
+// Every detected launch setting as launch.<key>, value and origin "SLURM (<variable>)".
+std::vector<DetectedSetting> slurm_launch_settings(const SlurmDetection& detection);
+
+// The config loader's `detect` hook for `mgtrain launch`: nothing with launch.slurm: off or outside a job;
+// otherwise slurm_launch_settings (nproc only when launch.gpu_ids is not set). Throws UsageError with
+// detection.problem for a step with several tasks per node.
+std::function<std::vector<DetectedSetting>(const LoadedConfig&)> slurm_launch_detector(EnvMap env);
+
+// Whether a config origin (LoadedConfig::origin) says the value came from SLURM's detection.
+bool is_slurm_origin(const std::string& origin);
+
+// The facts of a launch that the one-line SLURM summary reports.
+struct SlurmLaunchFacts {
+  int nnodes = 1, node_rank = 0, nproc = 1;
+  std::string master_addr;
+  int master_port = 0;  // 0: picked per attempt
+  std::string run_id;
+};
+// "mgtrain: SLURM job 123: node 1 of 2 (SLURM_NODEID, SLURM_STEP_NUM_NODES), master node01:24123
+// (SLURM_STEP_NODELIST, SLURM_JOB_ID), 4 workers (SLURM_GPUS_ON_NODE), run id slurm-123 (SLURM_JOB_ID)";
+// values given explicitly say "given". `origin`: LoadedConfig::origin.
+std::string slurm_launch_summary(const SlurmDetection& detection, const SlurmLaunchFacts& facts,
+                                 const std::map<std::string, std::string>& origin);
+
+// ---- requeue after preemption ----
+
+struct RequeueDecision {
+  bool requeue = false;
+  std::string reason;  // why not, for the log (empty when requeue is true)
+};
+// Node 0 requeues the job when its workers saved a checkpoint and stopped on request (exit 75, after a
+// SIGUSR1 warning or a SIGTERM), nothing failed, and launch.slurm_requeue is on.
+// `job_state`: the job's state from scontrol after a SIGTERM (CANCELLED: the user's scancel, not requeued).
+RequeueDecision decide_slurm_requeue(const SlurmDetection& detection, bool requeue_enabled, int node_rank,
+                                     bool workers_saved_and_stopped, bool failed, const std::string& job_state = "");
+
+// JobState=... from `scontrol -o show job ID` output; empty when absent.
+std::string parse_slurm_job_state(const std::string& scontrol_output);
+
+}  // namespace mgtrain
