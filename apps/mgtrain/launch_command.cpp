@@ -10,12 +10,19 @@ int run_launch_command(const LaunchRequest& request) {
   LoadOptions options;
   options.detect = slurm_launch_detector(current_environment());  // inside a SLURM job (docs/slurm.md)
   LoadedConfig loaded = load_config(request.config, current_environment(), options);
-  if (!request.run_under_python) return run_launch(request, loaded);
+  LaunchEnvironment outside;
+  // A node started without a run id adopts node 0's: its config is loaded again so ${run_id} expands to it.
+  outside.reload_with_run_id = [&request](const std::string& run_id) {
+    ConfigRequest again = request.config;
+    again.flags.push_back({"launch.run_id", run_id, "--run-id"});
+    return load_config(again, current_environment());
+  };
+  if (!request.run_under_python) return run_launch(request, loaded, outside);
   // `mgtrain launch train.py` / `-m module`: the interpreter is launch.python, known only now.
   LaunchRequest with_python = request;
   with_python.command.insert(with_python.command.begin(), loaded.config.launch.python);
   with_python.run_under_python = false;
-  return run_launch(with_python, loaded);
+  return run_launch(with_python, loaded, outside);
 }
 
 }  // namespace mgtrain

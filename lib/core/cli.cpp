@@ -49,6 +49,17 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--heartbeat-timeout,--heartbeat_timeout", "launch.heartbeat_timeout", true},
     {"--worker", "launch.worker", true},
     {"--python", "launch.python", true},
+    {"--rdzv-endpoint,--rdzv_endpoint", "launch.rdzv_endpoint", true},
+    {"--rdzv-backend,--rdzv_backend", "launch.rdzv_backend", true},
+    {"--join-timeout,--join_timeout", "launch.join_timeout", true},
+    {"--last-call-timeout,--last_call_timeout", "launch.last_call_timeout", true},
+    {"--node-timeout,--node_timeout", "launch.node_timeout", true},
+    {"--node-heartbeat-interval,--node_heartbeat_interval", "launch.node_heartbeat_interval", true},
+    {"--allow-uneven-nproc,--allow_uneven_nproc", "launch.allow_uneven_nproc", false},
+    {"--hosts", "launch.hosts", true},
+    {"--hostfile", "launch.hostfile", true},
+    {"--remote-shell,--remote_shell", "launch.remote_shell", true},
+    {"--exit-with-stdin", "launch.exit_with_stdin", false},
 };
 
 // The spellings of a CLI11 option spec: "--nproc,--nproc_per_node" -> {"--nproc", "--nproc_per_node"}.
@@ -108,6 +119,8 @@ Examples:
   mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml
   mgtrain launch --nproc 4 --max-restarts 3 configs/fashion_mnist_cnn.yaml optim.lr=0.05
   mgtrain launch --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 --nproc 8 cfg.yaml
+  mgtrain launch --nnodes 1:4 --rdzv-endpoint node0:29400 --rdzv-id job7 --nproc 8 cfg.yaml   (elastic)
+  mgtrain launch --hosts node0:8,node1:8 cfg.yaml           (one agent per host over ssh; docs/multinode.md)
   mgtrain launch --nproc_per_node 2 train.py --epochs 3        (a torchrun command line, one word changed))";
 
 // Everything `launch` needs to know about an option token during the pre-split.

@@ -29,6 +29,18 @@ struct LaunchConfig {
   double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
   std::string worker;                 // path of the worker binary; empty: next to mgtrain
   std::string python = "python3";     // interpreter for `launch script.py`
+  // multi-node (docs/multinode.md)
+  std::string rdzv_endpoint;          // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
+  std::string rdzv_backend = "c10d";  // c10d | static (torchrun's names)
+  double join_timeout = 600.0;        // seconds for the nodes to meet (torchrun's default)
+  double last_call_timeout = 30.0;    // dynamic: wait for more nodes once MIN are there (torchrun's default)
+  double node_timeout = 30.0;         // seconds without a message before a node counts as dead
+  double node_heartbeat_interval = 5.0;  // seconds between agent heartbeats (at most node_timeout / 3)
+  bool allow_uneven_nproc = false;    // nodes may run different numbers of workers
+  std::string hosts;                  // "a:4,b:4": one agent per host through remote_shell
+  std::string hostfile;               // lines "host slots=4"
+  std::string remote_shell = "ssh {host}";  // command that runs an agent on {host}
+  bool exit_with_stdin = false;       // stop the job when stdin closes (set by --hosts for its agents)
 };
 
 // `model:` — which network the built-in trainer builds.

@@ -214,6 +214,53 @@ std::optional<std::string> check_nnodes(const std::string& v) {
   return fmt::format("'{}' is not a node count", v);
 }
 
+// "" or HOST[:PORT] (IPv6 in brackets: [::1]:29400).
+std::optional<std::string> check_endpoint(const std::string& v) {
+  if (trim(v).empty()) return std::nullopt;
+  std::string port;
+  if (v.front() == '[') {
+    std::size_t close = v.find(']');
+    if (close == std::string::npos || close == 1) return fmt::format("'{}' is not HOST:PORT", v);
+    if (close + 1 < v.size()) {
+      if (v[close + 1] != ':') return fmt::format("'{}' is not HOST:PORT", v);
+      port = v.substr(close + 2);
+    }
+  } else {
+    std::size_t colon = v.rfind(':');
+    if (colon == 0) return fmt::format("'{}' has no host", v);
+    if (colon != std::string::npos) {
+      if (v.find(':') != colon) return fmt::format("'{}': write an IPv6 address in brackets, e.g. [::1]:29400", v);
+      port = v.substr(colon + 1);
+    }
+  }
+  if (!port.empty() || v.back() == ':') {
+    auto n = parse_int(port);
+    if (!n || *n < 1 || *n > 65535) return fmt::format("'{}' has no valid port (1-65535)", v);
+  }
+  return std::nullopt;
+}
+
+// "" or "host[:slots],host[:slots],...".
+std::optional<std::string> check_hosts(const std::string& v) {
+  if (trim(v).empty()) return std::nullopt;
+  for (const auto& part : split(v, ',')) {
+    std::string entry = trim(part);
+    std::size_t colon = entry.rfind(':');
+    std::string host = colon == std::string::npos ? entry : entry.substr(0, colon);
+    if (host.empty()) return fmt::format("'{}' has an empty host", v);
+    if (colon != std::string::npos) {
+      auto n = parse_int(entry.substr(colon + 1));
+      if (!n || *n < 1) return fmt::format("'{}': slots after ':' must be a positive number", entry);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_remote_shell(const std::string& v) {
+  if (v.find("{host}") == std::string::npos) return fmt::format("'{}' does not contain {{host}}", v);
+  return std::nullopt;
+}
+
 // "" or a comma-separated list of non-negative integers.
 std::optional<std::string> check_index_list(const std::string& v) {
   if (trim(v).empty()) return std::nullopt;
@@ -266,6 +313,21 @@ std::vector<KeyDef> build_schema() {
   s.add(key("launch.heartbeat_timeout", &C::launch, &LaunchConfig::heartbeat_timeout, "seconds a heartbeating worker may stay silent before it counts as hung; 0: no watchdog").at_least(0));
   s.add(key("launch.worker", &C::launch, &LaunchConfig::worker, "path of the worker binary; empty: mgtrain-worker next to mgtrain"));
   s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module"));
+  s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); empty: static ranks from node_rank")
+            .must("empty, or HOST[:PORT]", check_endpoint));
+  s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend, "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); both use mgtrain's own protocol")
+            .one_of({"c10d", "static"}));
+  s.add(key("launch.join_timeout", &C::launch, &LaunchConfig::join_timeout, "multi-node: seconds for the nodes to meet (every node static, at least MIN dynamic) before the job fails naming the missing ones").range(0.01, 1e6));
+  s.add(key("launch.last_call_timeout", &C::launch, &LaunchConfig::last_call_timeout, "dynamic rendezvous: seconds a round waits for more nodes once MIN have arrived (it closes at once with MAX)").range(0, 1e6));
+  s.add(key("launch.node_timeout", &C::launch, &LaunchConfig::node_timeout, "multi-node: seconds without any message after which a node (or the rendezvous server) counts as dead").range(0.01, 1e6));
+  s.add(key("launch.node_heartbeat_interval", &C::launch, &LaunchConfig::node_heartbeat_interval, "multi-node: seconds between the agents' heartbeats (at most a third of node_timeout is used)").range(0.01, 1e6));
+  s.add(key("launch.allow_uneven_nproc", &C::launch, &LaunchConfig::allow_uneven_nproc, "multi-node: nodes may run different numbers of workers (ranks in node order); otherwise a different nproc is an error"));
+  s.add(key("launch.hosts", &C::launch, &LaunchConfig::hosts, "start one node agent per host through remote_shell, e.g. a:4,b:4 (host:workers; the first host is node 0)")
+            .must("empty, or host[:slots],...", check_hosts));
+  s.add(key("launch.hostfile", &C::launch, &LaunchConfig::hostfile, "like hosts, from a file with lines `host slots=4` (# comments)"));
+  s.add(key("launch.remote_shell", &C::launch, &LaunchConfig::remote_shell, "command that runs a node agent on {host}; the agent's command line follows as one shell-quoted argument")
+            .must("a command containing {host}", check_remote_shell));
+  s.add(key("launch.exit_with_stdin", &C::launch, &LaunchConfig::exit_with_stdin, "stop the job like SIGHUP when stdin closes (set by hosts/hostfile for remote agents, so none outlives its remote shell)"));
   // model
   s.add(key("model.type", &C::model, &ModelConfig::type, "network the built-in trainer builds").one_of({"mlp", "cnn", "resnet", "gpt", "torchscript"}));
   s.add(key("model.hidden_sizes", &C::model, &ModelConfig::hidden_sizes, "mlp: hidden layer widths").at_least(1));

@@ -27,4 +27,9 @@ std::string signal_name(int signal);
 // Exit code of the launcher when a worker stopped sending heartbeats (like timeout(1)).
 inline constexpr int kHungWorkerExitCode = 124;
 
+// Exit code of every node of a multi-node job when a node was lost (silent past launch.node_timeout,
+// or gone) or the nodes did not all arrive within launch.join_timeout, and no worker failure explains
+// it (EX_UNAVAILABLE).
+inline constexpr int kNodeLostExitCode = 69;
+
 }  // namespace mgtrain

@@ -31,6 +31,11 @@ void append_indented(std::string& out, const std::string& text, const std::strin
 
 void write_worker(JsonWriter& json, const FailedWorker& worker) {
   json.begin_object();
+  if (worker.node_rank >= 0 || worker.node_lost) {
+    json.key("node_rank").value(worker.node_rank);
+    json.key("node").value(worker.node);
+    json.key("node_lost").value(worker.node_lost);
+  }
   json.key("global_rank").value(worker.global_rank);
   json.key("local_rank").value(worker.local_rank);
   json.key("attempt").value(worker.attempt);
@@ -53,7 +58,14 @@ void write_worker(JsonWriter& json, const FailedWorker& worker) {
   for (const std::string& line : worker.stderr_tail) json.value(line);
   json.end_array();
   json.key("error_file");
-  if (!worker.error_file) {
+  if (!worker.error_file && !worker.error_message.empty()) {
+    json.begin_object();
+    json.key("message").value(worker.error_message);
+    json.key("traceback").value("");
+    json.key("timestamp").value("");
+    json.key("problem").null();
+    json.end_object();
+  } else if (!worker.error_file) {
     json.null();
   } else {
     const TorchErrorRecord& error = *worker.error_file;
@@ -71,6 +83,7 @@ void write_worker(JsonWriter& json, const FailedWorker& worker) {
 }  // namespace
 
 std::string FailedWorker::outcome() const {
+  if (node_lost) return node_problem;
   if (hung) return "no heartbeat for " + seconds_text(silent_s);
   return status.describe();
 }
@@ -93,11 +106,19 @@ std::string format_failure_report(const FailureReport& report) {
                      report.attempt + 1, report.max_restarts + 1, report.exit_code);
   out += rule + "\n";
   out += "Root cause (first failure):\n";
-  out += fmt::format("  rank       {} (local rank {}) on {}\n", cause.global_rank, cause.local_rank, cause.host);
-  out += fmt::format("  pid        {}\n", cause.pid);
-  out += fmt::format("  failure    {}\n", cause.outcome());
-  out += fmt::format("  time       {}\n", cause.time_utc);
-  out += fmt::format("  stderr     {}\n", cause.stderr_log);
+  if (cause.node_lost) {
+    out += fmt::format("  node       {}\n", cause.node);
+    out += fmt::format("  failure    {}\n", cause.outcome());
+    if (!cause.time_utc.empty()) out += fmt::format("  time       {}\n", cause.time_utc);
+  } else {
+    out += fmt::format("  rank       {} (local rank {}) on {}\n", cause.global_rank, cause.local_rank,
+                       cause.node.empty() ? cause.host : cause.node);
+    out += fmt::format("  pid        {}\n", cause.pid);
+    out += fmt::format("  failure    {}\n", cause.outcome());
+    out += fmt::format("  time       {}\n", cause.time_utc);
+    out += fmt::format("  stderr     {}{}\n", cause.stderr_log, cause.node_rank >= 0 ? " (on " + cause.host + ")" : "");
+    if (!cause.error_file && !cause.error_message.empty()) out += fmt::format("  error      {}\n", cause.error_message);
+  }
   if (cause.error_file) {
     const TorchErrorRecord& error = *cause.error_file;
     if (!error.problem.empty()) {
@@ -110,7 +131,9 @@ std::string format_failure_report(const FailureReport& report) {
       }
     }
   }
-  if (cause.stderr_tail.empty()) {
+  if (cause.node_lost) {
+    // no worker, no stderr
+  } else if (cause.stderr_tail.empty()) {
     out += "  (nothing on stderr)\n";
   } else {
     out += fmt::format("  last {} line{} of stderr:\n", cause.stderr_tail.size(), cause.stderr_tail.size() == 1 ? "" : "s");
@@ -121,7 +144,7 @@ std::string format_failure_report(const FailureReport& report) {
     out += "Other failures:\n";
     for (const FailedWorker& worker : report.other_failures) {
       out += fmt::format("  rank {} (local rank {}) on {}, pid {}: {} at {}{}\n", worker.global_rank,
-                         worker.local_rank, worker.host, worker.pid, worker.outcome(), worker.time_utc,
+                         worker.local_rank, worker.node.empty() ? worker.host : worker.node, worker.pid, worker.outcome(), worker.time_utc,
                          worker.during_teardown ? " (while the group was being stopped)" : "");
     }
   }

@@ -25,8 +25,14 @@ struct FailedWorker {
   std::vector<std::string> stderr_tail;       // last lines of stderr.log
   std::optional<TorchErrorRecord> error_file;  // TORCHELASTIC_ERROR_FILE, when the worker wrote it
   bool during_teardown = false;  // failed while the launcher was already stopping the group
+  // Multi-node jobs only (docs/multinode.md):
+  int node_rank = -1;            // the node of the failure; -1: a single-node job
+  std::string node;              // "node 1 (hostB, 10.77.0.2)"
+  bool node_lost = false;        // the node itself went away: no rank, `node_problem` says how
+  std::string node_problem;      // "sent nothing for 10 s (launch.node_timeout 10 s)"
+  std::string error_message;     // a remote worker's TORCHELASTIC_ERROR_FILE message (no traceback)
 
-  // "exit code 3", "signal SIGSEGV (11)", "no heartbeat for 30 s".
+  // "exit code 3", "signal SIGSEGV (11)", "no heartbeat for 30 s", or the node's problem.
   std::string outcome() const;
 };
 

@@ -16,6 +16,8 @@
 #include "core/run_directory.hpp"
 #include "core/slurm_launch.hpp"
 #include "core/log_layout.hpp"
+#include "core/hosts_launch.hpp"
+#include "core/node_agent.hpp"
 #include "core/supervisor.hpp"
 #include "core/worker_binary.hpp"
 
@@ -41,8 +43,7 @@ void write_to_fd(int fd, const std::string& text) {
 
 int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
   if (plan.picks_port()) return ports.pick_free_port();
-  // Only the node hosting rank 0 binds the port (torch's TCPStore); other nodes connect to it.
-  if (plan.node_rank == 0 && !ports.is_free(plan.master_port)) {
+  if (!ports.is_free(plan.master_port)) {
     throw UsageError("launch.master_port " + std::to_string(plan.master_port) +
                      " is already in use on this machine (another job, or a leftover process?): choose another "
                      "with --master-port, or --master-port 0 to pick a free one");
@@ -69,6 +70,10 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded) {
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside) {
   ensure_standard_fds_open();
   const LaunchConfig& launch = loaded.config.launch;
+  // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
+  if (launch.hosts.find_first_not_of(" \t") != std::string::npos || launch.hostfile.find_first_not_of(" \t") != std::string::npos) {
+    return run_hosts_launch(request, loaded, outside);
+  }
   EnvMap environment = outside.environment ? *outside.environment : current_environment();
   SocketPortProbe socket_ports;
   PortProbe& ports = outside.ports ? *outside.ports : socket_ports;
@@ -83,6 +88,8 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   const SlurmDetection slurm = launch.slurm == "off" ? SlurmDetection{} : detect_slurm(environment);
   const Say say = [&outside](const std::string& line) { write_to_fd(outside.stderr_fd, line + "\n"); };
   announce_slurm_launch(slurm, loaded, plan, builtin_trainer, say);
+  // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
+  if (plan.multi_node()) return run_node_agent(plan, loaded, builtin_trainer, environment, outside, ports);
   std::string config_file = log_layout::config_file(plan.run_dir);
   if (builtin_trainer) plan.command[1] = config_file;
 

@@ -2,6 +2,8 @@
 // launcher's exit code (docs/launch.md). The torch-free entry point called by apps/mgtrain.
 #pragma once
 
+#include <functional>
+
 #include "core/cli.hpp"
 #include "core/config_loader.hpp"
 #include "core/port_probe.hpp"
@@ -22,6 +24,9 @@ struct LaunchEnvironment {
   int stderr_fd = 2;
   PortProbe* ports = nullptr;                         // nullptr: real sockets
   const EnvMap* environment = nullptr;        // nullptr: this process's environment
+  // Multi-node: the config loaded again with another run id, for a node that was started without
+  // one and adopts node 0's (so ${run_id} expands to it). Unset: only launch.run_id changes.
+  std::function<LoadedConfig(const std::string& run_id)> reload_with_run_id;
 };
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside);
 

@@ -1,8 +1,10 @@
 // Validation and resolution of the launch settings into a LaunchPlan.
 #include "core/launch_plan.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
+#include <tuple>
 
 #include "core/error.hpp"
 
@@ -17,6 +19,12 @@ bool parse_positive_int(const std::string& text, int& value) {
     value = value * 10 + (c - '0');
   }
   return value > 0;
+}
+
+std::string trim_blanks(const std::string& text) {
+  std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
 std::string plural(int count, const std::string& word) {
@@ -96,19 +104,39 @@ int resolve_nproc(const std::string& nproc, const std::vector<std::string>& gpus
   throw UsageError("launch.nproc: '" + nproc + "' is not a worker count: use a positive number, auto, gpu or cpu");
 }
 
-int resolve_nnodes(const std::string& text) {
+// "N" or "MIN:MAX".
+std::pair<int, int> resolve_nnodes(const std::string& text) {
   int count = 0;
-  if (parse_positive_int(text, count)) return count;
+  if (parse_positive_int(text, count)) return {count, count};
   std::size_t colon = text.find(':');
   int low = 0, high = 0;
   if (colon != std::string::npos && parse_positive_int(text.substr(0, colon), low) &&
-      parse_positive_int(text.substr(colon + 1), high)) {
-    if (low == high) return low;
-    throw UsageError("launch.nnodes: elastic node ranges (" + text +
-                     ") are not supported yet: give a fixed node count, e.g. --nnodes " + std::to_string(high));
+      parse_positive_int(text.substr(colon + 1), high) && low <= high) {
+    return {low, high};
   }
-  throw UsageError("launch.nnodes: '" + text + "' is not a node count: use a positive number such as 2");
+  throw UsageError("launch.nnodes: '" + text + "' is not a node count: use a positive number such as 2, or MIN:MAX");
 }
+
+// "host", "host:port", "[v6]:port" -> host and port (default_port when absent).
+std::pair<std::string, int> split_endpoint(const std::string& text, int default_port) {
+  std::string host = text, port;
+  if (!text.empty() && text.front() == '[') {
+    std::size_t close = text.find(']');
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) port = text.substr(close + 2);
+  } else if (std::size_t colon = text.rfind(':'); colon != std::string::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  int number = default_port;
+  if (!port.empty() && (!parse_positive_int(port, number) || number > 65535)) {
+    throw UsageError("launch.rdzv_endpoint '" + text + "' has no valid port: write HOST:PORT, e.g. node0:29400");
+  }
+  if (host.empty()) throw UsageError("launch.rdzv_endpoint '" + text + "' has no host: write HOST:PORT, e.g. node0:29400");
+  return {host, number};
+}
+
+constexpr int kDefaultRendezvousPort = 29400;  // torchrun's c10d default
 
 }  // namespace
 
@@ -125,16 +153,25 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, plan.nproc_reason);
   if (gpu_ids_given) plan.gpu_for_local_rank = gpus;
 
-  plan.nnodes = resolve_nnodes(launch.nnodes);
+  std::tie(plan.min_nodes, plan.max_nodes) = resolve_nnodes(launch.nnodes);
+  plan.nnodes = plan.max_nodes;
+  // --standalone is torchrun's single-node shortcut: it overrides any rendezvous settings.
+  const bool endpoint_given = !launch.standalone && launch.rdzv_endpoint.find_first_not_of(" \t") != std::string::npos;
+  plan.dynamic = endpoint_given && launch.rdzv_backend == "c10d";
+  if (plan.min_nodes != plan.max_nodes && !plan.dynamic) {
+    throw UsageError("launch.nnodes " + launch.nnodes + " is a range: elastic jobs need the dynamic rendezvous, "
+                     "--rdzv-endpoint HOST:PORT (with --rdzv-backend c10d, the default); or give a fixed count, e.g. --nnodes " +
+                     std::to_string(plan.max_nodes));
+  }
   if (launch.standalone && plan.nnodes != 1) {
     throw UsageError("launch.standalone runs a single node, but launch.nnodes is " + launch.nnodes +
                      ": drop --standalone, or use --nnodes 1");
   }
-  if (launch.node_rank < 0 || launch.node_rank >= plan.nnodes) {
+  if (!plan.dynamic && (launch.node_rank < 0 || launch.node_rank >= plan.nnodes)) {
     throw UsageError("launch.node_rank " + std::to_string(launch.node_rank) + " is outside 0.." +
                      std::to_string(plan.nnodes - 1) + " (launch.nnodes is " + launch.nnodes + ")");
   }
-  plan.node_rank = static_cast<int>(launch.node_rank);
+  plan.node_rank = plan.dynamic ? 0 : static_cast<int>(launch.node_rank);  // dynamic: assigned by the rendezvous
   plan.world_size = plan.nnodes * plan.nproc;
 
   if (launch.master_addr.empty()) throw UsageError("launch.master_addr is empty: give the address of node 0, e.g. 127.0.0.1");
@@ -144,10 +181,29 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
                      " is not a TCP port: use 1..65535, or 0 to pick a free one");
   }
   plan.master_port = static_cast<int>(launch.master_port);
-  if (plan.picks_port() && plan.nnodes > 1) {
-    throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes +
-                     " every node must know the port; pass the same --master-port to all nodes");
+  if (endpoint_given && !plan.dynamic) {  // --rdzv-backend static: the endpoint is node 0's address and port
+    std::tie(plan.master_addr, plan.master_port) = split_endpoint(trim_blanks(launch.rdzv_endpoint), kDefaultRendezvousPort);
   }
+  if (plan.picks_port() && plan.nnodes > 1 && !plan.dynamic) {
+    throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes +
+                     " every node must know the port of node 0's rendezvous; pass the same --master-port to all nodes");
+  }
+  if (plan.dynamic) {
+    std::tie(plan.rdzv_host, plan.rdzv_port) = split_endpoint(trim_blanks(launch.rdzv_endpoint), kDefaultRendezvousPort);
+    plan.master_addr = plan.rdzv_host;  // the workers' store runs on the endpoint's host (node rank 0)
+  } else {
+    plan.rdzv_host = plan.master_addr;
+    plan.rdzv_port = plan.master_port;
+  }
+  plan.join_timeout_s = launch.join_timeout;
+  plan.last_call_timeout_s = launch.last_call_timeout;
+  plan.node_timeout_s = launch.node_timeout;
+  if (!(plan.join_timeout_s > 0) || !(plan.node_timeout_s > 0) || !(launch.node_heartbeat_interval > 0)) {
+    throw UsageError("launch.join_timeout, launch.node_timeout and launch.node_heartbeat_interval must be more than 0 seconds");
+  }
+  plan.node_heartbeat_interval_s = std::min(launch.node_heartbeat_interval, launch.node_timeout / 3);
+  plan.allow_uneven_nproc = launch.allow_uneven_nproc;
+  plan.exit_with_stdin = launch.exit_with_stdin;
 
   if (launch.max_restarts < 0) throw UsageError("launch.max_restarts must be 0 or more, not " + std::to_string(launch.max_restarts));
   plan.max_restarts = static_cast<int>(launch.max_restarts);

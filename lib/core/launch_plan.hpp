@@ -37,8 +37,24 @@ struct LaunchPlan {
   std::string hostname;
   std::string nproc_reason;                     // how nproc was chosen, e.g. "auto: 2 visible GPUs"
 
+  // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
+  int first_rank = -1;          // global rank of local rank 0; -1: node_rank * nproc
+  bool dynamic = false;         // node ranks assigned on arrival (rdzv_endpoint with c10d)
+  int min_nodes = 1;            // nnodes MIN:MAX (static: both nnodes)
+  int max_nodes = 1;
+  std::string rdzv_host;        // where the rendezvous server listens: static master_addr, dynamic the endpoint
+  int rdzv_port = 0;
+  double join_timeout_s = 600.0;
+  double last_call_timeout_s = 30.0;
+  double node_timeout_s = 30.0;
+  double node_heartbeat_interval_s = 5.0;  // already capped at node_timeout_s / 3
+  bool allow_uneven_nproc = false;
+  bool exit_with_stdin = false;
+
   bool picks_port() const { return master_port == 0; }
-  int global_rank(int local_rank) const { return node_rank * nproc + local_rank; }
+  // Whether node agents meet through the rendezvous (more than one node, or dynamic).
+  bool multi_node() const { return dynamic || max_nodes > 1; }
+  int global_rank(int local_rank) const { return (first_rank >= 0 ? first_rank : node_rank * nproc) + local_rank; }
 };
 
 // Checks every launch setting and resolves nproc, gpu_ids, nnodes, tee/redirect/filter and paths.

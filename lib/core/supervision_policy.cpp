@@ -24,13 +24,36 @@ SupervisionPolicy::SupervisionPolicy(const Settings& settings, WorkerGroupContro
 
 void SupervisionPolicy::start(SteadyTime now) {
   attempt_ = 0;
+  if (settings_.coordinated) {
+    phase_ = Phase::kWaiting;  // the node agent starts the attempt once the nodes have met
+    return;
+  }
   start_attempt(now);
+}
+
+void SupervisionPolicy::begin_attempt(int attempt, SteadyTime now) {
+  if (phase_ != Phase::kWaiting) throw Error("internal: begin_attempt while the previous attempt still runs");
+  attempt_ = attempt;
+  start_attempt(now);
+}
+
+void SupervisionPolicy::stop_on_request(SteadyTime now) {
+  if (phase_ != Phase::kRunning) return;
+  begin_stop(SIGTERM, now);
+}
+
+void SupervisionPolicy::finish_coordinated(int exit_code) {
+  if (phase_ == Phase::kFinished) return;
+  if (phase_ != Phase::kWaiting) throw Error("internal: finish_coordinated while workers run");
+  coordinated_exit_code_ = exit_code;
+  phase_ = Phase::kFinished;
 }
 
 void SupervisionPolicy::start_attempt(SteadyTime now) {
   phase_ = Phase::kRunning;
   stopping_for_failure_ = false;
   stopped_after_checkpoint_ = false;
+  attempt_clean_ = false;
   kill_deadline_.reset();
   std::fill(running_.begin(), running_.end(), true);
   std::fill(last_heartbeat_.begin(), last_heartbeat_.end(), std::nullopt);
@@ -72,16 +95,26 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
     failure.status = status;
     failure.time = now;
     record_failure(failure);
-    if (phase_ == Phase::kRunning) {
-      stopping_for_failure_ = true;
-      begin_stop(SIGTERM, now);
-    }
+    if (phase_ == Phase::kRunning) stop_for_failure(failure, now);
   }
   finish_attempt_if_done(now);
 }
 
+void SupervisionPolicy::stop_for_failure(const WorkerFailure& first, SteadyTime now) {
+  stopping_for_failure_ = true;
+  begin_stop(SIGTERM, now);
+  if (settings_.coordinated) control_.group_failing(first);
+}
+
 void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
   if (any_running()) return;
+  if (settings_.coordinated) {
+    attempt_clean_ = phase_ == Phase::kRunning;  // nobody failed, nothing was stopped
+    kill_deadline_.reset();
+    phase_ = launcher_signal_ ? Phase::kFinished : Phase::kWaiting;
+    control_.attempt_ended();
+    return;
+  }
   bool restart = phase_ == Phase::kStopping && stopping_for_failure_ && !launcher_signal_ &&
                  attempt_ < settings_.max_restarts;
   if (restart) {
@@ -94,6 +127,12 @@ void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
 }
 
 void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
+  if (phase_ == Phase::kWaiting && stops_the_job(signal)) {  // coordinated, between attempts
+    launcher_signal_ = signal;
+    phase_ = Phase::kFinished;
+    control_.attempt_ended();
+    return;
+  }
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
   if (!stops_the_job(signal)) {
     control_.signal_running_workers(signal);
@@ -119,6 +158,7 @@ void SupervisionPolicy::on_time(SteadyTime now) {
   }
   if (phase_ != Phase::kRunning || settings_.heartbeat_timeout_s <= 0) return;
   bool hang_found = false;
+  const std::size_t first_new = failures_.size();
   for (int rank = 0; rank < settings_.nproc; ++rank) {
     if (!running_[rank] || !last_heartbeat_[rank]) continue;
     if (now - *last_heartbeat_[rank] < seconds(settings_.heartbeat_timeout_s)) continue;
@@ -130,10 +170,7 @@ void SupervisionPolicy::on_time(SteadyTime now) {
     record_failure(failure);
     hang_found = true;
   }
-  if (hang_found) {
-    stopping_for_failure_ = true;
-    begin_stop(SIGTERM, now);
-  }
+  if (hang_found) stop_for_failure(failures_[first_new], now);
 }
 
 std::optional<SteadyTime> SupervisionPolicy::next_deadline() const {
@@ -157,6 +194,7 @@ std::optional<std::size_t> SupervisionPolicy::root_cause() const {
 
 int SupervisionPolicy::exit_code() const {
   if (launcher_signal_) return 128 + *launcher_signal_;
+  if (coordinated_exit_code_) return *coordinated_exit_code_;
   std::optional<std::size_t> cause = root_cause();
   if (!cause) return stopped_after_checkpoint_ ? exit_code::kStoppedAfterCheckpoint : 0;
   const WorkerFailure& failure = failures_[*cause];

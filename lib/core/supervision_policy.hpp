@@ -14,6 +14,8 @@ namespace mgtrain {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+struct WorkerFailure;
+
 // The side effects the policy orders.
 class WorkerGroupControl {
  public:
@@ -22,6 +24,11 @@ class WorkerGroupControl {
   virtual void start_workers(int attempt) = 0;
   // Send `signal` to the process group of every worker still running.
   virtual void signal_running_workers(int signal) = 0;
+  // Coordinated mode (multi-node) only: the first failure of an attempt, as the group starts to stop.
+  virtual void group_failing(const WorkerFailure& failure) { (void)failure; }
+  // Coordinated mode only: every worker of the attempt has exited; the policy waits for
+  // begin_attempt() or finish_coordinated() (or has finished, when the launcher got a signal).
+  virtual void attempt_ended() {}
 };
 
 // A worker that failed: exited non-zero, died by a signal, or stopped sending heartbeats.
@@ -44,6 +51,9 @@ class SupervisionPolicy {
     int max_restarts = 0;
     double grace_period_s = 5.0;       // SIGTERM -> SIGKILL
     double heartbeat_timeout_s = 0.0;  // 0: watchdog off
+    // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
+    // still stops the local group on a failure or signal (node_agent.hpp).
+    bool coordinated = false;
   };
 
   SupervisionPolicy(const Settings& settings, WorkerGroupControl& control);
@@ -57,6 +67,21 @@ class SupervisionPolicy {
   void on_heartbeat(int local_rank, SteadyTime now);
   // Time passed: escalation to SIGKILL and the hang watchdog.
   void on_time(SteadyTime now);
+
+  // Coordinated mode. start() leaves the policy waiting; the agent then calls:
+  // begin_attempt: start the workers of `attempt` (only while waiting).
+  void begin_attempt(int attempt, SteadyTime now);
+  // stop_on_request: another node failed: stop the local workers (SIGTERM, SIGKILL after the grace
+  // period) without counting anything as a failure here.
+  void stop_on_request(SteadyTime now);
+  // finish_coordinated: the job is over with this exit code (only while waiting).
+  void finish_coordinated(int exit_code);
+  // Whether the policy waits for the agent (no workers running, not finished).
+  bool waiting() const { return phase_ == Phase::kWaiting; }
+  // Whether the current attempt is running (workers alive, no stop begun).
+  bool attempt_running() const { return phase_ == Phase::kRunning; }
+  // Whether the last attempt's workers all exited 0 (or 75) by themselves.
+  bool attempt_succeeded() const { return attempt_clean_; }
 
   // When on_time must be called next; nullopt: only events can change anything.
   std::optional<SteadyTime> next_deadline() const;
@@ -75,13 +100,14 @@ class SupervisionPolicy {
   std::optional<std::size_t> root_cause() const;
 
  private:
-  enum class Phase { kIdle, kRunning, kStopping, kFinished };
+  enum class Phase { kIdle, kRunning, kStopping, kWaiting, kFinished };
 
   void start_attempt(SteadyTime now);
   void begin_stop(int signal, SteadyTime now);
   void record_failure(WorkerFailure failure);
   void finish_attempt_if_done(SteadyTime now);
   bool any_running() const;
+  void stop_for_failure(const WorkerFailure& first, SteadyTime now);
 
   Settings settings_;
   WorkerGroupControl& control_;
@@ -95,6 +121,8 @@ class SupervisionPolicy {
   std::vector<bool> running_;
   std::vector<std::optional<SteadyTime>> last_heartbeat_;
   std::vector<WorkerFailure> failures_;
+  bool attempt_clean_ = false;             // coordinated: the attempt ended without failure or stop
+  std::optional<int> coordinated_exit_code_;
 };
 
 }  // namespace mgtrain

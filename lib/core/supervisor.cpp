@@ -2,6 +2,7 @@
 #include "core/supervisor.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -26,6 +27,7 @@ constexpr auto kDrainTimeout = std::chrono::seconds(2);
 
 SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
   SupervisionPolicy::Settings settings;
+  settings.coordinated = plan.multi_node();
   settings.nproc = plan.nproc;
   settings.max_restarts = plan.max_restarts;
   settings.grace_period_s = plan.grace_period_s;
@@ -45,6 +47,13 @@ void make_directories(const std::string& path) {
     throw Error("cannot create log directory " + path + ": " + error.message() +
                 ": choose a writable directory with --log-dir (launch.log_dir)");
   }
+}
+
+// Reads and drops what stdin has; true at its end (EOF, or an error other than "try again").
+bool stdin_closed() {
+  char buffer[4096];
+  ssize_t got = read(STDIN_FILENO, buffer, sizeof buffer);
+  return got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR);
 }
 
 timespec to_timespec(Clock::duration duration) {
@@ -82,7 +91,8 @@ void Supervisor::kill_and_reap_all() {
 }
 
 void Supervisor::start_workers(int attempt) {
-  int port = attempt == 0 ? first_port_ : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
+  int port = peer_ ? plan_.master_port
+                  : attempt == 0 ? first_port_ : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
   workers_.clear();
   pids_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
   pids_by_attempt_[attempt].assign(plan_.nproc, -1);
@@ -125,6 +135,20 @@ void Supervisor::start_workers(int attempt) {
   }
   if (plan_.heartbeat_timeout_s > 0) next_heartbeat_probe_ = Clock::now();
 }
+
+void Supervisor::group_failing(const WorkerFailure& failure) {
+  if (peer_) peer_->on_group_failing(failure);
+}
+
+void Supervisor::attempt_ended() {
+  if (peer_) peer_->on_attempt_ended();
+}
+
+void Supervisor::begin_attempt(int attempt) { policy_.begin_attempt(attempt, Clock::now()); }
+
+void Supervisor::stop_workers_on_request() { policy_.stop_on_request(Clock::now()); }
+
+void Supervisor::finish(int exit_code) { policy_.finish_coordinated(exit_code); }
 
 void Supervisor::signal_running_workers(int signal) {
   for (const Worker& worker : workers_) {
@@ -175,17 +199,21 @@ SupervisionResult Supervisor::run() {
 
   std::optional<Clock::time_point> drain_deadline;
   std::vector<pollfd> poll_fds;
+  bool watch_stdin = plan_.exit_with_stdin;
   while (true) {
     Clock::time_point now = Clock::now();
     if (policy_.finished()) {
       bool any_open = false;
       for (const auto& capture : captures_) any_open = any_open || capture->open();
-      if (!any_open) break;
-      if (!drain_deadline) drain_deadline = now + kDrainTimeout;
-      if (now >= *drain_deadline) {
-        for (auto& capture : captures_) capture->close_stream(console_);
-        break;
+      if (any_open) {
+        if (!drain_deadline) drain_deadline = now + kDrainTimeout;
+        if (now >= *drain_deadline) {
+          for (auto& capture : captures_) capture->close_stream(console_);
+          captures_.clear();
+          any_open = false;
+        }
       }
+      if (!any_open && (!peer_ || peer_->done(now))) break;
     }
 
     std::optional<Clock::time_point> wake = policy_.next_deadline();
@@ -193,10 +221,18 @@ SupervisionResult Supervisor::run() {
       wake = next_heartbeat_probe_;
     }
     if (drain_deadline && (!wake || *drain_deadline < *wake)) wake = drain_deadline;
+    if (peer_) {
+      std::optional<Clock::time_point> peer_wake = peer_->next_deadline();
+      if (peer_wake && (!wake || *peer_wake < *wake)) wake = peer_wake;
+    }
 
     poll_fds.clear();
     poll_fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
     for (const auto& capture : captures_) poll_fds.push_back(pollfd{capture->fd(), POLLIN, 0});
+    const std::size_t captures_end = poll_fds.size();
+    if (watch_stdin) poll_fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
+    const std::size_t peer_first = poll_fds.size();
+    if (peer_) peer_->add_poll_fds(poll_fds);
     timespec timeout{};
     if (wake) timeout = to_timespec(*wake - now);
     int ready = ppoll(poll_fds.data(), poll_fds.size(), wake ? &timeout : nullptr, nullptr);
@@ -204,13 +240,24 @@ SupervisionResult Supervisor::run() {
 
     now = Clock::now();
     if (ready > 0) {
-      for (std::size_t index = 1; index < poll_fds.size(); ++index) {
+      for (std::size_t index = 1; index < captures_end; ++index) {
         if (poll_fds[index].revents != 0) captures_[index - 1]->read_available(console_);
       }
+      if (watch_stdin && poll_fds[captures_end].revents != 0 && stdin_closed()) {
+        // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
+        watch_stdin = false;
+        console_.add_text(true, "mgtrain: stdin closed (the launcher that started this agent is gone): stopping the job\n");
+        policy_.on_signal(SIGHUP, now);
+      }
       if (poll_fds[0].revents != 0) handle_signals(now);
+      // Signals may have started a new attempt: drop only captures that closed, never new ones.
       captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
                                      [](const std::unique_ptr<StreamCapture>& capture) { return !capture->open(); }),
                       captures_.end());
+    }
+    if (peer_) {
+      if (ready > 0) peer_->on_poll(poll_fds.data() + peer_first, poll_fds.size() - peer_first, now);
+      peer_->on_time(now);
     }
     probe_heartbeats(now);
     policy_.on_time(now);
@@ -225,6 +272,11 @@ SupervisionResult Supervisor::run() {
   result.attempts = policy_.attempt() + 1;
   if (policy_.root_cause()) result.failure = build_failure_report();
   return result;
+}
+
+std::optional<FailureReport> Supervisor::local_failure_report() const {
+  if (!policy_.root_cause()) return std::nullopt;
+  return build_failure_report();
 }
 
 FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {

@@ -3,6 +3,7 @@
 // SupervisionPolicy's orders, and gathers the failure report.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -32,6 +33,23 @@ struct SupervisionResult {
   std::optional<FailureReport> failure;   // set when a worker failed in the last attempt
 };
 
+// Takes part in the supervisor's loop: the node agent of a multi-node job (node_agent.hpp) adds its
+// sockets and deadlines, hears of the group's first failure and of each attempt's end, and drives the
+// attempts through begin_attempt / stop_workers_on_request / finish. Absent on a single node.
+class SupervisorPeer {
+ public:
+  virtual ~SupervisorPeer() = default;
+  virtual void add_poll_fds(std::vector<pollfd>& fds) = 0;
+  // `fds` is the slice this peer added, with revents filled in.
+  virtual void on_poll(const pollfd* fds, std::size_t count, std::chrono::steady_clock::time_point now) = 0;
+  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const = 0;
+  virtual void on_time(std::chrono::steady_clock::time_point now) = 0;
+  virtual void on_group_failing(const WorkerFailure& failure) = 0;
+  virtual void on_attempt_ended() = 0;
+  // Once the policy has finished: whether the loop may end (nothing left to send).
+  virtual bool done(std::chrono::steady_clock::time_point now) const = 0;
+};
+
 class Supervisor : private WorkerGroupControl {
  public:
   // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
@@ -44,6 +62,20 @@ class Supervisor : private WorkerGroupControl {
   // Runs the job to its end. Throws UsageError when the command cannot be executed.
   SupervisionResult run();
 
+  // Multi-node (the policy must be in coordinated mode; see SupervisorPeer). The plan given to the
+  // constructor is read again at every attempt, so the agent may change ranks and ports in between.
+  void set_peer(SupervisorPeer* peer) { peer_ = peer; }
+  void set_config_file(std::string config_file) { config_file_ = std::move(config_file); }
+  void begin_attempt(int attempt);
+  void stop_workers_on_request();
+  void finish(int exit_code);
+  const SupervisionPolicy& policy() const { return policy_; }
+  ConsoleWriter& console() { return console_; }
+  // The report entry of a failure of the current attempt (stderr tail, error file, ...).
+  FailedWorker describe_failure(const WorkerFailure& failure) const;
+  // The table and failure.json facts of the last attempt's failures, when it had any.
+  std::optional<FailureReport> local_failure_report() const;
+
  private:
   struct Worker {
     int local_rank = 0;
@@ -54,12 +86,13 @@ class Supervisor : private WorkerGroupControl {
 
   void start_workers(int attempt) override;
   void signal_running_workers(int signal) override;
+  void group_failing(const WorkerFailure& failure) override;
+  void attempt_ended() override;
 
   void handle_signals(std::chrono::steady_clock::time_point now);
   void handle_child_exits(std::chrono::steady_clock::time_point now);
   void probe_heartbeats(std::chrono::steady_clock::time_point now);
   void kill_and_reap_all();
-  FailedWorker describe_failure(const WorkerFailure& failure) const;
   FailureReport build_failure_report() const;
 
   const LaunchPlan& plan_;
@@ -79,6 +112,7 @@ class Supervisor : private WorkerGroupControl {
   std::chrono::steady_clock::time_point started_steady_;
   std::chrono::system_clock::time_point started_wall_;
   std::optional<std::chrono::steady_clock::time_point> next_heartbeat_probe_;
+  SupervisorPeer* peer_ = nullptr;
 };
 
 }  // namespace mgtrain

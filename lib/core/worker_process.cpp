@@ -65,8 +65,8 @@ WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
   for (const std::string& entry : spec.environment) envp.push_back(const_cast<char*>(entry.c_str()));
   envp.push_back(nullptr);
 
-  int stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (stdin_fd < 0) throw SystemError("open(/dev/null)", errno);
+  int stdin_fd = spec.stdin_fd >= 0 ? fcntl(spec.stdin_fd, F_DUPFD_CLOEXEC, 3) : open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (stdin_fd < 0) throw SystemError(spec.stdin_fd >= 0 ? "dup of the worker's stdin" : "open(/dev/null)", errno);
   Pipe out, err, report;
   try {
     out = make_pipe("worker stdout");

@@ -19,6 +19,8 @@ struct WorkerProcessSpec {
   // If >= 0: before exec, the child writes its pid (an int) to this pipe, so that the orphan guard
   // knows the new process group before any of the worker's own code runs (OrphanGuard::announce_fd).
   int announce_fd = -1;
+  // If >= 0: the child's stdin (the caller keeps and closes it); else /dev/null.
+  int stdin_fd = -1;
 };
 
 struct WorkerProcess {

@@ -115,7 +115,36 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
   launch.nnodes = "3:3";
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).nnodes == 3);
   launch.nnodes = "1:3";
-  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("elastic"));
+  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
+                    Catch::Contains("elastic jobs need the dynamic rendezvous, --rdzv-endpoint HOST:PORT"));
+  launch.rdzv_endpoint = "node0";  // dynamic: ranks come from the rendezvous, the port defaults to torchrun's
+  LaunchPlan elastic = make_launch_plan(launch, kCommand, host_with_gpus(0));
+  CHECK(elastic.dynamic);
+  CHECK(elastic.multi_node());
+  CHECK(elastic.min_nodes == 1);
+  CHECK(elastic.max_nodes == 3);
+  CHECK(elastic.rdzv_host == "node0");
+  CHECK(elastic.rdzv_port == 29400);
+  CHECK(elastic.master_addr == "node0");
+  launch.rdzv_endpoint = "[::1]:1234";
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).rdzv_host == "::1");
+  launch.rdzv_backend = "static";  // torchrun's static backend: the endpoint is node 0's address and port
+  launch.nnodes = "3";
+  launch.rdzv_endpoint = "node0:29511";
+  LaunchPlan fixed = make_launch_plan(launch, kCommand, host_with_gpus(0));
+  CHECK_FALSE(fixed.dynamic);
+  CHECK(fixed.master_addr == "node0");
+  CHECK(fixed.master_port == 29511);
+  CHECK(fixed.node_rank == 2);
+  launch.rdzv_endpoint = "";
+  launch.rdzv_backend = "c10d";
+  launch.nnodes = "1";
+  launch.node_rank = 0;
+  CHECK_FALSE(make_launch_plan(launch, kCommand, host_with_gpus(0)).multi_node());  // one node: no agent protocol
+  launch.node_timeout = 6;
+  launch.node_heartbeat_interval = 5;
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).node_heartbeat_interval_s == 2);  // a third of the timeout
+  launch.node_rank = 2;
   launch.nnodes = "2";
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("node_rank 2 is outside 0..1"));
   launch.node_rank = 0;

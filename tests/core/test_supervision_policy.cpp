@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/supervision_policy.hpp"
 
 using namespace mgtrain;
@@ -216,4 +217,79 @@ TEST_CASE("SIGTERM to the launcher: workers exiting 75 after saving did what the
   CHECK(policy.finished());
   CHECK(policy.failures().empty());
   CHECK(policy.exit_code() == 143);
+}
+
+namespace {
+
+// The node agent's view of a coordinated (multi-node) group.
+struct FakeCoordinatedGroup : FakeGroup {
+  std::vector<int> failing_ranks;
+  int ended = 0;
+  void group_failing(const WorkerFailure& failure) override { failing_ranks.push_back(failure.local_rank); }
+  void attempt_ended() override { ++ended; }
+};
+
+SupervisionPolicy::Settings coordinated(int nproc) {
+  SupervisionPolicy::Settings s = settings(nproc, 5, 2);
+  s.coordinated = true;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("coordinated: attempts start when the agent says, a failure is reported once, the agent picks the exit code", "[policy][multinode]") {
+  FakeCoordinatedGroup group;
+  SupervisionPolicy policy(coordinated(2), group);
+  policy.start(t0);
+  CHECK(policy.waiting());
+  CHECK(group.log.empty());  // no workers before the nodes have met
+  policy.begin_attempt(3, t0 + 1s);
+  CHECK(group.log == std::vector<std::string>{"start 3"});
+  CHECK(policy.attempt() == 3);
+  policy.on_worker_exit(1, ExitStatus::exited(9), t0 + 2s);
+  CHECK(group.failing_ranks == std::vector<int>{1});
+  CHECK(group.log.back() == "signal SIGTERM");
+  policy.on_worker_exit(0, ExitStatus::exited(4), t0 + 3s);  // during teardown: not reported again
+  CHECK(group.failing_ranks.size() == 1);
+  CHECK(group.ended == 1);
+  CHECK(policy.waiting());                  // no restart of its own, even with max_restarts 5
+  CHECK_FALSE(policy.attempt_succeeded());
+  CHECK(policy.exit_code() == 9);           // the local root cause, until the agent decides
+  policy.finish_coordinated(7);             // the job's root cause was elsewhere
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 7);
+}
+
+TEST_CASE("coordinated: a stop ordered by another node is not a failure here", "[policy][multinode]") {
+  FakeCoordinatedGroup group;
+  SupervisionPolicy policy(coordinated(2), group);
+  policy.start(t0);
+  policy.begin_attempt(0, t0);
+  policy.stop_on_request(t0 + 1s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  REQUIRE(policy.next_deadline());
+  CHECK(*policy.next_deadline() == t0 + 3s);  // SIGKILL after the grace period
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
+  policy.on_time(t0 + 3s);
+  CHECK(group.log.back() == "signal SIGKILL");
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGKILL), t0 + 3s + 1ms);
+  CHECK(group.ended == 1);
+  CHECK(group.failing_ranks.empty());
+  CHECK_FALSE(policy.root_cause());
+  CHECK_FALSE(policy.attempt_succeeded());
+  policy.begin_attempt(1, t0 + 4s);  // the next round
+  policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 5s);
+  policy.on_worker_exit(1, ExitStatus::exited(exit_code::kStoppedAfterCheckpoint), t0 + 5s);
+  CHECK(policy.attempt_succeeded());
+  CHECK(policy.stopped_after_checkpoint());
+}
+
+TEST_CASE("coordinated: a signal between rounds ends the agent at once", "[policy][multinode]") {
+  FakeCoordinatedGroup group;
+  SupervisionPolicy policy(coordinated(1), group);
+  policy.start(t0);
+  policy.on_signal(SIGINT, t0 + 1s);
+  CHECK(policy.finished());
+  CHECK(group.ended == 1);  // the agent tells the others it leaves
+  CHECK(policy.exit_code() == 130);
 }

@@ -247,9 +247,11 @@ TEST_CASE("master port: 0 picks a free one, a busy explicit one is refused befor
   CHECK_THROWS_AS(launch_in_process(launch, {worker}), UsageError);
   CHECK_FALSE(file_exists(marker));
 
-  launch.node_rank = 1;  // another node hosts the store: nothing to check here
-  launch.nnodes = "2";
-  CHECK(launch_in_process(launch, {worker}).exit_code == 0);
+  launch.nnodes = "2";  // node 0 of several hosts the node agents' rendezvous on that port: refused too
+  CHECK_THROWS_WITH(launch_in_process(launch, {worker}),
+                    Catch::Contains("master_port " + std::to_string(busy_port) + " is already in use") &&
+                        Catch::Contains("node 0 hosts mgtrain's rendezvous there"));
+  CHECK_FALSE(file_exists(marker));
   close(busy_fd);
 }
 

@@ -1,0 +1,27 @@
+// What the nodes of a multi-node job must agree on, as text the rendezvous server can compare and
+// explain: one "key=value" line per config key that shapes the job (every key outside `launch:`),
+// with the run id written as ${run_id} so nodes that adopt another's run id still compare equal.
+// Per-node settings (launch.*: nproc, node_rank, gpu_ids, log_dir, ...) are left out; nproc, nnodes,
+// run id and max_restarts travel in the join message and are compared one by one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace mgtrain {
+
+struct JobFingerprint {
+  std::string lines;  // "key=value\n" per compared key, in schema order
+  std::string hash;   // XXH64 of `lines`, 16 hex digits
+};
+
+JobFingerprint job_fingerprint(const Config& config);
+
+// The keys whose values differ between two fingerprints' lines, as "train.max_steps: 30 vs 20"
+// (first value from `ours`), at most `limit` of them.
+std::vector<std::string> fingerprint_differences(const std::string& ours, const std::string& theirs,
+                                                 std::size_t limit = 3);
+
+}  // namespace mgtrain

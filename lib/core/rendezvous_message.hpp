@@ -1,0 +1,155 @@
+// The node agents' rendezvous protocol on the wire: framing (magic, protocol version, type, length),
+// a checked incremental decoder that turns garbage into clear errors, and the typed messages agents
+// and the rendezvous server exchange (docs/multinode.md). Pure: no sockets.
+//
+// Frame: "MGRV" | u16 protocol version | u16 message type | u32 payload length  (big endian)
+// Payload: u16 field count, then per field: u16 name length, name, u32 value length, value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mgtrain::rdzv {
+
+inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 12;
+inline constexpr std::size_t kMaxPayloadBytes = 1 << 20;
+
+// Bytes that are not this protocol (another program on the port, a different mgtrain version).
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class MessageType : std::uint16_t {
+  kJoin = 1,           // agent -> server: who I am and what I run
+  kAssign = 2,         // server -> agent: a round starts; your node rank, the ranks, the workers' store
+  kWait = 3,           // server -> agent: joined, but a round is running; you start at the next one
+  kReject = 4,         // server -> agent: the nodes disagree (or bad request); exit with the code
+  kHeartbeat = 5,      // both ways
+  kWorkersFailed = 6,  // agent -> server: a local worker failed (sent at once)
+  kWorkersEnded = 7,   // agent -> server: every local worker of the round has exited
+  kStop = 8,           // server -> agent: stop your workers (another node failed)
+  kFinish = 9,         // server -> agent: the job is over; exit with the code
+  kLeave = 10,         // agent -> server: this agent is going away (it got a signal)
+};
+std::string type_name(MessageType type);
+
+// One message: a type and named string fields (typed accessors throw ProtocolError naming the field).
+struct Message {
+  MessageType type = MessageType::kHeartbeat;
+  std::map<std::string, std::string> fields;
+
+  Message& set(const std::string& name, const std::string& value);
+  Message& set(const std::string& name, long long value);
+  Message& set(const std::string& name, int value) { return set(name, static_cast<long long>(value)); }
+  Message& set(const std::string& name, double value);
+  Message& set(const std::string& name, bool value);
+  bool has(const std::string& name) const { return fields.count(name) != 0; }
+  const std::string& text(const std::string& name) const;
+  long long integer(const std::string& name) const;
+  double number(const std::string& name) const;
+  bool flag(const std::string& name) const;
+};
+
+// The frame of one message.
+std::string encode(const Message& message);
+
+// Cuts a byte stream into messages. Throws ProtocolError on the first byte that cannot be part of a
+// valid frame (wrong magic, other protocol version, unknown type, oversized or malformed payload).
+class MessageDecoder {
+ public:
+  void feed(const char* data, std::size_t size);
+  // The next complete message, if one has arrived.
+  std::optional<Message> next();
+  std::size_t buffered() const { return buffer_.size() - consumed_; }
+
+ private:
+  std::string buffer_;
+  std::size_t consumed_ = 0;
+};
+
+// ---- typed messages ------------------------------------------------------------------------
+
+struct JoinRequest {
+  std::string version;           // mgtrain version
+  int node_rank = -1;            // static: --node-rank; -1: assigned on arrival (dynamic)
+  std::string hostname;
+  std::string agent_id;          // unique per agent: hostname:pid
+  int nproc = 1;
+  std::string nnodes;            // as configured: "2" or "1:4"
+  std::string run_id;
+  bool run_id_generated = false; // no run id was given: adopt the others'
+  int max_restarts = 0;
+  bool allow_uneven_nproc = false;
+  std::string config_hash;       // of config_lines
+  std::string config_lines;      // "key=value\n" for every key that must agree (job_fingerprint.hpp)
+
+  Message to_message() const;
+  static JoinRequest from(const Message& message);
+};
+
+struct Assignment {
+  int round = 0;                         // TORCHELASTIC_RESTART_COUNT of the workers
+  int node_rank = 0;                     // the receiver's
+  std::vector<int> nproc_per_node;       // by node rank
+  std::vector<std::string> node_names;   // "node 1 (hostB, 10.77.0.2)" by node rank, for messages
+  std::string master_addr;               // the workers' store (global rank 0's node)
+  int master_port = 0;
+  std::string run_id;
+  int max_restarts = 0;
+
+  int nnodes() const { return static_cast<int>(nproc_per_node.size()); }
+  int world_size() const;
+  int first_rank(int node) const;        // sum of nproc of the nodes before `node`
+  Message to_message() const;
+  static Assignment from(const Message& message);
+};
+
+// The first failure of a round, as the failing node (or the server, for a lost node) describes it.
+struct NodeFailure {
+  int round = 0;
+  int node_rank = -1;
+  std::string node;              // "node 1 (hostB, 10.77.0.2)"
+  std::string host;              // hostname
+  bool node_lost = false;        // the node itself went away (silent, disconnected, stopped); no rank
+  int global_rank = -1;
+  int local_rank = -1;
+  long pid = 0;
+  int exit_code = 1;             // what every agent exits with when this ends the job
+  int signal = 0;                // the worker died by this signal; 0: it exited
+  bool hung = false;
+  double silent_s = 0.0;
+  std::string outcome;           // "exit code 3", "sent nothing for 10 s"
+  std::string time_utc;
+  std::string stderr_log;        // on that host
+  std::vector<std::string> stderr_tail;
+  std::string error_message;     // from TORCHELASTIC_ERROR_FILE
+
+  // One line: "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 3".
+  std::string summary() const;
+  void write_to(Message& message, const std::string& prefix) const;
+  static NodeFailure read_from(const Message& message, const std::string& prefix);
+};
+
+// Outcomes of a node's round in kWorkersEnded.
+inline constexpr const char* kEndedSuccess = "success";        // every worker exited 0
+inline constexpr const char* kEndedCheckpoint = "checkpoint";  // saved a checkpoint and stopped (75)
+inline constexpr const char* kEndedFailed = "failed";
+inline constexpr const char* kEndedStopped = "stopped";        // stopped on the server's request
+
+Message workers_failed_message(const NodeFailure& failure);
+Message workers_ended_message(int round, const std::string& outcome, int exit_code);
+Message stop_message(int round, const std::string& reason);
+Message finish_message(int exit_code, const std::string& text, const std::optional<NodeFailure>& root_cause);
+Message reject_message(int exit_code, const std::string& text);
+Message wait_message(const std::string& text);
+Message leave_message(int exit_code, const std::string& reason);
+Message heartbeat_message();
+
+}  // namespace mgtrain::rdzv

@@ -1,0 +1,439 @@
+// Multi-node jobs for real: node agents (`mgtrain launch`) in Linux network namespaces that stand in
+// for hosts (netns_hosts.hpp), talking over veth links. Static ranks, agreement errors, the join
+// timeout, fate sharing with global restarts, a cut link, the dynamic rendezvous, and the trainer
+// doing DDP across "hosts". Skips (saying why) where namespaces cannot be made.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "launch_fixture.hpp"
+#include "netns_hosts.hpp"
+
+using namespace mgtrain::testing;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
+
+#define REQUIRE_HOSTS(hosts)                                       \
+  do {                                                             \
+    if (!(hosts).skip_reason().empty()) {                          \
+      WARN("SKIP: no network namespaces: " << (hosts).skip_reason()); \
+      return;                                                      \
+    }                                                              \
+  } while (false)
+
+// One `mgtrain launch` in a namespace. Killed (with its workers, by their death signal and the
+// orphan guard) if the test ends before it does.
+class Agent {
+ public:
+  Agent(const NetnsHosts& hosts, int host, const std::vector<std::string>& launch_args, const std::string& output_prefix) {
+    std::vector<std::string> argv = hosts.exec_prefix(host);
+    argv.push_back(kMgtrain);
+    argv.push_back("launch");
+    argv.insert(argv.end(), launch_args.begin(), launch_args.end());
+    process_ = start_process(argv, output_prefix);
+  }
+  ~Agent() {
+    if (!exit_code_ && process_.pid > 0) {
+      kill(process_.pid, SIGKILL);
+      wait_for_exit(process_.pid, 5s);
+    }
+  }
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  pid_t pid() const { return process_.pid; }
+  // The exit code, or -1 when it did not end within `timeout`.
+  int wait(std::chrono::milliseconds timeout) {
+    if (!exit_code_) exit_code_ = wait_for_exit(process_.pid, timeout);
+    return exit_code_ ? *exit_code_ : -1;
+  }
+  std::string out() const { return read_text(process_.out_path); }
+  std::string err() const { return read_text(process_.err_path); }
+
+ private:
+  ChildProcess process_;
+  std::optional<int> exit_code_;
+};
+
+// Flags of a static job: node 0 at the first namespace's address, rendezvous on port 29500
+// (every namespace has its own ports), short timeouts.
+std::vector<std::string> static_flags(const NetnsHosts& hosts, const TempDir& dir, int node_rank, int nproc = 2) {
+  return {"--nnodes", "2", "--node-rank", std::to_string(node_rank), "--master-addr", hosts.address(0),
+          "--master-port", "29500", "--nproc", std::to_string(nproc), "--run-id", "mn", "--log-dir", dir / "runs",
+          "--grace-period", "1", "--join-timeout", "20", "--node-timeout", "4"};
+}
+
+// `args` plus `more`; a flag in `more` that `args` has already replaces its value there.
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  for (std::size_t index = 0; index < more.size(); ++index) {
+    auto found = std::find(args.begin(), args.end(), more[index]);
+    if (more[index].rfind("--", 0) == 0 && more[index] != "--" && found != args.end() && index + 1 < more.size() &&
+        found + 1 != args.end()) {
+      *(found + 1) = more[++index];
+      continue;
+    }
+    args.push_back(more[index]);
+  }
+  return args;
+}
+
+std::string rank_log(const TempDir& dir, int node, int attempt, int rank) {
+  return dir / ("runs/mn/node_" + std::to_string(node) + "/attempt_" + std::to_string(attempt) + "/rank_" +
+                std::to_string(rank) + "/stdout.log");
+}
+
+// "KEY=VALUE KEY=VALUE" -> map
+std::map<std::string, std::string> fields_of(const std::string& line) {
+  std::map<std::string, std::string> fields;
+  std::regex pair(R"((\w+)=(\S*))");
+  for (std::sregex_iterator it(line.begin(), line.end(), pair), end; it != end; ++it) fields[(*it)[1]] = (*it)[2];
+  return fields;
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+const char* kEnvScript =
+    "echo \"RANK=$RANK LOCAL_RANK=$LOCAL_RANK GROUP_RANK=$GROUP_RANK WORLD_SIZE=$WORLD_SIZE "
+    "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR "
+    "MASTER_PORT=$MASTER_PORT RESTART=$TORCHELASTIC_RESTART_COUNT RUN_ID=$TORCHELASTIC_RUN_ID\"";
+
+}  // namespace
+
+TEST_CASE("static: two nodes x two workers get torchrun's ranks in node order and one workers' store", "[multinode][static]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "env.sh", kEnvScript);
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), {"--", worker}), dir / "node1");  // before node 0: it waits
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--", worker}), dir / "node0");
+  REQUIRE(node0.wait(20s) == 0);
+  REQUIRE(node1.wait(20s) == 0);
+  std::set<std::string> ports;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto fields = fields_of(read_text(rank_log(dir, rank / 2, 0, rank)));
+    CHECK(fields["RANK"] == std::to_string(rank));
+    CHECK(fields["LOCAL_RANK"] == std::to_string(rank % 2));
+    CHECK(fields["GROUP_RANK"] == std::to_string(rank / 2));
+    CHECK(fields["WORLD_SIZE"] == "4");
+    CHECK(fields["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(fields["GROUP_WORLD_SIZE"] == "2");
+    CHECK(fields["MASTER_ADDR"] == hosts.address(0));
+    CHECK(fields["RESTART"] == "0");
+    CHECK(fields["RUN_ID"] == "mn");
+    ports.insert(fields["MASTER_PORT"]);
+  }
+  REQUIRE(ports.size() == 1);                  // one store for the whole job ...
+  CHECK(*ports.begin() != "29500");            // ... on a port node 0 picked, not the rendezvous port
+  CHECK_THAT(node1.out(), Catch::Contains("[rank 3] RANK=3"));
+  CHECK_THAT(node0.err(), Catch::Contains("hosting the rendezvous on port 29500"));
+  CHECK_THAT(node1.err(), Catch::Contains("round 0: node 1 (") && Catch::Contains("(ranks 2-3 of 4)"));
+  CHECK(file_exists(dir / "runs/mn/node_0/config.yaml"));
+  CHECK(file_exists(dir / "runs/mn/node_1/config.yaml"));
+}
+
+TEST_CASE("static: the trainer runs DDP across two namespaces (Gloo between hosts)", "[multinode][static][trainer]") {
+  if (!file_exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker")) {
+    WARN("SKIP: mgtrain-worker is not built (configured with -DMGTRAIN_BUILD_WORKER=OFF)");
+    return;
+  }
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string config = std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml";
+  std::vector<std::string> training = {config, "train.max_steps=30", "log.every_steps=10", "data.synthetic_samples=4096",
+                                       "ddp.connect_timeout_s=30", "data.loader_threads=0"};
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), training), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), training), dir / "node1");
+  int code0 = node0.wait(120s), code1 = node1.wait(120s);
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  REQUIRE(code0 == 0);
+  REQUIRE(code1 == 0);
+  std::string summary;
+  for (const std::string& line : split_lines(read_text(rank_log(dir, 0, 0, 0)))) {
+    if (line.rfind("{\"summary\"", 0) == 0) summary = line;
+  }
+  REQUIRE_FALSE(summary.empty());
+  YAML::Node parsed = YAML::Load(summary)["summary"];
+  CHECK(parsed["world_size"].as<int>() == 4);
+  CHECK(parsed["steps"].as<int>() == 30);
+  CHECK(parsed["backend"].as<std::string>() == "gloo");
+}
+
+TEST_CASE("static: a different --nproc is a clear error on both nodes, not a hang", "[multinode][static][agreement]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string marker = dir / "started";
+  std::string worker = write_script(dir / "w.sh", "touch " + marker);
+  auto started = Clock::now();
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0, 2), {"--", worker}), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1, 4), {"--", worker}), dir / "node1");
+  CHECK(node0.wait(15s) == 2);
+  CHECK(node1.wait(15s) == 2);
+  CHECK(seconds_since(started) < 10);
+  for (const std::string& err : {node0.err(), node1.err()}) {
+    CHECK_THAT(err, Catch::Contains("mgtrain: error: node 1 (") && Catch::Contains(hosts.address(1) + ") has --nproc 4, node 0 (") &&
+                        Catch::Contains(") has --nproc 2; pass the same --nproc on every node, or --allow-uneven-nproc"));
+  }
+  CHECK_FALSE(file_exists(marker));
+}
+
+TEST_CASE("static: uneven --nproc with --allow-uneven-nproc gives ranks in node order", "[multinode][static]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "env.sh", kEnvScript);
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0, 1), {"--allow-uneven-nproc", "--", worker}), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1, 3), {"--allow-uneven-nproc", "--", worker}), dir / "node1");
+  REQUIRE(node0.wait(20s) == 0);
+  REQUIRE(node1.wait(20s) == 0);
+  CHECK(fields_of(read_text(rank_log(dir, 0, 0, 0)))["WORLD_SIZE"] == "4");
+  for (int rank = 1; rank <= 3; ++rank) {
+    auto fields = fields_of(read_text(rank_log(dir, 1, 0, rank)));
+    CHECK(fields["LOCAL_RANK"] == std::to_string(rank - 1));
+    CHECK(fields["LOCAL_WORLD_SIZE"] == "3");
+  }
+}
+
+TEST_CASE("static: the join timeout names the node ranks that arrived and those that did not", "[multinode][static][timeout]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  auto flags = with(static_flags(hosts, dir, 0), {"--join-timeout", "1.5", "--", "true"});
+  auto started = Clock::now();
+  Agent node0(hosts, 0, flags, dir / "node0");
+  CHECK(node0.wait(15s) == 69);
+  CHECK(seconds_since(started) < 6);
+  CHECK_THAT(node0.err(), Catch::Contains("not every node arrived within launch.join_timeout (1.5 s)") &&
+                              Catch::Contains("missing: node rank 1"));
+  // A node whose rendezvous server never appears says whom it could not reach.
+  Agent lonely(hosts, 1, with(static_flags(hosts, dir, 1), {"--join-timeout", "1", "--", "true"}), dir / "node1");
+  CHECK(lonely.wait(15s) == 69);
+  CHECK_THAT(lonely.err(), Catch::Contains("could not reach the rendezvous server at " + hosts.address(0) + ":29500 within "
+                                           "launch.join_timeout (1 s)"));
+}
+
+TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds; both restart and finish", "[multinode][fate]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  // Attempt 0: rank 3 dies by SIGKILL once everyone runs, the others would sleep for a minute.
+  // Attempt 1: everyone finishes at once.
+  std::string worker = write_script(dir / "w.sh",
+                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ]; then echo done $RANK; exit 0; fi\n"
+                                    "if [ \"$RANK\" = 3 ]; then sleep 0.5; kill -9 $$; fi\n"
+                                    "sleep 60");
+  auto started = Clock::now();
+  auto flags0 = with(static_flags(hosts, dir, 0), {"--max-restarts", "1", "--", worker});
+  auto flags1 = with(static_flags(hosts, dir, 1), {"--max-restarts", "1", "--", worker});
+  Agent node0(hosts, 0, flags0, dir / "node0");
+  Agent node1(hosts, 1, flags1, dir / "node1");
+  int code0 = node0.wait(30s), code1 = node1.wait(30s);
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  CHECK(code0 == 0);
+  CHECK(code1 == 0);
+  CHECK(seconds_since(started) < 15);  // not the workers' 60 s sleep
+  for (int rank = 0; rank < 4; ++rank) CHECK(read_text(rank_log(dir, rank / 2, 1, rank)) == "done " + std::to_string(rank) + "\n");
+  CHECK_THAT(node0.err(), Catch::Contains("stopping the workers of this node: rank 3 (local rank 1) on node 1"));
+  CHECK_THAT(node0.err(), Catch::Contains("round 1: node 0"));
+}
+
+TEST_CASE("fate sharing without restarts: every node exits with the root cause's code and names it", "[multinode][fate]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "w.sh",
+                                    "if [ \"$RANK\" = 2 ]; then sleep 0.5; echo 'bad batch' >&2; exit 7; fi\n"
+                                    "sleep 60");
+  auto started = Clock::now();
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--", worker}), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), {"--", worker}), dir / "node1");
+  CHECK(node0.wait(30s) == 7);
+  CHECK(node1.wait(30s) == 7);
+  CHECK(seconds_since(started) < 12);
+  for (const std::string& err : {node0.err(), node1.err()}) {
+    CHECK_THAT(err, Catch::Contains("rank       2 (local rank 0) on node 1 (") && Catch::Contains("failure    exit code 7") &&
+                        Catch::Contains("| bad batch"));
+  }
+  for (int node : {0, 1}) {
+    YAML::Node report = YAML::Load(read_text(dir / ("runs/mn/node_" + std::to_string(node) + "/failure.json")));
+    CHECK(report["exit_code"].as<int>() == 7);
+    CHECK(report["root_cause"]["global_rank"].as<int>() == 2);
+    CHECK(report["root_cause"]["node_rank"].as<int>() == 1);
+    CHECK_FALSE(report["root_cause"]["node_lost"].as<bool>());
+  }
+}
+
+TEST_CASE("a node's link cut: the other side notices within the node timeout and both exit with a clear report", "[multinode][dead]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "w.sh", "touch \"$MGTRAIN_RUN_DIR/../up_$RANK\"; sleep 60");
+  auto flags0 = with(static_flags(hosts, dir, 0), {"--node-timeout", "2", "--max-restarts", "3", "--", worker});
+  auto flags1 = with(static_flags(hosts, dir, 1), {"--node-timeout", "2", "--max-restarts", "3", "--", worker});
+  Agent node0(hosts, 0, flags0, dir / "node0");
+  Agent node1(hosts, 1, flags1, dir / "node1");
+  REQUIRE(wait_until([&] { return file_exists(dir / "runs/mn/up_0") && file_exists(dir / "runs/mn/up_3"); }, 20s));
+  auto cut = Clock::now();
+  hosts.cut_link(1);
+  CHECK(node0.wait(15s) == 69);
+  double noticed = seconds_since(cut);
+  CHECK(noticed >= 1.5);
+  CHECK(noticed < 6);  // node timeout 2 s, grace period 1 s, some slack for busy machines
+  CHECK(node1.wait(15s) == 69);
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  CHECK_THAT(node0.err(), Catch::Contains("node       node 1 (") && Catch::Contains("failure    sent nothing for 2") &&
+                              Catch::Contains("a static job restarts only with all 2 nodes, and node rank 1 is gone"));
+  CHECK_THAT(node1.err(), Catch::Contains("the rendezvous server at " + hosts.address(0) + ":29500 (node 0) sent nothing for"));
+  YAML::Node report = YAML::Load(read_text(dir / "runs/mn/node_0/failure.json"));
+  CHECK(report["root_cause"]["node_lost"].as<bool>());
+  CHECK(report["root_cause"]["node_rank"].as<int>() == 1);
+}
+
+TEST_CASE("dynamic: ranks on arrival; MIN nodes after the last call; a late node joins the next round, without the lost one",
+          "[multinode][dynamic]") {
+  NetnsHosts hosts(3);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  // Round 0: A (the endpoint's host) and B, closed at MIN after the last call; C comes late and waits.
+  // B's agent is then killed: round 1 runs A and C, whose workers finish at once.
+  std::string worker = write_script(dir / "w.sh",
+                                    std::string(kEnvScript) + " > \"$MGTRAIN_RUN_DIR/../env_${TORCHELASTIC_RESTART_COUNT}_$RANK\"\n"
+                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then sleep 60; fi");
+  const std::vector<std::string> flags = {"--nnodes", "2:3", "--rdzv-endpoint", hosts.address(0) + ":29400", "--rdzv-backend", "c10d",
+                                          "--rdzv-id", "mn", "--nproc", "1", "--log-dir", dir / "runs", "--grace-period", "1",
+                                          "--join-timeout", "20", "--last-call-timeout", "1", "--node-timeout", "4",
+                                          "--max-restarts", "1", "--", worker};
+  auto started = Clock::now();
+  Agent b(hosts, 1, flags, dir / "b");
+  Agent a(hosts, 0, flags, dir / "a");
+  auto written = [](const std::string& path) {  // the shell creates the file before echo writes the line
+    std::string text = read_text(path);
+    return !text.empty() && text.back() == '\n';
+  };
+  REQUIRE(wait_until([&] { return written(dir / "runs/mn/env_0_0") && written(dir / "runs/mn/env_0_1"); }, 20s));
+  CHECK(seconds_since(started) >= 1);  // the last call: a third node could still have come
+  for (int rank = 0; rank < 2; ++rank) {
+    auto fields = fields_of(read_text(dir / ("runs/mn/env_0_" + std::to_string(rank))));
+    CHECK(fields["GROUP_RANK"] == std::to_string(rank));
+    CHECK(fields["WORLD_SIZE"] == "2");
+    CHECK(fields["MASTER_ADDR"] == hosts.address(0));  // the endpoint's host is node 0: its rank 0 hosts the store
+    CHECK(fields["RUN_ID"] == "mn");
+  }
+  CHECK_THAT(a.err(), Catch::Contains("round 0: node 0 ("));
+  Agent c(hosts, 2, flags, dir / "c");
+  REQUIRE(wait_until([&] { return c.err().find("joins at the next round") != std::string::npos; }, 10s));
+  kill(b.pid(), SIGKILL);
+  CHECK(a.wait(20s) == 0);
+  CHECK(c.wait(20s) == 0);
+  b.wait(1s);
+  INFO("a stderr:\n" << a.err() << "\nc stderr:\n" << c.err());
+  auto late = fields_of(read_text(dir / "runs/mn/env_1_1"));
+  CHECK(late["GROUP_RANK"] == "1");
+  CHECK(late["WORLD_SIZE"] == "2");
+  CHECK(late["RESTART"] == "1");
+  CHECK_THAT(a.err(), Catch::Contains("closed the connection; stopping the workers of every node") &&
+                          Catch::Contains("restarting with 2 nodes (restart 1 of 1)"));
+  CHECK_THAT(c.err(), Catch::Contains("round 1: node 1 ("));
+}
+
+TEST_CASE("dynamic: with fewer than MIN nodes the join timeout says how many came", "[multinode][dynamic][timeout]") {
+  NetnsHosts hosts(1);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  Agent a(hosts, 0,
+          {"--nnodes", "2:3", "--rdzv-endpoint", hosts.address(0) + ":29400", "--rdzv-id", "mn", "--log-dir", dir / "runs",
+           "--join-timeout", "1", "--", "true"},
+          dir / "a");
+  CHECK(a.wait(15s) == 69);
+  CHECK_THAT(a.err(), Catch::Contains("only 1 node arrived within launch.join_timeout (1 s), fewer than the minimum of 2"));
+}
+
+// ---- one command for many hosts ----
+
+namespace {
+
+std::vector<std::string> hosts_command(const NetnsHosts& hosts, const TempDir& dir, const std::string& remote_shell,
+                                       const std::vector<std::string>& more) {
+  std::vector<std::string> argv = {kMgtrain, "launch", "--hosts", hosts.name(0) + ":2," + hosts.name(1) + ":2",
+                                   "--remote-shell", remote_shell, "--master-addr", hosts.address(0), "--run-id", "mn",
+                                   "--log-dir", dir / "runs", "--grace-period", "1", "--join-timeout", "20"};
+  argv.insert(argv.end(), more.begin(), more.end());
+  return argv;
+}
+
+}  // namespace
+
+TEST_CASE("hosts (--hosts): one command starts an agent per host through `ip netns exec {host} sh -c` and streams their output",
+          "[multinode][hosts]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "env.sh", kEnvScript);
+  ChildProcess launcher = start_process(hosts_command(hosts, dir, "ip netns exec {host} sh -c", {"--", worker}), dir / "launcher");
+  std::optional<int> code = wait_for_exit(launcher.pid, 30s);
+  INFO("launcher stderr:\n" << read_text(launcher.err_path));
+  REQUIRE(code == 0);
+  std::string out = read_text(launcher.out_path);
+  CHECK_THAT(out, Catch::Contains("[" + hosts.name(0) + "] [rank 1] RANK=1 ") &&
+                      Catch::Contains("[" + hosts.name(1) + "] [rank 3] RANK=3 LOCAL_RANK=1 GROUP_RANK=1 WORLD_SIZE=4"));
+  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("started 2 node agents through `ip netns exec {host} sh -c`"));
+  CHECK(fields_of(read_text(rank_log(dir, 1, 0, 2)))["MASTER_ADDR"] == hosts.address(0));
+}
+
+TEST_CASE("hosts (--hosts): a failure on one host ends the job everywhere with its code", "[multinode][hosts]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "w.sh", "if [ \"$RANK\" = 3 ]; then sleep 0.3; exit 5; fi; sleep 60");
+  auto started = Clock::now();
+  ChildProcess launcher = start_process(hosts_command(hosts, dir, "ip netns exec {host} sh -c", {"--", worker}), dir / "launcher");
+  std::optional<int> code = wait_for_exit(launcher.pid, 30s);
+  INFO("launcher stderr:\n" << read_text(launcher.err_path));
+  CHECK(code == 5);
+  CHECK(seconds_since(started) < 10);
+  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("[" + hosts.name(0) + "] ") &&
+                                               Catch::Contains("rank       3 (local rank 1) on node 1"));
+  CHECK(wait_until([&] { return live_job_processes({}, dir.path()).empty(); }, 5s));
+}
+
+TEST_CASE("hosts (--hosts): when the launcher dies, agents that outlive their remote shell stop by themselves", "[multinode][hosts]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  // `setsid -w` puts the agent in a session of its own, out of reach of the launcher's process
+  // groups and death signal, as on a remote host behind ssh: only its closed stdin can tell it.
+  std::string worker = write_script(dir / "w.sh", "touch \"$MGTRAIN_RUN_DIR/../up_$RANK\"; sleep 60");
+  ChildProcess launcher =
+      start_process(hosts_command(hosts, dir, "ip netns exec {host} setsid -w sh -c", {"--", worker}), dir / "launcher");
+  REQUIRE(wait_until([&] { return file_exists(dir / "runs/mn/up_0") && file_exists(dir / "runs/mn/up_3"); }, 20s));
+  kill(launcher.pid, SIGKILL);
+  wait_for_exit(launcher.pid, 5s);
+  CHECK(wait_until([&] { return live_job_processes({}, dir.path()).empty(); }, 10s));
+
+  // Ctrl-C: forwarded, every agent stops its workers, the launcher exits 130.
+  std::string again = dir / "runs2";
+  auto argv = hosts_command(hosts, dir, "ip netns exec {host} sh -c", {"--", worker});
+  *(std::find(argv.begin(), argv.end(), dir / "runs")) = again;
+  ChildProcess interrupted = start_process(argv, dir / "interrupted");
+  REQUIRE(wait_until([&] { return file_exists(again + "/mn/up_0") && file_exists(again + "/mn/up_3"); }, 20s));
+  kill(interrupted.pid, SIGINT);
+  CHECK(wait_for_exit(interrupted.pid, 15s) == 130);
+  CHECK(wait_until([&] { return live_job_processes({}, dir.path()).empty(); }, 10s));
+}
