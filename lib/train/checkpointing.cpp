@@ -84,6 +84,17 @@ std::string broadcast_text(Communicator& comm, const std::string& text, c10::Dev
 
 }  // namespace
 
+void fail_after_rank0(Communicator& comm, const Error& error) {
+  // Rank 0 is about to exit with the real error; block in a collective it never joins: it fails the moment rank
+  // 0's process is gone, and the launcher has seen rank 0's exit first.
+  try {
+    comm.barrier();
+  } catch (const std::exception&) {
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  throw error;
+}
+
 // Rank 0's background writer: at most one checkpoint in flight.
 class Checkpointer::Writer {
  public:
@@ -233,7 +244,8 @@ std::optional<TrainPosition> Checkpointer::resume() {
 
   // Rank 0 chooses; everyone reads the same file (checkpoint.dir must be visible to every host).
   std::string chosen;
-  if (comm_.rank() == 0) {
+  std::string refusal;  // rank 0: why checkpoint.resume cannot be used; every rank then exits 2
+  if (comm_.rank() == 0) try {
     if (resume == "auto") {
       const auto listing = list_checkpoints(dir_);
       for (auto it = listing.rbegin(); it != listing.rend() && chosen.empty(); ++it) {
@@ -254,8 +266,16 @@ std::optional<TrainPosition> Checkpointer::resume() {
       chosen = resume;
     }
     std::fflush(stderr);
+  } catch (const UsageError& e) {
+    refusal = e.what();
   }
-  chosen = broadcast_text(comm_, chosen, device_);
+  // One message: "path" to resume from, "" for none, or "!" + why rank 0 refused.
+  const std::string decision = broadcast_text(comm_, refusal.empty() ? chosen : "!" + refusal, device_);
+  if (!decision.empty() && decision[0] == '!') {
+    if (comm_.rank() == 0) throw UsageError(refusal);
+    fail_after_rank0(comm_, UsageError(fmt::format("rank 0 refused checkpoint.resume: {}", decision.substr(1))));
+  }
+  chosen = decision;
   if (chosen.empty()) return std::nullopt;
 
   const auto start = Clock::now();

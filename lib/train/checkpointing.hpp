@@ -14,6 +14,7 @@
 #include <c10/core/Device.h>
 
 #include "core/config.hpp"
+#include "core/error.hpp"
 #include "train/communicator.hpp"
 #include "train/model.hpp"
 #include "train/trainer.hpp"
@@ -30,6 +31,10 @@ struct TrainPosition {
   std::int64_t epoch = 0;             // the epoch in progress (0-based)
   std::int64_t samples_in_epoch = 0;  // samples of that epoch already consumed by all ranks together
 };
+
+// For a rank that must stop because rank 0 failed: waits until rank 0's process has gone (so the launcher
+// names rank 0 as the root cause), then throws `error`.
+[[noreturn]] void fail_after_rank0(Communicator& comm, const Error& error);
 
 class Checkpointer {
  public:

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cctype>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -155,7 +156,10 @@ Mapping create_segment(const std::string& name, int world, const SegmentShape& s
   void* base = err == 0 ? mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (err == 0 && base == MAP_FAILED) err = errno;
   close(fd);
-  if (err != 0) throw SystemError(fmt::format("reserving {} bytes of shared memory for {}", length, name), err);
+  if (err != 0) {
+    shm_unlink(name.c_str());  // nobody else knows the name yet: do not leave it in /dev/shm
+    throw SystemError(fmt::format("reserving {} bytes of shared memory for {}", length, name), err);
+  }
   auto* header = new (base) ShmReduceGroup::Header{};
   header->world = static_cast<std::uint64_t>(world);
   header->slot_bytes = shape.slot_bytes;
@@ -239,10 +243,18 @@ Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const s
                             connect_timeout_s, std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
   }
   guard.release();  // everyone has mapped it (or given up): the name is no longer needed
-  bool everyone = refusal.empty();
-  for (int r = 1; r < world_size && everyone; ++r) everyone = text_of(store.get(answer_key(r))) == "ok";
-  if (!everyone) {
+  std::string why = refusal.empty() ? "" : fmt::format("rank {}: {}", rank, refusal);
+  for (int r = 1; r < world_size && why.empty(); ++r) {
+    const std::string answer = text_of(store.get(answer_key(r)));
+    if (answer != "ok") why = fmt::format("rank {}: {}", r, answer);
+  }
+  if (!why.empty()) {
     if (mapping.base) munmap(mapping.base, mapping.length);
+    // Slower, not wrong: say so unless the user asked for it.
+    if (rank == 0 && why.find("MGTRAIN_SHM_ALLREDUCE=0") == std::string::npos) {
+      std::fprintf(stderr, "mgtrain: note: shared-memory all-reduce not available (%s); all-reduces go through gloo\n", why.c_str());
+      std::fflush(stderr);
+    }
     return {};
   }
   return mapping;

@@ -141,12 +141,6 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   LrSchedule schedule(config.optim, peak_lr, total_steps);
   auto optimizer = make_optimizer(config.optim, parameters, schedule.at(0));
 
-  // Checkpoints: resume first (model, optimizer, RNG and position), then save as the policy says.
-  Checkpointer checkpoints(config, config_to_yaml(config), comm, *model, *optimizer, device);
-  const std::optional<TrainPosition> resumed = checkpoints.resume();
-  std::optional<StopRequestHandler> stop_requests;  // SIGTERM/SIGUSR1: save, then exit 75
-  if (checkpoints.enabled()) stop_requests.emplace();
-  StepAgreement agreement(comm);
 
   TrainSummary summary;
   summary.world_size = comm.world_size();
@@ -160,6 +154,12 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
                 static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
     std::fflush(stdout);
   }
+  // Checkpoints: resume first (model, optimizer, RNG and position), then save as the policy says.
+  Checkpointer checkpoints(config, config_to_yaml(config), comm, *model, *optimizer, device);
+  const std::optional<TrainPosition> resumed = checkpoints.resume();
+  std::optional<StopRequestHandler> stop_requests;  // SIGTERM/SIGUSR1: save, then exit 75
+  if (checkpoints.enabled()) stop_requests.emplace();
+  StepAgreement agreement(comm);
   heartbeat.beat(0);
 
   const std::int64_t samples_per_step = train.batch_size * accum * comm.world_size();
@@ -248,8 +248,8 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
       if (votes.writer_failed) {
         const std::string error = leader ? checkpoints.take_write_error() : std::string();
         if (config.checkpoint.on_write_error == "stop") {
-          throw Error(leader ? fmt::format("{} (checkpoint.on_write_error: stop)", error)
-                             : "rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)");
+          if (leader) throw Error(fmt::format("{} (checkpoint.on_write_error: stop)", error));
+          fail_after_rank0(comm, Error("rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)"));
         }
         if (leader) std::fprintf(stderr, "mgtrain: warning: training goes on without that checkpoint (checkpoint.on_write_error: continue)\n");
       }
@@ -303,6 +303,8 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   if (leader && checkpoints.write_failed()) {
     const std::string error = checkpoints.take_write_error();
     if (config.checkpoint.on_write_error == "stop") throw Error(error);
+    std::fprintf(stderr, "mgtrain: warning: the last checkpoint was not written (checkpoint.on_write_error: continue); "
+                         "the newest one on disk is older\n");
   }
   if (window_count > 0) summary.final_train_loss = window_loss / static_cast<double>(window_count);
   comm.barrier();  // rank 0 hosts the store: nobody leaves before everyone is done

@@ -546,11 +546,9 @@ TEST_CASE("checkpoint.resume: never starts over, PATH resumes from that file, a 
   }
 }
 
-// Known bug, hidden until fixed: with two ranks, rank 0 refuses the damaged file (UsageError, exit 2) while rank 1
-// waits for its choice in a broadcast; rank 0's exit closes the connection, rank 1 fails with exit 1 ("internal error:
-// ... Connection closed by peer") usually before rank 0 has finished exiting, so the launcher names rank 1 the root
-// cause and exits 1 instead of 2. Run it with: test_checkpoint_resume "[known-bug]"
-TEST_CASE("checkpoint.resume: a damaged PATH exits 2 with two ranks too", "[.][checkpoint][resume][known-bug]") {
+// With two ranks, rank 0 refuses the damaged file and tells rank 1, which waits until rank 0 has gone before it
+// exits 2 too, so the launcher names rank 0 (not a "connection closed" on rank 1) and exits 2.
+TEST_CASE("checkpoint.resume: a damaged PATH exits 2 with two ranks too", "[checkpoint][resume]") {
   TempDir dir;
   const std::string log_dir = dir / "runs";
   const std::string damaged = dir / "damaged.safetensors";
@@ -628,6 +626,9 @@ TEST_CASE("a checkpoint that cannot be written (RLIMIT_FSIZE) stops the job, or 
     CHECK(checkpoint_steps(checkpoints).empty());  // no partial file under a final name
     for (const std::string& name : names_in(checkpoints)) CHECK(name.find(".safetensors") == std::string::npos);
     CHECK(last_logged_step(read_text(log_dir + "/fsize/attempt_0/rank_0/stdout.log")) < 60);
+    // The shared-memory segment cannot be sized under that limit either: a note, Gloo, and nothing left in /dev/shm.
+    CHECK_THAT(run.err, Contains("shared-memory all-reduce not available"));
+    for (const std::string& name : names_in("/dev/shm")) CHECK(name.find("-fsize-") == std::string::npos);
   }
   SECTION("continue") {
     auto args = job_args(log_dir, "fsize", 1, short_job);
