@@ -48,12 +48,17 @@ JobFingerprint job_fingerprint(const Config& config) {
   for (const KeyDef& key : config_schema()) {
     if (key.section() == "launch") continue;
     std::string value = value_text(key.read(config));
-    replace_all(value, config.launch.run_id, "${run_id}");
     replace_all(value, "\n", "\\n");
     fingerprint.lines += key.path + "=" + value + "\n";
   }
   fingerprint.hash = fmt::format("{:016x}", xxhash64(fingerprint.lines.data(), fingerprint.lines.size()));
   return fingerprint;
+}
+
+std::string with_adopted_run_id(const std::string& lines, const std::string& generated, const std::string& adopted) {
+  std::string result = lines;
+  replace_all(result, generated, adopted);
+  return result;
 }
 
 std::vector<std::string> fingerprint_differences(const std::string& ours, const std::string& theirs, std::size_t limit) {

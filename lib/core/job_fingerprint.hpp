@@ -1,6 +1,5 @@
 // What the nodes of a multi-node job must agree on, as text the rendezvous server can compare and
-// explain: one "key=value" line per config key that shapes the job (every key outside `launch:`),
-// with the run id written as ${run_id} so nodes that adopt another's run id still compare equal.
+// explain: one "key=value" line per config key that shapes the job (every key outside `launch:`).
 // Per-node settings (launch.*: nproc, node_rank, gpu_ids, log_dir, ...) are left out; nproc, nnodes,
 // run id and max_restarts travel in the join message and are compared one by one.
 #pragma once
@@ -18,6 +17,11 @@ struct JobFingerprint {
 };
 
 JobFingerprint job_fingerprint(const Config& config);
+
+// `lines` of a node whose run id was generated, as they would read with `adopted` instead (what the
+// node will use once it adopts node 0's run id). Generated ids (date-time-hex) are distinctive enough
+// to be replaced as text; an explicit id such as "mn" is never replaced (it could be part of "mnist").
+std::string with_adopted_run_id(const std::string& lines, const std::string& generated, const std::string& adopted);
 
 // The keys whose values differ between two fingerprints' lines, as "train.max_steps: 30 vs 20"
 // (first value from `ours`), at most `limit` of them.

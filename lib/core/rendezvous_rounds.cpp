@@ -171,8 +171,13 @@ std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, c
     return fmt::format("{} has --max-restarts {}, {} has --max-restarts {}; pass the same --max-restarts on every node", A,
                        a.max_restarts, B, b.max_restarts);
   }
-  if (a.config_hash != b.config_hash) {
-    std::vector<std::string> keys = fingerprint_differences(a.config_lines, b.config_lines);
+  std::string lines_a = a.config_lines, lines_b = b.config_lines;
+  if (a.run_id != b.run_id) {  // one of them adopts the other's run id: compare what it will then run
+    if (a.run_id_generated) lines_a = with_adopted_run_id(lines_a, a.run_id, b.run_id);
+    else if (b.run_id_generated) lines_b = with_adopted_run_id(lines_b, b.run_id, a.run_id);
+  }
+  if (lines_a != lines_b) {
+    std::vector<std::string> keys = fingerprint_differences(lines_a, lines_b);
     return fmt::format("{} and {} run different configs ({}{}); pass the same config file and overrides on every node", A, B,
                        keys.empty() ? "config hash " + a.config_hash + " vs " + b.config_hash : join_texts(keys, "; "),
                        keys.empty() ? "" : fmt::format(", first value from {}", A));

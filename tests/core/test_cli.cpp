@@ -70,6 +70,26 @@ TEST_CASE("torchrun's spellings are aliases", "[cli]") {
     if (f.key == "launch.nproc") CHECK(f.flag == "--nproc_per_node");
 }
 
+TEST_CASE("multi-node flags: torchrun's rendezvous spellings and mgtrain's own", "[cli][multinode]") {
+  auto r = launch({"--nnodes", "1:4", "--rdzv_endpoint", "node0:29400", "--rdzv-backend", "c10d", "--rdzv-id", "job7",
+                   "--join_timeout", "60", "--last-call-timeout", "5", "--node-timeout", "10", "--node_heartbeat_interval", "2",
+                   "--allow-uneven-nproc", "c.yml"});
+  CHECK(flag_value(r, "launch.nnodes") == "1:4");
+  CHECK(flag_value(r, "launch.rdzv_endpoint") == "node0:29400");
+  CHECK(flag_value(r, "launch.rdzv_backend") == "c10d");
+  CHECK(flag_value(r, "launch.run_id") == "job7");
+  CHECK(flag_value(r, "launch.join_timeout") == "60");
+  CHECK(flag_value(r, "launch.last_call_timeout") == "5");
+  CHECK(flag_value(r, "launch.node_timeout") == "10");
+  CHECK(flag_value(r, "launch.node_heartbeat_interval") == "2");
+  CHECK(flag_value(r, "launch.allow_uneven_nproc") == "true");
+  auto hosts = launch({"--hosts", "a:4,b:4", "--remote-shell", "ip netns exec {host} sh -c", "--exit-with-stdin", "c.yml"});
+  CHECK(flag_value(hosts, "launch.hosts") == "a:4,b:4");
+  CHECK(flag_value(hosts, "launch.remote_shell") == "ip netns exec {host} sh -c");
+  CHECK(flag_value(hosts, "launch.exit_with_stdin") == "true");
+  CHECK(flag_value(launch({"--hostfile", "h.txt", "c.yml"}), "launch.hostfile") == "h.txt");
+}
+
 TEST_CASE("a program after -- keeps all its arguments", "[cli]") {
   auto r = launch({"--nproc", "2", "--", "python3", "train.py", "--nproc", "9", "a=b"});
   CHECK(r.command == std::vector<std::string>{"python3", "train.py", "--nproc", "9", "a=b"});

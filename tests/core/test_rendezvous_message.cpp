@@ -158,10 +158,14 @@ TEST_CASE("typed accessors name the missing or malformed field", "[rdzv][codec]"
 
 TEST_CASE("the job fingerprint compares what shapes the job, not per-node settings", "[rdzv][fingerprint]") {
   Config a, b;
-  a.launch.run_id = "run-a";
-  b.launch.run_id = "run-b";
-  a.checkpoint.dir = "runs/run-a/checkpoints";
-  b.checkpoint.dir = "runs/run-b/checkpoints";
+  a.launch.run_id = "mn";
+  b.launch.run_id = "20260101-000000-abcd";  // generated: the node will adopt "mn"
+  a.checkpoint.dir = "runs/mn/checkpoints";
+  b.checkpoint.dir = "runs/20260101-000000-abcd/checkpoints";
+  CHECK(job_fingerprint(a).hash != job_fingerprint(b).hash);
+  CHECK(with_adopted_run_id(job_fingerprint(b).lines, b.launch.run_id, "mn") == job_fingerprint(a).lines);
+  CHECK_THAT(job_fingerprint(a).lines, Catch::Contains("data.dataset=mnist"));  // "mn" is not replaced inside "mnist"
+  b.checkpoint.dir = a.checkpoint.dir;
   b.launch.node_rank = 1;      // per node
   b.launch.gpu_ids = "1";      // per node
   b.launch.nproc = "4";        // compared on its own, with a better message

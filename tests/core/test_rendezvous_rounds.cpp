@@ -203,10 +203,21 @@ TEST_CASE("static: a node without a run id adopts node 0's", "[rdzv][rounds]") {
   JoinRequest node1 = join_request(1, "hostB");
   node1.run_id = "20260101-000000-abcd";
   node1.run_id_generated = true;
+  // its paths name its own run id until it adopts node 0's ("job"), which must not count as a difference
+  Config mine;
+  mine.checkpoint.dir = "runs/20260101-000000-abcd/checkpoints";
+  Config theirs;
+  theirs.checkpoint.dir = "runs/job/checkpoints";
+  node1.config_lines = job_fingerprint(mine).lines;
+  node1.config_hash = job_fingerprint(mine).hash;
+  JoinRequest node0 = join_request(0, "hostA");
+  node0.config_lines = job_fingerprint(theirs).lines;
+  node0.config_hash = job_fingerprint(theirs).hash;
   rounds.on_connect(1, "127.0.0.1", t0);
-  rounds.on_message(1, join_request(0, "hostA").to_message(), t0);
+  rounds.on_message(1, node0.to_message(), t0);
   rounds.on_connect(2, "10.77.0.2", t0);
   rounds.on_message(2, node1.to_message(), t0);
+  REQUIRE_FALSE(rounds.finished());
   CHECK(Assignment::from(out.last(2, MessageType::kAssign)).run_id == "job");
 }
 

@@ -211,6 +211,49 @@ TEST_CASE("static: uneven --nproc with --allow-uneven-nproc gives ranks in node 
   }
 }
 
+TEST_CASE("static: a node started without a run id adopts node 0's, config paths included", "[multinode][static]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "env.sh", std::string(kEnvScript) + "; echo \"CONFIG=$MGTRAIN_CONFIG_FILE\"");
+  auto flags1 = static_flags(hosts, dir, 1);
+  flags1.erase(std::find(flags1.begin(), flags1.end(), "--run-id"), std::find(flags1.begin(), flags1.end(), "--run-id") + 2);
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--", worker}), dir / "node0");
+  Agent node1(hosts, 1, with(flags1, {"--", worker}), dir / "node1");
+  REQUIRE(node0.wait(20s) == 0);
+  REQUIRE(node1.wait(20s) == 0);
+  CHECK_THAT(node1.err(), Catch::Contains("using run id mn of the other nodes"));
+  CHECK(fields_of(read_text(rank_log(dir, 1, 0, 3)))["RUN_ID"] == "mn");
+  CHECK_THAT(read_text(dir / "runs/mn/node_1/config.yaml"), Catch::Contains("run_id: mn"));
+}
+
+TEST_CASE("static: Ctrl-C on one node's agent stops every node; a killed agent is a lost node", "[multinode][static]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "w.sh", "touch \"$MGTRAIN_RUN_DIR/../up_$RANK\"; sleep 60");
+  {
+    Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--", worker}), dir / "node0");
+    Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), {"--", worker}), dir / "node1");
+    REQUIRE(wait_until([&] { return file_exists(dir / "runs/mn/up_0") && file_exists(dir / "runs/mn/up_3"); }, 20s));
+    auto interrupted = Clock::now();
+    kill(node1.pid(), SIGINT);
+    CHECK(node1.wait(15s) == 130);
+    CHECK(node0.wait(15s) == 130);
+    CHECK(seconds_since(interrupted) < 6);
+    CHECK_THAT(node0.err(), Catch::Contains("failure    was stopped by SIGINT"));
+  }
+  std::remove((dir / "runs/mn/up_0").c_str());
+  std::remove((dir / "runs/mn/up_3").c_str());
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--", worker}), dir / "node0b");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), {"--", worker}), dir / "node1b");
+  REQUIRE(wait_until([&] { return file_exists(dir / "runs/mn/up_0") && file_exists(dir / "runs/mn/up_3"); }, 20s));
+  kill(node1.pid(), SIGKILL);  // its workers die with it (death signal, orphan guard)
+  CHECK(node0.wait(15s) == 69);
+  CHECK_THAT(node0.err(), Catch::Contains("failure    closed the connection"));
+  CHECK(wait_until([&] { return live_job_processes({}, dir / "w.sh").empty(); }, 5s));
+}
+
 TEST_CASE("static: the join timeout names the node ranks that arrived and those that did not", "[multinode][static][timeout]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
