@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,9 +16,12 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
+
+#include "core/port_probe.hpp"
 
 #include "launch_fixture.hpp"
 #include "netns_hosts.hpp"
@@ -379,7 +384,8 @@ TEST_CASE("dynamic: ranks on arrival; MIN nodes after the last call; a late node
     CHECK(fields["MASTER_ADDR"] == hosts.address(0));  // the endpoint's host is node 0: its rank 0 hosts the store
     CHECK(fields["RUN_ID"] == "mn");
   }
-  CHECK_THAT(a.err(), Catch::Contains("round 0: node 0 ("));
+  // (the agent's console is flushed once per loop turn: its line may come after the workers' files)
+  CHECK(wait_until([&] { return a.err().find("round 0: node 0 (") != std::string::npos; }, 5s));
   Agent c(hosts, 2, flags, dir / "c");
   REQUIRE(wait_until([&] { return c.err().find("joins at the next round") != std::string::npos; }, 10s));
   kill(b.pid(), SIGKILL);
@@ -479,4 +485,61 @@ TEST_CASE("hosts (--hosts): when the launcher dies, agents that outlive their re
   kill(interrupted.pid, SIGINT);
   CHECK(wait_for_exit(interrupted.pid, 15s) == 130);
   CHECK(wait_until([&] { return live_job_processes({}, dir.path()).empty(); }, 10s));
+}
+
+// ---- on one machine, without namespaces (runs everywhere, root or not) ----
+
+namespace {
+
+// A free TCP port on this machine.
+int free_port() {
+  mgtrain::SocketPortProbe ports;
+  return ports.pick_free_port();
+}
+
+}  // namespace
+
+TEST_CASE("loopback: two node agents on one machine meet and run a static job", "[multinode][loopback]") {
+  TempDir dir;
+  std::string worker = write_script(dir / "env.sh", kEnvScript);
+  const std::string port = std::to_string(free_port());
+  auto flags = [&](int rank) {
+    return std::vector<std::string>{kMgtrain, "launch", "--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
+                                    "127.0.0.1", "--master-port", port, "--nproc", "1", "--run-id", "mn", "--log-dir",
+                                    dir / "runs", "--join-timeout", "20", "--", worker};
+  };
+  ChildProcess node1 = start_process(flags(1), dir / "node1");
+  ChildProcess node0 = start_process(flags(0), dir / "node0");
+  CHECK(wait_for_exit(node0.pid, 20s) == 0);
+  CHECK(wait_for_exit(node1.pid, 20s) == 0);
+  auto fields = fields_of(read_text(rank_log(dir, 1, 0, 1)));
+  CHECK(fields["RANK"] == "1");
+  CHECK(fields["WORLD_SIZE"] == "2");
+  CHECK(fields["MASTER_PORT"] != port);
+}
+
+TEST_CASE("loopback: a rendezvous port answered by another program is a clear error, not a hang", "[multinode][loopback]") {
+  TempDir dir;
+  int port = 0;
+  int listener = listening_socket(port);
+  std::thread impostor([listener] {
+    int connection = accept(listener, nullptr, nullptr);
+    const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+    if (connection >= 0) {
+      ssize_t ignored = write(connection, reply, sizeof reply - 1);
+      (void)ignored;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      close(connection);
+    }
+  });
+  ChildProcess node1 = start_process({kMgtrain, "launch", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                                      "--master-port", std::to_string(port), "--log-dir", dir / "runs", "--join-timeout", "10",
+                                      "--", "true"},
+                                     dir / "node1");
+  CHECK(wait_for_exit(node1.pid, 15s) == 2);
+  impostor.join();
+  close(listener);
+  CHECK_THAT(read_text(node1.err_path), Catch::Contains("127.0.0.1:" + std::to_string(port) +
+                                                        " is not an mgtrain rendezvous server of this version") &&
+                                            Catch::Contains("'HTTP/1.1"));
 }
