@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -89,7 +90,14 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   const Say say = [&outside](const std::string& line) { write_to_fd(outside.stderr_fd, line + "\n"); };
   announce_slurm_launch(slurm, loaded, plan, builtin_trainer, say);
   // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
-  if (plan.multi_node()) return run_node_agent(plan, loaded, builtin_trainer, environment, outside, ports);
+  if (plan.multi_node()) {
+    const int code = run_node_agent(plan, loaded, builtin_trainer, environment, outside, ports);
+    // Preempted (the job ended with the workers' checkpoint stop): node 0 requeues the SLURM job.
+    requeue_after_preemption(slurm, launch,
+                             {plan.node_rank, code == exit_code::kStoppedAfterCheckpoint, false, code == 128 + SIGTERM, true},
+                             say, default_command_runner());
+    return code;
+  }
   std::string config_file = log_layout::config_file(plan.run_dir);
   if (builtin_trainer) plan.command[1] = config_file;
 
@@ -119,8 +127,10 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
                                        "(exit code " + std::to_string(result.exit_code) + ")\n");
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
-  requeue_after_preemption(slurm, launch, {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value()}, say,
-                           default_command_runner());
+  requeue_after_preemption(slurm, launch,
+                           {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(),
+                            result.launcher_signal == SIGTERM},
+                           say, default_command_runner());
   return result.exit_code;
 }
 

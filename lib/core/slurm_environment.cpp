@@ -239,26 +239,69 @@ std::string slurm_launch_summary(const SlurmDetection& d, const SlurmLaunchFacts
 }
 
 RequeueDecision decide_slurm_requeue(const SlurmDetection& d, bool requeue_enabled, int node_rank,
-                                     bool workers_saved_and_stopped, bool failed, const std::string& job_state) {
+                                     bool workers_saved_and_stopped, bool failed, bool after_sigterm,
+                                     const std::optional<SlurmJobState>& job) {
   if (!d.in_job()) return {false, "not inside a SLURM job"};
   if (!requeue_enabled) return {false, "launch.slurm_requeue is off"};
   if (failed) return {false, "a worker failed"};
   if (!workers_saved_and_stopped) return {false, "the workers did not stop after saving a checkpoint"};
   if (node_rank != 0) return {false, "node 0 requeues the job"};
-  if (job_state.rfind("CANCELLED", 0) == 0) return {false, "the job was cancelled (scancel), not preempted"};
+  if (job && job->state.rfind("CANCELLED", 0) == 0) return {false, "the job was cancelled (scancel)"};
+  if (!after_sigterm) return {true, ""};
+  if (!job || job->state.empty()) {
+    return {false, "SIGTERM, and scontrol could not say whether the job reached its time limit"};
+  }
+  const bool time_limit = job->state == "TIMEOUT" ||
+                          (job->run_time_s && job->time_limit_s && *job->run_time_s >= *job->time_limit_s);
+  if (!time_limit) {
+    return {false, "SIGTERM before the time limit (scancel, or a preemption that cancels the job); a time limit or "
+                   "a warning signal (#SBATCH --signal=USR1@90) requeues it"};
+  }
   return {true, ""};
 }
 
-std::string parse_slurm_job_state(const std::string& scontrol_output) {
-  const std::string key = "JobState=";
-  std::size_t at = scontrol_output.find(key);
-  while (at != std::string::npos && at > 0 && scontrol_output[at - 1] != ' ' && scontrol_output[at - 1] != '\n') {
-    at = scontrol_output.find(key, at + 1);
+std::optional<long long> parse_slurm_duration(const std::string& text) {
+  std::string t = trim(text);
+  long long days = 0;
+  if (auto dash = t.find('-'); dash != std::string::npos) {
+    auto d = parse_int(t.substr(0, dash));
+    if (!d || *d < 0) return std::nullopt;
+    days = *d;
+    t = t.substr(dash + 1);
   }
-  if (at == std::string::npos) return "";
-  const std::size_t start = at + key.size();
-  const std::size_t end = scontrol_output.find_first_of(" \t\n", start);
-  return scontrol_output.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  auto parts = split(t, ':');
+  if (parts.empty() || parts.size() > 3) return std::nullopt;
+  std::vector<long long> numbers;
+  for (const auto& part : parts) {
+    auto n = parse_int(part);
+    if (!n || *n < 0) return std::nullopt;
+    numbers.push_back(*n);
+  }
+  long long seconds = 0;
+  if (numbers.size() == 3) seconds = numbers[0] * 3600 + numbers[1] * 60 + numbers[2];  // HH:MM:SS
+  if (numbers.size() == 2) seconds = numbers[0] * 60 + numbers[1];                      // MM:SS
+  if (numbers.size() == 1) seconds = numbers[0] * 60;                                   // MM
+  return days * 86400 + seconds;
+}
+
+SlurmJobState parse_slurm_job_state(const std::string& scontrol_output) {
+  // "JobId=1 JobName=x ... JobState=COMPLETING Reason=None ... RunTime=00:01:00 TimeLimit=00:01:00 ..."
+  auto field = [&](const std::string& key) -> std::string {
+    const std::string wanted = key + "=";
+    std::size_t at = scontrol_output.find(wanted);
+    while (at != std::string::npos && at > 0 && scontrol_output[at - 1] != ' ' && scontrol_output[at - 1] != '\n') {
+      at = scontrol_output.find(wanted, at + 1);
+    }
+    if (at == std::string::npos) return "";
+    const std::size_t start = at + wanted.size();
+    const std::size_t end = scontrol_output.find_first_of(" \t\n", start);
+    return scontrol_output.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  };
+  SlurmJobState job;
+  job.state = field("JobState");
+  job.run_time_s = parse_slurm_duration(field("RunTime"));
+  job.time_limit_s = parse_slurm_duration(field("TimeLimit"));
+  return job;
 }
 
 }  // namespace mgtrain

@@ -93,13 +93,24 @@ struct RequeueDecision {
   bool requeue = false;
   std::string reason;  // why not, for the log (empty when requeue is true)
 };
-// Node 0 requeues the job when its workers saved a checkpoint and stopped on request (exit 75, after a
-// SIGUSR1 warning or a SIGTERM), nothing failed, and launch.slurm_requeue is on.
-// `job_state`: the job's state from scontrol after a SIGTERM (CANCELLED: the user's scancel, not requeued).
-RequeueDecision decide_slurm_requeue(const SlurmDetection& detection, bool requeue_enabled, int node_rank,
-                                     bool workers_saved_and_stopped, bool failed, const std::string& job_state = "");
 
-// JobState=... from `scontrol -o show job ID` output; empty when absent.
-std::string parse_slurm_job_state(const std::string& scontrol_output);
+// What `scontrol -o show job ID` says about the job (fields absent or unreadable stay empty).
+struct SlurmJobState {
+  std::string state;                 // JobState: RUNNING, COMPLETING, TIMEOUT, CANCELLED, ...
+  std::optional<long long> run_time_s;    // RunTime
+  std::optional<long long> time_limit_s;  // TimeLimit; nullopt also for UNLIMITED
+};
+SlurmJobState parse_slurm_job_state(const std::string& scontrol_output);
+// SLURM durations: "[D-]HH:MM:SS", "MM:SS", "MM"; nullopt for UNLIMITED, INVALID or garbage.
+std::optional<long long> parse_slurm_duration(const std::string& text);
+
+// Node 0 requeues the job when its workers saved a checkpoint and stopped on request (exit 75), nothing
+// failed and launch.slurm_requeue is on — after a warning signal (SIGUSR1: --signal=USR1@90, scancel
+// --signal=USR1). After a SIGTERM only when the job reached its time limit (JobState TIMEOUT, or RunTime
+// >= TimeLimit while it completes): `scancel` sends SIGTERM too, and its job must not come back.
+// `job`: from scontrol, when it could be asked.
+RequeueDecision decide_slurm_requeue(const SlurmDetection& detection, bool requeue_enabled, int node_rank,
+                                     bool workers_saved_and_stopped, bool failed, bool after_sigterm,
+                                     const std::optional<SlurmJobState>& job);
 
 }  // namespace mgtrain

@@ -63,21 +63,30 @@ void announce_slurm_launch(const SlurmDetection& d, const LoadedConfig& loaded, 
 
 bool requeue_after_preemption(const SlurmDetection& d, const LaunchConfig& launch, const SlurmJobEnd& end,
                               const Say& say, const CommandRunner& run) {
-  if (!d.in_job() || !end.saved_and_stopped) return false;
-  RequeueDecision decision = decide_slurm_requeue(d, launch.slurm_requeue, end.node_rank, end.saved_and_stopped, end.failed);
+  if (!d.in_job()) return false;
+  if (!end.saved_and_stopped) {
+    if (end.saved_unknown && end.after_sigterm && end.node_rank == 0 && launch.slurm_requeue) {
+      say(fmt::format("mgtrain: SLURM job {} is not requeued: stopped by SIGTERM; a multi-node job requeues after a "
+                      "warning signal (#SBATCH --signal=USR1@90)", d.job_id));
+    }
+    return false;
+  }
+  RequeueDecision decision = decide_slurm_requeue(d, launch.slurm_requeue, end.node_rank, end.saved_and_stopped, end.failed,
+                                                  false, std::nullopt);
   if (!decision.requeue) {
     if (end.node_rank == 0 && !end.failed) say(fmt::format("mgtrain: SLURM job {} is not requeued: {}", d.job_id, decision.reason));
     return false;
   }
-  // A job the user cancelled also sent SIGTERM; its state tells it from a time limit or a preemption.
-  std::string state;
+  // scancel sends SIGTERM too: the job's state and times tell a time limit from a cancellation.
+  std::optional<SlurmJobState> job;
   try {
     CapturedRun show = run({"scontrol", "-o", "show", "job", d.job_id});
-    if (show.exit_code == 0) state = parse_slurm_job_state(show.out);
+    if (show.exit_code == 0) job = parse_slurm_job_state(show.out);
   } catch (const Error&) {
-    // scontrol missing: the requeue below says so.
+    // scontrol missing: said below (after SIGTERM) or by the requeue itself.
   }
-  decision = decide_slurm_requeue(d, launch.slurm_requeue, end.node_rank, end.saved_and_stopped, end.failed, state);
+  decision = decide_slurm_requeue(d, launch.slurm_requeue, end.node_rank, end.saved_and_stopped, end.failed,
+                                  end.after_sigterm, job);
   if (!decision.requeue) {
     say(fmt::format("mgtrain: SLURM job {} is not requeued: {}", d.job_id, decision.reason));
     return false;

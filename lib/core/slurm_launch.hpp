@@ -32,11 +32,14 @@ struct SlurmJobEnd {
   int node_rank = 0;
   bool saved_and_stopped = false;  // the workers exited 75 (saved a checkpoint and stopped on request)
   bool failed = false;             // a worker failed
+  bool after_sigterm = false;      // the launcher itself was stopped by SIGTERM
+  bool saved_unknown = false;      // multi-node: the agent's exit code (143) does not tell whether the workers saved
 };
 
-// At the end: when decide_slurm_requeue agrees (after asking scontrol for the job's state, so a job
-// cancelled with scancel is not requeued), runs `scontrol requeue JOBID`. A failure of scontrol is a
-// warning with its stderr, never an error. Returns whether the job was requeued.
+// At the end: when decide_slurm_requeue agrees — after asking `scontrol -o show job` for the job's state,
+// so that after a SIGTERM only a job at its time limit is requeued, never one the user cancelled — runs
+// `scontrol requeue JOBID`. A failure of scontrol is a warning with its stderr, never an error.
+// Returns whether the job was requeued.
 bool requeue_after_preemption(const SlurmDetection& detection, const LaunchConfig& launch, const SlurmJobEnd& end,
                               const Say& say, const CommandRunner& run);
 

@@ -40,6 +40,7 @@ LoadedConfig load_with_slurm(const std::string& yaml, const EnvMap& env, ConfigR
 struct FakeRunner {
   std::vector<std::vector<std::string>> calls;
   std::string state = "RUNNING";
+  std::string run_time = "00:00:30", time_limit = "01:00:00";
   int requeue_exit = 0;
   std::string requeue_err;
   bool missing = false;
@@ -50,7 +51,8 @@ struct FakeRunner {
       CapturedRun run;
       run.exit_code = 0;
       if (argv.size() > 2 && argv[2] == "show") {
-        run.out = "JobId=4242 JobName=train UserId=u(1) JobState=" + state + " Reason=None Dependency=(null)\n";
+        run.out = "JobId=4242 JobName=train UserId=u(1) JobState=" + state + " Reason=None RunTime=" + run_time +
+                  " TimeLimit=" + time_limit + "\n";
       } else {
         run.exit_code = requeue_exit;
         run.err = requeue_err;
@@ -271,17 +273,40 @@ TEST_CASE("a rerun says what it resumes from", "[slurm]") {
 
 TEST_CASE("requeue decision: node 0, after the workers saved and stopped, not after scancel", "[slurm][requeue]") {
   const SlurmDetection d = detect_slurm(step_on_node1());
-  CHECK(decide_slurm_requeue(d, true, 0, true, false).requeue);
-  CHECK(decide_slurm_requeue(d, true, 0, true, false, "TIMEOUT").requeue);
-  CHECK(decide_slurm_requeue(d, true, 1, true, false).reason == "node 0 requeues the job");
-  CHECK(decide_slurm_requeue(d, false, 0, true, false).reason == "launch.slurm_requeue is off");
-  CHECK(decide_slurm_requeue(d, true, 0, false, false).reason == "the workers did not stop after saving a checkpoint");
-  CHECK(decide_slurm_requeue(d, true, 0, true, true).reason == "a worker failed");
-  CHECK_FALSE(decide_slurm_requeue(d, true, 0, true, false, "CANCELLED").requeue);
-  CHECK_FALSE(decide_slurm_requeue(SlurmDetection{}, true, 0, true, false).requeue);
-  CHECK(parse_slurm_job_state("JobId=1 JobName=x JobState=COMPLETING Reason=None") == "COMPLETING");
-  CHECK(parse_slurm_job_state("JobId=1 OldJobState=RUNNING JobState=CANCELLED\n") == "CANCELLED");
-  CHECK(parse_slurm_job_state("no state") == "");
+  const std::optional<SlurmJobState> none;
+  CHECK(decide_slurm_requeue(d, true, 0, true, false, false, none).requeue);  // SIGUSR1: a warning
+  CHECK(decide_slurm_requeue(d, true, 1, true, false, false, none).reason == "node 0 requeues the job");
+  CHECK(decide_slurm_requeue(d, false, 0, true, false, false, none).reason == "launch.slurm_requeue is off");
+  CHECK(decide_slurm_requeue(d, true, 0, false, false, false, none).reason == "the workers did not stop after saving a checkpoint");
+  CHECK(decide_slurm_requeue(d, true, 0, true, true, false, none).reason == "a worker failed");
+  CHECK_FALSE(decide_slurm_requeue(SlurmDetection{}, true, 0, true, false, false, none).requeue);
+  CHECK(decide_slurm_requeue(d, true, 0, true, false, false, SlurmJobState{"CANCELLED", {}, {}}).reason ==
+        "the job was cancelled (scancel)");
+  // SIGTERM: only at the time limit. scancel's job is COMPLETING (then CANCELLED) long before it.
+  CHECK(decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"TIMEOUT", {}, {}}).requeue);
+  CHECK(decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"COMPLETING", 3600, 3600}).requeue);
+  CHECK_THAT(decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"COMPLETING", 2, 3600}).reason,
+             Catch::StartsWith("SIGTERM before the time limit"));
+  CHECK_FALSE(decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"COMPLETING", 2, std::nullopt}).requeue);
+  CHECK_THAT(decide_slurm_requeue(d, true, 0, true, false, true, none).reason, Catch::Contains("scontrol could not say"));
+}
+
+TEST_CASE("the job's state and times from scontrol -o show job", "[slurm][requeue]") {
+  SlurmJobState job = parse_slurm_job_state(
+      "JobId=1 JobName=x JobState=COMPLETING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 "
+      "ExitCode=0:0 RunTime=00:01:02 TimeLimit=00:01:00 TimeMin=N/A\n");
+  CHECK(job.state == "COMPLETING");
+  CHECK(job.run_time_s == std::optional<long long>(62));
+  CHECK(job.time_limit_s == std::optional<long long>(60));
+  CHECK(parse_slurm_job_state("JobId=1 OldJobState=RUNNING JobState=CANCELLED TimeLimit=UNLIMITED").state == "CANCELLED");
+  CHECK_FALSE(parse_slurm_job_state("JobId=1 TimeLimit=UNLIMITED").time_limit_s);
+  CHECK(parse_slurm_job_state("no state").state.empty());
+  CHECK(parse_slurm_duration("1-02:03:04") == std::optional<long long>(93784));
+  CHECK(parse_slurm_duration("365-00:00:00") == std::optional<long long>(365LL * 86400));
+  CHECK(parse_slurm_duration("05:30") == std::optional<long long>(330));
+  CHECK(parse_slurm_duration("90") == std::optional<long long>(5400));
+  CHECK_FALSE(parse_slurm_duration("UNLIMITED"));
+  CHECK_FALSE(parse_slurm_duration("1:2:3:4"));
 }
 
 TEST_CASE("requeue runs scontrol; its failure is a warning with its stderr", "[slurm][requeue]") {
@@ -291,7 +316,7 @@ TEST_CASE("requeue runs scontrol; its failure is a warning with its stderr", "[s
   Say say = [&](const std::string& l) { lines.push_back(l); };
 
   FakeRunner ok;
-  CHECK(requeue_after_preemption(d, launch, {0, true, false}, say, ok.runner()));
+  CHECK(requeue_after_preemption(d, launch, {0, true, false, false}, say, ok.runner()));
   REQUIRE(ok.calls.size() == 2);
   CHECK(ok.calls[0] == std::vector<std::string>{"scontrol", "-o", "show", "job", "4242"});
   CHECK(ok.calls[1] == std::vector<std::string>{"scontrol", "requeue", "4242"});
@@ -300,29 +325,45 @@ TEST_CASE("requeue runs scontrol; its failure is a warning with its stderr", "[s
   FakeRunner refused;
   refused.requeue_exit = 1;
   refused.requeue_err = "scontrol: error: Requested operation is presently disabled for job 4242\n";
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false}, say, refused.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, refused.runner()));
   CHECK(lines.back() == "mgtrain: warning: scontrol requeue 4242 failed (exit code 1): scontrol: error: Requested operation is "
                         "presently disabled for job 4242; submit the job again to resume");
 
   FakeRunner missing;
   missing.missing = true;
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false}, say, missing.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, missing.runner()));
   CHECK_THAT(lines.back(), Catch::StartsWith("mgtrain: warning: cannot run scontrol to requeue SLURM job 4242: cannot start scontrol"));
 
   FakeRunner cancelled;
   cancelled.state = "CANCELLED";
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false}, say, cancelled.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, cancelled.runner()));
   CHECK(cancelled.calls.size() == 1);
-  CHECK(lines.back() == "mgtrain: SLURM job 4242 is not requeued: the job was cancelled (scancel), not preempted");
+  CHECK(lines.back() == "mgtrain: SLURM job 4242 is not requeued: the job was cancelled (scancel)");
+
+  // After SIGTERM: at the time limit yes, before it (scancel) no.
+  FakeRunner timed_out;
+  timed_out.state = "COMPLETING";
+  timed_out.run_time = timed_out.time_limit = "01:00:00";
+  CHECK(requeue_after_preemption(d, launch, {0, true, false, true}, say, timed_out.runner()));
+  FakeRunner scancelled;
+  scancelled.state = "COMPLETING";
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, true}, say, scancelled.runner()));
+  CHECK(scancelled.calls.size() == 1);
+  CHECK_THAT(lines.back(), Catch::StartsWith("mgtrain: SLURM job 4242 is not requeued: SIGTERM before the time limit"));
 
   FakeRunner quiet;
   lines.clear();
-  CHECK_FALSE(requeue_after_preemption(d, launch, {1, true, false}, say, quiet.runner()));   // not node 0
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, false, false}, say, quiet.runner()));  // finished or failed
+  CHECK_FALSE(requeue_after_preemption(d, launch, {1, true, false, false}, say, quiet.runner()));   // not node 0
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, false, false, false}, say, quiet.runner()));  // finished or failed
   CHECK(quiet.calls.empty());
   CHECK(lines.empty());
+  // Multi-node after SIGTERM: the agents' exit code does not say whether the workers saved.
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, false, false, true, true}, say, quiet.runner()));
+  CHECK(quiet.calls.empty());
+  CHECK_THAT(lines.back(), Catch::Contains("is not requeued: stopped by SIGTERM; a multi-node job requeues after a warning signal"));
+  lines.clear();
   launch.slurm_requeue = false;
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false}, say, quiet.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, quiet.runner()));
   CHECK(quiet.calls.empty());
   CHECK(lines.back() == "mgtrain: SLURM job 4242 is not requeued: launch.slurm_requeue is off");
 }

@@ -22,13 +22,14 @@ namespace {
 
 const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 
-// A fake scontrol: appends its arguments to calls.txt; `show job` prints JobState=$FAKE_JOB_STATE;
+// A fake scontrol: appends its arguments to calls.txt; `show job` prints JobState=$FAKE_JOB_STATE and
+// RunTime=$FAKE_RUN_TIME of a 10-minute TimeLimit;
 // `requeue` exits $FAKE_REQUEUE_EXIT with a message on stderr when that is not 0.
 void write_fake_scontrol(const TempDir& dir) {
   std::filesystem::create_directories(dir / "bin");
   write_script(dir / "bin/scontrol", "echo \"$*\" >> " + (dir / "calls.txt") + R"(
 case "$*" in
-  *show*) echo "JobId=$4 JobName=t JobState=${FAKE_JOB_STATE:-RUNNING} Reason=None" ;;
+  *show*) echo "JobId=$4 JobName=t JobState=${FAKE_JOB_STATE:-RUNNING} Reason=None RunTime=${FAKE_RUN_TIME:-00:00:05} TimeLimit=00:10:00" ;;
   requeue*) if [ "${FAKE_REQUEUE_EXIT:-0}" != 0 ]; then echo "scontrol: error: Requested operation is presently disabled for job $2" >&2; exit "$FAKE_REQUEUE_EXIT"; fi ;;
 esac)");
 }
@@ -136,13 +137,14 @@ TEST_CASE("several launchers per node are refused before anything starts", "[bin
                           Catch::Contains("srun --ntasks=2 --ntasks-per-node=1"));
 }
 
-TEST_CASE("SIGTERM: the workers' exit 75 requeues the job, unless scancel cancelled it", "[binary][slurm][signals]") {
-  for (const std::string state : {"RUNNING", "CANCELLED"}) {
-    DYNAMIC_SECTION("job state " << state) {
+TEST_CASE("SIGTERM: the workers' exit 75 requeues the job at its time limit, not after scancel", "[binary][slurm][signals]") {
+  for (const std::string run_time : {"00:10:00", "00:00:05"}) {
+    DYNAMIC_SECTION("run time " << run_time << " of 00:10:00") {
       TempDir dir;
       write_fake_scontrol(dir);
       auto env = job_shell_env(dir);
-      env["FAKE_JOB_STATE"] = state;
+      env["FAKE_JOB_STATE"] = "COMPLETING";
+      env["FAKE_RUN_TIME"] = run_time;
       std::vector<std::pair<std::string, std::string>> extra(env.begin(), env.end());
       // Workers that save and stop on SIGTERM, as the trainer does.
       ChildProcess launcher = start_process(
@@ -154,12 +156,12 @@ TEST_CASE("SIGTERM: the workers' exit 75 requeues the job, unless scancel cancel
       CHECK(wait_for_exit(launcher.pid, 20s) == std::optional<int>(143));
       const std::string err = read_text(launcher.err_path);
       INFO(err);
-      if (state == "RUNNING") {
+      if (run_time == "00:10:00") {
         CHECK(calls(dir) == "-o show job 55\nrequeue 55\n");
         CHECK_THAT(err, Catch::Contains("mgtrain: requeueing SLURM job 55"));
       } else {
         CHECK(calls(dir) == "-o show job 55\n");
-        CHECK_THAT(err, Catch::Contains("mgtrain: SLURM job 55 is not requeued: the job was cancelled (scancel), not preempted"));
+        CHECK_THAT(err, Catch::Contains("mgtrain: SLURM job 55 is not requeued: SIGTERM before the time limit"));
       }
     }
   }

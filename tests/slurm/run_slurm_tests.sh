@@ -9,7 +9,8 @@
 #   (b) scripts/slurm/task_per_rank.sbatch: srun starts 2 x 2 mgtrain-worker, no launcher;
 #   (c) preemption: `scancel --signal=USR1 --full` during training -> the workers save a checkpoint and
 #       exit 75 -> node 0's launcher runs `scontrol requeue` -> the rerun (SLURM_RESTART_COUNT=1) resumes
-#       and ends with the same model parameters, bit for bit, as an uninterrupted job of the same config.
+#       and ends with the same model parameters, bit for bit, as an uninterrupted job of the same config;
+#   (d) a plain `scancel` (SIGTERM before the time limit) saves a checkpoint too but is NOT requeued.
 # The daemons are stopped by their pids at the end, whatever happens (trap).
 #
 # Usage: tests/slurm/run_slurm_tests.sh BIN_DIR      (BIN_DIR holds mgtrain and mgtrain-worker)
@@ -208,7 +209,9 @@ reference=$(sbatch --parsable --nodes=2 --cpus-per-task=1 --output="$work/c/refe
   "$repo/scripts/slurm/cpu.sbatch" "$work/preempt.yaml") || { echo "FAIL: sbatch"; exit 1; }
 preempted=$(sbatch --parsable --nodes=2 --cpus-per-task=1 --output="$work/c/preempted.out" \
   "$repo/scripts/slurm/cpu.sbatch" "$work/preempt.yaml") || { echo "FAIL: sbatch"; exit 1; }
-say "(c) jobs $reference (uninterrupted) and $preempted (to preempt) submitted"
+cancelled=$(sbatch --parsable --nodes=2 --cpus-per-task=1 --output="$work/c/cancelled.out" \
+  "$repo/scripts/slurm/cpu.sbatch" "$work/preempt.yaml") || { echo "FAIL: sbatch"; exit 1; }
+say "(c) jobs $reference (uninterrupted) and $preempted (to preempt) submitted; (d) job $cancelled (to scancel)"
 # Preempt it once it has trained past its first checkpoint; it requeues and reruns while (a) and (b) go on.
 reached=0
 for _ in $(seq 600); do
@@ -228,6 +231,15 @@ fi
 say "(c) job $preempted at step $step: scancel --signal=USR1 --full"
 scancel --signal=USR1 --full "$preempted"
 t_signal=$(date +%s)
+# (d) the same for a plain scancel, once that job trains too.
+for _ in $(seq 600); do
+  step=$(grep -oE 'mgtrain: step [0-9]+/' "$work/c/cancelled.out" 2>/dev/null | tail -n 1 | grep -oE '[0-9]+')
+  [[ -n $step && $step -ge 20 ]] && break
+  case $(job_field "$cancelled" JobState) in COMPLETED | FAILED | CANCELLED) break ;; esac
+  sleep 0.2
+done
+say "(d) job $cancelled at step ${step:-none}: scancel"
+scancel "$cancelled"
 
 # ---- (a) one launcher per node, 2 nodes x 2 workers -------------------------------------------------
 cd "$work/a" || exit 1
@@ -281,6 +293,16 @@ check "(c) the rerun knew it was one" contains "$work/c/preempted.out" \
   "mgtrain: SLURM_RESTART_COUNT=1: job $preempted was requeued and this is a rerun of run slurm-$preempted"
 check "(c) the rerun resumed from the checkpoint" contains "$work/c/preempted.out" "mgtrain: resumed from"
 check "(c) and finished" contains "$work/c/preempted.out" "mgtrain: step 1000/1000"
+# ---- (d) scancel: SIGTERM before the time limit, no requeue ------------------------------------------
+for _ in $(seq 300); do
+  cancelled_state=$(job_field "$cancelled" JobState)
+  [[ $cancelled_state == CANCELLED || $cancelled_state == COMPLETED || $cancelled_state == FAILED ]] && break
+  sleep 0.2
+done
+check "(d) the cancelled job stayed cancelled" test "$cancelled_state/$(job_field "$cancelled" Restarts)" = "CANCELLED/0"
+check "(d) node 0's launcher said why it did not requeue" contains "$work/c/cancelled.out" \
+  "mgtrain: SLURM job $cancelled is not requeued: "
+
 # The newest checkpoint of each run (its `latest` pointer): the model tensors must be identical.
 compare_models() {
   python3 - "$work/c/runs/slurm-$reference/checkpoints" "$work/c/runs/slurm-$preempted/checkpoints" <<'EOF'
