@@ -328,6 +328,21 @@ TEST_CASE("fate sharing without restarts: every node exits with the root cause's
   }
 }
 
+TEST_CASE("workers that saved a checkpoint and stopped (exit 75) on every node end the job with 75, no restart",
+          "[multinode][fate]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  std::string worker = write_script(dir / "w.sh", "exit 75");
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--max-restarts", "3", "--", worker}), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), {"--max-restarts", "3", "--", worker}), dir / "node1");
+  CHECK(node0.wait(20s) == 75);
+  CHECK(node1.wait(20s) == 75);
+  CHECK_FALSE(file_exists(dir / "runs/mn/node_0/attempt_1"));
+  CHECK_FALSE(file_exists(dir / "runs/mn/node_0/failure.json"));
+  CHECK_THAT(node1.err(), Catch::Contains("saved a checkpoint and stopped on request; run the same command on every node"));
+}
+
 TEST_CASE("a node's link cut: the other side notices within the node timeout and both exit with a clear report", "[multinode][dead]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
