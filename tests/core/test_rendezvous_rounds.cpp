@@ -150,7 +150,7 @@ TEST_CASE("static: a different nproc is an error on every node naming both value
   CHECK(out.closed.size() == 2);
 }
 
-TEST_CASE("static: uneven nproc when every node allows it; ranks follow node order", "[rdzv][rounds]") {
+TEST_CASE("static: uneven nproc when every node allows it, ranks follow node order", "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2), out, t0);
   JoinRequest node0 = join_request(0, "hostA", 3), node1 = join_request(1, "hostB", 1);
@@ -242,7 +242,7 @@ TEST_CASE("static: the join timeout names the nodes that arrived and those that 
                                       Catch::Contains("--join-timeout"));
 }
 
-TEST_CASE("fate sharing: one node's failure stops the others; restarts are global; then the root cause's code", "[rdzv][rounds]") {
+TEST_CASE("fate sharing: one node's failure stops the others, restarts are global, then the root cause's code", "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2, 1), out, t0);
   two_nodes_join(rounds, t0);
@@ -279,7 +279,7 @@ TEST_CASE("fate sharing: one node's failure stops the others; restarts are globa
   }
 }
 
-TEST_CASE("a round where every node succeeds ends the job with 0; a checkpointed stop with 75", "[rdzv][rounds]") {
+TEST_CASE("a round where every node succeeds ends the job with 0, a checkpointed stop with 75", "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2), out, t0);
   two_nodes_join(rounds, t0);
@@ -299,7 +299,7 @@ TEST_CASE("a round where every node succeeds ends the job with 0; a checkpointed
   CHECK(out75.last(1, MessageType::kFinish).integer("exit_code") == 75);  // no restart: not a failure
 }
 
-TEST_CASE("a silent node is declared dead within the node timeout; a static job cannot restart without it", "[rdzv][rounds]") {
+TEST_CASE("a silent node is declared dead within the node timeout, a static job cannot restart without it", "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2, 5), out, t0);
   two_nodes_join(rounds, t0);
@@ -366,7 +366,7 @@ TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last cal
   CHECK(Assignment::from(out.last(2, MessageType::kAssign)).node_rank == 1);
 }
 
-TEST_CASE("dynamic: MAX nodes close the round at once; survivors >= MIN restart without a lost node", "[rdzv][rounds][dynamic]") {
+TEST_CASE("dynamic: MAX nodes close the round at once, survivors >= MIN restart without a lost node", "[rdzv][rounds][dynamic]") {
   FakeOutbox out;
   RendezvousRounds rounds(dynamic_settings(2, 3, 1), out, t0);
   rounds.on_connect(1, "127.0.0.1", t0);

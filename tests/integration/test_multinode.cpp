@@ -232,7 +232,7 @@ TEST_CASE("static: a node started without a run id adopts node 0's, config paths
   CHECK_THAT(read_text(dir / "runs/mn/node_1/config.yaml"), Catch::Contains("run_id: mn"));
 }
 
-TEST_CASE("static: Ctrl-C on one node's agent stops every node; a killed agent is a lost node", "[multinode][static]") {
+TEST_CASE("static: Ctrl-C on one node's agent stops every node, a killed agent is a lost node", "[multinode][static]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
@@ -277,7 +277,7 @@ TEST_CASE("static: the join timeout names the node ranks that arrived and those 
                                            "launch.join_timeout (1 s)"));
 }
 
-TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds; both restart and finish", "[multinode][fate]") {
+TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds, both restart and finish", "[multinode][fate]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
@@ -369,7 +369,7 @@ TEST_CASE("a node's link cut: the other side notices within the node timeout and
   CHECK(report["root_cause"]["node_rank"].as<int>() == 1);
 }
 
-TEST_CASE("dynamic: ranks on arrival; MIN nodes after the last call; a late node joins the next round, without the lost one",
+TEST_CASE("dynamic: ranks on arrival, MIN nodes after the last call, a late node joins the next round, without the lost one",
           "[multinode][dynamic]") {
   NetnsHosts hosts(3);
   REQUIRE_HOSTS(hosts);
