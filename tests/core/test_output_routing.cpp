@@ -19,7 +19,7 @@ TEST_CASE("a single stream value applies to every rank", "[routing]") {
   CHECK_FALSE(none[2].err);
 }
 
-TEST_CASE("a per-rank mapping names ranks; others get nothing, ranks beyond nproc are ignored", "[routing]") {
+TEST_CASE("a per-rank mapping names ranks, others get nothing, ranks beyond nproc are ignored", "[routing]") {
   auto mapped = parse_stream_selection("0:1,1:3", 3, "launch.redirect");
   CHECK(mapped[0].out);
   CHECK_FALSE(mapped[0].err);

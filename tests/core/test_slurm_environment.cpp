@@ -309,7 +309,7 @@ TEST_CASE("the job's state and times from scontrol -o show job", "[slurm][requeu
   CHECK_FALSE(parse_slurm_duration("1:2:3:4"));
 }
 
-TEST_CASE("requeue runs scontrol; its failure is a warning with its stderr", "[slurm][requeue]") {
+TEST_CASE("requeue runs scontrol, its failure is a warning with its stderr", "[slurm][requeue]") {
   const SlurmDetection d = detect_slurm(step_on_node1());
   LaunchConfig launch;
   std::vector<std::string> lines;

@@ -66,7 +66,7 @@ TEST_CASE("a failure stops the group: SIGTERM, then SIGKILL after the grace peri
   CHECK(policy.failures()[*policy.root_cause()].local_rank == 1);
 }
 
-TEST_CASE("the root cause is the earliest failure; later ones are listed as during teardown", "[policy]") {
+TEST_CASE("the root cause is the earliest failure, later ones are listed as during teardown", "[policy]") {
   FakeGroup group;
   SupervisionPolicy policy(settings(3), group);
   policy.start(t0);
@@ -118,7 +118,7 @@ TEST_CASE("without restarts the first failure ends the job", "[policy]") {
   CHECK(group.log == std::vector<std::string>{"start 0"});  // nobody left to signal
 }
 
-TEST_CASE("SIGINT to the launcher is forwarded; a second one kills at once; exit 130", "[policy]") {
+TEST_CASE("SIGINT to the launcher is forwarded, a second one kills at once, exit 130", "[policy]") {
   FakeGroup group;
   SupervisionPolicy policy(settings(2, 3, 30), group);
   policy.start(t0);
@@ -133,7 +133,7 @@ TEST_CASE("SIGINT to the launcher is forwarded; a second one kills at once; exit
   CHECK(policy.failures().empty());
 }
 
-TEST_CASE("SIGTERM and SIGHUP give 143 and 129; USR1 and USR2 are only forwarded", "[policy]") {
+TEST_CASE("SIGTERM and SIGHUP give 143 and 129, USR1 and USR2 are only forwarded", "[policy]") {
   for (int signal : {SIGTERM, SIGHUP, SIGQUIT}) {
     FakeGroup group;
     SupervisionPolicy policy(settings(1), group);

@@ -165,7 +165,7 @@ TEST_CASE("restarts: failing only on attempt 0 succeeds with max_restarts 1 and 
   }
 }
 
-TEST_CASE("log files per attempt and rank; console lines prefixed by rank", "[launch][output]") {
+TEST_CASE("log files per attempt and rank, console lines prefixed by rank", "[launch][output]") {
   TempDir dir;
   std::string worker = write_script(dir / "worker.sh", "echo \"out of $RANK\"; echo \"err of $RANK\" >&2; printf 'no newline %s' \"$RANK\"");
   LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {worker});

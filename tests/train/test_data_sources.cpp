@@ -296,7 +296,7 @@ TEST_CASE("tokens: windows of context_length + 1, the 90/10 split without val.bi
   CHECK(test->make_batch({1}).inputs[0].equal(at::arange(394, 398, at::kLong)));
 }
 
-TEST_CASE("tokens: val.bin beside the train file is the test split; meta.json gives the vocabulary") {
+TEST_CASE("tokens: val.bin beside the train file is the test split, meta.json gives the vocabulary") {
   TempDir dir;
   write_tokens(dir.file("train.bin"), ramp(40));
   write_tokens(dir.file("val.bin"), ramp(9, 50));

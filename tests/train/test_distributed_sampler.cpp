@@ -49,7 +49,7 @@ TEST_CASE("sampler: shards are disjoint and cover the data set") {
   }
 }
 
-TEST_CASE("sampler: padding repeats the order from its start; drop_last cuts its tail") {
+TEST_CASE("sampler: padding repeats the order from its start, drop_last cuts its tail") {
   // Unshuffled: the order is 0..9, padded with 0, 1 to 12 entries; rank r takes positions r, r+3, ...
   const auto padded = all_shards(10, 3, false, 0, false, 0);
   CHECK(padded[0] == std::vector<int64_t>{0, 3, 6, 9});
