@@ -7,6 +7,7 @@ namespace mgtrain {
 namespace {
 
 volatile std::sig_atomic_t g_requested = 0;
+bool g_stop_agreed = false;
 struct sigaction g_previous_term {}, g_previous_usr1 {};
 
 void record(int signal) { g_requested = signal; }
@@ -23,10 +24,20 @@ StopRequestHandler::StopRequestHandler() {
 }
 
 StopRequestHandler::~StopRequestHandler() {
+  if (g_stop_agreed) return;  // stop_agreed() set SIG_IGN: keep it until the process exits
   sigaction(SIGTERM, &g_previous_term, nullptr);
   sigaction(SIGUSR1, &g_previous_usr1, nullptr);
 }
 
 int StopRequestHandler::requested() { return g_requested; }
+
+void StopRequestHandler::stop_agreed() {
+  g_stop_agreed = true;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGTERM, &ignore, nullptr);
+  sigaction(SIGUSR1, &ignore, nullptr);
+}
 
 }  // namespace mgtrain

@@ -254,6 +254,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
         if (leader) std::fprintf(stderr, "mgtrain: warning: training goes on without that checkpoint (checkpoint.on_write_error: continue)\n");
       }
       if (votes.stop) {
+        StopRequestHandler::stop_agreed();  // late copies of the signal (SLURM, the launcher) must not kill us now
         save(position, "stop requested");
         checkpoints.wait_for_writes();
         if (leader && checkpoints.write_failed()) throw Error(checkpoints.take_write_error());

@@ -2,14 +2,19 @@
 // environment and a fake `scontrol` first on PATH that logs its arguments. The summary line, settings
 // taken from SLURM or given, the refusal of several launchers per node, requeue after the workers'
 // exit 75 (also after SIGTERM, but not for a cancelled job), its warning when scontrol fails, and
-// `mgtrain env`. The real cluster is tests/slurm/run_slurm_tests.sh.
+// `mgtrain env`; and the real worker surviving SLURM's duplicated signals. The real cluster is
+// tests/slurm/run_slurm_tests.sh.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <thread>
 
 #include "core/run_capture.hpp"
 #include "launch_fixture.hpp"
@@ -190,4 +195,34 @@ TEST_CASE("mgtrain env shows what SLURM gives and from which variable", "[binary
   options.set_env = {{"MGTRAIN_LAUNCH_WORKER", "/nonexistent"}};
   CHECK_THAT(run_and_capture({kMgtrain, "env", "--json"}, options).out,
              Catch::Contains("\"slurm\": {\"layout\": \"not inside a SLURM job\"}"));
+}
+
+TEST_CASE("SLURM signals every process of the step and the launcher forwards too: the workers still save and exit 75",
+          "[binary][slurm][signals][worker]") {
+  const std::string worker = std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker";
+  if (access(worker.c_str(), X_OK) != 0) {
+    WARN("SKIP: no mgtrain-worker in " MGTRAIN_BIN_DIR " (built without LibTorch)");
+    return;
+  }
+  TempDir dir;
+  std::ofstream(dir / "job.yaml")
+      << "model: {type: mlp, hidden_sizes: [64]}\n"
+         "data: {dataset: synthetic, input_shape: [32], num_classes: 4, synthetic_samples: 200000, loader_threads: 0}\n"
+         "train: {epochs: 1, batch_size: 8, eval_at_epoch_end: false}\n"
+         "checkpoint: {every_epochs: 0, at_end: false}\nlog: {every_steps: 10}\n";
+  ChildProcess launcher = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "dup", "--nproc", "2",
+                                         "--grace-period", "20", dir / "job.yaml"},
+                                        dir / "launcher");
+  REQUIRE(wait_until([&] { return read_text(launcher.out_path).find("mgtrain: step 20/") != std::string::npos; }, 60s));
+  // Like slurmstepd: the signal to the launcher and straight to every worker, again and again, also while they
+  // save and exit.
+  std::optional<int> code;
+  for (int round = 0; round < 200 && !code; ++round) {
+    for (pid_t pid : live_job_processes({}, dir.path())) kill(pid, SIGUSR1);
+    code = wait_for_exit(launcher.pid, 10ms);
+  }
+  if (!code) code = wait_for_exit(launcher.pid, 60s);
+  INFO(read_text(launcher.err_path));
+  CHECK(code == std::optional<int>(75));
+  CHECK_THAT(read_text(launcher.err_path), !Catch::Contains("job failed"));
 }
