@@ -5,7 +5,9 @@
 #      the background) against the time to copy the same state to CPU memory with a plain clone(), measured
 #      right after each save in the same process (MGTRAIN_BENCH_CHECKPOINT_COPY=1); goal: stall <= 2x copy;
 #   2. the trainer's checkpoint write throughput against `dd bs=8M conv=fsync` of the same size to the same
-#      directory, alternating ROUNDS times; goal: >= 80% of dd. Reported for the last save of each run (written
+#      directory, alternating ROUNDS times; goal: >= 80% of dd. The trainer's rate is the checkpoint file's
+#      (temporary file to directory fsync after the rename), timed like dd; the `latest` update and pruning
+#      that follow are printed separately by the trainer. Reported for the last save of each run (written
 #      after training ended, like dd with the machine to itself) and for the saves written while both cores train.
 # Reports medians and ratios. Usage: scripts/bench/checkpoint.sh   (ROUNDS=3, DIR=a temp dir under $TMPDIR)
 set -euo pipefail
