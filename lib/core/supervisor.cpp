@@ -19,6 +19,8 @@
 namespace mgtrain {
 namespace {
 
+std::string fmt_rank(int local_rank) { return "local rank " + std::to_string(local_rank); }
+
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kStderrTailLines = 20;
@@ -91,6 +93,7 @@ void Supervisor::kill_and_reap_all() {
 }
 
 void Supervisor::start_workers(int attempt) {
+  if (attempt > 0 && !peer_) announce_restart(attempt);
   int port = peer_ ? plan_.master_port
                   : attempt == 0 ? first_port_ : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
   workers_.clear();
@@ -277,6 +280,18 @@ SupervisionResult Supervisor::run() {
 std::optional<FailureReport> Supervisor::local_failure_report() const {
   if (!policy_.root_cause()) return std::nullopt;
   return build_failure_report();
+}
+
+void Supervisor::announce_restart(int attempt) {
+  std::string why;
+  for (const WorkerFailure& failure : policy_.failures()) {
+    if (failure.attempt != attempt - 1 || failure.during_teardown) continue;
+    why = failure.hung ? fmt_rank(failure.local_rank) + " hung" : fmt_rank(failure.local_rank) + " " + failure.status.describe();
+    break;
+  }
+  console_.add_text(true, "mgtrain: restarting all workers (attempt " + std::to_string(attempt + 1) + " of " +
+                              std::to_string(plan_.max_restarts + 1) + ")" + (why.empty() ? "" : " after " + why) +
+                              "; the failed attempt's logs are in " + log_layout::attempt_dir(plan_.run_dir, attempt - 1) + "\n");
 }
 
 FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {

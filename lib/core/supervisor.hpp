@@ -72,6 +72,7 @@ class Supervisor : private WorkerGroupControl {
   const SupervisionPolicy& policy() const { return policy_; }
   ConsoleWriter& console() { return console_; }
   // The report entry of a failure of the current attempt (stderr tail, error file, ...).
+  void announce_restart(int attempt);  // one console line: which attempt, after what, where the logs are
   FailedWorker describe_failure(const WorkerFailure& failure) const;
   // The table and failure.json facts of the last attempt's failures, when it had any.
   std::optional<FailureReport> local_failure_report() const;

@@ -156,11 +156,14 @@ TEST_CASE("restarts: failing only on attempt 0 succeeds with max_restarts 1 and 
     CHECK_THAT(second, Catch::StartsWith("attempt 1 port "));
     CHECK(first.substr(15) != second.substr(15));  // an auto-picked port is picked again
     CHECK_FALSE(file_exists(outcome.run_dir + "/failure.json"));
+    CHECK_THAT(outcome.err, Catch::Contains("mgtrain: restarting all workers (attempt 2 of 2) after local rank 1 exit code 3; "
+                                            "the failed attempt's logs are in " + outcome.run_dir + "/attempt_0"));
   }
   SECTION("max_restarts 0") {
     launch.max_restarts = 0;
     LaunchOutcome outcome = launch_in_process(launch, {worker});
     CHECK(outcome.exit_code == 3);
+    CHECK_THAT(outcome.err, !Catch::Contains("restarting"));
     CHECK_FALSE(file_exists(outcome.run_dir + "/attempt_1"));
   }
 }
