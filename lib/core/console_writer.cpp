@@ -7,6 +7,16 @@
 
 namespace mgtrain {
 
+void write_to_fd(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t written = write(fd, text.data() + done, text.size() - done);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return;
+    done += static_cast<std::size_t>(written);
+  }
+}
+
 void ConsoleWriter::add_line(bool to_stderr, std::string_view prefix, std::string_view line) {
   Stream& stream = to_stderr ? err_ : out_;
   if (stream.broken) return;

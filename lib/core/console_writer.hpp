@@ -7,6 +7,10 @@
 
 namespace mgtrain {
 
+// Writes all of `text` to `fd` (retrying on EINTR and short writes) for the launcher's own messages;
+// gives up silently when the descriptor fails, as console output must never stop the launcher.
+void write_to_fd(int fd, const std::string& text);
+
 class ConsoleWriter {
  public:
   ConsoleWriter(int stdout_fd = 1, int stderr_fd = 2) : out_{stdout_fd, {}, false}, err_{stderr_fd, {}, false} {}

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/config_yaml.hpp"
+#include "core/console_writer.hpp"
 #include "core/error.hpp"
 #include "core/exit_status.hpp"
 #include "core/host_probe.hpp"
@@ -32,15 +33,6 @@ void write_text_file(const std::string& path, const std::string& text) {
   if (!file) throw Error("cannot write " + path + ": check that launch.log_dir is writable (--log-dir)");
 }
 
-void write_to_fd(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t written = write(fd, text.data() + done, text.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;
-    done += static_cast<std::size_t>(written);
-  }
-}
 
 int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
   if (plan.picks_port()) return ports.pick_free_port();

@@ -12,6 +12,7 @@
 
 #include "core/build_info.hpp"
 #include "core/config_yaml.hpp"
+#include "core/console_writer.hpp"
 #include "core/error.hpp"
 #include "core/job_fingerprint.hpp"
 #include "core/log_layout.hpp"
@@ -38,15 +39,6 @@ std::string seconds_text(double value) {
   return fmt::format("{:.1f} s", value);
 }
 
-void write_to_fd(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t written = write(fd, text.data() + done, text.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;
-    done += static_cast<std::size_t>(written);
-  }
-}
 
 void write_text_file(const std::string& path, const std::string& text) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
