@@ -60,6 +60,8 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--hostfile", "launch.hostfile", true},
     {"--remote-shell,--remote_shell", "launch.remote_shell", true},
     {"--exit-with-stdin", "launch.exit_with_stdin", false},
+    {"--status-port,--status_port", "launch.status_port", true},
+    {"--status-bind,--status_bind", "launch.status_bind", true},
 };
 
 // The spellings of a CLI11 option spec: "--nproc,--nproc_per_node" -> {"--nproc", "--nproc_per_node"}.

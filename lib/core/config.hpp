@@ -41,6 +41,9 @@ struct LaunchConfig {
   std::string hostfile;               // lines "host slots=4"
   std::string remote_shell = "ssh {host}";  // command that runs an agent on {host}
   bool exit_with_stdin = false;       // stop the job when stdin closes (set by --hosts for its agents)
+  // status API (docs/monitoring.md)
+  std::int64_t status_port = 0;       // 0: no status server
+  std::string status_bind = "127.0.0.1";  // address the status server listens on
 };
 
 // `model:` — which network the built-in trainer builds.
@@ -83,6 +86,12 @@ struct TrainConfig {
   std::int64_t seed = 42;
   double clip_grad_norm = 0.0;        // 0: no clipping
   std::string device = "auto";        // auto | cpu | cuda
+  std::string precision = "fp32";     // fp32 | bf16 (autocast) | fp16 (CUDA, dynamic loss scaling)
+  double loss_scale_init = 65536.0;   // fp16: first loss scale (torch.cuda.amp.GradScaler's defaults)
+  double loss_scale_growth_factor = 2.0;
+  double loss_scale_backoff_factor = 0.5;
+  std::int64_t loss_scale_growth_interval = 2000;  // steps without inf/nan before the scale grows
+  double gpu_memory_fraction = 0.0;   // CUDA: cap of the caching allocator per process; 0: no cap
 };
 
 // `optim:` — optimizer and learning-rate schedule.
@@ -114,6 +123,8 @@ struct DdpConfig {
   double timeout_s = 1800.0;          // collective timeout
   double connect_timeout_s = 300.0;   // store / peers rendezvous timeout
   bool skip_allreduce = false;        // benchmarks only: gradients are not synchronised
+  bool sync_batch_norm = false;       // batch-norm statistics over all ranks (SyncBatchNorm)
+  std::string strategy = "ddp";       // ddp | dp (legacy single-process DataParallel, CUDA only)
 };
 
 // `checkpoint:` — when and where rank 0 saves, and what to resume from.
@@ -135,6 +146,10 @@ struct CheckpointConfig {
 struct LogConfig {
   std::string level = "info";         // debug | info | warn | error
   std::int64_t every_steps = 50;
+  std::string progress = "auto";      // auto (bar on a TTY, lines otherwise) | bar | lines | off
+  std::int64_t metrics_every_steps = 10;  // rows of <run dir>/metrics.jsonl; 0: no metrics file
+  bool tensorboard = true;            // also write TensorBoard event files under <run dir>/tensorboard
+  double resource_interval_s = 10.0;  // seconds between CPU/RSS/GPU samples; 0: no sampling
 };
 
 struct Config {

@@ -328,6 +328,8 @@ std::vector<KeyDef> build_schema() {
   s.add(key("launch.remote_shell", &C::launch, &LaunchConfig::remote_shell, "command that runs a node agent on {host}; the agent's command line follows as one shell-quoted argument")
             .must("a command containing {host}", check_remote_shell));
   s.add(key("launch.exit_with_stdin", &C::launch, &LaunchConfig::exit_with_stdin, "stop the job like SIGHUP when stdin closes (set by hosts/hostfile for remote agents, so none outlives its remote shell)"));
+  s.add(key("launch.status_port", &C::launch, &LaunchConfig::status_port, "serve the status API and dashboard on this port (docs/monitoring.md); 0: off").range(0, 65535));
+  s.add(key("launch.status_bind", &C::launch, &LaunchConfig::status_bind, "address the status server listens on (loopback unless you ask otherwise)"));
   // model
   s.add(key("model.type", &C::model, &ModelConfig::type, "network the built-in trainer builds").one_of({"mlp", "cnn", "resnet", "gpt", "torchscript"}));
   s.add(key("model.hidden_sizes", &C::model, &ModelConfig::hidden_sizes, "mlp: hidden layer widths").at_least(1));
@@ -361,6 +363,12 @@ std::vector<KeyDef> build_schema() {
   s.add(key("train.seed", &C::train, &TrainConfig::seed, "seed of model init and data order (identical on all ranks)").at_least(0));
   s.add(key("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip gradients to this global norm after reduction; 0: off").at_least(0));
   s.add(key("train.device", &C::train, &TrainConfig::device, "where to train: auto (cuda:LOCAL_RANK if CUDA, else cpu)").one_of({"auto", "cpu", "cuda"}));
+  s.add(key("train.precision", &C::train, &TrainConfig::precision, "fp32; bf16: autocast to bfloat16 (CPU, CUDA); fp16: autocast to float16 with dynamic loss scaling (CUDA only)").one_of({"fp32", "bf16", "fp16"}));
+  s.add(key("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16: initial loss scale").range(1e-30, 1e30));
+  s.add(key("train.loss_scale_growth_factor", &C::train, &TrainConfig::loss_scale_growth_factor, "fp16: scale multiplier after growth_interval steps without inf/nan gradients").range(1, 1e6));
+  s.add(key("train.loss_scale_backoff_factor", &C::train, &TrainConfig::loss_scale_backoff_factor, "fp16: scale multiplier after a step with inf/nan gradients (the step is skipped)").range(1e-6, 1));
+  s.add(key("train.loss_scale_growth_interval", &C::train, &TrainConfig::loss_scale_growth_interval, "fp16: consecutive finite steps before the scale grows").range(1, 1LL << 40));
+  s.add(key("train.gpu_memory_fraction", &C::train, &TrainConfig::gpu_memory_fraction, "CUDA: cap the caching allocator at this fraction of the device's memory; 0: no cap").range(0, 1));
   // optim
   s.add(key("optim.name", &C::optim, &OptimConfig::name, "optimizer").one_of({"sgd", "adam", "adamw"}));
   s.add(key("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate").range(0, 1e6));
@@ -386,6 +394,8 @@ std::vector<KeyDef> build_schema() {
   s.add(key("ddp.timeout_s", &C::ddp, &DdpConfig::timeout_s, "seconds a collective may take before it fails").range(1, 1e6));
   s.add(key("ddp.connect_timeout_s", &C::ddp, &DdpConfig::connect_timeout_s, "seconds to wait for the store and all peers at start").range(1, 1e6));
   s.add(key("ddp.skip_allreduce", &C::ddp, &DdpConfig::skip_allreduce, "benchmarks only: skip the gradient all-reduce to time a step without communication (ranks diverge)"));
+  s.add(key("ddp.sync_batch_norm", &C::ddp, &DdpConfig::sync_batch_norm, "synchronise batch-norm statistics over all ranks (like torch.nn.SyncBatchNorm)"));
+  s.add(key("ddp.strategy", &C::ddp, &DdpConfig::strategy, "ddp: one process per device; dp: legacy single-process DataParallel over the selected GPUs (CUDA only, slower)").one_of({"ddp", "dp"}));
   // checkpoint
   s.add(key("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "directory of the run's checkpoints; empty: never save or resume"));
   s.add(key("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save every N optimizer steps; 0: not by steps").at_least(0));
@@ -403,6 +413,10 @@ std::vector<KeyDef> build_schema() {
   // log
   s.add(key("log.level", &C::log, &LogConfig::level, "least severe message printed").one_of({"debug", "info", "warn", "error"}));
   s.add(key("log.every_steps", &C::log, &LogConfig::every_steps, "rank 0 prints a progress line every N steps").at_least(1));
+  s.add(key("log.progress", &C::log, &LogConfig::progress, "rank 0's progress display: auto (a live bar on a TTY, plain lines otherwise), bar, lines, off").one_of({"auto", "bar", "lines", "off"}));
+  s.add(key("log.metrics_every_steps", &C::log, &LogConfig::metrics_every_steps, "write a row of <run dir>/metrics.jsonl every N steps (and after every eval); 0: no metrics").at_least(0));
+  s.add(key("log.tensorboard", &C::log, &LogConfig::tensorboard, "also write the metrics as TensorBoard event files under <run dir>/tensorboard"));
+  s.add(key("log.resource_interval_s", &C::log, &LogConfig::resource_interval_s, "seconds between CPU%/RSS/GPU samples recorded in the metrics; 0: no sampling").range(0, 1e6));
   return s.take();
 }
 
