@@ -1,0 +1,94 @@
+// <run dir>/run.json, the run history record (docs/monitoring.md#run-history): the launcher (node 0) writes it
+// atomically when the workers are about to start, with status "running", and rewrites it when the launch ends
+// with the status, exit code and end time. A launcher killed by SIGKILL (or a machine that went down) leaves
+// "running" behind; readers then report "interrupted" when the launcher recorded in the file no longer runs
+// (its pid gone, reused by another process, or another boot of the machine).
+// A relaunch with the same run id moves the earlier run.json to earlier/<k>/run.json with the rest of that
+// launch's files, so run.json always describes the latest launch.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mgtrain {
+
+// Which process holds a running record: enough to tell later whether it still runs.
+struct LauncherIdentity {
+  long pid = 0;
+  std::string host;        // gethostname()
+  std::string boot_id;     // /proc/sys/kernel/random/boot_id
+  long long start_ticks = 0;  // the process's start time since boot, in clock ticks (/proc/<pid>/stat field 22)
+};
+
+struct RunRecord {
+  std::string run_id;
+  std::string status = "running";  // running | succeeded | failed | stopped | interrupted
+  std::optional<int> exit_code;
+  std::vector<std::string> command_line;
+  std::string cwd;
+  std::vector<std::string> hosts;
+  int nnodes = 1;
+  int world_size = 1;
+  double start_time = 0;  // Unix seconds
+  std::optional<double> end_time;
+  int attempts = 0;
+  std::string config_file = "config.yaml";  // relative to the run directory
+  LauncherIdentity launcher;
+};
+
+// The record's JSON text (one object, indented, newline at the end).
+std::string run_record_to_json(const RunRecord& record);
+// Parses run.json's text; throws Error naming `source` and what is wrong.
+RunRecord parse_run_record(const std::string& text, const std::string& source);
+
+// <run dir>/run.json
+std::string run_record_file(const std::string& run_dir);
+// Writes <run dir>/run.json atomically (temp file, fsync, rename). Throws SystemError naming the path.
+void write_run_record(const std::string& run_dir, const RunRecord& record);
+// Reads <run dir>/run.json; nullopt when there is none. Throws Error when it exists but cannot be read.
+std::optional<RunRecord> read_run_record(const std::string& run_dir);
+
+// The record of a launch starting now in this process: run id, this process's command line
+// (/proc/self/cmdline), working directory, start time and launcher identity; status "running".
+RunRecord start_run_record(const std::string& run_id, const std::vector<std::string>& hosts, int nnodes, int world_size);
+// The status of a launch that ended with `exit_code`: "succeeded" (0), "stopped" (the launcher got a signal
+// such as Ctrl-C or SIGTERM, or the workers saved a checkpoint and stopped on request: exit 75), else "failed".
+std::string finished_status(int exit_code, bool launcher_signalled, bool stopped_after_checkpoint);
+// Sets status, exit code, end time (now) and attempts.
+void finish_run_record(RunRecord& record, const std::string& status, int exit_code, int attempts);
+
+// Moves an existing <run dir>/run.json of an earlier launch aside before a new one is written: into
+// `archive_dir` when the run directory's other files were just archived there (prepare_run_directory), else
+// into the next free <run dir>/earlier/<k>/. Returns where it went, or "" when there was none.
+std::string keep_earlier_run_record(const std::string& run_dir, const std::string& archive_dir);
+
+// The record of one launch in this process: the constructor writes it ("running"), finish() rewrites it with
+// the outcome. If the launch leaves by an exception instead, the destructor records "failed" with exit code 1
+// (mgtrain's own failure), so only a launcher that was killed leaves "running" behind.
+class RunRecorder {
+ public:
+  // Throws SystemError when run.json cannot be written (the run directory is not writable).
+  RunRecorder(std::string run_dir, RunRecord record);
+  ~RunRecorder();
+  RunRecorder(const RunRecorder&) = delete;
+  RunRecorder& operator=(const RunRecorder&) = delete;
+  // Returns "" or a warning to print: the launch's outcome must not change because run.json could not be written.
+  std::string finish(const std::string& status, int exit_code, int attempts);
+
+ private:
+  std::string run_dir_;
+  RunRecord record_;
+  bool finished_ = false;
+};
+
+// The identity of this process, for a record it is about to write.
+LauncherIdentity this_launcher();
+// Whether the launcher that wrote a "running" record still runs: kAlive, kGone (no such process, another
+// process under that pid, or the machine rebooted since), or kUnknown (it ran on another host).
+enum class LauncherState { kAlive, kGone, kUnknown };
+LauncherState launcher_state(const LauncherIdentity& launcher);
+// The status to show: "interrupted" for a "running" record whose launcher is gone, else the recorded one.
+std::string effective_status(const RunRecord& record);
+
+}  // namespace mgtrain
