@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 namespace mgtrain {
@@ -34,8 +35,46 @@ void ConsoleWriter::add_text(bool to_stderr, std::string_view text) {
 }
 
 void ConsoleWriter::flush() {
+  const bool lines_waiting = !out_.pending.empty() || !err_.pending.empty();
+  if (lines_waiting && status_on_screen_) {
+    out_.pending.insert(0, "\r\x1b[K");  // clear the status line; the lines take its place
+    status_on_screen_ = false;
+  }
   flush_stream(out_);
   flush_stream(err_);
+  if (!status_.empty() && (!status_on_screen_ || status_changed_) && !out_.broken) {
+    std::string text = status_;
+    const int columns = stdout_terminal_columns();
+    if (columns > 1 && text.size() >= static_cast<std::size_t>(columns)) text.resize(static_cast<std::size_t>(columns - 1));
+    out_.pending = "\r" + text + "\x1b[K";
+    flush_stream(out_);
+    status_on_screen_ = true;
+    status_changed_ = false;
+  }
+}
+
+void ConsoleWriter::set_status(std::string_view prefix, std::string_view text) {
+  status_.assign(prefix);
+  status_.append(text);
+  status_changed_ = true;
+}
+
+void ConsoleWriter::finish_status() {
+  if (status_.empty()) return;
+  if (status_changed_ || !status_on_screen_) flush();  // the last state on screen first
+  if (status_on_screen_ && !out_.broken) {
+    out_.pending.insert(0, "\n");
+    status_on_screen_ = false;
+  }
+  status_.clear();
+  flush();
+}
+
+int ConsoleWriter::stdout_terminal_columns() const {
+  if (!isatty(out_.fd)) return 0;
+  winsize size{};
+  if (ioctl(out_.fd, TIOCGWINSZ, &size) != 0 || size.ws_col == 0) return 80;
+  return size.ws_col;
 }
 
 void ConsoleWriter::flush_stream(Stream& stream) {

@@ -56,15 +56,37 @@ void StreamCapture::read_available(ConsoleWriter& console) {
     close_stream(console);
     return;
   }
-  write_log(buffer, static_cast<std::size_t>(got));
-  if (to_console_) {
-    splitter_.feed(std::string_view(buffer, static_cast<std::size_t>(got)),
-                   [&](std::string_view line) { console.add_line(is_stderr_, prefix_, line); });
+  const std::string_view data(buffer, static_cast<std::size_t>(got));
+  const std::string log_bytes = log_filter_.feed(data);
+  write_log(log_bytes.data(), log_bytes.size());
+  if (to_console_) splitter_.feed(data, [&](std::string_view line) { to_console(console, line); });
+}
+
+void StreamCapture::to_console(ConsoleWriter& console, std::string_view line) {
+  const ConsoleLine kind = classify_console_line(line);
+  switch (kind.kind) {
+    case ConsoleLineKind::Ordinary:
+      console.add_line(is_stderr_, prefix_, line);
+      break;
+    case ConsoleLineKind::Bar:
+      console.set_status(prefix_, kind.text);
+      shows_status_ = true;
+      break;
+    case ConsoleLineKind::BarEnd:
+      if (shows_status_) console.finish_status();
+      shows_status_ = false;
+      break;
+    case ConsoleLineKind::LogOnly:
+      break;
   }
 }
 
 void StreamCapture::close_stream(ConsoleWriter& console) {
-  if (to_console_) splitter_.finish([&](std::string_view line) { console.add_line(is_stderr_, prefix_, line); });
+  const std::string held = log_filter_.finish();
+  write_log(held.data(), held.size());
+  if (to_console_) splitter_.finish([&](std::string_view line) { to_console(console, line); });
+  if (shows_status_) console.finish_status();  // the worker ended without "bar-end" (a crash): keep its last state
+  shows_status_ = false;
   if (pipe_fd_ >= 0) ::close(pipe_fd_);
   pipe_fd_ = -1;
   if (log_fd_ >= 0) ::close(log_fd_);

@@ -1,9 +1,11 @@
 // One worker stream (stdout or stderr): copies every byte from its pipe to the rank's log file and,
-// when routed to the console, each whole line with a "[rank N] " prefix.
+// when routed to the console, each whole line with a "[rank N] " prefix. Rank 0's marked progress lines
+// (console_progress.hpp) become the console's live status line and stay out of the log file.
 #pragma once
 
 #include <string>
 
+#include "core/console_progress.hpp"
 #include "core/console_writer.hpp"
 #include "core/line_splitter.hpp"
 
@@ -27,6 +29,7 @@ class StreamCapture {
 
  private:
   void write_log(const char* data, std::size_t size);
+  void to_console(ConsoleWriter& console, std::string_view line);
 
   int pipe_fd_;
   int log_fd_;
@@ -35,6 +38,8 @@ class StreamCapture {
   bool to_console_;
   std::string prefix_;
   LineSplitter splitter_;
+  ProgressLogFilter log_filter_;
+  bool shows_status_ = false;  // this stream's bar is the console's status line
 };
 
 }  // namespace mgtrain

@@ -109,6 +109,8 @@ void Supervisor::start_workers(int attempt) {
       std::remove(log_layout::heartbeat_file(rank_directory).c_str());
 
       WorkerSlot slot{local_rank, attempt, port, config_file_};
+      slot.stdout_to_console = plan_.console[local_rank].stdout_to_console;
+      slot.console_columns = slot.stdout_to_console ? console_.stdout_terminal_columns() : 0;
       WorkerProcessSpec spec;
       spec.argv = expand_worker_command(plan_.command, local_rank);
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));

@@ -1,6 +1,7 @@
 // Builds each worker's environment and command line.
 #include "core/worker_env.hpp"
 
+#include "core/console_progress.hpp"
 #include "core/log_layout.hpp"
 
 namespace mgtrain {
@@ -31,6 +32,12 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   if (!plan.gpu_for_local_rank.empty()) env["CUDA_VISIBLE_DEVICES"] = plan.gpu_for_local_rank.at(slot.local_rank);
 
   env[kRunDirVariable] = plan.run_dir;
+  env.erase(kConsoleIsTtyVariable);  // a launcher above us spoke of its console, not ours
+  env.erase(kConsoleColumnsVariable);
+  if (slot.stdout_to_console) {
+    env[kConsoleIsTtyVariable] = slot.console_columns > 0 ? "1" : "0";
+    if (slot.console_columns > 0) env[kConsoleColumnsVariable] = std::to_string(slot.console_columns);
+  }
   if (!slot.config_file.empty()) env[kConfigFileVariable] = slot.config_file;
   if (plan.heartbeat_timeout_s > 0) {
     env[kHeartbeatFileVariable] = log_layout::heartbeat_file(rank_directory);

@@ -21,6 +21,11 @@ struct WorkerSlot {
   int attempt = 0;           // TORCHELASTIC_RESTART_COUNT
   int master_port = 0;       // the port of this attempt
   std::string config_file;   // MGTRAIN_CONFIG_FILE; empty: not set
+  // Whether this worker's stdout reaches the launcher's console, and that console's terminal width (0: not a
+  // terminal): MGTRAIN_CONSOLE_IS_TTY / MGTRAIN_CONSOLE_COLUMNS (console_progress.hpp), so rank 0 knows to
+  // draw a progress bar. Workers whose stdout goes only to their log get neither.
+  bool stdout_to_console = false;
+  int console_columns = 0;
 };
 
 // The parent's environment with the worker's variables set on top.
