@@ -22,6 +22,21 @@ if(MGTRAIN_BUILD_WORKER)
   set(Torch_VERSION ${Torch_VERSION})
 endif()
 
+# cairo (Debian: libcairo2-dev) draws `mgtrain plot`'s images in the separate mgtrain-plot binary; without it the
+# rest builds and `mgtrain plot` says what to install.
+option(MGTRAIN_BUILD_PLOT "Build mgtrain-plot when cairo is found" ON)
+find_package(PkgConfig QUIET)
+if(MGTRAIN_BUILD_PLOT AND PKG_CONFIG_FOUND)
+  pkg_check_modules(CAIRO QUIET IMPORTED_TARGET cairo)
+endif()
+if(CAIRO_FOUND)
+  set(MGTRAIN_WITH_CAIRO ON)
+  message(STATUS "mgtrain: cairo ${CAIRO_VERSION}: building mgtrain-plot")
+else()
+  set(MGTRAIN_WITH_CAIRO OFF)
+  message(STATUS "mgtrain: cairo not found: mgtrain-plot is not built (apt-get install libcairo2-dev)")
+endif()
+
 if(MGTRAIN_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
   set(CATCH2_CMAKE_DIR ${Catch2_DIR})

@@ -13,5 +13,7 @@ int run_config_docs();
 int run_env_command(const EnvRequest& request);
 int run_tokenize_command(const TokenizeRequest& request);
 int run_export_command(const ExportRequest& request);
+int run_runs_command(const RunsRequest& request);
+int run_plot_command(const PlotRequest& request);
 
 }  // namespace mgtrain

@@ -28,6 +28,8 @@ int dispatch(const mgtrain::CliRequest& request) {
                         [](const EnvRequest& r) { return run_env_command(r); },
                         [](const TokenizeRequest& r) { return run_tokenize_command(r); },
                         [](const ExportRequest& r) { return run_export_command(r); },
+                        [](const RunsRequest& r) { return run_runs_command(r); },
+                        [](const PlotRequest& r) { return run_plot_command(r); },
                         [](const PrintRequest& r) {
                           std::fputs(r.text.c_str(), stdout);
                           return exit_code::kSuccess;

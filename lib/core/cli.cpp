@@ -372,6 +372,21 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
                      "In Python: safetensors.torch.load_file(OUT) gives the state_dict; torch.jit.load(OUT) the module.\n"
                      "Docs: docs/checkpoints.md#export");
 
+  // runs, plot (docs/monitoring.md)
+  RunsRequest runs_request;
+  CLI::App* runs_cmd = app.add_subcommand("runs", "list past runs: id, status, start, duration, steps, best metric (newest first)");
+  runs_cmd->add_option("--log-dir,--log_dir", runs_request.log_dir, "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
+  runs_cmd->add_flag("--json", runs_request.json, "machine-readable output (one JSON array)");
+  runs_cmd->footer("Example:\n  mgtrain runs --log-dir runs\nDocs: docs/monitoring.md#run-history");
+  PlotRequest plot_request;
+  CLI::App* plot_cmd = app.add_subcommand("plot", "draw a metric's curves of one or more runs as PNG or SVG (runs mgtrain-plot)");
+  plot_cmd->add_option("runs", plot_request.runs, "run ids under the log directory, or run directory paths")->required();
+  plot_cmd->add_option("--metric", plot_request.metric, "loss (default), lr, samples_per_s, eval.loss, eval.accuracy, ... (any column of metrics.jsonl)");
+  plot_cmd->add_option("-o,--output", plot_request.output, "the image: .png or .svg (default: <metric>.png here)");
+  plot_cmd->add_option("--log-dir,--log_dir", plot_request.log_dir, "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
+  plot_cmd->footer("Examples:\n  mgtrain plot r1 r2 --metric eval.accuracy -o accuracy.svg\n  mgtrain plot runs/r1 -o loss.png\n"
+                   "Docs: docs/monitoring.md#plots");
+
   // `launch` arguments are split by hand; everything else goes to CLI11 as is.
   std::vector<std::string> tokens = args;
   LaunchSplit split;
@@ -383,9 +398,9 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   }
   if (args.empty()) throw UsageError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
   if (args[0].empty() || args[0][0] != '-') {
-    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize", "export"};
+    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize", "export", "runs", "plot"};
     if (std::find(subcommands.begin(), subcommands.end(), args[0]) == subcommands.end()) {
-      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export (mgtrain --help)", args[0],
+      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export, runs, plot (mgtrain --help)", args[0],
                                    did_you_mean_suffix(args[0], subcommands)));
     }
   }
@@ -434,6 +449,8 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   if (env_cmd->parsed()) return env;
   if (tokenize_cmd->parsed()) return tokenize;
   if (export_cmd->parsed()) return export_request;
+  if (runs_cmd->parsed()) return runs_request;
+  if (plot_cmd->parsed()) return plot_request;
   throw UsageError("mgtrain: give a subcommand (launch, config, env); see mgtrain --help");
 }
 

@@ -66,6 +66,20 @@ struct ExportRequest {
   bool force = false;                  // overwrite an existing output
 };
 
+// `mgtrain runs [--log-dir DIR] [--json]`: the run history under the log directory, newest first.
+struct RunsRequest {
+  std::string log_dir;  // empty: $MGTRAIN_LAUNCH_LOG_DIR, else "runs"
+  bool json = false;
+};
+
+// `mgtrain plot RUN [RUN...] [--metric NAME] [-o OUT.png|OUT.svg] [--log-dir DIR]`: curves of a metric.
+struct PlotRequest {
+  std::vector<std::string> runs;  // run ids under the log directory, or run directory paths
+  std::string metric = "loss";
+  std::string output;             // empty: <metric>.png in the current directory
+  std::string log_dir;            // as for RunsRequest
+};
+
 struct EnvRequest {
   bool json = false;
 };
@@ -76,7 +90,8 @@ struct PrintRequest {
 };
 
 using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest,
-                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, ExportRequest, PrintRequest>;
+                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, ExportRequest, RunsRequest,
+                                PlotRequest, PrintRequest>;
 
 // Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
 CliRequest parse_cli(const std::vector<std::string>& args);

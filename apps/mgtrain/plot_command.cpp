@@ -1,0 +1,147 @@
+// `mgtrain plot RUN [RUN...] [--metric NAME] [-o OUT.png|OUT.svg] [--log-dir DIR]`: finds the runs, reads their
+// metrics.jsonl and checks the request here (torch-free, cairo-free), then exec()s the renderer `mgtrain-plot`
+// (found next to mgtrain, like the worker) with the curves on its stdin (core/plot_series.hpp). Cairo lives only
+// in mgtrain-plot, so the launcher stays small and fast to start. docs/monitoring.md#plots
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "core/did_you_mean.hpp"
+#include "core/error.hpp"
+#include "core/metrics_reader.hpp"
+#include "core/plot_series.hpp"
+#include "core/run_history.hpp"
+#include "core/worker_binary.hpp"
+
+namespace mgtrain {
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string default_output(const std::string& metric) {
+  std::string name;
+  for (char c : metric) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  return name + ".png";
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// The curve of `metric` in one run, or a UsageError saying what is missing.
+PlotSeries series_of(const std::string& run, const std::string& directory, const std::string& metric) {
+  const std::string path = metrics_file(directory);
+  MetricsFileReader reader(path);
+  reader.refresh();
+  if (!reader.exists()) {
+    throw UsageError(fmt::format("run '{}' has no metrics file {}: it was not launched by mgtrain with the built-in trainer, "
+                                 "log.metrics_every_steps was 0, or it stopped before its first row",
+                                 run, path));
+  }
+  const MetricsLog& log = reader.log();
+  if (log.empty()) {
+    throw UsageError(fmt::format("run '{}': {} has no rows yet (empty data){}", run, path,
+                                 log.problem_count() ? fmt::format("; {} lines could not be read, first: {}", log.problem_count(),
+                                                                   log.problems().front())
+                                                     : ""));
+  }
+  PlotSeries series;
+  series.name = run;
+  std::size_t non_finite = 0;
+  const std::vector<MetricPoint> points = log.series(metric);
+  for (const MetricPoint& point : points) {
+    if (std::isfinite(point.value)) {
+      series.points.emplace_back(static_cast<double>(point.step), point.value);
+    } else {
+      ++non_finite;
+    }
+  }
+  if (points.empty()) {
+    const std::vector<std::string> present = log.metric_names();
+    throw UsageError(fmt::format("run '{}' has no metric '{}'{} in {}; metrics present: {} (choose one with --metric)", run, metric,
+                                 did_you_mean_suffix(metric, present), path, joined(present)));
+  }
+  if (series.points.empty()) {
+    throw UsageError(fmt::format("run '{}': every value of '{}' in {} is NaN or infinite ({} rows): nothing to draw (empty data)",
+                                 run, metric, path, non_finite));
+  }
+  if (non_finite) {
+    std::fprintf(stderr, "mgtrain: run '%s': %zu value%s of '%s' that are NaN or infinite are left out of the plot\n", run.c_str(),
+                 non_finite, non_finite == 1 ? "" : "s", metric.c_str());
+  }
+  return series;
+}
+
+std::string renderer_path() {
+  const std::string path = executable_directory() + "/mgtrain-plot";
+  if (access(path.c_str(), X_OK) != 0) {
+    throw UsageError(fmt::format("the plot renderer {} is not there ({}): it is built only when cairo is found; install "
+                                 "libcairo2-dev (scripts/install-deps.sh) and build again (cmake --build <build dir>)",
+                                 path, std::strerror(errno)));
+  }
+  return path;
+}
+
+// Puts `text` in an anonymous in-memory file and makes it this process's stdin, for the program exec()ed next.
+void stdin_from_text(const std::string& text) {
+  const int fd = memfd_create("mgtrain-plot-data", MFD_CLOEXEC);
+  if (fd < 0) throw SystemError("cannot create the plot data (memfd_create)", errno);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError("cannot write the plot data (memfd)", errno);
+    done += static_cast<std::size_t>(n);
+  }
+  if (lseek(fd, 0, SEEK_SET) != 0 || dup2(fd, 0) != 0) throw SystemError("cannot hand the plot data to mgtrain-plot", errno);
+  ::close(fd);
+}
+
+}  // namespace
+
+int run_plot_command(const PlotRequest& request) {
+  const std::string log_dir = request.log_dir.empty() ? default_log_dir() : request.log_dir;
+  const std::string output = request.output.empty() ? default_output(request.metric) : request.output;
+  if (!ends_with(output, ".png") && !ends_with(output, ".svg")) {
+    throw UsageError(fmt::format("plot: cannot tell the image format of '{}': name the output file .png or .svg (-o)", output));
+  }
+  if (request.metric.empty()) throw UsageError("plot: --metric is empty; give a column of metrics.jsonl such as loss or eval.accuracy");
+
+  PlotSpec spec;
+  std::vector<std::string> names;
+  for (const std::string& run : request.runs) {
+    const std::string directory = resolve_run_directory(run, log_dir);
+    spec.series.push_back(series_of(run, directory, request.metric));
+    names.push_back(run);
+  }
+  spec.title = fmt::format("{}: {}", request.metric, joined(names));
+  if (spec.title.size() > 90) spec.title = fmt::format("{}: {} runs", request.metric, names.size());
+  spec.x_label = "step";
+  spec.y_label = request.metric;
+
+  const std::string renderer = renderer_path();
+  stdin_from_text(plot_spec_to_text(spec));
+  std::vector<std::string> args = {renderer, "--output", output};
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv(renderer.c_str(), argv.data());
+  throw SystemError(fmt::format("cannot run {}", renderer), errno);
+}
+
+}  // namespace mgtrain
