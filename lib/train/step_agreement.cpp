@@ -6,7 +6,8 @@
 namespace mgtrain {
 
 void StepAgreement::begin(const StepVotes& mine) {
-  votes_ = at::tensor({mine.stop ? 1.0f : 0.0f, mine.save_due ? 1.0f : 0.0f, mine.writer_failed ? 1.0f : 0.0f});
+  votes_ = at::tensor({mine.stop ? 1.0f : 0.0f, mine.save_due ? 1.0f : 0.0f, mine.writer_failed ? 1.0f : 0.0f,
+                       mine.save_requested ? 1.0f : 0.0f});
   work_ = comm_.world_size() > 1 ? comm_.allreduce_sum_async(votes_) : torch_compat::WorkHandle{};
 }
 
@@ -14,7 +15,7 @@ StepVotes StepAgreement::finish() {
   if (work_) work_->wait();
   work_ = {};
   const float* v = votes_.data_ptr<float>();
-  return StepVotes{v[0] > 0, v[1] > 0, v[2] > 0};
+  return StepVotes{v[0] > 0, v[1] > 0, v[2] > 0, v[3] > 0};
 }
 
 }  // namespace mgtrain

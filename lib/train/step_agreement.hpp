@@ -1,6 +1,6 @@
 // What every rank must decide together at a step boundary: stop now (a rank got SIGTERM/SIGUSR1), save
-// now (rank 0's clock says checkpoint.every_minutes passed), or give up (rank 0 could not write a
-// checkpoint). One tiny all-reduce per step carries the votes; it is started before the step's work and
+// now (rank 0's clock says checkpoint.every_minutes passed, or a rank got SIGUSR2), or give up (rank 0 could
+// not write a checkpoint). One tiny all-reduce per step carries the votes; it is started before the step's work and
 // read after backward, so it overlaps the step instead of adding a round trip.
 #pragma once
 
@@ -15,6 +15,7 @@ struct StepVotes {
   bool stop = false;          // some rank was asked to stop
   bool save_due = false;      // rank 0: time for a time-based checkpoint
   bool writer_failed = false; // rank 0: the last checkpoint write failed
+  bool save_requested = false; // some rank got SIGUSR2: save now and go on
 };
 
 class StepAgreement {

@@ -1,4 +1,4 @@
-// Records SIGTERM/SIGUSR1 for the training loop (see stop_request.hpp).
+// Records SIGTERM/SIGUSR1 (stop) and SIGUSR2 (save now) for the training loop (see stop_request.hpp).
 #include "train/stop_request.hpp"
 
 #include <csignal>
@@ -11,6 +11,9 @@ bool g_stop_agreed = false;
 struct sigaction g_previous_term {}, g_previous_usr1 {};
 
 void record(int signal) { g_requested = signal; }
+
+volatile std::sig_atomic_t g_save_requested = 0;
+void record_save_request(int) { g_save_requested = 1; }
 
 }  // namespace
 
@@ -39,5 +42,17 @@ void StopRequestHandler::stop_agreed() {
   sigaction(SIGTERM, &ignore, nullptr);
   sigaction(SIGUSR1, &ignore, nullptr);
 }
+
+void SaveRequest::install() {
+  struct sigaction action {};
+  action.sa_handler = record_save_request;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGUSR2, &action, nullptr);
+}
+
+bool SaveRequest::pending() { return g_save_requested != 0; }
+
+void SaveRequest::clear() { g_save_requested = 0; }
 
 }  // namespace mgtrain

@@ -27,6 +27,7 @@
 #include "train/optimizer_factory.hpp"
 #include "train/step_agreement.hpp"
 #include "train/stop_request.hpp"
+#include "train/training_reporter.hpp"
 
 namespace mgtrain {
 namespace {
@@ -34,13 +35,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-std::string format_duration(double seconds) {
-  const auto s = static_cast<long long>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
 
 torch::Device pick_device(const TrainConfig& train, const WorkerIdentity& id) {
   const bool cuda = torch::cuda::is_available();
@@ -161,6 +155,9 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   if (checkpoints.enabled()) stop_requests.emplace();
   StepAgreement agreement(comm);
   heartbeat.beat(0);
+  // Rank 0's progress display, eval lines, metrics.jsonl and TensorBoard files (log.*).
+  TrainingReporter reporter(config, comm.rank(), total_steps, train.batch_size * accum * comm.world_size(), device.is_cuda(),
+                            current_environment());
 
   const std::int64_t samples_per_step = train.batch_size * accum * comm.world_size();
   const double gradient_scale = 1.0 / static_cast<double>(accum * comm.world_size());
@@ -182,16 +179,11 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
     if (language_model) summary.eval.perplexity = std::exp(summary.eval.loss);
     summary.has_eval = true;
     evaluated_at_step = step;
-    if (leader) {
-      std::printf("mgtrain: eval (%s, step %lld): loss %.4f accuracy %.4f%s on %lld samples\n", when, static_cast<long long>(step),
-                  summary.eval.loss, summary.eval.accuracy,
-                  language_model ? fmt::format(" perplexity {:.2f}", summary.eval.perplexity).c_str() : "",
-                  static_cast<long long>(summary.eval.samples));
-      std::fflush(stdout);
-    }
+    reporter.on_eval(step, summary.eval, language_model, when);
   };
 
   auto save = [&](const TrainPosition& at, const char* reason) {
+    reporter.before_message();
     if (checkpoints.save(at, reason, summary.has_eval ? &summary.eval : nullptr)) last_saved_step = at.step;
   };
 
@@ -217,6 +209,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
       mine.stop = StopRequestHandler::requested() != 0;
       mine.save_due = leader && checkpoints.save_due_by_time();
       mine.writer_failed = leader && checkpoints.write_failed();
+      mine.save_requested = SaveRequest::pending();
       agreement.begin(mine);
       double step_loss = 0.0;
       for (std::int64_t micro = 0; micro < accum; ++micro) {
@@ -264,6 +257,15 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
       if ((config.checkpoint.every_steps > 0 && step % config.checkpoint.every_steps == 0) || votes.save_due) {
         save(position, votes.save_due ? "every_minutes" : "every_steps");
       }
+      if (votes.save_requested) {  // SIGUSR2 on some rank: save now and go on
+        SaveRequest::clear();      // every rank: one save for the signals that arrived up to this step
+        if (!checkpoints.enabled()) {
+          if (leader) std::fprintf(stderr, "mgtrain: warning: SIGUSR2 asked for a checkpoint at step %lld, but checkpoints are off "
+                                           "(checkpoint.dir is empty); training goes on\n", static_cast<long long>(step));
+        } else if (last_saved_step != step) {
+          save(position, "requested");
+        }
+      }
 
       const double elapsed = seconds_since(step_start);
       if (step > timing_warmup) {
@@ -274,16 +276,20 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
       window_loss += step_loss;
       ++window_count;
       if (leader && (step % config.log.every_steps == 0 || step == total_steps)) {
-        const double rate = timed_steps > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds
-                                            : static_cast<double>(step * samples_per_step) / seconds_since(loop_start);
-        const double eta = rate > 0 ? static_cast<double>((total_steps - step) * samples_per_step) / rate : 0.0;
         summary.final_train_loss = window_loss / static_cast<double>(window_count);
-        std::printf("mgtrain: step %lld/%lld epoch %lld loss %.4f lr %.5g %.0f samples/s eta %s\n", static_cast<long long>(step),
-                    static_cast<long long>(total_steps), static_cast<long long>(epoch + 1), summary.final_train_loss,
-                    schedule.at(step - 1), rate, format_duration(eta).c_str());
-        std::fflush(stdout);
         window_loss = 0.0;
         window_count = 0;
+      }
+      if (leader) {
+        StepReport report;
+        report.step = step;
+        report.epoch = epoch + 1;
+        report.loss = step_loss;
+        report.lr = schedule.at(step - 1);
+        report.step_time_s = elapsed;
+        report.samples_per_s = timed_steps > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds
+                                               : static_cast<double>((step - first_step) * samples_per_step) / seconds_since(loop_start);
+        reporter.on_step(report);
       }
       if (train.eval_every_steps > 0 && step % train.eval_every_steps == 0) run_eval("periodic");
       if (epoch_done) {
@@ -300,6 +306,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
     if (train.eval_at_epoch_end && evaluated_at_step != step) run_eval("end");
     if (config.checkpoint.at_end && last_saved_step != step) save(current, "end");
   }
+  reporter.finish();
   checkpoints.wait_for_writes();
   if (leader && checkpoints.write_failed()) {
     const std::string error = checkpoints.take_write_error();

@@ -15,6 +15,7 @@
 #include "core/worker_env.hpp"
 #include "core/worker_identity.hpp"
 #include "train/communicator.hpp"
+#include "train/stop_request.hpp"
 #include "train/trainer.hpp"
 
 #include <torch/cuda.h>
@@ -54,6 +55,7 @@ ConfigRequest config_request_from_args(const std::vector<std::string>& args) {
 }  // namespace
 
 int run_worker(const std::vector<std::string>& args) {
+  SaveRequest::install();  // first: SIGUSR2 (save now) during setup must not kill us (stop_request.hpp)
   const EnvMap env = current_environment();
   LoadedConfig loaded;
   auto resolved = env.find("MGTRAIN_CONFIG_FILE");
