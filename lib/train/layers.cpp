@@ -63,11 +63,12 @@ BatchNorm2d::BatchNorm2d(int64_t features) {
 }
 
 at::Tensor BatchNorm2d::forward(const at::Tensor& x) {
+  if (synchronised_forward) return synchronised_forward(x);
   if (is_training()) {
     at::NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
-  return at::batch_norm(x, weight, bias, running_mean, running_var, is_training(), /*momentum=*/0.1, /*eps=*/1e-5,
+  return at::batch_norm(x, weight, bias, running_mean, running_var, is_training(), kMomentum, kEps,
                         /*cudnn_enabled=*/true);
 }
 

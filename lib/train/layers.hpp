@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,9 +58,13 @@ class Conv2d : public Layer {
 // nn.BatchNorm2d (momentum 0.1, eps 1e-5, affine, tracking running statistics).
 class BatchNorm2d : public Layer {
  public:
+  static constexpr double kMomentum = 0.1, kEps = 1e-5;
   explicit BatchNorm2d(int64_t features);
   at::Tensor forward(const at::Tensor& x) override;
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  // When set, forward() is this instead: SyncBatchNorm (train/sync_batch_norm.hpp) sets it to normalise with the
+  // statistics of all ranks. The layer keeps its parameters, buffers and their names.
+  std::function<at::Tensor(const at::Tensor&)> synchronised_forward;
 };
 
 // nn.LayerNorm over the last dimension (eps 1e-5, affine).

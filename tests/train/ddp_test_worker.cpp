@@ -8,6 +8,13 @@
 // --die-at-step: the last rank kills itself (SIGKILL) before step K's backward, while the other ranks'
 // all-reduces of that step wait for it; the test checks they fail within --timeout (ddp.timeout_s).
 // Rank and store come from RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT (absent: world size 1).
+//
+// ddp_test_worker OUT_PREFIX --sync-bn [--rows R0,R1,...] [--no-sync]: SyncBatchNorm on the built-in cnn (for
+// test_sync_batch_norm.cpp). Rank r takes R_r rows (default 8 each) of one seeded global batch; 3 training steps
+// with a loss summed over the global batch, gradients all-reduced (summed); then evaluation mode. Writes float32
+// files OUT_PREFIX.r<rank>.{outputs,input_grads,param_grads,buffers,eval} (first step's outputs and gradients, the
+// buffers after the last step, the evaluation outputs). --no-sync leaves the BatchNorm layers per rank.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +32,8 @@
 #include "core/worker_identity.hpp"
 #include "train/communicator.hpp"
 #include "train/gradient_reducer.hpp"
+#include "train/model.hpp"
+#include "train/sync_batch_norm.hpp"
 
 using namespace mgtrain;
 
@@ -83,10 +92,108 @@ int shared_bucket_mappings() {
   return count;
 }
 
+void write_floats(const std::string& path, const std::vector<at::Tensor>& tensors) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& t : tensors) {
+    at::Tensor c = t.detach().contiguous().to(at::kFloat);
+    out.write(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::streamsize>(c.numel() * sizeof(float)));
+  }
+  if (!out) throw Error("cannot write " + path);
+}
+
+// The --sync-bn mode (see the usage above).
+int run_sync_batch_norm_check(const std::vector<std::string>& args) {
+  std::string prefix, rows_text;
+  bool sync = true;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--rows") rows_text = args.at(++i);
+    else if (args[i] == "--no-sync") sync = false;
+    else if (args[i] != "--sync-bn") prefix = args[i];
+  }
+  const WorkerIdentity id = worker_identity_from_environment(current_environment());
+  DdpConfig ddp;
+  ddp.connect_timeout_s = 30;
+  ddp.timeout_s = 20;
+  auto comm = connect_communicator(id, ddp, "gloo");
+  const int world = comm->world_size(), rank = comm->rank();
+  std::vector<int64_t> rows(static_cast<std::size_t>(world), 8);
+  if (!rows_text.empty()) {
+    rows.clear();
+    for (std::size_t at = 0; at <= rows_text.size();) {
+      const std::size_t comma = std::min(rows_text.find(',', at), rows_text.size());
+      rows.push_back(std::stoll(rows_text.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    if (static_cast<int>(rows.size()) != world) throw UsageError("--rows needs one count per rank");
+  }
+  int64_t global = 0, start = 0;
+  for (int r = 0; r < world; ++r) {
+    if (r < rank) start += rows[static_cast<std::size_t>(r)];
+    global += rows[static_cast<std::size_t>(r)];
+  }
+  const int64_t mine = rows[static_cast<std::size_t>(rank)];
+
+  ModelConfig config;
+  config.type = "cnn";
+  config.channels = {4, 6};
+  config.batch_norm = true;
+  config.fc_sizes = {12};
+  config.dropout = 0;
+  torch::manual_seed(1234);
+  auto model = build_model(config, ModelInput{{3, 8, 8}, 5});
+  const int converted = sync ? convert_to_sync_batch_norm(*model, *comm) : 0;
+  if (rank == 0) std::printf("converted %d\n", converted);
+  std::fflush(stdout);
+  model->train(true);
+  std::vector<at::Tensor> params, buffers;
+  for (auto& [name, p] : model->named_parameters()) params.push_back(p);
+  for (auto& [name, b] : model->named_buffers()) buffers.push_back(b);
+
+  at::Generator gen = at::detail::createCPUGenerator(77);
+  const at::Tensor all_inputs = at::randn({global, 3, 8, 8}, gen) * 2.0 + 0.5;  // BatchNorm has a mean to remove
+  const at::Tensor all_weights = at::randn({global, 5}, gen);
+  const std::string base = prefix + ".r" + std::to_string(rank);
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor x = all_inputs.narrow(0, start, mine).clone().requires_grad_(true);
+    at::Tensor out = model->forward(x);
+    // Summed over the global batch: the ranks' losses add up to the world-1 loss.
+    at::Tensor loss = (out * all_weights.narrow(0, start, mine)).sum() / static_cast<double>(global);
+    loss.backward();
+    std::vector<at::Tensor> grads;
+    for (auto& p : params) {
+      at::Tensor g = p.grad().defined() ? p.grad().detach().clone() : at::zeros_like(p);
+      comm->allreduce_sum(g);
+      grads.push_back(g);
+    }
+    if (step == 0) {
+      write_floats(base + ".outputs", {out});
+      write_floats(base + ".input_grads", {x.grad()});
+      write_floats(base + ".param_grads", grads);
+    }
+    at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      params[i].sub_(grads[i] * 0.5);
+      params[i].mutable_grad() = at::Tensor();
+    }
+  }
+  write_floats(base + ".buffers", buffers);
+  // Evaluation uses the running statistics and never communicates: the last rank runs extra forwards that no other
+  // rank matches, which would hang or fail if evaluation all-reduced.
+  model->train(false);
+  at::NoGradGuard no_grad;
+  if (rank == world - 1) {
+    for (int extra = 0; extra < 3; ++extra) model->forward(all_inputs.narrow(0, 0, 2));
+  }
+  write_floats(base + ".eval", {model->forward(all_inputs.narrow(0, start, mine))});
+  comm->barrier();
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     Options o;
     std::vector<std::string> args(argv + 1, argv + argc);
+    if (std::find(args.begin(), args.end(), "--sync-bn") != args.end()) return run_sync_batch_norm_check(args);
     for (std::size_t i = 0; i < args.size(); ++i) {
       auto next = [&] { return args.at(++i); };
       if (args[i] == "--steps") o.steps = std::stoi(next());
