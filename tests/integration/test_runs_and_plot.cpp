@@ -245,6 +245,39 @@ TEST_CASE("mgtrain plot draws PNG and SVG curves and names what is missing", "[b
   CHECK_THAT(nan.err, Contains("1 value of 'loss' that are NaN or infinite are left out"));
 }
 
+TEST_CASE("a real training run is listed and plotted from the metrics the trainer wrote", "[binary][runs][plot]") {
+  const std::string worker = std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker";
+  if (!file_exists(worker)) {
+    WARN("mgtrain-worker is not built (no LibTorch): skipping the real training run");
+    return;
+  }
+  TempDir dir;
+  CaptureOptions options;
+  options.timeout_s = 120;
+  options.set_env = {{"OMP_NUM_THREADS", "1"}};
+  CapturedRun run = run_and_capture({kMgtrain, "launch", "--nproc", "1", "--run-id", "real", "--log-dir", dir / "runs",
+                                     std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=512",
+                                     "train.max_steps=12", "log.metrics_every_steps=1", "train.eval_every_steps=6", "log.tensorboard=false"},
+                                    options);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  auto runs = runs_by_id(run_mgtrain(dir, {"runs", "--json"}));
+  REQUIRE(runs.count("real"));
+  CHECK(runs["real"]["status"].as<std::string>() == "succeeded");
+  CHECK(runs["real"]["steps"].as<int>() == 12);
+  CHECK(runs["real"]["world_size"].as<int>() == 1);
+  REQUIRE(runs["real"]["best"].IsMap());
+  CHECK(runs["real"]["best"]["metric"].as<std::string>() == "eval.accuracy");
+  if (!kPlotBuilt) return;
+  CapturedRun loss = run_mgtrain(dir, {"plot", "real", "-o", dir / "loss.png"});
+  INFO(loss.err);
+  CHECK(loss.exit_code == 0);
+  CHECK_THAT(loss.out, Contains("1 series, 12 points"));
+  CapturedRun lr = run_mgtrain(dir, {"plot", "real", "--metric", "lr", "-o", dir / "lr.svg"});
+  CHECK(lr.exit_code == 0);
+  CHECK(read_text(dir / "lr.svg").rfind("<?xml", 0) == 0);
+}
+
 TEST_CASE("the launcher does not link cairo", "[binary][plot]") {
   CapturedRun ldd = run_and_capture({"ldd", kMgtrain});
   REQUIRE(ldd.exit_code == 0);
