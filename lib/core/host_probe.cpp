@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/gpu_inventory.hpp"
+#include "core/nvml_library.hpp"
 
 namespace mgtrain {
 
@@ -19,6 +20,10 @@ HostFacts probe_host_facts(const EnvMap& environment) {
   if (found != environment.end()) cuda_visible = found->second;
   host.cuda_visible_devices_set = cuda_visible.has_value();
   host.visible_gpus = visible_gpus(count_nvidia_gpus("/"), cuda_visible);
+  host.gpu_stats = [] {
+    auto nvml = open_nvml();
+    return nvml ? nvml->sample() : std::vector<GpuSample>{};
+  };
 
   cpu_set_t cpus;
   CPU_ZERO(&cpus);

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/gpu_selection.hpp"
 
 namespace mgtrain {
 namespace {
@@ -138,20 +139,66 @@ std::pair<std::string, int> split_endpoint(const std::string& text, int default_
 
 constexpr int kDefaultRendezvousPort = 29400;  // torchrun's c10d default
 
+// launch.gpu_ids auto: as many GPUs as workers (all visible ones for nproc auto|gpu, and for dp), the ones with the
+// most free memory. No visible GPU: none, and the note says so.
+std::vector<std::string> choose_auto_gpus(const std::string& nproc, const HostFacts& host, bool data_parallel, std::string& note) {
+  const int visible = static_cast<int>(host.visible_gpus.size());
+  if (visible == 0) {
+    note = "mgtrain: --gpu-ids auto: no GPU " + where_gpus_come_from(host) + "; the workers get none";
+    return {};
+  }
+  int count = visible, workers = 0;
+  if (!data_parallel && parse_positive_int(nproc, workers)) {
+    count = workers;
+  } else if (!data_parallel && nproc != "auto" && nproc != "gpu") {
+    throw UsageError("launch.gpu_ids auto picks one GPU per worker, but launch.nproc is '" + nproc +
+                     "': use --nproc N, gpu or auto with it");
+  }
+  std::vector<GpuSample> samples;
+  if (host.gpu_stats) samples = host.gpu_stats();
+  GpuSelection selection = select_gpus_by_free_memory(count, host.visible_gpus, samples);
+  note = selection.note;
+  return selection.devices;
+}
+
+std::string join_with_commas(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
+  return text;
+}
+
 }  // namespace
 
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
-                            const HostFacts& host) {
+                            const HostFacts& host, const std::string& strategy) {
   if (command.empty()) throw UsageError("launch: no command to run: give one after `--`, or a config for the trainer");
   LaunchPlan plan;
   plan.command = command;
   plan.hostname = host.hostname;
 
   bool gpu_ids_given = launch.gpu_ids.find_first_not_of(" \t") != std::string::npos;
+  const bool data_parallel = strategy == "dp";
   std::vector<std::string> gpus;
-  if (gpu_ids_given) gpus = resolve_gpu_ids(launch.gpu_ids, host);
-  plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, plan.nproc_reason);
-  if (gpu_ids_given) plan.gpu_for_local_rank = gpus;
+  if (trim_blanks(launch.gpu_ids) == "auto") {
+    gpus = choose_auto_gpus(launch.nproc, host, data_parallel, plan.gpu_note);
+    gpu_ids_given = !gpus.empty();
+  } else if (gpu_ids_given) {
+    gpus = resolve_gpu_ids(launch.gpu_ids, host);
+  }
+  if (data_parallel) {  // one process; CUDA_VISIBLE_DEVICES holds every selected GPU
+    int count = 0;
+    if (parse_positive_int(launch.nproc, count) && count != 1) {
+      throw UsageError("ddp.strategy dp runs one process over all selected GPUs, but launch.nproc is " + launch.nproc +
+                       ": use --nproc 1 (or auto), or ddp.strategy: ddp for one process per GPU");
+    }
+    plan.nproc = 1;
+    const int gpu_count = gpu_ids_given ? static_cast<int>(gpus.size()) : static_cast<int>(host.visible_gpus.size());
+    plan.nproc_reason = "ddp.strategy dp: 1 process over " + plural(gpu_count, "GPU");
+    if (gpu_ids_given) plan.gpu_for_local_rank = {join_with_commas(gpus)};
+  } else {
+    plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, plan.nproc_reason);
+    if (gpu_ids_given) plan.gpu_for_local_rank = gpus;
+  }
 
   std::tie(plan.min_nodes, plan.max_nodes) = resolve_nnodes(launch.nnodes);
   plan.nnodes = plan.max_nodes;
@@ -170,6 +217,9 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   if (!plan.dynamic && (launch.node_rank < 0 || launch.node_rank >= plan.nnodes)) {
     throw UsageError("launch.node_rank " + std::to_string(launch.node_rank) + " is outside 0.." +
                      std::to_string(plan.nnodes - 1) + " (launch.nnodes is " + launch.nnodes + ")");
+  }
+  if (data_parallel && plan.max_nodes > 1) {
+    throw UsageError("ddp.strategy dp runs on one node, but launch.nnodes is " + launch.nnodes + ": use ddp.strategy: ddp across nodes");
   }
   plan.node_rank = plan.dynamic ? 0 : static_cast<int>(launch.node_rank);  // dynamic: assigned by the rendezvous
   plan.world_size = plan.nnodes * plan.nproc;

@@ -2,10 +2,12 @@
 // their ranks, port, console routing and GPUs. Pure: facts about the host come in as HostFacts.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/nvml_library.hpp"
 #include "core/output_routing.hpp"
 
 namespace mgtrain {
@@ -17,6 +19,8 @@ struct HostFacts {
   int cpu_count = 1;                      // CPUs this process may run on (affinity mask)
   std::string hostname;
   std::string cwd;                        // absolute; relative log_dir is resolved against it
+  // Per-GPU statistics for `--gpu-ids auto` (NVML); called only then. Unset or empty result: no statistics.
+  std::function<std::vector<GpuSample>()> gpu_stats;
 };
 
 struct LaunchPlan {
@@ -36,6 +40,7 @@ struct LaunchPlan {
   std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker
   std::string hostname;
   std::string nproc_reason;                     // how nproc was chosen, e.g. "auto: 2 visible GPUs"
+  std::string gpu_note;                         // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
 
   // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
   int first_rank = -1;          // global rank of local rank 0; -1: node_rank * nproc
@@ -59,7 +64,9 @@ struct LaunchPlan {
 
 // Checks every launch setting and resolves nproc, gpu_ids, nnodes, tee/redirect/filter and paths.
 // `command` is the worker's argv (non-empty). Throws UsageError naming the setting and the fix.
+// launch.gpu_ids auto: the nproc GPUs with the most free memory (host.gpu_stats; see gpu_selection.hpp).
+// `strategy` is ddp.strategy: dp starts one worker that sees every selected GPU (nproc 1, one node).
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
-                            const HostFacts& host);
+                            const HostFacts& host, const std::string& strategy = "ddp");
 
 }  // namespace mgtrain
