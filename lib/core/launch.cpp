@@ -16,6 +16,7 @@
 #include "core/host_probe.hpp"
 #include "core/launch_plan.hpp"
 #include "core/run_directory.hpp"
+#include "core/run_record.hpp"
 #include "core/slurm_launch.hpp"
 #include "core/log_layout.hpp"
 #include "core/hosts_launch.hpp"
@@ -84,7 +85,20 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   announce_slurm_launch(slurm, loaded, plan, builtin_trainer, say);
   // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
   if (plan.multi_node()) {
+    // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
+    std::optional<RunRecorder> job_record;
+    if (!plan.dynamic && plan.node_rank == 0) {
+      keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
+      job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
+    }
     const int code = run_node_agent(plan, loaded, builtin_trainer, environment, outside, ports);
+    if (job_record) {
+      const std::string warning = job_record->finish(finished_status(code, code == 128 + SIGINT || code == 128 + SIGTERM ||
+                                                                          code == 128 + SIGHUP || code == 128 + SIGQUIT,
+                                                                     code == exit_code::kStoppedAfterCheckpoint),
+                                                     code, 0);
+      if (!warning.empty()) say(warning);
+    }
     // Preempted (the job ended with the workers' checkpoint stop): node 0 requeues the SLURM job.
     requeue_after_preemption(slurm, launch,
                              {plan.node_rank, code == exit_code::kStoppedAfterCheckpoint, false, code == 128 + SIGTERM, true},
@@ -98,13 +112,20 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
 
   const std::string archived = prepare_run_directory(plan.run_dir);
   if (!archived.empty()) write_to_fd(outside.stderr_fd, "mgtrain: run " + plan.run_id + " was launched before; its logs are kept in " + archived + "\n");
+  keep_earlier_run_record(plan.run_dir, archived);
   write_text_file(config_file, config_to_yaml(loaded.config));
 
   std::string notice = omp_threads_notice(plan, environment);
   if (!notice.empty()) write_to_fd(outside.stderr_fd, notice + "\n");
 
+  // Run history: run.json says "running" now and the outcome at the end (docs/monitoring.md#run-history).
+  RunRecorder run_record(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
   SupervisionResult result = supervisor.run();
+  const std::string record_warning = run_record.finish(
+      finished_status(result.exit_code, result.launcher_signal.has_value(), result.stopped_after_checkpoint && !result.failure),
+      result.exit_code, result.attempts);
+  if (!record_warning.empty()) write_to_fd(outside.stderr_fd, record_warning + "\n");
 
   if (result.failure) {
     write_to_fd(outside.stderr_fd, format_failure_report(*result.failure));
