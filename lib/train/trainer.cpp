@@ -28,6 +28,7 @@
 #include "train/step_agreement.hpp"
 #include "train/stop_request.hpp"
 #include "train/training_reporter.hpp"
+#include "train/sync_batch_norm.hpp"
 
 namespace mgtrain {
 namespace {
@@ -101,6 +102,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   torch::manual_seed(static_cast<std::uint64_t>(train.seed));
   auto model = build_model(config.model, ModelInput{train_data->sample_shape(), train_data->num_classes()});
   model->to(device);
+  const int synchronised_batch_norms = apply_sync_batch_norm(config.ddp, *model, comm);  // ddp.sync_batch_norm
   model->train(true);
   std::vector<at::Tensor> parameters, buffers;
   for (auto& [name, p] : model->named_parameters()) parameters.push_back(p);
@@ -142,8 +144,10 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   summary.device = device.str();
   summary.backend = comm.backend_name();
   if (leader) {
-    std::printf("mgtrain: %s | world %d (%s) on %s | %s\nmgtrain: %lld steps (%lld per epoch), batch %lld x %lld accum x %d ranks\n",
-                summary.model.c_str(), comm.world_size(), summary.backend.c_str(), summary.device.c_str(),
+    std::printf("mgtrain: %s%s | world %d (%s) on %s | %s\nmgtrain: %lld steps (%lld per epoch), batch %lld x %lld accum x %d ranks\n",
+                summary.model.c_str(),
+                sync_batch_norm_note(synchronised_batch_norms).c_str(),
+                comm.world_size(), summary.backend.c_str(), summary.device.c_str(),
                 train_data->description().c_str(), static_cast<long long>(total_steps), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
     std::fflush(stdout);
