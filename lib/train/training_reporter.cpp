@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <sys/ioctl.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -74,8 +75,10 @@ TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t 
   const int columns = std::atoi(env_value(env, kConsoleColumnsVariable).c_str());
   if (surface_ == ProgressSurface::BarThroughLauncher) bar_columns_ = (columns > 0 ? columns : 100) - kLauncherPrefixColumns - 1;
   if (surface_ == ProgressSurface::BarOnTerminal) {
+    winsize size{};
     const int env_columns = std::atoi(env_value(env, "COLUMNS").c_str());
-    bar_columns_ = (env_columns > 0 ? env_columns : 80) - 1;
+    const int terminal = ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 ? size.ws_col : 0;
+    bar_columns_ = (terminal > 0 ? terminal : env_columns > 0 ? env_columns : 80) - 1;
   }
 
   const bool wants_files = log_.metrics_every_steps > 0 || log_.tensorboard;
@@ -147,6 +150,7 @@ void TrainingReporter::draw_bar(const StepReport& r, double loss) {
     std::fflush(stdout);
   }
   bar_drawn_ = true;
+  last_bar_ = bar;
 }
 
 void TrainingReporter::write_train_row(const StepReport& r, double loss, double step_time_ms) {
@@ -218,7 +222,8 @@ void TrainingReporter::finish() {
   if (!bar_drawn_) return;
   if (surface_ == ProgressSurface::BarThroughLauncher) print_line(std::string(kBarEndMarker));
   if (surface_ == ProgressSurface::BarOnTerminal) {
-    std::fputs("\n", stdout);  // the cursor is at the bar's start: keep the bar, go below it
+    // The last state again (an eval line may have taken its place), then below it.
+    std::fputs(("\r" + last_bar_ + "\x1b[K\n").c_str(), stdout);
     std::fflush(stdout);
   }
 }

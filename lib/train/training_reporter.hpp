@@ -72,6 +72,7 @@ class TrainingReporter {
   ProgressSurface surface_ = ProgressSurface::Off;
   int bar_columns_ = 100;
   bool bar_drawn_ = false;
+  std::string last_bar_;  // the bar as last drawn (on a terminal, drawn again as the final line)
   bool finished_ = false;
   std::chrono::steady_clock::time_point start_, last_redraw_{};
   std::int64_t last_epoch_ = 1;

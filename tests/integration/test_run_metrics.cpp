@@ -85,6 +85,54 @@ pid_t worker_pid(pid_t launcher, int rank) {
   return -1;
 }
 
+// Runs argv on a pseudo-terminal `columns` wide and returns everything it wrote there (the exit code in `code`).
+std::string run_on_terminal(std::vector<std::string> argv, int columns, int& code) {
+  std::vector<char*> args;
+  for (std::string& arg : argv) args.push_back(arg.data());
+  args.push_back(nullptr);
+  winsize size{};
+  size.ws_col = static_cast<unsigned short>(columns);
+  size.ws_row = 40;
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, &size);
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("OMP_NUM_THREADS", "1", 1);
+    unsetenv("MGTRAIN_RUN_DIR");
+    unsetenv("COLUMNS");
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  std::string console;
+  std::optional<int> exit_code;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!exit_code && std::chrono::steady_clock::now() < deadline) {
+    pollfd readable{master, POLLIN, 0};
+    if (poll(&readable, 1, 50) > 0) {
+      char buffer[4096];
+      const ssize_t got = read(master, buffer, sizeof buffer);
+      if (got > 0) console.append(buffer, static_cast<std::size_t>(got));
+    }
+    exit_code = wait_for_exit(pid, 0ms);
+  }
+  for (pollfd readable{master, POLLIN, 0}; poll(&readable, 1, 100) > 0;) {  // what it wrote last
+    char buffer[4096];
+    const ssize_t got = read(master, buffer, sizeof buffer);
+    if (got <= 0) break;  // EIO: the terminal's other side is closed
+    console.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(master);
+  if (!exit_code) {
+    kill(pid, SIGKILL);
+    wait_for_exit(pid, 10s);
+  }
+  code = exit_code.value_or(-1);
+  return console;
+}
+
 std::string checkpoint_line_regex(const std::string& reason) { return "mgtrain: checkpoint \\(" + reason + "\\) step ([0-9]+)"; }
 
 }  // namespace
@@ -193,43 +241,8 @@ TEST_CASE("no metrics files when they are switched off, and a note without the l
 TEST_CASE("on a terminal the launcher shows rank 0's live bar, the rank's log keeps plain lines", "[metrics][tty]") {
   TempDir dir;
   std::vector<std::string> argv = job_args(dir, "bar", {"train.max_steps=200", "log.every_steps=50", "train.eval_every_steps=100"});
-  std::vector<char*> args;
-  for (std::string& arg : argv) args.push_back(arg.data());
-  args.push_back(nullptr);
-  winsize size{};
-  size.ws_col = 120;
-  size.ws_row = 40;
-  int master = -1;
-  const pid_t pid = forkpty(&master, nullptr, nullptr, &size);
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    setenv("OMP_NUM_THREADS", "1", 1);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  std::string console;
-  std::optional<int> code;
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (!code && std::chrono::steady_clock::now() < deadline) {
-    pollfd readable{master, POLLIN, 0};
-    if (poll(&readable, 1, 50) > 0) {
-      char buffer[4096];
-      const ssize_t got = read(master, buffer, sizeof buffer);
-      if (got > 0) console.append(buffer, static_cast<std::size_t>(got));
-    }
-    code = wait_for_exit(pid, 0ms);
-  }
-  for (pollfd readable{master, POLLIN, 0}; poll(&readable, 1, 100) > 0;) {  // what the launcher wrote last
-    char buffer[4096];
-    const ssize_t got = read(master, buffer, sizeof buffer);
-    if (got <= 0) break;  // EIO: the terminal's other side is closed
-    console.append(buffer, static_cast<std::size_t>(got));
-  }
-  close(master);
-  if (!code) kill(pid, SIGKILL);
+  int code = -1;
+  const std::string console = run_on_terminal(argv, 120, code);
   INFO(console);
   REQUIRE(code == 0);
   // The bar is redrawn in place ("\r...\x1b[K") with the rank prefix and ends as an ordinary line at 100%.
@@ -251,6 +264,26 @@ TEST_CASE("on a terminal the launcher shows rank 0's live bar, the rank's log ke
   CHECK(log.find('\r') == std::string::npos);
   CHECK(log.find('\x1e') == std::string::npos);
   CHECK(log.find("step 200/200 [") == std::string::npos);
+}
+
+TEST_CASE("the worker alone on a terminal draws the bar itself and keeps it at the end", "[metrics][tty]") {
+  int code = -1;
+  const std::string console = run_on_terminal({kBin + "/mgtrain-worker", kSource + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=2048",
+                                               "train.max_steps=100", "train.eval_every_steps=50", "log.metrics_every_steps=0",
+                                               "log.tensorboard=false"},
+                                              100, code);
+  INFO(console);
+  REQUIRE(code == 0);
+  CHECK(console.find("\x1e") == std::string::npos);
+  CHECK(console.find("mgtrain: step 50/100") == std::string::npos);  // the bar instead of the lines
+  // Drawn with the cursor left at its start ("\r<bar>\x1b[K\r"), so another line overwrites it; fitted to the
+  // terminal's 100 columns.
+  CHECK(std::regex_search(console, std::regex("\repoch 1 step [0-9]+/100 \\[[ =>]+\\] +[0-9]+% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s "
+                                              "ETA [0-9]+s\x1b\\[K\r")));
+  CHECK_THAT(console, Contains("\x1b[Kmgtrain: eval (periodic, step 50)"));  // the bar cleared for the eval line
+  CHECK(std::regex_search(console, std::regex("epoch [0-9]+ step 100/100 \\[=+\\] 100% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s in [0-9]+s"
+                                              "\x1b\\[K\r?\n")));
+  CHECK_THAT(console, Contains("{\"summary\""));
 }
 
 TEST_CASE("SIGUSR2 saves a checkpoint at an agreed step and training goes on", "[metrics][sigusr2]") {
