@@ -87,3 +87,24 @@ TEST_CASE("${local_rank} in the command is replaced per worker", "[env]") {
   CHECK(expand_worker_command(command, 12) ==
         std::vector<std::string>{"train", "--out=log_12.txt", "1212", "${rank}"});
 }
+
+TEST_CASE("only workers whose stdout reaches the console hear whether it is a terminal", "[env]") {
+  LaunchPlan plan = two_node_plan();
+  const EnvMap parent{{"MGTRAIN_CONSOLE_IS_TTY", "1"}, {"MGTRAIN_CONSOLE_COLUMNS", "200"}};  // from a launcher above us
+  WorkerSlot terminal{0, 0, 1, ""};
+  terminal.stdout_to_console = true;
+  terminal.console_columns = 132;
+  EnvMap env = build_worker_environment(plan, terminal, parent);
+  CHECK(env.at("MGTRAIN_CONSOLE_IS_TTY") == "1");
+  CHECK(env.at("MGTRAIN_CONSOLE_COLUMNS") == "132");
+
+  WorkerSlot pipe{1, 0, 1, ""};
+  pipe.stdout_to_console = true;  // a console that is a file or a pipe
+  env = build_worker_environment(plan, pipe, parent);
+  CHECK(env.at("MGTRAIN_CONSOLE_IS_TTY") == "0");
+  CHECK(env.count("MGTRAIN_CONSOLE_COLUMNS") == 0);
+
+  env = build_worker_environment(plan, WorkerSlot{2, 0, 1, ""}, parent);  // stdout only to its log file
+  CHECK(env.count("MGTRAIN_CONSOLE_IS_TTY") == 0);
+  CHECK(env.count("MGTRAIN_CONSOLE_COLUMNS") == 0);
+}
