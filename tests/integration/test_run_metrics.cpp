@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/run_capture.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/tfevents_reader.hpp"
 
@@ -209,6 +210,18 @@ TEST_CASE("a launched run writes metrics.jsonl and one TensorBoard file, from ra
   }
   CHECK(train_seen == 4);
   CHECK(eval_seen == 2);
+
+  // The same file through the real protobuf library (TensorBoard is not in Debian; python3-protobuf is).
+  const std::string python = "/usr/bin/python3";
+  if (access(python.c_str(), X_OK) != 0 || run_and_capture({python, "-c", "import google.protobuf"}).exit_code != 0) {
+    WARN("skipped the protobuf cross-check: " << python << " cannot import google.protobuf (apt-get install python3-protobuf)");
+  } else {
+    const CapturedRun checked = run_and_capture({python, kSource + "/tests/integration/tfevents_protobuf_check.py", files[0]});
+    INFO(checked.out << checked.err);
+    CHECK(checked.exit_code == 0);
+    CHECK(checked.out.rfind("ok 7\n", 0) == 0);
+    CHECK_THAT(checked.out, Contains("\n10 train/loss=") && Contains("\n20 eval/loss="));
+  }
 
   // A second launch with the same run id (a resumed run) appends to the same metrics file.
   ChildProcess again = start_process(job_args(dir, "metrics", {"train.max_steps=20", "log.metrics_every_steps=10"}), dir / "again",
