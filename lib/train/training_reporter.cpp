@@ -169,9 +169,9 @@ void TrainingReporter::write_train_row(const StepReport& r, double loss, double 
     row.loss_scale = r.loss_scale;
 #ifdef MGTRAIN_WITH_CUDA
     if (is_cuda_) {
+      // Index 0 is StatType::AGGREGATE (all pools); the enum moved namespaces in LibTorch 2.x, the index did not.
       const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-      row.cuda_allocated_bytes =
-          stats.allocated_bytes[static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)].current;
+      row.cuda_allocated_bytes = stats.allocated_bytes[0].current;
     }
 #endif
     metrics_->append(train_metrics_json(row));
