@@ -3,15 +3,18 @@
 # Usage: scripts/install-deps.sh [--test]    (--test adds what the test suite uses)
 # Needs root (or sudo) only when something is missing; re-runs are a no-op.
 # libopenblas0-openmp: Debian's LibTorch calls the system BLAS, which is otherwise the slow reference one.
+# libcpp-httplib-dev: the launcher's status API (docs/monitoring.md).
 # libcairo2-dev: mgtrain-plot, the renderer of `mgtrain plot` (optional: without it the rest builds).
 set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
-                catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp libcairo2-dev)
+                catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp libcairo2-dev
+                libcpp-httplib-dev)
 # python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
 # procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks; clang + libclang-rt-14-dev: the libFuzzer
-# target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm).
-test_packages=(python3-torch iproute2 procps time clang libclang-rt-14-dev slurmctld slurmd slurm-client munge)
+# target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm);
+# chromium: the status dashboard's screenshot test (tests/integration/dashboard_screenshot.sh).
+test_packages=(python3-torch iproute2 procps time clang libclang-rt-14-dev slurmctld slurmd slurm-client munge chromium)
 
 wanted=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then wanted+=("${test_packages[@]}"); fi

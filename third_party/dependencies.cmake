@@ -3,6 +3,10 @@ find_package(fmt REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
+# cpp-httplib for the launcher's status API (Debian's libcpp-httplib-dev: the header plus a compiled
+# libcpp-httplib.so; its pkg-config flags carry the defines the library was built with, which must match).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
 if(MGTRAIN_BUILD_WORKER)
   find_package(Torch REQUIRED)

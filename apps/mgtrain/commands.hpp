@@ -15,5 +15,6 @@ int run_tokenize_command(const TokenizeRequest& request);
 int run_export_command(const ExportRequest& request);
 int run_runs_command(const RunsRequest& request);
 int run_plot_command(const PlotRequest& request);
+int run_status_command(const StatusRequest& request);
 
 }  // namespace mgtrain

@@ -30,6 +30,7 @@ int dispatch(const mgtrain::CliRequest& request) {
                         [](const ExportRequest& r) { return run_export_command(r); },
                         [](const RunsRequest& r) { return run_runs_command(r); },
                         [](const PlotRequest& r) { return run_plot_command(r); },
+                        [](const StatusRequest& r) { return run_status_command(r); },
                         [](const PrintRequest& r) {
                           std::fputs(r.text.c_str(), stdout);
                           return exit_code::kSuccess;

@@ -387,6 +387,16 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   plot_cmd->footer("Examples:\n  mgtrain plot r1 r2 --metric eval.accuracy -o accuracy.svg\n  mgtrain plot runs/r1 -o loss.png\n"
                    "Docs: docs/monitoring.md#plots");
 
+  // status (docs/monitoring.md#status-api-and-dashboard)
+  StatusRequest status_request;
+  CLI::App* status_cmd = app.add_subcommand("status", "a run's ranks, steps, losses, CPU and GPUs, live from its launcher's status API");
+  status_cmd->add_option("run", status_request.run, "run id under the log directory, or a run directory (default: the newest run)");
+  status_cmd->add_option("--log-dir,--log_dir", status_request.log_dir, "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
+  status_cmd->add_flag("--json", status_request.json, "the /status JSON as the launcher serves it");
+  status_cmd->footer("The launcher serves it with --status-port PORT (launch.status_port); without a live launcher the\n"
+                     "command says so and shows what the run's files say.\nExamples:\n  mgtrain status\n  mgtrain status my-run --json\n"
+                     "Docs: docs/monitoring.md#status-api-and-dashboard");
+
   // `launch` arguments are split by hand; everything else goes to CLI11 as is.
   std::vector<std::string> tokens = args;
   LaunchSplit split;
@@ -398,9 +408,9 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   }
   if (args.empty()) throw UsageError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
   if (args[0].empty() || args[0][0] != '-') {
-    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize", "export", "runs", "plot"};
+    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize", "export", "runs", "plot", "status"};
     if (std::find(subcommands.begin(), subcommands.end(), args[0]) == subcommands.end()) {
-      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export, runs, plot (mgtrain --help)", args[0],
+      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export, runs, plot, status (mgtrain --help)", args[0],
                                    did_you_mean_suffix(args[0], subcommands)));
     }
   }
@@ -451,6 +461,7 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   if (export_cmd->parsed()) return export_request;
   if (runs_cmd->parsed()) return runs_request;
   if (plot_cmd->parsed()) return plot_request;
+  if (status_cmd->parsed()) return status_request;
   throw UsageError("mgtrain: give a subcommand (launch, config, env); see mgtrain --help");
 }
 

@@ -80,6 +80,14 @@ struct PlotRequest {
   std::string log_dir;            // as for RunsRequest
 };
 
+// `mgtrain status [RUN] [--log-dir DIR] [--json]`: a run's live state from its launcher's status API, or
+// from its files when no launcher serves it (docs/monitoring.md#status-api-and-dashboard).
+struct StatusRequest {
+  std::string run;      // run id under the log directory, or a run directory; empty: the newest run
+  std::string log_dir;  // empty: $MGTRAIN_LAUNCH_LOG_DIR, else "runs"
+  bool json = false;    // the /status JSON as the server sends it
+};
+
 struct EnvRequest {
   bool json = false;
 };
@@ -91,7 +99,7 @@ struct PrintRequest {
 
 using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest,
                                 ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, ExportRequest, RunsRequest,
-                                PlotRequest, PrintRequest>;
+                                PlotRequest, StatusRequest, PrintRequest>;
 
 // Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
 CliRequest parse_cli(const std::vector<std::string>& args);

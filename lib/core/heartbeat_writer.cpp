@@ -4,9 +4,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
 
 #include "core/error.hpp"
+#include "core/status_snapshot.hpp"
 
 namespace mgtrain {
 
@@ -21,15 +25,25 @@ HeartbeatWriter::~HeartbeatWriter() {
   if (fd_ >= 0) close(fd_);
 }
 
-void HeartbeatWriter::beat(std::int64_t progress) {
+void HeartbeatWriter::beat(std::int64_t progress) { beat(progress, std::nan("")); }
+
+void HeartbeatWriter::beat(std::int64_t progress, double loss) {
   if (fd_ < 0) return;
   const auto now = std::chrono::steady_clock::now();
   if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) return;
   last_ = now;
-  char text[32];
-  int n = std::snprintf(text, sizeof text, "%020lld\n", static_cast<long long>(progress));
+  HeartbeatInfo info;
+  info.step = progress;
+  if (std::isfinite(loss)) info.loss = loss;
+  info.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // Fixed size: spaces up to the newline, so readers need no truncation and never see an older tail.
+  char text[kLineBytes];
+  std::memset(text, ' ', sizeof text);
+  const std::string line = format_heartbeat_line(info);
+  std::memcpy(text, line.data(), std::min(line.size(), sizeof text - 1));
+  text[sizeof text - 1] = '\n';
   // A failed write is not fatal: the watchdog would then report this worker as silent.
-  (void)!pwrite(fd_, text, static_cast<std::size_t>(n), 0);
+  (void)!pwrite(fd_, text, sizeof text, 0);
 }
 
 }  // namespace mgtrain

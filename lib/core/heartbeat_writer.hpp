@@ -1,6 +1,8 @@
-// The worker's side of the hang watchdog: touches MGTRAIN_HEARTBEAT_FILE (set by the launcher) as it
-// makes progress, at most every `min_interval_ms`, so a stuck worker goes quiet and a live one costs
-// about one pwrite per interval. Without the variable it does nothing.
+// The worker's side of the hang watchdog and of the status API's per-rank view: rewrites
+// MGTRAIN_HEARTBEAT_FILE (set by the launcher) in place as it makes progress, at most every
+// `min_interval_ms`, so a stuck worker goes quiet and a live one costs about one pwrite per interval.
+// The file holds one line of JSON, {"step":N,"loss":x,"time":unix}, padded to a fixed size so a
+// rewrite never leaves the tail of a longer earlier line. Without the variable it does nothing.
 #pragma once
 
 #include <chrono>
@@ -16,9 +18,11 @@ class HeartbeatWriter {
   HeartbeatWriter(const HeartbeatWriter&) = delete;
   HeartbeatWriter& operator=(const HeartbeatWriter&) = delete;
 
-  // Records progress (e.g. the step number); writes only if the interval has passed.
+  // Records progress (the step number, and the step's loss when known); writes only if the interval has passed.
   void beat(std::int64_t progress);
+  void beat(std::int64_t progress, double loss);
   bool active() const { return fd_ >= 0; }
+  static constexpr std::size_t kLineBytes = 96;  // the file's size: the JSON line, spaces, '\n'
 
  private:
   int fd_ = -1;

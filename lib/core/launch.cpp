@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/exit_status.hpp"
 #include "core/host_probe.hpp"
+#include "core/launch_monitor.hpp"
 #include "core/launch_plan.hpp"
 #include "core/run_directory.hpp"
 #include "core/run_record.hpp"
@@ -121,6 +122,8 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   // Run history: run.json says "running" now and the outcome at the end (docs/monitoring.md#run-history).
   RunRecorder run_record(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
+  // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
+  LaunchMonitoring monitoring(supervisor, plan, loaded.config, say);
   SupervisionResult result = supervisor.run();
   const std::string record_warning = run_record.finish(
       finished_status(result.exit_code, result.launcher_signal.has_value(), result.stopped_after_checkpoint && !result.failure),

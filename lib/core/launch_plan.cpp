@@ -261,6 +261,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.grace_period_s = launch.grace_period;
   if (!(launch.heartbeat_timeout >= 0)) throw UsageError("launch.heartbeat_timeout must be 0 (off) or more seconds");
   plan.heartbeat_timeout_s = launch.heartbeat_timeout;
+  plan.status_server = launch.status_port > 0;
 
   if (launch.run_id.empty() || launch.run_id == "." || launch.run_id == ".." ||
       launch.run_id.find('/') != std::string::npos) {

@@ -35,6 +35,7 @@ struct LaunchPlan {
   std::string run_dir;    // absolute <log_dir>/<run_id>
   double grace_period_s = 5.0;
   double heartbeat_timeout_s = 0.0;  // 0: no hang watchdog
+  bool status_server = false;        // the status API reads the workers' heartbeat files (launch.status_port)
   std::vector<ConsoleRouting> console;          // per local rank
   std::vector<std::string> gpu_for_local_rank;  // per local rank; empty: CUDA_VISIBLE_DEVICES untouched
   std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker

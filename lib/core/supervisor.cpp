@@ -230,6 +230,10 @@ SupervisionResult Supervisor::run() {
       std::optional<Clock::time_point> peer_wake = peer_->next_deadline();
       if (peer_wake && (!wake || *peer_wake < *wake)) wake = peer_wake;
     }
+    if (observer_ && !policy_.finished()) {
+      std::optional<Clock::time_point> observer_wake = observer_->next_deadline();
+      if (observer_wake && (!wake || *observer_wake < *wake)) wake = observer_wake;
+    }
 
     poll_fds.clear();
     poll_fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
@@ -238,6 +242,8 @@ SupervisionResult Supervisor::run() {
     if (watch_stdin) poll_fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
     const std::size_t peer_first = poll_fds.size();
     if (peer_) peer_->add_poll_fds(poll_fds);
+    const std::size_t observer_first = poll_fds.size();
+    if (observer_) observer_->add_poll_fds(poll_fds);
     timespec timeout{};
     if (wake) timeout = to_timespec(*wake - now);
     int ready = ppoll(poll_fds.data(), poll_fds.size(), wake ? &timeout : nullptr, nullptr);
@@ -261,8 +267,12 @@ SupervisionResult Supervisor::run() {
                       captures_.end());
     }
     if (peer_) {
-      if (ready > 0) peer_->on_poll(poll_fds.data() + peer_first, poll_fds.size() - peer_first, now);
+      if (ready > 0) peer_->on_poll(poll_fds.data() + peer_first, observer_first - peer_first, now);
       peer_->on_time(now);
+    }
+    if (observer_) {
+      if (ready > 0) observer_->on_poll(poll_fds.data() + observer_first, poll_fds.size() - observer_first);
+      observer_->on_time(now);
     }
     probe_heartbeats(now);
     policy_.on_time(now);
@@ -277,6 +287,14 @@ SupervisionResult Supervisor::run() {
   result.attempts = policy_.attempt() + 1;
   if (policy_.root_cause()) result.failure = build_failure_report();
   return result;
+}
+
+std::vector<Supervisor::WorkerView> Supervisor::worker_views() const {
+  std::vector<WorkerView> views;
+  for (const Worker& worker : workers_) {
+    views.push_back(WorkerView{worker.local_rank, plan_.global_rank(worker.local_rank), worker.pid, worker.alive});
+  }
+  return views;
 }
 
 std::optional<FailureReport> Supervisor::local_failure_report() const {

@@ -50,6 +50,17 @@ class SupervisorPeer {
   virtual bool done(std::chrono::steady_clock::time_point now) const = 0;
 };
 
+// Watches the run from inside the loop without owning anything of it: the status API and the resource
+// sampler (launch_monitor.hpp). Its fds are polled with the loop's; on_time runs after every wake-up.
+class SupervisorObserver {
+ public:
+  virtual ~SupervisorObserver() = default;
+  virtual void add_poll_fds(std::vector<pollfd>& fds) = 0;
+  virtual void on_poll(const pollfd* fds, std::size_t count) = 0;  // this observer's slice, revents filled
+  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const = 0;
+  virtual void on_time(std::chrono::steady_clock::time_point now) = 0;
+};
+
 class Supervisor : private WorkerGroupControl {
  public:
   // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
@@ -70,6 +81,19 @@ class Supervisor : private WorkerGroupControl {
   void stop_workers_on_request();
   void finish(int exit_code);
   const SupervisionPolicy& policy() const { return policy_; }
+  // The status API and resource sampler (nullptr: none).
+  void set_observer(SupervisorObserver* observer) { observer_ = observer; }
+  // As if the launcher got `signal` now (the status API: SIGUSR2 = save a checkpoint and go on,
+  // SIGUSR1 = save and stop with exit 75; both are forwarded to every worker's process group).
+  void act_on_signal(int signal) { policy_.on_signal(signal, std::chrono::steady_clock::now()); }
+  // The current attempt's workers, for the observer.
+  struct WorkerView {
+    int local_rank = 0;
+    int global_rank = 0;
+    pid_t pid = -1;
+    bool alive = false;
+  };
+  std::vector<WorkerView> worker_views() const;
   ConsoleWriter& console() { return console_; }
   // The report entry of a failure of the current attempt (stderr tail, error file, ...).
   void announce_restart(int attempt);  // one console line: which attempt, after what, where the logs are
@@ -114,6 +138,7 @@ class Supervisor : private WorkerGroupControl {
   std::chrono::system_clock::time_point started_wall_;
   std::optional<std::chrono::steady_clock::time_point> next_heartbeat_probe_;
   SupervisorPeer* peer_ = nullptr;
+  SupervisorObserver* observer_ = nullptr;
 };
 
 }  // namespace mgtrain

@@ -39,7 +39,7 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
     if (slot.console_columns > 0) env[kConsoleColumnsVariable] = std::to_string(slot.console_columns);
   }
   if (!slot.config_file.empty()) env[kConfigFileVariable] = slot.config_file;
-  if (plan.heartbeat_timeout_s > 0) {
+  if (plan.heartbeat_timeout_s > 0 || plan.status_server) {  // the watchdog, or the status API's step and loss
     env[kHeartbeatFileVariable] = log_layout::heartbeat_file(rank_directory);
   } else {
     env.erase(kHeartbeatFileVariable);  // a launcher above us must not watch our workers' files

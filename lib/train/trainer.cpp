@@ -237,7 +237,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
       reducer.zero_grad();
       ++step;
       consumed += samples_per_step;
-      heartbeat.beat(step);
+      heartbeat.beat(step, step_loss);
       const StepVotes votes = agreement.finish();
       const bool epoch_done = s + 1 == steps_this_epoch;
       const TrainPosition position{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : consumed};
