@@ -12,10 +12,11 @@ int run_launch_command(const LaunchRequest& request) {
   LoadedConfig loaded = load_config(request.config, current_environment(), options);
   LaunchEnvironment outside;
   // A node started without a run id adopts node 0's: its config is loaded again so ${run_id} expands to it.
-  outside.reload_with_run_id = [&request](const std::string& run_id) {
+  // The SLURM detection hook goes with it, or the reloaded config would lose what SLURM filled in.
+  outside.reload_with_run_id = [&request, options](const std::string& run_id) {
     ConfigRequest again = request.config;
     again.flags.push_back({"launch.run_id", run_id, "--run-id"});
-    return load_config(again, current_environment());
+    return load_config(again, current_environment(), options);
   };
   if (!request.run_under_python) return run_launch(request, loaded, outside);
   // `mgtrain launch train.py` / `-m module`: the interpreter is launch.python, known only now.

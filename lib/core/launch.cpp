@@ -92,7 +92,8 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
       keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
       job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
     }
-    const int code = run_node_agent(plan, loaded, builtin_trainer, environment, outside, ports);
+    const NodeAgentResult agent = run_node_agent(plan, loaded, builtin_trainer, environment, outside, ports);
+    const int code = agent.exit_code;
     if (job_record) {
       const std::string warning = job_record->finish(finished_status(code, code == 128 + SIGINT || code == 128 + SIGTERM ||
                                                                           code == 128 + SIGHUP || code == 128 + SIGQUIT,
@@ -100,9 +101,10 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
                                                      code, 0);
       if (!warning.empty()) say(warning);
     }
-    // Preempted (the job ended with the workers' checkpoint stop): node 0 requeues the SLURM job.
+    // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
+    // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
     requeue_after_preemption(slurm, launch,
-                             {plan.node_rank, code == exit_code::kStoppedAfterCheckpoint, false, code == 128 + SIGTERM, true},
+                             {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
                              say, default_command_runner());
     return code;
   }

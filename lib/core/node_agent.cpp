@@ -361,7 +361,15 @@ class NodeAgent : public SupervisorPeer {
                                          : fmt::format("ranks {}-{}", plan_.first_rank, plan_.first_rank + plan_.nproc - 1);
     say(fmt::format("round {}: {} of {} ({} of {}), workers' store {}:{}", round_, node_name(), assignment.nnodes(), ranks,
                     plan_.world_size, plan_.master_addr, plan_.master_port));
-    supervisor_->begin_attempt(round_);
+    try {
+      supervisor_->begin_attempt(round_);
+    } catch (const Error& error) {
+      // This node cannot run its workers (program not found, log directory not writable, ...): its own
+      // error, with its exit code, is what every node reports, not "node lost".
+      const std::string why = std::string("could not start its workers: ") + error.what();
+      client_->send(rdzv::leave_message(error.exit_code(), why));
+      end_job(error.exit_code(), fmt::format("{} {}", node_name(), why), std::nullopt, true);
+    }
   }
 
   // The run id is final once the first round starts: a node without one adopts node 0's.
@@ -491,7 +499,7 @@ int host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
 
 }  // namespace
 
-int run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
+NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
                    const LaunchEnvironment& outside, PortProbe& ports) {
   const auto now = Clock::now();
   const std::string agent_id = fmt::format("{}:{}", plan.hostname, getpid());
@@ -529,7 +537,11 @@ int run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_tra
   supervisor.set_peer(&agent);
   SupervisionResult result = supervisor.run();
   supervisor.console().flush();
-  return agent.report(result);
+  NodeAgentResult outcome;
+  outcome.exit_code = agent.report(result);
+  outcome.node_rank = plan.node_rank;
+  outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
+  return outcome;
 }
 
 }  // namespace mgtrain

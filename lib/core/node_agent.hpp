@@ -13,10 +13,17 @@
 
 namespace mgtrain {
 
+// How this node's part of the job ended.
+struct NodeAgentResult {
+  int exit_code = 0;                      // the launcher's exit code (docs/exit-codes.md)
+  int node_rank = 0;                      // this node's rank in the last round (dynamic: assigned on arrival)
+  bool workers_saved_and_stopped = false; // this node's workers of the last round all exited 75, none failed:
+                                          // on node 0 that means global rank 0 finished writing its checkpoint
+};
+
 // Runs this node's part of the job described by `plan` (plan.multi_node()). `builtin_trainer`: the
 // command is the trainer, whose config path is filled in once the run directory is known.
-// Returns the launcher's exit code (docs/exit-codes.md).
-int run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
+NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
                    const LaunchEnvironment& outside, PortProbe& ports);
 
 }  // namespace mgtrain

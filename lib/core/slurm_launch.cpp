@@ -64,13 +64,7 @@ void announce_slurm_launch(const SlurmDetection& d, const LoadedConfig& loaded, 
 bool requeue_after_preemption(const SlurmDetection& d, const LaunchConfig& launch, const SlurmJobEnd& end,
                               const Say& say, const CommandRunner& run) {
   if (!d.in_job()) return false;
-  if (!end.saved_and_stopped) {
-    if (end.saved_unknown && end.after_sigterm && end.node_rank == 0 && launch.slurm_requeue) {
-      say(fmt::format("mgtrain: SLURM job {} is not requeued: stopped by SIGTERM; a multi-node job requeues after a "
-                      "warning signal (#SBATCH --signal=USR1@90)", d.job_id));
-    }
-    return false;
-  }
+  if (!end.saved_and_stopped) return false;
   RequeueDecision decision = decide_slurm_requeue(d, launch.slurm_requeue, end.node_rank, end.saved_and_stopped, end.failed,
                                                   false, std::nullopt);
   if (!decision.requeue) {

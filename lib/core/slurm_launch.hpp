@@ -33,7 +33,6 @@ struct SlurmJobEnd {
   bool saved_and_stopped = false;  // the workers exited 75 (saved a checkpoint and stopped on request)
   bool failed = false;             // a worker failed
   bool after_sigterm = false;      // the launcher itself was stopped by SIGTERM
-  bool saved_unknown = false;      // multi-node: the agent's exit code (143) does not tell whether the workers saved
 };
 
 // At the end: when decide_slurm_requeue agrees — after asking `scontrol -o show job` for the job's state,

@@ -34,7 +34,15 @@ void SupervisionPolicy::start(SteadyTime now) {
 void SupervisionPolicy::begin_attempt(int attempt, SteadyTime now) {
   if (phase_ != Phase::kWaiting) throw Error("internal: begin_attempt while the previous attempt still runs");
   attempt_ = attempt;
-  start_attempt(now);
+  try {
+    start_attempt(now);
+  } catch (...) {
+    // The workers could not be started (start_workers killed the ones that were): still waiting, so the
+    // agent can tell the other nodes and finish.
+    phase_ = Phase::kWaiting;
+    std::fill(running_.begin(), running_.end(), false);
+    throw;
+  }
 }
 
 void SupervisionPolicy::stop_on_request(SteadyTime now) {

@@ -69,7 +69,8 @@ class SupervisionPolicy {
   void on_time(SteadyTime now);
 
   // Coordinated mode. start() leaves the policy waiting; the agent then calls:
-  // begin_attempt: start the workers of `attempt` (only while waiting).
+  // begin_attempt: start the workers of `attempt` (only while waiting). If starting them throws, the
+  // policy is still waiting (no worker of the attempt is left running) and the error propagates.
   void begin_attempt(int attempt, SteadyTime now);
   // stop_on_request: another node failed: stop the local workers (SIGTERM, SIGKILL after the grace
   // period) without counting anything as a failure here.

@@ -157,6 +157,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   const std::optional<TrainPosition> resumed = checkpoints.resume();
   std::optional<StopRequestHandler> stop_requests;  // SIGTERM/SIGUSR1: save, then exit 75
   if (checkpoints.enabled()) stop_requests.emplace();
+  else StopRequestHandler::release_early_warning();  // nothing to save: SIGUSR1 stops the worker as before
   StepAgreement agreement(comm);
   heartbeat.beat(0);
   // Rank 0's progress display, eval lines, metrics.jsonl and TensorBoard files (log.*).

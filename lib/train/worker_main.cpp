@@ -56,6 +56,7 @@ ConfigRequest config_request_from_args(const std::vector<std::string>& args) {
 
 int run_worker(const std::vector<std::string>& args) {
   SaveRequest::install();  // first: SIGUSR2 (save now) during setup must not kill us (stop_request.hpp)
+  StopRequestHandler::record_early_warning();  // likewise SIGUSR1 (SLURM's warning): acted on at the first step
   const EnvMap env = current_environment();
   LoadedConfig loaded;
   auto resolved = env.find("MGTRAIN_CONFIG_FILE");

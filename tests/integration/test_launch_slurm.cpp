@@ -16,6 +16,7 @@
 #include <map>
 #include <thread>
 
+#include "core/port_probe.hpp"
 #include "core/run_capture.hpp"
 #include "launch_fixture.hpp"
 
@@ -225,4 +226,40 @@ TEST_CASE("SLURM signals every process of the step and the launcher forwards too
   INFO(read_text(launcher.err_path));
   CHECK(code == std::optional<int>(75));
   CHECK_THAT(read_text(launcher.err_path), !Catch::Contains("job failed"));
+}
+
+TEST_CASE("two nodes at the time limit: SIGTERM on both, the workers exit 75, node 0 requeues the job once",
+          "[binary][slurm][signals][multinode]") {
+  TempDir dir;
+  write_fake_scontrol(dir);
+  const std::string port = std::to_string(SocketPortProbe().pick_free_port());
+  auto node_env = [&](int node) {
+    auto env = job_shell_env(dir);
+    env["SLURM_NNODES"] = env["SLURM_JOB_NUM_NODES"] = "2";
+    env["SLURM_JOB_NODELIST"] = "localhost,localhost";
+    env["SLURM_NODEID"] = env["SLURM_PROCID"] = std::to_string(node);
+    env["SLURM_NTASKS"] = "2";
+    env.insert({{"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},
+                {"SLURM_STEP_NODELIST", "localhost,localhost"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"},
+                {"FAKE_JOB_STATE", "COMPLETING"}, {"FAKE_RUN_TIME", "00:10:00"}});
+    return std::vector<std::pair<std::string, std::string>>(env.begin(), env.end());
+  };
+  // Workers that save and stop on SIGTERM, as the trainer does; settings from SLURM, the port given (free here).
+  auto start_node = [&](int node) {
+    return start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--master-port", port, "--nproc", "1", "--", "sh",
+                          "-c", "trap 'exit 75' TERM; touch " + dir / "up.$RANK" + "; while :; do sleep 0.05; done"},
+                         dir / ("node" + std::to_string(node)), node_env(node));
+  };
+  ChildProcess node0 = start_node(0);
+  ChildProcess node1 = start_node(1);
+  REQUIRE(wait_until([&] { return file_exists(dir / "up.0") && file_exists(dir / "up.1"); }, 30s));
+  kill(node1.pid, SIGTERM);  // slurmstepd signals every node at about the same time, in no set order
+  kill(node0.pid, SIGTERM);
+  CHECK(wait_for_exit(node0.pid, 30s) == std::optional<int>(143));
+  CHECK(wait_for_exit(node1.pid, 30s) == std::optional<int>(143));
+  const std::string err0 = read_text(node0.err_path);
+  INFO(err0);
+  INFO(read_text(node1.err_path));
+  CHECK(calls(dir) == "-o show job 55\nrequeue 55\n");  // node 0 only, once
+  CHECK_THAT(err0, Catch::Contains("mgtrain: requeueing SLURM job 55"));
 }
