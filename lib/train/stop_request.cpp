@@ -43,6 +43,19 @@ void StopRequestHandler::stop_agreed() {
   sigaction(SIGUSR1, &ignore, nullptr);
 }
 
+void StopRequestHandler::record_early_warning() {
+  struct sigaction action {};
+  action.sa_handler = record;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &action, nullptr);
+}
+
+void StopRequestHandler::release_early_warning() {
+  std::signal(SIGUSR1, SIG_DFL);
+  if (g_requested == SIGUSR1) std::raise(SIGUSR1);
+}
+
 void SaveRequest::install() {
   struct sigaction action {};
   action.sa_handler = record_save_request;

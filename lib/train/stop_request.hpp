@@ -26,6 +26,12 @@ class StopRequestHandler {
   static int requested();
   // The ranks agreed to stop (this rank's signal or another's): from now on SIGTERM/SIGUSR1 are ignored.
   static void stop_agreed();
+
+  // From worker start (run_worker): SIGUSR1, SLURM's usual warning signal, arriving during setup is recorded
+  // instead of killing the worker, and the loop acts on it at its first step (a checkpoint, exit 75).
+  static void record_early_warning();
+  // Training without checkpoints: SIGUSR1 gets its default action back; one recorded meanwhile is delivered now.
+  static void release_early_warning();
 };
 
 class SaveRequest {
