@@ -325,7 +325,7 @@ TEST_CASE("sync batch norm: conversion keeps the tensors and names, and a world 
   CHECK(revert_sync_batch_norm(*dynamic_cast<LayerModel&>(*synced).root()) == 0);
 }
 
-TEST_CASE("sync batch norm: the trainer hook converts resnet, leaves models without BatchNorm alone", "[syncbn]") {
+TEST_CASE("sync batch norm: the trainer hook converts resnet, leaves models without BatchNorm and ddp.strategy dp alone", "[syncbn]") {
   auto comm = world_of_one();
   DdpConfig on;
   on.sync_batch_norm = true;
@@ -340,6 +340,10 @@ TEST_CASE("sync batch norm: the trainer hook converts resnet, leaves models with
   mlp.type = "mlp";
   auto no_bn = build_model(mlp, ModelInput{{1, 4, 4}, 3});
   CHECK(apply_sync_batch_norm(on, *no_bn, *comm) == 0);
+  DdpConfig data_parallel = on;
+  data_parallel.strategy = "dp";  // one process over several GPUs: nothing to synchronise with (a warning says so)
+  auto cnn = build_model(cnn_config(), ModelInput{{3, 8, 8}, 5});
+  CHECK(apply_sync_batch_norm(data_parallel, *cnn, *comm) == 0);
   CHECK(sync_batch_norm_note(0).empty());
   CHECK(sync_batch_norm_note(1) == ", 1 BatchNorm layer synchronised");
   CHECK(sync_batch_norm_note(9) == ", 9 BatchNorm layers synchronised");
