@@ -86,6 +86,7 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   announce_slurm_launch(slurm, loaded, plan, builtin_trainer, say);
   // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
   if (plan.multi_node()) {
+    if (launch.status_port > 0) say("mgtrain: warning: --status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
     // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
     std::optional<RunRecorder> job_record;
     if (!plan.dynamic && plan.node_rank == 0) {
