@@ -12,25 +12,16 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "support/directory_listing.hpp"
 #include "support/scratch_dir.hpp"
 
 using namespace mgtrain;
+using mgtrain::testing::names_in;
+using mgtrain::testing::read_all;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 }  // namespace
 

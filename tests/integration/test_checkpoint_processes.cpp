@@ -27,9 +27,12 @@
 #include "core/checkpoint_directory.hpp"
 #include "core/checkpoint_file.hpp"
 #include "support/checkpoint_test_data.hpp"
+#include "support/directory_listing.hpp"
 #include "support/scratch_dir.hpp"
 
 using namespace mgtrain;
+using mgtrain::testing::names_in;
+using mgtrain::testing::read_all;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -37,18 +40,6 @@ namespace {
 
 const std::string kTool = CHECKPOINT_WRITE_TOOL_PATH;
 constexpr double kMegabytes = 1.5;  // more than one 1 MiB hashing/writing piece
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 struct ToolOptions {
   std::vector<std::pair<std::string, std::string>> env;

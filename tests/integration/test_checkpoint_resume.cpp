@@ -26,11 +26,13 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/checkpoint_directory.hpp"
 #include "core/checkpoint_file.hpp"
 #include "integration/launch_fixture.hpp"
+#include "support/directory_listing.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
@@ -170,13 +172,6 @@ std::vector<std::int64_t> checkpoint_steps(const std::string& dir) {
   std::vector<std::int64_t> steps;
   for (const CheckpointListing& entry : list_checkpoints(dir)) steps.push_back(entry.step);
   return steps;
-}
-
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 std::string metadata(const std::string& path, const std::string& key) {
@@ -657,4 +652,59 @@ TEST_CASE("keep_last leaves the newest checkpoints and a latest pointer to the n
   CHECK(names_in(checkpoints) == std::vector<std::string>{checkpoint_file_name(50), checkpoint_file_name(60), "latest"});
   CHECK(read_latest_pointer(checkpoints) == checkpoint_file_name(60));
   CHECK(read_text(checkpoints + "/latest") == checkpoint_file_name(60) + "\n");
+}
+
+namespace {
+
+// The launcher's children (its workers), from /proc.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  std::ifstream file("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
+  for (pid_t child; file >> child;) children.push_back(child);
+  return children;
+}
+
+// Whether `pid` has a handler for `signal` (SigCgt in /proc/PID/status).
+bool catches_signal(pid_t pid, int signal) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (signal - 1)) & 1U;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("SIGUSR1 during the worker's setup is not lost and does not kill it: it saves at the first step and exits 75",
+          "[checkpoint][resume][signals]") {
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  const std::string run_dir = log_dir + "/early";
+  Launcher launcher(job_args(log_dir, "early", 1), dir / "early");
+  // Catch the worker between the start of run_worker and the training loop: it already catches SIGUSR1, and rank 0
+  // has not printed its start line yet (that comes once data, model and process group are set up).
+  pid_t worker = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (worker < 0 && std::chrono::steady_clock::now() < deadline) {
+    for (pid_t child : children_of(launcher.pid)) {
+      if (catches_signal(child, SIGUSR1)) worker = child;
+    }
+    if (worker < 0) std::this_thread::sleep_for(2ms);
+  }
+  REQUIRE(worker > 0);
+  REQUIRE(::kill(worker, SIGSTOP) == 0);  // hold it in setup while we look
+  std::this_thread::sleep_for(300ms);     // the launcher drains what the worker wrote so far
+  INFO(launcher.out());
+  REQUIRE_THAT(launcher.out(), !Contains(" | world "));  // still setting up when the signal arrives
+  REQUIRE(::kill(worker, SIGUSR1) == 0);
+  REQUIRE(::kill(worker, SIGCONT) == 0);
+  const int code = launcher.wait();
+  const std::string out = launcher.out(), err = launcher.err();
+  INFO(out << err);
+  CHECK(code == 75);
+  CHECK_THAT(err, Contains("SIGUSR1: saved a checkpoint at step 1 "));
+  const auto listing = list_checkpoints(run_dir + "/checkpoints");
+  REQUIRE(listing.size() == 1);
+  CHECK(listing.back().step == 1);
+  CHECK(metadata(listing.back().path, "mgtrain.reason") == "stop requested");
 }
