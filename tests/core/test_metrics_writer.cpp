@@ -8,6 +8,8 @@
 #include <string>
 #include <unistd.h>
 
+#include "support/directory_listing.hpp"
+#include "support/temporary_directory.hpp"
 #include "core/metrics_writer.hpp"
 
 using namespace mgtrain;
@@ -15,19 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "mgtrain-metrics-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()));
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
+// Each test's own directory, removed afterwards.
+struct TempDir : testing::TemporaryDirectory {
+  TempDir() : TemporaryDirectory("mgtrain-metrics") {}
 };
 
 TrainMetricsRow train_row() {
@@ -76,20 +68,20 @@ TEST_CASE("a second writer appends, and a torn last line is ended first", "[metr
   {
     MetricsWriter writer(path.string());
     writer.append(R"({"a":1})");
-    CHECK(read_file(path) == "{\"a\":1}\n");  // each row is on disk when append returns
+    CHECK(testing::read_all(path) == "{\"a\":1}\n");  // each row is on disk when append returns
     writer.append(R"({"a":2})");
   }
   {
     MetricsWriter resumed(path.string());
     resumed.append(R"({"a":3})");
   }
-  CHECK(read_file(path) == "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+  CHECK(testing::read_all(path) == "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
   std::ofstream(path, std::ios::app) << R"({"a":4,"tor)";  // a writer killed mid-row
   {
     MetricsWriter after_crash(path.string());
     after_crash.append(R"({"a":5})");
   }
-  CHECK(read_file(path) == "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n{\"a\":4,\"tor\n{\"a\":5}\n");
+  CHECK(testing::read_all(path) == "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n{\"a\":4,\"tor\n{\"a\":5}\n");
 }
 
 TEST_CASE("a metrics file that cannot be opened is named in the error", "[metrics]") {

@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "support/directory_listing.hpp"
+#include "support/temporary_directory.hpp"
 #include "core/crc32c.hpp"
 #include "core/tfevents_writer.hpp"
 #include "support/tfevents_reader.hpp"
@@ -23,19 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "mgtrain-tfevents-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()));
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
+// Each test's own directory, removed afterwards.
+struct TempDir : testing::TemporaryDirectory {
+  TempDir() : TemporaryDirectory("mgtrain-tfevents") {}
 };
 
 }  // namespace
@@ -70,7 +62,7 @@ TEST_CASE("an event file reads back: version record, scalars, both CRCs of every
   CHECK(name.rfind("events.out.tfevents.", 0) == 0);
   CHECK(name.substr(name.size() - std::to_string(getpid()).size()) == std::to_string(getpid()));
 
-  const std::vector<std::string> records = read_records(read_file(file));
+  const std::vector<std::string> records = read_records(testing::read_all(file));
   REQUIRE(records.size() == 4);
   const DecodedEvent version = decode_event(records[0]);
   CHECK(version.file_version == "brain.Event:2");
