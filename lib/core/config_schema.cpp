@@ -271,6 +271,12 @@ std::optional<std::string> check_index_list(const std::string& v) {
   return std::nullopt;
 }
 
+// launch.gpu_ids: "auto" (the GPUs with the most free memory, docs/gpu.md) or an index list.
+std::optional<std::string> check_gpu_ids(const std::string& v) {
+  if (trim(v) == "auto") return std::nullopt;
+  return check_index_list(v);
+}
+
 // torchrun's Std spec: one digit 0-3 for all ranks, or "rank:digit,rank:digit".
 std::optional<std::string> check_std_spec(const std::string& v) {
   auto is_mode = [](const std::string& s) { auto n = parse_int(s); return n && *n >= 0 && *n <= 3; };
@@ -303,8 +309,8 @@ std::vector<KeyDef> build_schema() {
             .must("0-3, or rank:mode pairs like 0:3,1:1", check_std_spec));
   s.add(key("launch.local_ranks_filter", &C::launch, &LaunchConfig::local_ranks_filter, "comma-separated local ranks whose output reaches the console; empty: all (files always get every rank)")
             .must("empty, or comma-separated local ranks", check_index_list));
-  s.add(key("launch.gpu_ids", &C::launch, &LaunchConfig::gpu_ids, "GPUs to use, e.g. 0,2 (local rank i gets the i-th); empty: all visible")
-            .must("empty, or comma-separated GPU indices", check_index_list));
+  s.add(key("launch.gpu_ids", &C::launch, &LaunchConfig::gpu_ids, "GPUs to use, e.g. 0,2 (local rank i gets the i-th); auto: the nproc GPUs with the most free memory; empty: all visible")
+            .must("empty, auto, or comma-separated GPU indices", check_gpu_ids));
   s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period, "seconds between SIGTERM and SIGKILL when stopping workers").range(0, 3600));
   s.add(key("launch.standalone", &C::launch, &LaunchConfig::standalone, "single-node job on localhost with a free port (torchrun --standalone)"));
   s.add(key("launch.slurm", &C::launch, &LaunchConfig::slurm, "inside a SLURM job: auto fills nnodes, node_rank, master_addr, master_port, run_id and nproc from SLURM_* when not given (docs/slurm.md); off ignores SLURM")

@@ -11,8 +11,9 @@
 namespace mgtrain {
 
 BatchLoader::BatchLoader(const DataSource& source, std::vector<int64_t> indices, int64_t batch_size, bool drop_last, int threads,
-                         int prefetch, int64_t start_batch)
-    : source_(source), indices_(std::move(indices)), batch_size_(batch_size), prefetch_(std::max(1, prefetch)) {
+                         int prefetch, int64_t start_batch, bool pin_memory)
+    : source_(source), indices_(std::move(indices)), batch_size_(batch_size), prefetch_(std::max(1, prefetch)),
+      pin_memory_(pin_memory) {
   if (batch_size < 1) throw UsageError(fmt::format("batch size {} must be at least 1", batch_size));
   if (threads < 0) throw UsageError(fmt::format("loader threads {} must not be negative", threads));
   const int64_t n = static_cast<int64_t>(indices_.size());
@@ -38,7 +39,12 @@ Batch BatchLoader::build(int64_t batch_index) const {
   const int64_t end = std::min<int64_t>(begin + batch_size_, static_cast<int64_t>(indices_.size()));
   const std::vector<int64_t> batch_indices(indices_.begin() + begin, indices_.begin() + end);
   at::NoGradGuard no_grad;
-  return source_.make_batch(batch_indices);
+  Batch batch = source_.make_batch(batch_indices);
+  if (pin_memory_) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+  }
+  return batch;
 }
 
 void BatchLoader::worker_loop() {

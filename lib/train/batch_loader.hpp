@@ -22,11 +22,13 @@ namespace mgtrain {
 // in order. `start_batch` skips the first batches (mid-epoch resume). An exception thrown while building batch k is
 // rethrown by the next() call that would have returned batch k (and by every later call). The destructor stops the
 // workers after the batches they are building right now; it never waits for the rest of the epoch.
-// `source` must outlive the loader. next() is meant for one consumer thread.
+// `source` must outlive the loader. next() is meant for one consumer thread. With `pin_memory` (a CUDA device only)
+// the worker threads put each batch in page-locked memory, so the loop's non_blocking copies to the GPU are
+// asynchronous DMA transfers that overlap with the step.
 class BatchLoader {
  public:
   BatchLoader(const DataSource& source, std::vector<int64_t> indices, int64_t batch_size, bool drop_last, int threads, int prefetch,
-              int64_t start_batch = 0);
+              int64_t start_batch = 0, bool pin_memory = false);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -50,6 +52,7 @@ class BatchLoader {
   const std::vector<int64_t> indices_;
   const int64_t batch_size_;
   const int prefetch_;
+  const bool pin_memory_;
   int64_t batches_total_ = 0;
 
   std::mutex mutex_;

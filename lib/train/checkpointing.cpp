@@ -21,6 +21,7 @@
 #include "core/checkpoint_file.hpp"
 #include "core/error.hpp"
 #include "core/xxhash64.hpp"
+#include "train/grad_scaler.hpp"
 #include "train/train_state.hpp"
 
 namespace mgtrain {
@@ -300,6 +301,7 @@ std::optional<TrainPosition> Checkpointer::resume() {
                                  chosen, saved->second, config_.optim.name, saved->second));
   }
   restore_train_state(model_, optimizer_, stored);
+  if (scaler_ && scaler_->enabled()) scaler_->restore(stored);  // the same on every rank: all decide alike
 
   const std::int64_t saved_world = metadata_int(file, "mgtrain.world_size");
   TrainPosition at;
@@ -376,6 +378,9 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
   }
 
   NamedTensors state = capture_train_state(model_, optimizer_);
+  if (scaler_ && scaler_->enabled()) {
+    for (auto& entry : scaler_->state()) state.push_back(std::move(entry));
+  }
   for (int r = 0; r < comm_.world_size(); ++r) {
     std::int64_t offset = 0;
     for (const auto& [name, one] : rng) {

@@ -25,6 +25,8 @@ class Optimizer;
 
 namespace mgtrain {
 
+class GradScaler;
+
 // Where a run stands: what a checkpoint records and a resumed run continues from.
 struct TrainPosition {
   std::int64_t step = 0;              // optimizer steps done
@@ -47,6 +49,10 @@ class Checkpointer {
 
   // checkpoint.dir is set: saving and resuming are on.
   bool enabled() const { return enabled_; }
+
+  // fp16: the loss scaler whose state is saved with every checkpoint (when enabled) and restored by resume() (a
+  // checkpoint without it leaves the initial scale). Call before resume(); the scaler must outlive this object.
+  void attach_grad_scaler(GradScaler* scaler) { scaler_ = scaler; }
 
   // Collective. Per checkpoint.resume: rank 0 picks the checkpoint (the newest valid one, saying which damaged
   // ones it skipped and why; or the given path), every rank reads it and restores model, optimizer and its
@@ -80,6 +86,7 @@ class Checkpointer {
   c10::Device device_;
   bool enabled_;
   std::string dir_;
+  GradScaler* scaler_ = nullptr;
   std::unique_ptr<Writer> writer_;  // rank 0 only
   std::chrono::steady_clock::time_point last_save_;  // or the start
 };

@@ -139,6 +139,10 @@ void GradientReducer::launch_ready_buckets_in_order() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) launch(buckets_[next_to_launch_++]);
 }
 
+// CUDA (NCCL): the hook runs on the autograd engine's device thread, whose current stream is the one the
+// gradient was produced on; ProcessGroupNCCL makes its stream wait for the caller's current stream before the
+// all-reduce, so the copy into the bucket above is ordered before it, and Work::wait() in finish_backward makes the
+// training thread's current stream wait for the result (no host synchronisation).
 void GradientReducer::launch(Bucket& bucket) {
   bucket.launched = true;
   if (options_.skip_communication || comm_.world_size() == 1) return;

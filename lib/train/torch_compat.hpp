@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include <ATen/core/Tensor.h>
+#include <c10/macros/Export.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -19,6 +20,27 @@
 #if MGTRAIN_TORCH_AT_LEAST(2, 0)
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
+
+// The autocast functions used below, declared as <ATen/autocast_mode.h> declares them (that header pulls in all of
+// ATen's operator declarations, too much for a header included this widely).
+namespace at::autocast {
+#if MGTRAIN_TORCH_AT_LEAST(2, 4)
+TORCH_API bool is_autocast_enabled(c10::DeviceType device_type);
+TORCH_API void set_autocast_enabled(c10::DeviceType device_type, bool enabled);
+TORCH_API c10::ScalarType get_autocast_dtype(c10::DeviceType device_type);
+TORCH_API void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtype);
+#else
+TORCH_API bool is_enabled();
+TORCH_API void set_enabled(bool enabled);
+TORCH_API bool is_cpu_enabled();
+TORCH_API void set_cpu_enabled(bool enabled);
+TORCH_API c10::ScalarType get_autocast_gpu_dtype();
+TORCH_API c10::ScalarType get_autocast_cpu_dtype();
+TORCH_API void set_autocast_gpu_dtype(c10::ScalarType dtype);
+TORCH_API void set_autocast_cpu_dtype(c10::ScalarType dtype);
+#endif
+TORCH_API void clear_cache();
+}  // namespace at::autocast
 
 namespace mgtrain::torch_compat {
 
@@ -47,6 +69,40 @@ typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/, const
   } else {
     return static_cast<Key>(parameter.unsafeGetTensorImpl());
   }
+}
+
+// Autocast per device type. 2.4 made the API device-generic (set_autocast_enabled(DeviceType, bool),
+// set_autocast_dtype(DeviceType, ScalarType)) and deprecated 1.13's per-device functions (set_enabled for CUDA,
+// set_cpu_enabled, set_autocast_gpu_dtype, set_autocast_cpu_dtype); only CPU and CUDA are used here.
+inline bool autocast_enabled(c10::DeviceType device) {
+#if MGTRAIN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+inline at::ScalarType autocast_dtype(c10::DeviceType device) {
+#if MGTRAIN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
+#if MGTRAIN_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(device, dtype);
+  at::autocast::set_autocast_enabled(device, enabled);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(enabled);
+  }
+#endif
 }
 
 }  // namespace mgtrain::torch_compat

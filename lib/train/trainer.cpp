@@ -19,6 +19,10 @@
 #include "core/config_yaml.hpp"
 #include "train/batch_loader.hpp"
 #include "train/checkpointing.hpp"
+#include "train/data_parallel.hpp"
+#include "train/device_setup.hpp"
+#include "train/grad_scaler.hpp"
+#include "train/mixed_precision.hpp"
 #include "train/data_source.hpp"
 #include "train/distributed_sampler.hpp"
 #include "train/gradient_reducer.hpp"
@@ -37,15 +41,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-torch::Device pick_device(const TrainConfig& train, const WorkerIdentity& id) {
-  const bool cuda = torch::cuda::is_available();
-  if (train.device == "cuda" && !cuda) {
-    throw UsageError("train.device: cuda was asked for, but this LibTorch has no CUDA or no GPU is visible (use auto or cpu)");
-  }
-  if (train.device == "cpu" || !cuda) return torch::Device(torch::kCPU);
-  const auto visible = static_cast<int>(torch::cuda::device_count());
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(visible == 1 ? 0 : id.local_rank % std::max(visible, 1)));
-}
+torch::Device pick_device(const TrainConfig& train, const WorkerIdentity& id) { return choose_training_device(train, id).device; }
 
 // Each rank evaluates its own slice (rank, rank+W, ...: no padding, so every sample counts once) and
 // the sums are all-reduced.
@@ -54,11 +50,16 @@ EvalResult evaluate(Model& model, const DataSource& test, Communicator& comm, co
   model.train(false);
   BatchLoader loader(test, DistributedSampler::evaluation_shard(test.size(), comm.world_size(), comm.rank()),
                      config.train.batch_size, /*drop_last=*/false, static_cast<int>(config.data.loader_threads),
-                     static_cast<int>(config.data.prefetch_batches));
+                     static_cast<int>(config.data.prefetch_batches), 0, /*pin_memory=*/device.is_cuda());
   double loss_sum = 0.0, correct = 0.0, count = 0.0;
   while (auto batch = loader.next()) {
     at::Tensor inputs = batch->inputs.to(device), targets = batch->targets.to(device);
-    at::Tensor logits = model.forward(inputs);
+    at::Tensor logits;
+    {
+      AutocastScope autocast(resolve_precision(config.train.precision, device), device);
+      logits = model.forward(inputs);
+    }
+    logits = logits.to(at::kFloat);
     const double n = static_cast<double>(targets.numel());
     loss_sum += model.loss(logits, targets).item<double>() * n;
     correct += logits.argmax(-1).eq(targets).sum().item<double>();
@@ -90,6 +91,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   const bool leader = comm.rank() == 0;
   const TrainConfig& train = config.train;
   const torch::Device device = pick_device(train, id);
+  const Precision precision = resolve_precision(train.precision, device);  // fp16 on a CPU is refused here
 
   // Data: the same data set everywhere; the sampler gives each rank its shard.
   const bool language_model = config.model.type == "gpt";
@@ -100,7 +102,10 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
 
   // Model: identical initialisation on every rank from the seed, then rank 0's copy is broadcast anyway.
   torch::manual_seed(static_cast<std::uint64_t>(train.seed));
-  auto model = build_model(config.model, ModelInput{train_data->sample_shape(), train_data->num_classes()});
+  const ModelInput model_input{train_data->sample_shape(), train_data->num_classes()};
+  auto model = config.ddp.strategy == "dp"  // legacy DataParallel: one process, the model replicated over its GPUs
+                   ? build_data_parallel_model(config.model, model_input, data_parallel_devices(comm.world_size(), train.precision))
+                   : build_model(config.model, model_input);
   model->to(device);
   const int synchronised_batch_norms = apply_sync_batch_norm(config.ddp, *model, comm);  // ddp.sync_batch_norm
   model->train(true);
@@ -144,16 +149,19 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   summary.device = device.str();
   summary.backend = comm.backend_name();
   if (leader) {
-    std::printf("mgtrain: %s%s | world %d (%s) on %s | %s\nmgtrain: %lld steps (%lld per epoch), batch %lld x %lld accum x %d ranks\n",
+    std::printf("mgtrain: %s%s | world %d (%s) on %s, precision %s | %s\nmgtrain: %lld steps (%lld per epoch), batch %lld x %lld accum x %d ranks\n",
                 summary.model.c_str(),
                 sync_batch_norm_note(synchronised_batch_norms).c_str(),
-                comm.world_size(), summary.backend.c_str(), summary.device.c_str(),
+                comm.world_size(), summary.backend.c_str(), summary.device.c_str(), precision.name.c_str(),
                 train_data->description().c_str(), static_cast<long long>(total_steps), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
     std::fflush(stdout);
   }
   // Checkpoints: resume first (model, optimizer, RNG and position), then save as the policy says.
   Checkpointer checkpoints(config, config_to_yaml(config), comm, *model, *optimizer, device);
+  GradScaler scaler({precision.loss_scaling, train.loss_scale_init, train.loss_scale_growth_factor, train.loss_scale_backoff_factor,
+                      train.loss_scale_growth_interval});  // fp16 only; otherwise scale 1 and no checks
+  checkpoints.attach_grad_scaler(&scaler);
   const std::optional<TrainPosition> resumed = checkpoints.resume();
   std::optional<StopRequestHandler> stop_requests;  // SIGTERM/SIGUSR1: save, then exit 75
   if (checkpoints.enabled()) stop_requests.emplace();
@@ -207,7 +215,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
     const std::int64_t steps_this_epoch =
         (config.data.drop_last ? remaining / train.batch_size : (remaining + train.batch_size - 1) / train.batch_size) / accum;
     BatchLoader loader(*train_data, std::move(indices), train.batch_size, config.data.drop_last,
-                       static_cast<int>(config.data.loader_threads), static_cast<int>(config.data.prefetch_batches));
+                       static_cast<int>(config.data.loader_threads), static_cast<int>(config.data.prefetch_batches), 0, /*pin_memory=*/device.is_cuda());
     for (std::int64_t s = 0; s < steps_this_epoch && step < total_steps; ++s) {
       const auto step_start = Clock::now();
       StepVotes mine;
@@ -225,16 +233,23 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
         reducer.begin_backward(sync);
         at::Tensor inputs = batch->inputs.to(device, /*non_blocking=*/true);
         at::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
-        at::Tensor loss = model->loss(model->forward(inputs), targets);
+        at::Tensor logits;
+        {
+          AutocastScope autocast(precision, device);  // train.precision: the forward in bf16/fp16, the loss in fp32
+          logits = model->forward(inputs);
+        }
+        at::Tensor loss = model->loss(logits.to(at::kFloat), targets);
         // Dividing the loss by accum x world makes the summed, all-reduced gradient the mean over every sample of
         // the step, without a separate pass over the gradients (exact for power-of-two worlds).
-        (loss * gradient_scale).backward();
+        (loss * (gradient_scale * scaler.scale())).backward();
         step_loss += loss.item<double>() / static_cast<double>(accum);
       }
       reducer.finish_backward();
-      if (train.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, train.clip_grad_norm);
+      // fp16: unscale before clipping; a step with inf/nan gradients is skipped, alike on every rank (grad_scaler.hpp).
+      const bool found_inf = scaler.unscale_and_check(parameters);
+      if (train.clip_grad_norm > 0 && !found_inf) torch::nn::utils::clip_grad_norm_(parameters, train.clip_grad_norm);
       set_learning_rate(*optimizer, schedule.at(step));
-      optimizer->step();
+      if (scaler.update(found_inf)) optimizer->step();
       reducer.zero_grad();
       ++step;
       consumed += samples_per_step;
@@ -326,6 +341,10 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   summary.wall_s = seconds_since(run_start);
   summary.samples_per_s = timed_seconds > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds : 0.0;
   summary.step_time_ms = median(step_times) * 1000.0;
+  summary.precision = precision.name;
+  summary.loss_scaling = scaler.enabled();
+  summary.loss_scale = scaler.scale();
+  summary.skipped_steps = scaler.skipped_steps();
   return summary;
 }
 
@@ -342,6 +361,11 @@ std::string summary_json_line(const TrainSummary& s) {
   json.key("model").value(s.model);
   json.key("device").value(s.device);
   json.key("backend").value(s.backend);
+  json.key("precision").value(s.precision);
+  if (s.loss_scaling) {
+    json.key("loss_scale").value(s.loss_scale);
+    json.key("skipped_steps").value(static_cast<long long>(s.skipped_steps));
+  }
   if (s.has_eval) {
     json.key("eval").begin_object();
     json.key("loss").value(s.eval.loss);

@@ -33,6 +33,10 @@ struct TrainSummary {
   std::string model;
   std::string device;
   std::string backend;
+  std::string precision = "fp32";      // train.precision
+  bool loss_scaling = false;           // fp16: a GradScaler ran
+  double loss_scale = 0.0;             // its final scale
+  std::int64_t skipped_steps = 0;      // optimizer steps skipped for inf/nan gradients
   int stop_signal = 0;                 // SIGTERM/SIGUSR1 stopped training early after a checkpoint was saved
 };
 

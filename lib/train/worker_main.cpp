@@ -16,9 +16,8 @@
 #include "core/worker_identity.hpp"
 #include "train/communicator.hpp"
 #include "train/stop_request.hpp"
+#include "train/device_setup.hpp"
 #include "train/trainer.hpp"
-
-#include <torch/cuda.h>
 
 namespace mgtrain {
 namespace {
@@ -80,9 +79,11 @@ int run_worker(const std::vector<std::string>& args) {
   ignore_file_size_signal();  // a write over RLIMIT_FSIZE fails with EFBIG (reported) instead of killing us
   const WorkerIdentity id = worker_identity_from_environment(env);
   const Config& config = loaded.config;
-  std::string backend = config.ddp.backend;
-  if (backend == "auto") backend = config.train.device != "cpu" && torch::cuda::is_available() ? "nccl" : "gloo";
-  auto comm = connect_communicator(id, config.ddp, backend);
+  // The device first: NCCL starts on the current CUDA device, and the backend follows from the device.
+  const DeviceChoice device = choose_training_device(config.train, id);
+  if (!device.fallback_warning.empty() && id.rank == 0) std::fprintf(stderr, "%s\n", device.fallback_warning.c_str());
+  prepare_training_device(device.device, config.train);
+  auto comm = connect_communicator(id, config.ddp, resolve_backend(config.ddp.backend, device.device));
   auto heartbeat_path = env.find(kHeartbeatFileVariable);
   HeartbeatWriter heartbeat(heartbeat_path == env.end() ? "" : heartbeat_path->second);
   TrainSummary summary = run_training(config, id, *comm, heartbeat);

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# GPU step benchmark (docs/gpu.md): mgtrain on one GPU against the same model in Python eager PyTorch, for the CNN
+# (configs/fashion_mnist_cnn.yaml on synthetic 1x28x28 data, batch 256) and the GPT (configs/tokens_gpt.yaml on a
+# random token file, batch 32 x 128 tokens), each in fp32, bf16 and fp16. mgtrain runs through `mgtrain launch
+# --nproc 1 --gpu-ids auto` (world 1: no all-reduce); Python runs plain, and with DDP over NCCL at world 1
+# (torchrun --nproc_per_node 1) for the communication wrapper's cost. Reports the median step times and ratios.
+# Needs a GPU, a CUDA build of mgtrain (scripts/build-cuda.sh) and python3 with CUDA torch; refuses otherwise.
+# Usage: scripts/bench/gpu_step.sh     (MGTRAIN=build-cuda/bin/mgtrain STEPS=200 by default)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mgtrain=${MGTRAIN:-build-cuda/bin/mgtrain}
+steps=${STEPS:-200}
+reference=scripts/bench/gpu_step_reference.py
+
+refuse() { echo "gpu_step.sh: $*; nothing was measured" >&2; exit 2; }
+command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || refuse "no GPU visible (nvidia-smi -L lists none): this benchmark needs one"
+[[ -x "$mgtrain" ]] || refuse "$mgtrain does not exist: build it with scripts/build-cuda.sh (or set MGTRAIN)"
+worker="$(dirname "$mgtrain")/mgtrain-worker"
+"$worker" --probe | grep -q '"built_with_cuda": true' || refuse "$worker is a CPU-only build: build with scripts/build-cuda.sh"
+"$worker" --probe | grep -q '"cuda_available": true' || refuse "$worker sees no GPU (CUDA_VISIBLE_DEVICES? driver?)"
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+  refuse "python3 has no CUDA torch for the reference"
+command -v torchrun >/dev/null || refuse "torchrun is not on PATH (it comes with torch)"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/tokens"
+python3 - "$work/tokens" <<'PY'
+import json, sys
+import numpy as np
+rng = np.random.default_rng(0)
+rng.integers(0, 512, size=2_000_000, dtype=np.uint16).tofile(sys.argv[1] + "/train.bin")
+json.dump({"vocab_size": 512}, open(sys.argv[1] + "/meta.json", "w"))
+PY
+
+field() { grep -o '{"summary".*' | head -1 | sed -E "s/.*\"$1\": ?([0-9.e+-]+).*/\1/"; }
+
+declare -A mgtrain_args=(
+  [cnn]="configs/fashion_mnist_cnn.yaml data.dataset=synthetic data.input_shape=1,28,28 data.synthetic_samples=60000 train.batch_size=256"
+  [gpt]="configs/tokens_gpt.yaml data.path=$work/tokens/train.bin train.batch_size=32"
+)
+declare -A python_args=([cnn]="--model cnn --batch 256" [gpt]="--model gpt --batch 32 --tokens $work/tokens/train.bin --vocab 512")
+
+printf '%-4s %-5s %14s %14s %14s %10s %10s\n' model prec "mgtrain ms" "python ms" "python+ddp ms" "vs python" "vs ddp"
+for model in cnn gpt; do
+  for precision in fp32 bf16 fp16; do
+    # shellcheck disable=SC2086
+    m=$("$mgtrain" launch --nproc 1 --gpu-ids auto --log-dir "$work/logs" ${mgtrain_args[$model]} train.precision=$precision \
+        train.max_steps="$steps" train.eval_at_epoch_end=false checkpoint.dir= log.every_steps=100000 2>"$work/err" | field step_time_ms) ||
+      { cat "$work/err" >&2; exit 1; }
+    # shellcheck disable=SC2086
+    p=$(python3 "$reference" ${python_args[$model]} --precision "$precision" --steps "$steps" | field step_time_ms)
+    # shellcheck disable=SC2086
+    d=$(torchrun --standalone --nproc_per_node 1 "$reference" ${python_args[$model]} --precision "$precision" --steps "$steps" --ddp \
+        2>/dev/null | field step_time_ms)
+    printf '%-4s %-5s %14.3f %14.3f %14.3f %9.2fx %9.2fx\n' "$model" "$precision" "$m" "$p" "$d" \
+      "$(echo "$p / $m" | bc -l)" "$(echo "$d / $m" | bc -l)"
+  done
+done
+echo "(ratios above 1: mgtrain's step is faster; device: $(nvidia-smi --query-gpu=name --format=csv,noheader -i 0))"
