@@ -16,11 +16,13 @@
 
 #include "core/heartbeat_writer.hpp"
 #include "core/launch_monitor.hpp"
+#include "core/launch_plan.hpp"
 #include "core/nvml_library.hpp"
 #include "core/process_stats.hpp"
 #include "core/resource_sampler.hpp"
 #include "core/status_snapshot.hpp"
 #include "core/status_token.hpp"
+#include "core/worker_env.hpp"
 #include "support/prometheus_text.hpp"
 #include "support/scratch_dir.hpp"
 
@@ -310,4 +312,19 @@ TEST_CASE("the GPU health line groups equal GPUs and names the driver", "[nvml]"
   gpus[1].index = 1;
   CHECK(gpu_health_line(gpus, "550.54.15") == "mgtrain: GPUs (NVML): 2 x Fake \"GPU\" 80GB (80.0 GiB), driver 550.54.15");
   CHECK(gpu_health_line({}, "550") == "");
+}
+
+TEST_CASE("with the status server on, every worker gets a heartbeat file, and the watchdog stays off", "[status][env]") {
+  LaunchPlan plan;
+  plan.nproc = 2;
+  plan.world_size = 2;
+  plan.run_id = "r";
+  plan.run_dir = "/logs/r";
+  plan.console.assign(2, {});
+  plan.status_server = true;
+  EnvMap env = build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {});
+  CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/r/attempt_2/rank_1/heartbeat");
+  CHECK(plan.heartbeat_timeout_s == 0);  // the hang watchdog is a separate choice (launch.heartbeat_timeout)
+  plan.status_server = false;
+  CHECK(build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}}).count("MGTRAIN_HEARTBEAT_FILE") == 0);
 }
