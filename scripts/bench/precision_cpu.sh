@@ -20,7 +20,7 @@ run() {  # run CONFIG PRECISION -> step_time_ms
     log.every_steps=100000 "launch.log_dir=$work" | field step_time_ms
 }
 
-grep -o -m1 'amx_bf16\|avx512_bf16' /proc/cpuinfo | head -1 | sed 's/^/cpu bf16 support: /' || echo "cpu bf16 support: none (emulated)"
+flags=$(grep -o -w 'amx_bf16\|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' '); echo "cpu bf16 support: ${flags:-none (emulated)}"
 printf '%-28s %12s %12s %10s\n' config "fp32 ms" "bf16 ms" "bf16/fp32"
 for config in configs/fashion_mnist_mlp.yaml configs/bench/mlp-1024.yaml; do
   fp32=() bf16=()
@@ -32,4 +32,4 @@ for config in configs/fashion_mnist_mlp.yaml configs/bench/mlp-1024.yaml; do
   b=$(printf '%s\n' "${bf16[@]}" | median)
   printf '%-28s %12.3f %12.3f %10.2f\n' "$config" "$f" "$b" "$(echo "$b / $f" | bc -l)"
 done
-echo "(OMP_NUM_THREADS=$OMP_NUM_THREADS, $steps steps, median of $rounds; $(nproc) CPUs visible)"
+echo "(OMP_NUM_THREADS=$OMP_NUM_THREADS, $steps steps, median of $rounds; $(getconf _NPROCESSORS_ONLN) CPUs online, load average $(cut -d" " -f1 /proc/loadavg) at the end)"
