@@ -87,6 +87,12 @@ class ProcessGroupCommunicator final : public Communicator {
 
   torch_compat::WorkHandle allreduce_sum_async(at::Tensor& tensor) override {
     if (shm_ && ShmAllreduce::supports(tensor)) return shm_->allreduce_sum_async(tensor);
+    if (needs_gpu_staging(tensor)) {  // NCCL takes CUDA tensors only: small CPU tensors (votes, eval sums) go through the GPU
+      std::vector<at::Tensor> staged{tensor.to(at::kCUDA)};
+      group_->allreduce(staged)->wait();
+      tensor.copy_(staged[0]);  // back to the CPU: waits for the result
+      return {};
+    }
     std::vector<at::Tensor> tensors{tensor};
     return group_->allreduce(tensors);
   }
@@ -102,14 +108,17 @@ class ProcessGroupCommunicator final : public Communicator {
     c10d::BroadcastOptions options;
     options.rootRank = root;
     for (auto& t : tensors) {
-      std::vector<at::Tensor> one{t};
+      std::vector<at::Tensor> one{needs_gpu_staging(t) ? t.to(at::kCUDA) : t};
       group_->broadcast(one, options)->wait();
+      if (!one[0].is_same(t)) t.copy_(one[0]);
     }
   }
 
   void barrier() override { group_->barrier()->wait(); }
 
  private:
+  bool needs_gpu_staging(const at::Tensor& tensor) const { return name_ == "nccl" && !tensor.is_cuda(); }
+
   c10::intrusive_ptr<c10d::Store> store_;  // kept alive: rank 0 hosts the server inside it
   c10::intrusive_ptr<torch_compat::CollectiveBackend> group_;
   std::unique_ptr<ShmAllreduce> shm_;  // destroyed first: its thread stops before the group goes
