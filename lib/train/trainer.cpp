@@ -309,6 +309,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
         report.step_time_s = elapsed;
         report.samples_per_s = timed_steps > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds
                                                : static_cast<double>((step - first_step) * samples_per_step) / seconds_since(loop_start);
+        if (scaler.enabled()) report.loss_scale = scaler.scale();  // fp16: metrics row and train/loss_scale
         reporter.on_step(report);
       }
       if (train.eval_every_steps > 0 && step % train.eval_every_steps == 0) run_eval("periodic");
