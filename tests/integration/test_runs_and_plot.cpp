@@ -46,7 +46,7 @@ CapturedRun launch(const TempDir& dir, const std::string& run_id, const std::str
 }
 
 // A worker script that appends metrics rows as rank 0 of the trainer does: train rows every step, eval rows
-// every 5 steps (eval.loss falling, eval.accuracy rising), then exits with `code`.
+// every 5 steps (eval.loss falling, eval.accuracy rising), then exits with `code` (negative: goes on to what follows).
 std::string metrics_script(const TempDir& dir, const std::string& run_id, int steps, double scale, int code) {
   const std::string file = dir / ("runs/" + run_id + "/metrics.jsonl");
   return "i=1; while [ $i -le " + std::to_string(steps) + " ]; do "
@@ -54,7 +54,7 @@ std::string metrics_script(const TempDir& dir, const std::string& run_id, int st
          "$i $((1763800000 + i)) $(awk \"BEGIN{print " + std::to_string(scale) + "/$i}\") >> " + file + "; "
          "if [ $((i % 5)) = 0 ]; then printf '{\"kind\":\"eval\",\"step\":%d,\"time\":%d,\"eval.loss\":%s,\"eval.accuracy\":%s,\"attempt\":0}\\n' "
          "$i $((1763800000 + i)) $(awk \"BEGIN{print 1/$i}\") $(awk \"BEGIN{print 1-1/$i}\") >> " + file + "; fi; "
-         "i=$((i + 1)); done; exit " + std::to_string(code);
+         "i=$((i + 1)); done" + (code >= 0 ? "; exit " + std::to_string(code) : std::string());
 }
 
 std::map<std::string, YAML::Node> runs_by_id(const CapturedRun& run) {
@@ -93,7 +93,7 @@ TEST_CASE("mgtrain runs lists succeeded, failed, stopped and interrupted runs ne
 
   // Interrupted: the launcher is SIGKILLed, so run.json still says "running", but no launcher holds it.
   ChildProcess killed = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "killed", "--", "sh", "-c",
-                                       metrics_script(dir, "killed", 3, 1.0, 0) + "; exec sleep 60"},
+                                       metrics_script(dir, "killed", 3, 1.0, -1) + "; exec sleep 60"},
                                       dir / "killed");
   REQUIRE(wait_until([&] { return read_text(dir / "runs/killed/metrics.jsonl").find("\"step\":3,") != std::string::npos; },
                      std::chrono::seconds(20)));
