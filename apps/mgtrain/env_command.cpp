@@ -77,20 +77,13 @@ YAML::Node slurm_facts(const SlurmDetection& detection) {
   slurm["job_id"] = detection.job_id;
   slurm["restart_count"] = detection.restart_count;
   YAML::Node detected(YAML::NodeType::Map);
-  auto add = [&detected](const char* key, const std::optional<SlurmValue>& value) {
-    if (!value) return;
+  for (const auto& [key, value] : slurm_detected_values(detection)) {
     YAML::Node entry;
-    entry["value"] = value->value;
-    entry["from"] = value->source;
+    entry["value"] = value.value;
+    entry["from"] = value.source;
     entry.SetStyle(YAML::EmitterStyle::Flow);
-    detected[std::string("launch.") + key] = entry;
-  };
-  add("nnodes", detection.nnodes);
-  add("node_rank", detection.node_rank);
-  add("master_addr", detection.master_addr);
-  add("master_port", detection.master_port);
-  add("run_id", detection.run_id);
-  add("nproc", detection.nproc);
+    detected[key] = entry;
+  }
   slurm["launch_settings"] = detected;
   YAML::Node notes(YAML::NodeType::Sequence);
   for (const auto& note : detection.notes) notes.push_back(note);

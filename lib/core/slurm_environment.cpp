@@ -179,10 +179,10 @@ SlurmDetection detect_slurm(const EnvMap& env) {
   return d;
 }
 
-std::vector<DetectedSetting> slurm_launch_settings(const SlurmDetection& d) {
-  std::vector<DetectedSetting> settings;
+std::vector<std::pair<std::string, SlurmValue>> slurm_detected_values(const SlurmDetection& d) {
+  std::vector<std::pair<std::string, SlurmValue>> values;
   auto add = [&](const char* key, const std::optional<SlurmValue>& v) {
-    if (v) settings.push_back({std::string("launch.") + key, v->value, "SLURM (" + v->source + ")"});
+    if (v) values.emplace_back(std::string("launch.") + key, *v);
   };
   add("nnodes", d.nnodes);
   add("node_rank", d.node_rank);
@@ -190,6 +190,12 @@ std::vector<DetectedSetting> slurm_launch_settings(const SlurmDetection& d) {
   add("master_port", d.master_port);
   add("run_id", d.run_id);
   add("nproc", d.nproc);
+  return values;
+}
+
+std::vector<DetectedSetting> slurm_launch_settings(const SlurmDetection& d) {
+  std::vector<DetectedSetting> settings;
+  for (const auto& [key, v] : slurm_detected_values(d)) settings.push_back({key, v.value, "SLURM (" + v.source + ")"});
   return settings;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config_loader.hpp"
@@ -62,6 +63,9 @@ std::optional<int> parse_slurm_gpu_count(const std::string& text);
 std::optional<int> slurm_tasks_on_node(const std::string& tasks_per_node, int node_index);
 
 // ---- what `mgtrain launch` does with it ----
+
+// Every detected launch setting as {"launch.<key>", value with its variable}, in a fixed order.
+std::vector<std::pair<std::string, SlurmValue>> slurm_detected_values(const SlurmDetection& detection);
 
 // Every detected launch setting as launch.<key>, value and origin "SLURM (<variable>)".
 std::vector<DetectedSetting> slurm_launch_settings(const SlurmDetection& detection);
