@@ -27,14 +27,16 @@
 #include "train/model.hpp"
 #include "train/sync_batch_norm.hpp"
 #include "train_test_support.hpp"
+#include "rank_processes.hpp"
 
 using namespace mgtrain;
+using mgtrain::test::RankRuns;
+using mgtrain::test::run_ranks;
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kBin = MGTRAIN_BIN_DIR;
-const std::string kWorker = kBin + "/../tests/ddp_test_worker";
 
 std::unique_ptr<Communicator> world_of_one() {
   WorkerIdentity id;
@@ -73,42 +75,6 @@ ModelConfig cnn_config() {
 
 // --- real ranks ---
 
-struct RankRuns {
-  std::vector<CapturedRun> ranks;
-  bool all_ok() const {
-    for (const auto& r : ranks)
-      if (r.exit_code != 0) return false;
-    return true;
-  }
-  std::string errors() const {
-    std::string text;
-    for (std::size_t i = 0; i < ranks.size(); ++i) text += "rank " + std::to_string(i) + ": " + ranks[i].out + ranks[i].err + "\n";
-    return text;
-  }
-};
-
-// `world` ranks of ddp_test_worker as separate processes (torchrun's variables, a free port on loopback).
-RankRuns run_ranks(int world, const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
-  SocketPortProbe probe;
-  const int port = probe.pick_free_port();
-  std::vector<std::future<CapturedRun>> futures;
-  for (int r = 0; r < world; ++r) {
-    CaptureOptions options;
-    options.timeout_s = 90;
-    options.set_env = {{"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(world)},
-                       {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
-                       {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)},
-                       {"OMP_NUM_THREADS", "1"}};
-    for (const auto& [key, value] : env) options.set_env[key] = value;
-    std::vector<std::string> argv = {kWorker};
-    argv.insert(argv.end(), args.begin(), args.end());
-    futures.push_back(std::async(std::launch::async, [argv, options] { return run_and_capture(argv, options); }));
-  }
-  RankRuns runs;
-  for (auto& f : futures) runs.ranks.push_back(f.get());
-  return runs;
-}
-
 std::vector<float> read_floats(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in.good());
@@ -142,7 +108,7 @@ SyncRun run_sync_check(const test::TempDir& dir, const std::string& name, int wo
   const std::string prefix = dir.file(name);
   std::vector<std::string> args = {prefix, "--sync-bn", "--rows", rows};
   if (!sync) args.push_back("--no-sync");
-  RankRuns runs = run_ranks(world, args, env);
+  RankRuns runs = run_ranks(world, args, env, 90);
   INFO(runs.errors());
   REQUIRE(runs.all_ok());
   SyncRun result;
