@@ -33,6 +33,7 @@
 #include "core/checkpoint_file.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/directory_listing.hpp"
+#include "support/summary_line.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
@@ -136,15 +137,6 @@ Outcome run_job(const std::vector<std::string>& args, const std::string& output_
   outcome.out = launcher.out();
   outcome.err = launcher.err();
   return outcome;
-}
-
-// The value of "key": NUMBER inside the summary line of `output`, or -1.
-double summary_number(const std::string& output, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex(R"(\{"summary":.*\})"))) return -1;
-  const std::string summary = m.str();
-  if (!std::regex_search(summary, m, std::regex("\"" + key + "\":(-?[0-9.e+-]+)"))) return -1;
-  return std::stod(m[1].str());
 }
 
 // The step of the last "mgtrain: step N/M" progress line in `text`, or -1.

@@ -13,8 +13,10 @@
 #include "core/port_probe.hpp"
 #include "core/run_capture.hpp"
 #include "support/scratch_dir.hpp"
+#include "support/summary_line.hpp"
 
 using namespace mgtrain;
+using mgtrain::testing::summary_number;
 namespace fs = std::filesystem;
 
 namespace {
@@ -29,17 +31,6 @@ std::vector<std::string> small_job(const fs::path& dir) {
   return {"model.type=mlp",          "model.hidden_sizes=32",     "data.dataset=synthetic", "data.input_shape=1,8,8",
           "data.synthetic_samples=2048", "train.epochs=2",        "train.batch_size=32",    "optim.lr=0.05",
           "log.every_steps=16",      "launch.log_dir=" + dir.string()};
-}
-
-// The value of "key": NUMBER inside the summary line of `output`, or -1.
-double summary_number(const std::string& output, const std::string& key) {
-  std::smatch m;
-  const std::regex line(R"(\{"summary":.*\})");
-  if (!std::regex_search(output, m, line)) return -1;
-  const std::string summary = m.str();
-  const std::regex number("\"" + key + "\":(-?[0-9.e+-]+)");
-  if (!std::regex_search(summary, m, number)) return -1;
-  return std::stod(m[1].str());
 }
 
 std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {

@@ -16,25 +16,16 @@
 #include "support/scratch_dir.hpp"
 #include "train/mixed_precision.hpp"
 #include "train/torch_compat.hpp"
+#include "support/summary_line.hpp"
 
 using namespace mgtrain;
+using mgtrain::testing::summary_number;
 
 namespace {
 
 const std::string kBin = MGTRAIN_BIN_DIR;
 const std::string kSource = MGTRAIN_SOURCE_DIR;
 const c10::Device kCpu(c10::kCPU);
-
-// The value of "key": NUMBER inside the summary line of `output`, or -1.
-double summary_number(const std::string& output, const std::string& key) {
-  std::smatch m;
-  const std::regex line(R"(\{"summary":.*\})");
-  if (!std::regex_search(output, m, line)) return -1;
-  const std::string summary = m.str();
-  const std::regex number("\"" + key + "\":(-?[0-9.e+-]+)");
-  if (!std::regex_search(summary, m, number)) return -1;
-  return std::stod(m[1].str());
-}
 
 CapturedRun run_worker_on_mlp_config(const std::string& precision, const std::filesystem::path& dir) {
   const std::string config = kSource + "/configs/fashion_mnist_mlp.yaml";

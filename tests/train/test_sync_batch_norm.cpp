@@ -28,8 +28,10 @@
 #include "train/sync_batch_norm.hpp"
 #include "train_test_support.hpp"
 #include "rank_processes.hpp"
+#include "support/summary_line.hpp"
 
 using namespace mgtrain;
+using mgtrain::testing::summary_number;
 using mgtrain::test::RankRuns;
 using mgtrain::test::run_ranks;
 namespace fs = std::filesystem;
@@ -137,15 +139,6 @@ void require_same_as_world_one(const SyncRun& world2, const SyncRun& world1) {
   }
   // Running statistics (and the counters) are bit-identical on every rank: no broadcast needed.
   CHECK(world2.ranks[0].at("buffers") == world2.ranks[1].at("buffers"));
-}
-
-// The value of "key": NUMBER inside the summary line of `output`, or -1.
-double summary_number(const std::string& output, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(output, m, std::regex(R"(\{"summary":.*\})"))) return -1;
-  const std::string summary = m.str();
-  if (!std::regex_search(summary, m, std::regex("\"" + key + "\":(-?[0-9.e+-]+)"))) return -1;
-  return std::stod(m[1].str());
 }
 
 }  // namespace
