@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 
 #include "core/config_yaml.hpp"
 #include "core/console_writer.hpp"
@@ -27,13 +26,6 @@
 
 namespace mgtrain {
 namespace {
-
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.close();
-  if (!file) throw Error("cannot write " + path + ": check that launch.log_dir is writable (--log-dir)");
-}
 
 
 int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
@@ -117,7 +109,7 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   const std::string archived = prepare_run_directory(plan.run_dir);
   if (!archived.empty()) write_to_fd(outside.stderr_fd, "mgtrain: run " + plan.run_id + " was launched before; its logs are kept in " + archived + "\n");
   keep_earlier_run_record(plan.run_dir, archived);
-  write_text_file(config_file, config_to_yaml(loaded.config));
+  write_run_file(config_file, config_to_yaml(loaded.config));
 
   std::string notice = omp_threads_notice(plan, environment);
   if (!notice.empty()) write_to_fd(outside.stderr_fd, notice + "\n");
@@ -135,7 +127,7 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
 
   if (result.failure) {
     write_to_fd(outside.stderr_fd, format_failure_report(*result.failure));
-    write_text_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
+    write_run_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
   }
   if (result.launcher_signal) {
     write_to_fd(outside.stderr_fd, "mgtrain: stopped by " + signal_name(*result.launcher_signal) +

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cmath>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -39,13 +38,6 @@ std::string seconds_text(double value) {
   return fmt::format("{:.1f} s", value);
 }
 
-
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.close();
-  if (!file) throw Error("cannot write " + path + ": check that launch.log_dir is writable (--log-dir)");
-}
 
 std::string nnodes_text(const LaunchPlan& plan) {
   if (plan.min_nodes == plan.max_nodes) return std::to_string(plan.max_nodes);
@@ -289,7 +281,7 @@ class NodeAgent : public SupervisorPeer {
 
   void emit_report(const FailureReport& report) {
     write_to_fd(outside_.stderr_fd, format_failure_report(report));
-    if (run_ready_) write_text_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
+    if (run_ready_) write_run_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
   }
 
   void send_join() {
@@ -393,7 +385,7 @@ class NodeAgent : public SupervisorPeer {
     const std::string archived = prepare_run_directory(plan_.run_dir);
     if (!archived.empty()) say("run " + run_id + " was launched before on this node; its logs are kept in " + archived);
     std::string config_file = log_layout::config_file(plan_.run_dir);
-    write_text_file(config_file, config_to_yaml(config->config));
+    write_run_file(config_file, config_to_yaml(config->config));
     if (builtin_trainer_) plan_.command[1] = config_file;
     supervisor_->set_config_file(config_file);
     std::string notice = omp_threads_notice(plan_, current_environment());

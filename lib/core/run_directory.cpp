@@ -2,6 +2,7 @@
 #include "core/run_directory.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "core/error.hpp"
@@ -35,6 +36,13 @@ std::string prepare_run_directory(const std::string& run_dir) {
     if (error) throw Error("cannot move " + path.string() + " to " + archive.string() + ": " + error.message());
   }
   return archive.string();
+}
+
+void write_run_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) throw Error("cannot write " + path + ": check that launch.log_dir is writable (--log-dir)");
 }
 
 }  // namespace mgtrain
