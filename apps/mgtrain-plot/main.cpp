@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
-#include "core/plot_series.hpp"
+#include "util/error.hpp"
+#include "observe/plot_series.hpp"
 #include "plot_renderer.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "axis_ticks.hpp"
-#include "core/error.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain::plot {
 namespace {

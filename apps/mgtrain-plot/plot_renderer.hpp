@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/plot_series.hpp"
+#include "observe/plot_series.hpp"
 
 namespace mgtrain::plot {
 

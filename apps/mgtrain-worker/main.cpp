@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "train/torch_facts.hpp"
-#include "train/torchscript_export.hpp"
-#include "train/worker_main.hpp"
+#include "util/error.hpp"
+#include "train/torch/torch_facts.hpp"
+#include "train/state/torchscript_export.hpp"
+#include "train/loop/worker_main.hpp"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

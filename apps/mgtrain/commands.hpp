@@ -1,7 +1,7 @@
 // The subcommands of `mgtrain`, one function each; main.cpp dispatches to them. Each returns the exit code.
 #pragma once
 
-#include "core/cli.hpp"
+#include "cli/cli.hpp"
 
 namespace mgtrain {
 

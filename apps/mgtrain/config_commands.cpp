@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "core/config_docs.hpp"
-#include "core/config_loader.hpp"
-#include "core/config_yaml.hpp"
-#include "core/error.hpp"
-#include "core/starter_config.hpp"
+#include "config/config_docs.hpp"
+#include "config/config_loader.hpp"
+#include "config/config_yaml.hpp"
+#include "util/error.hpp"
+#include "config/starter_config.hpp"
 
 namespace mgtrain {
 

@@ -14,14 +14,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include "commands.hpp"
-#include "core/build_info.hpp"
-#include "core/config_loader.hpp"
-#include "core/error.hpp"
-#include "core/json_writer.hpp"
-#include "core/value_parsing.hpp"
-#include "core/run_capture.hpp"
-#include "core/slurm_environment.hpp"
-#include "core/worker_binary.hpp"
+#include "util/build_info.hpp"
+#include "config/config_loader.hpp"
+#include "util/error.hpp"
+#include "util/json_writer.hpp"
+#include "util/value_parsing.hpp"
+#include "util/run_capture.hpp"
+#include "slurm/slurm_environment.hpp"
+#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

@@ -20,10 +20,10 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "core/checkpoint_file.hpp"
-#include "core/environment.hpp"
-#include "core/error.hpp"
-#include "core/worker_binary.hpp"
+#include "checkpoint/checkpoint_file.hpp"
+#include "util/environment.hpp"
+#include "util/error.hpp"
+#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

@@ -1,8 +1,8 @@
 // `mgtrain launch`: load the config (every source, flags included), then hand over to the supervisor.
 #include "commands.hpp"
-#include "core/config_loader.hpp"
-#include "core/launch.hpp"
-#include "core/slurm_environment.hpp"
+#include "config/config_loader.hpp"
+#include "launch/launch.hpp"
+#include "slurm/slurm_environment.hpp"
 
 namespace mgtrain {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "core/error.hpp"
+#include "util/error.hpp"
 
 namespace {
 

@@ -16,12 +16,12 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "core/did_you_mean.hpp"
-#include "core/error.hpp"
-#include "core/metrics_reader.hpp"
-#include "core/plot_series.hpp"
-#include "core/run_history.hpp"
-#include "core/worker_binary.hpp"
+#include "util/did_you_mean.hpp"
+#include "util/error.hpp"
+#include "observe/metrics_reader.hpp"
+#include "observe/plot_series.hpp"
+#include "observe/run_history.hpp"
+#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

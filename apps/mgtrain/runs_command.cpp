@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "core/error.hpp"
-#include "core/json_writer.hpp"
-#include "core/run_history.hpp"
+#include "util/error.hpp"
+#include "util/json_writer.hpp"
+#include "observe/run_history.hpp"
 
 namespace mgtrain {
 namespace {

@@ -17,9 +17,9 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "core/error.hpp"
-#include "core/status_server.hpp"
-#include "core/status_snapshot.hpp"
+#include "util/error.hpp"
+#include "observe/status_server.hpp"
+#include "observe/status_snapshot.hpp"
 
 namespace mgtrain {
 namespace {

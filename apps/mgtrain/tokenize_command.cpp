@@ -2,8 +2,8 @@
 #include <cstdio>
 
 #include "commands.hpp"
-#include "core/error.hpp"
-#include "core/token_file.hpp"
+#include "util/error.hpp"
+#include "worker_io/token_file.hpp"
 
 namespace mgtrain {
 

@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "core/launch.hpp"
+#include "launch/launch.hpp"
 
 extern char** environ;
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 
 namespace mgtrain::testing {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/launch.hpp"
+#include "util/error.hpp"
+#include "launch/launch.hpp"
 
 int main(int argc, char** argv) {
   mgtrain::LoadedConfig loaded;

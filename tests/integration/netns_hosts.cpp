@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "core/run_capture.hpp"
+#include "util/run_capture.hpp"
 
 namespace mgtrain::testing {
 namespace {

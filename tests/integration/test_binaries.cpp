@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/run_capture.hpp"
+#include "util/run_capture.hpp"
 #include "support/scratch_dir.hpp"
 
 using namespace mgtrain;

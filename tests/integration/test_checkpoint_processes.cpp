@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint_directory.hpp"
-#include "core/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_directory.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 #include "support/checkpoint_test_data.hpp"
 #include "support/directory_listing.hpp"
 #include "support/scratch_dir.hpp"

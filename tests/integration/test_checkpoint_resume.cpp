@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/checkpoint_directory.hpp"
-#include "core/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_directory.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/directory_listing.hpp"
 #include "support/summary_line.hpp"

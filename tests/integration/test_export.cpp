@@ -16,15 +16,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <yaml-cpp/yaml.h>
 
-#include "core/checkpoint_directory.hpp"
-#include "core/checkpoint_file.hpp"
-#include "core/cli.hpp"
-#include "core/config_loader.hpp"
-#include "core/error.hpp"
-#include "core/run_capture.hpp"
+#include "checkpoint/checkpoint_directory.hpp"
+#include "checkpoint/checkpoint_file.hpp"
+#include "cli/cli.hpp"
+#include "config/config_loader.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
 #include "support/scratch_dir.hpp"
-#include "train/model.hpp"
-#include "train/train_state.hpp"
+#include "train/models/model.hpp"
+#include "train/state/train_state.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;

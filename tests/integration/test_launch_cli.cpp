@@ -9,7 +9,7 @@
 
 #include <fstream>
 
-#include "core/run_capture.hpp"
+#include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
 
 using namespace mgtrain;

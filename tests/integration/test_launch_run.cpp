@@ -12,7 +12,7 @@
 #include <set>
 #include <yaml-cpp/yaml.h>
 
-#include "core/error.hpp"
+#include "util/error.hpp"
 #include "launch_fixture.hpp"
 
 using namespace mgtrain;

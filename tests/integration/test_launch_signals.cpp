@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "core/exit_status.hpp"
+#include "util/exit_status.hpp"
 #include "launch_fixture.hpp"
 
 using namespace mgtrain::testing;

@@ -16,8 +16,8 @@
 #include <map>
 #include <thread>
 
-#include "core/port_probe.hpp"
-#include "core/run_capture.hpp"
+#include "supervise/port_probe.hpp"
+#include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
 
 using namespace mgtrain;

@@ -21,7 +21,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "core/port_probe.hpp"
+#include "supervise/port_probe.hpp"
 
 #include "launch_fixture.hpp"
 #include "netns_hosts.hpp"

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/run_capture.hpp"
+#include "util/run_capture.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/tfevents_reader.hpp"
 

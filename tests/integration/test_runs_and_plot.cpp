@@ -20,7 +20,7 @@
 #include <cairo.h>
 #endif
 
-#include "core/run_capture.hpp"
+#include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
 
 using namespace mgtrain;

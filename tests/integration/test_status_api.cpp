@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/run_capture.hpp"
+#include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
 #include "support/prometheus_text.hpp"
 

@@ -10,8 +10,8 @@
 #include <future>
 #include <regex>
 
-#include "core/port_probe.hpp"
-#include "core/run_capture.hpp"
+#include "supervise/port_probe.hpp"
+#include "util/run_capture.hpp"
 #include "support/scratch_dir.hpp"
 #include "support/summary_line.hpp"
 

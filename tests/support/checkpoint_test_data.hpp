@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "core/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 
 namespace mgtrain::testing {
 

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/atomic_file.hpp"
-#include "core/checkpoint_directory.hpp"
-#include "core/checkpoint_file.hpp"
-#include "core/error.hpp"
+#include "util/atomic_file.hpp"
+#include "checkpoint/checkpoint_directory.hpp"
+#include "checkpoint/checkpoint_file.hpp"
+#include "util/error.hpp"
 #include "support/checkpoint_test_data.hpp"
 
 int main(int argc, char** argv) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/crc32c.hpp"
-#include "core/tfevents_writer.hpp"
+#include "util/crc32c.hpp"
+#include "worker_io/tfevents_writer.hpp"
 
 namespace mgtrain::testing {
 

@@ -26,14 +26,14 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
-#include "core/config.hpp"
-#include "core/config_loader.hpp"
-#include "core/error.hpp"
-#include "core/worker_identity.hpp"
-#include "train/communicator.hpp"
-#include "train/gradient_reducer.hpp"
-#include "train/model.hpp"
-#include "train/sync_batch_norm.hpp"
+#include "config/config.hpp"
+#include "config/config_loader.hpp"
+#include "util/error.hpp"
+#include "contract/worker_identity.hpp"
+#include "train/dist/communicator.hpp"
+#include "train/dist/gradient_reducer.hpp"
+#include "train/models/model.hpp"
+#include "train/dist/sync_batch_norm.hpp"
 
 using namespace mgtrain;
 

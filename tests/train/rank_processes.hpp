@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/port_probe.hpp"
-#include "core/run_capture.hpp"
+#include "supervise/port_probe.hpp"
+#include "util/run_capture.hpp"
 
 namespace mgtrain::test {
 

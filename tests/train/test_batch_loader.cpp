@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-#include "train/batch_loader.hpp"
+#include "train/data/batch_loader.hpp"
 
 using mgtrain::Batch;
 using mgtrain::BatchLoader;

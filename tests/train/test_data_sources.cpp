@@ -9,9 +9,9 @@
 #include <ATen/ATen.h>
 #include <zlib.h>
 
-#include "core/error.hpp"
-#include "core/token_file.hpp"
-#include "train/data_source.hpp"
+#include "util/error.hpp"
+#include "worker_io/token_file.hpp"
+#include "train/data/data_source.hpp"
 #include "train_test_support.hpp"
 
 using mgtrain::DataConfig;

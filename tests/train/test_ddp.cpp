@@ -15,8 +15,8 @@
 #include <future>
 #include <map>
 
-#include "core/port_probe.hpp"
-#include "core/run_capture.hpp"
+#include "supervise/port_probe.hpp"
+#include "util/run_capture.hpp"
 #include "rank_processes.hpp"
 
 using namespace mgtrain;

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
-#include "train/distributed_sampler.hpp"
+#include "util/error.hpp"
+#include "train/data/distributed_sampler.hpp"
 #include "train_test_support.hpp"
 
 using mgtrain::DistributedSampler;

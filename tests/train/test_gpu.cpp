@@ -13,16 +13,16 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/run_capture.hpp"
-#include "core/worker_identity.hpp"
+#include "config/config.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
+#include "contract/worker_identity.hpp"
 #include "support/scratch_dir.hpp"
-#include "train/batch_loader.hpp"
-#include "train/data_parallel.hpp"
-#include "train/device_setup.hpp"
-#include "train/model.hpp"
-#include "train/data_source.hpp"
+#include "train/data/batch_loader.hpp"
+#include "train/dist/data_parallel.hpp"
+#include "train/dist/device_setup.hpp"
+#include "train/models/model.hpp"
+#include "train/data/data_source.hpp"
 
 using namespace mgtrain;
 

@@ -11,15 +11,15 @@
 #include <torch/optim/optimizer.h>
 #include <torch/utils.h>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/worker_identity.hpp"
-#include "train/checkpointing.hpp"
-#include "train/communicator.hpp"
-#include "train/grad_scaler.hpp"
-#include "train/model.hpp"
-#include "train/optimizer_factory.hpp"
-#include "train/train_state.hpp"
+#include "config/config.hpp"
+#include "util/error.hpp"
+#include "contract/worker_identity.hpp"
+#include "train/loop/checkpointing.hpp"
+#include "train/dist/communicator.hpp"
+#include "train/loop/grad_scaler.hpp"
+#include "train/models/model.hpp"
+#include "train/loop/optimizer_factory.hpp"
+#include "train/state/train_state.hpp"
 #include "train/train_test_support.hpp"
 
 using namespace mgtrain;

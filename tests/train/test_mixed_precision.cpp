@@ -11,11 +11,11 @@
 
 #include <ATen/ATen.h>
 
-#include "core/error.hpp"
-#include "core/run_capture.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
 #include "support/scratch_dir.hpp"
-#include "train/mixed_precision.hpp"
-#include "train/torch_compat.hpp"
+#include "train/loop/mixed_precision.hpp"
+#include "train/torch/torch_compat.hpp"
 #include "support/summary_line.hpp"
 
 using namespace mgtrain;

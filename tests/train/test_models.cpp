@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "core/error.hpp"
-#include "train/model.hpp"
+#include "util/error.hpp"
+#include "train/models/model.hpp"
 #include "train_test_support.hpp"
 
 using mgtrain::Model;

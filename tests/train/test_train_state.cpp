@@ -15,11 +15,11 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
-#include "core/error.hpp"
-#include "train/model.hpp"
-#include "train/optimizer_factory.hpp"
-#include "train/torch_compat.hpp"
-#include "train/train_state.hpp"
+#include "util/error.hpp"
+#include "train/models/model.hpp"
+#include "train/loop/optimizer_factory.hpp"
+#include "train/torch/torch_compat.hpp"
+#include "train/state/train_state.hpp"
 
 using Catch::Matchers::Contains;
 using mgtrain::Model;

@@ -11,10 +11,10 @@
 #include <unistd.h>
 #include <vector>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "support/tfevents_reader.hpp"
-#include "train/trainer.hpp"
-#include "train/training_reporter.hpp"
+#include "train/loop/trainer.hpp"
+#include "train/loop/training_reporter.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;

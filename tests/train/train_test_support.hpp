@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/run_capture.hpp"
+#include "util/run_capture.hpp"
 
 namespace mgtrain::test {
 

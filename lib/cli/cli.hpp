@@ -1,0 +1,88 @@
+// The command-line model of `mgtrain`: what each subcommand was asked to do, parsed from argv
+// (CLI11 inside cli.cpp). Pure: no I/O, so every spelling is unit-tested.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "config/config_request.hpp"
+
+namespace mgtrain {
+
+struct ConfigShowRequest {
+  ConfigRequest config;
+  bool show_origin = false;
+};
+
+struct ConfigValidateRequest {
+  ConfigRequest config;
+};
+
+// `mgtrain config init [PATH]`: answers given by flags; unanswered questions are asked on a TTY.
+struct ConfigInitRequest {
+  std::string path = "mgtrain.yaml";
+  bool force = false;
+  bool interactive_allowed = true;  // false with --yes/--non-interactive
+  std::vector<FlagSetting> answers;
+};
+
+struct ConfigDocsRequest {};
+
+// `mgtrain tokenize TEXT OUT_DIR`: a text file to train.bin/val.bin/meta.json for the `tokens` data set.
+struct TokenizeRequest {
+  std::string input;
+  std::string output_dir;
+  std::string level = "char";   // char | byte
+  double val_fraction = 0.1;
+};
+
+// `mgtrain export CHECKPOINT [--format safetensors|torchscript] [-o OUT] [--force]`: the model of a training
+// checkpoint as a plain safetensors file (torch-free) or a TorchScript module (by mgtrain-worker).
+struct ExportRequest {
+  std::string checkpoint;
+  std::string format = "safetensors";  // safetensors | torchscript
+  std::string output;                  // empty: next to the checkpoint, <stem>.model.safetensors / <stem>.torchscript.pt
+  bool force = false;                  // overwrite an existing output
+};
+
+// `mgtrain runs [--log-dir DIR] [--json]`: the run history under the log directory, newest first.
+struct RunsRequest {
+  std::string log_dir;  // empty: $MGTRAIN_LAUNCH_LOG_DIR, else "runs"
+  bool json = false;
+};
+
+// `mgtrain plot RUN [RUN...] [--metric NAME] [-o OUT.png|OUT.svg] [--log-dir DIR]`: curves of a metric.
+struct PlotRequest {
+  std::vector<std::string> runs;  // run ids under the log directory, or run directory paths
+  std::string metric = "loss";
+  std::string output;             // empty: <metric>.png in the current directory
+  std::string log_dir;            // as for RunsRequest
+};
+
+// `mgtrain status [RUN] [--log-dir DIR] [--json]`: a run's live state from its launcher's status API, or
+// from its files when no launcher serves it (docs/monitoring.md#status-api-and-dashboard).
+struct StatusRequest {
+  std::string run;      // run id under the log directory, or a run directory; empty: the newest run
+  std::string log_dir;  // empty: $MGTRAIN_LAUNCH_LOG_DIR, else "runs"
+  bool json = false;    // the /status JSON as the server sends it
+};
+
+struct EnvRequest {
+  bool json = false;
+};
+
+// --help / --version or a help text for a subcommand: print and exit 0.
+struct PrintRequest {
+  std::string text;
+};
+
+using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest,
+                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, ExportRequest, RunsRequest,
+                                PlotRequest, StatusRequest, PrintRequest>;
+
+// Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
+CliRequest parse_cli(const std::vector<std::string>& args);
+
+}  // namespace mgtrain

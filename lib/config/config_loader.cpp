@@ -1,0 +1,270 @@
+// Merges defaults, YAML file, MGTRAIN_* environment, --set overrides and flags into one Config
+// (see config_loader.hpp for the precedence and the error format).
+#include "config/config_loader.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/config_schema.hpp"
+#include "util/did_you_mean.hpp"
+#include "util/error.hpp"
+#include "config/path_variables.hpp"
+#include "util/value_parsing.hpp"
+
+namespace mgtrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> all_key_paths() {
+  std::vector<std::string> paths;
+  for (const auto& k : config_schema()) paths.push_back(k.path);
+  return paths;
+}
+
+bool is_section(const std::string& path) {
+  for (const auto& s : config_sections())
+    if (s == path) return true;
+  return false;
+}
+
+std::string yaml_location(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
+}
+
+// A value given as text (environment, --set, flag) becomes a YAML node: flow lists stay lists,
+// everything else is a plain scalar, so strings are taken verbatim.
+YAML::Node node_from_text(const std::string& text, const std::string& where, const std::string& path) {
+  const std::string t = trim(text);
+  if (!t.empty() && t.front() == '[') {
+    try {
+      return YAML::Load(t);
+    } catch (const YAML::Exception& e) {
+      throw UsageError(fmt::format("{}: {}: malformed list '{}': {}", where, path, text, e.msg));
+    }
+  }
+  return YAML::Node(text);
+}
+
+class Merger {
+ public:
+  Merger(LoadedConfig& out) : out_(out) {
+    for (const auto& k : config_schema()) out_.origin[k.path] = "default";
+  }
+
+  void apply(const KeyDef& key, const YAML::Node& value, const std::string& where) {
+    try {
+      key.assign(out_.config, value);
+    } catch (const ValueError& e) {
+      throw UsageError(fmt::format("{}: {}: {}", where, key.path, e.message));
+    }
+    out_.origin[key.path] = where;
+  }
+
+  void apply_file(const std::string& text, const std::string& name) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      throw UsageError(fmt::format("{}: malformed YAML: {}", yaml_location(name, e.mark), e.msg));
+    }
+    if (!root || root.IsNull()) return;  // an empty file is a valid, empty config
+    if (!root.IsMap()) {
+      throw UsageError(fmt::format("{}: the config must be a mapping of sections (launch:, train:, ...), not {}",
+                                   yaml_location(name, root.Mark()), root.IsSequence() ? "a list" : "a single value"));
+    }
+    walk(root, "", name);
+  }
+
+  void apply_environment(const EnvMap& env) {
+    std::vector<std::string> known_names;
+    for (const auto& k : config_schema()) known_names.push_back(env_name_for_key(k.path));
+    for (const auto& [name, value] : env) {
+      if (!names_config_section(name)) continue;
+      const KeyDef* key = nullptr;
+      for (const auto& k : config_schema())
+        if (env_name_for_key(k.path) == name) key = &k;
+      const std::string where = "environment " + name;
+      if (!key) {
+        throw UsageError(fmt::format("{}: not a config key{} (mgtrain reads MGTRAIN_<SECTION>_<KEY>; unset it or fix the name)",
+                                     where, did_you_mean_suffix(name, known_names)));
+      }
+      apply(*key, node_from_text(value, where, key->path), where);
+    }
+  }
+
+  void apply_override(const std::string& assignment) {
+    const auto eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError(fmt::format("override '{}': expected KEY=VALUE, e.g. train.batch_size=32", assignment));
+    }
+    const std::string path = trim(assignment.substr(0, eq));
+    const std::string where = "override " + assignment;
+    const KeyDef* key = find_key(path);
+    if (!key) throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, did_you_mean_suffix(path, all_key_paths())));
+    apply(*key, node_from_text(assignment.substr(eq + 1), where, path), where);
+  }
+
+  // A detected value fills a key only while it still holds its default.
+  void apply_detected(const DetectedSetting& setting) {
+    const KeyDef* key = find_key(setting.key);
+    if (!key) throw Error(fmt::format("internal error: detected setting for unknown key {}", setting.key));
+    if (out_.origin[key->path] != "default") return;
+    apply(*key, node_from_text(setting.value, setting.origin, key->path), setting.origin);
+  }
+
+  void apply_flag(const FlagSetting& flag) {
+    const KeyDef* key = find_key(flag.key);
+    if (!key) throw Error(fmt::format("internal error: flag {} maps to unknown key {}", flag.flag, flag.key));
+    const std::string where = flag.flag + " " + flag.value;
+    apply(*key, node_from_text(flag.value, where, key->path), where);
+  }
+
+ private:
+  static bool names_config_section(const std::string& env_name) {
+    for (const auto& s : config_sections()) {
+      std::string prefix = env_name_for_key(s) + "_";
+      if (env_name.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  }
+
+  void walk(const YAML::Node& map, const std::string& prefix, const std::string& file) {
+    std::set<std::string> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node& key_node = it->first;
+      const YAML::Node& value = it->second;
+      const std::string where = yaml_location(file, key_node.Mark());
+      if (!key_node.IsScalar()) throw UsageError(fmt::format("{}: keys must be plain names", where));
+      const std::string name = key_node.Scalar();
+      const std::string path = prefix.empty() ? name : prefix + "." + name;
+      if (!seen.insert(name).second) throw UsageError(fmt::format("{}: {}: duplicate key (it is already set above in the same mapping)", where, path));
+      if (const KeyDef* key = find_key(path)) {
+        apply(*key, value, yaml_location(file, value.IsNull() ? key_node.Mark() : value.Mark()));
+      } else if (is_section(path)) {
+        if (value.IsNull()) continue;  // "train:" with nothing below it
+        if (!value.IsMap()) throw UsageError(fmt::format("{}: {}: is a section; expected keys below it (e.g. {}.<key>: value)", where, path, path));
+        walk(value, path, file);
+      } else {
+        std::vector<std::string> candidates = all_key_paths();
+        for (const auto& s : config_sections()) candidates.push_back(s);
+        throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, did_you_mean_suffix(path, candidates)));
+      }
+    }
+  }
+
+  LoadedConfig& out_;
+};
+
+// Replaces ${...} in every string value; run_id and log_dir first since others refer to them.
+void expand_all_variables(LoadedConfig& loaded, const EnvMap& env) {
+  VariableScope scope;
+  scope.env = [&env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  scope.values.emplace_back("config_dir", loaded.config_dir);
+  auto expand_key = [&](const KeyDef& key) {
+    YAML::Node node = key.read(loaded.config);
+    if (!node.IsScalar() || key.type_name != "string") return;
+    const std::string& where = loaded.origin[key.path];
+    try {
+      key.assign(loaded.config, YAML::Node(expand_variables(node.Scalar(), scope)));
+    } catch (const ValueError& e) {
+      throw UsageError(fmt::format("{}: {}: {}", where, key.path, e.message));
+    }
+  };
+  expand_key(*find_key("launch.run_id"));
+  scope.values.emplace_back("run_id", loaded.config.launch.run_id);
+  expand_key(*find_key("launch.log_dir"));
+  scope.values.emplace_back("log_dir", loaded.config.launch.log_dir);
+  for (const auto& key : config_schema()) {
+    if (key.path != "launch.run_id" && key.path != "launch.log_dir") expand_key(key);
+  }
+}
+
+// Rules that involve more than one key.
+void check_combinations(const LoadedConfig& loaded) {
+  const Config& c = loaded.config;
+  if (c.model.type == "gpt" && c.model.d_model % c.model.heads != 0) {
+    throw UsageError(fmt::format("{}: model.heads: {} does not divide model.d_model = {}", loaded.origin.at("model.heads"),
+                                 c.model.heads, c.model.d_model));
+  }
+  if (c.launch.run_id.find('/') != std::string::npos || c.launch.run_id == "." || c.launch.run_id == "..") {
+    throw UsageError(fmt::format("{}: launch.run_id: '{}' must be a plain name (it becomes a directory name)",
+                                 loaded.origin.at("launch.run_id"), c.launch.run_id));
+  }
+}
+
+std::string read_file_or_throw(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw UsageError(fmt::format("{}: is a directory, expected a YAML config file", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw UsageError(fmt::format("{}: cannot read the config file: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::string generate_run_id() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+  std::random_device random;
+  return fmt::format("{}-{:04x}", stamp, random() & 0xffffu);
+}
+
+LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name, const ConfigRequest& request,
+                              const EnvMap& env, const LoadOptions& options) {
+  LoadedConfig loaded;
+  Merger merger(loaded);
+  if (!display_name.empty()) {
+    std::error_code ec;
+    fs::path dir = fs::absolute(fs::path(display_name), ec).parent_path();
+    loaded.config_dir = dir.lexically_normal().string();
+    merger.apply_file(yaml_text, display_name);
+  } else {
+    std::error_code ec;
+    loaded.config_dir = fs::current_path(ec).string();
+  }
+  if (!options.resolved) merger.apply_environment(env);
+  for (const auto& assignment : request.overrides) merger.apply_override(assignment);
+  for (const auto& flag : request.flags) merger.apply_flag(flag);
+  if (options.detect) {
+    for (const auto& setting : options.detect(loaded)) merger.apply_detected(setting);
+  }
+
+  if (loaded.config.launch.run_id.empty()) {
+    loaded.config.launch.run_id = options.make_run_id ? options.make_run_id() : generate_run_id();
+    loaded.origin["launch.run_id"] = "generated";
+  }
+  if (!options.resolved) expand_all_variables(loaded, env);
+  check_combinations(loaded);
+  return loaded;
+}
+
+LoadedConfig load_config(const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {
+  if (!request.path) return load_config_text("", "", request, env, options);
+  return load_config_text(read_file_or_throw(*request.path), *request.path, request, env, options);
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,50 @@
+// Builds the run's Config from its sources, in precedence order (lowest first):
+// schema defaults < YAML file < MGTRAIN_* environment < --set / bare a.b=c < explicit CLI flags.
+// Every value is type- and range-checked where it enters; errors name file:line:col (or the
+// variable / flag) and the key path, and are thrown as UsageError (exit code 2).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config_request.hpp"
+#include "config/config.hpp"
+#include "util/environment.hpp"
+
+namespace mgtrain {
+
+struct LoadedConfig {
+  Config config;
+  std::map<std::string, std::string> origin;  // key path -> where its value came from
+  std::string config_dir;                      // absolute directory of the YAML file (or the cwd)
+};
+
+// A value for a key that no source set, found in the surroundings (e.g. a SLURM allocation).
+struct DetectedSetting {
+  std::string key;     // "launch.nnodes"
+  std::string value;
+  std::string origin;  // recorded in LoadedConfig::origin, e.g. "SLURM (SLURM_NNODES)"
+};
+
+struct LoadOptions {
+  bool resolved = false;  // a resolved config written by the launcher: no environment layer, no ${} expansion
+  std::function<std::string()> make_run_id;    // used when launch.run_id is empty; default: time + random
+  // Called once every source is applied, with the config so far; its settings fill the keys still at their
+  // default, before the run id is generated and ${...} is expanded. Unset: nothing is detected.
+  std::function<std::vector<DetectedSetting>(const LoadedConfig&)> detect;
+};
+
+// Reads request.path (if any) and applies every layer. Throws UsageError.
+LoadedConfig load_config(const ConfigRequest& request, const EnvMap& env, const LoadOptions& options = {});
+
+// Same, with the YAML document given as text (`display_name` is used in messages).
+LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name,
+                              const ConfigRequest& request, const EnvMap& env,
+                              const LoadOptions& options = {});
+
+// A fresh run id: UTC date-time plus 4 random hex digits, e.g. 20261122-035012-a3f9.
+std::string generate_run_id();
+
+}  // namespace mgtrain

@@ -1,0 +1,40 @@
+// Heartbeat lines as JSON (see heartbeat_line.hpp), read and written with nlohmann::json.
+#include "contract/heartbeat_line.hpp"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+namespace mgtrain {
+namespace {
+
+std::optional<double> finite_number(const nlohmann::json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  const double value = it->get<double>();
+  if (!std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::string format_heartbeat_line(const HeartbeatInfo& info) {
+  nlohmann::json line = {{"step", info.step}, {"loss", nullptr}, {"time", info.time}};
+  if (info.loss && std::isfinite(*info.loss)) line["loss"] = *info.loss;
+  return line.dump();
+}
+
+std::optional<HeartbeatInfo> parse_heartbeat_line(std::string_view text) {
+  const nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!object.is_object()) return std::nullopt;
+  std::optional<double> step = finite_number(object, "step");
+  std::optional<double> time = finite_number(object, "time");
+  if (!step || !time) return std::nullopt;
+  HeartbeatInfo info;
+  info.step = static_cast<std::int64_t>(*step);
+  info.loss = finite_number(object, "loss");
+  info.time = *time;
+  return info;
+}
+
+}  // namespace mgtrain

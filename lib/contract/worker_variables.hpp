@@ -1,0 +1,13 @@
+// The variables mgtrain's launcher sets for its workers on top of torchrun's (RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR, ...; supervise/worker_env.hpp builds the whole environment). They live outside the
+// MGTRAIN_<SECTION>_ config namespace so they never collide with config keys. The console variables
+// (MGTRAIN_CONSOLE_IS_TTY, MGTRAIN_CONSOLE_COLUMNS) are in contract/console_progress.hpp.
+#pragma once
+
+namespace mgtrain {
+
+inline constexpr const char* kRunDirVariable = "MGTRAIN_RUN_DIR";              // <log_dir>/<run_id>
+inline constexpr const char* kConfigFileVariable = "MGTRAIN_CONFIG_FILE";      // the resolved config.yaml
+inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE"; // contract/heartbeat_line.hpp
+
+}  // namespace mgtrain

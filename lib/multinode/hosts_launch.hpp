@@ -1,0 +1,51 @@
+// `mgtrain launch --hosts a:4,b:4` / `--hostfile FILE`: one command for many hosts (like DeepSpeed's
+// runner). It starts one node agent per host through a remote-shell template (`ssh {host}` by
+// default), with node ranks in host order, node 0's address and port, the same run id and the same
+// config and overrides; streams their output with a "[host] " prefix; and tears everything down on
+// failure or Ctrl-C. The agents themselves meet, agree and share fate through the rendezvous
+// (node_agent.hpp); this process only starts, watches and stops them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config_loader.hpp"
+#include "util/environment.hpp"
+#include "config/config_request.hpp"
+#include "supervise/launch_environment.hpp"
+
+namespace mgtrain {
+
+struct HostSlots {
+  std::string host;
+  int slots = 0;  // workers on that host; 0: not given (launch.nproc applies)
+};
+
+// "a:4,b:4" or "a,b". Throws UsageError naming the bad entry.
+std::vector<HostSlots> parse_hosts(const std::string& text);
+// DeepSpeed-style lines "host slots=4" ("host" alone: no count); '#' starts a comment. `name` is for messages.
+std::vector<HostSlots> parse_hostfile(const std::string& text, const std::string& name);
+
+// The argument in single quotes for a POSIX shell ("it's" -> 'it'\''s').
+std::string shell_quote(const std::string& text);
+
+// What runs node `node_rank`'s agent: the remote-shell template split into words with {host} replaced,
+// then the agent's shell command line as one argument (what ssh and `sh -c` expect).
+std::vector<std::string> remote_agent_argv(const std::string& remote_shell, const std::string& host,
+                                           const std::string& agent_command_line);
+
+// The agent's shell command line: cd to `directory`, exec `mgtrain` launch with `arguments`.
+std::string agent_command_line(const std::string& directory, const std::string& mgtrain,
+                               const std::vector<std::string>& arguments);
+
+// The `mgtrain launch` arguments of every node agent (node rank i = host i): request, loaded config
+// and environment give the config path, overrides, flags and MGTRAIN_* settings to pass on.
+std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<HostSlots>& hosts,
+                                                             const LaunchRequest& request, const LoadedConfig& loaded,
+                                                             const EnvMap& environment);
+
+// Runs the job on every host; returns the exit code (the agents' common one, 128+N when this process
+// got signal N).
+int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside);
+
+}  // namespace mgtrain

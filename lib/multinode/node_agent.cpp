@@ -1,0 +1,540 @@
+// The node agent: rendezvous client (and server on the hosting node) inside the supervisor's loop.
+#include "multinode/node_agent.hpp"
+#include "util/log.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "util/build_info.hpp"
+#include "config/config_yaml.hpp"
+#include "supervise/console_writer.hpp"
+#include "util/error.hpp"
+#include "multinode/job_fingerprint.hpp"
+#include "contract/log_layout.hpp"
+#include "multinode/rendezvous_client.hpp"
+#include "multinode/rendezvous_server.hpp"
+#include "supervise/run_directory.hpp"
+#include "supervise/supervisor.hpp"
+#include "supervise/worker_env.hpp"
+
+namespace mgtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After the job is decided: how long queued messages may take to leave before the agent exits.
+constexpr auto kFlushLinger = std::chrono::seconds(2);
+
+Clock::duration seconds(double value) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
+}
+
+std::string seconds_text(double value) {
+  if (value >= 10 || std::fabs(value - std::round(value)) < 0.05) return fmt::format("{:.0f} s", value);
+  return fmt::format("{:.1f} s", value);
+}
+
+
+std::string nnodes_text(const LaunchPlan& plan) {
+  if (plan.min_nodes == plan.max_nodes) return std::to_string(plan.max_nodes);
+  return fmt::format("{}:{}", plan.min_nodes, plan.max_nodes);
+}
+
+std::string parent_directory(const std::string& path) {
+  std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
+}
+
+rdzv::NodeFailure node_failure_from(const FailedWorker& worker, int round, int node_rank, const std::string& node) {
+  rdzv::NodeFailure failure;
+  failure.round = round;
+  failure.node_rank = node_rank;
+  failure.node = node;
+  failure.host = worker.host;
+  failure.global_rank = worker.global_rank;
+  failure.local_rank = worker.local_rank;
+  failure.pid = worker.pid;
+  failure.hung = worker.hung;
+  failure.silent_s = worker.silent_s;
+  failure.exit_code = worker.hung ? kHungWorkerExitCode : worker.status.as_exit_code();
+  failure.signal = !worker.hung && worker.status.signaled ? worker.status.value : 0;
+  failure.outcome = worker.outcome();
+  failure.time_utc = worker.time_utc;
+  failure.stderr_log = worker.stderr_log;
+  failure.stderr_tail = worker.stderr_tail;
+  if (worker.error_file && worker.error_file->problem.empty()) failure.error_message = worker.error_file->message;
+  return failure;
+}
+
+FailedWorker failed_worker_from(const rdzv::NodeFailure& failure) {
+  FailedWorker worker;
+  worker.global_rank = failure.global_rank;
+  worker.local_rank = failure.local_rank;
+  worker.attempt = failure.round;
+  worker.host = failure.host;
+  worker.pid = failure.pid;
+  worker.status = failure.signal > 0 ? ExitStatus::killed_by(failure.signal) : ExitStatus::exited(failure.exit_code);
+  worker.hung = failure.hung;
+  worker.silent_s = failure.silent_s;
+  worker.time_utc = failure.time_utc;
+  worker.stderr_log = failure.stderr_log;
+  worker.stderr_tail = failure.stderr_tail;
+  worker.error_message = failure.error_message;
+  worker.node_rank = failure.node_rank;
+  worker.node = failure.node;
+  worker.node_lost = failure.node_lost;
+  worker.node_problem = failure.outcome;
+  return worker;
+}
+
+class NodeAgent : public SupervisorPeer {
+ public:
+  NodeAgent(LaunchPlan& plan, const LoadedConfig& loaded, bool builtin_trainer, const LaunchEnvironment& outside)
+      : plan_(plan), loaded_(loaded), builtin_trainer_(builtin_trainer), outside_(outside) {}
+
+  void attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server, std::unique_ptr<RendezvousClient> client,
+              std::string agent_id) {
+    supervisor_ = &supervisor;
+    server_ = std::move(server);
+    client_ = std::move(client);
+    agent_id_ = std::move(agent_id);
+  }
+
+  void say(const std::string& line) { supervisor_->console().add_text(true, "mgtrain: " + line + "\n"); }
+
+  // ---- SupervisorPeer ----
+
+  void add_poll_fds(std::vector<pollfd>& fds) override {
+    std::size_t before = fds.size();
+    if (server_) server_->add_poll_fds(fds);
+    server_fds_ = fds.size() - before;
+    client_->add_poll_fds(fds);
+  }
+
+  void on_poll(const pollfd* fds, std::size_t count, Clock::time_point now) override {
+    if (server_) server_->on_poll(fds, std::min(count, server_fds_), now);
+    std::vector<rdzv::Message> messages;
+    try {
+      client_->on_poll(fds + server_fds_, count - std::min(count, server_fds_), now, messages);
+    } catch (const rdzv::ProtocolError& error) {
+      if (!ending_) {
+        end_job(exit_code::kUsage,
+                fmt::format("{} is not an mgtrain rendezvous server of this version: {}; check --master-addr/--master-port "
+                            "(--rdzv-endpoint) and that every node runs the same mgtrain", client_->endpoint(), error.what()),
+                std::nullopt, true);
+      }
+      return;
+    }
+    if (client_->take_connected_event()) send_join();
+    for (const rdzv::Message& message : messages) {
+      try {
+        handle(message);
+      } catch (const rdzv::ProtocolError& error) {
+        if (!ending_) end_job(exit_code::kUsage, fmt::format("bad message from the rendezvous server {}: {}", client_->endpoint(), error.what()), std::nullopt, true);
+      }
+    }
+    check_client(now);
+  }
+
+  std::optional<Clock::time_point> next_deadline() const override {
+    std::optional<Clock::time_point> next;
+    auto consider = [&](std::optional<Clock::time_point> when) {
+      if (when && (!next || *when < *next)) next = when;
+    };
+    if (server_) consider(server_->next_deadline());
+    consider(client_->next_deadline());
+    if (client_->state() == RendezvousClient::State::kConnected) {
+      if (supervisor_->policy().finished()) {
+        consider(finished_at_ ? *finished_at_ + kFlushLinger : Clock::now());
+      } else {
+        consider(client_->last_sent() + seconds(plan_.node_heartbeat_interval_s));
+        if (!ending_) consider(client_->last_heard() + seconds(plan_.node_timeout_s));
+      }
+    }
+    return next;
+  }
+
+  void on_time(Clock::time_point now) override {
+    if (server_) server_->on_time(now);
+    client_->on_time(now);
+    if (client_->state() == RendezvousClient::State::kConnected) {
+      if (supervisor_->policy().finished()) {
+        if (!finished_at_) finished_at_ = now;
+        if (!client_->has_output() || now >= *finished_at_ + kFlushLinger) client_->close();
+      } else {
+        if (now - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s)) client_->send(rdzv::heartbeat_message());
+        double quiet = std::chrono::duration<double>(now - client_->last_heard()).count();
+        if (!ending_ && quiet >= plan_.node_timeout_s) {
+          server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", seconds_text(quiet),
+                                  seconds_text(plan_.node_timeout_s)));
+        }
+      }
+    }
+    check_client(now);
+  }
+
+  void on_group_failing(const WorkerFailure& failure) override {
+    if (round_ < 0 || ending_) return;
+    FailedWorker worker = supervisor_->describe_failure(failure);
+    rdzv::NodeFailure report = node_failure_from(worker, round_, plan_.node_rank, node_name());
+    say(fmt::format("{} failed ({}); telling the other nodes", fmt::format("rank {}", worker.global_rank), worker.outcome()));
+    client_->send(rdzv::workers_failed_message(report));
+  }
+
+  void on_attempt_ended() override {
+    const SupervisionPolicy& policy = supervisor_->policy();
+    if (policy.finished()) {  // the launcher got a signal: this node leaves the job
+      if (policy.launcher_signal()) {
+        client_->send(rdzv::leave_message(128 + *policy.launcher_signal(),
+                                          "was stopped by " + signal_name(*policy.launcher_signal())));
+      }
+      return;
+    }
+    std::string outcome;
+    int code = 0;
+    if (policy.attempt_succeeded()) {
+      outcome = policy.stopped_after_checkpoint() ? rdzv::kEndedCheckpoint : rdzv::kEndedSuccess;
+      code = policy.stopped_after_checkpoint() ? exit_code::kStoppedAfterCheckpoint : 0;
+    } else if (!policy.root_cause()) {
+      outcome = rdzv::kEndedStopped;
+    } else {
+      outcome = rdzv::kEndedFailed;
+      code = policy.exit_code();
+    }
+    if (round_ >= 0) client_->send(rdzv::workers_ended_message(round_, outcome, code));
+    if (ending_) supervisor_->finish(ending_->exit_code);
+  }
+
+  bool done(Clock::time_point now) const override {
+    bool client_done = client_->state() != RendezvousClient::State::kConnected &&
+                       client_->state() != RendezvousClient::State::kConnecting;
+    return client_done && (!server_ || server_->quiescent(now));
+  }
+
+  // ---- the end ----
+
+  int report(const SupervisionResult& result) {
+    const int code = result.exit_code;
+    if (result.launcher_signal) {
+      if (result.failure) emit_report(*result.failure);
+      log::write_all(outside_.stderr_fd, "mgtrain: stopped by " + signal_name(*result.launcher_signal) + "; the workers of this node (run " +
+                                          plan_.run_id + ") have exited and the other nodes were told (exit code " +
+                                          std::to_string(code) + ")\n");
+      return code;
+    }
+    if (!ending_) return code;
+    const Ending& ending = *ending_;
+    if (ending.rejected || (!ending.cause && code != 0 && code != exit_code::kStoppedAfterCheckpoint)) {
+      log::write_all(outside_.stderr_fd, "mgtrain: error: " + ending.text + "\n");
+      return code;
+    }
+    if (!ending.cause) {
+      if (code == exit_code::kStoppedAfterCheckpoint) {
+        log::write_all(outside_.stderr_fd, "mgtrain: the workers of run " + plan_.run_id +
+                                            " saved a checkpoint and stopped on request; run the same command on every node "
+                                            "again to resume (exit code " + std::to_string(code) + ")\n");
+      }
+      return code;
+    }
+    const rdzv::NodeFailure& cause = *ending.cause;
+    FailureReport report;
+    std::optional<FailureReport> local = supervisor_->local_failure_report();
+    bool ours = !cause.node_lost && cause.node_rank == plan_.node_rank && cause.round == round_ && local &&
+                local->root_cause.global_rank == cause.global_rank;
+    if (ours) {
+      report = *local;
+      report.root_cause.node_rank = cause.node_rank;
+      report.root_cause.node = cause.node;
+      for (FailedWorker& other : report.other_failures) {
+        other.node_rank = plan_.node_rank;
+        other.node = node_name();
+      }
+    } else {
+      report.root_cause = failed_worker_from(cause);
+    }
+    report.run_id = plan_.run_id;
+    report.run_dir = plan_.run_dir;
+    report.exit_code = code;
+    report.attempt = std::max(cause.round, 0);
+    report.max_restarts = plan_.max_restarts;
+    emit_report(report);
+    log::write_all(outside_.stderr_fd, "mgtrain: " + ending.text + "\n");
+    return code;
+  }
+
+ private:
+  struct Ending {
+    int exit_code = 0;
+    std::string text;
+    std::optional<rdzv::NodeFailure> cause;
+    bool rejected = false;
+  };
+
+  std::string node_name() const {
+    if (round_ >= 0 && plan_.node_rank < static_cast<int>(node_names_.size())) return node_names_[plan_.node_rank];
+    return fmt::format("node {} ({})", plan_.node_rank, plan_.hostname);
+  }
+
+  void emit_report(const FailureReport& report) {
+    log::write_all(outside_.stderr_fd, format_failure_report(report));
+    if (run_ready_) write_run_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
+  }
+
+  void send_join() {
+    rdzv::JoinRequest join;
+    join.version = build_info::kVersion;
+    join.node_rank = plan_.dynamic ? -1 : plan_.node_rank;
+    join.hostname = plan_.hostname;
+    join.agent_id = agent_id_;
+    join.nproc = plan_.nproc;
+    join.nnodes = nnodes_text(plan_);
+    join.run_id = plan_.run_id;
+    auto origin = loaded_.origin.find("launch.run_id");
+    join.run_id_generated = origin != loaded_.origin.end() && origin->second == "generated";
+    join.max_restarts = plan_.max_restarts;
+    join.allow_uneven_nproc = plan_.allow_uneven_nproc;
+    JobFingerprint fingerprint = job_fingerprint(loaded_.config);
+    join.config_hash = fingerprint.hash;
+    join.config_lines = fingerprint.lines;
+    client_->send(join.to_message());
+  }
+
+  void handle(const rdzv::Message& message) {
+    using rdzv::MessageType;
+    switch (message.type) {
+      case MessageType::kHeartbeat:
+        return;
+      case MessageType::kAssign:
+        return start_round(rdzv::Assignment::from(message));
+      case MessageType::kWait:
+        say(message.text("text"));
+        return;
+      case MessageType::kStop: {
+        if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
+        say("stopping the workers of this node: " + message.text("reason"));
+        supervisor_->stop_workers_on_request();
+        return;
+      }
+      case MessageType::kFinish: {
+        std::optional<rdzv::NodeFailure> cause;
+        if (message.flag("has_cause")) cause = rdzv::NodeFailure::read_from(message, "cause.");
+        if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), cause, false);
+        return;
+      }
+      case MessageType::kReject:
+        if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), std::nullopt, true);
+        return;
+      default:
+        throw rdzv::ProtocolError("the server sent a " + rdzv::type_name(message.type) + " message, which only agents send");
+    }
+  }
+
+  void start_round(const rdzv::Assignment& assignment) {
+    if (ending_ || !supervisor_->policy().waiting()) return;
+    if (assignment.nproc_per_node.at(assignment.node_rank) != plan_.nproc) {
+      throw rdzv::ProtocolError(fmt::format("assignment gives node {} {} workers, this node runs {}", assignment.node_rank,
+                                            assignment.nproc_per_node.at(assignment.node_rank), plan_.nproc));
+    }
+    round_ = assignment.round;
+    node_names_ = assignment.node_names;
+    plan_.node_rank = assignment.node_rank;
+    plan_.nnodes = assignment.nnodes();
+    plan_.world_size = assignment.world_size();
+    plan_.first_rank = assignment.first_rank(assignment.node_rank);
+    plan_.master_addr = assignment.master_addr;
+    plan_.master_port = assignment.master_port;
+    plan_.max_restarts = assignment.max_restarts;
+    if (!run_ready_) prepare_run(assignment.run_id);
+    std::string ranks = plan_.nproc == 1 ? fmt::format("rank {}", plan_.first_rank)
+                                         : fmt::format("ranks {}-{}", plan_.first_rank, plan_.first_rank + plan_.nproc - 1);
+    say(fmt::format("round {}: {} of {} ({} of {}), workers' store {}:{}", round_, node_name(), assignment.nnodes(), ranks,
+                    plan_.world_size, plan_.master_addr, plan_.master_port));
+    try {
+      supervisor_->begin_attempt(round_);
+    } catch (const Error& error) {
+      // This node cannot run its workers (program not found, log directory not writable, ...): its own
+      // error, with its exit code, is what every node reports, not "node lost".
+      const std::string why = std::string("could not start its workers: ") + error.what();
+      client_->send(rdzv::leave_message(error.exit_code(), why));
+      end_job(error.exit_code(), fmt::format("{} {}", node_name(), why), std::nullopt, true);
+    }
+  }
+
+  // The run id is final once the first round starts: a node without one adopts node 0's.
+  void prepare_run(const std::string& run_id) {
+    const LoadedConfig* config = &loaded_;
+    if (run_id != plan_.run_id) {
+      say("using run id " + run_id + " of the other nodes (none was given here)");
+      if (outside_.reload_with_run_id) {
+        adopted_ = outside_.reload_with_run_id(run_id);
+      } else {
+        adopted_ = loaded_;
+        adopted_->config.launch.run_id = run_id;
+      }
+      config = &*adopted_;
+    }
+    std::string log_dir = parent_directory(plan_.run_dir);
+    plan_.run_id = run_id;
+    std::string node_directory = plan_.dynamic ? fmt::format("agent_{}_{}", plan_.hostname, getpid())
+                                               : fmt::format("node_{}", plan_.node_rank);
+    plan_.run_dir = log_dir + "/" + run_id + "/" + node_directory;
+    const std::string archived = prepare_run_directory(plan_.run_dir);
+    if (!archived.empty()) say("run " + run_id + " was launched before on this node; its logs are kept in " + archived);
+    std::string config_file = log_layout::config_file(plan_.run_dir);
+    write_run_file(config_file, config_to_yaml(config->config));
+    if (builtin_trainer_) plan_.command[1] = config_file;
+    supervisor_->set_config_file(config_file);
+    std::string notice = omp_threads_notice(plan_, current_environment());
+    if (!notice.empty()) supervisor_->console().add_text(true, notice + "\n");
+    run_ready_ = true;
+  }
+
+  void end_job(int code, const std::string& text, std::optional<rdzv::NodeFailure> cause, bool rejected) {
+    ending_ = Ending{code, text, std::move(cause), rejected};
+    const SupervisionPolicy& policy = supervisor_->policy();
+    if (policy.finished()) return;
+    if (policy.waiting()) {
+      supervisor_->finish(code);
+    } else if (policy.attempt_running()) {
+      say(rejected ? "stopping the workers of this node" : "stopping the workers of this node: " + text);
+      supervisor_->stop_workers_on_request();
+    }  // stopping already: on_attempt_ended finishes
+  }
+
+  void server_lost(const std::string& what) {
+    std::string server = fmt::format("the rendezvous server at {} ({})", client_->endpoint(),
+                                     plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
+    rdzv::NodeFailure cause;
+    cause.round = std::max(round_, 0);
+    cause.node_rank = 0;
+    cause.node = server;
+    cause.host = plan_.rdzv_host;
+    cause.node_lost = true;
+    cause.exit_code = kNodeLostExitCode;
+    cause.outcome = what;
+    end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
+  }
+
+  void check_client(Clock::time_point now) {
+    (void)now;
+    if (ending_) return;
+    if (client_->state() == RendezvousClient::State::kUnreachable) {
+      end_job(kNodeLostExitCode,
+              fmt::format("could not reach the rendezvous server at {} within launch.join_timeout ({}): {}. Is `mgtrain launch` "
+                          "running on {} with the same {}? Raise --join-timeout if it starts later.",
+                          client_->endpoint(), seconds_text(plan_.join_timeout_s), client_->problem(),
+                          plan_.dynamic ? "the endpoint's host" : "node 0",
+                          plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
+              std::nullopt, false);
+    } else if (client_->state() == RendezvousClient::State::kLost && !supervisor_->policy().finished()) {
+      server_lost(client_->problem());
+    }
+  }
+
+  LaunchPlan& plan_;
+  const LoadedConfig& loaded_;
+  std::optional<LoadedConfig> adopted_;
+  bool builtin_trainer_;
+  const LaunchEnvironment& outside_;
+  Supervisor* supervisor_ = nullptr;
+  std::unique_ptr<RendezvousServer> server_;
+  std::unique_ptr<RendezvousClient> client_;
+  std::string agent_id_;
+  std::size_t server_fds_ = 0;
+  int round_ = -1;
+  std::vector<std::string> node_names_;
+  bool run_ready_ = false;
+  std::optional<Ending> ending_;
+  std::optional<Clock::time_point> finished_at_;
+};
+
+// Static: node 0 listens on every interface at master_port. Dynamic: the agent that can bind the
+// endpoint's address hosts it; the others (EADDRNOTAVAIL: not this host; EADDRINUSE: another agent
+// on this host got it first) connect. Returns -1 when this agent does not host.
+int host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
+  if (!plan.dynamic) {
+    connect_host = plan.node_rank == 0 ? "127.0.0.1" : plan.rdzv_host;
+    if (plan.node_rank != 0) return -1;
+    int fd = listen_on_any(plan.rdzv_port);
+    if (fd >= 0) return fd;
+    if (errno == EADDRINUSE) {
+      throw UsageError(fmt::format("launch.master_port {} is already in use on this machine (another job, or a leftover "
+                                   "process?): node 0 hosts mgtrain's rendezvous there; choose another --master-port and "
+                                   "pass it to every node", plan.rdzv_port));
+    }
+    if (errno == EACCES) {
+      throw UsageError(fmt::format("launch.master_port {} may not be used by this user (ports below 1024 need privileges)",
+                                   plan.rdzv_port));
+    }
+    throw SystemError(fmt::format("listening on port {} for the rendezvous", plan.rdzv_port), errno);
+  }
+  connect_host = plan.rdzv_host;
+  std::string error;
+  std::vector<SocketAddress> addresses = resolve_tcp(plan.rdzv_host, plan.rdzv_port, error);
+  for (const SocketAddress& address : addresses) {
+    int fd = listen_on(address);
+    if (fd >= 0) {
+      connect_host = address.host_text();
+      return fd;
+    }
+    if (errno == EACCES) {
+      throw UsageError(fmt::format("launch.rdzv_endpoint port {} may not be used by this user (ports below 1024 need "
+                                   "privileges)", plan.rdzv_port));
+    }
+  }
+  return -1;  // not resolvable here either: the client retries until the join timeout and says why
+}
+
+}  // namespace
+
+NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
+                   const LaunchEnvironment& outside, PortProbe& ports) {
+  const auto now = Clock::now();
+  const std::string agent_id = fmt::format("{}:{}", plan.hostname, getpid());
+  std::string connect_host;
+  int listen_fd = host_rendezvous(plan, connect_host);
+
+  NodeAgent agent(plan, loaded, builtin_trainer, outside);
+  Supervisor supervisor(plan, environment, "", ports, 0, outside.stdout_fd, outside.stderr_fd);
+  std::unique_ptr<RendezvousServer> server;
+  if (listen_fd >= 0) {
+    rdzv::RoundsSettings settings;
+    settings.dynamic = plan.dynamic;
+    settings.min_nodes = plan.min_nodes;
+    settings.max_nodes = plan.max_nodes;
+    settings.join_timeout_s = plan.join_timeout_s;
+    settings.last_call_timeout_s = plan.last_call_timeout_s;
+    settings.node_timeout_s = plan.node_timeout_s;
+    settings.heartbeat_interval_s = plan.node_heartbeat_interval_s;
+    settings.max_restarts = plan.max_restarts;
+    settings.master_addr = plan.dynamic ? plan.rdzv_host : plan.master_addr;
+    settings.host_agent_id = agent_id;
+    server = std::make_unique<RendezvousServer>(listen_fd, settings, ports,
+                                                [&agent](const std::string& line) { agent.say(line); }, now);
+  }
+  auto client = std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + seconds(plan.join_timeout_s), now);
+  if (!server) {
+    log::write_all(outside.stderr_fd, fmt::format("mgtrain: joining the rendezvous at {} as {}\n", client->endpoint(),
+                                               plan.dynamic ? "a node (rank assigned on arrival)"
+                                                            : fmt::format("node {} of {}", plan.node_rank, plan.nnodes)));
+  } else {
+    log::write_all(outside.stderr_fd, fmt::format("mgtrain: hosting the rendezvous on port {} for {} node{}\n", plan.rdzv_port,
+                                               nnodes_text(plan), plan.max_nodes == 1 ? "" : "s"));
+  }
+  agent.attach(supervisor, std::move(server), std::move(client), agent_id);
+  supervisor.set_peer(&agent);
+  SupervisionResult result = supervisor.run();
+  supervisor.console().flush();
+  NodeAgentResult outcome;
+  outcome.exit_code = agent.report(result);
+  outcome.node_rank = plan.node_rank;
+  outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
+  return outcome;
+}
+
+}  // namespace mgtrain

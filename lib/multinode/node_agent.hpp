@@ -1,0 +1,30 @@
+// The node agent: `mgtrain launch` on one node of a multi-node job (docs/multinode.md). It hosts the
+// rendezvous server when it is node 0 (static) or can bind the endpoint (dynamic), joins the
+// rendezvous like every other node, and then runs each round's workers under the supervisor: the
+// server's assignment gives the node rank, the ranks and the workers' store; a local failure is
+// reported at once and a stop order from the server tears the local workers down, so every node
+// stops within seconds; restarts and the exit code are the server's decisions, for the whole job.
+#pragma once
+
+#include "config/config_loader.hpp"
+#include "util/environment.hpp"
+#include "config/config_request.hpp"
+#include "supervise/launch_environment.hpp"
+#include "supervise/launch_plan.hpp"
+
+namespace mgtrain {
+
+// How this node's part of the job ended.
+struct NodeAgentResult {
+  int exit_code = 0;                      // the launcher's exit code (docs/exit-codes.md)
+  int node_rank = 0;                      // this node's rank in the last round (dynamic: assigned on arrival)
+  bool workers_saved_and_stopped = false; // this node's workers of the last round all exited 75, none failed:
+                                          // on node 0 that means global rank 0 finished writing its checkpoint
+};
+
+// Runs this node's part of the job described by `plan` (plan.multi_node()). `builtin_trainer`: the
+// command is the trainer, whose config path is filled in once the run directory is known.
+NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
+                   const LaunchEnvironment& outside, PortProbe& ports);
+
+}  // namespace mgtrain

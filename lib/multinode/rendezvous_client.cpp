@@ -1,0 +1,127 @@
+// The agent side of the rendezvous connection.
+#include "multinode/rendezvous_client.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace mgtrain {
+namespace {
+
+constexpr auto kRetryDelay = std::chrono::milliseconds(200);
+
+}  // namespace
+
+RendezvousClient::RendezvousClient(std::string host, int port, rdzv::SteadyTime connect_deadline, rdzv::SteadyTime now)
+    : host_(std::move(host)), port_(port), connect_deadline_(connect_deadline) {
+  try_connect(now);
+}
+
+std::string RendezvousClient::endpoint() const {
+  if (host_.find(':') != std::string::npos) return fmt::format("[{}]:{}", host_, port_);
+  return fmt::format("{}:{}", host_, port_);
+}
+
+bool RendezvousClient::take_connected_event() {
+  bool event = connected_event_;
+  connected_event_ = false;
+  return event;
+}
+
+void RendezvousClient::try_connect(rdzv::SteadyTime now) {
+  retry_at_.reset();
+  std::string error;
+  std::vector<SocketAddress> addresses = resolve_tcp(host_, port_, error);
+  if (addresses.empty()) {
+    problem_ = fmt::format("{} does not resolve ({})", host_, error);
+    retry_at_ = now + kRetryDelay;
+    if (now >= connect_deadline_) state_ = State::kUnreachable;
+    return;
+  }
+  // The first address; a host with several is tried in turn across retries.
+  const SocketAddress& address = addresses[rotation_++ % addresses.size()];
+  connecting_to_ = address.text();
+  connecting_fd_ = start_connect(address);
+  if (connecting_fd_ < 0) connect_failed(errno, now);
+}
+
+void RendezvousClient::connect_failed(int error, rdzv::SteadyTime now) {
+  if (connecting_fd_ >= 0) ::close(connecting_fd_);
+  connecting_fd_ = -1;
+  problem_ = fmt::format("{}: {}", connecting_to_, std::strerror(error));
+  if (now >= connect_deadline_) {
+    state_ = State::kUnreachable;
+    return;
+  }
+  retry_at_ = now + kRetryDelay;
+}
+
+void RendezvousClient::add_poll_fds(std::vector<pollfd>& fds) {
+  polled_ = 0;
+  if (state_ == State::kConnecting && connecting_fd_ >= 0) {
+    fds.push_back(pollfd{connecting_fd_, POLLOUT, 0});
+    polled_ = 1;
+  } else if (state_ == State::kConnected && connection_ && !connection_->ended()) {
+    fds.push_back(pollfd{connection_->fd(), connection_->poll_events(), 0});
+    polled_ = 1;
+  }
+}
+
+void RendezvousClient::on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now,
+                               std::vector<rdzv::Message>& messages) {
+  if (polled_ == 0 || count == 0 || fds[0].revents == 0) return;
+  if (state_ == State::kConnecting && connecting_fd_ >= 0) {
+    int error = connect_result(connecting_fd_);
+    if (error != 0) return connect_failed(error, now);
+    connection_ = std::make_unique<MessageConnection>(connecting_fd_);
+    connecting_fd_ = -1;
+    state_ = State::kConnected;
+    connected_event_ = true;
+    last_heard_ = now;
+    last_sent_ = now;
+    return;
+  }
+  if (state_ != State::kConnected) return;
+  std::size_t before = messages.size();
+  connection_->on_ready(fds[0].revents, messages);
+  if (messages.size() > before) last_heard_ = now;
+  if (connection_->ended()) {
+    state_ = State::kLost;
+    problem_ = connection_->end_reason();
+  }
+}
+
+void RendezvousClient::on_time(rdzv::SteadyTime now) {
+  if (state_ == State::kConnecting && retry_at_ && now >= *retry_at_) try_connect(now);
+  if (state_ == State::kConnecting && connecting_fd_ >= 0 && now >= connect_deadline_) {
+    connect_failed(ETIMEDOUT, now);
+  }
+}
+
+std::optional<rdzv::SteadyTime> RendezvousClient::next_deadline() const {
+  if (state_ != State::kConnecting) return std::nullopt;
+  if (retry_at_) return *retry_at_;
+  return connect_deadline_;
+}
+
+void RendezvousClient::send(const rdzv::Message& message) {
+  if (state_ != State::kConnected) return;
+  connection_->send(message);
+  last_sent_ = rdzv::SteadyTime::clock::now();
+  if (connection_->ended()) {
+    state_ = State::kLost;
+    problem_ = connection_->end_reason();
+  }
+}
+
+void RendezvousClient::close() {
+  if (connecting_fd_ >= 0) ::close(connecting_fd_);
+  connecting_fd_ = -1;
+  if (connection_) connection_->close("closed by this agent");
+  if (state_ == State::kConnected || state_ == State::kConnecting) state_ = State::kLost;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,65 @@
+// A node agent's connection to the rendezvous server: connects (retrying until the join deadline,
+// since the server's node may start later), then carries messages both ways and notices a silent
+// or vanished server. Lives in the agent's event loop like the server.
+#pragma once
+
+#include <poll.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "multinode/rendezvous_rounds.hpp"
+#include "multinode/tcp_socket.hpp"
+
+namespace mgtrain {
+
+class RendezvousClient {
+ public:
+  enum class State { kConnecting, kConnected, kUnreachable, kLost };
+
+  // Starts connecting to host:port at once; gives up at `connect_deadline`.
+  RendezvousClient(std::string host, int port, rdzv::SteadyTime connect_deadline, rdzv::SteadyTime now);
+
+  State state() const { return state_; }
+  // "10.77.0.1:29500"
+  std::string endpoint() const;
+  // kUnreachable: the last connect error; kLost: how the connection ended.
+  const std::string& problem() const { return problem_; }
+  // Set once when the connection is established (the agent then sends its join).
+  bool take_connected_event();
+
+  void add_poll_fds(std::vector<pollfd>& fds);
+  // Received messages are appended to `messages`. A server that sends garbage throws rdzv::ProtocolError.
+  void on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now, std::vector<rdzv::Message>& messages);
+  void on_time(rdzv::SteadyTime now);
+  std::optional<rdzv::SteadyTime> next_deadline() const;
+
+  void send(const rdzv::Message& message);
+  bool has_output() const { return connection_ && connection_->has_output(); }
+  void close();
+  rdzv::SteadyTime last_heard() const { return last_heard_; }
+  rdzv::SteadyTime last_sent() const { return last_sent_; }
+
+ private:
+  void try_connect(rdzv::SteadyTime now);
+  void connect_failed(int error, rdzv::SteadyTime now);
+
+  std::string host_;
+  int port_;
+  rdzv::SteadyTime connect_deadline_;
+  State state_ = State::kConnecting;
+  std::string problem_;
+  int connecting_fd_ = -1;
+  std::string connecting_to_;
+  std::optional<rdzv::SteadyTime> retry_at_;
+  std::unique_ptr<MessageConnection> connection_;
+  bool connected_event_ = false;
+  rdzv::SteadyTime last_heard_{};
+  rdzv::SteadyTime last_sent_{};
+  int polled_ = 0;  // fds added by the last add_poll_fds
+  std::size_t rotation_ = 0;  // which of the host's addresses to try next
+};
+
+}  // namespace mgtrain

@@ -1,0 +1,366 @@
+// Encoding and checked decoding of rendezvous messages, and the typed messages on top.
+#include "multinode/rendezvous_message.hpp"
+
+#include <cctype>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "util/value_parsing.hpp"
+
+namespace mgtrain::rdzv {
+namespace {
+
+constexpr char kMagic[4] = {'M', 'G', 'R', 'V'};
+constexpr std::uint16_t kLastType = static_cast<std::uint16_t>(MessageType::kLeave);
+
+void put_u16(std::string& out, std::uint16_t value) {
+  out += static_cast<char>(value >> 8);
+  out += static_cast<char>(value & 0xff);
+}
+void put_u32(std::string& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((value >> shift) & 0xff);
+}
+std::uint16_t get_u16(const unsigned char* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
+std::uint32_t get_u32(const unsigned char* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+
+// "47 45 54 20 ('GET ')": how unexpected bytes look, for the error message.
+std::string show_bytes(const char* data, std::size_t size) {
+  std::size_t shown = std::min<std::size_t>(size, 8);
+  std::string hex, text;
+  for (std::size_t i = 0; i < shown; ++i) {
+    unsigned char c = static_cast<unsigned char>(data[i]);
+    hex += fmt::format("{}{:02x}", i ? " " : "", c);
+    text += std::isprint(c) ? static_cast<char>(c) : '.';
+  }
+  return fmt::format("{} ('{}')", hex, text);
+}
+
+std::string join(const std::vector<std::string>& items, char separator) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+std::vector<std::string> split_list(const std::string& text, char separator) {
+  if (text.empty()) return {};
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t end = text.find(separator, start);
+    items.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return items;
+}
+
+}  // namespace
+
+std::string type_name(MessageType type) {
+  switch (type) {
+    case MessageType::kJoin: return "join";
+    case MessageType::kAssign: return "assign";
+    case MessageType::kWait: return "wait";
+    case MessageType::kReject: return "reject";
+    case MessageType::kHeartbeat: return "heartbeat";
+    case MessageType::kWorkersFailed: return "workers-failed";
+    case MessageType::kWorkersEnded: return "workers-ended";
+    case MessageType::kStop: return "stop";
+    case MessageType::kFinish: return "finish";
+    case MessageType::kLeave: return "leave";
+  }
+  return fmt::format("type {}", static_cast<int>(type));
+}
+
+Message& Message::set(const std::string& name, const std::string& value) {
+  fields[name] = value;
+  return *this;
+}
+Message& Message::set(const std::string& name, long long value) { return set(name, std::to_string(value)); }
+Message& Message::set(const std::string& name, double value) { return set(name, format_number(value)); }
+Message& Message::set(const std::string& name, bool value) { return set(name, std::string(value ? "1" : "0")); }
+
+const std::string& Message::text(const std::string& name) const {
+  auto found = fields.find(name);
+  if (found == fields.end()) throw ProtocolError(fmt::format("{} message without the field '{}'", type_name(type), name));
+  return found->second;
+}
+
+long long Message::integer(const std::string& name) const {
+  auto value = parse_int(text(name));
+  if (!value) throw ProtocolError(fmt::format("{} message: field '{}' is not an integer: '{}'", type_name(type), name, text(name)));
+  return *value;
+}
+
+double Message::number(const std::string& name) const {
+  auto value = parse_number(text(name));
+  if (!value) throw ProtocolError(fmt::format("{} message: field '{}' is not a number: '{}'", type_name(type), name, text(name)));
+  return *value;
+}
+
+bool Message::flag(const std::string& name) const {
+  const std::string& value = text(name);
+  if (value != "0" && value != "1") {
+    throw ProtocolError(fmt::format("{} message: field '{}' is not 0 or 1: '{}'", type_name(type), name, value));
+  }
+  return value == "1";
+}
+
+std::string encode(const Message& message) {
+  std::string payload;
+  put_u16(payload, static_cast<std::uint16_t>(message.fields.size()));
+  for (const auto& [name, value] : message.fields) {
+    put_u16(payload, static_cast<std::uint16_t>(name.size()));
+    payload += name;
+    put_u32(payload, static_cast<std::uint32_t>(value.size()));
+    payload += value;
+  }
+  if (payload.size() > kMaxPayloadBytes) {
+    throw ProtocolError(fmt::format("{} message of {} bytes is larger than the limit of {} bytes",
+                                    type_name(message.type), payload.size(), kMaxPayloadBytes));
+  }
+  std::string frame(kMagic, sizeof kMagic);
+  put_u16(frame, kProtocolVersion);
+  put_u16(frame, static_cast<std::uint16_t>(message.type));
+  put_u32(frame, static_cast<std::uint32_t>(payload.size()));
+  return frame + payload;
+}
+
+void MessageDecoder::feed(const char* data, std::size_t size) {
+  if (consumed_ > 0 && consumed_ == buffer_.size()) {
+    buffer_.clear();
+    consumed_ = 0;
+  }
+  buffer_.append(data, size);
+}
+
+std::optional<Message> MessageDecoder::next() {
+  const char* start = buffer_.data() + consumed_;
+  std::size_t available = buffer_.size() - consumed_;
+  // Check the magic as soon as its first bytes are here: a wrong peer is reported at once, not
+  // after it happened to send 12 bytes.
+  std::size_t magic_bytes = std::min<std::size_t>(available, sizeof kMagic);
+  if (std::memcmp(start, kMagic, magic_bytes) != 0) {
+    throw ProtocolError("not an mgtrain rendezvous peer: it sent " + show_bytes(start, available) +
+                        " where a message starts with 'MGRV'");
+  }
+  if (available < kHeaderBytes) return std::nullopt;
+  const auto* header = reinterpret_cast<const unsigned char*>(start);
+  std::uint16_t version = get_u16(header + 4);
+  if (version != kProtocolVersion) {
+    throw ProtocolError(fmt::format("the peer speaks rendezvous protocol version {}, this mgtrain speaks version {}: "
+                                    "install the same mgtrain version on every node", version, kProtocolVersion));
+  }
+  std::uint16_t type = get_u16(header + 6);
+  if (type == 0 || type > kLastType) throw ProtocolError(fmt::format("unknown rendezvous message type {}", type));
+  std::uint32_t length = get_u32(header + 8);
+  if (length > kMaxPayloadBytes) {
+    throw ProtocolError(fmt::format("a {} message announces {} bytes, more than the limit of {} bytes",
+                                    type_name(static_cast<MessageType>(type)), length, kMaxPayloadBytes));
+  }
+  if (available < kHeaderBytes + length) return std::nullopt;
+
+  Message message;
+  message.type = static_cast<MessageType>(type);
+  const unsigned char* p = header + kHeaderBytes;
+  const unsigned char* end = p + length;
+  auto truncated = [&](const char* what) {
+    return ProtocolError(fmt::format("malformed {} message: {} runs past the end of its {} bytes",
+                                     type_name(message.type), what, length));
+  };
+  if (end - p < 2) throw truncated("the field count");
+  std::uint16_t count = get_u16(p);
+  p += 2;
+  for (std::uint16_t index = 0; index < count; ++index) {
+    if (end - p < 2) throw truncated("a field name length");
+    std::uint16_t name_length = get_u16(p);
+    p += 2;
+    if (end - p < name_length) throw truncated("a field name");
+    std::string name(reinterpret_cast<const char*>(p), name_length);
+    p += name_length;
+    if (end - p < 4) throw truncated("a value length");
+    std::uint32_t value_length = get_u32(p);
+    p += 4;
+    if (static_cast<std::uint32_t>(end - p) < value_length) throw truncated(("the value of '" + name + "'").c_str());
+    message.fields[name] = std::string(reinterpret_cast<const char*>(p), value_length);
+    p += value_length;
+  }
+  if (p != end) {
+    throw ProtocolError(fmt::format("malformed {} message: {} bytes left after its {} fields", type_name(message.type),
+                                    end - p, count));
+  }
+  consumed_ += kHeaderBytes + length;
+  return message;
+}
+
+// ---- typed messages ------------------------------------------------------------------------
+
+Message JoinRequest::to_message() const {
+  Message m;
+  m.type = MessageType::kJoin;
+  m.set("version", version).set("node_rank", node_rank).set("hostname", hostname).set("agent_id", agent_id);
+  m.set("nproc", nproc).set("nnodes", nnodes).set("run_id", run_id).set("run_id_generated", run_id_generated);
+  m.set("max_restarts", max_restarts).set("allow_uneven_nproc", allow_uneven_nproc);
+  m.set("config_hash", config_hash).set("config_lines", config_lines);
+  return m;
+}
+
+JoinRequest JoinRequest::from(const Message& m) {
+  JoinRequest join;
+  join.version = m.text("version");
+  join.node_rank = static_cast<int>(m.integer("node_rank"));
+  join.hostname = m.text("hostname");
+  join.agent_id = m.text("agent_id");
+  join.nproc = static_cast<int>(m.integer("nproc"));
+  join.nnodes = m.text("nnodes");
+  join.run_id = m.text("run_id");
+  join.run_id_generated = m.flag("run_id_generated");
+  join.max_restarts = static_cast<int>(m.integer("max_restarts"));
+  join.allow_uneven_nproc = m.flag("allow_uneven_nproc");
+  join.config_hash = m.text("config_hash");
+  join.config_lines = m.text("config_lines");
+  if (join.nproc < 1) throw ProtocolError(fmt::format("join message with nproc {}", join.nproc));
+  return join;
+}
+
+int Assignment::world_size() const { return first_rank(nnodes()); }
+
+int Assignment::first_rank(int node) const {
+  int rank = 0;
+  for (int index = 0; index < node && index < nnodes(); ++index) rank += nproc_per_node[index];
+  return rank;
+}
+
+Message Assignment::to_message() const {
+  Message m;
+  m.type = MessageType::kAssign;
+  std::vector<std::string> counts;
+  for (int count : nproc_per_node) counts.push_back(std::to_string(count));
+  m.set("round", round).set("node_rank", node_rank).set("nproc_per_node", join(counts, ','));
+  m.set("node_names", join(node_names, '\n')).set("master_addr", master_addr).set("master_port", master_port);
+  m.set("run_id", run_id).set("max_restarts", max_restarts);
+  return m;
+}
+
+Assignment Assignment::from(const Message& m) {
+  Assignment a;
+  a.round = static_cast<int>(m.integer("round"));
+  a.node_rank = static_cast<int>(m.integer("node_rank"));
+  for (const std::string& item : split_list(m.text("nproc_per_node"), ',')) {
+    auto count = parse_int(item);
+    if (!count || *count < 1) throw ProtocolError("assign message: bad nproc_per_node '" + m.text("nproc_per_node") + "'");
+    a.nproc_per_node.push_back(static_cast<int>(*count));
+  }
+  a.node_names = split_list(m.text("node_names"), '\n');
+  a.master_addr = m.text("master_addr");
+  a.master_port = static_cast<int>(m.integer("master_port"));
+  a.run_id = m.text("run_id");
+  a.max_restarts = static_cast<int>(m.integer("max_restarts"));
+  if (a.nproc_per_node.empty() || a.node_rank < 0 || a.node_rank >= a.nnodes() ||
+      a.node_names.size() != a.nproc_per_node.size()) {
+    throw ProtocolError(fmt::format("assign message: node rank {} of {} nodes ({} names)", a.node_rank, a.nnodes(),
+                                    a.node_names.size()));
+  }
+  return a;
+}
+
+std::string NodeFailure::summary() const {
+  if (node_lost) return fmt::format("{}: {}", node, outcome);
+  return fmt::format("rank {} (local rank {}) on {}: {}", global_rank, local_rank, node, outcome);
+}
+
+void NodeFailure::write_to(Message& m, const std::string& p) const {
+  m.set(p + "round", round).set(p + "node_rank", node_rank).set(p + "node", node).set(p + "host", host);
+  m.set(p + "node_lost", node_lost).set(p + "global_rank", global_rank).set(p + "local_rank", local_rank);
+  m.set(p + "pid", static_cast<long long>(pid)).set(p + "exit_code", exit_code).set(p + "signal", signal);
+  m.set(p + "hung", hung).set(p + "silent_s", silent_s).set(p + "outcome", outcome).set(p + "time", time_utc);
+  m.set(p + "stderr_log", stderr_log).set(p + "stderr_tail", join(stderr_tail, '\n'));
+  m.set(p + "error_message", error_message);
+}
+
+NodeFailure NodeFailure::read_from(const Message& m, const std::string& p) {
+  NodeFailure f;
+  f.round = static_cast<int>(m.integer(p + "round"));
+  f.node_rank = static_cast<int>(m.integer(p + "node_rank"));
+  f.node = m.text(p + "node");
+  f.host = m.text(p + "host");
+  f.node_lost = m.flag(p + "node_lost");
+  f.global_rank = static_cast<int>(m.integer(p + "global_rank"));
+  f.local_rank = static_cast<int>(m.integer(p + "local_rank"));
+  f.pid = static_cast<long>(m.integer(p + "pid"));
+  f.exit_code = static_cast<int>(m.integer(p + "exit_code"));
+  f.signal = static_cast<int>(m.integer(p + "signal"));
+  f.hung = m.flag(p + "hung");
+  f.silent_s = m.number(p + "silent_s");
+  f.outcome = m.text(p + "outcome");
+  f.time_utc = m.text(p + "time");
+  f.stderr_log = m.text(p + "stderr_log");
+  f.stderr_tail = split_list(m.text(p + "stderr_tail"), '\n');
+  f.error_message = m.text(p + "error_message");
+  return f;
+}
+
+Message workers_failed_message(const NodeFailure& failure) {
+  Message m;
+  m.type = MessageType::kWorkersFailed;
+  m.set("round", failure.round);
+  failure.write_to(m, "cause.");
+  return m;
+}
+
+Message workers_ended_message(int round, const std::string& outcome, int exit_code) {
+  Message m;
+  m.type = MessageType::kWorkersEnded;
+  m.set("round", round).set("outcome", outcome).set("exit_code", exit_code);
+  return m;
+}
+
+Message stop_message(int round, const std::string& reason) {
+  Message m;
+  m.type = MessageType::kStop;
+  m.set("round", round).set("reason", reason);
+  return m;
+}
+
+Message finish_message(int exit_code, const std::string& text, const std::optional<NodeFailure>& root_cause) {
+  Message m;
+  m.type = MessageType::kFinish;
+  m.set("exit_code", exit_code).set("text", text).set("has_cause", root_cause.has_value());
+  if (root_cause) root_cause->write_to(m, "cause.");
+  return m;
+}
+
+Message reject_message(int exit_code, const std::string& text) {
+  Message m;
+  m.type = MessageType::kReject;
+  m.set("exit_code", exit_code).set("text", text);
+  return m;
+}
+
+Message wait_message(const std::string& text) {
+  Message m;
+  m.type = MessageType::kWait;
+  m.set("text", text);
+  return m;
+}
+
+Message leave_message(int exit_code, const std::string& reason) {
+  Message m;
+  m.type = MessageType::kLeave;
+  m.set("exit_code", exit_code).set("reason", reason);
+  return m;
+}
+
+Message heartbeat_message() {
+  Message m;
+  m.type = MessageType::kHeartbeat;
+  return m;
+}
+
+}  // namespace mgtrain::rdzv

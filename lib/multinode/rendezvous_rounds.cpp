@@ -1,0 +1,540 @@
+// The rendezvous round state machine (see rendezvous_rounds.hpp).
+#include "multinode/rendezvous_rounds.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "util/error.hpp"
+#include "util/exit_status.hpp"
+#include "multinode/job_fingerprint.hpp"
+
+namespace mgtrain::rdzv {
+namespace {
+
+SteadyTime::duration seconds(double value) {
+  return std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(value));
+}
+
+double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
+
+std::string seconds_text(double value) {
+  if (value >= 10 || std::fabs(value - std::round(value)) < 0.05) return fmt::format("{:.0f} s", value);
+  return fmt::format("{:.1f} s", value);
+}
+
+bool is_loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
+}
+
+std::string join_texts(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
+}  // namespace
+
+RendezvousRounds::RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox, SteadyTime now)
+    : settings_(std::move(settings)), outbox_(outbox), now_(now), join_deadline_(now + seconds(settings_.join_timeout_s)) {}
+
+RendezvousRounds::Node* RendezvousRounds::find(ConnectionId connection) {
+  auto found = nodes_.find(connection);
+  return found == nodes_.end() ? nullptr : &found->second;
+}
+
+std::string RendezvousRounds::host_part(const Node& node) const {
+  std::string host = node.join ? node.join->hostname : "";
+  if (host.empty()) return node.address;
+  if (node.address.empty() || is_loopback(node.address) || node.address == host) return host;
+  return host + ", " + node.address;
+}
+
+std::string RendezvousRounds::describe(const Node& node) const {
+  int rank = node.member ? node.node_rank : (!settings_.dynamic && node.join ? node.join->node_rank : -1);
+  if (rank >= 0) return fmt::format("node {} ({})", rank, host_part(node));
+  return fmt::format("the agent on {}", host_part(node));
+}
+
+std::string RendezvousRounds::nodes_text(int count) const { return fmt::format("{} node{}", count, count == 1 ? "" : "s"); }
+
+void RendezvousRounds::send(Node& node, const Message& message) {
+  outbox_.send(node.id, message);
+  node.last_sent = now_;
+}
+
+void RendezvousRounds::on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now) {
+  now_ = now;
+  if (phase_ == Phase::kFinished) {
+    outbox_.close(connection, false);
+    return;
+  }
+  Node node;
+  node.id = connection;
+  node.address = peer_address;
+  node.last_heard = now;
+  node.last_sent = now;
+  nodes_[connection] = node;
+}
+
+void RendezvousRounds::on_message(ConnectionId connection, const Message& message, SteadyTime now) {
+  now_ = now;
+  Node* node = find(connection);
+  if (!node || phase_ == Phase::kFinished) return;
+  node->last_heard = now;
+  try {
+    switch (message.type) {
+      case MessageType::kHeartbeat:
+        return;
+      case MessageType::kJoin:
+        if (node->join) throw ProtocolError("a second join on the same connection");
+        handle_join(*node, message);
+        return;
+      case MessageType::kLeave: {
+        if (!node->join) {
+          outbox_.close(connection, false);
+          nodes_.erase(connection);
+          return;
+        }
+        int code = static_cast<int>(message.integer("exit_code"));
+        lose_node(connection, message.text("reason"), code);
+        return;
+      }
+      case MessageType::kWorkersFailed: {
+        if (!node->join) throw ProtocolError("workers-failed before join");
+        NodeFailure failure = NodeFailure::read_from(message, "cause.");
+        if (failure.round == round_ && node->member) handle_failure(*node, failure);
+        return;
+      }
+      case MessageType::kWorkersEnded:
+        if (!node->join) throw ProtocolError("workers-ended before join");
+        if (message.integer("round") == round_ && node->member) handle_ended(*node, message);
+        return;
+      default:
+        throw ProtocolError("an agent sent a " + type_name(message.type) + " message, which only the server sends");
+    }
+  } catch (const ProtocolError& error) {
+    outbox_.note(fmt::format("rendezvous: dropped {}: {}", describe(*node), error.what()));
+    lose_node(connection, std::string("sent a bad message: ") + error.what(), kNodeLostExitCode);
+  }
+}
+
+void RendezvousRounds::on_disconnect(ConnectionId connection, const std::string& why, SteadyTime now) {
+  now_ = now;
+  if (!find(connection) || phase_ == Phase::kFinished) {
+    nodes_.erase(connection);
+    return;
+  }
+  lose_node(connection, why, kNodeLostExitCode);
+}
+
+// ---- joining -------------------------------------------------------------------------------
+
+const RendezvousRounds::Node* RendezvousRounds::reference_for(const Node& joining) const {
+  const Node* best = nullptr;
+  for (const auto& [id, node] : nodes_) {
+    if (&node == &joining || !node.join) continue;
+    // Node 0 (static) or the server host's agent (dynamic) is the one to compare with when it is here.
+    bool preferred = settings_.dynamic ? node.join->agent_id == settings_.host_agent_id : node.join->node_rank == 0;
+    if (preferred) return &node;
+    if (!best || node.arrival < best->arrival) best = &node;
+  }
+  return best;
+}
+
+std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, const Node& reference) const {
+  const JoinRequest& a = *joining.join;
+  const JoinRequest& b = *reference.join;
+  std::string A = describe(joining), B = describe(reference);
+  if (a.version != b.version) {
+    return fmt::format("{} runs mgtrain {}, {} runs mgtrain {}; install the same mgtrain version on every node", A,
+                       a.version, B, b.version);
+  }
+  if (a.nnodes != b.nnodes) {
+    return fmt::format("{} has --nnodes {}, {} has --nnodes {}; pass the same --nnodes on every node", A, a.nnodes, B, b.nnodes);
+  }
+  if (a.allow_uneven_nproc != b.allow_uneven_nproc) {
+    auto said = [](bool on) { return on ? "--allow-uneven-nproc" : "no --allow-uneven-nproc"; };
+    return fmt::format("{} has {}, {} has {}; pass the same flags on every node", A, said(a.allow_uneven_nproc), B,
+                       said(b.allow_uneven_nproc));
+  }
+  if (a.nproc != b.nproc && !a.allow_uneven_nproc) {
+    return fmt::format("{} has --nproc {}, {} has --nproc {}; pass the same --nproc on every node, or --allow-uneven-nproc",
+                       A, a.nproc, B, b.nproc);
+  }
+  if (a.run_id != b.run_id && !a.run_id_generated && !b.run_id_generated) {
+    return fmt::format("{} has --run-id {}, {} has --run-id {}; pass the same --run-id (--rdzv-id) on every node, or "
+                       "give it on node 0 only", A, a.run_id, B, b.run_id);
+  }
+  if (a.max_restarts != b.max_restarts) {
+    return fmt::format("{} has --max-restarts {}, {} has --max-restarts {}; pass the same --max-restarts on every node", A,
+                       a.max_restarts, B, b.max_restarts);
+  }
+  std::string lines_a = a.config_lines, lines_b = b.config_lines;
+  if (a.run_id != b.run_id) {  // one of them adopts the other's run id: compare what it will then run
+    if (a.run_id_generated) lines_a = with_adopted_run_id(lines_a, a.run_id, b.run_id);
+    else if (b.run_id_generated) lines_b = with_adopted_run_id(lines_b, b.run_id, a.run_id);
+  }
+  if (lines_a != lines_b) {
+    std::vector<std::string> keys = fingerprint_differences(lines_a, lines_b);
+    return fmt::format("{} and {} run different configs ({}{}); pass the same config file and overrides on every node", A, B,
+                       keys.empty() ? "config hash " + a.config_hash + " vs " + b.config_hash : join_texts(keys, "; "),
+                       keys.empty() ? "" : fmt::format(", first value from {}", A));
+  }
+  return std::nullopt;
+}
+
+void RendezvousRounds::handle_join(Node& node, const Message& message) {
+  node.join = JoinRequest::from(message);
+  node.arrival = next_arrival_++;
+  const JoinRequest& join = *node.join;
+  if (const Node* reference = reference_for(node)) {
+    if (auto problem = disagreement(node, *reference)) return reject_all(*problem);
+  }
+  if (settings_.dynamic) {
+    if (phase_ == Phase::kGathering) {
+      outbox_.note(fmt::format("rendezvous: {} joined ({} waiting for round {}, {} to {} wanted)", describe(node),
+                               joined_nodes().size(), round_ + 1, settings_.min_nodes, settings_.max_nodes));
+      check_gathering();
+    } else {
+      outbox_.note(fmt::format("rendezvous: {} joined; it starts at the next round", describe(node)));
+      send(node, wait_message(fmt::format("round {} is running; this node joins at the next round", round_)));
+    }
+    return;
+  }
+  // static
+  if (join.node_rank < 0 || join.node_rank >= settings_.max_nodes) {
+    std::string text = fmt::format("{} asked for node rank {}, outside 0..{} (--nnodes {})", describe(node), join.node_rank,
+                                   settings_.max_nodes - 1, settings_.max_nodes);
+    send(node, reject_message(exit_code::kUsage, text));
+    outbox_.close(node.id, true);
+    nodes_.erase(node.id);
+    return;
+  }
+  for (const auto& [id, other] : nodes_) {
+    if (id == node.id || !other.join || other.join->node_rank != join.node_rank) continue;
+    if (phase_ != Phase::kGathering) break;
+    return reject_all(fmt::format("node rank {} was claimed twice: by {} and by {}; give each node its own --node-rank",
+                                  join.node_rank, host_part(other), host_part(node)));
+  }
+  if (phase_ != Phase::kGathering) {
+    std::string text = fmt::format("{} joined while round {} runs with all {}; a static job takes no new nodes", describe(node),
+                                   round_, nodes_text(settings_.max_nodes));
+    send(node, reject_message(exit_code::kUsage, text));
+    outbox_.close(node.id, true);
+    nodes_.erase(node.id);
+    return;
+  }
+  outbox_.note(fmt::format("rendezvous: {} joined ({} of {})", describe(node), joined_nodes().size(), settings_.max_nodes));
+  check_gathering();
+}
+
+std::vector<RendezvousRounds::Node*> RendezvousRounds::joined_nodes() {
+  std::vector<Node*> joined;
+  for (auto& [id, node] : nodes_) {
+    if (node.join) joined.push_back(&node);
+  }
+  return joined;
+}
+
+// Dynamic: the server host's agent first (its rank 0 worker hosts the store), then the last round's
+// members in their rank order, then the newcomers in arrival order.
+std::vector<RendezvousRounds::Node*> RendezvousRounds::ordered_candidates() {
+  std::vector<Node*> nodes = joined_nodes();
+  auto key = [&](const Node* node) {
+    bool host = node->join->agent_id == settings_.host_agent_id;
+    return std::make_tuple(host ? 0 : 1, node->member ? node->node_rank : 1 << 30, node->arrival);
+  };
+  std::sort(nodes.begin(), nodes.end(), [&](const Node* a, const Node* b) { return key(a) < key(b); });
+  return nodes;
+}
+
+void RendezvousRounds::check_gathering() {
+  if (phase_ != Phase::kGathering) return;
+  if (!settings_.dynamic) {
+    std::vector<Node*> members(settings_.max_nodes, nullptr);
+    for (Node* node : joined_nodes()) members[node->join->node_rank] = node;
+    if (std::find(members.begin(), members.end(), nullptr) == members.end()) start_round(members);
+    return;
+  }
+  std::vector<Node*> candidates = ordered_candidates();
+  bool host_here = !candidates.empty() && candidates.front()->join->agent_id == settings_.host_agent_id;
+  int count = static_cast<int>(candidates.size());
+  if (!host_here || count < settings_.min_nodes) {
+    last_call_deadline_.reset();
+    return;
+  }
+  if (count >= settings_.max_nodes || (last_call_deadline_ && now_ >= *last_call_deadline_)) {
+    candidates.resize(std::min(count, settings_.max_nodes));
+    start_round(candidates);
+    return;
+  }
+  if (!last_call_deadline_) last_call_deadline_ = now_ + seconds(settings_.last_call_timeout_s);
+}
+
+void RendezvousRounds::start_round(const std::vector<Node*>& members) {
+  if (round_ >= 0) ++restarts_used_;
+  ++round_;
+  last_call_deadline_.reset();
+  root_cause_.reset();
+  if (run_id_.empty()) {
+    // Every explicit run id agrees (checked at join); nodes without one adopt it, else node 0's.
+    for (Node* node : members) {
+      if (!node->join->run_id_generated) run_id_ = node->join->run_id;
+    }
+    if (run_id_.empty()) run_id_ = members.front()->join->run_id;
+  }
+  for (auto& [id, node] : nodes_) node.member = false;
+  Assignment assignment;
+  assignment.round = round_;
+  assignment.master_addr = settings_.master_addr;
+  assignment.master_port = outbox_.pick_store_port();
+  assignment.run_id = run_id_;
+  assignment.max_restarts = settings_.max_restarts;
+  for (std::size_t rank = 0; rank < members.size(); ++rank) {
+    Node* node = members[rank];
+    node->member = true;
+    node->node_rank = static_cast<int>(rank);
+    node->ended = false;
+    node->outcome.clear();
+    assignment.nproc_per_node.push_back(node->join->nproc);
+    assignment.node_names.push_back(describe(*node));
+  }
+  for (Node* node : members) {
+    assignment.node_rank = node->node_rank;
+    send(*node, assignment.to_message());
+  }
+  for (Node* node : joined_nodes()) {
+    if (!node->member) send(*node, wait_message(fmt::format("round {} started with the maximum of {}; this node joins at the next round",
+                                                            round_, nodes_text(settings_.max_nodes))));
+  }
+  phase_ = Phase::kRunning;
+  outbox_.note(fmt::format("rendezvous: round {} started: {}, {} workers, store {}:{}", round_,
+                           nodes_text(static_cast<int>(members.size())), assignment.world_size(), assignment.master_addr,
+                           assignment.master_port));
+}
+
+// ---- a running round -----------------------------------------------------------------------
+
+void RendezvousRounds::stop_other_members(const Node* except, const std::string& reason) {
+  for (auto& [id, node] : nodes_) {
+    if (&node == except || !node.member || node.ended) continue;
+    send(node, stop_message(round_, reason));
+  }
+}
+
+void RendezvousRounds::handle_failure(Node& node, const NodeFailure& reported) {
+  if (phase_ != Phase::kRunning) return;
+  NodeFailure failure = reported;
+  failure.round = round_;
+  failure.node_rank = node.node_rank;
+  failure.node = describe(node);
+  if (failure.host.empty()) failure.host = node.join->hostname;
+  root_cause_ = failure;
+  phase_ = Phase::kStopping;
+  outbox_.note(fmt::format("rendezvous: {}; stopping the workers of every node", failure.summary()));
+  stop_other_members(&node, failure.summary());
+}
+
+void RendezvousRounds::handle_ended(Node& node, const Message& message) {
+  if (node.ended) return;
+  node.ended = true;
+  node.outcome = message.text("outcome");
+  if (node.outcome == kEndedFailed && phase_ == Phase::kRunning) {
+    NodeFailure failure;
+    failure.exit_code = static_cast<int>(message.integer("exit_code"));
+    failure.outcome = fmt::format("workers failed (exit code {})", failure.exit_code);
+    failure.node_lost = true;
+    handle_failure(node, failure);
+  }
+  check_round_end();
+}
+
+void RendezvousRounds::lose_node(ConnectionId connection, const std::string& why, int exit_code) {
+  Node* found = find(connection);
+  if (!found) return;
+  Node node = *found;
+  nodes_.erase(connection);
+  outbox_.close(connection, false);
+  if (!node.join) return;
+  if (phase_ == Phase::kGathering) {
+    outbox_.note(fmt::format("rendezvous: {} left before the round started: {}", describe(node), why));
+    if (settings_.dynamic) check_gathering();
+    return;
+  }
+  if (!node.member) return;  // a dynamic node waiting for the next round
+  if (phase_ == Phase::kRunning && !node.ended) {
+    NodeFailure failure;
+    failure.round = round_;
+    failure.node_rank = node.node_rank;
+    failure.node = describe(node);
+    failure.host = node.join->hostname;
+    failure.node_lost = true;
+    failure.exit_code = exit_code;
+    failure.outcome = why;
+    failure.time_utc.clear();
+    root_cause_ = failure;
+    phase_ = Phase::kStopping;
+    outbox_.note(fmt::format("rendezvous: {}: {}; stopping the workers of every node", failure.node, why));
+    stop_other_members(nullptr, failure.summary());
+  } else {
+    outbox_.note(fmt::format("rendezvous: {} is gone: {}", describe(node), why));
+  }
+  check_round_end();
+}
+
+void RendezvousRounds::check_round_end() {
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
+  std::vector<Node*> members;
+  for (auto& [id, node] : nodes_) {
+    if (node.member) members.push_back(&node);
+  }
+  for (Node* node : members) {
+    if (!node->ended) return;
+  }
+  if (phase_ == Phase::kStopping) return decide_after_round();
+  // Every member ended well (a member that vanished after its workers succeeded does not matter now).
+  bool checkpoint = std::any_of(members.begin(), members.end(), [](Node* n) { return n->outcome == kEndedCheckpoint; });
+  if (checkpoint) {
+    finish(exit_code::kStoppedAfterCheckpoint, "the workers saved a checkpoint and stopped on request");
+  } else {
+    finish(exit_code::kSuccess, fmt::format("every node's workers of round {} finished", round_));
+  }
+}
+
+void RendezvousRounds::decide_after_round() {
+  const int code = root_cause_ ? root_cause_->exit_code : exit_code::kFailure;
+  const std::string cause = root_cause_ ? root_cause_->summary() : "a node failed";
+  if (restarts_used_ >= settings_.max_restarts) {
+    return finish(code, fmt::format("{}; no restart left (launch.max_restarts {})", cause, settings_.max_restarts));
+  }
+  if (!settings_.dynamic) {
+    std::vector<Node*> present(settings_.max_nodes, nullptr);
+    for (Node* node : joined_nodes()) present[node->join->node_rank] = node;
+    std::vector<std::string> missing;
+    for (int rank = 0; rank < settings_.max_nodes; ++rank) {
+      if (!present[rank]) missing.push_back(std::to_string(rank));
+    }
+    if (!missing.empty()) {
+      return finish(code, fmt::format("{}; a static job restarts only with all {}, and node rank{} {} {} gone (elastic jobs: "
+                                      "--rdzv-endpoint with --nnodes MIN:MAX)", cause, nodes_text(settings_.max_nodes),
+                                      missing.size() == 1 ? "" : "s", join_texts(missing, ", "),
+                                      missing.size() == 1 ? "is" : "are"));
+    }
+    outbox_.note(fmt::format("rendezvous: restarting every node (restart {} of {})", restarts_used_ + 1, settings_.max_restarts));
+    return start_round(present);
+  }
+  std::vector<Node*> candidates = ordered_candidates();
+  bool host_here = !candidates.empty() && candidates.front()->join->agent_id == settings_.host_agent_id;
+  if (host_here && static_cast<int>(candidates.size()) >= settings_.min_nodes) {
+    outbox_.note(fmt::format("rendezvous: restarting with {} (restart {} of {})",
+                             nodes_text(std::min<int>(candidates.size(), settings_.max_nodes)), restarts_used_ + 1,
+                             settings_.max_restarts));
+    candidates.resize(std::min<int>(candidates.size(), settings_.max_nodes));
+    return start_round(candidates);
+  }
+  regather(cause);
+}
+
+void RendezvousRounds::regather(const std::string& why) {
+  phase_ = Phase::kGathering;
+  join_deadline_ = now_ + seconds(settings_.join_timeout_s);
+  last_call_deadline_.reset();
+  outbox_.note(fmt::format("rendezvous: {}; waiting up to {} for at least {} before restarting", why,
+                           seconds_text(settings_.join_timeout_s), nodes_text(settings_.min_nodes)));
+  for (Node* node : joined_nodes()) {
+    send(*node, wait_message(fmt::format("{}; waiting for at least {} to restart", why, nodes_text(settings_.min_nodes))));
+  }
+}
+
+// ---- the end -------------------------------------------------------------------------------
+
+void RendezvousRounds::finish(int code, const std::string& text) {
+  for (auto& [id, node] : nodes_) {
+    send(node, finish_message(code, text, root_cause_));
+    outbox_.close(id, true);
+  }
+  nodes_.clear();
+  phase_ = Phase::kFinished;
+  final_exit_code_ = code;  // every agent prints the outcome; nothing to note here
+}
+
+void RendezvousRounds::reject_all(const std::string& text) {
+  for (auto& [id, node] : nodes_) {
+    send(node, reject_message(exit_code::kUsage, text));
+    outbox_.close(id, true);
+  }
+  nodes_.clear();
+  phase_ = Phase::kFinished;
+  final_exit_code_ = exit_code::kUsage;  // every agent prints the text
+}
+
+std::string RendezvousRounds::join_timeout_text() {
+  std::vector<Node*> joined = joined_nodes();
+  if (!settings_.dynamic) {
+    std::vector<std::string> arrived, missing;
+    std::vector<bool> here(settings_.max_nodes, false);
+    for (Node* node : joined) here[node->join->node_rank] = true;
+    for (Node* node : joined) arrived.push_back(describe(*node));
+    for (int rank = 0; rank < settings_.max_nodes; ++rank) {
+      if (!here[rank]) missing.push_back(std::to_string(rank));
+    }
+    return fmt::format("not every node arrived within launch.join_timeout ({}): arrived: {}; missing: node rank{} {}. "
+                       "Start `mgtrain launch` on every node with the same --master-addr and --master-port, or raise "
+                       "--join-timeout", seconds_text(settings_.join_timeout_s), arrived.empty() ? "none" : join_texts(arrived, ", "),
+                       missing.size() == 1 ? "" : "s", join_texts(missing, ", "));
+  }
+  std::vector<std::string> arrived;
+  for (Node* node : ordered_candidates()) arrived.push_back(host_part(*node));
+  return fmt::format("only {} arrived within launch.join_timeout ({}), fewer than the minimum of {} (--nnodes {}:{}): "
+                     "arrived: {}. Start more nodes with the same --rdzv-endpoint and --rdzv-id, or raise --join-timeout",
+                     nodes_text(static_cast<int>(joined.size())), seconds_text(settings_.join_timeout_s), settings_.min_nodes,
+                     settings_.min_nodes, settings_.max_nodes, arrived.empty() ? "none" : join_texts(arrived, ", "));
+}
+
+void RendezvousRounds::on_time(SteadyTime now) {
+  now_ = now;
+  if (phase_ == Phase::kFinished) return;
+  // Silent peers first: a dead node must not count as present below.
+  std::vector<std::pair<ConnectionId, double>> silent;
+  for (const auto& [id, node] : nodes_) {
+    double quiet = seconds_between(node.last_heard, now);
+    if (quiet >= settings_.node_timeout_s) silent.emplace_back(id, quiet);
+  }
+  for (const auto& [id, quiet] : silent) {
+    lose_node(id, fmt::format("sent nothing for {} (launch.node_timeout {})", seconds_text(quiet),
+                              seconds_text(settings_.node_timeout_s)), kNodeLostExitCode);
+    if (phase_ == Phase::kFinished) return;
+  }
+  if (phase_ == Phase::kGathering) {
+    check_gathering();
+    if (phase_ == Phase::kGathering && now >= join_deadline_) {
+      std::string text = join_timeout_text();
+      if (root_cause_) {
+        return finish(root_cause_->exit_code, fmt::format("{}; could not restart: {}", root_cause_->summary(), text));
+      }
+      return finish(kNodeLostExitCode, text);
+    }
+  }
+  for (auto& [id, node] : nodes_) {
+    if (seconds_between(node.last_sent, now) >= settings_.heartbeat_interval_s) send(node, heartbeat_message());
+  }
+}
+
+std::optional<SteadyTime> RendezvousRounds::next_deadline() const {
+  if (phase_ == Phase::kFinished) return std::nullopt;
+  std::optional<SteadyTime> next;
+  auto consider = [&](SteadyTime when) {
+    if (!next || when < *next) next = when;
+  };
+  if (phase_ == Phase::kGathering) consider(join_deadline_);
+  if (last_call_deadline_) consider(*last_call_deadline_);
+  for (const auto& [id, node] : nodes_) {
+    consider(node.last_heard + seconds(settings_.node_timeout_s));
+    consider(node.last_sent + seconds(settings_.heartbeat_interval_s));
+  }
+  return next;
+}
+
+}  // namespace mgtrain::rdzv

@@ -1,0 +1,124 @@
+// The rendezvous server's decisions, free of I/O: who joins, whether the nodes agree, when a round
+// closes (static: all N nodes; dynamic: MAX nodes, or MIN after the last call), the node ranks and
+// the workers' store of each round, fate sharing (one node's failure stops every node), restarts
+// counted for the whole job, dead nodes (heartbeat timeout), and the job's exit code.
+// The server (rendezvous_server.cpp) feeds it connections, decoded messages and the time, and
+// carries out its orders through RoundsOutbox; unit tests drive it with a fake outbox and made-up times.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "multinode/rendezvous_message.hpp"
+
+namespace mgtrain::rdzv {
+
+using ConnectionId = int;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct RoundsSettings {
+  bool dynamic = false;
+  int min_nodes = 1;                 // static: min == max == nnodes
+  int max_nodes = 1;
+  double join_timeout_s = 600;       // torchrun's default
+  double last_call_timeout_s = 30;   // dynamic: how long a round waits for more nodes once MIN are there
+  double node_timeout_s = 30;        // a node that sends nothing for this long is dead
+  double heartbeat_interval_s = 5;   // the server's heartbeats to each agent
+  int max_restarts = 0;              // new rounds after failures, for the whole job
+  std::string master_addr;           // MASTER_ADDR for the workers: the server's host as the others reach it
+  std::string host_agent_id;         // dynamic: the agent on the server's host gets node rank 0 (its rank 0
+                                     // worker hosts the store on a port the server picked there)
+};
+
+// The side effects RendezvousRounds orders.
+class RoundsOutbox {
+ public:
+  virtual ~RoundsOutbox() = default;
+  virtual void send(ConnectionId connection, const Message& message) = 0;
+  // Read nothing more from the connection. `flush`: close it once what was sent has left (the agent
+  // reads to the end); otherwise drop it now (a dead or misbehaving peer).
+  virtual void close(ConnectionId connection, bool flush) = 0;
+  // A free port on this host for the workers' store (TCPStore of global rank 0).
+  virtual int pick_store_port() = 0;
+  // A line for the console of the server's host, e.g. "node 1 (hostB) joined (2 of 2)".
+  virtual void note(const std::string& line) = 0;
+};
+
+class RendezvousRounds {
+ public:
+  enum class Phase { kGathering, kRunning, kStopping, kFinished };
+
+  RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox, SteadyTime now);
+
+  void on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now);
+  // A decoded message. Throws nothing: a message that makes no sense closes its connection.
+  void on_message(ConnectionId connection, const Message& message, SteadyTime now);
+  // The connection ended (EOF, reset) or sent bytes that are not this protocol (`why` says which).
+  void on_disconnect(ConnectionId connection, const std::string& why, SteadyTime now);
+  // Time passed: join timeout, last call, heartbeats, silent nodes.
+  void on_time(SteadyTime now);
+  std::optional<SteadyTime> next_deadline() const;
+
+  Phase phase() const { return phase_; }
+  bool finished() const { return phase_ == Phase::kFinished; }
+  int round() const { return round_; }
+  int restarts_used() const { return restarts_used_; }
+  // The exit code sent with kFinish (or kReject), once finished.
+  std::optional<int> final_exit_code() const { return final_exit_code_; }
+
+ private:
+  struct Node {
+    ConnectionId id = 0;
+    std::string address;
+    SteadyTime last_heard{};
+    SteadyTime last_sent{};
+    std::optional<JoinRequest> join;
+    long arrival = 0;           // join order
+    bool member = false;        // in the current round
+    int node_rank = -1;         // in the current round (static: from the join)
+    bool ended = false;         // its workers of the current round have all exited
+    std::string outcome;
+  };
+
+  Node* find(ConnectionId connection);
+  std::string describe(const Node& node) const;
+  std::string host_part(const Node& node) const;
+  void send(Node& node, const Message& message);
+  void handle_join(Node& node, const Message& message);
+  std::optional<std::string> disagreement(const Node& joining, const Node& reference) const;
+  const Node* reference_for(const Node& joining) const;
+  std::vector<Node*> joined_nodes();
+  std::vector<Node*> ordered_candidates();
+  void check_gathering();
+  void start_round(const std::vector<Node*>& members);
+  void handle_failure(Node& node, const NodeFailure& failure);
+  void handle_ended(Node& node, const Message& message);
+  void lose_node(ConnectionId connection, const std::string& why, int exit_code);
+  void check_round_end();
+  void decide_after_round();
+  void regather(const std::string& why);
+  void stop_other_members(const Node* except, const std::string& reason);
+  void finish(int exit_code, const std::string& text);
+  void reject_all(const std::string& text);
+  std::string join_timeout_text();
+  std::string nodes_text(int count) const;
+
+  RoundsSettings settings_;
+  RoundsOutbox& outbox_;
+  SteadyTime now_;
+  Phase phase_ = Phase::kGathering;
+  std::map<ConnectionId, Node> nodes_;
+  long next_arrival_ = 0;
+  int round_ = -1;              // -1 before the first round
+  int restarts_used_ = 0;
+  std::string run_id_;          // fixed by the first round
+  std::optional<NodeFailure> root_cause_;  // of the current round
+  SteadyTime join_deadline_{};
+  std::optional<SteadyTime> last_call_deadline_;
+  std::optional<int> final_exit_code_;
+};
+
+}  // namespace mgtrain::rdzv

@@ -1,0 +1,146 @@
+// The rendezvous server's sockets around the round logic.
+#include "multinode/rendezvous_server.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace mgtrain {
+namespace {
+
+constexpr auto kLinger = std::chrono::seconds(3);
+
+}  // namespace
+
+RendezvousServer::RendezvousServer(int listen_fd, rdzv::RoundsSettings settings, PortProbe& ports,
+                                   std::function<void(const std::string&)> note, rdzv::SteadyTime now)
+    : listen_fd_(listen_fd), ports_(ports), note_(std::move(note)), rounds_(std::move(settings), *this, now) {}
+
+RendezvousServer::~RendezvousServer() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+void RendezvousServer::send(rdzv::ConnectionId connection, const rdzv::Message& message) {
+  auto found = connections_.find(connection);
+  if (found != connections_.end()) found->second.socket->send(message);
+}
+
+void RendezvousServer::close(rdzv::ConnectionId connection, bool flush) {
+  auto found = connections_.find(connection);
+  if (found == connections_.end()) return;
+  if (flush) {
+    found->second.closing = true;
+  } else {
+    found->second.socket->close("dropped by the server");  // erased by reap_closed
+  }
+}
+
+int RendezvousServer::pick_store_port() { return ports_.pick_free_port(); }
+
+void RendezvousServer::note(const std::string& line) {
+  if (note_) note_(line);
+}
+
+void RendezvousServer::add_poll_fds(std::vector<pollfd>& fds) {
+  polled_.clear();
+  if (listen_fd_ >= 0) fds.push_back(pollfd{listen_fd_, POLLIN, 0});
+  for (auto& [id, connection] : connections_) {
+    if (connection.socket->ended()) continue;
+    fds.push_back(pollfd{connection.socket->fd(), connection.socket->poll_events(), 0});
+    polled_.push_back(id);
+  }
+}
+
+void RendezvousServer::accept_all(rdzv::SteadyTime now) {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return;  // EAGAIN, or a transient error (EMFILE, ECONNABORTED): try again at the next poll
+    }
+    rdzv::ConnectionId id = next_id_++;
+    std::string address = peer_host(fd);
+    connections_[id].socket = std::make_unique<MessageConnection>(fd);
+    rounds_.on_connect(id, address, now);
+  }
+}
+
+void RendezvousServer::on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now) {
+  std::size_t index = 0;
+  if (listen_fd_ >= 0) {
+    if (count > 0 && fds[0].revents != 0) accept_all(now);
+    index = 1;
+  }
+  for (std::size_t slot = 0; slot < polled_.size() && index < count; ++slot, ++index) {
+    if (fds[index].revents == 0) continue;
+    auto found = connections_.find(polled_[slot]);
+    if (found == connections_.end()) continue;
+    Connection& connection = found->second;
+    std::vector<rdzv::Message> messages;
+    if (connection.closing) {  // what it still sends does not matter any more
+      try {
+        connection.socket->on_ready(fds[index].revents, messages);
+      } catch (const rdzv::ProtocolError&) {
+      }
+      continue;
+    }
+    try {
+      connection.socket->on_ready(fds[index].revents, messages);
+    } catch (const rdzv::ProtocolError& error) {
+      for (const rdzv::Message& message : messages) rounds_.on_message(polled_[slot], message, now);
+      rounds_.on_disconnect(polled_[slot], std::string("sent bytes that are not mgtrain's rendezvous protocol: ") + error.what(), now);
+      continue;
+    }
+    for (const rdzv::Message& message : messages) rounds_.on_message(polled_[slot], message, now);
+    auto still = connections_.find(polled_[slot]);
+    if (still != connections_.end() && still->second.socket->ended() && !still->second.closing) {
+      rounds_.on_disconnect(polled_[slot], still->second.socket->end_reason(), now);
+    }
+  }
+  reap_closed();
+}
+
+void RendezvousServer::reap_closed() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    Connection& connection = it->second;
+    if (connection.closing && !connection.shut && !connection.socket->ended() && !connection.socket->has_output()) {
+      // Everything sent: a half-close lets the agent read to the end and see EOF; closing outright
+      // could reset the connection before it has read the last message.
+      shutdown(connection.socket->fd(), SHUT_WR);
+      connection.shut = true;
+    }
+    if (connection.socket->ended()) {
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (rounds_.finished() && !finished_at_) finished_at_ = rdzv::SteadyTime::clock::now();
+  if (rounds_.finished() && listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
+}
+
+void RendezvousServer::on_time(rdzv::SteadyTime now) {
+  rounds_.on_time(now);
+  reap_closed();
+}
+
+std::optional<rdzv::SteadyTime> RendezvousServer::next_deadline() const {
+  std::optional<rdzv::SteadyTime> next = rounds_.next_deadline();
+  if (finished_at_ && !connections_.empty()) {
+    rdzv::SteadyTime linger_end = *finished_at_ + kLinger;
+    if (!next || linger_end < *next) next = linger_end;
+  }
+  return next;
+}
+
+bool RendezvousServer::quiescent(rdzv::SteadyTime now) const {
+  if (!rounds_.finished()) return false;
+  if (connections_.empty()) return true;
+  return finished_at_ && now >= *finished_at_ + kLinger;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,63 @@
+// The rendezvous server: the listening socket and one MessageConnection per agent around
+// RendezvousRounds. It lives in the event loop of the node agent that hosts it (node 0 static, the
+// endpoint's host dynamic): poll fds in, readiness and time out, no threads.
+#pragma once
+
+#include <poll.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "supervise/port_probe.hpp"
+#include "multinode/rendezvous_rounds.hpp"
+#include "multinode/tcp_socket.hpp"
+
+namespace mgtrain {
+
+class RendezvousServer : private rdzv::RoundsOutbox {
+ public:
+  // Takes ownership of `listen_fd` (listening, non-blocking). `note` prints a line on the console.
+  RendezvousServer(int listen_fd, rdzv::RoundsSettings settings, PortProbe& ports,
+                   std::function<void(const std::string&)> note, rdzv::SteadyTime now);
+  ~RendezvousServer() override;
+
+  void add_poll_fds(std::vector<pollfd>& fds);
+  void on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now);
+  void on_time(rdzv::SteadyTime now);
+  std::optional<rdzv::SteadyTime> next_deadline() const;
+
+  // The job is decided (finish or reject sent to every agent).
+  bool finished() const { return rounds_.finished(); }
+  // Finished and every connection flushed and closed, or `linger` passed since finishing: the host
+  // agent may exit without cutting off what the others still need to read.
+  bool quiescent(rdzv::SteadyTime now) const;
+
+ private:
+  struct Connection {
+    std::unique_ptr<MessageConnection> socket;
+    bool closing = false;  // send what is queued, then half-close and read until the agent hangs up
+    bool shut = false;     // half-closed
+  };
+
+  void send(rdzv::ConnectionId connection, const rdzv::Message& message) override;
+  void close(rdzv::ConnectionId connection, bool flush) override;
+  int pick_store_port() override;
+  void note(const std::string& line) override;
+  void accept_all(rdzv::SteadyTime now);
+  void reap_closed();
+
+  int listen_fd_;
+  PortProbe& ports_;
+  std::function<void(const std::string&)> note_;
+  rdzv::RendezvousRounds rounds_;
+  std::map<rdzv::ConnectionId, Connection> connections_;
+  rdzv::ConnectionId next_id_ = 1;
+  std::vector<rdzv::ConnectionId> polled_;  // connection of each fd added after the listener
+  std::optional<rdzv::SteadyTime> finished_at_;
+};
+
+}  // namespace mgtrain

@@ -1,0 +1,209 @@
+// Sockets for the rendezvous server and client.
+#include "multinode/tcp_socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace mgtrain {
+namespace {
+
+std::string host_of(const sockaddr_storage& storage) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (storage.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, text, sizeof text);
+  } else if (storage.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&storage);
+    if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+      inet_ntop(AF_INET, reinterpret_cast<const char*>(&v6->sin6_addr) + 12, text, sizeof text);
+    } else {
+      inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+    }
+  }
+  return text;
+}
+
+int port_of(const sockaddr_storage& storage) {
+  if (storage.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
+  if (storage.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  return 0;
+}
+
+int make_listener(int family, const sockaddr* address, socklen_t length, bool dual_stack) {
+  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1, zero = 0;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &zero : &one, sizeof one);
+  if (bind(fd, address, length) != 0 || listen(fd, 64) != 0) {
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::string SocketAddress::host_text() const { return host_of(storage); }
+
+std::string SocketAddress::text() const {
+  std::string host = host_text();
+  if (storage.ss_family == AF_INET6 && host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port_of(storage));
+  return fmt::format("{}:{}", host, port_of(storage));
+}
+
+std::vector<SocketAddress> resolve_tcp(const std::string& host, int port, std::string& error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string service = std::to_string(port);
+  int status = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  std::vector<SocketAddress> addresses;
+  if (status != 0) {
+    error = status == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(status);
+    return addresses;
+  }
+  for (addrinfo* entry = found; entry; entry = entry->ai_next) {
+    SocketAddress address;
+    std::memcpy(&address.storage, entry->ai_addr, entry->ai_addrlen);
+    address.length = entry->ai_addrlen;
+    addresses.push_back(address);
+  }
+  freeaddrinfo(found);
+  std::stable_sort(addresses.begin(), addresses.end(), [](const SocketAddress& a, const SocketAddress& b) {
+    return a.storage.ss_family == AF_INET && b.storage.ss_family != AF_INET;
+  });
+  return addresses;
+}
+
+int listen_on(const SocketAddress& address) {
+  return make_listener(address.storage.ss_family, address.get(), address.length, false);
+}
+
+int listen_on_any(int port) {
+  sockaddr_in6 v6{};
+  v6.sin6_family = AF_INET6;
+  v6.sin6_addr = in6addr_any;
+  v6.sin6_port = htons(static_cast<uint16_t>(port));
+  int fd = make_listener(AF_INET6, reinterpret_cast<sockaddr*>(&v6), sizeof v6, true);
+  if (fd >= 0 || (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL)) return fd;
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_addr.s_addr = htonl(INADDR_ANY);
+  v4.sin_port = htons(static_cast<uint16_t>(port));
+  return make_listener(AF_INET, reinterpret_cast<sockaddr*>(&v4), sizeof v4, false);
+}
+
+int start_connect(const SocketAddress& address) {
+  int fd = socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(fd, address.get(), address.length) != 0 && errno != EINPROGRESS) {
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+int connect_result(int fd) {
+  int error = 0;
+  socklen_t length = sizeof error;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) return errno;
+  return error;
+}
+
+std::string peer_host(int fd) {
+  sockaddr_storage storage{};
+  socklen_t length = sizeof storage;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &length) != 0) return "";
+  return host_of(storage);
+}
+
+MessageConnection::MessageConnection(int fd) : fd_(fd) {
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+MessageConnection::~MessageConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+short MessageConnection::poll_events() const { return static_cast<short>(POLLIN | (has_output() ? POLLOUT : 0)); }
+
+void MessageConnection::close(const std::string& reason) {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  end_reason_ = reason;
+}
+
+void MessageConnection::send(const rdzv::Message& message) {
+  if (fd_ < 0) return;
+  if (written_ == output_.size()) {
+    output_.clear();
+    written_ = 0;
+  }
+  output_ += rdzv::encode(message);
+  flush();
+}
+
+void MessageConnection::flush() {
+  while (fd_ >= 0 && has_output()) {
+    ssize_t count = ::send(fd_, output_.data() + written_, output_.size() - written_, MSG_NOSIGNAL);
+    if (count > 0) {
+      written_ += static_cast<std::size_t>(count);
+      continue;
+    }
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    close(fmt::format("broke the connection ({})", std::strerror(errno)));
+  }
+}
+
+void MessageConnection::on_ready(short revents, std::vector<rdzv::Message>& messages) {
+  if (fd_ < 0) return;
+  if (revents & (POLLIN | POLLHUP | POLLERR)) {
+    char buffer[16384];
+    while (fd_ >= 0) {
+      ssize_t count = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (count > 0) {
+        decoder_.feed(buffer, static_cast<std::size_t>(count));
+        try {
+          while (auto message = decoder_.next()) messages.push_back(std::move(*message));
+        } catch (const rdzv::ProtocolError&) {
+          close("sent bytes that are not mgtrain's rendezvous protocol");
+          throw;
+        }
+        continue;
+      }
+      if (count == 0) {
+        close("closed the connection");
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        close(fmt::format("broke the connection ({})", std::strerror(errno)));
+      }
+      break;
+    }
+  }
+  if (fd_ >= 0 && (revents & POLLOUT)) flush();
+}
+
+}  // namespace mgtrain

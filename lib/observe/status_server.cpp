@@ -1,0 +1,173 @@
+// The status API's routes, token check, snapshot and command queue (see status_server.hpp); the HTTP
+// itself is the dlopen'ed module of status_http.hpp.
+#include "observe/status_server.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+
+#include "util/error.hpp"
+#include "observe/status_http.hpp"
+#include "observe/status_page.hpp"
+#include "observe/status_token.hpp"
+
+namespace mgtrain {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+HttpAnswer json_answer(int status, const std::string& body) {
+  HttpAnswer answer;
+  answer.status = status;
+  answer.content_type = "application/json";
+  answer.body = body;
+  answer.headers.emplace_back("Cache-Control", "no-store");
+  return answer;
+}
+
+}  // namespace
+
+struct StatusServer::State {
+  Options options;
+  std::unique_ptr<HttpServer> http;
+  int event_fd = -1;
+
+  std::mutex mutex;  // guards snapshot and commands
+  StatusSnapshot snapshot;
+  std::vector<StatusCommand> commands;
+
+  // The snapshot with each rank's heartbeat line read now (the files are the workers'; reading is safe here).
+  StatusSnapshot current() {
+    StatusSnapshot copy;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      copy = snapshot;
+    }
+    copy.time = unix_now();
+    for (RankStatus& rank : copy.ranks) {
+      if (!rank.heartbeat_file.empty()) rank.heartbeat = parse_heartbeat_line(read_whole_file(rank.heartbeat_file));
+    }
+    return copy;
+  }
+
+  HttpAnswer command(const HttpRequest& request, StatusCommand what, const char* name) {
+    const std::string prefix = "Bearer ";
+    const bool authorized = request.authorization.compare(0, prefix.size(), prefix) == 0 &&
+                            tokens_equal(options.token, std::string_view(request.authorization).substr(prefix.size()));
+    if (!authorized) {
+      HttpAnswer answer = json_answer(401,
+                                      "{\"error\":\"missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+                                      "token from <run dir>/status_token\"}\n");
+      answer.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"mgtrain\"");
+      return answer;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      commands.push_back(what);
+    }
+    const std::uint64_t one = 1;
+    (void)!write(event_fd, &one, sizeof one);
+    return json_answer(202, std::string("{\"accepted\":\"") + name + "\"}\n");
+  }
+
+  HttpAnswer handle(const HttpRequest& request) {
+    const std::string& path = request.path;
+    if (request.method == "GET") {
+      if (path == "/healthz") return HttpAnswer{200, "text/plain", "ok\n", {}};
+      if (path == "/status") return json_answer(200, status_to_json(current()) + "\n");
+      if (path == "/metrics") {
+        return HttpAnswer{200, "text/plain; version=0.0.4; charset=utf-8", status_to_prometheus(current()), {}};
+      }
+      if (path == "/api/metrics") {
+        return json_answer(200, metrics_curves_json(read_whole_file(options.run_dir + "/metrics.jsonl")) + "\n");
+      }
+      if (path == "/" || path == "/index.html") {
+        return HttpAnswer{200, "text/html; charset=utf-8", status_page_html(), {{"Cache-Control", "no-store"}}};
+      }
+    } else if (request.method == "POST") {
+      if (path == "/checkpoint") return command(request, StatusCommand::kCheckpoint, "checkpoint");
+      if (path == "/stop") return command(request, StatusCommand::kStop, "stop");
+    }
+    const bool known = path == "/healthz" || path == "/status" || path == "/metrics" || path == "/api/metrics" || path == "/" ||
+                       path == "/checkpoint" || path == "/stop";
+    if (known) return json_answer(405, "{\"error\":\"method not allowed\"}\n");
+    return json_answer(404, "{\"error\":\"no such page: try /, /status, /metrics, /healthz\"}\n");
+  }
+};
+
+StatusServer::StatusServer(const Options& options) : state_(std::make_unique<State>()) {
+  state_->options = options;
+  const std::string where = options.bind + ":" + std::to_string(options.port);
+  state_->http.reset(status_http_module().create_server());
+  if (options.port <= 0 || !state_->http->bind(options.bind, options.port)) {
+    throw UsageError("cannot serve the status API on " + where +
+                     ": the port is in use or the address is not one of this machine's; choose another with "
+                     "--status-port (launch.status_port) or --status-bind (launch.status_bind)");
+  }
+  state_->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (state_->event_fd < 0) throw SystemError("eventfd() for the status server", errno);
+}
+
+StatusServer::~StatusServer() {
+  state_->http.reset();  // stops serving first: no handler runs after this
+  if (state_->event_fd >= 0) close(state_->event_fd);
+}
+
+void StatusServer::start() {
+  state_->http->start([state = state_.get()](const HttpRequest& request) { return state->handle(request); });
+}
+
+void StatusServer::publish(const StatusSnapshot& snapshot) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->snapshot = snapshot;
+}
+
+int StatusServer::command_fd() const { return state_->event_fd; }
+
+std::vector<StatusCommand> StatusServer::take_commands() {
+  std::uint64_t count = 0;
+  (void)!read(state_->event_fd, &count, sizeof count);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<StatusCommand> taken;
+  taken.swap(state_->commands);
+  return taken;
+}
+
+std::string StatusServer::endpoint() const { return state_->options.bind + ":" + std::to_string(state_->options.port); }
+
+std::optional<std::string> status_http_get(const std::string& endpoint, const std::string& path, std::string& error) {
+  const std::size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) {
+    error = "'" + endpoint + "' is not host:port";
+    return std::nullopt;
+  }
+  std::string host = endpoint.substr(0, colon);
+  if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+  const int port = std::atoi(endpoint.c_str() + colon + 1);
+  int status = 0;
+  std::string body, why;
+  if (!status_http_module().get(host, port, path, status, body, why)) {
+    error = "no answer from " + endpoint + " (" + why + ")";
+    return std::nullopt;
+  }
+  if (status != 200) {
+    error = endpoint + path + " answered HTTP " + std::to_string(status);
+    return std::nullopt;
+  }
+  return body;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,58 @@
+// The failure report: a readable table for stderr and the same facts as failure.json for
+// schedulers and scripts. Pure formatting; the supervisor gathers the facts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/exit_status.hpp"
+#include "supervise/torch_error_file.hpp"
+
+namespace mgtrain {
+
+struct FailedWorker {
+  int global_rank = 0;
+  int local_rank = 0;
+  int attempt = 0;
+  std::string host;
+  long pid = 0;
+  ExitStatus status;            // how the process ended (unused when `hung`)
+  bool hung = false;            // stopped sending heartbeats
+  double silent_s = 0.0;
+  std::string time_utc;         // ISO 8601, when the launcher saw the failure
+  std::string stderr_log;       // path of the rank's stderr.log
+  std::vector<std::string> stderr_tail;       // last lines of stderr.log
+  std::optional<TorchErrorRecord> error_file;  // TORCHELASTIC_ERROR_FILE, when the worker wrote it
+  bool during_teardown = false;  // failed while the launcher was already stopping the group
+  // Multi-node jobs only (docs/multinode.md):
+  int node_rank = -1;            // the node of the failure; -1: a single-node job
+  std::string node;              // "node 1 (hostB, 10.77.0.2)"
+  bool node_lost = false;        // the node itself went away: no rank, `node_problem` says how
+  std::string node_problem;      // "sent nothing for 10 s (launch.node_timeout 10 s)"
+  std::string error_message;     // a remote worker's TORCHELASTIC_ERROR_FILE message (no traceback)
+
+  // "exit code 3", "signal SIGSEGV (11)", "no heartbeat for 30 s", or the node's problem.
+  std::string outcome() const;
+};
+
+struct FailureReport {
+  std::string run_id;
+  std::string run_dir;
+  int exit_code = 1;     // the launcher's exit code
+  int attempt = 0;       // the attempt that failed (TORCHELASTIC_RESTART_COUNT)
+  int max_restarts = 0;
+  FailedWorker root_cause;
+  std::vector<FailedWorker> other_failures;
+};
+
+// The table printed to stderr.
+std::string format_failure_report(const FailureReport& report);
+
+// failure.json (schema in docs/launch.md).
+std::string failure_report_to_json(const FailureReport& report);
+
+// "2026-11-22T03:50:12.345Z" for a time in milliseconds since the Unix epoch.
+std::string format_utc_timestamp(long long unix_millis);
+
+}  // namespace mgtrain

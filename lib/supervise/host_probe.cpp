@@ -1,0 +1,47 @@
+// Reads the machine's facts (sched_getaffinity, gethostname, getcwd, NVIDIA driver files).
+#include "supervise/host_probe.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+
+#include "util/error.hpp"
+#include "host/gpu_inventory.hpp"
+#include "host/nvml_library.hpp"
+
+namespace mgtrain {
+
+HostFacts probe_host_facts(const EnvMap& environment) {
+  HostFacts host;
+  std::optional<std::string> cuda_visible;
+  auto found = environment.find("CUDA_VISIBLE_DEVICES");
+  if (found != environment.end()) cuda_visible = found->second;
+  host.cuda_visible_devices_set = cuda_visible.has_value();
+  host.visible_gpus = visible_gpus(count_nvidia_gpus("/"), cuda_visible);
+  host.gpu_stats = [] {
+    auto nvml = open_nvml();
+    return nvml ? nvml->sample() : std::vector<GpuSample>{};
+  };
+
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) {
+    host.cpu_count = CPU_COUNT(&cpus);
+  } else {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    host.cpu_count = online > 0 ? static_cast<int>(online) : 1;
+  }
+
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) == 0) host.hostname = name;
+  if (host.hostname.empty()) host.hostname = "localhost";
+
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) == nullptr) throw SystemError("getcwd()", errno);
+  host.cwd = cwd;
+  return host;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,24 @@
+// What a launch takes from the world outside, replaceable for tests: the console's descriptors, the port
+// probe, the environment, and how to reload the config with another run id. Shared by the single-node
+// launch (launch/launch.hpp) and the node agents (multinode/).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "config/config_loader.hpp"
+#include "supervise/port_probe.hpp"
+#include "util/environment.hpp"
+
+namespace mgtrain {
+
+struct LaunchEnvironment {
+  int stdout_fd = 1;                                  // the console
+  int stderr_fd = 2;
+  PortProbe* ports = nullptr;                         // nullptr: real sockets
+  const EnvMap* environment = nullptr;        // nullptr: this process's environment
+  // Multi-node: the config loaded again with another run id, for a node that was started without
+  // one and adopts node 0's (so ${run_id} expands to it). Unset: only launch.run_id changes.
+  std::function<LoadedConfig(const std::string& run_id)> reload_with_run_id;
+};
+}  // namespace mgtrain

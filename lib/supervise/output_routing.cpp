@@ -1,0 +1,102 @@
+// Parsing of torchrun-style --tee / --redirect / --local-ranks-filter values.
+#include "supervise/output_routing.hpp"
+
+#include <cctype>
+
+#include "util/error.hpp"
+
+namespace mgtrain {
+namespace {
+
+std::string trim(const std::string& text) {
+  std::size_t begin = 0, end = text.size();
+  while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) ++begin;
+  while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  return text.substr(begin, end - begin);
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t at = text.find(separator, start);
+    parts.push_back(trim(text.substr(start, at == std::string::npos ? std::string::npos : at - start)));
+    if (at == std::string::npos) break;
+    start = at + 1;
+  }
+  return parts;
+}
+
+bool parse_non_negative(const std::string& text, long& value) {
+  if (text.empty() || text.size() > 9) return false;
+  value = 0;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    value = value * 10 + (c - '0');
+  }
+  return true;
+}
+
+StreamSet stream_set_from_value(const std::string& value, const std::string& text, const std::string& setting) {
+  long number = -1;
+  if (!parse_non_negative(value, number) || number > 3) {
+    throw UsageError(setting + ": '" + text + "' is not a stream selection: use 0 (none), 1 (stdout), 2 (stderr), "
+                     "3 (both), or a per-local-rank mapping such as 0:1,1:3");
+  }
+  return StreamSet{(number & 1) != 0, (number & 2) != 0};
+}
+
+}  // namespace
+
+std::vector<StreamSet> parse_stream_selection(const std::string& text, int nproc, const std::string& setting) {
+  std::string trimmed = trim(text);
+  if (trimmed.find(':') == std::string::npos) {
+    return std::vector<StreamSet>(nproc, stream_set_from_value(trimmed, text, setting));
+  }
+  std::vector<StreamSet> result(nproc);
+  for (const std::string& entry : split(trimmed, ',')) {
+    std::size_t colon = entry.find(':');
+    long rank = -1;
+    if (colon == std::string::npos || !parse_non_negative(trim(entry.substr(0, colon)), rank)) {
+      throw UsageError(setting + ": '" + entry + "' in '" + text + "' is not LOCAL_RANK:STREAMS: write e.g. 0:1,1:3");
+    }
+    StreamSet streams = stream_set_from_value(trim(entry.substr(colon + 1)), text, setting);
+    if (rank < nproc) result[rank] = streams;
+  }
+  return result;
+}
+
+std::vector<bool> parse_local_ranks_filter(const std::string& text, int nproc) {
+  std::string trimmed = trim(text);
+  if (trimmed.empty()) return std::vector<bool>(nproc, true);
+  std::vector<bool> selected(nproc, false);
+  for (const std::string& entry : split(trimmed, ',')) {
+    long rank = -1;
+    if (!parse_non_negative(entry, rank)) {
+      throw UsageError("launch.local_ranks_filter: '" + entry + "' in '" + text +
+                       "' is not a local rank: write a comma-separated list such as 0 or 0,2");
+    }
+    if (rank >= nproc) {
+      throw UsageError("launch.local_ranks_filter: local rank " + entry + " does not exist (this node runs " +
+                       std::to_string(nproc) + " worker" + (nproc == 1 ? "" : "s") + ", local ranks 0.." +
+                       std::to_string(nproc - 1) + ")");
+    }
+    selected[rank] = true;
+  }
+  return selected;
+}
+
+std::vector<ConsoleRouting> resolve_console_routing(const std::string& tee, const std::string& redirect,
+                                                    const std::string& local_ranks_filter, int nproc) {
+  std::vector<StreamSet> tees = parse_stream_selection(tee, nproc, "launch.tee");
+  std::vector<StreamSet> redirects = parse_stream_selection(redirect, nproc, "launch.redirect");
+  std::vector<bool> shown = parse_local_ranks_filter(local_ranks_filter, nproc);
+  std::vector<ConsoleRouting> routing(nproc);
+  for (int rank = 0; rank < nproc; ++rank) {
+    routing[rank].stdout_to_console = shown[rank] && (!redirects[rank].out || tees[rank].out);
+    routing[rank].stderr_to_console = shown[rank] && (!redirects[rank].err || tees[rank].err);
+  }
+  return routing;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,129 @@
+// The supervisor's decisions, free of I/O: when to stop the worker group, when to escalate SIGTERM
+// to SIGKILL, whether to restart, which failure is the root cause, and the launcher's exit code.
+// The event loop (supervisor.cpp) feeds it events with the current time and carries out its orders
+// through WorkerGroupControl; unit tests drive it with a fake control and made-up times.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "util/exit_status.hpp"
+
+namespace mgtrain {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct WorkerFailure;
+
+// The side effects the policy orders.
+class WorkerGroupControl {
+ public:
+  virtual ~WorkerGroupControl() = default;
+  // Start every local worker of `attempt` (0 first, then 1, 2, ... on restarts).
+  virtual void start_workers(int attempt) = 0;
+  // Send `signal` to the process group of every worker still running.
+  virtual void signal_running_workers(int signal) = 0;
+  // Coordinated mode (multi-node) only: the first failure of an attempt, as the group starts to stop.
+  virtual void group_failing(const WorkerFailure& failure) { (void)failure; }
+  // Coordinated mode only: every worker of the attempt has exited; the policy waits for
+  // begin_attempt() or finish_coordinated() (or has finished, when the launcher got a signal).
+  virtual void attempt_ended() {}
+};
+
+// A worker that failed: exited non-zero, died by a signal, or stopped sending heartbeats.
+struct WorkerFailure {
+  int local_rank = 0;
+  int attempt = 0;
+  ExitStatus status;        // unused when `hung`
+  bool hung = false;
+  double silent_s = 0.0;    // seconds without heartbeat, when `hung`
+  SteadyTime time{};
+  bool during_teardown = false;  // failed after the launcher had begun stopping the group
+};
+// A worker that dies during teardown by the very signal the launcher sent (SIGTERM, SIGKILL or the
+// forwarded one) did what it was asked: that is not a failure and is not recorded.
+
+class SupervisionPolicy {
+ public:
+  struct Settings {
+    int nproc = 1;
+    int max_restarts = 0;
+    double grace_period_s = 5.0;       // SIGTERM -> SIGKILL
+    double heartbeat_timeout_s = 0.0;  // 0: watchdog off
+    // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
+    // still stops the local group on a failure or signal (node_agent.hpp).
+    bool coordinated = false;
+  };
+
+  SupervisionPolicy(const Settings& settings, WorkerGroupControl& control);
+
+  void start(SteadyTime now);
+  void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now);
+  // Signals received by the launcher: INT, TERM, HUP, QUIT stop the job (a second one kills at once);
+  // USR1 and USR2 are only forwarded.
+  void on_signal(int signal, SteadyTime now);
+  // A worker showed a sign of life (its heartbeat file changed).
+  void on_heartbeat(int local_rank, SteadyTime now);
+  // Time passed: escalation to SIGKILL and the hang watchdog.
+  void on_time(SteadyTime now);
+
+  // Coordinated mode. start() leaves the policy waiting; the agent then calls:
+  // begin_attempt: start the workers of `attempt` (only while waiting). If starting them throws, the
+  // policy is still waiting (no worker of the attempt is left running) and the error propagates.
+  void begin_attempt(int attempt, SteadyTime now);
+  // stop_on_request: another node failed: stop the local workers (SIGTERM, SIGKILL after the grace
+  // period) without counting anything as a failure here.
+  void stop_on_request(SteadyTime now);
+  // finish_coordinated: the job is over with this exit code (only while waiting).
+  void finish_coordinated(int exit_code);
+  // Whether the policy waits for the agent (no workers running, not finished).
+  bool waiting() const { return phase_ == Phase::kWaiting; }
+  // Whether the current attempt is running (workers alive, no stop begun).
+  bool attempt_running() const { return phase_ == Phase::kRunning; }
+  // Whether the last attempt's workers all exited 0 (or 75) by themselves.
+  bool attempt_succeeded() const { return attempt_clean_; }
+
+  // When on_time must be called next; nullopt: only events can change anything.
+  std::optional<SteadyTime> next_deadline() const;
+
+  bool finished() const { return phase_ == Phase::kFinished; }
+  int exit_code() const;
+  int attempt() const { return attempt_; }
+  bool running(int local_rank) const { return running_.at(local_rank); }
+  std::optional<int> launcher_signal() const { return launcher_signal_; }
+  // Whether workers of the last attempt stopped on request after saving a checkpoint (exit 75).
+  bool stopped_after_checkpoint() const { return stopped_after_checkpoint_; }
+  // Every failure of every attempt, in the order seen.
+  const std::vector<WorkerFailure>& failures() const { return failures_; }
+  // Index into failures() of the root cause of the last attempt: its earliest failure that was
+  // not caused by the launcher's own teardown.
+  std::optional<std::size_t> root_cause() const;
+
+ private:
+  enum class Phase { kIdle, kRunning, kStopping, kWaiting, kFinished };
+
+  void start_attempt(SteadyTime now);
+  void begin_stop(int signal, SteadyTime now);
+  void record_failure(WorkerFailure failure);
+  void finish_attempt_if_done(SteadyTime now);
+  bool any_running() const;
+  void stop_for_failure(const WorkerFailure& first, SteadyTime now);
+
+  Settings settings_;
+  WorkerGroupControl& control_;
+  Phase phase_ = Phase::kIdle;
+  int attempt_ = 0;
+  bool stopping_for_failure_ = false;
+  SteadyTime stop_started_{};
+  std::optional<SteadyTime> kill_deadline_;
+  std::optional<int> launcher_signal_;
+  bool stopped_after_checkpoint_ = false;  // a worker of this attempt exited kStoppedAfterCheckpoint
+  std::vector<bool> running_;
+  std::vector<std::optional<SteadyTime>> last_heartbeat_;
+  std::vector<WorkerFailure> failures_;
+  bool attempt_clean_ = false;             // coordinated: the attempt ended without failure or stop
+  std::optional<int> coordinated_exit_code_;
+};
+
+}  // namespace mgtrain

@@ -1,0 +1,358 @@
+// The supervisor's event loop and its side effects (spawning, signalling, reaping, logs).
+#include "supervise/supervisor.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "util/error.hpp"
+#include "util/file_tail.hpp"
+#include "contract/log_layout.hpp"
+#include "supervise/worker_process.hpp"
+
+namespace mgtrain {
+namespace {
+
+std::string fmt_rank(int local_rank) { return "local rank " + std::to_string(local_rank); }
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kStderrTailLines = 20;
+// After the last worker exited, how long its pipes may stay open (held by escaped descendants).
+constexpr auto kDrainTimeout = std::chrono::seconds(2);
+
+SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
+  SupervisionPolicy::Settings settings;
+  settings.coordinated = plan.multi_node();
+  settings.nproc = plan.nproc;
+  settings.max_restarts = plan.max_restarts;
+  settings.grace_period_s = plan.grace_period_s;
+  settings.heartbeat_timeout_s = plan.heartbeat_timeout_s;
+  return settings;
+}
+
+Clock::duration heartbeat_probe_interval(double timeout_s) {
+  double interval = std::min(1.0, std::max(0.01, timeout_s / 4));
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval));
+}
+
+void make_directories(const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) {
+    throw Error("cannot create log directory " + path + ": " + error.message() +
+                ": choose a writable directory with --log-dir (launch.log_dir)");
+  }
+}
+
+// Reads and drops what stdin has; true at its end (EOF, or an error other than "try again").
+bool stdin_closed() {
+  char buffer[4096];
+  ssize_t got = read(STDIN_FILENO, buffer, sizeof buffer);
+  return got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+timespec to_timespec(Clock::duration duration) {
+  if (duration < Clock::duration::zero()) duration = Clock::duration::zero();
+  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(duration);
+  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(duration - seconds);
+  return timespec{static_cast<time_t>(seconds.count()), static_cast<long>(nanos.count())};
+}
+
+}  // namespace
+
+Supervisor::Supervisor(const LaunchPlan& plan, EnvMap parent_environment, std::string config_file,
+                       PortProbe& ports, int first_port, int console_stdout_fd, int console_stderr_fd)
+    : plan_(plan),
+      parent_environment_(std::move(parent_environment)),
+      config_file_(std::move(config_file)),
+      ports_(ports),
+      first_port_(first_port),
+      console_(console_stdout_fd, console_stderr_fd),
+      policy_(policy_settings(plan), *this) {}
+
+Supervisor::~Supervisor() {
+  kill_and_reap_all();
+  console_.flush();
+}
+
+void Supervisor::kill_and_reap_all() {
+  for (Worker& worker : workers_) {
+    if (!worker.alive) continue;
+    signal_process_group(worker.pid, SIGKILL);
+    reap(worker.pid);
+    guard_.forget(worker.pid);
+    worker.alive = false;
+  }
+}
+
+void Supervisor::start_workers(int attempt) {
+  if (attempt > 0 && !peer_) announce_restart(attempt);
+  int port = peer_ ? plan_.master_port
+                  : attempt == 0 ? first_port_ : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
+  workers_.clear();
+  pids_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
+  pids_by_attempt_[attempt].assign(plan_.nproc, -1);
+  try {
+    for (int local_rank = 0; local_rank < plan_.nproc; ++local_rank) {
+      int global_rank = plan_.global_rank(local_rank);
+      std::string rank_directory = log_layout::rank_dir(plan_.run_dir, attempt, global_rank);
+      make_directories(rank_directory);
+      // Left by an earlier launch with this run id, they would be taken for this worker's.
+      std::remove(log_layout::error_file(rank_directory).c_str());
+      std::remove(log_layout::heartbeat_file(rank_directory).c_str());
+
+      WorkerSlot slot{local_rank, attempt, port, config_file_};
+      slot.stdout_to_console = plan_.console[local_rank].stdout_to_console;
+      slot.console_columns = slot.stdout_to_console ? console_.stdout_terminal_columns() : 0;
+      WorkerProcessSpec spec;
+      spec.argv = expand_worker_command(plan_.command, local_rank);
+      spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
+      spec.signal_mask = signals_.original_mask();
+      spec.announce_fd = guard_.announce_fd();  // the child registers its process group itself
+      WorkerProcess process = start_worker_process(spec);
+
+      Worker worker;
+      worker.local_rank = local_rank;
+      worker.pid = process.pid;
+      worker.alive = true;
+      if (plan_.heartbeat_timeout_s > 0) {
+        worker.heartbeat = std::make_unique<HeartbeatFile>(log_layout::heartbeat_file(rank_directory));
+      }
+      workers_.push_back(std::move(worker));
+      pids_by_attempt_[attempt][local_rank] = process.pid;
+
+      const ConsoleRouting& routing = plan_.console[local_rank];
+      captures_.push_back(std::make_unique<StreamCapture>(process.stdout_fd, log_layout::stdout_log(rank_directory),
+                                                          false, routing.stdout_to_console, global_rank));
+      captures_.push_back(std::make_unique<StreamCapture>(process.stderr_fd, log_layout::stderr_log(rank_directory),
+                                                          true, routing.stderr_to_console, global_rank));
+    }
+  } catch (...) {
+    kill_and_reap_all();
+    throw;
+  }
+  if (plan_.heartbeat_timeout_s > 0) next_heartbeat_probe_ = Clock::now();
+}
+
+void Supervisor::group_failing(const WorkerFailure& failure) {
+  if (peer_) peer_->on_group_failing(failure);
+}
+
+void Supervisor::attempt_ended() {
+  if (peer_) peer_->on_attempt_ended();
+}
+
+void Supervisor::begin_attempt(int attempt) { policy_.begin_attempt(attempt, Clock::now()); }
+
+void Supervisor::stop_workers_on_request() { policy_.stop_on_request(Clock::now()); }
+
+void Supervisor::finish(int exit_code) { policy_.finish_coordinated(exit_code); }
+
+void Supervisor::signal_running_workers(int signal) {
+  for (const Worker& worker : workers_) {
+    if (worker.alive) signal_process_group(worker.pid, signal);
+  }
+}
+
+void Supervisor::handle_child_exits(Clock::time_point now) {
+  std::vector<std::pair<int, ExitStatus>> exits;
+  for (Worker& worker : workers_) {
+    ExitStatus status;
+    if (!worker.alive || !peek_exit(worker.pid, status)) continue;
+    // The worker is a zombie, so its process group id cannot be reused yet: take its children down.
+    signal_process_group(worker.pid, SIGKILL);
+    reap(worker.pid);
+    guard_.forget(worker.pid);
+    worker.alive = false;
+    exits.emplace_back(worker.local_rank, status);
+  }
+  // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
+  for (const auto& [local_rank, status] : exits) policy_.on_worker_exit(local_rank, status, now);
+}
+
+void Supervisor::handle_signals(Clock::time_point now) {
+  for (int signal : signals_.take_pending()) {
+    if (signal == SIGCHLD) {
+      handle_child_exits(now);
+    } else {
+      policy_.on_signal(signal, now);
+    }
+  }
+}
+
+void Supervisor::probe_heartbeats(Clock::time_point now) {
+  if (!next_heartbeat_probe_ || now < *next_heartbeat_probe_) return;
+  for (Worker& worker : workers_) {
+    if (worker.alive && worker.heartbeat && worker.heartbeat->changed_since_last_check()) {
+      policy_.on_heartbeat(worker.local_rank, now);
+    }
+  }
+  next_heartbeat_probe_ = now + heartbeat_probe_interval(plan_.heartbeat_timeout_s);
+}
+
+SupervisionResult Supervisor::run() {
+  started_steady_ = Clock::now();
+  started_wall_ = std::chrono::system_clock::now();
+  policy_.start(started_steady_);
+
+  std::optional<Clock::time_point> drain_deadline;
+  std::vector<pollfd> poll_fds;
+  bool watch_stdin = plan_.exit_with_stdin;
+  while (true) {
+    Clock::time_point now = Clock::now();
+    if (policy_.finished()) {
+      bool any_open = false;
+      for (const auto& capture : captures_) any_open = any_open || capture->open();
+      if (any_open) {
+        if (!drain_deadline) drain_deadline = now + kDrainTimeout;
+        if (now >= *drain_deadline) {
+          for (auto& capture : captures_) capture->close_stream(console_);
+          captures_.clear();
+          any_open = false;
+        }
+      }
+      if (!any_open && (!peer_ || peer_->done(now))) break;
+    }
+
+    std::optional<Clock::time_point> wake = policy_.next_deadline();
+    if (next_heartbeat_probe_ && !policy_.finished() && (!wake || *next_heartbeat_probe_ < *wake)) {
+      wake = next_heartbeat_probe_;
+    }
+    if (drain_deadline && (!wake || *drain_deadline < *wake)) wake = drain_deadline;
+    if (peer_) {
+      std::optional<Clock::time_point> peer_wake = peer_->next_deadline();
+      if (peer_wake && (!wake || *peer_wake < *wake)) wake = peer_wake;
+    }
+    if (observer_ && !policy_.finished()) {
+      std::optional<Clock::time_point> observer_wake = observer_->next_deadline();
+      if (observer_wake && (!wake || *observer_wake < *wake)) wake = observer_wake;
+    }
+
+    poll_fds.clear();
+    poll_fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
+    for (const auto& capture : captures_) poll_fds.push_back(pollfd{capture->fd(), POLLIN, 0});
+    const std::size_t captures_end = poll_fds.size();
+    if (watch_stdin) poll_fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
+    const std::size_t peer_first = poll_fds.size();
+    if (peer_) peer_->add_poll_fds(poll_fds);
+    const std::size_t observer_first = poll_fds.size();
+    if (observer_) observer_->add_poll_fds(poll_fds);
+    timespec timeout{};
+    if (wake) timeout = to_timespec(*wake - now);
+    int ready = ppoll(poll_fds.data(), poll_fds.size(), wake ? &timeout : nullptr, nullptr);
+    if (ready < 0 && errno != EINTR) throw SystemError("ppoll() in the supervisor", errno);
+
+    now = Clock::now();
+    if (ready > 0) {
+      for (std::size_t index = 1; index < captures_end; ++index) {
+        if (poll_fds[index].revents != 0) captures_[index - 1]->read_available(console_);
+      }
+      if (watch_stdin && poll_fds[captures_end].revents != 0 && stdin_closed()) {
+        // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
+        watch_stdin = false;
+        console_.add_text(true, "mgtrain: stdin closed (the launcher that started this agent is gone): stopping the job\n");
+        policy_.on_signal(SIGHUP, now);
+      }
+      if (poll_fds[0].revents != 0) handle_signals(now);
+      // Signals may have started a new attempt: drop only captures that closed, never new ones.
+      captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
+                                     [](const std::unique_ptr<StreamCapture>& capture) { return !capture->open(); }),
+                      captures_.end());
+    }
+    if (peer_) {
+      if (ready > 0) peer_->on_poll(poll_fds.data() + peer_first, observer_first - peer_first, now);
+      peer_->on_time(now);
+    }
+    if (observer_) {
+      if (ready > 0) observer_->on_poll(poll_fds.data() + observer_first, poll_fds.size() - observer_first);
+      observer_->on_time(now);
+    }
+    probe_heartbeats(now);
+    policy_.on_time(now);
+    console_.flush();
+  }
+  console_.flush();
+
+  SupervisionResult result;
+  result.exit_code = policy_.exit_code();
+  result.launcher_signal = policy_.launcher_signal();
+  result.stopped_after_checkpoint = policy_.stopped_after_checkpoint();
+  result.attempts = policy_.attempt() + 1;
+  if (policy_.root_cause()) result.failure = build_failure_report();
+  return result;
+}
+
+std::vector<Supervisor::WorkerView> Supervisor::worker_views() const {
+  std::vector<WorkerView> views;
+  for (const Worker& worker : workers_) {
+    views.push_back(WorkerView{worker.local_rank, plan_.global_rank(worker.local_rank), worker.pid, worker.alive});
+  }
+  return views;
+}
+
+std::optional<FailureReport> Supervisor::local_failure_report() const {
+  if (!policy_.root_cause()) return std::nullopt;
+  return build_failure_report();
+}
+
+void Supervisor::announce_restart(int attempt) {
+  std::string why;
+  for (const WorkerFailure& failure : policy_.failures()) {
+    if (failure.attempt != attempt - 1 || failure.during_teardown) continue;
+    why = failure.hung ? fmt_rank(failure.local_rank) + " hung" : fmt_rank(failure.local_rank) + " " + failure.status.describe();
+    break;
+  }
+  console_.add_text(true, "mgtrain: restarting all workers (attempt " + std::to_string(attempt + 1) + " of " +
+                              std::to_string(plan_.max_restarts + 1) + ")" + (why.empty() ? "" : " after " + why) +
+                              "; the failed attempt's logs are in " + log_layout::attempt_dir(plan_.run_dir, attempt - 1) + "\n");
+}
+
+FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
+  FailedWorker worker;
+  worker.local_rank = failure.local_rank;
+  worker.global_rank = plan_.global_rank(failure.local_rank);
+  worker.attempt = failure.attempt;
+  worker.host = plan_.hostname;
+  worker.pid = pids_by_attempt_.at(failure.attempt).at(failure.local_rank);
+  worker.status = failure.status;
+  worker.hung = failure.hung;
+  worker.silent_s = failure.silent_s;
+  worker.during_teardown = failure.during_teardown;
+  auto wall = started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(failure.time - started_steady_);
+  worker.time_utc = format_utc_timestamp(
+      std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count());
+  std::string rank_directory = log_layout::rank_dir(plan_.run_dir, failure.attempt, worker.global_rank);
+  worker.stderr_log = log_layout::stderr_log(rank_directory);
+  worker.stderr_tail = read_last_lines(worker.stderr_log, kStderrTailLines);
+  if (std::optional<std::string> error_text = read_small_file(log_layout::error_file(rank_directory))) {
+    worker.error_file = parse_torch_error_file(*error_text);
+  }
+  return worker;
+}
+
+FailureReport Supervisor::build_failure_report() const {
+  std::size_t cause = *policy_.root_cause();
+  FailureReport report;
+  report.run_id = plan_.run_id;
+  report.run_dir = plan_.run_dir;
+  report.exit_code = policy_.exit_code();
+  report.attempt = policy_.attempt();
+  report.max_restarts = plan_.max_restarts;
+  const std::vector<WorkerFailure>& failures = policy_.failures();
+  report.root_cause = describe_failure(failures[cause]);
+  for (std::size_t index = 0; index < failures.size(); ++index) {
+    if (index != cause && failures[index].attempt == policy_.attempt()) {
+      report.other_failures.push_back(describe_failure(failures[index]));
+    }
+  }
+  return report;
+}
+
+}  // namespace mgtrain

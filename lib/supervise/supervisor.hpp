@@ -1,0 +1,144 @@
+// The launcher's event loop: starts the worker group, pumps its output, reacts to worker exits,
+// signals, heartbeats and deadlines as they happen (signalfd + ppoll, no sleeping), carries out
+// SupervisionPolicy's orders, and gathers the failure report.
+#pragma once
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "supervise/console_writer.hpp"
+#include "supervise/failure_report.hpp"
+#include "supervise/heartbeat_file.hpp"
+#include "supervise/launch_plan.hpp"
+#include "supervise/orphan_guard.hpp"
+#include "supervise/port_probe.hpp"
+#include "supervise/signal_channel.hpp"
+#include "supervise/stream_capture.hpp"
+#include "supervise/supervision_policy.hpp"
+#include "supervise/worker_env.hpp"
+
+namespace mgtrain {
+
+struct SupervisionResult {
+  int exit_code = 0;
+  std::optional<int> launcher_signal;     // the launcher was stopped by this signal
+  bool stopped_after_checkpoint = false;  // the workers saved a checkpoint and stopped on request (exit 75)
+  int attempts = 1;                       // attempts started
+  std::optional<FailureReport> failure;   // set when a worker failed in the last attempt
+};
+
+// Takes part in the supervisor's loop: the node agent of a multi-node job (node_agent.hpp) adds its
+// sockets and deadlines, hears of the group's first failure and of each attempt's end, and drives the
+// attempts through begin_attempt / stop_workers_on_request / finish. Absent on a single node.
+class SupervisorPeer {
+ public:
+  virtual ~SupervisorPeer() = default;
+  virtual void add_poll_fds(std::vector<pollfd>& fds) = 0;
+  // `fds` is the slice this peer added, with revents filled in.
+  virtual void on_poll(const pollfd* fds, std::size_t count, std::chrono::steady_clock::time_point now) = 0;
+  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const = 0;
+  virtual void on_time(std::chrono::steady_clock::time_point now) = 0;
+  virtual void on_group_failing(const WorkerFailure& failure) = 0;
+  virtual void on_attempt_ended() = 0;
+  // Once the policy has finished: whether the loop may end (nothing left to send).
+  virtual bool done(std::chrono::steady_clock::time_point now) const = 0;
+};
+
+// Watches the run from inside the loop without owning anything of it: the status API and the resource
+// sampler (launch_monitor.hpp). Its fds are polled with the loop's; on_time runs after every wake-up.
+class SupervisorObserver {
+ public:
+  virtual ~SupervisorObserver() = default;
+  virtual void add_poll_fds(std::vector<pollfd>& fds) = 0;
+  virtual void on_poll(const pollfd* fds, std::size_t count) = 0;  // this observer's slice, revents filled
+  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const = 0;
+  virtual void on_time(std::chrono::steady_clock::time_point now) = 0;
+};
+
+class Supervisor : private WorkerGroupControl {
+ public:
+  // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
+  // fresh port through `ports` when plan.picks_port().
+  Supervisor(const LaunchPlan& plan, EnvMap parent_environment, std::string config_file, PortProbe& ports,
+             int first_port, int console_stdout_fd = 1, int console_stderr_fd = 2);
+  // Whatever still runs (after an exception) is killed and reaped.
+  ~Supervisor() override;
+
+  // Runs the job to its end. Throws UsageError when the command cannot be executed.
+  SupervisionResult run();
+
+  // Multi-node (the policy must be in coordinated mode; see SupervisorPeer). The plan given to the
+  // constructor is read again at every attempt, so the agent may change ranks and ports in between.
+  void set_peer(SupervisorPeer* peer) { peer_ = peer; }
+  void set_config_file(std::string config_file) { config_file_ = std::move(config_file); }
+  void begin_attempt(int attempt);
+  void stop_workers_on_request();
+  void finish(int exit_code);
+  const SupervisionPolicy& policy() const { return policy_; }
+  // The status API and resource sampler (nullptr: none).
+  void set_observer(SupervisorObserver* observer) { observer_ = observer; }
+  // As if the launcher got `signal` now (the status API: SIGUSR2 = save a checkpoint and go on,
+  // SIGUSR1 = save and stop with exit 75; both are forwarded to every worker's process group).
+  void act_on_signal(int signal) { policy_.on_signal(signal, std::chrono::steady_clock::now()); }
+  // The current attempt's workers, for the observer.
+  struct WorkerView {
+    int local_rank = 0;
+    int global_rank = 0;
+    pid_t pid = -1;
+    bool alive = false;
+  };
+  std::vector<WorkerView> worker_views() const;
+  ConsoleWriter& console() { return console_; }
+  // The report entry of a failure of the current attempt (stderr tail, error file, ...).
+  void announce_restart(int attempt);  // one console line: which attempt, after what, where the logs are
+  FailedWorker describe_failure(const WorkerFailure& failure) const;
+  // The table and failure.json facts of the last attempt's failures, when it had any.
+  std::optional<FailureReport> local_failure_report() const;
+
+ private:
+  struct Worker {
+    int local_rank = 0;
+    pid_t pid = -1;
+    bool alive = false;
+    std::unique_ptr<HeartbeatFile> heartbeat;
+  };
+
+  void start_workers(int attempt) override;
+  void signal_running_workers(int signal) override;
+  void group_failing(const WorkerFailure& failure) override;
+  void attempt_ended() override;
+
+  void handle_signals(std::chrono::steady_clock::time_point now);
+  void handle_child_exits(std::chrono::steady_clock::time_point now);
+  void probe_heartbeats(std::chrono::steady_clock::time_point now);
+  void kill_and_reap_all();
+  FailureReport build_failure_report() const;
+
+  const LaunchPlan& plan_;
+  EnvMap parent_environment_;
+  std::string config_file_;
+  PortProbe& ports_;
+  int first_port_;
+
+  SignalChannel signals_;
+  OrphanGuard guard_;
+  ConsoleWriter console_;
+  SupervisionPolicy policy_;
+
+  std::vector<Worker> workers_;                         // the current attempt's
+  std::vector<std::vector<pid_t>> pids_by_attempt_;     // for the report
+  std::vector<std::unique_ptr<StreamCapture>> captures_;  // open streams of any attempt
+  std::chrono::steady_clock::time_point started_steady_;
+  std::chrono::system_clock::time_point started_wall_;
+  std::optional<std::chrono::steady_clock::time_point> next_heartbeat_probe_;
+  SupervisorPeer* peer_ = nullptr;
+  SupervisorObserver* observer_ = nullptr;
+};
+
+}  // namespace mgtrain

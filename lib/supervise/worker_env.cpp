@@ -1,0 +1,69 @@
+// Builds each worker's environment and command line.
+#include "supervise/worker_env.hpp"
+
+#include "contract/console_progress.hpp"
+#include "contract/log_layout.hpp"
+
+namespace mgtrain {
+
+EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvMap& parent) {
+  EnvMap env = parent;
+  int global_rank = plan.global_rank(slot.local_rank);
+  std::string rank_directory = log_layout::rank_dir(plan.run_dir, slot.attempt, global_rank);
+
+  env["LOCAL_RANK"] = std::to_string(slot.local_rank);
+  env["RANK"] = std::to_string(global_rank);
+  env["GROUP_RANK"] = std::to_string(plan.node_rank);
+  env["ROLE_RANK"] = std::to_string(global_rank);
+  env["ROLE_NAME"] = "default";
+  env["LOCAL_WORLD_SIZE"] = std::to_string(plan.nproc);
+  env["WORLD_SIZE"] = std::to_string(plan.world_size);
+  env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);
+  env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
+  env["MASTER_ADDR"] = plan.master_addr;
+  env["MASTER_PORT"] = std::to_string(slot.master_port);
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(slot.attempt);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan.max_restarts);
+  env["TORCHELASTIC_RUN_ID"] = plan.run_id;
+  env["TORCHELASTIC_ERROR_FILE"] = log_layout::error_file(rank_directory);
+  // torchrun's default; the parent's value wins.
+  env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (!omp_threads_notice(plan, parent).empty()) env["OMP_NUM_THREADS"] = "1";
+  if (!plan.gpu_for_local_rank.empty()) env["CUDA_VISIBLE_DEVICES"] = plan.gpu_for_local_rank.at(slot.local_rank);
+
+  env[kRunDirVariable] = plan.run_dir;
+  env.erase(kConsoleIsTtyVariable);  // a launcher above us spoke of its console, not ours
+  env.erase(kConsoleColumnsVariable);
+  if (slot.stdout_to_console) {
+    env[kConsoleIsTtyVariable] = slot.console_columns > 0 ? "1" : "0";
+    if (slot.console_columns > 0) env[kConsoleColumnsVariable] = std::to_string(slot.console_columns);
+  }
+  if (!slot.config_file.empty()) env[kConfigFileVariable] = slot.config_file;
+  if (plan.heartbeat_timeout_s > 0 || plan.status_server) {  // the watchdog, or the status API's step and loss
+    env[kHeartbeatFileVariable] = log_layout::heartbeat_file(rank_directory);
+  } else {
+    env.erase(kHeartbeatFileVariable);  // a launcher above us must not watch our workers' files
+  }
+  return env;
+}
+
+std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent) {
+  if (plan.nproc <= 1 || parent.count("OMP_NUM_THREADS") != 0) return "";
+  return "mgtrain: setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc) +
+         " workers to avoid overloading the machine; set OMP_NUM_THREADS yourself to tune it";
+}
+
+std::vector<std::string> expand_worker_command(const std::vector<std::string>& command, int local_rank) {
+  static const std::string kPlaceholder = "${local_rank}";
+  std::string rank = std::to_string(local_rank);
+  std::vector<std::string> expanded = command;
+  for (std::string& argument : expanded) {
+    for (std::size_t at = argument.find(kPlaceholder); at != std::string::npos;
+         at = argument.find(kPlaceholder, at + rank.size())) {
+      argument.replace(at, kPlaceholder.size(), rank);
+    }
+  }
+  return expanded;
+}
+
+}  // namespace mgtrain

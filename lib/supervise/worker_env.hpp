@@ -1,0 +1,37 @@
+// The environment contract between launcher and worker: torchrun's variables (so unmodified torch
+// programs work) plus mgtrain's own, and the per-worker expansion of the command line.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "contract/worker_variables.hpp"
+#include "util/environment.hpp"
+#include "supervise/launch_plan.hpp"
+
+namespace mgtrain {
+
+struct WorkerSlot {
+  int local_rank = 0;
+  int attempt = 0;           // TORCHELASTIC_RESTART_COUNT
+  int master_port = 0;       // the port of this attempt
+  std::string config_file;   // MGTRAIN_CONFIG_FILE; empty: not set
+  // Whether this worker's stdout reaches the launcher's console, and that console's terminal width (0: not a
+  // terminal): MGTRAIN_CONSOLE_IS_TTY / MGTRAIN_CONSOLE_COLUMNS (console_progress.hpp), so rank 0 knows to
+  // draw a progress bar. Workers whose stdout goes only to their log get neither.
+  bool stdout_to_console = false;
+  int console_columns = 0;
+};
+
+// The parent's environment with the worker's variables set on top.
+EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvMap& parent);
+
+// torchrun's rule: with more than one worker per node and OMP_NUM_THREADS unset, workers get
+// OMP_NUM_THREADS=1. Returns the notice to print once, or "" when the rule does not apply.
+std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent);
+
+// The command with every "${local_rank}" replaced by the worker's local rank.
+std::vector<std::string> expand_worker_command(const std::vector<std::string>& command, int local_rank);
+
+}  // namespace mgtrain

@@ -1,0 +1,46 @@
+// Starting one worker process: its own process group, death with the launcher (PR_SET_PDEATHSIG),
+// stdout and stderr through pipes, stdin from /dev/null; plus signalling and reaping it.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "util/exit_status.hpp"
+
+namespace mgtrain {
+
+struct WorkerProcessSpec {
+  std::vector<std::string> argv;         // argv[0] is looked up on PATH like execvp
+  std::vector<std::string> environment;  // "KEY=VALUE"
+  sigset_t signal_mask;                  // the mask the worker starts with (the launcher's original one)
+  // If >= 0: before exec, the child writes its pid (an int) to this pipe, so that the orphan guard
+  // knows the new process group before any of the worker's own code runs (OrphanGuard::announce_fd).
+  int announce_fd = -1;
+  // If >= 0: the child's stdin (the caller keeps and closes it); else /dev/null.
+  int stdin_fd = -1;
+};
+
+struct WorkerProcess {
+  pid_t pid = -1;       // also its process group id
+  int stdout_fd = -1;   // read ends, non-blocking, close-on-exec
+  int stderr_fd = -1;
+};
+
+// Forks and execs. Returns once the program runs; throws UsageError when it cannot be executed
+// (not found, not executable) and SystemError when a system call fails.
+WorkerProcess start_worker_process(const WorkerProcessSpec& spec);
+
+// kill(-pgid, signal); a group that is already gone is not an error.
+void signal_process_group(pid_t pgid, int signal);
+
+// If `pid` has exited, returns true and its status without reaping it (the zombie keeps the
+// process group id from being reused while we kill the rest of the group).
+bool peek_exit(pid_t pid, ExitStatus& status);
+
+// Reaps an exited child.
+void reap(pid_t pid);
+
+}  // namespace mgtrain

@@ -1,0 +1,251 @@
+// Store rendezvous and collectives over c10d (see communicator.hpp).
+#include "train/dist/communicator.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#ifdef MGTRAIN_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "util/error.hpp"
+#include "train/dist/shm_allreduce.hpp"
+
+namespace mgtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The local address the kernel would use to reach `host` (no packet is sent: UDP connect only routes).
+// Gloo binds to it, which is right on multi-homed hosts and inside network namespaces.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) {
+    throw UsageError(fmt::format("MASTER_ADDR {} does not resolve to an address", host));
+  }
+  std::string local;
+  int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    char text[INET6_ADDRSTRLEN] = {0};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      const void* raw = addr.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&addr)->sin_addr)
+                                                  : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr);
+      if (inet_ntop(addr.ss_family, raw, text, sizeof text)) local = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  if (local.empty()) throw UsageError(fmt::format("no route from this host to MASTER_ADDR {}", host));
+  return local;
+}
+
+class SingleProcessCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string backend_name() const override { return "none (world size 1)"; }
+  torch_compat::WorkHandle allreduce_sum_async(at::Tensor&) override { return {}; }
+  void broadcast(std::vector<at::Tensor>&, int) override {}
+  void barrier() override {}
+};
+
+class ProcessGroupCommunicator final : public Communicator {
+ public:
+  // `shm`: the intra-node all-reduce for CPU float tensors when every rank is on this host, else nullptr.
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<torch_compat::CollectiveBackend> group,
+                           int rank, int world, std::string name, std::unique_ptr<ShmAllreduce> shm = nullptr)
+      : store_(std::move(store)), group_(std::move(group)), shm_(std::move(shm)), rank_(rank), world_(world), name_(std::move(name)) {}
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string backend_name() const override { return shm_ ? name_ + "+shm" : name_; }
+
+  torch_compat::WorkHandle allreduce_sum_async(at::Tensor& tensor) override {
+    if (shm_ && ShmAllreduce::supports(tensor)) return shm_->allreduce_sum_async(tensor);
+    if (needs_gpu_staging(tensor)) {  // NCCL takes CUDA tensors only: small CPU tensors (votes, eval sums) go through the GPU
+      std::vector<at::Tensor> staged{tensor.to(at::kCUDA)};
+      group_->allreduce(staged)->wait();
+      tensor.copy_(staged[0]);  // back to the CPU: waits for the result
+      return {};
+    }
+    std::vector<at::Tensor> tensors{tensor};
+    return group_->allreduce(tensors);
+  }
+
+  at::Tensor allocate_reduce_buffer(std::int64_t numel, const at::TensorOptions& options) override {
+    if (shm_ && ShmAllreduce::supports(at::empty({0}, options))) {
+      if (at::Tensor shared = shm_->allocate_buffer(numel, c10::typeMetaToScalarType(options.dtype())); shared.defined()) return shared;
+    }
+    return Communicator::allocate_reduce_buffer(numel, options);
+  }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one{needs_gpu_staging(t) ? t.to(at::kCUDA) : t};
+      group_->broadcast(one, options)->wait();
+      if (!one[0].is_same(t)) t.copy_(one[0]);
+    }
+  }
+
+  void barrier() override { group_->barrier()->wait(); }
+
+ private:
+  bool needs_gpu_staging(const at::Tensor& tensor) const { return name_ == "nccl" && !tensor.is_cuda(); }
+
+  c10::intrusive_ptr<c10d::Store> store_;  // kept alive: rank 0 hosts the server inside it
+  c10::intrusive_ptr<torch_compat::CollectiveBackend> group_;
+  std::unique_ptr<ShmAllreduce> shm_;  // destroyed first: its thread stops before the group goes
+  int rank_, world_;
+  std::string name_;
+};
+
+c10::intrusive_ptr<c10d::TCPStore> open_store(const WorkerIdentity& id, const DdpConfig& ddp) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(id.master_port);
+  options.isServer = id.rank == 0 && !id.agent_hosts_store;  // under torchrun's static rendezvous its agent hosts it
+  options.numWorkers = static_cast<std::size_t>(id.world_size);
+  options.waitWorkers = false;  // the arrival barrier below waits, and says who is missing
+  options.timeout = to_ms(ddp.connect_timeout_s);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(id.master_addr, options);
+  } catch (const std::exception& e) {
+    if (id.rank == 0) {
+      throw Error(fmt::format("rank 0 cannot host the rendezvous store on {}:{}: {} (is the port in use? pick another "
+                              "with --master-port, or 0 for a free one)",
+                              id.master_addr, id.master_port, first_line(e.what())));
+    }
+    throw Error(fmt::format("rank {} cannot reach the rendezvous store at {}:{} within {} s: {} (is rank 0 running, and "
+                            "are MASTER_ADDR/MASTER_PORT right and reachable from this host?)",
+                            id.rank, id.master_addr, id.master_port, ddp.connect_timeout_s, first_line(e.what())));
+  }
+}
+
+// Every rank checks in; on timeout the error lists who arrived and who did not.
+void wait_for_all_ranks(c10d::Store& store, const WorkerIdentity& id, double timeout_s) {
+  char hostname[256] = {0};
+  gethostname(hostname, sizeof hostname - 1);
+  // Keys carry the attempt: torchrun's agent store outlives a restart of the workers.
+  const std::string counter = fmt::format("mgtrain/{}/arrived", id.restart_count);
+  const std::string me = fmt::format("{}/{}", counter, id.rank);
+  store.set(me, std::vector<std::uint8_t>(hostname, hostname + std::strlen(hostname)));
+  store.add(counter, 1);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  auto pause = std::chrono::milliseconds(1);
+  while (store.add(counter, 0) < id.world_size) {
+    if (Clock::now() > deadline) {
+      std::string arrived, missing;
+      for (int r = 0; r < id.world_size; ++r) {
+        std::string& list = store.check({fmt::format("{}/{}", counter, r)}) ? arrived : missing;
+        list += (list.empty() ? "" : ", ") + std::to_string(r);
+      }
+      throw Error(fmt::format("rendezvous at {}:{} timed out after {} s: ranks {} arrived, ranks {} did not "
+                              "(raise ddp.connect_timeout_s if they are just slow to start)",
+                              id.master_addr, id.master_port, timeout_s, arrived, missing));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+void Communicator::allreduce_sum(at::Tensor& tensor) {
+  if (auto work = allreduce_sum_async(tensor)) work->wait();
+}
+
+at::Tensor Communicator::allocate_reduce_buffer(std::int64_t numel, const at::TensorOptions& options) {
+  return at::zeros({numel}, options);
+}
+
+void Communicator::broadcast_coalesced(std::vector<at::Tensor>& tensors, int root) {
+  if (world_size() == 1 || tensors.empty()) return;
+  std::vector<at::ScalarType> dtypes;
+  for (const auto& t : tensors)
+    if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) dtypes.push_back(t.scalar_type());
+  for (auto dtype : dtypes) {
+    std::vector<at::Tensor> flat_parts;
+    std::vector<at::Tensor*> members;
+    for (auto& t : tensors) {
+      if (t.scalar_type() != dtype) continue;
+      flat_parts.push_back(t.detach().reshape({-1}));
+      members.push_back(&t);
+    }
+    std::vector<at::Tensor> packed{at::cat(flat_parts)};
+    broadcast(packed, root);
+    std::int64_t offset = 0;
+    at::NoGradGuard no_grad;
+    for (auto* t : members) {
+      const std::int64_t n = t->numel();
+      t->detach().copy_(packed[0].narrow(0, offset, n).view(t->sizes()));
+      offset += n;
+    }
+  }
+}
+
+std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp, const std::string& backend) {
+  if (id.world_size == 1) return std::make_unique<SingleProcessCommunicator>();
+  if (id.master_port <= 0) throw UsageError("MASTER_PORT is not set; a world size above 1 needs the store's port");
+  auto store = open_store(id, ddp);
+  wait_for_all_ranks(*store, id, ddp.connect_timeout_s);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}/pg", id.restart_count), store);
+
+  if (backend == "nccl") {
+#ifdef MGTRAIN_WITH_CUDA
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = to_ms(ddp.timeout_s);
+    auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, id.rank, id.world_size, options);
+    return std::make_unique<ProcessGroupCommunicator>(store, group, id.rank, id.world_size, "nccl");
+#else
+    throw UsageError("ddp.backend: nccl needs a LibTorch with CUDA; this build is CPU-only (use gloo or auto)");
+#endif
+  }
+  auto options = c10d::ProcessGroupGloo::Options::create(to_ms(ddp.timeout_s));
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+  } else {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(id.master_addr, id.master_port)));
+  }
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  try {
+    group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, id.rank, id.world_size, options);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("rank {}: gloo could not connect to its peers: {}", id.rank, first_line(e.what())));
+  }
+  std::unique_ptr<ShmAllreduce> shm;
+  if (id.world_size == id.local_world_size) {  // every rank on this host: sums go through shared memory
+    const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
+    const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
+    auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}", id.restart_count), store);
+    shm = ShmAllreduce::connect(attempt_store, id.rank, id.world_size, tag, ddp.connect_timeout_s, ddp.timeout_s);
+  }
+  return std::make_unique<ProcessGroupCommunicator>(store, group, id.rank, id.world_size, "gloo", std::move(shm));
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,105 @@
+// The worker's flow: config (the launcher's resolved file, or a user file plus overrides when started by
+// torchrun, srun or by hand), identity from the environment, then the trainer.
+#include "train/loop/worker_main.hpp"
+
+#include <csignal>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "util/atomic_file.hpp"
+#include "config/config_loader.hpp"
+#include "util/error.hpp"
+#include "worker_io/heartbeat_writer.hpp"
+#include "contract/slurm_task.hpp"
+#include "contract/worker_variables.hpp"
+#include "contract/worker_identity.hpp"
+#include "train/dist/communicator.hpp"
+#include "train/loop/stop_request.hpp"
+#include "train/dist/device_setup.hpp"
+#include "train/loop/trainer.hpp"
+
+namespace mgtrain {
+namespace {
+
+const char* kUsage = R"(usage: mgtrain-worker [CONFIG.yaml] [KEY=VALUE ...]
+       mgtrain-worker --probe
+       mgtrain-worker --export-torchscript CHECKPOINT OUT [--force]
+
+One training process (one rank). Normally started by `mgtrain launch CONFIG.yaml`, which hands it the
+resolved config in MGTRAIN_CONFIG_FILE. It also runs under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, ...),
+under srun with one task per rank (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), or alone as world size 1.
+--probe prints the LibTorch facts as JSON (used by `mgtrain env`).
+--export-torchscript writes the checkpoint's model as a TorchScript module (used by `mgtrain export`).
+)";
+
+ConfigRequest config_request_from_args(const std::vector<std::string>& args) {
+  ConfigRequest request;
+  for (const auto& arg : args) {
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      throw Error("", exit_code::kSuccess);
+    }
+    if (arg.find('=') != std::string::npos && arg[0] != '-') {
+      request.overrides.push_back(arg);
+    } else if (!request.path && arg[0] != '-') {
+      request.path = arg;
+    } else {
+      throw UsageError(fmt::format("unexpected argument '{}'\n{}", arg, kUsage));
+    }
+  }
+  return request;
+}
+
+}  // namespace
+
+int run_worker(const std::vector<std::string>& args) {
+  SaveRequest::install();  // first: SIGUSR2 (save now) during setup must not kill us (stop_request.hpp)
+  StopRequestHandler::record_early_warning();  // likewise SIGUSR1 (SLURM's warning): acted on at the first step
+  const EnvMap env = current_environment();
+  LoadedConfig loaded;
+  auto resolved = env.find("MGTRAIN_CONFIG_FILE");
+  if (resolved != env.end() && args.size() <= 1) {
+    ConfigRequest request;
+    request.path = resolved->second;
+    LoadOptions options;
+    options.resolved = true;
+    loaded = load_config(request, env, options);
+  } else {
+    // Not started by `mgtrain launch`: every rank (and every restart) must agree on the run id, which names the
+    // checkpoint directory, so take the launcher's (torchrun) or the job's (SLURM) before inventing one.
+    LoadOptions options;
+    options.make_run_id = [&env] {
+      if (auto id = env.find("TORCHELASTIC_RUN_ID"); id != env.end() && !id->second.empty()) return id->second;
+      if (auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty()) return slurm_run_id(job->second);
+      return generate_run_id();
+    };
+    loaded = load_config(config_request_from_args(args), env, options);
+  }
+  ignore_file_size_signal();  // a write over RLIMIT_FSIZE fails with EFBIG (reported) instead of killing us
+  const WorkerIdentity id = worker_identity_from_environment(env);
+  const Config& config = loaded.config;
+  // The device first: NCCL starts on the current CUDA device, and the backend follows from the device.
+  const DeviceChoice device = choose_training_device(config.train, id);
+  if (!device.fallback_warning.empty() && id.rank == 0) std::fprintf(stderr, "%s\n", device.fallback_warning.c_str());
+  prepare_training_device(device.device, config.train);
+  auto comm = connect_communicator(id, config.ddp, resolve_backend(config.ddp.backend, device.device));
+  auto heartbeat_path = env.find(kHeartbeatFileVariable);
+  HeartbeatWriter heartbeat(heartbeat_path == env.end() ? "" : heartbeat_path->second);
+  TrainSummary summary = run_training(config, id, *comm, heartbeat);
+  if (comm->rank() == 0) {
+    std::printf("%s\n", summary_json_line(summary).c_str());
+    std::fflush(stdout);
+  }
+  if (summary.stop_signal) {
+    if (comm->rank() == 0) {
+      std::fprintf(stderr, "mgtrain-worker: %s: saved a checkpoint at step %lld and stopped; run again to resume (exit %d)\n",
+                   summary.stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", static_cast<long long>(summary.steps),
+                   exit_code::kStoppedAfterCheckpoint);
+    }
+    return exit_code::kStoppedAfterCheckpoint;
+  }
+  return exit_code::kSuccess;
+}
+
+}  // namespace mgtrain

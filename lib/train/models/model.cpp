@@ -1,0 +1,36 @@
+// The model factory and the parts of the Model interface shared by all architectures (see model.hpp).
+#include "train/models/model.hpp"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include "util/error.hpp"
+#include "train/models/model_builders.hpp"
+
+namespace mgtrain {
+
+Model::~Model() = default;
+
+at::Tensor Model::loss(const at::Tensor& logits, const at::Tensor& targets) {
+  if (logits.dim() == 3) return at::cross_entropy_loss(logits.reshape({-1, logits.size(2)}), targets.reshape({-1}));
+  return at::cross_entropy_loss(logits, targets);
+}
+
+int64_t parameter_count(Model& model) {
+  int64_t count = 0;
+  for (const auto& named : model.named_parameters()) count += named.second.numel();
+  return count;
+}
+
+std::unique_ptr<Model> build_model(const ModelConfig& config, const ModelInput& input) {
+  if (config.type == "torchscript") return build_torchscript_model(config, input);
+  if (input.sample_shape.empty()) throw UsageError(fmt::format("model.type {}: the data set reports an empty sample shape", config.type));
+  if (input.num_classes < 1) throw UsageError(fmt::format("model.type {}: the data set reports {} classes", config.type, input.num_classes));
+  if (config.type == "mlp") return build_mlp_model(config, input);
+  if (config.type == "cnn") return build_cnn_model(config, input);
+  if (config.type == "resnet") return build_resnet_model(config, input);
+  if (config.type == "gpt") return build_gpt_model(config, input);
+  throw UsageError(fmt::format("model.type: unknown model '{}' (mlp, cnn, resnet, gpt, torchscript)", config.type));
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,57 @@
+// Collects the LibTorch facts for `mgtrain-worker --probe` (see torch_facts.hpp).
+#include "train/torch/torch_facts.hpp"
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <fmt/format.h>
+
+#include "train/torch/torch_compat.hpp"
+
+#ifdef MGTRAIN_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#endif
+
+namespace mgtrain {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string torch_facts_json() {
+  const bool cuda = torch::cuda::is_available();
+  const long gpus = cuda ? static_cast<long>(torch::cuda::device_count()) : 0;
+  std::string devices = "[";
+#ifdef MGTRAIN_WITH_CUDA
+  for (long i = 0; i < gpus; ++i) {
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, static_cast<int>(i));
+    devices += fmt::format("{}{{\"index\": {}, \"name\": {}, \"memory_mib\": {}}}", i ? ", " : "", i, json_string(prop.name),
+                           prop.totalGlobalMem >> 20);
+  }
+  int nccl_code = 0;
+  ncclGetVersion(&nccl_code);
+  const std::string nccl = json_string(fmt::format("{}.{}.{}", nccl_code / 10000, (nccl_code / 100) % 100, nccl_code % 100));
+  const bool built_with_cuda = true;
+#else
+  const std::string nccl = "null";
+  const bool built_with_cuda = false;
+#endif
+  devices += "]";
+  return fmt::format(
+      "{{\"libtorch_version\": {}, \"built_with_cuda\": {}, \"cuda_available\": {}, \"gpu_count\": {}, \"gpus\": {}, "
+      "\"nccl_version\": {}, \"gloo\": true, \"intra_op_threads\": {}}}",
+      json_string(torch_compat::kTorchVersion), built_with_cuda ? "true" : "false", cuda ? "true" : "false", gpus, devices, nccl,
+      at::get_num_threads());
+}
+
+}  // namespace mgtrain

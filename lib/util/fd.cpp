@@ -1,0 +1,24 @@
+// Fd and Pipe (see fd.hpp).
+#include "util/fd.hpp"
+
+#include <cerrno>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "util/error.hpp"
+
+namespace mgtrain {
+
+void Fd::reset(int fd) {
+  if (fd_ >= 0 && fd_ != fd) ::close(fd_);  // close(2) releases the descriptor even when it reports EINTR
+  fd_ = fd;
+}
+
+Pipe make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw SystemError("pipe2", errno);
+  return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,41 @@
+// Fd: owns one file descriptor and closes it exactly once (RAII, move-only). Every descriptor mgtrain opens
+// lives in an Fd, so no error path leaks one and no descriptor is closed twice.
+#pragma once
+
+#include <utility>
+
+namespace mgtrain {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  explicit operator bool() const { return valid(); }
+  // Gives up ownership: the caller closes it (or hands it to a child process).
+  int release() { return std::exchange(fd_, -1); }
+  // Closes the owned descriptor (if any) and owns `fd` instead.
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// A pipe's two ends; both close-on-exec. Throws SystemError.
+struct Pipe {
+  Fd read;
+  Fd write;
+};
+Pipe make_pipe();
+
+}  // namespace mgtrain

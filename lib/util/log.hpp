@@ -1,0 +1,64 @@
+// The one output helper for mgtrain's own messages. Every message is one whole line, "mgtrain: <text>",
+// "mgtrain: note: <text>", "mgtrain: warning: <text>" or "mgtrain: error: <text>", written with one write(2)
+// so lines from several processes never interleave. info/note/warn/error go to the message stream (stderr,
+// or the descriptor a launch was given: ScopedOutput); progress goes to the output stream (stdout), for the
+// worker's report lines that belong with its output. stdio's buffers are flushed first, so these lines
+// keep their order with anything printed through stdio.
+#pragma once
+
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace mgtrain::log {
+
+// Writes all of `text` to `fd` (retrying on EINTR and short writes); gives up silently when the descriptor
+// fails (EPIPE, closed), as console output must never stop the program.
+void write_all(int fd, std::string_view text);
+
+enum class Level { Info, Note, Warning, Error, Progress };
+
+// Writes "mgtrain: [note: |warning: |error: ]<text>\n" to the stream the level goes to.
+void line(Level level, std::string_view text);
+// Writes `text` exactly as it is (a multi-line report, a table) to the message stream.
+void text(std::string_view text);
+
+template <typename... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) {
+  line(Level::Info, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void note(fmt::format_string<Args...> format, Args&&... args) {
+  line(Level::Note, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+  line(Level::Warning, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void error(fmt::format_string<Args...> format, Args&&... args) {
+  line(Level::Error, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void progress(fmt::format_string<Args...> format, Args&&... args) {
+  line(Level::Progress, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// The top of a binary: "<program>: error: <text>" (or "internal error") to stderr.
+void fatal(std::string_view program, std::string_view text, bool internal = false);
+
+// While alive, the message and output streams are these descriptors (a launch given a test's pipes).
+class ScopedOutput {
+ public:
+  ScopedOutput(int output_fd, int message_fd);
+  ~ScopedOutput();
+  ScopedOutput(const ScopedOutput&) = delete;
+  ScopedOutput& operator=(const ScopedOutput&) = delete;
+
+ private:
+  int previous_output_;
+  int previous_message_;
+};
+
+}  // namespace mgtrain::log

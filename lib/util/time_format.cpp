@@ -1,0 +1,36 @@
+// UTC time formatting (see time_format.hpp).
+#include "util/time_format.hpp"
+
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace mgtrain {
+
+long long unix_millis_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double unix_seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string format_utc(long long unix_seconds, const char* strftime_pattern) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_seconds);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char buffer[64];
+  const std::size_t length = std::strftime(buffer, sizeof buffer, strftime_pattern, &utc);
+  return std::string(buffer, length);
+}
+
+std::string format_utc_seconds(long long unix_seconds) { return format_utc(unix_seconds, "%Y-%m-%dT%H:%M:%SZ"); }
+
+std::string format_utc_millis(long long unix_millis) {
+  const long long millis = ((unix_millis % 1000) + 1000) % 1000;
+  return fmt::format("{}.{:03d}Z", format_utc((unix_millis - millis) / 1000, "%Y-%m-%dT%H:%M:%S"), millis);
+}
+
+}  // namespace mgtrain

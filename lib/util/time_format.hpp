@@ -1,0 +1,19 @@
+// Wall-clock times as text, always in UTC. The one place mgtrain formats a date.
+#pragma once
+
+#include <string>
+
+namespace mgtrain {
+
+// Milliseconds since the Unix epoch now.
+long long unix_millis_now();
+// Seconds since the Unix epoch now, with a fraction.
+double unix_seconds_now();
+// "2026-11-22T03:50:12.345Z"
+std::string format_utc_millis(long long unix_millis);
+// "2026-11-22T03:50:12Z"
+std::string format_utc_seconds(long long unix_seconds);
+// With a strftime pattern, e.g. "%Y%m%d-%H%M%S" (run ids) or "%Y-%m-%d %H:%M:%S" (tables).
+std::string format_utc(long long unix_seconds, const char* strftime_pattern);
+
+}  // namespace mgtrain

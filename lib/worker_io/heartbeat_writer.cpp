@@ -1,0 +1,49 @@
+// Writes the progress counter into the heartbeat file (see heartbeat_writer.hpp).
+#include "worker_io/heartbeat_writer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "util/error.hpp"
+#include "contract/heartbeat_line.hpp"
+
+namespace mgtrain {
+
+HeartbeatWriter::HeartbeatWriter(const std::string& path, int min_interval_ms)
+    : min_interval_(std::chrono::milliseconds(min_interval_ms)) {
+  if (path.empty()) return;
+  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw SystemError("cannot open the heartbeat file " + path, errno);
+}
+
+HeartbeatWriter::~HeartbeatWriter() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void HeartbeatWriter::beat(std::int64_t progress) { beat(progress, std::nan("")); }
+
+void HeartbeatWriter::beat(std::int64_t progress, double loss) {
+  if (fd_ < 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) return;
+  last_ = now;
+  HeartbeatInfo info;
+  info.step = progress;
+  if (std::isfinite(loss)) info.loss = loss;
+  info.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // Fixed size: spaces up to the newline, so readers need no truncation and never see an older tail.
+  char text[kLineBytes];
+  std::memset(text, ' ', sizeof text);
+  const std::string line = format_heartbeat_line(info);
+  std::memcpy(text, line.data(), std::min(line.size(), sizeof text - 1));
+  text[sizeof text - 1] = '\n';
+  // A failed write is not fatal: the watchdog would then report this worker as silent.
+  (void)!pwrite(fd_, text, sizeof text, 0);
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,73 @@
+// --hosts/--hostfile: host lists, the remote command line and what every agent is told (pure parts).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+#include "multinode/hosts_launch.hpp"
+
+using namespace mgtrain;
+
+TEST_CASE("host lists: --hosts and DeepSpeed-style hostfiles", "[hosts]") {
+  auto hosts = parse_hosts("node0:4, node1:2");
+  REQUIRE(hosts.size() == 2);
+  CHECK(hosts[0].host == "node0");
+  CHECK(hosts[0].slots == 4);
+  CHECK(hosts[1].host == "node1");
+  CHECK(hosts[1].slots == 2);
+  CHECK(parse_hosts("a,b")[1].slots == 0);
+  CHECK_THROWS_WITH(parse_hosts("a:x"), Catch::Contains("'x' is not a number of workers"));
+  CHECK_THROWS_AS(parse_hosts(" , "), UsageError);
+
+  auto file = parse_hostfile("# the cluster\nnode0 slots=8\n\n  node1   slots=8  # second\nnode2\n", "hosts.txt");
+  REQUIRE(file.size() == 3);
+  CHECK(file[1].host == "node1");
+  CHECK(file[1].slots == 8);
+  CHECK(file[2].slots == 0);
+  CHECK_THROWS_WITH(parse_hostfile("node0 slots=8\nnode1 gpus=8\n", "hosts.txt"),
+                    Catch::Contains("hosts.txt:2: unexpected 'gpus=8'"));
+  CHECK_THROWS_WITH(parse_hostfile("# nothing\n", "hosts.txt"), Catch::Contains("names no host"));
+}
+
+TEST_CASE("the remote command: template words with {host}, then one shell-quoted command line", "[hosts]") {
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  std::string line = agent_command_line("/work dir", "/opt/bin/mgtrain", {"--nnodes", "2", "train.lr=0.1", "a b"});
+  CHECK(line == "cd '/work dir' && exec '/opt/bin/mgtrain' launch '--nnodes' '2' 'train.lr=0.1' 'a b'");
+  CHECK(remote_agent_argv("ssh {host}", "node1", line) == std::vector<std::string>{"ssh", "node1", line});
+  CHECK(remote_agent_argv("ip netns exec {host} sh -c", "ns1", line) ==
+        std::vector<std::string>{"ip", "netns", "exec", "ns1", "sh", "-c", line});
+  CHECK(remote_agent_argv("ssh -p 2222 user@{host}", "n", "x") == std::vector<std::string>{"ssh", "-p", "2222", "user@n", "x"});
+}
+
+TEST_CASE("every agent gets its node rank, node 0's address, the run id and the user's settings", "[hosts]") {
+  LaunchRequest request;
+  request.config.path = "configs/x.yaml";
+  request.config.overrides = {"train.epochs=2"};
+  request.config.flags = {{"launch.hosts", "a:2,b:3", "--hosts"}, {"launch.max_restarts", "1", "--max-restarts"},
+                          {"launch.nproc", "9", "--nproc"}};
+  LoadedConfig loaded;
+  loaded.config.launch.run_id = "r1";
+  loaded.origin["launch.run_id"] = "generated";
+  loaded.origin["optim.lr"] = "environment MGTRAIN_OPTIM_LR";
+  EnvMap environment = {{"MGTRAIN_OPTIM_LR", "0.5"}};
+  auto args = agent_launch_arguments(parse_hosts("a:2,user@b:3"), request, loaded, environment);
+  REQUIRE(args.size() == 2);
+  const std::vector<std::string> expected = {"--nnodes", "2", "--node-rank", "1", "--master-addr", "a", "--master-port", "29500",
+                                             "--run-id", "r1", "--exit-with-stdin", "--nproc", "3", "--allow-uneven-nproc",
+                                             "--set", "optim.lr=0.5", "--set", "train.epochs=2", "--set", "launch.max_restarts=1",
+                                             "configs/x.yaml"};
+  CHECK(args[1] == expected);  // the hosts' slots win over --nproc; MGTRAIN_* settings travel as --set
+  request.command = {"python3", "train.py"};
+  loaded.origin["launch.master_addr"] = "--master-addr 10.0.0.1";
+  loaded.config.launch.master_addr = "10.0.0.1";
+  args = agent_launch_arguments(parse_hosts("a,b"), request, loaded, environment);
+  CHECK(args[0][5] == "10.0.0.1");
+  CHECK(std::vector<std::string>(args[0].end() - 3, args[0].end()) == std::vector<std::string>{"--", "python3", "train.py"});
+  CHECK(std::find(args[0].begin(), args[0].end(), "launch.nproc=9") != args[0].end());  // no slots: --nproc applies
+  loaded.origin["launch.nnodes"] = "--nnodes 3";
+  loaded.config.launch.nnodes = "3";
+  CHECK_THROWS_WITH(agent_launch_arguments(parse_hosts("a,b"), request, loaded, environment),
+                    Catch::Contains("launch.nnodes is 3 but the host list names 2 hosts"));
+}

@@ -1,0 +1,180 @@
+// The rendezvous wire format: round trips of the typed messages, incremental decoding, and clear
+// errors for bytes that are not the protocol (another program, another version, damaged frames).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "multinode/job_fingerprint.hpp"
+#include "multinode/rendezvous_message.hpp"
+
+using namespace mgtrain;
+using namespace mgtrain::rdzv;
+
+namespace {
+
+std::string be16(unsigned value) { return {static_cast<char>(value >> 8), static_cast<char>(value & 0xff)}; }
+std::string be32(unsigned value) { return be16(value >> 16) + be16(value & 0xffff); }
+
+Message decode_one(const std::string& bytes) {
+  MessageDecoder decoder;
+  decoder.feed(bytes.data(), bytes.size());
+  auto message = decoder.next();
+  REQUIRE(message);
+  CHECK(decoder.buffered() == 0);
+  return *message;
+}
+
+std::string error_of(const std::string& bytes) {
+  MessageDecoder decoder;
+  decoder.feed(bytes.data(), bytes.size());
+  try {
+    while (decoder.next()) {
+    }
+  } catch (const ProtocolError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]") {
+  JoinRequest join;
+  join.version = "0.1.0";
+  join.node_rank = 1;
+  join.hostname = "hostB";
+  join.agent_id = "hostB:4242";
+  join.nproc = 4;
+  join.nnodes = "1:3";
+  join.run_id = "job-7";
+  join.run_id_generated = true;
+  join.max_restarts = 2;
+  join.allow_uneven_nproc = true;
+  join.config_hash = "00ff";
+  join.config_lines = "a.b=1\nc.d=x=y\n";
+  JoinRequest back = JoinRequest::from(decode_one(encode(join.to_message())));
+  CHECK(back.version == "0.1.0");
+  CHECK(back.node_rank == 1);
+  CHECK(back.hostname == "hostB");
+  CHECK(back.agent_id == "hostB:4242");
+  CHECK(back.nproc == 4);
+  CHECK(back.nnodes == "1:3");
+  CHECK(back.run_id == "job-7");
+  CHECK(back.run_id_generated);
+  CHECK(back.max_restarts == 2);
+  CHECK(back.allow_uneven_nproc);
+  CHECK(back.config_lines == join.config_lines);
+
+  Assignment assignment;
+  assignment.round = 3;
+  assignment.node_rank = 2;
+  assignment.nproc_per_node = {2, 3, 1};
+  assignment.node_names = {"node 0 (a)", "node 1 (b, 10.0.0.2)", "node 2 (c)"};
+  assignment.master_addr = "10.0.0.1";
+  assignment.master_port = 41234;
+  assignment.run_id = "r";
+  Assignment a = Assignment::from(decode_one(encode(assignment.to_message())));
+  CHECK(a.round == 3);
+  CHECK(a.node_rank == 2);
+  CHECK(a.nproc_per_node == std::vector<int>{2, 3, 1});
+  CHECK(a.node_names == assignment.node_names);
+  CHECK(a.world_size() == 6);
+  CHECK(a.first_rank(0) == 0);
+  CHECK(a.first_rank(2) == 5);
+  CHECK(a.master_port == 41234);
+}
+
+TEST_CASE("a failure report crosses the wire with its stderr tail", "[rdzv][codec]") {
+  NodeFailure failure;
+  failure.round = 1;
+  failure.node_rank = 1;
+  failure.node = "node 1 (hostB)";
+  failure.host = "hostB";
+  failure.global_rank = 3;
+  failure.local_rank = 1;
+  failure.pid = 777;
+  failure.exit_code = 139;
+  failure.signal = 11;
+  failure.outcome = "signal SIGSEGV (11)";
+  failure.stderr_tail = {"line one", "", "line \xff three"};
+  failure.error_message = "ValueError: bad";
+  NodeFailure back = NodeFailure::read_from(decode_one(encode(workers_failed_message(failure))), "cause.");
+  CHECK(back.global_rank == 3);
+  CHECK(back.signal == 11);
+  CHECK(back.exit_code == 139);
+  CHECK(back.stderr_tail == failure.stderr_tail);
+  CHECK(back.error_message == "ValueError: bad");
+  CHECK(back.summary() == "rank 3 (local rank 1) on node 1 (hostB): signal SIGSEGV (11)");
+}
+
+TEST_CASE("the decoder cuts a byte stream into messages however it arrives", "[rdzv][codec]") {
+  std::string stream = encode(heartbeat_message()) + encode(stop_message(2, "rank 3 failed")) + encode(heartbeat_message());
+  MessageDecoder decoder;
+  std::vector<Message> got;
+  for (char byte : stream) {
+    decoder.feed(&byte, 1);
+    while (auto message = decoder.next()) got.push_back(*message);
+  }
+  REQUIRE(got.size() == 3);
+  CHECK(got[1].type == MessageType::kStop);
+  CHECK(got[1].integer("round") == 2);
+  CHECK(got[1].text("reason") == "rank 3 failed");
+  CHECK(got[2].type == MessageType::kHeartbeat);
+  CHECK(decoder.buffered() == 0);
+}
+
+TEST_CASE("garbage gives an error that says what arrived, at the first wrong byte", "[rdzv][codec]") {
+  CHECK_THAT(error_of("GET / HTTP/1.1\r\n"), Catch::Contains("not an mgtrain rendezvous peer") &&
+                                                 Catch::Contains("47 45 54 20") && Catch::Contains("'GET /") &&
+                                                 Catch::Contains("'MGRV'"));
+  CHECK_THAT(error_of("X"), Catch::Contains("not an mgtrain rendezvous peer"));  // one byte is enough to know
+  std::string frame = encode(heartbeat_message());
+  std::string newer = frame;
+  newer[5] = 2;  // protocol version 2
+  CHECK_THAT(error_of(newer), Catch::Contains("version 2") && Catch::Contains("speaks version 1") &&
+                                  Catch::Contains("same mgtrain version"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(99) + be32(0)), Catch::Contains("unknown rendezvous message type 99"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(1u << 30)), Catch::Contains("more than the limit"));
+  // one field announced, its name cut short
+  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(5) + be16(1) + be16(9) + "a"),
+             Catch::Contains("malformed heartbeat message") && Catch::Contains("field name"));
+  // a value length beyond the payload
+  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(9) + be16(1) + be16(1) + "k" + be32(100)),
+             Catch::Contains("the value of 'k'"));
+  // bytes after the last field
+  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(3) + be16(0) + "z"), Catch::Contains("1 bytes left"));
+  // a half-received valid frame is not an error yet
+  CHECK(error_of(frame.substr(0, frame.size() - 1)).empty());
+}
+
+TEST_CASE("typed accessors name the missing or malformed field", "[rdzv][codec]") {
+  Message message;
+  message.type = MessageType::kJoin;
+  message.set("nproc", std::string("four"));
+  CHECK_THROWS_WITH(message.text("version"), Catch::Contains("join message without the field 'version'"));
+  CHECK_THROWS_WITH(message.integer("nproc"), Catch::Contains("field 'nproc' is not an integer: 'four'"));
+  CHECK_THROWS_AS(JoinRequest::from(message), ProtocolError);
+}
+
+TEST_CASE("the job fingerprint compares what shapes the job, not per-node settings", "[rdzv][fingerprint]") {
+  Config a, b;
+  a.launch.run_id = "mn";
+  b.launch.run_id = "20260101-000000-abcd";  // generated: the node will adopt "mn"
+  a.checkpoint.dir = "runs/mn/checkpoints";
+  b.checkpoint.dir = "runs/20260101-000000-abcd/checkpoints";
+  CHECK(job_fingerprint(a).hash != job_fingerprint(b).hash);
+  CHECK(with_adopted_run_id(job_fingerprint(b).lines, b.launch.run_id, "mn") == job_fingerprint(a).lines);
+  CHECK_THAT(job_fingerprint(a).lines, Catch::Contains("data.dataset=mnist"));  // "mn" is not replaced inside "mnist"
+  b.checkpoint.dir = a.checkpoint.dir;
+  b.launch.node_rank = 1;      // per node
+  b.launch.gpu_ids = "1";      // per node
+  b.launch.nproc = "4";        // compared on its own, with a better message
+  CHECK(job_fingerprint(a).hash == job_fingerprint(b).hash);
+  b.train.max_steps = 30;
+  b.optim.lr = 0.5;
+  CHECK(job_fingerprint(a).hash != job_fingerprint(b).hash);
+  auto differences = fingerprint_differences(job_fingerprint(b).lines, job_fingerprint(a).lines);
+  REQUIRE(differences.size() == 2);
+  CHECK(differences[0] == "train.max_steps: 30 vs 0");
+  CHECK(differences[1] == "optim.lr: 0.5 vs 0.01");
+}

@@ -1,0 +1,420 @@
+// The rendezvous round state machine with a fake outbox and made-up times: static agreement,
+// rank layout, join timeout, fate sharing, global restarts, dead nodes, dynamic rounds.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "util/exit_status.hpp"
+#include "multinode/job_fingerprint.hpp"
+#include "multinode/rendezvous_rounds.hpp"
+
+using namespace mgtrain;
+using namespace mgtrain::rdzv;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct FakeOutbox : RoundsOutbox {
+  std::vector<std::pair<ConnectionId, Message>> sent;
+  std::vector<ConnectionId> closed;
+  std::vector<ConnectionId> dropped;  // closed without flushing (dead peers)
+  std::vector<std::string> notes;
+  int next_port = 40000;
+
+  void send(ConnectionId connection, const Message& message) override { sent.emplace_back(connection, message); }
+  void close(ConnectionId connection, bool flush) override {
+    closed.push_back(connection);
+    if (!flush) dropped.push_back(connection);
+  }
+  int pick_store_port() override { return next_port++; }
+  void note(const std::string& line) override { notes.push_back(line); }
+
+  // Messages of `type` sent to `connection`, oldest first.
+  std::vector<Message> to(ConnectionId connection, MessageType type) const {
+    std::vector<Message> found;
+    for (const auto& [id, message] : sent) {
+      if (id == connection && message.type == type) found.push_back(message);
+    }
+    return found;
+  }
+  Message last(ConnectionId connection, MessageType type) const {
+    auto found = to(connection, type);
+    REQUIRE_FALSE(found.empty());
+    return found.back();
+  }
+  void clear() { sent.clear(); }
+};
+
+const SteadyTime t0{};
+
+JoinRequest join_request(int node_rank, const std::string& host, int nproc = 2) {
+  static const JobFingerprint fingerprint = job_fingerprint(Config{});
+  JoinRequest join;
+  join.version = "0.1.0";
+  join.node_rank = node_rank;
+  join.hostname = host;
+  join.agent_id = host + ":100";
+  join.nproc = nproc;
+  join.nnodes = "2";
+  join.run_id = "job";
+  join.config_hash = fingerprint.hash;
+  join.config_lines = fingerprint.lines;
+  return join;
+}
+
+RoundsSettings static_settings(int nodes = 2, int max_restarts = 0) {
+  RoundsSettings settings;
+  settings.min_nodes = settings.max_nodes = nodes;
+  settings.join_timeout_s = 10;
+  settings.node_timeout_s = 3;
+  settings.heartbeat_interval_s = 1;
+  settings.max_restarts = max_restarts;
+  settings.master_addr = "10.77.0.1";
+  return settings;
+}
+
+RoundsSettings dynamic_settings(int min, int max, int max_restarts = 0) {
+  RoundsSettings settings = static_settings(max, max_restarts);
+  settings.dynamic = true;
+  settings.min_nodes = min;
+  settings.last_call_timeout_s = 2;
+  settings.node_timeout_s = 30;
+  settings.host_agent_id = "hostA:100";
+  return settings;
+}
+
+JoinRequest dynamic_join(const std::string& host, const std::string& nnodes = "2:3") {
+  JoinRequest join = join_request(-1, host);
+  join.nnodes = nnodes;
+  return join;
+}
+
+// Connections 1 (node 0 over loopback) and 2 (node 1 from 10.77.0.2), both joined.
+void two_nodes_join(RendezvousRounds& rounds, SteadyTime at, int nproc1 = 2) {
+  rounds.on_connect(1, "127.0.0.1", at);
+  rounds.on_message(1, join_request(0, "hostA").to_message(), at);
+  rounds.on_connect(2, "10.77.0.2", at);
+  rounds.on_message(2, join_request(1, "hostB", nproc1).to_message(), at);
+}
+
+NodeFailure worker_failure(int round, int rank, int code) {
+  NodeFailure failure;
+  failure.round = round;
+  failure.global_rank = rank;
+  failure.local_rank = rank % 2;
+  failure.exit_code = code;
+  failure.outcome = "exit code " + std::to_string(code);
+  failure.host = "hostB";
+  return failure;
+}
+
+}  // namespace
+
+TEST_CASE("static: every node gets its rank range and the workers' store once all have joined", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2), out, t0);
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, join_request(0, "hostA").to_message(), t0);
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kGathering);
+  CHECK(out.to(1, MessageType::kAssign).empty());
+  rounds.on_connect(2, "10.77.0.2", t0 + 1s);
+  rounds.on_message(2, join_request(1, "hostB").to_message(), t0 + 1s);
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  Assignment a0 = Assignment::from(out.last(1, MessageType::kAssign));
+  Assignment a1 = Assignment::from(out.last(2, MessageType::kAssign));
+  CHECK(a0.round == 0);
+  CHECK(a0.node_rank == 0);
+  CHECK(a1.node_rank == 1);
+  CHECK(a1.first_rank(1) == 2);
+  CHECK(a1.world_size() == 4);
+  CHECK(a1.master_addr == "10.77.0.1");
+  CHECK(a1.master_port == 40000);
+  CHECK(a1.node_names == std::vector<std::string>{"node 0 (hostA)", "node 1 (hostB, 10.77.0.2)"});
+}
+
+TEST_CASE("static: a different nproc is an error on every node naming both values and hosts", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2), out, t0);
+  two_nodes_join(rounds, t0, 4);
+  CHECK(rounds.finished());
+  CHECK(rounds.final_exit_code() == 2);
+  const std::string expected =
+      "node 1 (hostB, 10.77.0.2) has --nproc 4, node 0 (hostA) has --nproc 2; pass the same --nproc on every node, "
+      "or --allow-uneven-nproc";
+  for (ConnectionId id : {1, 2}) {
+    Message reject = out.last(id, MessageType::kReject);
+    CHECK(reject.text("text") == expected);
+    CHECK(reject.integer("exit_code") == 2);
+  }
+  CHECK(out.closed.size() == 2);
+}
+
+TEST_CASE("static: uneven nproc when every node allows it, ranks follow node order", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2), out, t0);
+  JoinRequest node0 = join_request(0, "hostA", 3), node1 = join_request(1, "hostB", 1);
+  node0.allow_uneven_nproc = node1.allow_uneven_nproc = true;
+  rounds.on_connect(2, "10.77.0.2", t0);
+  rounds.on_message(2, node1.to_message(), t0);  // node 1 first: order of arrival does not matter
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, node0.to_message(), t0);
+  Assignment a = Assignment::from(out.last(2, MessageType::kAssign));
+  CHECK(a.nproc_per_node == std::vector<int>{3, 1});
+  CHECK(a.first_rank(1) == 3);
+  CHECK(a.world_size() == 4);
+}
+
+TEST_CASE("static: config, run id, duplicate ranks and versions must agree", "[rdzv][rounds]") {
+  auto reject_text = [](JoinRequest second) {
+    FakeOutbox out;
+    RendezvousRounds rounds(static_settings(2), out, t0);
+    rounds.on_connect(1, "127.0.0.1", t0);
+    rounds.on_message(1, join_request(0, "hostA").to_message(), t0);
+    rounds.on_connect(2, "10.77.0.2", t0);
+    rounds.on_message(2, second.to_message(), t0);
+    REQUIRE(rounds.finished());
+    CHECK(out.last(1, MessageType::kReject).text("text") == out.last(2, MessageType::kReject).text("text"));
+    return out.last(1, MessageType::kReject).text("text");
+  };
+  Config changed;
+  changed.train.max_steps = 30;
+  JoinRequest config = join_request(1, "hostB");
+  config.config_lines = job_fingerprint(changed).lines;
+  config.config_hash = job_fingerprint(changed).hash;
+  CHECK(reject_text(config) == "node 1 (hostB, 10.77.0.2) and node 0 (hostA) run different configs (train.max_steps: 30 vs 0, "
+                               "first value from node 1 (hostB, 10.77.0.2)); pass the same config file and overrides on every node");
+  JoinRequest run_id = join_request(1, "hostB");
+  run_id.run_id = "other";
+  CHECK_THAT(reject_text(run_id), Catch::Contains("has --run-id other, node 0 (hostA) has --run-id job"));
+  JoinRequest duplicate = join_request(0, "hostB");
+  CHECK(reject_text(duplicate) == "node rank 0 was claimed twice: by hostA and by hostB, 10.77.0.2; give each node its own --node-rank");
+  JoinRequest version = join_request(1, "hostB");
+  version.version = "0.2.0";
+  CHECK_THAT(reject_text(version), Catch::Contains("runs mgtrain 0.2.0, node 0 (hostA) runs mgtrain 0.1.0"));
+  JoinRequest nnodes = join_request(1, "hostB");
+  nnodes.nnodes = "3";
+  CHECK_THAT(reject_text(nnodes), Catch::Contains("has --nnodes 3, node 0 (hostA) has --nnodes 2"));
+}
+
+TEST_CASE("static: a node without a run id adopts node 0's", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2), out, t0);
+  JoinRequest node1 = join_request(1, "hostB");
+  node1.run_id = "20260101-000000-abcd";
+  node1.run_id_generated = true;
+  // its paths name its own run id until it adopts node 0's ("job"), which must not count as a difference
+  Config mine;
+  mine.checkpoint.dir = "runs/20260101-000000-abcd/checkpoints";
+  Config theirs;
+  theirs.checkpoint.dir = "runs/job/checkpoints";
+  node1.config_lines = job_fingerprint(mine).lines;
+  node1.config_hash = job_fingerprint(mine).hash;
+  JoinRequest node0 = join_request(0, "hostA");
+  node0.config_lines = job_fingerprint(theirs).lines;
+  node0.config_hash = job_fingerprint(theirs).hash;
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, node0.to_message(), t0);
+  rounds.on_connect(2, "10.77.0.2", t0);
+  rounds.on_message(2, node1.to_message(), t0);
+  REQUIRE_FALSE(rounds.finished());
+  CHECK(Assignment::from(out.last(2, MessageType::kAssign)).run_id == "job");
+}
+
+TEST_CASE("static: the join timeout names the nodes that arrived and those that did not", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(3), out, t0);
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, join_request(0, "hostA").to_message(), t0);
+  REQUIRE(rounds.next_deadline());
+  for (int s = 1; s <= 9; ++s) {  // node 0 keeps beating (node_timeout is 3 s)
+    rounds.on_message(1, heartbeat_message(), t0 + std::chrono::seconds(s));
+    rounds.on_time(t0 + std::chrono::seconds(s));
+  }
+  CHECK_FALSE(rounds.finished());
+  CHECK(out.to(1, MessageType::kHeartbeat).size() >= 1);  // the waiting agent hears from the server
+  rounds.on_time(t0 + 10s);
+  REQUIRE(rounds.finished());
+  Message finish = out.last(1, MessageType::kFinish);
+  CHECK(finish.integer("exit_code") == kNodeLostExitCode);
+  CHECK_THAT(finish.text("text"), Catch::Contains("not every node arrived within launch.join_timeout (10 s)") &&
+                                      Catch::Contains("arrived: node 0 (hostA); missing: node ranks 1, 2") &&
+                                      Catch::Contains("--join-timeout"));
+}
+
+TEST_CASE("fate sharing: one node's failure stops the others, restarts are global, then the root cause's code", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2, 1), out, t0);
+  two_nodes_join(rounds, t0);
+  out.clear();
+  rounds.on_message(2, workers_failed_message(worker_failure(0, 3, 7)), t0 + 1s);
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kStopping);
+  Message stop = out.last(1, MessageType::kStop);
+  CHECK(stop.integer("round") == 0);
+  CHECK(stop.text("reason") == "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 7");
+  CHECK(out.to(2, MessageType::kStop).empty());  // it stops itself
+  rounds.on_message(2, workers_ended_message(0, kEndedFailed, 7), t0 + 1s);
+  CHECK(out.to(1, MessageType::kAssign).empty());  // node 0's workers are still stopping
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 2s);
+  // restart 1 of 1: both nodes, round 1, a fresh store port
+  Assignment again = Assignment::from(out.last(1, MessageType::kAssign));
+  CHECK(again.round == 1);
+  CHECK(again.master_port == 40001);
+  CHECK(rounds.restarts_used() == 1);
+  out.clear();
+  rounds.on_message(1, workers_failed_message(worker_failure(1, 0, 3)), t0 + 3s);
+  CHECK_FALSE(out.to(2, MessageType::kStop).empty());
+  rounds.on_message(1, workers_ended_message(1, kEndedFailed, 3), t0 + 3s);
+  rounds.on_message(2, workers_ended_message(1, kEndedStopped, 0), t0 + 4s);
+  REQUIRE(rounds.finished());
+  for (ConnectionId id : {1, 2}) {
+    Message finish = out.last(id, MessageType::kFinish);
+    CHECK(finish.integer("exit_code") == 3);
+    CHECK(finish.flag("has_cause"));
+    NodeFailure cause = NodeFailure::read_from(finish, "cause.");
+    CHECK(cause.node_rank == 0);
+    CHECK(cause.global_rank == 0);
+    CHECK(cause.round == 1);
+    CHECK_THAT(finish.text("text"), Catch::Contains("no restart left (launch.max_restarts 1)"));
+  }
+}
+
+TEST_CASE("a round where every node succeeds ends the job with 0, a checkpointed stop with 75", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2), out, t0);
+  two_nodes_join(rounds, t0);
+  rounds.on_message(1, workers_ended_message(0, kEndedSuccess, 0), t0 + 1s);
+  CHECK_FALSE(rounds.finished());
+  rounds.on_message(2, workers_ended_message(0, kEndedSuccess, 0), t0 + 2s);
+  REQUIRE(rounds.finished());
+  CHECK(out.last(2, MessageType::kFinish).integer("exit_code") == 0);
+  CHECK_FALSE(out.last(2, MessageType::kFinish).flag("has_cause"));
+
+  FakeOutbox out75;
+  RendezvousRounds saved(static_settings(2, 3), out75, t0);
+  two_nodes_join(saved, t0);
+  saved.on_message(1, workers_ended_message(0, kEndedCheckpoint, 75), t0 + 1s);
+  saved.on_message(2, workers_ended_message(0, kEndedCheckpoint, 75), t0 + 1s);
+  REQUIRE(saved.finished());
+  CHECK(out75.last(1, MessageType::kFinish).integer("exit_code") == 75);  // no restart: not a failure
+}
+
+TEST_CASE("a silent node is declared dead within the node timeout, a static job cannot restart without it", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2, 5), out, t0);
+  two_nodes_join(rounds, t0);
+  for (int tick = 1; tick <= 2; ++tick) {  // node 0 keeps talking, node 1 is silent
+    rounds.on_message(1, heartbeat_message(), t0 + std::chrono::seconds(tick));
+    rounds.on_time(t0 + std::chrono::seconds(tick));
+  }
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  REQUIRE(rounds.next_deadline());
+  CHECK(*rounds.next_deadline() <= t0 + 3s);
+  rounds.on_message(1, heartbeat_message(), t0 + 3s);
+  rounds.on_time(t0 + 3s);
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kStopping);
+  CHECK(out.last(1, MessageType::kStop).text("reason") ==
+        "node 1 (hostB, 10.77.0.2): sent nothing for 3 s (launch.node_timeout 3 s)");
+  CHECK(std::find(out.dropped.begin(), out.dropped.end(), 2) != out.dropped.end());
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 4s);
+  REQUIRE(rounds.finished());
+  Message finish = out.last(1, MessageType::kFinish);
+  CHECK(finish.integer("exit_code") == kNodeLostExitCode);
+  CHECK_THAT(finish.text("text"), Catch::Contains("a static job restarts only with all 2 nodes, and node rank 1 is gone"));
+  NodeFailure cause = NodeFailure::read_from(finish, "cause.");
+  CHECK(cause.node_lost);
+  CHECK(cause.node_rank == 1);
+}
+
+TEST_CASE("a node that leaves on a signal ends the job with its code", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2, 3), out, t0);
+  two_nodes_join(rounds, t0);
+  rounds.on_message(2, leave_message(130, "was stopped by SIGINT"), t0 + 1s);
+  CHECK(out.last(1, MessageType::kStop).text("reason") == "node 1 (hostB, 10.77.0.2): was stopped by SIGINT");
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 2s);
+  REQUIRE(rounds.finished());
+  CHECK(out.last(1, MessageType::kFinish).integer("exit_code") == 130);
+}
+
+TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last call, a late node waits", "[rdzv][rounds][dynamic]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(dynamic_settings(2, 3, 1), out, t0);
+  rounds.on_connect(2, "10.77.0.2", t0);
+  rounds.on_message(2, dynamic_join("hostB").to_message(), t0);
+  rounds.on_connect(1, "127.0.0.1", t0 + 1s);
+  rounds.on_message(1, dynamic_join("hostA").to_message(), t0 + 1s);
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kGathering);
+  REQUIRE(rounds.next_deadline());
+  CHECK(*rounds.next_deadline() <= t0 + 3s);  // last call: 2 s after MIN arrived
+  rounds.on_time(t0 + 3s);
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  CHECK(Assignment::from(out.last(1, MessageType::kAssign)).node_rank == 0);  // the server's host: its rank 0 hosts the store
+  CHECK(Assignment::from(out.last(2, MessageType::kAssign)).node_rank == 1);
+  rounds.on_connect(3, "10.77.0.3", t0 + 4s);
+  rounds.on_message(3, dynamic_join("hostC").to_message(), t0 + 4s);
+  CHECK_THAT(out.last(3, MessageType::kWait).text("text"), Catch::Contains("joins at the next round"));
+  // a failure: every member stops, then the next round takes the survivors and the late node
+  rounds.on_message(2, workers_failed_message(worker_failure(0, 2, 1)), t0 + 5s);
+  rounds.on_message(2, workers_ended_message(0, kEndedFailed, 1), t0 + 5s);
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 5s);
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  Assignment late = Assignment::from(out.last(3, MessageType::kAssign));
+  CHECK(late.round == 1);
+  CHECK(late.nnodes() == 3);
+  CHECK(late.node_rank == 2);
+  CHECK(Assignment::from(out.last(2, MessageType::kAssign)).node_rank == 1);
+}
+
+TEST_CASE("dynamic: MAX nodes close the round at once, survivors >= MIN restart without a lost node", "[rdzv][rounds][dynamic]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(dynamic_settings(2, 3, 1), out, t0);
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, dynamic_join("hostA").to_message(), t0);
+  rounds.on_connect(2, "10.77.0.2", t0);
+  rounds.on_message(2, dynamic_join("hostB").to_message(), t0);
+  rounds.on_connect(3, "10.77.0.3", t0);
+  rounds.on_message(3, dynamic_join("hostC").to_message(), t0);
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);  // no last call with MAX
+  rounds.on_disconnect(3, "closed the connection", t0 + 1s);
+  CHECK(out.last(1, MessageType::kStop).text("reason") == "node 2 (hostC, 10.77.0.3): closed the connection");
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 2s);
+  rounds.on_message(2, workers_ended_message(0, kEndedStopped, 0), t0 + 2s);
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  CHECK(Assignment::from(out.last(2, MessageType::kAssign)).nnodes() == 2);
+}
+
+TEST_CASE("dynamic: too few survivors wait for newcomers, then give up with the root cause", "[rdzv][rounds][dynamic]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(dynamic_settings(2, 2, 2), out, t0);
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, dynamic_join("hostA", "2").to_message(), t0);
+  rounds.on_connect(2, "10.77.0.2", t0);
+  rounds.on_message(2, dynamic_join("hostB", "2").to_message(), t0);
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  rounds.on_disconnect(2, "closed the connection", t0 + 1s);
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 1s);
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kGathering);
+  CHECK_THAT(out.last(1, MessageType::kWait).text("text"), Catch::Contains("waiting for at least 2 nodes"));
+  for (int s = 2; s <= 11; ++s) {
+    rounds.on_message(1, heartbeat_message(), t0 + std::chrono::seconds(s));
+    rounds.on_time(t0 + std::chrono::seconds(s));
+  }
+  REQUIRE(rounds.finished());
+  Message finish = out.last(1, MessageType::kFinish);
+  CHECK(finish.integer("exit_code") == kNodeLostExitCode);
+  CHECK_THAT(finish.text("text"), Catch::Contains("could not restart: only 1 node arrived"));
+}
+
+TEST_CASE("bytes that are not the protocol drop that connection only", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2), out, t0);
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, join_request(0, "hostA").to_message(), t0);
+  rounds.on_connect(9, "10.0.0.9", t0);
+  rounds.on_disconnect(9, "sent bytes that are not mgtrain's rendezvous protocol", t0);
+  rounds.on_connect(8, "10.0.0.8", t0);
+  rounds.on_message(8, join_request(1, "hostB").to_message(), t0);
+  CHECK(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  CHECK_FALSE(rounds.finished());
+}

@@ -1,0 +1,141 @@
+// run.json: round trip, finished statuses, a record left "running" by a launcher that is gone reads as
+// "interrupted" (dead pid, reused pid, another boot), and a relaunch keeps the earlier record.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "util/error.hpp"
+#include "observe/run_record.hpp"
+#include "support/scratch_dir.hpp"
+
+using namespace mgtrain;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+TEST_CASE("run record: written atomically and read back field by field", "[run-record]") {
+  const fs::path dir = testing::scratch_dir("mgtrain-run-record", "roundtrip");
+  RunRecord record = start_run_record("r1", {"node-a", "node-b"}, 2, 8);
+  CHECK(record.status == "running");
+  CHECK(record.launcher.pid == getpid());
+  CHECK(record.launcher.start_ticks > 0);
+  CHECK_FALSE(record.command_line.empty());  // this test binary's /proc/self/cmdline
+  record.command_line.push_back("with \"quotes\" and \\ and\nnewline");
+  write_run_record(dir.string(), record);
+  CHECK(fs::exists(dir / "run.json"));
+
+  auto back = read_run_record(dir.string());
+  REQUIRE(back);
+  CHECK(back->run_id == "r1");
+  CHECK(back->status == "running");
+  CHECK_FALSE(back->exit_code);
+  CHECK_FALSE(back->end_time);
+  CHECK(back->command_line == record.command_line);
+  CHECK(back->hosts == std::vector<std::string>{"node-a", "node-b"});
+  CHECK(back->nnodes == 2);
+  CHECK(back->world_size == 8);
+  CHECK(back->start_time == Approx(record.start_time).margin(0.001));
+  CHECK(back->cwd == fs::current_path().string());
+  CHECK(back->launcher.pid == record.launcher.pid);
+  CHECK(back->launcher.boot_id == record.launcher.boot_id);
+  CHECK(effective_status(*back) == "running");  // this process wrote it and still runs
+
+  finish_run_record(record, finished_status(3, false, false), 3, 2);
+  write_run_record(dir.string(), record);
+  back = read_run_record(dir.string());
+  CHECK(back->status == "failed");
+  CHECK(back->exit_code == 3);
+  REQUIRE(back->end_time);
+  CHECK(*back->end_time >= back->start_time);
+  CHECK(back->attempts == 2);
+  // No temporary files left beside it.
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file();
+  CHECK(files == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("run record: the status of a finished launch", "[run-record]") {
+  CHECK(finished_status(0, false, false) == "succeeded");
+  CHECK(finished_status(1, false, false) == "failed");
+  CHECK(finished_status(137, false, false) == "failed");
+  CHECK(finished_status(130, true, false) == "stopped");
+  CHECK(finished_status(75, false, true) == "stopped");
+}
+
+TEST_CASE("run record: running with a launcher that is gone reads as interrupted", "[run-record]") {
+  RunRecord record = start_run_record("r2", {"here"}, 1, 1);
+  SECTION("the launcher process exited") {
+    pid_t child = fork();
+    if (child == 0) {
+      pause();
+      _exit(0);
+    }
+    REQUIRE(child > 0);
+    record.launcher.pid = child;
+    record.launcher.start_ticks = 0;  // not compared
+    CHECK(launcher_state(record.launcher) == LauncherState::kAlive);
+    kill(child, SIGKILL);
+    // Killed but not collected yet (a zombie): already gone.
+    for (int i = 0; i < 100 && launcher_state(record.launcher) != LauncherState::kGone; ++i) usleep(10000);
+    CHECK(effective_status(record) == "interrupted");
+    waitpid(child, nullptr, 0);
+    CHECK(effective_status(record) == "interrupted");
+  }
+  SECTION("its pid now belongs to another process") {
+    record.launcher.start_ticks += 12345;
+    CHECK(launcher_state(record.launcher) == LauncherState::kGone);
+    CHECK(effective_status(record) == "interrupted");
+  }
+  SECTION("the machine rebooted since") {
+    record.launcher.boot_id = "00000000-0000-0000-0000-000000000000";
+    CHECK(effective_status(record) == "interrupted");
+  }
+  SECTION("it ran on another host: cannot tell, stays running") {
+    record.launcher.host = "some-other-host.invalid";
+    CHECK(launcher_state(record.launcher) == LauncherState::kUnknown);
+    CHECK(effective_status(record) == "running");
+  }
+  SECTION("a finished record is never reinterpreted") {
+    record.launcher.boot_id = "another-boot";
+    finish_run_record(record, "succeeded", 0, 1);
+    CHECK(effective_status(record) == "succeeded");
+  }
+}
+
+TEST_CASE("run record: a relaunch keeps the earlier record", "[run-record]") {
+  const fs::path dir = testing::scratch_dir("mgtrain-run-record", "relaunch");
+  CHECK(keep_earlier_run_record(dir.string(), "").empty());  // nothing to keep
+  RunRecord first = start_run_record("r3", {"here"}, 1, 1);
+  finish_run_record(first, "failed", 1, 1);
+  write_run_record(dir.string(), first);
+
+  SECTION("into the archive prepare_run_directory made") {
+    fs::create_directories(dir / "earlier" / "1");
+    CHECK(keep_earlier_run_record(dir.string(), (dir / "earlier" / "1").string()) == (dir / "earlier" / "1").string());
+  }
+  SECTION("into the next free earlier/<k>/") {
+    fs::create_directories(dir / "earlier" / "1");
+    CHECK(keep_earlier_run_record(dir.string(), "") == (dir / "earlier" / "2").string());
+    CHECK(read_run_record((dir / "earlier" / "2").string())->status == "failed");
+  }
+  CHECK_FALSE(fs::exists(dir / "run.json"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("run record: a damaged file is an error naming it", "[run-record]") {
+  const fs::path dir = testing::scratch_dir("mgtrain-run-record", "damaged");
+  CHECK_FALSE(read_run_record(dir.string()));
+  std::ofstream(dir / "run.json") << "{\"run_id\": \"x\", \"status\": ";
+  CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("run.json") && Contains("not valid JSON"));
+  std::ofstream(dir / "run.json") << "{\"run_id\": \"x\"}";
+  CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("run.json") && Contains("\"status\" is missing"));
+  std::ofstream(dir / "run.json") << "[1, 2]";
+  CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("not a JSON object"));
+  fs::remove_all(dir);
+}

@@ -1,0 +1,120 @@
+// The failure report: table, failure.json, torch's error file, JSON escaping.
+#include <catch2/catch.hpp>
+
+#include <yaml-cpp/yaml.h>
+
+#include "supervise/failure_report.hpp"
+#include "util/json_writer.hpp"
+#include "supervise/torch_error_file.hpp"
+
+using namespace mgtrain;
+
+namespace {
+FailureReport sample_report() {
+  FailureReport report;
+  report.run_id = "run-1";
+  report.run_dir = "/logs/run-1";
+  report.exit_code = 3;
+  report.attempt = 1;
+  report.max_restarts = 1;
+  FailedWorker& cause = report.root_cause;
+  cause.global_rank = 3;
+  cause.local_rank = 1;
+  cause.attempt = 1;
+  cause.host = "node7";
+  cause.pid = 4242;
+  cause.status = ExitStatus::exited(3);
+  cause.time_utc = "2026-11-22T03:50:12.345Z";
+  cause.stderr_log = "/logs/run-1/attempt_1/rank_3/stderr.log";
+  cause.stderr_tail = {"Traceback (most recent call last):", "ValueError: \"bad\"\ttab"};
+  cause.error_file = TorchErrorRecord{"ValueError: bad", "Traceback...\n  line 2", "1700000000", "", ""};
+  FailedWorker other;
+  other.global_rank = 2;
+  other.pid = 4241;
+  other.host = "node7";
+  other.status = ExitStatus::killed_by(11);
+  other.time_utc = "2026-11-22T03:50:12.400Z";
+  report.other_failures.push_back(other);
+  return report;
+}
+}  // namespace
+
+TEST_CASE("the table leads with the root cause and its stderr, then the other failures", "[report]") {
+  std::string text = format_failure_report(sample_report());
+  CHECK_THAT(text, Catch::Contains("attempt 2 of 2"));
+  CHECK_THAT(text, Catch::Contains("rank       3 (local rank 1) on node7"));
+  CHECK_THAT(text, Catch::Contains("pid        4242"));
+  CHECK_THAT(text, Catch::Contains("failure    exit code 3"));
+  CHECK_THAT(text, Catch::Contains("error      ValueError: bad"));
+  CHECK_THAT(text, Catch::Contains("    Traceback...\n      line 2\n"));
+  CHECK_THAT(text, Catch::Contains("last 2 lines of stderr"));
+  CHECK_THAT(text, Catch::Contains("    | Traceback (most recent call last):"));
+  CHECK_THAT(text, Catch::Contains("rank 2 (local rank 0) on node7, pid 4241: signal SIGSEGV (11)"));
+  CHECK(text.find("Root cause") < text.find("Other failures"));
+  CHECK_THAT(text, Catch::Contains("/logs/run-1/failure.json"));
+}
+
+TEST_CASE("failure.json carries the same facts and is valid JSON", "[report]") {
+  std::string json = failure_report_to_json(sample_report());
+  YAML::Node root = YAML::Load(json);  // JSON is YAML
+  CHECK(root["schema"].as<std::string>() == "mgtrain.failure/1");
+  CHECK(root["exit_code"].as<int>() == 3);
+  CHECK(root["root_cause"]["global_rank"].as<int>() == 3);
+  CHECK(root["root_cause"]["exit_code"].as<int>() == 3);
+  CHECK(root["root_cause"]["signal"].IsNull());
+  CHECK(root["root_cause"]["stderr_tail"][1].as<std::string>() == "ValueError: \"bad\"\ttab");
+  CHECK(root["root_cause"]["error_file"]["traceback"].as<std::string>() == "Traceback...\n  line 2");
+  CHECK(root["other_failures"][0]["signal_name"].as<std::string>() == "SIGSEGV");
+  CHECK(root["other_failures"][0]["exit_code"].as<int>() == 139);
+  CHECK(root["other_failures"][0]["error_file"].IsNull());
+}
+
+TEST_CASE("a hung worker is reported by its silence", "[report]") {
+  FailureReport report = sample_report();
+  report.root_cause.hung = true;
+  report.root_cause.silent_s = 30.2;
+  CHECK_THAT(format_failure_report(report), Catch::Contains("failure    no heartbeat for 30 s"));
+  YAML::Node root = YAML::Load(failure_report_to_json(report));
+  CHECK(root["root_cause"]["hung"].as<bool>());
+  CHECK(root["root_cause"]["exit_code"].IsNull());
+  report.root_cause.silent_s = 2.5;
+  CHECK_THAT(format_failure_report(report), Catch::Contains("no heartbeat for 2.5 s"));
+}
+
+TEST_CASE("torch's error file, in both of its shapes", "[report]") {
+  TorchErrorRecord current = parse_torch_error_file(
+      R"({"message": {"message": "RuntimeError: boom \/ \u00e9", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"x.py\", line 3\nRuntimeError: boom", "timestamp": "1700000000"}}})");
+  CHECK(current.problem.empty());
+  CHECK(current.message == "RuntimeError: boom / \xC3\xA9");
+  CHECK(current.traceback == "Traceback (most recent call last):\n  File \"x.py\", line 3\nRuntimeError: boom");
+  CHECK(current.timestamp == "1700000000");
+
+  TorchErrorRecord old = parse_torch_error_file(R"({"message": "SignalException: got SIGTERM", "timestamp": 1700000001})");
+  CHECK(old.message == "SignalException: got SIGTERM");
+  CHECK(old.timestamp == "1700000001");
+}
+
+TEST_CASE("a malformed error file is reported, not fatal", "[report]") {
+  for (const char* text : {"", "{\"message\": ", "[1, 2]", "{\"other\": 1}", "{\"message\": {\"extraInfo\": 3}}", "\x01\x02 not json"}) {
+    TorchErrorRecord record = parse_torch_error_file(text);
+    CHECK_FALSE(record.problem.empty());
+  }
+  FailureReport report = sample_report();
+  report.root_cause.error_file = parse_torch_error_file("{oops");
+  CHECK_THAT(format_failure_report(report), Catch::Contains("error file could not be read"));
+  CHECK_NOTHROW(YAML::Load(failure_report_to_json(report)));
+}
+
+TEST_CASE("JSON strings are escaped and kept valid UTF-8", "[report]") {
+  CHECK(json_quote("a\"b\\c\n\x01") == "\"a\\\"b\\\\c\\n\\u0001\"");
+  CHECK(json_quote("caf\xC3\xA9") == "\"caf\xC3\xA9\"");
+  CHECK(json_quote("bad\xFF") == "\"bad\xEF\xBF\xBD\"");
+  JsonWriter writer(0);
+  writer.begin_object().key("a").begin_array().value(1).value(2.5).value(true).null().end_array().key("e").begin_object().end_object().end_object();
+  CHECK(writer.text() == "{\"a\":[1,2.5,true,null],\"e\":{}}");
+}
+
+TEST_CASE("UTC timestamps", "[report]") {
+  CHECK(format_utc_timestamp(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(format_utc_timestamp(1700000000123LL) == "2023-11-14T22:13:20.123Z");
+}

@@ -1,0 +1,295 @@
+// Supervision decisions with a fake worker group and made-up times: stop on failure, escalation,
+// restarts, signals, hang watchdog, root cause and exit codes.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+#include "supervise/supervision_policy.hpp"
+
+using namespace mgtrain;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct FakeGroup : WorkerGroupControl {
+  std::vector<std::string> log;
+  void start_workers(int attempt) override { log.push_back("start " + std::to_string(attempt)); }
+  void signal_running_workers(int signal) override { log.push_back("signal " + signal_name(signal)); }
+};
+
+const SteadyTime t0{};
+
+SupervisionPolicy::Settings settings(int nproc, int max_restarts = 0, double grace = 5, double heartbeat = 0) {
+  SupervisionPolicy::Settings s;
+  s.nproc = nproc;
+  s.max_restarts = max_restarts;
+  s.grace_period_s = grace;
+  s.heartbeat_timeout_s = heartbeat;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("all workers succeeding ends the job with 0", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2), group);
+  policy.start(t0);
+  policy.on_worker_exit(1, ExitStatus::exited(0), t0 + 1s);
+  CHECK_FALSE(policy.finished());
+  policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 0);
+  CHECK(group.log == std::vector<std::string>{"start 0"});
+  CHECK_FALSE(policy.next_deadline());
+}
+
+TEST_CASE("a failure stops the group: SIGTERM, then SIGKILL after the grace period", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(3, 0, 5), group);
+  policy.start(t0);
+  policy.on_worker_exit(1, ExitStatus::exited(3), t0 + 1s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  REQUIRE(policy.next_deadline());
+  CHECK(*policy.next_deadline() == t0 + 6s);
+  policy.on_time(t0 + 5s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);  // did what it was asked: no failure
+  policy.on_time(t0 + 6s);
+  CHECK(group.log.back() == "signal SIGKILL");
+  policy.on_worker_exit(2, ExitStatus::killed_by(SIGKILL), t0 + 6s + 1ms);
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 3);
+  REQUIRE(policy.failures().size() == 1);
+  CHECK(policy.failures()[*policy.root_cause()].local_rank == 1);
+}
+
+TEST_CASE("the root cause is the earliest failure, later ones are listed as during teardown", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(3), group);
+  policy.start(t0);
+  policy.on_worker_exit(2, ExitStatus::killed_by(SIGSEGV), t0 + 1s);
+  policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);  // same batch: an independent failure
+  policy.on_worker_exit(1, ExitStatus::exited(7), t0 + 2s);  // after the stop began
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 139);
+  REQUIRE(policy.failures().size() == 3);
+  CHECK(policy.failures()[*policy.root_cause()].local_rank == 2);
+  CHECK_FALSE(policy.failures()[1].during_teardown);
+  CHECK(policy.failures()[2].during_teardown);
+}
+
+TEST_CASE("restarts: a failed attempt restarts the whole group while restarts remain", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 1), group);
+  policy.start(t0);
+  policy.on_worker_exit(1, ExitStatus::exited(3), t0 + 1s);
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
+  CHECK_FALSE(policy.finished());
+  CHECK(policy.attempt() == 1);
+  CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "start 1"});
+  CHECK_FALSE(policy.next_deadline());  // the old attempt's SIGKILL deadline is gone
+
+  SECTION("and the second attempt succeeds") {
+    policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 3s);
+    policy.on_worker_exit(1, ExitStatus::exited(0), t0 + 3s);
+    CHECK(policy.finished());
+    CHECK(policy.exit_code() == 0);
+    CHECK_FALSE(policy.root_cause());
+  }
+  SECTION("or fails again, and then the job fails") {
+    policy.on_worker_exit(0, ExitStatus::exited(4), t0 + 3s);
+    policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 4s);
+    CHECK(policy.finished());
+    CHECK(policy.exit_code() == 4);
+    CHECK(policy.failures()[*policy.root_cause()].attempt == 1);
+  }
+}
+
+TEST_CASE("without restarts the first failure ends the job", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(1, 0), group);
+  policy.start(t0);
+  policy.on_worker_exit(0, ExitStatus::exited(3), t0 + 1s);
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 3);
+  CHECK(group.log == std::vector<std::string>{"start 0"});  // nobody left to signal
+}
+
+TEST_CASE("SIGINT to the launcher is forwarded, a second one kills at once, exit 130", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 3, 30), group);
+  policy.start(t0);
+  policy.on_signal(SIGINT, t0 + 1s);
+  CHECK(group.log.back() == "signal SIGINT");
+  policy.on_signal(SIGINT, t0 + 2s);
+  CHECK(group.log.back() == "signal SIGKILL");
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 2s + 1ms);
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGINT), t0 + 2s + 1ms);
+  CHECK(policy.finished());  // no restart after the launcher was interrupted
+  CHECK(policy.exit_code() == 130);
+  CHECK(policy.failures().empty());
+}
+
+TEST_CASE("SIGTERM and SIGHUP give 143 and 129, USR1 and USR2 are only forwarded", "[policy]") {
+  for (int signal : {SIGTERM, SIGHUP, SIGQUIT}) {
+    FakeGroup group;
+    SupervisionPolicy policy(settings(1), group);
+    policy.start(t0);
+    policy.on_signal(SIGUSR1, t0);
+    policy.on_signal(SIGUSR2, t0);
+    CHECK_FALSE(policy.next_deadline());
+    policy.on_signal(signal, t0 + 1s);
+    CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGUSR1", "signal SIGUSR2", "signal " + signal_name(signal)});
+    policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);
+    CHECK(policy.exit_code() == 128 + signal);
+  }
+}
+
+TEST_CASE("a worker exiting 0 after SIGUSR1 is a success", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(1), group);
+  policy.start(t0);
+  policy.on_signal(SIGUSR1, t0);
+  policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 1s);
+  CHECK(policy.exit_code() == 0);
+}
+
+TEST_CASE("hang watchdog: only workers that sent a heartbeat are watched", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 0, 5, 10), group);
+  policy.start(t0);
+  CHECK_FALSE(policy.next_deadline());  // nobody opted in yet
+  policy.on_heartbeat(0, t0 + 1s);
+  CHECK(*policy.next_deadline() == t0 + 11s);
+  policy.on_heartbeat(0, t0 + 4s);
+  CHECK(*policy.next_deadline() == t0 + 14s);
+  policy.on_time(t0 + 13s);
+  CHECK(group.log == std::vector<std::string>{"start 0"});
+  policy.on_time(t0 + 14s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 15s);
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 15s);
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == kHungWorkerExitCode);
+  const WorkerFailure& hang = policy.failures()[*policy.root_cause()];
+  CHECK(hang.hung);
+  CHECK(hang.local_rank == 0);
+  CHECK(hang.silent_s == Approx(10.0));
+}
+
+TEST_CASE("grace period 0 kills at the first tick", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 0, 0), group);
+  policy.start(t0);
+  policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);
+  CHECK(*policy.next_deadline() == t0 + 1s);
+  policy.on_time(t0 + 1s);
+  CHECK(group.log.back() == "signal SIGKILL");
+}
+
+TEST_CASE("workers that saved a checkpoint and stopped on request (exit 75) are no failure and are not restarted", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 3), group);
+  policy.start(t0);
+  policy.on_signal(SIGUSR1, t0 + 1s);  // forwarded, the job goes on
+  CHECK(group.log.back() == "signal SIGUSR1");
+  policy.on_worker_exit(1, ExitStatus::exited(75), t0 + 2s);
+  CHECK_FALSE(policy.finished());
+  CHECK(group.log.back() == "signal SIGUSR1");  // the others are not hurried: they are saving too
+  policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 3s);
+  CHECK(policy.finished());
+  CHECK(policy.failures().empty());
+  CHECK(policy.stopped_after_checkpoint());
+  CHECK(policy.exit_code() == 75);
+  CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGUSR1"});
+}
+
+TEST_CASE("SIGTERM to the launcher: workers exiting 75 after saving did what they were asked", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 3), group);
+  policy.start(t0);
+  policy.on_signal(SIGTERM, t0 + 1s);
+  policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 2s);
+  policy.on_worker_exit(1, ExitStatus::exited(75), t0 + 2s);
+  CHECK(policy.finished());
+  CHECK(policy.failures().empty());
+  CHECK(policy.exit_code() == 143);
+}
+
+namespace {
+
+// The node agent's view of a coordinated (multi-node) group.
+struct FakeCoordinatedGroup : FakeGroup {
+  std::vector<int> failing_ranks;
+  int ended = 0;
+  void group_failing(const WorkerFailure& failure) override { failing_ranks.push_back(failure.local_rank); }
+  void attempt_ended() override { ++ended; }
+};
+
+SupervisionPolicy::Settings coordinated(int nproc) {
+  SupervisionPolicy::Settings s = settings(nproc, 5, 2);
+  s.coordinated = true;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("coordinated: attempts start when the agent says, a failure is reported once, the agent picks the exit code", "[policy][multinode]") {
+  FakeCoordinatedGroup group;
+  SupervisionPolicy policy(coordinated(2), group);
+  policy.start(t0);
+  CHECK(policy.waiting());
+  CHECK(group.log.empty());  // no workers before the nodes have met
+  policy.begin_attempt(3, t0 + 1s);
+  CHECK(group.log == std::vector<std::string>{"start 3"});
+  CHECK(policy.attempt() == 3);
+  policy.on_worker_exit(1, ExitStatus::exited(9), t0 + 2s);
+  CHECK(group.failing_ranks == std::vector<int>{1});
+  CHECK(group.log.back() == "signal SIGTERM");
+  policy.on_worker_exit(0, ExitStatus::exited(4), t0 + 3s);  // during teardown: not reported again
+  CHECK(group.failing_ranks.size() == 1);
+  CHECK(group.ended == 1);
+  CHECK(policy.waiting());                  // no restart of its own, even with max_restarts 5
+  CHECK_FALSE(policy.attempt_succeeded());
+  CHECK(policy.exit_code() == 9);           // the local root cause, until the agent decides
+  policy.finish_coordinated(7);             // the job's root cause was elsewhere
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 7);
+}
+
+TEST_CASE("coordinated: a stop ordered by another node is not a failure here", "[policy][multinode]") {
+  FakeCoordinatedGroup group;
+  SupervisionPolicy policy(coordinated(2), group);
+  policy.start(t0);
+  policy.begin_attempt(0, t0);
+  policy.stop_on_request(t0 + 1s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  REQUIRE(policy.next_deadline());
+  CHECK(*policy.next_deadline() == t0 + 3s);  // SIGKILL after the grace period
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
+  policy.on_time(t0 + 3s);
+  CHECK(group.log.back() == "signal SIGKILL");
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGKILL), t0 + 3s + 1ms);
+  CHECK(group.ended == 1);
+  CHECK(group.failing_ranks.empty());
+  CHECK_FALSE(policy.root_cause());
+  CHECK_FALSE(policy.attempt_succeeded());
+  policy.begin_attempt(1, t0 + 4s);  // the next round
+  policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 5s);
+  policy.on_worker_exit(1, ExitStatus::exited(exit_code::kStoppedAfterCheckpoint), t0 + 5s);
+  CHECK(policy.attempt_succeeded());
+  CHECK(policy.stopped_after_checkpoint());
+}
+
+TEST_CASE("coordinated: a signal between rounds ends the agent at once", "[policy][multinode]") {
+  FakeCoordinatedGroup group;
+  SupervisionPolicy policy(coordinated(1), group);
+  policy.start(t0);
+  policy.on_signal(SIGINT, t0 + 1s);
+  CHECK(policy.finished());
+  CHECK(group.ended == 1);  // the agent tells the others it leaves
+  CHECK(policy.exit_code() == 130);
+}

@@ -1,0 +1,110 @@
+// The launcher -> worker environment contract (torchrun's variables plus mgtrain's own).
+#include <catch2/catch.hpp>
+
+#include "supervise/launch_plan.hpp"
+#include "supervise/worker_env.hpp"
+
+using namespace mgtrain;
+
+namespace {
+LaunchPlan two_node_plan() {
+  LaunchPlan plan;
+  plan.nproc = 4;
+  plan.nnodes = 2;
+  plan.node_rank = 1;
+  plan.world_size = 8;
+  plan.master_addr = "node0";
+  plan.max_restarts = 3;
+  plan.run_id = "job-7";
+  plan.run_dir = "/logs/job-7";
+  plan.console.assign(4, {});
+  return plan;
+}
+}  // namespace
+
+TEST_CASE("worker variables match torchrun's", "[env]") {
+  LaunchPlan plan = two_node_plan();
+  EnvMap env = build_worker_environment(plan, WorkerSlot{2, 1, 29500, ""}, {{"SENTINEL", "kept"}, {"RANK", "stale"}});
+  CHECK(env.at("LOCAL_RANK") == "2");
+  CHECK(env.at("RANK") == "6");  // GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK
+  CHECK(env.at("GROUP_RANK") == "1");
+  CHECK(env.at("ROLE_RANK") == "6");
+  CHECK(env.at("ROLE_NAME") == "default");
+  CHECK(env.at("LOCAL_WORLD_SIZE") == "4");
+  CHECK(env.at("WORLD_SIZE") == "8");
+  CHECK(env.at("GROUP_WORLD_SIZE") == "2");
+  CHECK(env.at("ROLE_WORLD_SIZE") == "8");
+  CHECK(env.at("MASTER_ADDR") == "node0");
+  CHECK(env.at("MASTER_PORT") == "29500");
+  CHECK(env.at("TORCHELASTIC_RESTART_COUNT") == "1");
+  CHECK(env.at("TORCHELASTIC_MAX_RESTARTS") == "3");
+  CHECK(env.at("TORCHELASTIC_RUN_ID") == "job-7");
+  CHECK(env.at("TORCHELASTIC_ERROR_FILE") == "/logs/job-7/attempt_1/rank_6/error.json");
+  CHECK(env.at("MGTRAIN_RUN_DIR") == "/logs/job-7");
+  CHECK(env.at("SENTINEL") == "kept");
+  CHECK(env.count("TORCHELASTIC_USE_AGENT_STORE") == 0);  // rank 0 hosts the TCPStore, as torch expects then
+  CHECK(env.count("MGTRAIN_CONFIG_FILE") == 0);
+  CHECK(env.count("CUDA_VISIBLE_DEVICES") == 0);
+}
+
+TEST_CASE("mgtrain's own variables stay outside the config's MGTRAIN_<SECTION>_ namespace", "[env]") {
+  for (const char* name : {kRunDirVariable, kConfigFileVariable, kHeartbeatFileVariable}) {
+    std::string variable = name;
+    for (const char* section : {"LAUNCH", "MODEL", "DATA", "TRAIN", "OPTIM", "DDP", "CHECKPOINT", "LOG"}) {
+      CHECK(variable.rfind(std::string("MGTRAIN_") + section + "_", 0) != 0);
+    }
+  }
+}
+
+TEST_CASE("config file, heartbeat file and GPUs are set only when they apply", "[env]") {
+  LaunchPlan plan = two_node_plan();
+  plan.heartbeat_timeout_s = 30;
+  plan.gpu_for_local_rank = {"4", "5", "6", "GPU-abc"};
+  EnvMap env = build_worker_environment(plan, WorkerSlot{3, 0, 1234, "/logs/job-7/config.yaml"},
+                                                {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
+  CHECK(env.at("CUDA_VISIBLE_DEVICES") == "GPU-abc");
+  CHECK(env.at("MGTRAIN_CONFIG_FILE") == "/logs/job-7/config.yaml");
+  CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/job-7/attempt_0/rank_7/heartbeat");
+
+  plan.heartbeat_timeout_s = 0;
+  EnvMap unwatched = build_worker_environment(plan, WorkerSlot{0, 0, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}});
+  CHECK(unwatched.count("MGTRAIN_HEARTBEAT_FILE") == 0);
+}
+
+TEST_CASE("OMP_NUM_THREADS=1 with several workers unless the user set it", "[env]") {
+  LaunchPlan plan = two_node_plan();
+  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {}).at("OMP_NUM_THREADS") == "1");
+  CHECK_THAT(omp_threads_notice(plan, {}), Catch::Contains("OMP_NUM_THREADS=1"));
+  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {{"OMP_NUM_THREADS", "8"}}).at("OMP_NUM_THREADS") == "8");
+  CHECK(omp_threads_notice(plan, {{"OMP_NUM_THREADS", "8"}}).empty());
+  plan.nproc = 1;
+  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {}).count("OMP_NUM_THREADS") == 0);
+  CHECK(omp_threads_notice(plan, {}).empty());
+}
+
+TEST_CASE("${local_rank} in the command is replaced per worker", "[env]") {
+  std::vector<std::string> command = {"train", "--out=log_${local_rank}.txt", "${local_rank}${local_rank}", "${rank}"};
+  CHECK(expand_worker_command(command, 12) ==
+        std::vector<std::string>{"train", "--out=log_12.txt", "1212", "${rank}"});
+}
+
+TEST_CASE("only workers whose stdout reaches the console hear whether it is a terminal", "[env]") {
+  LaunchPlan plan = two_node_plan();
+  const EnvMap parent{{"MGTRAIN_CONSOLE_IS_TTY", "1"}, {"MGTRAIN_CONSOLE_COLUMNS", "200"}};  // from a launcher above us
+  WorkerSlot terminal{0, 0, 1, ""};
+  terminal.stdout_to_console = true;
+  terminal.console_columns = 132;
+  EnvMap env = build_worker_environment(plan, terminal, parent);
+  CHECK(env.at("MGTRAIN_CONSOLE_IS_TTY") == "1");
+  CHECK(env.at("MGTRAIN_CONSOLE_COLUMNS") == "132");
+
+  WorkerSlot pipe{1, 0, 1, ""};
+  pipe.stdout_to_console = true;  // a console that is a file or a pipe
+  env = build_worker_environment(plan, pipe, parent);
+  CHECK(env.at("MGTRAIN_CONSOLE_IS_TTY") == "0");
+  CHECK(env.count("MGTRAIN_CONSOLE_COLUMNS") == 0);
+
+  env = build_worker_environment(plan, WorkerSlot{2, 0, 1, ""}, parent);  // stdout only to its log file
+  CHECK(env.count("MGTRAIN_CONSOLE_IS_TTY") == 0);
+  CHECK(env.count("MGTRAIN_CONSOLE_COLUMNS") == 0);
+}
