@@ -1,10 +1,13 @@
 // The resolved configuration of a run: plain data, one struct per YAML section.
-// Defaults live here (member initialisers); keys, types, ranges and docs live in config_schema.cpp.
+// Defaults live here (member initialisers); keys, types, ranges and docs live in config_schema.cpp; options
+// with a fixed set of values are enum classes (config_enums.hpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "config/config_enums.hpp"
 
 namespace mgtrain {
 
@@ -24,14 +27,14 @@ struct LaunchConfig {
   std::string gpu_ids;                // empty: all visible GPUs
   double grace_period = 5.0;          // seconds between SIGTERM and SIGKILL
   bool standalone = false;
-  std::string slurm = "auto";         // auto: fill unset settings from a SLURM allocation (docs/slurm.md) | off
+  SlurmMode slurm = SlurmMode::Auto;  // auto: fill unset settings from a SLURM allocation (docs/slurm.md)
   bool slurm_requeue = true;          // node 0 requeues a SLURM job whose workers saved and stopped (exit 75)
   double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
   std::string worker;                 // path of the worker binary; empty: next to mgtrain
   std::string python = "python3";     // interpreter for `launch script.py`
   // multi-node (docs/multinode.md)
   std::string rdzv_endpoint;          // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
-  std::string rdzv_backend = "c10d";  // c10d | static (torchrun's names)
+  RdzvBackend rdzv_backend = RdzvBackend::C10d;  // torchrun's names
   double join_timeout = 600.0;        // seconds for the nodes to meet (torchrun's default)
   double last_call_timeout = 30.0;    // dynamic: wait for more nodes once MIN are there (torchrun's default)
   double node_timeout = 30.0;         // seconds without a message before a node counts as dead
@@ -48,7 +51,7 @@ struct LaunchConfig {
 
 // `model:` — which network the built-in trainer builds.
 struct ModelConfig {
-  std::string type = "cnn";           // mlp | cnn | resnet | gpt | torchscript
+  ModelType type = ModelType::Cnn;
   std::vector<std::int64_t> hidden_sizes = {256, 128, 100};  // mlp
   double dropout = 0.0;
   std::vector<std::int64_t> channels = {32, 64};  // cnn conv channels
@@ -64,7 +67,7 @@ struct ModelConfig {
 
 // `data:` — the data set and its loader.
 struct DataConfig {
-  std::string dataset = "mnist";      // synthetic | mnist | cifar10 | tokens
+  DatasetKind dataset = DatasetKind::Mnist;
   std::string path = "/usr/share/datasets/fashion-mnist";
   std::vector<std::int64_t> input_shape = {1, 28, 28};  // synthetic
   std::int64_t num_classes = 10;                          // synthetic
@@ -85,8 +88,8 @@ struct TrainConfig {
   bool eval_at_epoch_end = true;
   std::int64_t seed = 42;
   double clip_grad_norm = 0.0;        // 0: no clipping
-  std::string device = "auto";        // auto | cpu | cuda
-  std::string precision = "fp32";     // fp32 | bf16 (autocast) | fp16 (CUDA, dynamic loss scaling)
+  DeviceOption device = DeviceOption::Auto;
+  PrecisionMode precision = PrecisionMode::Fp32;  // bf16: autocast; fp16: CUDA, dynamic loss scaling
   double loss_scale_init = 65536.0;   // fp16: first loss scale (torch.cuda.amp.GradScaler's defaults)
   double loss_scale_growth_factor = 2.0;
   double loss_scale_backoff_factor = 0.5;
@@ -96,7 +99,7 @@ struct TrainConfig {
 
 // `optim:` — optimizer and learning-rate schedule.
 struct OptimConfig {
-  std::string name = "sgd";           // sgd | adam | adamw
+  OptimizerName name = OptimizerName::Sgd;
   double lr = 0.01;
   double momentum = 0.9;
   bool nesterov = false;
@@ -104,7 +107,7 @@ struct OptimConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  std::string schedule = "constant";  // constant | step | cosine | linear
+  LrScheduleKind schedule = LrScheduleKind::Constant;
   std::int64_t warmup_steps = 0;
   std::int64_t step_size = 1000;      // step schedule
   double gamma = 0.1;                 // step schedule
@@ -114,7 +117,7 @@ struct OptimConfig {
 
 // `ddp:` — process group and gradient synchronisation.
 struct DdpConfig {
-  std::string backend = "auto";       // auto | gloo | nccl
+  BackendChoice backend = BackendChoice::Auto;
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool broadcast_buffers = true;
@@ -124,7 +127,7 @@ struct DdpConfig {
   double connect_timeout_s = 300.0;   // store / peers rendezvous timeout
   bool skip_allreduce = false;        // benchmarks only: gradients are not synchronised
   bool sync_batch_norm = false;       // batch-norm statistics over all ranks (SyncBatchNorm)
-  std::string strategy = "ddp";       // ddp | dp (legacy single-process DataParallel, CUDA only)
+  Strategy strategy = Strategy::Ddp;  // dp: legacy single-process DataParallel, CUDA only
 };
 
 // `checkpoint:` — when and where rank 0 saves, and what to resume from.
@@ -135,18 +138,18 @@ struct CheckpointConfig {
   double every_minutes = 0.0;         // 0: not by time
   bool at_end = true;                 // save after the last step
   std::int64_t keep_last = 3;
-  std::string best_metric = "";       // "" | eval.loss | eval.accuracy | eval.perplexity: also keep the best one
+  BestMetric best_metric = BestMetric::None;  // also keep the best checkpoint by this metric
   bool async = true;                  // write in a background thread
-  std::string when_busy = "wait";     // wait | skip: a save due while the previous write is in flight
-  std::string on_write_error = "stop";  // stop | continue
+  WhenBusy when_busy = WhenBusy::Wait;  // a save due while the previous write is in flight
+  OnWriteError on_write_error = OnWriteError::Stop;
   std::string resume = "auto";        // auto | never | PATH
 };
 
 // `log:` — console and file logging of the trainer.
 struct LogConfig {
-  std::string level = "info";         // debug | info | warn | error
+  LogLevel level = LogLevel::Info;
   std::int64_t every_steps = 50;
-  std::string progress = "auto";      // auto (bar on a TTY, lines otherwise) | bar | lines | off
+  ProgressMode progress = ProgressMode::Auto;  // auto: a bar on a terminal, lines otherwise
   std::int64_t metrics_every_steps = 10;  // rows of <run dir>/metrics.jsonl; 0: no metrics file
   bool tensorboard = true;            // also write TensorBoard event files under <run dir>/tensorboard
   double resource_interval_s = 10.0;  // seconds between CPU/RSS/GPU samples; 0: no sampling

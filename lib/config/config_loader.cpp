@@ -199,7 +199,7 @@ void expand_all_variables(LoadedConfig& loaded, const EnvMap& env) {
 // Rules that involve more than one key.
 void check_combinations(const LoadedConfig& loaded) {
   const Config& c = loaded.config;
-  if (c.model.type == "gpt" && c.model.d_model % c.model.heads != 0) {
+  if (c.model.type == ModelType::Gpt && c.model.d_model % c.model.heads != 0) {
     throw UsageError(fmt::format("{}: model.heads: {} does not divide model.d_model = {}", loaded.origin.at("model.heads"),
                                  c.model.heads, c.model.d_model));
   }

@@ -25,8 +25,27 @@ void require_scalar(const YAML::Node& node, const char* expected) {
 }
 
 // Conversion between YAML nodes and each C++ value type used in Config.
-template <class T>
+template <class T, class = void>
 struct ValueType;
+
+// An option with a fixed set of values (config_enums.hpp): its spelling in YAML; add() checks the spelling
+// against EnumNames<E> before from() is called, with the allowed values and a did-you-mean.
+template <class E>
+struct ValueType<E, std::enable_if_t<std::is_enum_v<E>>> {
+  static constexpr const char* kName = "string";
+  static E from(const YAML::Node& node) {
+    require_scalar(node, "a string");
+    auto value = parse_enum<E>(node.Scalar());
+    if (!value) throw ValueError{fmt::format("'{}' is not allowed", node.Scalar())};
+    return *value;
+  }
+  static YAML::Node to(E value) { return YAML::Node(std::string(name_of(value))); }
+  static std::vector<std::string> choices() {
+    std::vector<std::string> names;
+    for (std::string_view name : EnumNames<E>::names) names.emplace_back(name);
+    return names;
+  }
+};
 
 template <>
 struct ValueType<std::int64_t> {
@@ -165,12 +184,18 @@ class SchemaBuilder {
     def.type_name = ValueType<T>::kName;
     def.doc = k.doc;
     def.choices = k.choices;
+    if constexpr (std::is_enum_v<T>) def.choices = ValueType<T>::choices();
     def.choices_open = k.choices_open;
     def.min = k.min;
     def.max = k.max;
     def.constraint = k.constraint;
     const std::string allowed = def.allowed_text();
-    def.assign = [k, allowed](Config& config, const YAML::Node& node) {
+    def.assign = [k, allowed, choices = def.choices](Config& config, const YAML::Node& node) {
+      if constexpr (std::is_enum_v<T>) {
+        if (node.IsScalar() && std::find(choices.begin(), choices.end(), node.Scalar()) == choices.end())
+          throw ValueError{fmt::format("'{}' is not allowed (allowed: {}){}", node.Scalar(), allowed,
+                                       did_you_mean_suffix(node.Scalar(), choices))};
+      }
       T value = ValueType<T>::from(node);
       check_bounds(value, k.min, k.max, allowed);
       if constexpr (std::is_same_v<T, std::string>) {
@@ -313,16 +338,14 @@ std::vector<KeyDef> build_schema() {
             .must("empty, auto, or comma-separated GPU indices", check_gpu_ids));
   s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period, "seconds between SIGTERM and SIGKILL when stopping workers").range(0, 3600));
   s.add(key("launch.standalone", &C::launch, &LaunchConfig::standalone, "single-node job on localhost with a free port (torchrun --standalone)"));
-  s.add(key("launch.slurm", &C::launch, &LaunchConfig::slurm, "inside a SLURM job: auto fills nnodes, node_rank, master_addr, master_port, run_id and nproc from SLURM_* when not given (docs/slurm.md); off ignores SLURM")
-            .one_of({"auto", "off"}));
+  s.add(key("launch.slurm", &C::launch, &LaunchConfig::slurm, "inside a SLURM job: auto fills nnodes, node_rank, master_addr, master_port, run_id and nproc from SLURM_* when not given (docs/slurm.md); off ignores SLURM"));
   s.add(key("launch.slurm_requeue", &C::launch, &LaunchConfig::slurm_requeue, "inside a SLURM job: node 0 runs `scontrol requeue` when the workers saved a checkpoint and stopped (preemption), so the job resumes"));
   s.add(key("launch.heartbeat_timeout", &C::launch, &LaunchConfig::heartbeat_timeout, "seconds a heartbeating worker may stay silent before it counts as hung; 0: no watchdog").at_least(0));
   s.add(key("launch.worker", &C::launch, &LaunchConfig::worker, "path of the worker binary; empty: mgtrain-worker next to mgtrain"));
   s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module"));
   s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); empty: static ranks from node_rank")
             .must("empty, or HOST[:PORT]", check_endpoint));
-  s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend, "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); both use mgtrain's own protocol")
-            .one_of({"c10d", "static"}));
+  s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend, "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); both use mgtrain's own protocol"));
   s.add(key("launch.join_timeout", &C::launch, &LaunchConfig::join_timeout, "multi-node: seconds for the nodes to meet (every node static, at least MIN dynamic) before the job fails naming the missing ones").range(0.01, 1e6));
   s.add(key("launch.last_call_timeout", &C::launch, &LaunchConfig::last_call_timeout, "dynamic rendezvous: seconds a round waits for more nodes once MIN have arrived (it closes at once with MAX)").range(0, 1e6));
   s.add(key("launch.node_timeout", &C::launch, &LaunchConfig::node_timeout, "multi-node: seconds without any message after which a node (or the rendezvous server) counts as dead").range(0.01, 1e6));
@@ -337,7 +360,7 @@ std::vector<KeyDef> build_schema() {
   s.add(key("launch.status_port", &C::launch, &LaunchConfig::status_port, "serve the status API and dashboard on this port (docs/monitoring.md); 0: off").range(0, 65535));
   s.add(key("launch.status_bind", &C::launch, &LaunchConfig::status_bind, "address the status server listens on (loopback unless you ask otherwise)"));
   // model
-  s.add(key("model.type", &C::model, &ModelConfig::type, "network the built-in trainer builds").one_of({"mlp", "cnn", "resnet", "gpt", "torchscript"}));
+  s.add(key("model.type", &C::model, &ModelConfig::type, "network the built-in trainer builds"));
   s.add(key("model.hidden_sizes", &C::model, &ModelConfig::hidden_sizes, "mlp: hidden layer widths").at_least(1));
   s.add(key("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability (mlp, gpt)").range(0, 1));
   s.add(key("model.channels", &C::model, &ModelConfig::channels, "cnn: output channels of each conv block").at_least(1));
@@ -350,7 +373,7 @@ std::vector<KeyDef> build_schema() {
   s.add(key("model.context_length", &C::model, &ModelConfig::context_length, "gpt: tokens per sample").range(1, 1 << 20));
   s.add(key("model.path", &C::model, &ModelConfig::path, "torchscript: file written by torch.jit.script(model).save(path)"));
   // data
-  s.add(key("data.dataset", &C::data, &DataConfig::dataset, "data set format").one_of({"synthetic", "mnist", "cifar10", "tokens"}));
+  s.add(key("data.dataset", &C::data, &DataConfig::dataset, "data set format"));
   s.add(key("data.path", &C::data, &DataConfig::path, "directory (mnist, cifar10) or file (tokens) holding the data"));
   s.add(key("data.input_shape", &C::data, &DataConfig::input_shape, "synthetic: shape of one sample").at_least(1));
   s.add(key("data.num_classes", &C::data, &DataConfig::num_classes, "synthetic: number of classes").range(2, 1 << 20));
@@ -368,15 +391,15 @@ std::vector<KeyDef> build_schema() {
   s.add(key("train.eval_at_epoch_end", &C::train, &TrainConfig::eval_at_epoch_end, "evaluate on the test split at the end of every epoch"));
   s.add(key("train.seed", &C::train, &TrainConfig::seed, "seed of model init and data order (identical on all ranks)").at_least(0));
   s.add(key("train.clip_grad_norm", &C::train, &TrainConfig::clip_grad_norm, "clip gradients to this global norm after reduction; 0: off").at_least(0));
-  s.add(key("train.device", &C::train, &TrainConfig::device, "where to train: auto (cuda:LOCAL_RANK if CUDA, else cpu)").one_of({"auto", "cpu", "cuda"}));
-  s.add(key("train.precision", &C::train, &TrainConfig::precision, "fp32; bf16: autocast to bfloat16 (CPU, CUDA); fp16: autocast to float16 with dynamic loss scaling (CUDA only)").one_of({"fp32", "bf16", "fp16"}));
+  s.add(key("train.device", &C::train, &TrainConfig::device, "where to train: auto (cuda:LOCAL_RANK if CUDA, else cpu)"));
+  s.add(key("train.precision", &C::train, &TrainConfig::precision, "fp32; bf16: autocast to bfloat16 (CPU, CUDA); fp16: autocast to float16 with dynamic loss scaling (CUDA only)"));
   s.add(key("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16: initial loss scale").range(1e-30, 1e30));
   s.add(key("train.loss_scale_growth_factor", &C::train, &TrainConfig::loss_scale_growth_factor, "fp16: scale multiplier after growth_interval steps without inf/nan gradients").range(1, 1e6));
   s.add(key("train.loss_scale_backoff_factor", &C::train, &TrainConfig::loss_scale_backoff_factor, "fp16: scale multiplier after a step with inf/nan gradients (the step is skipped)").range(1e-6, 1));
   s.add(key("train.loss_scale_growth_interval", &C::train, &TrainConfig::loss_scale_growth_interval, "fp16: consecutive finite steps before the scale grows").range(1, 1LL << 40));
   s.add(key("train.gpu_memory_fraction", &C::train, &TrainConfig::gpu_memory_fraction, "CUDA: cap the caching allocator at this fraction of the device's memory; 0: no cap").range(0, 1));
   // optim
-  s.add(key("optim.name", &C::optim, &OptimConfig::name, "optimizer").one_of({"sgd", "adam", "adamw"}));
+  s.add(key("optim.name", &C::optim, &OptimConfig::name, "optimizer"));
   s.add(key("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate").range(0, 1e6));
   s.add(key("optim.momentum", &C::optim, &OptimConfig::momentum, "sgd momentum").range(0, 1));
   s.add(key("optim.nesterov", &C::optim, &OptimConfig::nesterov, "sgd Nesterov momentum"));
@@ -384,14 +407,14 @@ std::vector<KeyDef> build_schema() {
   s.add(key("optim.beta1", &C::optim, &OptimConfig::beta1, "adam/adamw beta1").range(0, 1));
   s.add(key("optim.beta2", &C::optim, &OptimConfig::beta2, "adam/adamw beta2").range(0, 1));
   s.add(key("optim.eps", &C::optim, &OptimConfig::eps, "adam/adamw epsilon").range(0, 1));
-  s.add(key("optim.schedule", &C::optim, &OptimConfig::schedule, "learning-rate schedule after warmup").one_of({"constant", "step", "cosine", "linear"}));
+  s.add(key("optim.schedule", &C::optim, &OptimConfig::schedule, "learning-rate schedule after warmup"));
   s.add(key("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "steps of linear warmup from 0 to lr").at_least(0));
   s.add(key("optim.step_size", &C::optim, &OptimConfig::step_size, "step schedule: steps between decays").at_least(1));
   s.add(key("optim.gamma", &C::optim, &OptimConfig::gamma, "step schedule: decay factor").range(0, 1));
   s.add(key("optim.min_lr", &C::optim, &OptimConfig::min_lr, "cosine/linear: final learning rate").at_least(0));
   s.add(key("optim.scale_lr_with_world_size", &C::optim, &OptimConfig::scale_lr_with_world_size, "multiply lr by the world size (linear scaling rule)"));
   // ddp
-  s.add(key("ddp.backend", &C::ddp, &DdpConfig::backend, "process group backend: auto (nccl with CUDA, else gloo)").one_of({"auto", "gloo", "nccl"}));
+  s.add(key("ddp.backend", &C::ddp, &DdpConfig::backend, "process group backend: auto (nccl with CUDA, else gloo)"));
   s.add(key("ddp.bucket_cap_mb", &C::ddp, &DdpConfig::bucket_cap_mb, "gradient bucket size in MiB").range(0.001, 4096));
   s.add(key("ddp.first_bucket_mb", &C::ddp, &DdpConfig::first_bucket_mb, "size of the first (smallest) bucket in MiB").range(0.001, 4096));
   s.add(key("ddp.broadcast_buffers", &C::ddp, &DdpConfig::broadcast_buffers, "broadcast rank 0's buffers (e.g. batch-norm statistics) every step"));
@@ -401,7 +424,7 @@ std::vector<KeyDef> build_schema() {
   s.add(key("ddp.connect_timeout_s", &C::ddp, &DdpConfig::connect_timeout_s, "seconds to wait for the store and all peers at start").range(1, 1e6));
   s.add(key("ddp.skip_allreduce", &C::ddp, &DdpConfig::skip_allreduce, "benchmarks only: skip the gradient all-reduce to time a step without communication (ranks diverge)"));
   s.add(key("ddp.sync_batch_norm", &C::ddp, &DdpConfig::sync_batch_norm, "synchronise batch-norm statistics over all ranks (like torch.nn.SyncBatchNorm)"));
-  s.add(key("ddp.strategy", &C::ddp, &DdpConfig::strategy, "ddp: one process per device; dp: legacy single-process DataParallel over the selected GPUs (CUDA only, slower)").one_of({"ddp", "dp"}));
+  s.add(key("ddp.strategy", &C::ddp, &DdpConfig::strategy, "ddp: one process per device; dp: legacy single-process DataParallel over the selected GPUs (CUDA only, slower)"));
   // checkpoint
   s.add(key("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir, "directory of the run's checkpoints; empty: never save or resume"));
   s.add(key("checkpoint.every_steps", &C::checkpoint, &CheckpointConfig::every_steps, "save every N optimizer steps; 0: not by steps").at_least(0));
@@ -409,17 +432,16 @@ std::vector<KeyDef> build_schema() {
   s.add(key("checkpoint.every_minutes", &C::checkpoint, &CheckpointConfig::every_minutes, "save when this many minutes passed since the last save (rank 0's clock); 0: not by time").range(0, 1e6));
   s.add(key("checkpoint.at_end", &C::checkpoint, &CheckpointConfig::at_end, "save after the last step"));
   s.add(key("checkpoint.keep_last", &C::checkpoint, &CheckpointConfig::keep_last, "checkpoints kept on disk (older ones are deleted)").at_least(1));
-  s.add(key("checkpoint.best_metric", &C::checkpoint, &CheckpointConfig::best_metric, "also keep the checkpoint with the best value of this eval metric (pointer file `best`); empty: off")
-            .one_of({"", "eval.loss", "eval.accuracy", "eval.perplexity"}));
+  s.add(key("checkpoint.best_metric", &C::checkpoint, &CheckpointConfig::best_metric, "also keep the checkpoint with the best value of this eval metric (pointer file `best`); empty: off"));
   s.add(key("checkpoint.async", &C::checkpoint, &CheckpointConfig::async, "write checkpoints in a background thread (training waits only for the copy to memory)"));
-  s.add(key("checkpoint.when_busy", &C::checkpoint, &CheckpointConfig::when_busy, "a save due while the previous one is still being written: wait for it, or skip this one").one_of({"wait", "skip"}));
-  s.add(key("checkpoint.on_write_error", &C::checkpoint, &CheckpointConfig::on_write_error, "a failed write (disk full, permissions): stop training (exit 1), or continue and warn").one_of({"stop", "continue"}));
+  s.add(key("checkpoint.when_busy", &C::checkpoint, &CheckpointConfig::when_busy, "a save due while the previous one is still being written: wait for it, or skip this one"));
+  s.add(key("checkpoint.on_write_error", &C::checkpoint, &CheckpointConfig::on_write_error, "a failed write (disk full, permissions): stop training (exit 1), or continue and warn"));
   s.add(key("checkpoint.resume", &C::checkpoint, &CheckpointConfig::resume, "auto: newest valid checkpoint in dir; never; or a checkpoint file")
             .one_of_or({"auto", "never"}, "auto, never or a path"));
   // log
-  s.add(key("log.level", &C::log, &LogConfig::level, "least severe message printed").one_of({"debug", "info", "warn", "error"}));
+  s.add(key("log.level", &C::log, &LogConfig::level, "least severe message printed"));
   s.add(key("log.every_steps", &C::log, &LogConfig::every_steps, "rank 0 prints a progress line every N steps").at_least(1));
-  s.add(key("log.progress", &C::log, &LogConfig::progress, "rank 0's progress display: auto (a live bar on a TTY, plain lines otherwise), bar, lines, off").one_of({"auto", "bar", "lines", "off"}));
+  s.add(key("log.progress", &C::log, &LogConfig::progress, "rank 0's progress display: auto (a live bar on a TTY, plain lines otherwise), bar, lines, off"));
   s.add(key("log.metrics_every_steps", &C::log, &LogConfig::metrics_every_steps, "write a row of <run dir>/metrics.jsonl every N steps (and after every eval); 0: no metrics").at_least(0));
   s.add(key("log.tensorboard", &C::log, &LogConfig::tensorboard, "also write the metrics as TensorBoard event files under <run dir>/tensorboard"));
   s.add(key("log.resource_interval_s", &C::log, &LogConfig::resource_interval_s, "seconds between CPU%/RSS/GPU samples recorded in the metrics; 0: no sampling").range(0, 1e6));

@@ -71,10 +71,10 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   bool builtin_trainer = command.empty();
   // The config path is fixed by the plan's run_dir; the placeholder is replaced below.
   if (builtin_trainer) command = {find_worker_binary(launch.worker), "<config>"};
-  LaunchPlan plan = make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : "ddp");
+  LaunchPlan plan = make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp);
   if (!plan.gpu_note.empty()) log::write_all(outside.stderr_fd, plan.gpu_note + "\n");
   // Inside a SLURM job: say what SLURM gave, and whether this is a requeued rerun (docs/slurm.md).
-  const SlurmDetection slurm = launch.slurm == "off" ? SlurmDetection{} : detect_slurm(environment);
+  const SlurmDetection slurm = launch.slurm == SlurmMode::Off ? SlurmDetection{} : detect_slurm(environment);
   const Say say = [&outside](const std::string& line) { log::write_all(outside.stderr_fd, line + "\n"); };
   announce_slurm_launch(slurm, loaded, plan, builtin_trainer, say);
   // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).

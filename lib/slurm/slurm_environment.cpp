@@ -152,7 +152,7 @@ std::vector<DetectedSetting> slurm_launch_settings(const SlurmDetection& d) {
 std::function<std::vector<DetectedSetting>(const LoadedConfig&)> slurm_launch_detector(EnvMap env) {
   return [env = std::move(env)](const LoadedConfig& so_far) {
     std::vector<DetectedSetting> settings;
-    if (so_far.config.launch.slurm == "off") return settings;
+    if (so_far.config.launch.slurm == SlurmMode::Off) return settings;
     const SlurmDetection detection = detect_slurm(env);
     if (!detection.problem.empty()) throw UsageError("SLURM: " + detection.problem);
     settings = slurm_launch_settings(detection);

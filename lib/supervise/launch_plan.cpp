@@ -170,14 +170,14 @@ std::string join_with_commas(const std::vector<std::string>& items) {
 }  // namespace
 
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
-                            const HostFacts& host, const std::string& strategy) {
+                            const HostFacts& host, Strategy strategy) {
   if (command.empty()) throw UsageError("launch: no command to run: give one after `--`, or a config for the trainer");
   LaunchPlan plan;
   plan.command = command;
   plan.hostname = host.hostname;
 
   bool gpu_ids_given = launch.gpu_ids.find_first_not_of(" \t") != std::string::npos;
-  const bool data_parallel = strategy == "dp";
+  const bool data_parallel = strategy == Strategy::Dp;
   std::vector<std::string> gpus;
   if (trim_blanks(launch.gpu_ids) == "auto") {
     gpus = choose_auto_gpus(launch.nproc, host, data_parallel, plan.gpu_note);
@@ -204,7 +204,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.nnodes = plan.max_nodes;
   // --standalone is torchrun's single-node shortcut: it overrides any rendezvous settings.
   const bool endpoint_given = !launch.standalone && launch.rdzv_endpoint.find_first_not_of(" \t") != std::string::npos;
-  plan.dynamic = endpoint_given && launch.rdzv_backend == "c10d";
+  plan.dynamic = endpoint_given && launch.rdzv_backend == RdzvBackend::C10d;
   if (plan.min_nodes != plan.max_nodes && !plan.dynamic) {
     throw UsageError("launch.nnodes " + launch.nnodes + " is a range: elastic jobs need the dynamic rendezvous, "
                      "--rdzv-endpoint HOST:PORT (with --rdzv-backend c10d, the default); or give a fixed count, e.g. --nnodes " +

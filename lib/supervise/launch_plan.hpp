@@ -68,6 +68,6 @@ struct LaunchPlan {
 // launch.gpu_ids auto: the nproc GPUs with the most free memory (host.gpu_stats; see gpu_selection.hpp).
 // `strategy` is ddp.strategy: dp starts one worker that sees every selected GPU (nproc 1, one node).
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
-                            const HostFacts& host, const std::string& strategy = "ddp");
+                            const HostFacts& host, Strategy strategy = Strategy::Ddp);
 
 }  // namespace mgtrain

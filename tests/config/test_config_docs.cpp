@@ -42,8 +42,8 @@ TEST_CASE("config init answers from flags and a prompt, re-asking after a bad an
   Config c = answer_init_questions({{"model.type", "mlp", "--model"}}, &ask, messages);
   CHECK(c.launch.nnodes == "3");
   CHECK(c.launch.nproc == "1");
-  CHECK(c.train.device == "cpu");
-  CHECK(c.model.type == "mlp");
+  CHECK(c.train.device == DeviceOption::Cpu);
+  CHECK(c.model.type == ModelType::Mlp);
   CHECK(messages.str().find("'banana' is not allowed") != std::string::npos);
   CHECK_THROWS_AS(answer_init_questions({{"train.batch_size", "-1", "--batch-size"}}, nullptr, messages), UsageError);
 }
@@ -56,6 +56,6 @@ TEST_CASE("the starter config loads back to the answered values", "[init]") {
   LoadOptions options;
   options.resolved = true;
   LoadedConfig loaded = load_config_text(yaml, "starter.yaml", {}, {}, options);
-  CHECK(loaded.config.model.type == "gpt");
+  CHECK(loaded.config.model.type == ModelType::Gpt);
   CHECK(loaded.config.launch.nproc == "4");
 }

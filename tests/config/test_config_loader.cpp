@@ -232,3 +232,23 @@ TEST_CASE("a resolved config skips the environment and variable expansion", "[co
   CHECK(c.config.train.epochs == 1);
   CHECK(c.config.data.path == "a$b");
 }
+
+TEST_CASE("options with fixed values: every spelling round-trips, a wrong one is refused with the list", "[config]") {
+  int fixed = 0;
+  for (const KeyDef& key : config_schema()) {
+    if (key.choices.empty() || key.choices_open) continue;
+    ++fixed;
+    const std::string leaf = key.path.substr(key.path.find('.') + 1);
+    for (const std::string& choice : key.choices) {
+      INFO(key.path << " = '" << choice << "'");
+      const LoadedConfig loaded = load(key.section() + ":\n  " + leaf + ": \"" + choice + "\"\n");
+      CHECK(key.read(loaded.config).Scalar() == choice);  // stored as the enum, written back with the same spelling
+    }
+    INFO(key.path);
+    const std::string error = error_of(key.section() + ":\n  " + leaf + ": not-a-choice\n");
+    CHECK_THAT(error, Catch::Contains(key.path) && Catch::Contains("'not-a-choice' is not allowed") &&
+                          Catch::Contains("allowed: " + key.allowed_text()));
+  }
+  CHECK(fixed >= 15);  // the enum-class options of config_enums.hpp
+  CHECK_THAT(error_of("train:\n  precision: bf61\n"), Catch::Contains("(did you mean bf16?)"));
+}

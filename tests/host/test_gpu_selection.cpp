@@ -102,16 +102,16 @@ TEST_CASE("launch plan: --gpu-ids auto on a machine without GPUs assigns none an
 
 TEST_CASE("launch plan: ddp.strategy dp starts one worker that sees every selected GPU", "[gpu_selection]") {
   const HostFacts host = host_with(4, {gpu(0, 70), gpu(1, 2), gpu(2, 40), gpu(3, 1)});
-  LaunchPlan listed = make_launch_plan(launch_with("auto", "0,2"), kCommand, host, "dp");
+  LaunchPlan listed = make_launch_plan(launch_with("auto", "0,2"), kCommand, host, Strategy::Dp);
   CHECK(listed.nproc == 1);
   CHECK(listed.gpu_for_local_rank == std::vector<std::string>{"0,2"});
   CHECK_THAT(listed.nproc_reason, Catch::Contains("dp: 1 process over 2 GPUs"));
-  LaunchPlan everything = make_launch_plan(launch_with("1", ""), kCommand, host, "dp");
+  LaunchPlan everything = make_launch_plan(launch_with("1", ""), kCommand, host, Strategy::Dp);
   CHECK(everything.nproc == 1);
   CHECK(everything.gpu_for_local_rank.empty());  // CUDA_VISIBLE_DEVICES untouched: all visible GPUs
-  CHECK_THROWS_WITH(make_launch_plan(launch_with("2", ""), kCommand, host, "dp"), Catch::Contains("--nproc 1"));
+  CHECK_THROWS_WITH(make_launch_plan(launch_with("2", ""), kCommand, host, Strategy::Dp), Catch::Contains("--nproc 1"));
   LaunchConfig two_nodes = launch_with("1", "");
   two_nodes.nnodes = "2";
   two_nodes.master_port = 29500;
-  CHECK_THROWS_WITH(make_launch_plan(two_nodes, kCommand, host, "dp"), Catch::Contains("one node"));
+  CHECK_THROWS_WITH(make_launch_plan(two_nodes, kCommand, host, Strategy::Dp), Catch::Contains("one node"));
 }

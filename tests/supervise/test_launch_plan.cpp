@@ -128,7 +128,7 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
   CHECK(elastic.master_addr == "node0");
   launch.rdzv_endpoint = "[::1]:1234";
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).rdzv_host == "::1");
-  launch.rdzv_backend = "static";  // torchrun's static backend: the endpoint is node 0's address and port
+  launch.rdzv_backend = RdzvBackend::Static;  // torchrun's static backend: the endpoint is node 0's address and port
   launch.nnodes = "3";
   launch.rdzv_endpoint = "node0:29511";
   LaunchPlan fixed = make_launch_plan(launch, kCommand, host_with_gpus(0));
@@ -137,7 +137,7 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
   CHECK(fixed.master_port == 29511);
   CHECK(fixed.node_rank == 2);
   launch.rdzv_endpoint = "";
-  launch.rdzv_backend = "c10d";
+  launch.rdzv_backend = RdzvBackend::C10d;
   launch.nnodes = "1";
   launch.node_rank = 0;
   CHECK_FALSE(make_launch_plan(launch, kCommand, host_with_gpus(0)).multi_node());  // one node: no agent protocol

@@ -134,7 +134,7 @@ int run_sync_batch_norm_check(const std::vector<std::string>& args) {
   const int64_t mine = rows[static_cast<std::size_t>(rank)];
 
   ModelConfig config;
-  config.type = "cnn";
+  config.type = ModelType::Cnn;
   config.channels = {4, 6};
   config.batch_norm = true;
   config.fc_sizes = {12};

@@ -131,7 +131,7 @@ TEST_CASE("loader: prefetching is bounded and destruction does not wait for the 
 // Not run by ctest (hidden tag); `test_train_data "[.bench]"` prints how long building a batch takes.
 TEST_CASE("loader: batch building cost", "[.bench]") {
   mgtrain::DataConfig config;
-  config.dataset = "synthetic";
+  config.dataset = mgtrain::DatasetKind::Synthetic;
   config.synthetic_samples = 60000;
   const auto source = mgtrain::open_data_source(config, mgtrain::Split::Train, 0, 1);
   std::vector<int64_t> indices(60000);

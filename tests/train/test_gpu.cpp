@@ -55,7 +55,7 @@ CapturedRun run_worker(const std::vector<std::string>& settings, const std::stri
 
 ModelConfig small_mlp() {
   ModelConfig model;
-  model.type = "mlp";
+  model.type = ModelType::Mlp;
   model.hidden_sizes = {16};
   return model;
 }
@@ -63,11 +63,11 @@ ModelConfig small_mlp() {
 }  // namespace
 
 TEST_CASE("gpu path: ddp.backend auto follows the device, an explicit nccl on the CPU is a usage error", "[device]") {
-  CHECK(resolve_backend("auto", kCpu) == "gloo");
-  CHECK(resolve_backend("gloo", kCpu) == "gloo");
-  CHECK(resolve_backend("auto", c10::Device(c10::kCUDA, 0)) == "nccl");
-  CHECK_THROWS_AS(resolve_backend("nccl", kCpu), UsageError);
-  CHECK_THROWS_WITH(resolve_backend("nccl", kCpu), Catch::Contains("ddp.backend: nccl needs a GPU"));
+  CHECK(resolve_backend(BackendChoice::Auto, kCpu) == "gloo");
+  CHECK(resolve_backend(BackendChoice::Gloo, kCpu) == "gloo");
+  CHECK(resolve_backend(BackendChoice::Auto, c10::Device(c10::kCUDA, 0)) == "nccl");
+  CHECK_THROWS_AS(resolve_backend(BackendChoice::Nccl, kCpu), UsageError);
+  CHECK_THROWS_WITH(resolve_backend(BackendChoice::Nccl, kCpu), Catch::Contains("ddp.backend: nccl needs a GPU"));
 }
 
 TEST_CASE("gpu path: without a GPU, train.device auto is the CPU and cuda is refused", "[device]") {
@@ -77,11 +77,11 @@ TEST_CASE("gpu path: without a GPU, train.device auto is the CPU and cuda is ref
   }
   TrainConfig train;
   WorkerIdentity id;
-  train.device = "auto";
+  train.device = DeviceOption::Auto;
   CHECK(choose_training_device(train, id).device.is_cpu());
-  train.device = "cpu";
+  train.device = DeviceOption::Cpu;
   CHECK(choose_training_device(train, id).fallback_warning.empty());
-  train.device = "cuda";
+  train.device = DeviceOption::Cuda;
   CHECK_THROWS_WITH(choose_training_device(train, id), Catch::Contains("train.device: cuda was asked for"));
 }
 
@@ -162,7 +162,7 @@ TEST_CASE("gpu: train.gpu_memory_fraction caps the caching allocator", "[gpu]") 
 TEST_CASE("gpu: batches come in pinned memory for the GPU", "[gpu]") {
   if (!gpu_or_skip()) return;
   DataConfig data;
-  data.dataset = "synthetic";
+  data.dataset = DatasetKind::Synthetic;
   data.input_shape = {1, 4, 4};
   data.synthetic_samples = 64;
   auto source = open_data_source(data, Split::Train, 0, 1);

@@ -177,9 +177,9 @@ TEST_CASE("loss scaler: its state is written into a real checkpoint and comes ba
   Config config;
   config.checkpoint.dir = dir.path();
   config.checkpoint.async = false;
-  config.model.type = "mlp";
+  config.model.type = ModelType::Mlp;
   config.model.hidden_sizes = {8};
-  config.optim.name = "sgd";
+  config.optim.name = OptimizerName::Sgd;
   WorkerIdentity id;
   auto comm = connect_communicator(id, config.ddp, "gloo");  // world size 1
   const ModelInput input{{1, 4, 4}, 3};

@@ -40,15 +40,14 @@ CapturedRun run_worker_on_mlp_config(const std::string& precision, const std::fi
 }  // namespace
 
 TEST_CASE("precision: fp32 and bf16 resolve on the CPU, fp16 there is a usage error pointing to bf16", "[precision]") {
-  CHECK_FALSE(resolve_precision("fp32", kCpu).autocast);
-  const Precision bf16 = resolve_precision("bf16", kCpu);
+  CHECK_FALSE(resolve_precision(PrecisionMode::Fp32, kCpu).autocast);
+  const Precision bf16 = resolve_precision(PrecisionMode::Bf16, kCpu);
   CHECK(bf16.autocast);
   CHECK(bf16.dtype == at::kBFloat16);
   CHECK_FALSE(bf16.loss_scaling);
-  CHECK_THROWS_AS(resolve_precision("fp16", kCpu), UsageError);
-  CHECK_THROWS_WITH(resolve_precision("fp16", kCpu), Catch::Contains("fp16 needs a CUDA device") && Catch::Contains("bf16"));
-  CHECK_THROWS_WITH(resolve_precision("fp8", kCpu), Catch::Contains("fp32, bf16 or fp16"));
-  const Precision fp16 = resolve_precision("fp16", c10::Device(c10::kCUDA, 0));  // only resolved, nothing runs on a GPU
+  CHECK_THROWS_AS(resolve_precision(PrecisionMode::Fp16, kCpu), UsageError);
+  CHECK_THROWS_WITH(resolve_precision(PrecisionMode::Fp16, kCpu), Catch::Contains("fp16 needs a CUDA device") && Catch::Contains("bf16"));
+  const Precision fp16 = resolve_precision(PrecisionMode::Fp16, c10::Device(c10::kCUDA, 0));  // only resolved, nothing runs on a GPU
   CHECK(fp16.loss_scaling);
   CHECK(fp16.dtype == at::kHalf);
 }
@@ -57,14 +56,14 @@ TEST_CASE("precision: the autocast scope runs linear in bf16 on the CPU and rest
   at::Tensor x = at::randn({4, 8});
   at::Tensor w = at::randn({3, 8});
   {
-    AutocastScope scope(resolve_precision("bf16", kCpu), kCpu);
+    AutocastScope scope(resolve_precision(PrecisionMode::Bf16, kCpu), kCpu);
     CHECK(torch_compat::autocast_enabled(c10::DeviceType::CPU));
     CHECK(at::linear(x, w).scalar_type() == at::kBFloat16);
   }
   CHECK_FALSE(torch_compat::autocast_enabled(c10::DeviceType::CPU));
   CHECK(at::linear(x, w).scalar_type() == at::kFloat);
   {
-    AutocastScope scope(resolve_precision("fp32", kCpu), kCpu);  // fp32: nothing switched on
+    AutocastScope scope(resolve_precision(PrecisionMode::Fp32, kCpu), kCpu);  // fp32: nothing switched on
     CHECK(at::linear(x, w).scalar_type() == at::kFloat);
   }
 }
@@ -74,7 +73,7 @@ TEST_CASE("precision: weights updated in place between two autocast scopes are s
   at::Tensor w = at::ones({1, 4}, at::requires_grad());  // a leaf that requires grad: autocast caches its bf16 copy
   float first = 0, second = 0;
   {
-    AutocastScope scope(resolve_precision("bf16", kCpu), kCpu);
+    AutocastScope scope(resolve_precision(PrecisionMode::Bf16, kCpu), kCpu);
     first = at::linear(x, w).item<float>();
   }
   {
@@ -82,7 +81,7 @@ TEST_CASE("precision: weights updated in place between two autocast scopes are s
     w.mul_(3);  // the optimizer step
   }
   {
-    AutocastScope scope(resolve_precision("bf16", kCpu), kCpu);
+    AutocastScope scope(resolve_precision(PrecisionMode::Bf16, kCpu), kCpu);
     second = at::linear(x, w).item<float>();
   }
   CHECK(first == 4.0f);

@@ -39,7 +39,7 @@ std::unique_ptr<Model> build(const ModelConfig& config, const ModelInput& input,
 
 ModelConfig config_of(const std::string& type) {
   ModelConfig c;
-  c.type = type;
+  c.type = mgtrain::parse_enum<mgtrain::ModelType>(type).value();
   return c;
 }
 

@@ -68,7 +68,7 @@ Pass run_pass(const at::Tensor& input, const at::Tensor& weight, const at::Tenso
 
 ModelConfig cnn_config() {
   ModelConfig c;
-  c.type = "cnn";
+  c.type = ModelType::Cnn;
   c.channels = {4, 6};
   c.batch_norm = true;
   c.fc_sizes = {12};
@@ -289,18 +289,18 @@ TEST_CASE("sync batch norm: the trainer hook converts resnet, leaves models with
   DdpConfig on;
   on.sync_batch_norm = true;
   ModelConfig resnet;
-  resnet.type = "resnet";
+  resnet.type = ModelType::Resnet;
   resnet.resnet_blocks = 1;
   auto model = build_model(resnet, ModelInput{{3, 8, 8}, 10});
   CHECK(apply_sync_batch_norm(DdpConfig{}, *model, *comm) == 0);  // the key off: nothing converted
   // Stem + 3 stages x (bn1, bn2) + the 2 projection shortcuts' BatchNorms.
   CHECK(apply_sync_batch_norm(on, *model, *comm) == 9);
   ModelConfig mlp;
-  mlp.type = "mlp";
+  mlp.type = ModelType::Mlp;
   auto no_bn = build_model(mlp, ModelInput{{1, 4, 4}, 3});
   CHECK(apply_sync_batch_norm(on, *no_bn, *comm) == 0);
   DdpConfig data_parallel = on;
-  data_parallel.strategy = "dp";  // one process over several GPUs: nothing to synchronise with (a warning says so)
+  data_parallel.strategy = Strategy::Dp;  // one process over several GPUs: nothing to synchronise with (a warning says so)
   auto cnn = build_model(cnn_config(), ModelInput{{3, 8, 8}, 5});
   CHECK(apply_sync_batch_norm(data_parallel, *cnn, *comm) == 0);
   CHECK(sync_batch_norm_note(0).empty());

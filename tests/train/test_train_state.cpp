@@ -34,7 +34,7 @@ const mgtrain::ModelInput kInput{{1, 4, 4}, 3};
 
 mgtrain::ModelConfig mlp_config(std::vector<int64_t> hidden = {16, 8}, double dropout = 0.0) {
   mgtrain::ModelConfig c;
-  c.type = "mlp";
+  c.type = mgtrain::ModelType::Mlp;
   c.hidden_sizes = std::move(hidden);
   c.dropout = dropout;
   return c;
@@ -42,7 +42,7 @@ mgtrain::ModelConfig mlp_config(std::vector<int64_t> hidden = {16, 8}, double dr
 
 mgtrain::ModelConfig cnn_config() {
   mgtrain::ModelConfig c;
-  c.type = "cnn";
+  c.type = mgtrain::ModelType::Cnn;
   c.channels = {4};
   c.fc_sizes = {8};
   c.batch_norm = true;
@@ -71,7 +71,7 @@ struct OptimizerRecipe {
 
 OptimizerRecipe from_config(const std::string& name, double momentum = 0.9, bool nesterov = false) {
   mgtrain::OptimConfig c;
-  c.name = name;
+  c.name = *mgtrain::parse_enum<mgtrain::OptimizerName>(name);
   c.momentum = momentum;
   c.nesterov = nesterov;
   c.weight_decay = 1e-3;

@@ -51,22 +51,22 @@ TEST_CASE("the progress goes where log.progress, the launcher and the terminal s
   const EnvMap launcher_pipe{{"MGTRAIN_CONSOLE_IS_TTY", "0"}, {"MGTRAIN_RUN_DIR", "/r"}};
   const EnvMap launcher_log_only{{"MGTRAIN_RUN_DIR", "/r"}};
   const EnvMap alone{};
-  CHECK(choose_progress_surface("off", launcher_terminal, true) == ProgressSurface::Off);
-  CHECK(choose_progress_surface("lines", launcher_terminal, true) == ProgressSurface::Lines);
-  CHECK(choose_progress_surface("auto", launcher_terminal, false) == ProgressSurface::BarThroughLauncher);
-  CHECK(choose_progress_surface("auto", launcher_pipe, true) == ProgressSurface::Lines);  // the launcher's word counts
-  CHECK(choose_progress_surface("bar", launcher_pipe, false) == ProgressSurface::BarThroughLauncher);
-  CHECK(choose_progress_surface("auto", launcher_log_only, true) == ProgressSurface::Lines);
-  CHECK(choose_progress_surface("bar", launcher_log_only, true) == ProgressSurface::Lines);  // nobody would see a bar
-  CHECK(choose_progress_surface("auto", alone, true) == ProgressSurface::BarOnTerminal);
-  CHECK(choose_progress_surface("auto", alone, false) == ProgressSurface::Lines);
-  CHECK(choose_progress_surface("bar", alone, false) == ProgressSurface::BarOnTerminal);
+  CHECK(choose_progress_surface(ProgressMode::Off, launcher_terminal, true) == ProgressSurface::Off);
+  CHECK(choose_progress_surface(ProgressMode::Lines, launcher_terminal, true) == ProgressSurface::Lines);
+  CHECK(choose_progress_surface(ProgressMode::Auto, launcher_terminal, false) == ProgressSurface::BarThroughLauncher);
+  CHECK(choose_progress_surface(ProgressMode::Auto, launcher_pipe, true) == ProgressSurface::Lines);  // the launcher's word counts
+  CHECK(choose_progress_surface(ProgressMode::Bar, launcher_pipe, false) == ProgressSurface::BarThroughLauncher);
+  CHECK(choose_progress_surface(ProgressMode::Auto, launcher_log_only, true) == ProgressSurface::Lines);
+  CHECK(choose_progress_surface(ProgressMode::Bar, launcher_log_only, true) == ProgressSurface::Lines);  // nobody would see a bar
+  CHECK(choose_progress_surface(ProgressMode::Auto, alone, true) == ProgressSurface::BarOnTerminal);
+  CHECK(choose_progress_surface(ProgressMode::Auto, alone, false) == ProgressSurface::Lines);
+  CHECK(choose_progress_surface(ProgressMode::Bar, alone, false) == ProgressSurface::BarOnTerminal);
 }
 
 TEST_CASE("metrics rows hold means since the previous row, and TensorBoard the same numbers", "[reporter]") {
   TempDir dir;
   Config config;
-  config.log.progress = "off";
+  config.log.progress = ProgressMode::Off;
   config.log.metrics_every_steps = 2;
   config.log.tensorboard = true;
   const EnvMap env{{"MGTRAIN_RUN_DIR", dir.path.string()}, {"TORCHELASTIC_RESTART_COUNT", "3"}};
@@ -134,7 +134,7 @@ TEST_CASE("metrics rows hold means since the previous row, and TensorBoard the s
 TEST_CASE("ranks other than 0 write no metrics files", "[reporter]") {
   TempDir dir;
   Config config;
-  config.log.progress = "lines";
+  config.log.progress = ProgressMode::Lines;
   {
     TrainingReporter reporter(config, /*rank=*/1, 10, 64, false, {{"MGTRAIN_RUN_DIR", dir.path.string()}});
     StepReport report;

@@ -18,14 +18,16 @@ namespace mgtrain {
 DataSource::~DataSource() = default;
 
 std::unique_ptr<DataSource> open_data_source(const DataConfig& data, Split split, int64_t context_length, uint64_t seed) {
-  if (data.dataset == "synthetic") {
-    const int64_t samples = split == Split::Train ? data.synthetic_samples : kSyntheticTestSamples;
-    return open_synthetic_data(data.input_shape, data.num_classes, samples, split, seed);
+  switch (data.dataset) {  // -Wswitch: a new DatasetKind must be handled here
+    case DatasetKind::Synthetic: {
+      const int64_t samples = split == Split::Train ? data.synthetic_samples : kSyntheticTestSamples;
+      return open_synthetic_data(data.input_shape, data.num_classes, samples, split, seed);
+    }
+    case DatasetKind::Mnist: return open_mnist_data(data.path, split);
+    case DatasetKind::Cifar10: return open_cifar10_data(data.path, split);
+    case DatasetKind::Tokens: return open_token_data(data.path, split, context_length);
   }
-  if (data.dataset == "mnist") return open_mnist_data(data.path, split);
-  if (data.dataset == "cifar10") return open_cifar10_data(data.path, split);
-  if (data.dataset == "tokens") return open_token_data(data.path, split, context_length);
-  throw UsageError(fmt::format("data.dataset: unknown data set '{}' (synthetic, mnist, cifar10, tokens)", data.dataset));
+  throw Error(fmt::format("internal error: no data set for data.dataset {}", data.dataset));
 }
 
 void check_sample_indices(const std::vector<int64_t>& indices, int64_t size) {

@@ -112,7 +112,7 @@ class DataParallelModel final : public Model {
 
 }  // namespace
 
-std::vector<c10::Device> data_parallel_devices(int world_size, const std::string& precision) {
+std::vector<c10::Device> data_parallel_devices(int world_size, PrecisionMode precision) {
 #ifndef MGTRAIN_WITH_CUDA
   (void)world_size;
   (void)precision;

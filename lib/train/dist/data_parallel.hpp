@@ -19,7 +19,7 @@ namespace mgtrain {
 
 // The CUDA devices this process sees (all of them: the launcher narrows them with CUDA_VISIBLE_DEVICES), after the
 // checks above; `world_size` and `precision` are the run's. Throws UsageError saying what to change.
-std::vector<c10::Device> data_parallel_devices(int world_size, const std::string& precision);
+std::vector<c10::Device> data_parallel_devices(int world_size, PrecisionMode precision);
 
 // The model of `config` as a DataParallel model over `devices` (the first is the master's and the output's).
 // Parameters and buffers are the master's, under the same names as build_model's, so checkpoints are the same.

@@ -29,12 +29,12 @@ constexpr bool torch_has_cuda() {
 DeviceChoice choose_training_device(const TrainConfig& train, const WorkerIdentity& id) {
   DeviceChoice choice;
   const bool cuda = torch::cuda::is_available();
-  if (train.device == "cuda" && !cuda) {
+  if (train.device == DeviceOption::Cuda && !cuda) {
     throw UsageError(fmt::format("train.device: cuda was asked for, but {} (use train.device: auto or cpu)",
                                  torch_has_cuda() ? "no GPU is visible to this process"
                                                    : "this LibTorch has no CUDA (build with scripts/build-cuda.sh)"));
   }
-  if (train.device == "cpu") return choice;
+  if (train.device == DeviceOption::Cpu) return choice;
   if (!cuda) {
     if (torch_has_cuda()) {
       choice.fallback_warning = "mgtrain: warning: train.device auto: this LibTorch has CUDA but no GPU is visible; training on the CPU with gloo";
@@ -71,14 +71,14 @@ void prepare_training_device(const c10::Device& device, const TrainConfig& train
 #endif
 }
 
-std::string resolve_backend(const std::string& configured, const c10::Device& device) {
-  if (configured == "auto") return device.is_cuda() ? "nccl" : "gloo";
-  if (configured == "nccl" && !device.is_cuda()) {
+std::string resolve_backend(BackendChoice configured, const c10::Device& device) {
+  if (configured == BackendChoice::Auto) return device.is_cuda() ? "nccl" : "gloo";
+  if (configured == BackendChoice::Nccl && !device.is_cuda()) {
     throw UsageError(fmt::format("ddp.backend: nccl needs a GPU, but this rank trains on {} ({}): use ddp.backend: gloo or auto",
                                  device.str(),
                                  torch_has_cuda() ? "no GPU is visible, or train.device is cpu" : "this LibTorch is CPU-only"));
   }
-  return configured;
+  return std::string(name_of(configured));
 }
 
 }  // namespace mgtrain

@@ -30,6 +30,6 @@ void prepare_training_device(const c10::Device& device, const TrainConfig& train
 
 // ddp.backend for `device`: auto is nccl on CUDA and gloo on the CPU; an explicit nccl on the CPU is a UsageError
 // (this build or this machine has no GPU for it); gloo stays gloo.
-std::string resolve_backend(const std::string& configured, const c10::Device& device);
+std::string resolve_backend(BackendChoice configured, const c10::Device& device);
 
 }  // namespace mgtrain

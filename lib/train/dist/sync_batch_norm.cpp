@@ -202,7 +202,7 @@ int convert_to_sync_batch_norm(Model& model, Communicator& comm) {
 
 int apply_sync_batch_norm(const DdpConfig& ddp, Model& model, Communicator& comm) {
   if (!ddp.sync_batch_norm) return 0;
-  if (ddp.strategy == "dp") {  // one process: torch.nn.SyncBatchNorm, too, works only with DistributedDataParallel
+  if (ddp.strategy == Strategy::Dp) {  // one process: torch.nn.SyncBatchNorm, too, works only with DistributedDataParallel
     std::fprintf(stderr, "mgtrain: warning: ddp.sync_batch_norm is ignored with ddp.strategy: dp (one process, no ranks to "
                          "synchronise with; use ddp.strategy: ddp with one rank per GPU)\n");
     std::fflush(stderr);

@@ -45,11 +45,16 @@ std::string utc_now() {
 std::string hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }
 
 // The metric checkpoint.best_metric names, and whether larger is better.
-std::optional<std::pair<double, bool>> metric_value(const std::string& metric, const EvalResult* eval) {
-  if (metric.empty() || !eval || eval->samples == 0) return std::nullopt;
-  if (metric == "eval.loss") return std::make_pair(eval->loss, false);
-  if (metric == "eval.accuracy") return std::make_pair(eval->accuracy, true);
-  if (metric == "eval.perplexity" && eval->perplexity > 0) return std::make_pair(eval->perplexity, false);
+std::optional<std::pair<double, bool>> metric_value(BestMetric metric, const EvalResult* eval) {
+  if (!eval || eval->samples == 0) return std::nullopt;
+  switch (metric) {
+    case BestMetric::EvalLoss: return std::make_pair(eval->loss, false);
+    case BestMetric::EvalAccuracy: return std::make_pair(eval->accuracy, true);
+    case BestMetric::EvalPerplexity:
+      if (eval->perplexity > 0) return std::make_pair(eval->perplexity, false);
+      break;
+    case BestMetric::None: break;
+  }
   return std::nullopt;
 }
 
@@ -180,13 +185,13 @@ class Checkpointer::Writer {
       const double file_seconds = seconds_since(start);  // the file itself: temp file, fsync, rename, dir fsync
       update_latest_pointer(dir_, name);
       std::set<std::string> protect;
-      if (!config_.best_metric.empty()) {
+      if (config_.best_metric != BestMetric::None) {
         auto best = read_best_pointer(dir_);
         if (job_.metric) {
           const auto [value, larger_is_better] = *job_.metric;
-          const bool better = !best || best->metric != config_.best_metric ||
+          const bool better = !best || best->metric != name_of(config_.best_metric) ||
                               (larger_is_better ? value > best->value : value < best->value);
-          if (better) best = BestCheckpoint{name, config_.best_metric, value};
+          if (better) best = BestCheckpoint{name, std::string(name_of(config_.best_metric)), value};
           if (better) update_best_pointer(dir_, *best);
         }
         if (best) protect.insert(best->file_name);
@@ -295,10 +300,10 @@ std::optional<TrainPosition> Checkpointer::resume() {
   std::vector<TensorView> views;
   for (const TensorEntry& entry : file.tensors()) views.push_back(TensorView{entry.name, entry.dtype, entry.shape, file.bytes(entry), entry.nbytes});
   TensorViewMap stored(std::move(views));
-  if (auto saved = file.metadata().find("mgtrain.optimizer"); saved != file.metadata().end() && saved->second != config_.optim.name) {
+  if (auto saved = file.metadata().find("mgtrain.optimizer"); saved != file.metadata().end() && saved->second != name_of(config_.optim.name)) {
     throw UsageError(fmt::format("checkpoint {} was saved with optim.name {}, this run uses {}: its optimizer state does not "
                                  "fit (set optim.name: {} or checkpoint.resume: never)",
-                                 chosen, saved->second, config_.optim.name, saved->second));
+                                 chosen, saved->second, name_of(config_.optim.name), saved->second));
   }
   restore_train_state(model_, optimizer_, stored);
   if (scaler_ && scaler_->enabled()) scaler_->restore(stored);  // the same on every rank: all decide alike
@@ -337,7 +342,7 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
   // Rank 0 decides whether to wait for or skip a write in flight; everyone follows.
   bool skip = false;
   if (comm_.rank() == 0 && writer_->busy()) {
-    if (config_.checkpoint.when_busy == "skip") skip = true;
+    if (config_.checkpoint.when_busy == WhenBusy::Skip) skip = true;
     else writer_->wait_idle();
   }
   if (comm_.world_size() > 1) {
@@ -417,7 +422,7 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
   m["mgtrain.epoch"] = std::to_string(at.epoch);
   m["mgtrain.samples_in_epoch"] = std::to_string(at.samples_in_epoch);
   m["mgtrain.model"] = model_.summary();
-  m["mgtrain.optimizer"] = config_.optim.name;
+  m["mgtrain.optimizer"] = std::string(name_of(config_.optim.name));
   m["mgtrain.config"] = resolved_config_;
   m["mgtrain.config_hash"] = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
   if (eval && eval->samples > 0) {

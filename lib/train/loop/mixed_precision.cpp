@@ -8,27 +8,24 @@
 
 namespace mgtrain {
 
-Precision resolve_precision(const std::string& name, const c10::Device& device) {
+Precision resolve_precision(PrecisionMode mode, const c10::Device& device) {
   Precision precision;
-  precision.name = name;
-  if (name == "fp32") return precision;
-  if (name == "bf16") {
+  precision.mode = mode;
+  if (mode == PrecisionMode::Fp32) return precision;
+  if (mode == PrecisionMode::Bf16) {
     precision.autocast = true;
     precision.dtype = c10::ScalarType::BFloat16;
     return precision;
   }
-  if (name == "fp16") {
-    if (!device.is_cuda()) {
-      throw UsageError(fmt::format("train.precision: fp16 needs a CUDA device, but this rank trains on {} (fp16 autocast "
-                                   "and dynamic loss scaling are GPU-only): use train.precision: bf16 on CPU, or fp32",
-                                   device.str()));
-    }
-    precision.autocast = true;
-    precision.dtype = c10::ScalarType::Half;
-    precision.loss_scaling = true;
-    return precision;
+  if (!device.is_cuda()) {  // fp16
+    throw UsageError(fmt::format("train.precision: fp16 needs a CUDA device, but this rank trains on {} (fp16 autocast "
+                                 "and dynamic loss scaling are GPU-only): use train.precision: bf16 on CPU, or fp32",
+                                 device.str()));
   }
-  throw UsageError(fmt::format("train.precision: '{}' is not a precision: use fp32, bf16 or fp16", name));
+  precision.autocast = true;
+  precision.dtype = c10::ScalarType::Half;
+  precision.loss_scaling = true;
+  return precision;
 }
 
 AutocastScope::AutocastScope(const Precision& precision, const c10::Device& device) {

@@ -8,18 +8,20 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "config/config_enums.hpp"
+
 namespace mgtrain {
 
 struct Precision {
-  std::string name = "fp32";  // fp32 | bf16 | fp16
+  PrecisionMode mode = PrecisionMode::Fp32;
   bool autocast = false;      // bf16, fp16
   c10::ScalarType dtype = c10::ScalarType::Float;
   bool loss_scaling = false;  // fp16: the gradients go through a GradScaler
 };
 
 // train.precision on `device`. fp16 on a CPU device is a UsageError (no fp16 autocast and no loss scaling there;
-// it points to bf16); an unknown name too.
-Precision resolve_precision(const std::string& name, const c10::Device& device);
+// it points to bf16).
+Precision resolve_precision(PrecisionMode mode, const c10::Device& device);
 
 // Autocast on for `device`'s type with precision's dtype while the scope lives (nothing when precision is fp32).
 // On exit the previous autocast state comes back and the cast cache is cleared, as Python's torch.autocast does

@@ -94,7 +94,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   const Precision precision = resolve_precision(train.precision, device);  // fp16 on a CPU is refused here
 
   // Data: the same data set everywhere; the sampler gives each rank its shard.
-  const bool language_model = config.model.type == "gpt";
+  const bool language_model = config.model.type == ModelType::Gpt;
   auto train_data = open_data_source(config.data, Split::Train, config.model.context_length, static_cast<std::uint64_t>(train.seed));
   auto test_data = open_data_source(config.data, Split::Test, config.model.context_length, static_cast<std::uint64_t>(train.seed));
   DistributedSampler sampler(train_data->size(), comm.world_size(), comm.rank(), config.data.shuffle,
@@ -103,7 +103,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   // Model: identical initialisation on every rank from the seed, then rank 0's copy is broadcast anyway.
   torch::manual_seed(static_cast<std::uint64_t>(train.seed));
   const ModelInput model_input{train_data->sample_shape(), train_data->num_classes()};
-  auto model = config.ddp.strategy == "dp"  // legacy DataParallel: one process, the model replicated over its GPUs
+  auto model = config.ddp.strategy == Strategy::Dp  // legacy DataParallel: one process, the model replicated over its GPUs
                    ? build_data_parallel_model(config.model, model_input, data_parallel_devices(comm.world_size(), train.precision))
                    : build_model(config.model, model_input);
   model->to(device);
@@ -152,7 +152,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
     std::printf("mgtrain: %s%s | world %d (%s) on %s, precision %s | %s\nmgtrain: %lld steps (%lld per epoch), batch %lld x %lld accum x %d ranks\n",
                 summary.model.c_str(),
                 sync_batch_norm_note(synchronised_batch_norms).c_str(),
-                comm.world_size(), summary.backend.c_str(), summary.device.c_str(), precision.name.c_str(),
+                comm.world_size(), summary.backend.c_str(), summary.device.c_str(), std::string(name_of(precision.mode)).c_str(),
                 train_data->description().c_str(), static_cast<long long>(total_steps), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
     std::fflush(stdout);
@@ -260,7 +260,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
       current = position;
       if (votes.writer_failed) {
         const std::string error = leader ? checkpoints.take_write_error() : std::string();
-        if (config.checkpoint.on_write_error == "stop") {
+        if (config.checkpoint.on_write_error == OnWriteError::Stop) {
           if (leader) throw Error(fmt::format("{} (checkpoint.on_write_error: stop)", error));
           fail_after_rank0(comm, Error("rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)"));
         }
@@ -331,7 +331,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   checkpoints.wait_for_writes();
   if (leader && checkpoints.write_failed()) {
     const std::string error = checkpoints.take_write_error();
-    if (config.checkpoint.on_write_error == "stop") throw Error(error);
+    if (config.checkpoint.on_write_error == OnWriteError::Stop) throw Error(error);
     std::fprintf(stderr, "mgtrain: warning: the last checkpoint was not written (checkpoint.on_write_error: continue); "
                          "the newest one on disk is older\n");
   }
@@ -342,7 +342,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
   summary.wall_s = seconds_since(run_start);
   summary.samples_per_s = timed_seconds > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds : 0.0;
   summary.step_time_ms = median(step_times) * 1000.0;
-  summary.precision = precision.name;
+  summary.precision = std::string(name_of(precision.mode));
   summary.loss_scaling = scaler.enabled();
   summary.loss_scale = scaler.scale();
   summary.skipped_steps = scaler.skipped_steps();

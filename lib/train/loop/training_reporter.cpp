@@ -48,16 +48,16 @@ void print_line(const std::string& line) {
 
 }  // namespace
 
-ProgressSurface choose_progress_surface(const std::string& setting, const EnvMap& env, bool stdout_is_terminal) {
-  if (setting == "off") return ProgressSurface::Off;
-  if (setting == "lines") return ProgressSurface::Lines;
+ProgressSurface choose_progress_surface(ProgressMode setting, const EnvMap& env, bool stdout_is_terminal) {
+  if (setting == ProgressMode::Off) return ProgressSurface::Off;
+  if (setting == ProgressMode::Lines) return ProgressSurface::Lines;
   const auto launcher_console = env.find(kConsoleIsTtyVariable);
   if (launcher_console != env.end()) {  // started by mgtrain launch, stdout shown on its console
     const bool terminal = launcher_console->second == "1";
-    return terminal || setting == "bar" ? ProgressSurface::BarThroughLauncher : ProgressSurface::Lines;
+    return terminal || setting == ProgressMode::Bar ? ProgressSurface::BarThroughLauncher : ProgressSurface::Lines;
   }
   if (env.count(kRunDirVariable)) return ProgressSurface::Lines;  // launched, but our stdout goes only to a log file
-  return stdout_is_terminal || setting == "bar" ? ProgressSurface::BarOnTerminal : ProgressSurface::Lines;
+  return stdout_is_terminal || setting == ProgressMode::Bar ? ProgressSurface::BarOnTerminal : ProgressSurface::Lines;
 }
 
 TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t total_steps, std::int64_t samples_per_step,

@@ -34,7 +34,7 @@ struct StepReport {
 // Where rank 0's progress goes; decided from log.progress, the launcher's word on its console
 // (MGTRAIN_CONSOLE_IS_TTY) or, without the launcher, whether stdout is a terminal.
 enum class ProgressSurface { Off, Lines, BarThroughLauncher, BarOnTerminal };
-ProgressSurface choose_progress_surface(const std::string& setting, const EnvMap& env, bool stdout_is_terminal);
+ProgressSurface choose_progress_surface(ProgressMode setting, const EnvMap& env, bool stdout_is_terminal);
 
 class TrainingReporter {
  public:

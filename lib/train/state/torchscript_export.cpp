@@ -34,7 +34,6 @@
 namespace mgtrain {
 namespace {
 
-constexpr const char* kSupported = "mlp, cnn, resnet, gpt, torchscript";
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -68,7 +67,7 @@ ModelInput infer_model_input(const Config& config, const CheckpointFile& file) {
       break;
     }
   }
-  if (config.model.type == "gpt" || config.data.dataset == "tokens") {
+  if (config.model.type == ModelType::Gpt || config.data.dataset == DatasetKind::Tokens) {
     input.sample_shape = {config.model.context_length};
     return input;
   }
@@ -77,14 +76,14 @@ ModelInput infer_model_input(const Config& config, const CheckpointFile& file) {
   static const std::regex on_shape(R"( on ([0-9]+(?:x[0-9]+)+)[ :,(])");
   if (summary != file.metadata().end() && std::regex_search(summary->second, m, on_shape)) {
     for (const std::string& d : split(m[1].str(), 'x')) input.sample_shape.push_back(std::stoll(d));
-  } else if (config.data.dataset == "synthetic") {
+  } else if (config.data.dataset == DatasetKind::Synthetic) {
     input.sample_shape = config.data.input_shape;
-  } else if (config.data.dataset == "cifar10") {
+  } else if (config.data.dataset == DatasetKind::Cifar10) {
     input.sample_shape = {3, 32, 32};
   } else {
     input.sample_shape = {1, 28, 28};
   }
-  if (config.model.type == "mlp" && !entries.empty() && entries.front().second->shape.size() == 2) {
+  if (config.model.type == ModelType::Mlp && !entries.empty() && entries.front().second->shape.size() == 2) {
     // mlp flattens its input: only the width matters, and the first Linear knows it.
     int64_t width = 1;
     for (int64_t d : input.sample_shape) width *= d;
@@ -265,7 +264,7 @@ class ScriptBuilder {
       kind = "MLP";
       body = "    return self.dropout.forward(self.c_proj.forward(torch.gelu(self.c_fc.forward(x))))\n";
     } else {
-      throw Error(fmt::format("internal error: no TorchScript for {} of model.type {} (children: {})", where, config_.type,
+      throw Error(fmt::format("internal error: no TorchScript for {} of model.type {} (children: {})", where, name_of(config_.type),
                               fmt::join(names, ", ")));
     }
   }
@@ -315,17 +314,13 @@ TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, c
   LoadOptions options;
   options.resolved = true;
   const Config config = load_config_text(config_text->second, checkpoint_path + " (mgtrain.config)", ConfigRequest{}, EnvMap{}, options).config;
-  const std::string& type = config.model.type;
-  if (type != "mlp" && type != "cnn" && type != "resnet" && type != "gpt" && type != "torchscript") {
-    throw UsageError(fmt::format("{}: model.type {} cannot be exported as TorchScript (supported: {})", checkpoint_path, type, kSupported));
-  }
   const std::string step = file.metadata().count("mgtrain.step") ? file.metadata().at("mgtrain.step") : "";
   const std::string source_name = checkpoint_path.substr(checkpoint_path.rfind('/') + 1);
 
   torch::jit::Module module;
   TorchScriptExportResult result;
   at::Tensor input, expected;
-  if (type == "torchscript") {
+  if (config.model.type == ModelType::Torchscript) {
     const std::string& path = config.model.path;
     if (!data_file_exists(path)) {
       throw UsageError(fmt::format("{}: the model is the TorchScript module model.path = {}, which is needed to export it: no such file "
@@ -346,7 +341,7 @@ TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, c
     // The model's forward is the module's own: the saved bytes are checked against it on an input of the data's
     // shape, when that shape is known and the module takes it (else only the weights are checked).
     try {
-      const at::Tensor x = check_input(infer_model_input(config, file), config.data.dataset == "tokens");
+      const at::Tensor x = check_input(infer_model_input(config, file), config.data.dataset == DatasetKind::Tokens);
       at::NoGradGuard no_grad;
       expected = run_forward(module, x, path);
       input = x;
@@ -357,15 +352,15 @@ TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, c
     const ModelInput model_input = infer_model_input(config, file);
     at::manual_seed(0);  // initial values are overwritten by the checkpoint's
     std::unique_ptr<Model> model = build_model(config.model, model_input);
-    copy_weights(named_tensors_of(*model), file, fmt::format("the {} model built from the checkpoint's config", type));
+    copy_weights(named_tensors_of(*model), file, fmt::format("the {} model built from the checkpoint's config", name_of(config.model.type)));
     model->train(false);
     auto* layered = dynamic_cast<LayerModel*>(model.get());
-    if (!layered) throw Error(fmt::format("internal error: model.type {} is not a layer tree", type));
+    if (!layered) throw Error(fmt::format("internal error: model.type {} is not a layer tree", name_of(config.model.type)));
     ScriptBuilder builder(config.model);
     module = builder.build(*layered->root(), "");
     module.eval();
     result.model = model->summary();
-    input = check_input(model_input, type == "gpt");
+    input = check_input(model_input, config.model.type == ModelType::Gpt);
     at::NoGradGuard no_grad;
     expected = model->forward(input);
   }
