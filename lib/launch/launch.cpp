@@ -13,6 +13,7 @@
 #include "supervise/console_writer.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
+#include "util/fd.hpp"
 #include "supervise/host_probe.hpp"
 #include "launch/launch_monitor.hpp"
 #include "supervise/launch_plan.hpp"
@@ -43,8 +44,8 @@ int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
 void ensure_standard_fds_open() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-      int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-      if (null_fd >= 0 && null_fd != fd) close(null_fd);  // opened at the lowest free fd: `fd` itself
+      Fd null_fd(open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY));
+      if (null_fd.get() == fd) null_fd.release();  // opened at the lowest free fd, `fd` itself: it stays open
     }
   }
 }

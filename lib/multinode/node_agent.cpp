@@ -455,13 +455,13 @@ class NodeAgent : public SupervisorPeer {
 
 // Static: node 0 listens on every interface at master_port. Dynamic: the agent that can bind the
 // endpoint's address hosts it; the others (EADDRNOTAVAIL: not this host; EADDRINUSE: another agent
-// on this host got it first) connect. Returns -1 when this agent does not host.
-int host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
+// on this host got it first) connect. Returns an invalid Fd when this agent does not host.
+Fd host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
   if (!plan.dynamic) {
     connect_host = plan.node_rank == 0 ? "127.0.0.1" : plan.rdzv_host;
-    if (plan.node_rank != 0) return -1;
-    int fd = listen_on_any(plan.rdzv_port);
-    if (fd >= 0) return fd;
+    if (plan.node_rank != 0) return Fd();
+    Fd listener = listen_on_any(plan.rdzv_port);
+    if (listener) return listener;
     if (errno == EADDRINUSE) {
       throw UsageError(fmt::format("launch.master_port {} is already in use on this machine (another job, or a leftover "
                                    "process?): node 0 hosts mgtrain's rendezvous there; choose another --master-port and "
@@ -477,17 +477,17 @@ int host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
   std::string error;
   std::vector<SocketAddress> addresses = resolve_tcp(plan.rdzv_host, plan.rdzv_port, error);
   for (const SocketAddress& address : addresses) {
-    int fd = listen_on(address);
-    if (fd >= 0) {
+    Fd listener = listen_on(address);
+    if (listener) {
       connect_host = address.host_text();
-      return fd;
+      return listener;
     }
     if (errno == EACCES) {
       throw UsageError(fmt::format("launch.rdzv_endpoint port {} may not be used by this user (ports below 1024 need "
                                    "privileges)", plan.rdzv_port));
     }
   }
-  return -1;  // not resolvable here either: the client retries until the join timeout and says why
+  return Fd();  // not resolvable here either: the client retries until the join timeout and says why
 }
 
 }  // namespace
@@ -497,12 +497,12 @@ NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool
   const auto now = Clock::now();
   const std::string agent_id = fmt::format("{}:{}", plan.hostname, getpid());
   std::string connect_host;
-  int listen_fd = host_rendezvous(plan, connect_host);
+  Fd listener = host_rendezvous(plan, connect_host);
 
   NodeAgent agent(plan, loaded, builtin_trainer, outside);
   Supervisor supervisor(plan, environment, "", ports, 0, outside.stdout_fd, outside.stderr_fd);
   std::unique_ptr<RendezvousServer> server;
-  if (listen_fd >= 0) {
+  if (listener) {
     rdzv::RoundsSettings settings;
     settings.dynamic = plan.dynamic;
     settings.min_nodes = plan.min_nodes;
@@ -514,7 +514,7 @@ NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool
     settings.max_restarts = plan.max_restarts;
     settings.master_addr = plan.dynamic ? plan.rdzv_host : plan.master_addr;
     settings.host_agent_id = agent_id;
-    server = std::make_unique<RendezvousServer>(listen_fd, settings, ports,
+    server = std::make_unique<RendezvousServer>(std::move(listener), settings, ports,
                                                 [&agent](const std::string& line) { agent.say(line); }, now);
   }
   auto client = std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + seconds(plan.join_timeout_s), now);

@@ -13,6 +13,7 @@
 
 #include "util/error.hpp"
 #include "util/file_tail.hpp"
+#include "util/time_format.hpp"
 #include "contract/log_layout.hpp"
 #include "supervise/worker_process.hpp"
 
@@ -129,9 +130,9 @@ void Supervisor::start_workers(int attempt) {
       pids_by_attempt_[attempt][local_rank] = process.pid;
 
       const ConsoleRouting& routing = plan_.console[local_rank];
-      captures_.push_back(std::make_unique<StreamCapture>(process.stdout_fd, log_layout::stdout_log(rank_directory),
+      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stdout_pipe), log_layout::stdout_log(rank_directory),
                                                           false, routing.stdout_to_console, global_rank));
-      captures_.push_back(std::make_unique<StreamCapture>(process.stderr_fd, log_layout::stderr_log(rank_directory),
+      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stderr_pipe), log_layout::stderr_log(rank_directory),
                                                           true, routing.stderr_to_console, global_rank));
     }
   } catch (...) {
@@ -326,7 +327,7 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
   worker.silent_s = failure.silent_s;
   worker.during_teardown = failure.during_teardown;
   auto wall = started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(failure.time - started_steady_);
-  worker.time_utc = format_utc_timestamp(
+  worker.time_utc = format_utc_millis(
       std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count());
   std::string rank_directory = log_layout::rank_dir(plan_.run_dir, failure.attempt, worker.global_rank);
   worker.stderr_log = log_layout::stderr_log(rank_directory);
