@@ -13,6 +13,7 @@
 #include "config/config_yaml.hpp"
 #include "supervise/console_writer.hpp"
 #include "util/error.hpp"
+#include "util/time_format.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/node_failure.hpp"
 #include "multinode/rendezvous_hosting.hpp"
@@ -33,11 +34,6 @@ constexpr auto kFlushLinger = std::chrono::seconds(2);
 
 Clock::duration seconds(double value) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
-}
-
-std::string seconds_text(double value) {
-  if (value >= 10 || std::fabs(value - std::round(value)) < 0.05) return fmt::format("{:.0f} s", value);
-  return fmt::format("{:.1f} s", value);
 }
 
 
@@ -140,8 +136,8 @@ class NodeAgent : public SupervisorPeer {
         if (now - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s)) client_->send(rdzv::heartbeat_message());
         double quiet = std::chrono::duration<double>(now - client_->last_heard()).count();
         if (!ending_ && quiet >= plan_.node_timeout_s) {
-          server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", seconds_text(quiet),
-                                  seconds_text(plan_.node_timeout_s)));
+          server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
+                                  format_seconds(plan_.node_timeout_s)));
         }
       }
     }
@@ -387,7 +383,7 @@ class NodeAgent : public SupervisorPeer {
       end_job(kNodeLostExitCode,
               fmt::format("could not reach the rendezvous server at {} within launch.join_timeout ({}): {}. Is `mgtrain launch` "
                           "running on {} with the same {}? Raise --join-timeout if it starts later.",
-                          client_->endpoint(), seconds_text(plan_.join_timeout_s), client_->problem(),
+                          client_->endpoint(), format_seconds(plan_.join_timeout_s), client_->problem(),
                           plan_.dynamic ? "the endpoint's host" : "node 0",
                           plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
               std::nullopt, false);

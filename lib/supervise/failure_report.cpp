@@ -7,14 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/log_layout.hpp"
+#include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
-
-std::string seconds_text(double seconds) {
-  if (seconds >= 10 || std::fabs(seconds - std::round(seconds)) < 0.05) return fmt::format("{:.0f} s", seconds);
-  return fmt::format("{:.1f} s", seconds);
-}
 
 void append_indented(std::string& out, const std::string& text, const std::string& indent) {
   std::size_t start = 0;
@@ -71,7 +67,7 @@ nlohmann::ordered_json worker_json(const FailedWorker& worker) {
 
 std::string FailedWorker::outcome() const {
   if (node_lost) return node_problem;
-  if (hung) return "no heartbeat for " + seconds_text(silent_s);
+  if (hung) return "no heartbeat for " + format_seconds(silent_s);
   return status.describe();
 }
 
