@@ -1,6 +1,5 @@
 // run_launch: from loaded settings to a finished job — plan, port, run directory, supervisor, report.
 #include "launch/launch.hpp"
-#include "util/log.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,6 +12,9 @@
 #include "supervise/console_writer.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
+#include "util/log.hpp"
+#include "util/fd.hpp"
+#include "util/value_parsing.hpp"
 #include "supervise/host_probe.hpp"
 #include "launch/launch_monitor.hpp"
 #include "supervise/launch_plan.hpp"
@@ -43,10 +45,104 @@ int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
 void ensure_standard_fds_open() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-      int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-      if (null_fd >= 0 && null_fd != fd) close(null_fd);  // opened at the lowest free fd: `fd` itself
+      Fd null_fd(open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY));
+      if (null_fd.get() == fd) null_fd.release();  // opened at the lowest free fd, `fd` itself: it stays open
     }
   }
+}
+
+bool stopped_by_signal(int code) {
+  return code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP || code == 128 + SIGQUIT;
+}
+
+// A line from the SLURM and monitoring helpers, already "mgtrain: ..." (no newline).
+void say_line(const std::string& line) { log::text(line + "\n"); }
+
+// The plan for this node: the program after `--`, or the built-in trainer, which gets the run's
+// config file (worker_command) once the run directory is known.
+LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, const HostFacts& host) {
+  const LaunchConfig& launch = loaded.config.launch;
+  const bool builtin_trainer = request.command.empty();
+  const std::vector<std::string> command =
+      builtin_trainer ? std::vector<std::string>{find_worker_binary(launch.worker)} : request.command;
+  LaunchPlan plan = make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp);
+  plan.builtin_trainer = builtin_trainer;
+  return plan;
+}
+
+// Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
+int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
+                   const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports) {
+  const LaunchConfig& launch = loaded.config.launch;
+  if (launch.status_port > 0) {
+    log::warn("--status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
+  }
+  // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
+  std::optional<RunRecorder> job_record;
+  if (!plan.dynamic && plan.node_rank == 0) {
+    keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
+    job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
+  }
+  const NodeAgentResult agent = run_node_agent(plan, loaded, environment, outside, ports);
+  const int code = agent.exit_code;
+  if (job_record) {
+    const std::string warning =
+        job_record->finish(finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
+    if (!warning.empty()) say_line(warning);
+  }
+  // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
+  // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
+  requeue_after_preemption(slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
+                           say_line, default_command_runner());
+  return code;
+}
+
+// After a single-node run: the failure report and failure.json, or why the workers stopped.
+void report_single_node_end(const LaunchPlan& plan, const SupervisionResult& result) {
+  if (result.failure) {
+    log::text(format_failure_report(*result.failure));
+    write_run_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
+  }
+  if (result.launcher_signal) {
+    log::info("stopped by {}; all workers of run {} have exited (exit code {})", signal_name(*result.launcher_signal),
+              plan.run_id, result.exit_code);
+  } else if (result.stopped_after_checkpoint && !result.failure) {
+    log::info("the workers of run {} saved a checkpoint and stopped on request; run the same command again to resume "
+              "(exit code {})", plan.run_id, result.exit_code);
+  }
+}
+
+// One node: the workers under the supervisor, with run record, monitoring and the report at the end.
+int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
+                    const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports) {
+  const std::string config_file = log_layout::config_file(plan.run_dir);
+  const int first_port = choose_first_port(plan, ports);
+
+  const std::string archived = prepare_run_directory(plan.run_dir);
+  if (!archived.empty()) log::info("run {} was launched before; its logs are kept in {}", plan.run_id, archived);
+  keep_earlier_run_record(plan.run_dir, archived);
+  write_run_file(config_file, config_to_yaml(loaded.config));
+
+  const std::string notice = omp_threads_notice(plan, environment);
+  if (!notice.empty()) log::info("{}", notice);
+
+  // Run history: run.json says "running" now and the outcome at the end (docs/monitoring.md#run-history).
+  RunRecorder run_record(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
+  Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
+  // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
+  LaunchMonitoring monitoring(supervisor, plan, loaded.config, say_line);
+  const SupervisionResult result = supervisor.run();
+  const std::string record_warning = run_record.finish(
+      finished_status(result.exit_code, result.launcher_signal.has_value(), result.stopped_after_checkpoint && !result.failure),
+      result.exit_code, result.attempts);
+  if (!record_warning.empty()) say_line(record_warning);
+  report_single_node_end(plan, result);
+  // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
+  requeue_after_preemption(slurm, loaded.config.launch,
+                           {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(),
+                            result.launcher_signal == SIGTERM},
+                           say_line, default_command_runner());
+  return result.exit_code;
 }
 
 }  // namespace
@@ -57,94 +153,21 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded) {
 
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside) {
   ensure_standard_fds_open();
+  log::ScopedOutput output(outside.stdout_fd, outside.stderr_fd);
   const LaunchConfig& launch = loaded.config.launch;
   // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
-  if (launch.hosts.find_first_not_of(" \t") != std::string::npos || launch.hostfile.find_first_not_of(" \t") != std::string::npos) {
-    return run_hosts_launch(request, loaded, outside);
-  }
-  EnvMap environment = outside.environment ? *outside.environment : current_environment();
+  if (!trim(launch.hosts).empty() || !trim(launch.hostfile).empty()) return run_hosts_launch(request, loaded, outside);
+  const EnvMap environment = outside.environment ? *outside.environment : current_environment();
   SocketPortProbe socket_ports;
   PortProbe& ports = outside.ports ? *outside.ports : socket_ports;
 
-  HostFacts host = probe_host_facts(environment);
-  std::vector<std::string> command = request.command;
-  bool builtin_trainer = command.empty();
-  // The config path is fixed by the plan's run_dir; the placeholder is replaced below.
-  if (builtin_trainer) command = {find_worker_binary(launch.worker), "<config>"};
-  LaunchPlan plan = make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp);
-  if (!plan.gpu_note.empty()) log::write_all(outside.stderr_fd, plan.gpu_note + "\n");
+  const LaunchPlan plan = plan_for(request, loaded, probe_host_facts(environment));
+  if (!plan.gpu_note.empty()) say_line(plan.gpu_note);
   // Inside a SLURM job: say what SLURM gave, and whether this is a requeued rerun (docs/slurm.md).
   const SlurmDetection slurm = launch.slurm == SlurmMode::Off ? SlurmDetection{} : detect_slurm(environment);
-  const Say say = [&outside](const std::string& line) { log::write_all(outside.stderr_fd, line + "\n"); };
-  announce_slurm_launch(slurm, loaded, plan, builtin_trainer, say);
-  // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
-  if (plan.multi_node()) {
-    if (launch.status_port > 0) say("mgtrain: warning: --status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
-    // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
-    std::optional<RunRecorder> job_record;
-    if (!plan.dynamic && plan.node_rank == 0) {
-      keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
-      job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
-    }
-    const NodeAgentResult agent = run_node_agent(plan, loaded, builtin_trainer, environment, outside, ports);
-    const int code = agent.exit_code;
-    if (job_record) {
-      const std::string warning = job_record->finish(finished_status(code, code == 128 + SIGINT || code == 128 + SIGTERM ||
-                                                                          code == 128 + SIGHUP || code == 128 + SIGQUIT,
-                                                                     code == exit_code::kStoppedAfterCheckpoint),
-                                                     code, 0);
-      if (!warning.empty()) say(warning);
-    }
-    // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
-    // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
-    requeue_after_preemption(slurm, launch,
-                             {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
-                             say, default_command_runner());
-    return code;
-  }
-  std::string config_file = log_layout::config_file(plan.run_dir);
-  if (builtin_trainer) plan.command[1] = config_file;
-
-  int first_port = choose_first_port(plan, ports);
-
-  const std::string archived = prepare_run_directory(plan.run_dir);
-  if (!archived.empty()) log::write_all(outside.stderr_fd, "mgtrain: run " + plan.run_id + " was launched before; its logs are kept in " + archived + "\n");
-  keep_earlier_run_record(plan.run_dir, archived);
-  write_run_file(config_file, config_to_yaml(loaded.config));
-
-  std::string notice = omp_threads_notice(plan, environment);
-  if (!notice.empty()) log::write_all(outside.stderr_fd, notice + "\n");
-
-  // Run history: run.json says "running" now and the outcome at the end (docs/monitoring.md#run-history).
-  RunRecorder run_record(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
-  Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
-  // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
-  LaunchMonitoring monitoring(supervisor, plan, loaded.config, say);
-  SupervisionResult result = supervisor.run();
-  const std::string record_warning = run_record.finish(
-      finished_status(result.exit_code, result.launcher_signal.has_value(), result.stopped_after_checkpoint && !result.failure),
-      result.exit_code, result.attempts);
-  if (!record_warning.empty()) log::write_all(outside.stderr_fd, record_warning + "\n");
-
-  if (result.failure) {
-    log::write_all(outside.stderr_fd, format_failure_report(*result.failure));
-    write_run_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
-  }
-  if (result.launcher_signal) {
-    log::write_all(outside.stderr_fd, "mgtrain: stopped by " + signal_name(*result.launcher_signal) +
-                                       "; all workers of run " + plan.run_id + " have exited (exit code " +
-                                       std::to_string(result.exit_code) + ")\n");
-  } else if (result.stopped_after_checkpoint && !result.failure) {
-    log::write_all(outside.stderr_fd, "mgtrain: the workers of run " + plan.run_id +
-                                       " saved a checkpoint and stopped on request; run the same command again to resume "
-                                       "(exit code " + std::to_string(result.exit_code) + ")\n");
-  }
-  // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
-  requeue_after_preemption(slurm, launch,
-                           {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(),
-                            result.launcher_signal == SIGTERM},
-                           say, default_command_runner());
-  return result.exit_code;
+  announce_slurm_launch(slurm, loaded, plan, plan.builtin_trainer, say_line);
+  if (plan.multi_node()) return run_multi_node(plan, loaded, slurm, environment, outside, ports);
+  return run_single_node(plan, loaded, slurm, environment, outside, ports);
 }
 
 }  // namespace mgtrain

@@ -1,7 +1,6 @@
 // One command for many hosts: start, stream and stop one node agent per host (see hosts_launch.hpp).
 #include "multinode/hosts_launch.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -9,7 +8,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
@@ -20,6 +18,8 @@
 #include "supervise/console_writer.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
+#include "util/fd.hpp"
+#include "util/file_io.hpp"
 #include "util/line_splitter.hpp"
 #include "supervise/orphan_guard.hpp"
 #include "supervise/signal_channel.hpp"
@@ -71,12 +71,12 @@ timespec to_timespec(Clock::duration duration) {
 struct RemoteAgent {
   std::string host;
   pid_t pid = -1;
-  int stdin_fd = -1;   // write end: closing it tells an --exit-with-stdin agent to stop
+  Fd stdin_pipe;  // write end: closing it tells an --exit-with-stdin agent to stop
   bool alive = false;
   std::optional<ExitStatus> status;
   Clock::time_point ended{};
   struct Stream {
-    int fd = -1;
+    Fd fd;
     bool is_stderr = false;
     LineSplitter splitter;
   };
@@ -245,11 +245,9 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
   if (!trim(launch.hosts).empty()) {
     hosts = parse_hosts(launch.hosts);
   } else {
-    std::ifstream file(launch.hostfile);
-    if (!file) throw UsageError("launch.hostfile " + launch.hostfile + ": cannot read it: " + std::strerror(errno));
-    std::stringstream text;
-    text << file.rdbuf();
-    hosts = parse_hostfile(text.str(), launch.hostfile);
+    const std::optional<std::string> text = try_read_file(launch.hostfile);
+    if (!text) throw UsageError("launch.hostfile " + launch.hostfile + ": cannot read it: " + std::strerror(errno));
+    hosts = parse_hostfile(*text, launch.hostfile);
   }
   const std::vector<std::vector<std::string>> arguments = agent_launch_arguments(hosts, request, loaded, environment);
   const std::string mgtrain = executable_directory() + "/mgtrain";
@@ -270,8 +268,7 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
   };
   auto close_stdin_pipes = [&] {
     for (auto& agent : agents) {
-      if (agent->stdin_fd >= 0) close(agent->stdin_fd);
-      agent->stdin_fd = -1;
+      agent->stdin_pipe.reset();
     }
   };
   try {
@@ -279,28 +276,19 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
     for (std::size_t rank = 0; rank < hosts.size(); ++rank) {
       auto agent = std::make_unique<RemoteAgent>();
       agent->host = hosts[rank].host;
-      int pipe_fds[2];
-      if (pipe2(pipe_fds, O_CLOEXEC) != 0) throw SystemError("pipe2() for a remote agent's stdin", errno);
+      Pipe stdin_pipe = make_pipe();
       WorkerProcessSpec spec;
       spec.argv = remote_agent_argv(launch.remote_shell, hosts[rank].host, agent_command_line(cwd, mgtrain, arguments[rank]));
       spec.environment = environ_strings;
       spec.signal_mask = signals.original_mask();
       spec.announce_fd = guard.announce_fd();
-      spec.stdin_fd = pipe_fds[0];
-      WorkerProcess process;
-      try {
-        process = start_worker_process(spec);
-      } catch (...) {
-        close(pipe_fds[0]);
-        close(pipe_fds[1]);
-        throw;
-      }
-      close(pipe_fds[0]);
-      agent->stdin_fd = pipe_fds[1];
+      spec.stdin_fd = stdin_pipe.read.get();  // the child gets a copy
+      WorkerProcess process = start_worker_process(spec);
+      agent->stdin_pipe = std::move(stdin_pipe.write);
       agent->pid = process.pid;
       agent->alive = true;
-      agent->out.fd = process.stdout_fd;
-      agent->err.fd = process.stderr_fd;
+      agent->out.fd = std::move(process.stdout_pipe);
+      agent->err.fd = std::move(process.stderr_pipe);
       agent->err.is_stderr = true;
       agents.push_back(std::move(agent));
       started += fmt::format("{}{} (node {}{})", rank ? ", " : "", hosts[rank].host, rank,
@@ -335,7 +323,7 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
     bool any_alive = false, any_open = false;
     for (auto& agent : agents) {
       any_alive = any_alive || agent->alive;
-      any_open = any_open || agent->out.fd >= 0 || agent->err.fd >= 0;
+      any_open = any_open || agent->out.fd || agent->err.fd;
     }
     if (!any_alive) {
       if (!any_open) break;
@@ -351,8 +339,8 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
     fds.push_back(pollfd{signals.fd(), POLLIN, 0});
     for (auto& agent : agents) {
       for (RemoteAgent::Stream* stream : {&agent->out, &agent->err}) {
-        if (stream->fd < 0) continue;
-        fds.push_back(pollfd{stream->fd, POLLIN, 0});
+        if (!stream->fd) continue;
+        fds.push_back(pollfd{stream->fd.get(), POLLIN, 0});
         streams.push_back(stream);
       }
     }
@@ -370,13 +358,12 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
         if (&agent->out == &stream || &agent->err == &stream) owner = agent.get();
       }
       const std::string prefix = "[" + owner->host + "] ";
-      ssize_t got = read(stream.fd, buffer, sizeof buffer);
+      ssize_t got = read(stream.fd.get(), buffer, sizeof buffer);
       if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       auto sink = [&](std::string_view line) { console.add_line(stream.is_stderr, prefix, line); };
       if (got <= 0) {
         stream.splitter.finish(sink);
-        close(stream.fd);
-        stream.fd = -1;
+        stream.fd.reset();
         continue;
       }
       stream.splitter.feed(std::string_view(buffer, static_cast<std::size_t>(got)), sink);
@@ -395,8 +382,7 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
             agent.alive = false;
             agent.status = status;
             agent.ended = now;
-            if (agent.stdin_fd >= 0) close(agent.stdin_fd);
-            agent.stdin_fd = -1;
+            agent.stdin_pipe.reset();
             const bool bad = !status.success() && !(!status.signaled && status.value == exit_code::kStoppedAfterCheckpoint);
             if (bad && !first_failure && !launcher_signal) {
               first_failure = index;
@@ -436,12 +422,11 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
   }
   for (auto& agent : agents) {
     for (RemoteAgent::Stream* stream : {&agent->out, &agent->err}) {
-      if (stream->fd >= 0) {
+      if (stream->fd) {
         stream->splitter.finish([&](std::string_view line) {
           console.add_line(stream->is_stderr, "[" + agent->host + "] ", line);
         });
-        close(stream->fd);
-        stream->fd = -1;
+        stream->fd.reset();
       }
     }
   }

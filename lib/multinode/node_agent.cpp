@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <memory>
 
@@ -14,7 +13,10 @@
 #include "config/config_yaml.hpp"
 #include "supervise/console_writer.hpp"
 #include "util/error.hpp"
+#include "util/time_format.hpp"
 #include "multinode/job_fingerprint.hpp"
+#include "multinode/node_failure.hpp"
+#include "multinode/rendezvous_hosting.hpp"
 #include "contract/log_layout.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_server.hpp"
@@ -34,68 +36,32 @@ Clock::duration seconds(double value) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
 }
 
-std::string seconds_text(double value) {
-  if (value >= 10 || std::fabs(value - std::round(value)) < 0.05) return fmt::format("{:.0f} s", value);
-  return fmt::format("{:.1f} s", value);
-}
-
-
-std::string nnodes_text(const LaunchPlan& plan) {
-  if (plan.min_nodes == plan.max_nodes) return std::to_string(plan.max_nodes);
-  return fmt::format("{}:{}", plan.min_nodes, plan.max_nodes);
-}
 
 std::string parent_directory(const std::string& path) {
   std::size_t slash = path.find_last_of('/');
   return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
 }
 
-rdzv::NodeFailure node_failure_from(const FailedWorker& worker, int round, int node_rank, const std::string& node) {
-  rdzv::NodeFailure failure;
-  failure.round = round;
-  failure.node_rank = node_rank;
-  failure.node = node;
-  failure.host = worker.host;
-  failure.global_rank = worker.global_rank;
-  failure.local_rank = worker.local_rank;
-  failure.pid = worker.pid;
-  failure.hung = worker.hung;
-  failure.silent_s = worker.silent_s;
-  failure.exit_code = worker.hung ? kHungWorkerExitCode : worker.status.as_exit_code();
-  failure.signal = !worker.hung && worker.status.signaled ? worker.status.value : 0;
-  failure.outcome = worker.outcome();
-  failure.time_utc = worker.time_utc;
-  failure.stderr_log = worker.stderr_log;
-  failure.stderr_tail = worker.stderr_tail;
-  if (worker.error_file && worker.error_file->problem.empty()) failure.error_message = worker.error_file->message;
-  return failure;
-}
-
-FailedWorker failed_worker_from(const rdzv::NodeFailure& failure) {
-  FailedWorker worker;
-  worker.global_rank = failure.global_rank;
-  worker.local_rank = failure.local_rank;
-  worker.attempt = failure.round;
-  worker.host = failure.host;
-  worker.pid = failure.pid;
-  worker.status = failure.signal > 0 ? ExitStatus::killed_by(failure.signal) : ExitStatus::exited(failure.exit_code);
-  worker.hung = failure.hung;
-  worker.silent_s = failure.silent_s;
-  worker.time_utc = failure.time_utc;
-  worker.stderr_log = failure.stderr_log;
-  worker.stderr_tail = failure.stderr_tail;
-  worker.error_message = failure.error_message;
-  worker.node_rank = failure.node_rank;
-  worker.node = failure.node;
-  worker.node_lost = failure.node_lost;
-  worker.node_problem = failure.outcome;
-  return worker;
+// This node's plan for one round: the node rank, ranks, world size, workers' store and restart budget
+// that the rendezvous server assigned.
+LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
+  plan.node_rank = assignment.node_rank;
+  plan.nnodes = assignment.nnodes();
+  plan.world_size = assignment.world_size();
+  plan.first_rank = assignment.first_rank(assignment.node_rank);
+  plan.master_addr = assignment.master_addr;
+  plan.master_port = assignment.master_port;
+  plan.max_restarts = assignment.max_restarts;
+  return plan;
 }
 
 class NodeAgent : public SupervisorPeer {
  public:
-  NodeAgent(LaunchPlan& plan, const LoadedConfig& loaded, bool builtin_trainer, const LaunchEnvironment& outside)
-      : plan_(plan), loaded_(loaded), builtin_trainer_(builtin_trainer), outside_(outside) {}
+  NodeAgent(LaunchPlan plan, const LoadedConfig& loaded, const LaunchEnvironment& outside)
+      : plan_(std::move(plan)), loaded_(loaded), outside_(outside) {}
+
+  // This node's plan as of the last round (node rank, ranks, run directory from the rendezvous).
+  const LaunchPlan& plan() const { return plan_; }
 
   void attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server, std::unique_ptr<RendezvousClient> client,
               std::string agent_id) {
@@ -170,8 +136,8 @@ class NodeAgent : public SupervisorPeer {
         if (now - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s)) client_->send(rdzv::heartbeat_message());
         double quiet = std::chrono::duration<double>(now - client_->last_heard()).count();
         if (!ending_ && quiet >= plan_.node_timeout_s) {
-          server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", seconds_text(quiet),
-                                  seconds_text(plan_.node_timeout_s)));
+          server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
+                                  format_seconds(plan_.node_timeout_s)));
         }
       }
     }
@@ -222,22 +188,20 @@ class NodeAgent : public SupervisorPeer {
     const int code = result.exit_code;
     if (result.launcher_signal) {
       if (result.failure) emit_report(*result.failure);
-      log::write_all(outside_.stderr_fd, "mgtrain: stopped by " + signal_name(*result.launcher_signal) + "; the workers of this node (run " +
-                                          plan_.run_id + ") have exited and the other nodes were told (exit code " +
-                                          std::to_string(code) + ")\n");
+      log::info("stopped by {}; the workers of this node (run {}) have exited and the other nodes were told (exit code {})",
+                signal_name(*result.launcher_signal), plan_.run_id, code);
       return code;
     }
     if (!ending_) return code;
     const Ending& ending = *ending_;
     if (ending.rejected || (!ending.cause && code != 0 && code != exit_code::kStoppedAfterCheckpoint)) {
-      log::write_all(outside_.stderr_fd, "mgtrain: error: " + ending.text + "\n");
+      log::error("{}", ending.text);
       return code;
     }
     if (!ending.cause) {
       if (code == exit_code::kStoppedAfterCheckpoint) {
-        log::write_all(outside_.stderr_fd, "mgtrain: the workers of run " + plan_.run_id +
-                                            " saved a checkpoint and stopped on request; run the same command on every node "
-                                            "again to resume (exit code " + std::to_string(code) + ")\n");
+        log::info("the workers of run {} saved a checkpoint and stopped on request; run the same command on every node "
+                  "again to resume (exit code {})", plan_.run_id, code);
       }
       return code;
     }
@@ -263,7 +227,7 @@ class NodeAgent : public SupervisorPeer {
     report.attempt = std::max(cause.round, 0);
     report.max_restarts = plan_.max_restarts;
     emit_report(report);
-    log::write_all(outside_.stderr_fd, "mgtrain: " + ending.text + "\n");
+    log::info("{}", ending.text);
     return code;
   }
 
@@ -281,7 +245,7 @@ class NodeAgent : public SupervisorPeer {
   }
 
   void emit_report(const FailureReport& report) {
-    log::write_all(outside_.stderr_fd, format_failure_report(report));
+    log::text(format_failure_report(report));
     if (run_ready_) write_run_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
   }
 
@@ -342,20 +306,14 @@ class NodeAgent : public SupervisorPeer {
     }
     round_ = assignment.round;
     node_names_ = assignment.node_names;
-    plan_.node_rank = assignment.node_rank;
-    plan_.nnodes = assignment.nnodes();
-    plan_.world_size = assignment.world_size();
-    plan_.first_rank = assignment.first_rank(assignment.node_rank);
-    plan_.master_addr = assignment.master_addr;
-    plan_.master_port = assignment.master_port;
-    plan_.max_restarts = assignment.max_restarts;
+    plan_ = plan_for_round(plan_, assignment);
     if (!run_ready_) prepare_run(assignment.run_id);
     std::string ranks = plan_.nproc == 1 ? fmt::format("rank {}", plan_.first_rank)
                                          : fmt::format("ranks {}-{}", plan_.first_rank, plan_.first_rank + plan_.nproc - 1);
     say(fmt::format("round {}: {} of {} ({} of {}), workers' store {}:{}", round_, node_name(), assignment.nnodes(), ranks,
                     plan_.world_size, plan_.master_addr, plan_.master_port));
     try {
-      supervisor_->begin_attempt(round_);
+      supervisor_->begin_attempt(round_, plan_, config_file_);
     } catch (const Error& error) {
       // This node cannot run its workers (program not found, log directory not writable, ...): its own
       // error, with its exit code, is what every node reports, not "node lost".
@@ -385,12 +343,10 @@ class NodeAgent : public SupervisorPeer {
     plan_.run_dir = log_dir + "/" + run_id + "/" + node_directory;
     const std::string archived = prepare_run_directory(plan_.run_dir);
     if (!archived.empty()) say("run " + run_id + " was launched before on this node; its logs are kept in " + archived);
-    std::string config_file = log_layout::config_file(plan_.run_dir);
-    write_run_file(config_file, config_to_yaml(config->config));
-    if (builtin_trainer_) plan_.command[1] = config_file;
-    supervisor_->set_config_file(config_file);
-    std::string notice = omp_threads_notice(plan_, current_environment());
-    if (!notice.empty()) supervisor_->console().add_text(true, notice + "\n");
+    config_file_ = log_layout::config_file(plan_.run_dir);
+    write_run_file(config_file_, config_to_yaml(config->config));
+    const std::string notice = omp_threads_notice(plan_, current_environment());
+    if (!notice.empty()) say(notice);
     run_ready_ = true;
   }
 
@@ -427,7 +383,7 @@ class NodeAgent : public SupervisorPeer {
       end_job(kNodeLostExitCode,
               fmt::format("could not reach the rendezvous server at {} within launch.join_timeout ({}): {}. Is `mgtrain launch` "
                           "running on {} with the same {}? Raise --join-timeout if it starts later.",
-                          client_->endpoint(), seconds_text(plan_.join_timeout_s), client_->problem(),
+                          client_->endpoint(), format_seconds(plan_.join_timeout_s), client_->problem(),
                           plan_.dynamic ? "the endpoint's host" : "node 0",
                           plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
               std::nullopt, false);
@@ -436,10 +392,10 @@ class NodeAgent : public SupervisorPeer {
     }
   }
 
-  LaunchPlan& plan_;
+  LaunchPlan plan_;         // this node's own; each round's copy goes to the supervisor with begin_attempt
+  std::string config_file_;  // <run_dir>/config.yaml, once the run id is final
   const LoadedConfig& loaded_;
   std::optional<LoadedConfig> adopted_;
-  bool builtin_trainer_;
   const LaunchEnvironment& outside_;
   Supervisor* supervisor_ = nullptr;
   std::unique_ptr<RendezvousServer> server_;
@@ -453,78 +409,29 @@ class NodeAgent : public SupervisorPeer {
   std::optional<Clock::time_point> finished_at_;
 };
 
-// Static: node 0 listens on every interface at master_port. Dynamic: the agent that can bind the
-// endpoint's address hosts it; the others (EADDRNOTAVAIL: not this host; EADDRINUSE: another agent
-// on this host got it first) connect. Returns -1 when this agent does not host.
-int host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
-  if (!plan.dynamic) {
-    connect_host = plan.node_rank == 0 ? "127.0.0.1" : plan.rdzv_host;
-    if (plan.node_rank != 0) return -1;
-    int fd = listen_on_any(plan.rdzv_port);
-    if (fd >= 0) return fd;
-    if (errno == EADDRINUSE) {
-      throw UsageError(fmt::format("launch.master_port {} is already in use on this machine (another job, or a leftover "
-                                   "process?): node 0 hosts mgtrain's rendezvous there; choose another --master-port and "
-                                   "pass it to every node", plan.rdzv_port));
-    }
-    if (errno == EACCES) {
-      throw UsageError(fmt::format("launch.master_port {} may not be used by this user (ports below 1024 need privileges)",
-                                   plan.rdzv_port));
-    }
-    throw SystemError(fmt::format("listening on port {} for the rendezvous", plan.rdzv_port), errno);
-  }
-  connect_host = plan.rdzv_host;
-  std::string error;
-  std::vector<SocketAddress> addresses = resolve_tcp(plan.rdzv_host, plan.rdzv_port, error);
-  for (const SocketAddress& address : addresses) {
-    int fd = listen_on(address);
-    if (fd >= 0) {
-      connect_host = address.host_text();
-      return fd;
-    }
-    if (errno == EACCES) {
-      throw UsageError(fmt::format("launch.rdzv_endpoint port {} may not be used by this user (ports below 1024 need "
-                                   "privileges)", plan.rdzv_port));
-    }
-  }
-  return -1;  // not resolvable here either: the client retries until the join timeout and says why
-}
-
 }  // namespace
 
-NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
-                   const LaunchEnvironment& outside, PortProbe& ports) {
+NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loaded, const EnvMap& environment,
+                               const LaunchEnvironment& outside, PortProbe& ports) {
+  log::ScopedOutput output(outside.stdout_fd, outside.stderr_fd);
   const auto now = Clock::now();
   const std::string agent_id = fmt::format("{}:{}", plan.hostname, getpid());
   std::string connect_host;
-  int listen_fd = host_rendezvous(plan, connect_host);
+  Fd listener = host_rendezvous(plan, connect_host);
 
-  NodeAgent agent(plan, loaded, builtin_trainer, outside);
+  NodeAgent agent(plan, loaded, outside);
   Supervisor supervisor(plan, environment, "", ports, 0, outside.stdout_fd, outside.stderr_fd);
   std::unique_ptr<RendezvousServer> server;
-  if (listen_fd >= 0) {
-    rdzv::RoundsSettings settings;
-    settings.dynamic = plan.dynamic;
-    settings.min_nodes = plan.min_nodes;
-    settings.max_nodes = plan.max_nodes;
-    settings.join_timeout_s = plan.join_timeout_s;
-    settings.last_call_timeout_s = plan.last_call_timeout_s;
-    settings.node_timeout_s = plan.node_timeout_s;
-    settings.heartbeat_interval_s = plan.node_heartbeat_interval_s;
-    settings.max_restarts = plan.max_restarts;
-    settings.master_addr = plan.dynamic ? plan.rdzv_host : plan.master_addr;
-    settings.host_agent_id = agent_id;
-    server = std::make_unique<RendezvousServer>(listen_fd, settings, ports,
+  if (listener) {
+    server = std::make_unique<RendezvousServer>(std::move(listener), rounds_settings(plan, agent_id), ports,
                                                 [&agent](const std::string& line) { agent.say(line); }, now);
+    log::info("hosting the rendezvous on port {} for {} node{}", plan.rdzv_port, nnodes_text(plan),
+              plan.max_nodes == 1 ? "" : "s");
   }
   auto client = std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + seconds(plan.join_timeout_s), now);
   if (!server) {
-    log::write_all(outside.stderr_fd, fmt::format("mgtrain: joining the rendezvous at {} as {}\n", client->endpoint(),
-                                               plan.dynamic ? "a node (rank assigned on arrival)"
-                                                            : fmt::format("node {} of {}", plan.node_rank, plan.nnodes)));
-  } else {
-    log::write_all(outside.stderr_fd, fmt::format("mgtrain: hosting the rendezvous on port {} for {} node{}\n", plan.rdzv_port,
-                                               nnodes_text(plan), plan.max_nodes == 1 ? "" : "s"));
+    log::info("joining the rendezvous at {} as {}", client->endpoint(),
+              plan.dynamic ? "a node (rank assigned on arrival)" : fmt::format("node {} of {}", plan.node_rank, plan.nnodes));
   }
   agent.attach(supervisor, std::move(server), std::move(client), agent_id);
   supervisor.set_peer(&agent);
@@ -532,7 +439,7 @@ NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool
   supervisor.console().flush();
   NodeAgentResult outcome;
   outcome.exit_code = agent.report(result);
-  outcome.node_rank = plan.node_rank;
+  outcome.node_rank = agent.plan().node_rank;
   outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
   return outcome;
 }

@@ -22,9 +22,11 @@ struct NodeAgentResult {
                                           // on node 0 that means global rank 0 finished writing its checkpoint
 };
 
-// Runs this node's part of the job described by `plan` (plan.multi_node()). `builtin_trainer`: the
-// command is the trainer, whose config path is filled in once the run directory is known.
-NodeAgentResult run_node_agent(LaunchPlan plan, const LoadedConfig& loaded, bool builtin_trainer, const EnvMap& environment,
-                   const LaunchEnvironment& outside, PortProbe& ports);
+// Runs this node's part of the job described by `plan` (plan.multi_node()). Each round's plan (node
+// rank, ranks, workers' store, run directory) is made from it and handed to the supervisor; with
+// plan.builtin_trainer the workers get the run's config file (worker_command). Messages go to
+// outside's descriptors.
+NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loaded, const EnvMap& environment,
+                               const LaunchEnvironment& outside, PortProbe& ports);
 
 }  // namespace mgtrain

@@ -1,8 +1,6 @@
 // The agent side of the rendezvous connection.
 #include "multinode/rendezvous_client.hpp"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -44,13 +42,12 @@ void RendezvousClient::try_connect(rdzv::SteadyTime now) {
   // The first address; a host with several is tried in turn across retries.
   const SocketAddress& address = addresses[rotation_++ % addresses.size()];
   connecting_to_ = address.text();
-  connecting_fd_ = start_connect(address);
-  if (connecting_fd_ < 0) connect_failed(errno, now);
+  connecting_ = start_connect(address);
+  if (!connecting_) connect_failed(errno, now);
 }
 
 void RendezvousClient::connect_failed(int error, rdzv::SteadyTime now) {
-  if (connecting_fd_ >= 0) ::close(connecting_fd_);
-  connecting_fd_ = -1;
+  connecting_.reset();
   problem_ = fmt::format("{}: {}", connecting_to_, std::strerror(error));
   if (now >= connect_deadline_) {
     state_ = State::kUnreachable;
@@ -61,8 +58,8 @@ void RendezvousClient::connect_failed(int error, rdzv::SteadyTime now) {
 
 void RendezvousClient::add_poll_fds(std::vector<pollfd>& fds) {
   polled_ = 0;
-  if (state_ == State::kConnecting && connecting_fd_ >= 0) {
-    fds.push_back(pollfd{connecting_fd_, POLLOUT, 0});
+  if (state_ == State::kConnecting && connecting_) {
+    fds.push_back(pollfd{connecting_.get(), POLLOUT, 0});
     polled_ = 1;
   } else if (state_ == State::kConnected && connection_ && !connection_->ended()) {
     fds.push_back(pollfd{connection_->fd(), connection_->poll_events(), 0});
@@ -73,11 +70,10 @@ void RendezvousClient::add_poll_fds(std::vector<pollfd>& fds) {
 void RendezvousClient::on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now,
                                std::vector<rdzv::Message>& messages) {
   if (polled_ == 0 || count == 0 || fds[0].revents == 0) return;
-  if (state_ == State::kConnecting && connecting_fd_ >= 0) {
-    int error = connect_result(connecting_fd_);
+  if (state_ == State::kConnecting && connecting_) {
+    int error = connect_result(connecting_.get());
     if (error != 0) return connect_failed(error, now);
-    connection_ = std::make_unique<MessageConnection>(connecting_fd_);
-    connecting_fd_ = -1;
+    connection_ = std::make_unique<MessageConnection>(std::move(connecting_));
     state_ = State::kConnected;
     connected_event_ = true;
     last_heard_ = now;
@@ -96,7 +92,7 @@ void RendezvousClient::on_poll(const pollfd* fds, std::size_t count, rdzv::Stead
 
 void RendezvousClient::on_time(rdzv::SteadyTime now) {
   if (state_ == State::kConnecting && retry_at_ && now >= *retry_at_) try_connect(now);
-  if (state_ == State::kConnecting && connecting_fd_ >= 0 && now >= connect_deadline_) {
+  if (state_ == State::kConnecting && connecting_ && now >= connect_deadline_) {
     connect_failed(ETIMEDOUT, now);
   }
 }
@@ -118,8 +114,7 @@ void RendezvousClient::send(const rdzv::Message& message) {
 }
 
 void RendezvousClient::close() {
-  if (connecting_fd_ >= 0) ::close(connecting_fd_);
-  connecting_fd_ = -1;
+  connecting_.reset();
   if (connection_) connection_->close("closed by this agent");
   if (state_ == State::kConnected || state_ == State::kConnecting) state_ = State::kLost;
 }

@@ -51,7 +51,7 @@ class RendezvousClient {
   rdzv::SteadyTime connect_deadline_;
   State state_ = State::kConnecting;
   std::string problem_;
-  int connecting_fd_ = -1;
+  Fd connecting_;  // the socket while connecting
   std::string connecting_to_;
   std::optional<rdzv::SteadyTime> retry_at_;
   std::unique_ptr<MessageConnection> connection_;

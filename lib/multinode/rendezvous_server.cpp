@@ -2,7 +2,6 @@
 #include "multinode/rendezvous_server.hpp"
 
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
 
@@ -13,13 +12,9 @@ constexpr auto kLinger = std::chrono::seconds(3);
 
 }  // namespace
 
-RendezvousServer::RendezvousServer(int listen_fd, rdzv::RoundsSettings settings, PortProbe& ports,
+RendezvousServer::RendezvousServer(Fd listener, rdzv::RoundsSettings settings, PortProbe& ports,
                                    std::function<void(const std::string&)> note, rdzv::SteadyTime now)
-    : listen_fd_(listen_fd), ports_(ports), note_(std::move(note)), rounds_(std::move(settings), *this, now) {}
-
-RendezvousServer::~RendezvousServer() {
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-}
+    : listener_(std::move(listener)), ports_(ports), note_(std::move(note)), rounds_(std::move(settings), *this, now) {}
 
 void RendezvousServer::send(rdzv::ConnectionId connection, const rdzv::Message& message) {
   auto found = connections_.find(connection);
@@ -44,7 +39,7 @@ void RendezvousServer::note(const std::string& line) {
 
 void RendezvousServer::add_poll_fds(std::vector<pollfd>& fds) {
   polled_.clear();
-  if (listen_fd_ >= 0) fds.push_back(pollfd{listen_fd_, POLLIN, 0});
+  if (listener_) fds.push_back(pollfd{listener_.get(), POLLIN, 0});
   for (auto& [id, connection] : connections_) {
     if (connection.socket->ended()) continue;
     fds.push_back(pollfd{connection.socket->fd(), connection.socket->poll_events(), 0});
@@ -54,21 +49,21 @@ void RendezvousServer::add_poll_fds(std::vector<pollfd>& fds) {
 
 void RendezvousServer::accept_all(rdzv::SteadyTime now) {
   while (true) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
+    Fd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
       if (errno == EINTR) continue;
       return;  // EAGAIN, or a transient error (EMFILE, ECONNABORTED): try again at the next poll
     }
     rdzv::ConnectionId id = next_id_++;
-    std::string address = peer_host(fd);
-    connections_[id].socket = std::make_unique<MessageConnection>(fd);
+    std::string address = peer_host(fd.get());
+    connections_[id].socket = std::make_unique<MessageConnection>(std::move(fd));
     rounds_.on_connect(id, address, now);
   }
 }
 
 void RendezvousServer::on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now) {
   std::size_t index = 0;
-  if (listen_fd_ >= 0) {
+  if (listener_) {
     if (count > 0 && fds[0].revents != 0) accept_all(now);
     index = 1;
   }
@@ -117,10 +112,7 @@ void RendezvousServer::reap_closed() {
     }
   }
   if (rounds_.finished() && !finished_at_) finished_at_ = rdzv::SteadyTime::clock::now();
-  if (rounds_.finished() && listen_fd_ >= 0) {
-    ::close(listen_fd_);
-    listen_fd_ = -1;
-  }
+  if (rounds_.finished()) listener_.reset();
 }
 
 void RendezvousServer::on_time(rdzv::SteadyTime now) {

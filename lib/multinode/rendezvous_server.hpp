@@ -20,10 +20,9 @@ namespace mgtrain {
 
 class RendezvousServer : private rdzv::RoundsOutbox {
  public:
-  // Takes ownership of `listen_fd` (listening, non-blocking). `note` prints a line on the console.
-  RendezvousServer(int listen_fd, rdzv::RoundsSettings settings, PortProbe& ports,
+  // Owns `listener` (listening, non-blocking). `note` prints a line on the console.
+  RendezvousServer(Fd listener, rdzv::RoundsSettings settings, PortProbe& ports,
                    std::function<void(const std::string&)> note, rdzv::SteadyTime now);
-  ~RendezvousServer() override;
 
   void add_poll_fds(std::vector<pollfd>& fds);
   void on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now);
@@ -50,7 +49,7 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   void accept_all(rdzv::SteadyTime now);
   void reap_closed();
 
-  int listen_fd_;
+  Fd listener_;  // closed once the job is decided
   PortProbe& ports_;
   std::function<void(const std::string&)> note_;
   rdzv::RendezvousRounds rounds_;

@@ -39,18 +39,21 @@ int port_of(const sockaddr_storage& storage) {
   return 0;
 }
 
-int make_listener(int family, const sockaddr* address, socklen_t length, bool dual_stack) {
-  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+// A failed socket: closed, with the errno of the failure kept for the caller.
+Fd failed(Fd socket) {
+  int saved = errno;
+  socket.reset();
+  errno = saved;
+  return Fd();
+}
+
+Fd make_listener(int family, const sockaddr* address, socklen_t length, bool dual_stack) {
+  Fd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return fd;
   int one = 1, zero = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &zero : &one, sizeof one);
-  if (bind(fd, address, length) != 0 || listen(fd, 64) != 0) {
-    int saved = errno;
-    ::close(fd);
-    errno = saved;
-    return -1;
-  }
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (family == AF_INET6) setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &zero : &one, sizeof one);
+  if (bind(fd.get(), address, length) != 0 || listen(fd.get(), 64) != 0) return failed(std::move(fd));
   return fd;
 }
 
@@ -90,17 +93,17 @@ std::vector<SocketAddress> resolve_tcp(const std::string& host, int port, std::s
   return addresses;
 }
 
-int listen_on(const SocketAddress& address) {
+Fd listen_on(const SocketAddress& address) {
   return make_listener(address.storage.ss_family, address.get(), address.length, false);
 }
 
-int listen_on_any(int port) {
+Fd listen_on_any(int port) {
   sockaddr_in6 v6{};
   v6.sin6_family = AF_INET6;
   v6.sin6_addr = in6addr_any;
   v6.sin6_port = htons(static_cast<uint16_t>(port));
-  int fd = make_listener(AF_INET6, reinterpret_cast<sockaddr*>(&v6), sizeof v6, true);
-  if (fd >= 0 || (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL)) return fd;
+  Fd fd = make_listener(AF_INET6, reinterpret_cast<sockaddr*>(&v6), sizeof v6, true);
+  if (fd || (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL)) return fd;
   sockaddr_in v4{};
   v4.sin_family = AF_INET;
   v4.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -108,17 +111,12 @@ int listen_on_any(int port) {
   return make_listener(AF_INET, reinterpret_cast<sockaddr*>(&v4), sizeof v4, false);
 }
 
-int start_connect(const SocketAddress& address) {
-  int fd = socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+Fd start_connect(const SocketAddress& address) {
+  Fd fd(socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return fd;
   int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (connect(fd, address.get(), address.length) != 0 && errno != EINPROGRESS) {
-    int saved = errno;
-    ::close(fd);
-    errno = saved;
-    return -1;
-  }
+  setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(fd.get(), address.get(), address.length) != 0 && errno != EINPROGRESS) return failed(std::move(fd));
   return fd;
 }
 
@@ -136,26 +134,21 @@ std::string peer_host(int fd) {
   return host_of(storage);
 }
 
-MessageConnection::MessageConnection(int fd) : fd_(fd) {
+MessageConnection::MessageConnection(Fd fd) : fd_(std::move(fd)) {
   int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-MessageConnection::~MessageConnection() {
-  if (fd_ >= 0) ::close(fd_);
+  setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 short MessageConnection::poll_events() const { return static_cast<short>(POLLIN | (has_output() ? POLLOUT : 0)); }
 
 void MessageConnection::close(const std::string& reason) {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  fd_ = -1;
+  if (!fd_) return;
+  fd_.reset();
   end_reason_ = reason;
 }
 
 void MessageConnection::send(const rdzv::Message& message) {
-  if (fd_ < 0) return;
+  if (!fd_) return;
   if (written_ == output_.size()) {
     output_.clear();
     written_ = 0;
@@ -165,8 +158,8 @@ void MessageConnection::send(const rdzv::Message& message) {
 }
 
 void MessageConnection::flush() {
-  while (fd_ >= 0 && has_output()) {
-    ssize_t count = ::send(fd_, output_.data() + written_, output_.size() - written_, MSG_NOSIGNAL);
+  while (fd_ && has_output()) {
+    ssize_t count = ::send(fd_.get(), output_.data() + written_, output_.size() - written_, MSG_NOSIGNAL);
     if (count > 0) {
       written_ += static_cast<std::size_t>(count);
       continue;
@@ -178,11 +171,11 @@ void MessageConnection::flush() {
 }
 
 void MessageConnection::on_ready(short revents, std::vector<rdzv::Message>& messages) {
-  if (fd_ < 0) return;
+  if (!fd_) return;
   if (revents & (POLLIN | POLLHUP | POLLERR)) {
     char buffer[16384];
-    while (fd_ >= 0) {
-      ssize_t count = ::recv(fd_, buffer, sizeof buffer, 0);
+    while (fd_) {
+      ssize_t count = ::recv(fd_.get(), buffer, sizeof buffer, 0);
       if (count > 0) {
         decoder_.feed(buffer, static_cast<std::size_t>(count));
         try {
@@ -203,7 +196,7 @@ void MessageConnection::on_ready(short revents, std::vector<rdzv::Message>& mess
       break;
     }
   }
-  if (fd_ >= 0 && (revents & POLLOUT)) flush();
+  if (fd_ && (revents & POLLOUT)) flush();
 }
 
 }  // namespace mgtrain

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "multinode/rendezvous_message.hpp"
+#include "util/fd.hpp"
 
 namespace mgtrain {
 
@@ -24,13 +25,14 @@ struct SocketAddress {
 // The addresses of host:port (IPv4 first). Empty with `error` set when the name does not resolve.
 std::vector<SocketAddress> resolve_tcp(const std::string& host, int port, std::string& error);
 
-// A listening socket (SO_REUSEADDR, non-blocking) on `address`, or -1 with errno.
-int listen_on(const SocketAddress& address);
-// On every interface: IPv6 dual-stack where the kernel has it, else IPv4. -1 with errno.
-int listen_on_any(int port);
+// A listening socket (SO_REUSEADDR, non-blocking) on `address`, or an invalid Fd with errno set.
+Fd listen_on(const SocketAddress& address);
+// On every interface: IPv6 dual-stack where the kernel has it, else IPv4. Invalid Fd with errno set.
+Fd listen_on_any(int port);
 
-// Starts a non-blocking connect; -1 with errno when it failed at once (EINPROGRESS is not a failure).
-int start_connect(const SocketAddress& address);
+// Starts a non-blocking connect; an invalid Fd with errno set when it failed at once (EINPROGRESS is
+// not a failure).
+Fd start_connect(const SocketAddress& address);
 // After POLLOUT on a connecting socket: 0 when connected, else the errno of the failure.
 int connect_result(int fd);
 
@@ -40,13 +42,10 @@ std::string peer_host(int fd);
 // A connected socket carrying rendezvous messages. Owns the fd.
 class MessageConnection {
  public:
-  explicit MessageConnection(int fd);
-  ~MessageConnection();
-  MessageConnection(const MessageConnection&) = delete;
-  MessageConnection& operator=(const MessageConnection&) = delete;
+  explicit MessageConnection(Fd fd);
 
-  int fd() const { return fd_; }
-  bool ended() const { return fd_ < 0; }
+  int fd() const { return fd_.get(); }
+  bool ended() const { return !fd_; }
   // Why it ended: "closed the connection", "reset the connection (Connection reset by peer)", ...
   const std::string& end_reason() const { return end_reason_; }
   bool has_output() const { return written_ < output_.size(); }
@@ -62,7 +61,7 @@ class MessageConnection {
   void close(const std::string& reason);
 
  private:
-  int fd_;
+  Fd fd_;
   std::string output_;
   std::size_t written_ = 0;
   rdzv::MessageDecoder decoder_;

@@ -2,20 +2,15 @@
 #include "supervise/failure_report.hpp"
 
 #include <cmath>
-#include <ctime>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include "util/json_writer.hpp"
 #include "contract/log_layout.hpp"
+#include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
-
-std::string seconds_text(double seconds) {
-  if (seconds >= 10 || std::fabs(seconds - std::round(seconds)) < 0.05) return fmt::format("{:.0f} s", seconds);
-  return fmt::format("{:.1f} s", seconds);
-}
 
 void append_indented(std::string& out, const std::string& text, const std::string& indent) {
   std::size_t start = 0;
@@ -29,72 +24,51 @@ void append_indented(std::string& out, const std::string& text, const std::strin
   }
 }
 
-void write_worker(JsonWriter& json, const FailedWorker& worker) {
-  json.begin_object();
-  if (worker.node_rank >= 0 || worker.node_lost) {
-    json.key("node_rank").value(worker.node_rank);
-    json.key("node").value(worker.node);
-    json.key("node_lost").value(worker.node_lost);
-  }
-  json.key("global_rank").value(worker.global_rank);
-  json.key("local_rank").value(worker.local_rank);
-  json.key("attempt").value(worker.attempt);
-  json.key("host").value(worker.host);
-  json.key("pid").value(static_cast<long long>(worker.pid));
-  json.key("outcome").value(worker.outcome());
-  json.key("exit_code");
-  if (worker.hung) json.null(); else json.value(worker.status.as_exit_code());
-  json.key("signal");
-  if (!worker.hung && worker.status.signaled) json.value(worker.status.value); else json.null();
-  json.key("signal_name");
-  if (!worker.hung && worker.status.signaled) json.value(signal_name(worker.status.value)); else json.null();
-  json.key("hung").value(worker.hung);
-  json.key("silent_s");
-  if (worker.hung) json.value(worker.silent_s); else json.null();
-  json.key("time").value(worker.time_utc);
-  json.key("during_teardown").value(worker.during_teardown);
-  json.key("stderr_log").value(worker.stderr_log);
-  json.key("stderr_tail").begin_array();
-  for (const std::string& line : worker.stderr_tail) json.value(line);
-  json.end_array();
-  json.key("error_file");
+nlohmann::ordered_json error_file_json(const FailedWorker& worker) {
   if (!worker.error_file && !worker.error_message.empty()) {
-    json.begin_object();
-    json.key("message").value(worker.error_message);
-    json.key("traceback").value("");
-    json.key("timestamp").value("");
-    json.key("problem").null();
-    json.end_object();
-  } else if (!worker.error_file) {
-    json.null();
-  } else {
-    const TorchErrorRecord& error = *worker.error_file;
-    json.begin_object();
-    json.key("message").value(error.message);
-    json.key("traceback").value(error.traceback);
-    json.key("timestamp").value(error.timestamp);
-    json.key("problem");
-    if (error.problem.empty()) json.null(); else json.value(error.problem);
-    json.end_object();
+    return {{"message", worker.error_message}, {"traceback", ""}, {"timestamp", ""}, {"problem", nullptr}};
   }
-  json.end_object();
+  if (!worker.error_file) return nullptr;
+  const TorchErrorRecord& error = *worker.error_file;
+  nlohmann::ordered_json problem = nullptr;
+  if (!error.problem.empty()) problem = error.problem;
+  return {{"message", error.message}, {"traceback", error.traceback}, {"timestamp", error.timestamp}, {"problem", problem}};
+}
+
+nlohmann::ordered_json worker_json(const FailedWorker& worker) {
+  using nlohmann::ordered_json;
+  const bool signaled = !worker.hung && worker.status.signaled;
+  ordered_json json = ordered_json::object();
+  if (worker.node_rank >= 0 || worker.node_lost) {
+    json["node_rank"] = worker.node_rank;
+    json["node"] = worker.node;
+    json["node_lost"] = worker.node_lost;
+  }
+  json["global_rank"] = worker.global_rank;
+  json["local_rank"] = worker.local_rank;
+  json["attempt"] = worker.attempt;
+  json["host"] = worker.host;
+  json["pid"] = static_cast<long long>(worker.pid);
+  json["outcome"] = worker.outcome();
+  json["exit_code"] = worker.hung ? ordered_json(nullptr) : ordered_json(worker.status.as_exit_code());
+  json["signal"] = signaled ? ordered_json(worker.status.value) : ordered_json(nullptr);
+  json["signal_name"] = signaled ? ordered_json(signal_name(worker.status.value)) : ordered_json(nullptr);
+  json["hung"] = worker.hung;
+  json["silent_s"] = worker.hung ? ordered_json(worker.silent_s) : ordered_json(nullptr);
+  json["time"] = worker.time_utc;
+  json["during_teardown"] = worker.during_teardown;
+  json["stderr_log"] = worker.stderr_log;
+  json["stderr_tail"] = worker.stderr_tail;
+  json["error_file"] = error_file_json(worker);
+  return json;
 }
 
 }  // namespace
 
 std::string FailedWorker::outcome() const {
   if (node_lost) return node_problem;
-  if (hung) return "no heartbeat for " + seconds_text(silent_s);
+  if (hung) return "no heartbeat for " + format_seconds(silent_s);
   return status.describe();
-}
-
-std::string format_utc_timestamp(long long unix_millis) {
-  std::time_t seconds = static_cast<std::time_t>(unix_millis / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &utc);
-  return fmt::format("{}.{:03d}Z", buffer, static_cast<int>(unix_millis % 1000));
 }
 
 std::string format_failure_report(const FailureReport& report) {
@@ -156,21 +130,18 @@ std::string format_failure_report(const FailureReport& report) {
 }
 
 std::string failure_report_to_json(const FailureReport& report) {
-  JsonWriter json;
-  json.begin_object();
-  json.key("schema").value("mgtrain.failure/1");
-  json.key("run_id").value(report.run_id);
-  json.key("run_dir").value(report.run_dir);
-  json.key("exit_code").value(report.exit_code);
-  json.key("attempt").value(report.attempt);
-  json.key("max_restarts").value(report.max_restarts);
-  json.key("root_cause");
-  write_worker(json, report.root_cause);
-  json.key("other_failures").begin_array();
-  for (const FailedWorker& worker : report.other_failures) write_worker(json, worker);
-  json.end_array();
-  json.end_object();
-  return json.text() + "\n";
+  nlohmann::ordered_json json;
+  json["schema"] = "mgtrain.failure/1";
+  json["run_id"] = report.run_id;
+  json["run_dir"] = report.run_dir;
+  json["exit_code"] = report.exit_code;
+  json["attempt"] = report.attempt;
+  json["max_restarts"] = report.max_restarts;
+  json["root_cause"] = worker_json(report.root_cause);
+  json["other_failures"] = nlohmann::ordered_json::array();
+  for (const FailedWorker& worker : report.other_failures) json["other_failures"].push_back(worker_json(worker));
+  // Invalid UTF-8 (a worker's stderr) becomes U+FFFD, so the file is always valid JSON.
+  return json.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace mgtrain

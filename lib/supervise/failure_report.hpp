@@ -52,7 +52,4 @@ std::string format_failure_report(const FailureReport& report);
 // failure.json (schema in docs/launch.md).
 std::string failure_report_to_json(const FailureReport& report);
 
-// "2026-11-22T03:50:12.345Z" for a time in milliseconds since the Unix epoch.
-std::string format_utc_timestamp(long long unix_millis);
-
 }  // namespace mgtrain

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "util/error.hpp"
+#include "util/value_parsing.hpp"
 #include "host/gpu_selection.hpp"
 
 namespace mgtrain {
@@ -20,12 +21,6 @@ bool parse_positive_int(const std::string& text, int& value) {
     value = value * 10 + (c - '0');
   }
   return value > 0;
-}
-
-std::string trim_blanks(const std::string& text) {
-  std::size_t first = text.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
 std::string plural(int count, const std::string& word) {
@@ -179,7 +174,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   bool gpu_ids_given = launch.gpu_ids.find_first_not_of(" \t") != std::string::npos;
   const bool data_parallel = strategy == Strategy::Dp;
   std::vector<std::string> gpus;
-  if (trim_blanks(launch.gpu_ids) == "auto") {
+  if (trim(launch.gpu_ids) == "auto") {
     gpus = choose_auto_gpus(launch.nproc, host, data_parallel, plan.gpu_note);
     gpu_ids_given = !gpus.empty();
   } else if (gpu_ids_given) {
@@ -232,14 +227,14 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   }
   plan.master_port = static_cast<int>(launch.master_port);
   if (endpoint_given && !plan.dynamic) {  // --rdzv-backend static: the endpoint is node 0's address and port
-    std::tie(plan.master_addr, plan.master_port) = split_endpoint(trim_blanks(launch.rdzv_endpoint), kDefaultRendezvousPort);
+    std::tie(plan.master_addr, plan.master_port) = split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort);
   }
   if (plan.picks_port() && plan.nnodes > 1 && !plan.dynamic) {
     throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes +
                      " every node must know the port of node 0's rendezvous; pass the same --master-port to all nodes");
   }
   if (plan.dynamic) {
-    std::tie(plan.rdzv_host, plan.rdzv_port) = split_endpoint(trim_blanks(launch.rdzv_endpoint), kDefaultRendezvousPort);
+    std::tie(plan.rdzv_host, plan.rdzv_port) = split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort);
     plan.master_addr = plan.rdzv_host;  // the workers' store runs on the endpoint's host (node rank 0)
   } else {
     plan.rdzv_host = plan.master_addr;

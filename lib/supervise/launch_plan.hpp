@@ -39,6 +39,7 @@ struct LaunchPlan {
   std::vector<ConsoleRouting> console;          // per local rank
   std::vector<std::string> gpu_for_local_rank;  // per local rank; empty: CUDA_VISIBLE_DEVICES untouched
   std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker
+  bool builtin_trainer = false;                 // `command` is the trainer, run with the config file (worker_command)
   std::string hostname;
   std::string nproc_reason;                     // how nproc was chosen, e.g. "auto: 2 visible GPUs"
   std::string gpu_note;                         // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)

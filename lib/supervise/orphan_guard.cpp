@@ -26,6 +26,7 @@ namespace {
   if (read_fd != STDIN_FILENO) {
     dup2(read_fd, STDIN_FILENO);
   }
+  // In the forked child before anything else: raw close() is async-signal-safe, no Fd owns these here.
   if (syscall(SYS_close_range, 1U, ~0U, 0U) != 0) {
     for (int fd = 1; fd < 1024; ++fd) close(fd);
   }
@@ -45,25 +46,23 @@ namespace {
 }  // namespace
 
 OrphanGuard::OrphanGuard() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw SystemError("pipe2() for the orphan guard", errno);
+  Pipe pipe = make_pipe();
   pid_t pid = fork();
   if (pid == 0) {
-    close(fds[1]);
-    run_guard(fds[0]);
+    // The child never returns (run_guard ends in _exit), so no destructor runs here: close by hand
+    // (async-signal-safe).
+    close(pipe.write.get());
+    run_guard(pipe.read.get());
   }
   int fork_errno = errno;
-  close(fds[0]);
-  if (pid < 0) {
-    close(fds[1]);
-    throw SystemError("fork() for the orphan guard", fork_errno);
-  }
+  pipe.read.reset();
+  if (pid < 0) throw SystemError("fork() for the orphan guard", fork_errno);
   guard_pid_ = pid;
-  pipe_write_fd_ = fds[1];
+  pipe_write_ = std::move(pipe.write);
 }
 
 OrphanGuard::~OrphanGuard() {
-  if (pipe_write_fd_ >= 0) close(pipe_write_fd_);
+  pipe_write_.reset();
   if (guard_pid_ > 0) {
     while (waitpid(guard_pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
@@ -73,7 +72,7 @@ OrphanGuard::~OrphanGuard() {
 void OrphanGuard::send(int message) {
   ssize_t written;
   do {
-    written = write(pipe_write_fd_, &message, sizeof message);
+    written = write(pipe_write_.get(), &message, sizeof message);
   } while (written < 0 && errno == EINTR);
 }
 

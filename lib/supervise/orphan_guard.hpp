@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include "util/fd.hpp"
+
 namespace mgtrain {
 
 class OrphanGuard {
@@ -20,7 +22,7 @@ class OrphanGuard {
   // The pipe's write end (close-on-exec). A worker registers its process group itself: between
   // fork and exec it writes its pid (an int) here, so there is no moment in which the worker runs
   // and the guard does not know it (see WorkerProcessSpec::announce_fd).
-  int announce_fd() const { return pipe_write_fd_; }
+  int announce_fd() const { return pipe_write_.get(); }
   // The group is gone (reaped and killed): never kill that id again, it may be reused.
   void forget(pid_t process_group);
 
@@ -28,7 +30,7 @@ class OrphanGuard {
   void send(int message);
 
   pid_t guard_pid_ = -1;
-  int pipe_write_fd_ = -1;
+  Fd pipe_write_;
 };
 
 }  // namespace mgtrain

@@ -4,26 +4,15 @@
 #include <cctype>
 
 #include "util/error.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
 
-std::string trim(const std::string& text) {
-  std::size_t begin = 0, end = text.size();
-  while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) ++begin;
-  while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
-  return text.substr(begin, end - begin);
-}
-
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t at = text.find(separator, start);
-    parts.push_back(trim(text.substr(start, at == std::string::npos ? std::string::npos : at - start)));
-    if (at == std::string::npos) break;
-    start = at + 1;
-  }
+// The comma-separated entries, each trimmed.
+std::vector<std::string> split_trimmed(const std::string& text, char separator) {
+  std::vector<std::string> parts = split(text, separator);
+  for (std::string& part : parts) part = trim(part);
   return parts;
 }
 
@@ -54,7 +43,7 @@ std::vector<StreamSet> parse_stream_selection(const std::string& text, int nproc
     return std::vector<StreamSet>(nproc, stream_set_from_value(trimmed, text, setting));
   }
   std::vector<StreamSet> result(nproc);
-  for (const std::string& entry : split(trimmed, ',')) {
+  for (const std::string& entry : split_trimmed(trimmed, ',')) {
     std::size_t colon = entry.find(':');
     long rank = -1;
     if (colon == std::string::npos || !parse_non_negative(trim(entry.substr(0, colon)), rank)) {
@@ -70,7 +59,7 @@ std::vector<bool> parse_local_ranks_filter(const std::string& text, int nproc) {
   std::string trimmed = trim(text);
   if (trimmed.empty()) return std::vector<bool>(nproc, true);
   std::vector<bool> selected(nproc, false);
-  for (const std::string& entry : split(trimmed, ',')) {
+  for (const std::string& entry : split_trimmed(trimmed, ',')) {
     long rank = -1;
     if (!parse_non_negative(entry, rank)) {
       throw UsageError("launch.local_ranks_filter: '" + entry + "' in '" + text +

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 namespace mgtrain {
 namespace {
@@ -19,40 +20,40 @@ enum class BindResult { kBound, kInUse, kUnsupported };
 // Binds the wildcard address of `family` to `port` and listens; on success returns the bound port
 // through `bound_port` (useful for port 0).
 BindResult try_bind(int family, int port, int& bound_port) {
-  int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
+  Fd fd(socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) {
     if (errno == EAFNOSUPPORT) return BindResult::kUnsupported;
     throw SystemError("socket() while checking the master port", errno);
   }
   int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   int result;
   if (family == AF_INET6) {
     sockaddr_in6 address{};
     address.sin6_family = AF_INET6;
     address.sin6_addr = in6addr_any;
     address.sin6_port = htons(static_cast<uint16_t>(port));
-    result = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    result = bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
   } else {
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_ANY);
     address.sin_port = htons(static_cast<uint16_t>(port));
-    result = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    result = bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
   }
   int bind_errno = errno;
-  if (result == 0 && listen(fd, 1) != 0) {
+  if (result == 0 && listen(fd.get(), 1) != 0) {
     result = -1;
     bind_errno = errno;
   }
   if (result == 0) {
     sockaddr_storage bound{};
     socklen_t length = sizeof bound;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
+    getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length);
     bound_port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                     : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   }
-  close(fd);
+  fd.reset();
   if (result == 0) return BindResult::kBound;
   if (bind_errno == EADDRINUSE) return BindResult::kInUse;
   if (bind_errno == EACCES) {

@@ -14,8 +14,8 @@ SignalChannel::SignalChannel() {
   sigemptyset(&handled);
   for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&handled, sig);
   if (sigprocmask(SIG_BLOCK, &handled, &original_mask_) != 0) throw SystemError("sigprocmask()", errno);
-  fd_ = signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (fd_ < 0) {
+  fd_.reset(signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!fd_) {
     int err = errno;
     sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
     throw SystemError("signalfd()", err);
@@ -33,7 +33,7 @@ SignalChannel::SignalChannel() {
 
 SignalChannel::~SignalChannel() {
   take_pending();  // consumed here, so unblocking does not act on signals the supervisor already handled
-  close(fd_);
+  fd_.reset();
   sigaction(SIGPIPE, &original_sigpipe_, nullptr);
   sigaction(SIGCHLD, &original_sigchld_, nullptr);
   sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
@@ -43,7 +43,7 @@ std::vector<int> SignalChannel::take_pending() {
   std::vector<int> signals;
   signalfd_siginfo info;
   while (true) {
-    ssize_t got = read(fd_, &info, sizeof info);
+    ssize_t got = read(fd_.get(), &info, sizeof info);
     if (got == static_cast<ssize_t>(sizeof info)) {
       signals.push_back(static_cast<int>(info.ssi_signo));
       continue;

@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "util/fd.hpp"
+
 namespace mgtrain {
 
 class SignalChannel {
@@ -18,14 +20,14 @@ class SignalChannel {
   SignalChannel(const SignalChannel&) = delete;
   SignalChannel& operator=(const SignalChannel&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   // The signals received since the last call, in arrival order (non-blocking).
   std::vector<int> take_pending();
   // The mask the process had before; workers start with it.
   const sigset_t& original_mask() const { return original_mask_; }
 
  private:
-  int fd_ = -1;
+  Fd fd_;
   sigset_t original_mask_;
   struct sigaction original_sigpipe_;
   struct sigaction original_sigchld_;

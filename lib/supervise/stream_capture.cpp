@@ -12,34 +12,22 @@ namespace {
 constexpr std::size_t kReadChunk = 64 * 1024;
 }
 
-StreamCapture::StreamCapture(int pipe_fd, const std::string& log_path, bool is_stderr, bool to_console, int global_rank)
-    : pipe_fd_(pipe_fd),
-      log_fd_(-1),
+StreamCapture::StreamCapture(Fd pipe, const std::string& log_path, bool is_stderr, bool to_console, int global_rank)
+    : pipe_(std::move(pipe)),
       log_path_(log_path),
       is_stderr_(is_stderr),
       to_console_(to_console),
       prefix_("[rank " + std::to_string(global_rank) + "] ") {
-  log_fd_ = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
-  if (log_fd_ < 0) {
-    int err = errno;
-    ::close(pipe_fd_);
-    pipe_fd_ = -1;
-    throw SystemError("cannot create log file " + log_path + " (check launch.log_dir)", err);
-  }
-}
-
-StreamCapture::~StreamCapture() {
-  if (pipe_fd_ >= 0) ::close(pipe_fd_);
-  if (log_fd_ >= 0) ::close(log_fd_);
+  log_.reset(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644));
+  if (!log_) throw SystemError("cannot create log file " + log_path + " (check launch.log_dir)", errno);
 }
 
 void StreamCapture::write_log(const char* data, std::size_t size) {
-  while (size > 0 && log_fd_ >= 0) {
-    ssize_t written = ::write(log_fd_, data, size);
+  while (size > 0 && log_) {
+    ssize_t written = ::write(log_.get(), data, size);
     if (written < 0 && errno == EINTR) continue;
     if (written <= 0) {  // disk full or similar: keep the job and the console going
-      ::close(log_fd_);
-      log_fd_ = -1;
+      log_.reset();
       return;
     }
     data += written;
@@ -48,9 +36,9 @@ void StreamCapture::write_log(const char* data, std::size_t size) {
 }
 
 void StreamCapture::read_available(ConsoleWriter& console) {
-  if (pipe_fd_ < 0) return;
+  if (!pipe_) return;
   char buffer[kReadChunk];
-  ssize_t got = ::read(pipe_fd_, buffer, sizeof buffer);
+  ssize_t got = ::read(pipe_.get(), buffer, sizeof buffer);
   if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (got <= 0) {
     close_stream(console);
@@ -87,10 +75,8 @@ void StreamCapture::close_stream(ConsoleWriter& console) {
   if (to_console_) splitter_.finish([&](std::string_view line) { to_console(console, line); });
   if (shows_status_) console.finish_status();  // the worker ended without "bar-end" (a crash): keep its last state
   shows_status_ = false;
-  if (pipe_fd_ >= 0) ::close(pipe_fd_);
-  pipe_fd_ = -1;
-  if (log_fd_ >= 0) ::close(log_fd_);
-  log_fd_ = -1;
+  pipe_.reset();
+  log_.reset();
 }
 
 }  // namespace mgtrain

@@ -7,21 +7,19 @@
 
 #include "contract/console_progress.hpp"
 #include "supervise/console_writer.hpp"
+#include "util/fd.hpp"
 #include "util/line_splitter.hpp"
 
 namespace mgtrain {
 
 class StreamCapture {
  public:
-  // Takes ownership of `pipe_fd` (non-blocking read end). Opens (truncates) `log_path`.
+  // Owns `pipe` (non-blocking read end). Opens (truncates) `log_path`.
   // Throws SystemError when the log file cannot be created.
-  StreamCapture(int pipe_fd, const std::string& log_path, bool is_stderr, bool to_console, int global_rank);
-  ~StreamCapture();
-  StreamCapture(const StreamCapture&) = delete;
-  StreamCapture& operator=(const StreamCapture&) = delete;
+  StreamCapture(Fd pipe, const std::string& log_path, bool is_stderr, bool to_console, int global_rank);
 
-  int fd() const { return pipe_fd_; }
-  bool open() const { return pipe_fd_ >= 0; }
+  int fd() const { return pipe_.get(); }
+  bool open() const { return pipe_.valid(); }
   // Reads what the pipe has (one bounded read); at end of stream flushes the partial line and closes.
   void read_available(ConsoleWriter& console);
   // Gives up on the stream (the writers outlived the drain deadline): flushes and closes.
@@ -31,8 +29,8 @@ class StreamCapture {
   void write_log(const char* data, std::size_t size);
   void to_console(ConsoleWriter& console, std::string_view line);
 
-  int pipe_fd_;
-  int log_fd_;
+  Fd pipe_;
+  Fd log_;
   std::string log_path_;
   bool is_stderr_;
   bool to_console_;

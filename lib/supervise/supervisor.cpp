@@ -13,6 +13,7 @@
 
 #include "util/error.hpp"
 #include "util/file_tail.hpp"
+#include "util/time_format.hpp"
 #include "contract/log_layout.hpp"
 #include "supervise/worker_process.hpp"
 
@@ -67,15 +68,15 @@ timespec to_timespec(Clock::duration duration) {
 
 }  // namespace
 
-Supervisor::Supervisor(const LaunchPlan& plan, EnvMap parent_environment, std::string config_file,
+Supervisor::Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string config_file,
                        PortProbe& ports, int first_port, int console_stdout_fd, int console_stderr_fd)
-    : plan_(plan),
+    : plan_(std::move(plan)),
       parent_environment_(std::move(parent_environment)),
       config_file_(std::move(config_file)),
       ports_(ports),
       first_port_(first_port),
       console_(console_stdout_fd, console_stderr_fd),
-      policy_(policy_settings(plan), *this) {}
+      policy_(policy_settings(plan_), *this) {}
 
 Supervisor::~Supervisor() {
   kill_and_reap_all();
@@ -112,7 +113,7 @@ void Supervisor::start_workers(int attempt) {
       slot.stdout_to_console = plan_.console[local_rank].stdout_to_console;
       slot.console_columns = slot.stdout_to_console ? console_.stdout_terminal_columns() : 0;
       WorkerProcessSpec spec;
-      spec.argv = expand_worker_command(plan_.command, local_rank);
+      spec.argv = expand_worker_command(worker_command(plan_, config_file_), local_rank);
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
       spec.signal_mask = signals_.original_mask();
       spec.announce_fd = guard_.announce_fd();  // the child registers its process group itself
@@ -129,9 +130,9 @@ void Supervisor::start_workers(int attempt) {
       pids_by_attempt_[attempt][local_rank] = process.pid;
 
       const ConsoleRouting& routing = plan_.console[local_rank];
-      captures_.push_back(std::make_unique<StreamCapture>(process.stdout_fd, log_layout::stdout_log(rank_directory),
+      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stdout_pipe), log_layout::stdout_log(rank_directory),
                                                           false, routing.stdout_to_console, global_rank));
-      captures_.push_back(std::make_unique<StreamCapture>(process.stderr_fd, log_layout::stderr_log(rank_directory),
+      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stderr_pipe), log_layout::stderr_log(rank_directory),
                                                           true, routing.stderr_to_console, global_rank));
     }
   } catch (...) {
@@ -149,7 +150,11 @@ void Supervisor::attempt_ended() {
   if (peer_) peer_->on_attempt_ended();
 }
 
-void Supervisor::begin_attempt(int attempt) { policy_.begin_attempt(attempt, Clock::now()); }
+void Supervisor::begin_attempt(int attempt, LaunchPlan round_plan, std::string config_file) {
+  plan_ = std::move(round_plan);
+  config_file_ = std::move(config_file);
+  policy_.begin_attempt(attempt, Clock::now());
+}
 
 void Supervisor::stop_workers_on_request() { policy_.stop_on_request(Clock::now()); }
 
@@ -326,7 +331,7 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
   worker.silent_s = failure.silent_s;
   worker.during_teardown = failure.during_teardown;
   auto wall = started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(failure.time - started_steady_);
-  worker.time_utc = format_utc_timestamp(
+  worker.time_utc = format_utc_millis(
       std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count());
   std::string rank_directory = log_layout::rank_dir(plan_.run_dir, failure.attempt, worker.global_rank);
   worker.stderr_log = log_layout::stderr_log(rank_directory);

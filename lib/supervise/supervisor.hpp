@@ -64,8 +64,8 @@ class SupervisorObserver {
 class Supervisor : private WorkerGroupControl {
  public:
   // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
-  // fresh port through `ports` when plan.picks_port().
-  Supervisor(const LaunchPlan& plan, EnvMap parent_environment, std::string config_file, PortProbe& ports,
+  // fresh port through `ports` when plan.picks_port(). The supervisor keeps its own copy of `plan`.
+  Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string config_file, PortProbe& ports,
              int first_port, int console_stdout_fd = 1, int console_stderr_fd = 2);
   // Whatever still runs (after an exception) is killed and reaped.
   ~Supervisor() override;
@@ -73,11 +73,11 @@ class Supervisor : private WorkerGroupControl {
   // Runs the job to its end. Throws UsageError when the command cannot be executed.
   SupervisionResult run();
 
-  // Multi-node (the policy must be in coordinated mode; see SupervisorPeer). The plan given to the
-  // constructor is read again at every attempt, so the agent may change ranks and ports in between.
+  // Multi-node (the policy must be in coordinated mode; see SupervisorPeer).
   void set_peer(SupervisorPeer* peer) { peer_ = peer; }
-  void set_config_file(std::string config_file) { config_file_ = std::move(config_file); }
-  void begin_attempt(int attempt);
+  // Starts `attempt` (a rendezvous round) with that round's plan (node rank, ranks, world size, workers'
+  // store, run directory) and config file, which replace the supervisor's from now on.
+  void begin_attempt(int attempt, LaunchPlan round_plan, std::string config_file);
   void stop_workers_on_request();
   void finish(int exit_code);
   const SupervisionPolicy& policy() const { return policy_; }
@@ -120,7 +120,7 @@ class Supervisor : private WorkerGroupControl {
   void kill_and_reap_all();
   FailureReport build_failure_report() const;
 
-  const LaunchPlan& plan_;
+  LaunchPlan plan_;  // the current attempt's
   EnvMap parent_environment_;
   std::string config_file_;
   PortProbe& ports_;

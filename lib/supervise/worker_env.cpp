@@ -49,8 +49,14 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
 
 std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent) {
   if (plan.nproc <= 1 || parent.count("OMP_NUM_THREADS") != 0) return "";
-  return "mgtrain: setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc) +
+  return "setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc) +
          " workers to avoid overloading the machine; set OMP_NUM_THREADS yourself to tune it";
+}
+
+std::vector<std::string> worker_command(const LaunchPlan& plan, const std::string& config_file) {
+  std::vector<std::string> command = plan.command;
+  if (plan.builtin_trainer) command.push_back(config_file);
+  return command;
 }
 
 std::vector<std::string> expand_worker_command(const std::vector<std::string>& command, int local_rank) {

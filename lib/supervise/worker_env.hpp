@@ -28,8 +28,13 @@ struct WorkerSlot {
 EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvMap& parent);
 
 // torchrun's rule: with more than one worker per node and OMP_NUM_THREADS unset, workers get
-// OMP_NUM_THREADS=1. Returns the notice to print once, or "" when the rule does not apply.
+// OMP_NUM_THREADS=1. Returns the notice to print once (without the "mgtrain: " prefix), or "" when
+// the rule does not apply.
 std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent);
+
+// What the workers run for a run whose config file is `config_file`: plan.command, and for the built-in
+// trainer the config file after it (`<worker> <run_dir>/config.yaml`).
+std::vector<std::string> worker_command(const LaunchPlan& plan, const std::string& config_file);
 
 // The command with every "${local_rank}" replaced by the worker's local rank.
 std::vector<std::string> expand_worker_command(const std::vector<std::string>& command, int local_rank);

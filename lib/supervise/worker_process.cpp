@@ -13,20 +13,12 @@
 namespace mgtrain {
 namespace {
 
-struct Pipe {
-  int read_end = -1;
-  int write_end = -1;
-};
-
-Pipe make_pipe(const char* purpose) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw SystemError(std::string("pipe2() for ") + purpose, errno);
-  return {fds[0], fds[1]};
-}
-
-void close_if_open(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
+Pipe make_pipe_for(const char* purpose) {
+  try {
+    return make_pipe();
+  } catch (const SystemError& error) {
+    throw SystemError(std::string("pipe2() for ") + purpose, error.error_number());
+  }
 }
 
 [[noreturn]] void report_failure_and_exit(int report_fd, int err) {
@@ -35,7 +27,8 @@ void close_if_open(int& fd) {
   _exit(127);
 }
 
-// In the child, between fork and exec: only async-signal-safe calls.
+// In the child, between fork and exec: only async-signal-safe calls. The child execs or _exits, so the
+// parent's Fd objects (copied by fork) never run their destructors here; exec closes them (O_CLOEXEC).
 [[noreturn]] void exec_child(const WorkerProcessSpec& spec, char* const argv[], char* const envp[], pid_t parent,
                              int stdout_fd, int stderr_fd, int stdin_fd, int report_fd) {
   auto fail = [report_fd](int err) { report_failure_and_exit(report_fd, err); };
@@ -65,51 +58,45 @@ WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
   for (const std::string& entry : spec.environment) envp.push_back(const_cast<char*>(entry.c_str()));
   envp.push_back(nullptr);
 
-  int stdin_fd = spec.stdin_fd >= 0 ? fcntl(spec.stdin_fd, F_DUPFD_CLOEXEC, 3) : open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (stdin_fd < 0) throw SystemError(spec.stdin_fd >= 0 ? "dup of the worker's stdin" : "open(/dev/null)", errno);
-  Pipe out, err, report;
-  try {
-    out = make_pipe("worker stdout");
-    err = make_pipe("worker stderr");
-    report = make_pipe("exec status");
-  } catch (...) {
-    close(stdin_fd);
-    close_if_open(out.read_end), close_if_open(out.write_end);
-    close_if_open(err.read_end), close_if_open(err.write_end);
-    throw;
-  }
+  Fd stdin_fd(spec.stdin_fd >= 0 ? fcntl(spec.stdin_fd, F_DUPFD_CLOEXEC, 3) : open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!stdin_fd) throw SystemError(spec.stdin_fd >= 0 ? "dup of the worker's stdin" : "open(/dev/null)", errno);
+  Pipe out = make_pipe_for("worker stdout");
+  Pipe err = make_pipe_for("worker stderr");
+  Pipe report = make_pipe_for("exec status");
   pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, out.write_end, err.write_end, stdin_fd, report.write_end);
-  int fork_errno = errno;
-  close(stdin_fd);
-  close_if_open(out.write_end);
-  close_if_open(err.write_end);
-  close_if_open(report.write_end);
-  if (pid < 0) {
-    close_if_open(out.read_end), close_if_open(err.read_end), close_if_open(report.read_end);
-    throw SystemError("fork() for worker '" + spec.argv[0] + "'", fork_errno);
+  if (pid == 0) {
+    exec_child(spec, argv.data(), envp.data(), parent, out.write.get(), err.write.get(), stdin_fd.get(), report.write.get());
   }
+  int fork_errno = errno;
+  stdin_fd.reset();
+  out.write.reset();
+  err.write.reset();
+  report.write.reset();
+  if (pid < 0) throw SystemError("fork() for worker '" + spec.argv[0] + "'", fork_errno);
   setpgid(pid, pid);  // also done by the child; whichever runs first wins the race with kill(-pid)
 
   int exec_errno = 0;
   ssize_t got;
   do {
-    got = read(report.read_end, &exec_errno, sizeof exec_errno);
+    got = read(report.read.get(), &exec_errno, sizeof exec_errno);
   } while (got < 0 && errno == EINTR);
-  close_if_open(report.read_end);
+  report.read.reset();
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     waitpid(pid, nullptr, 0);
-    close_if_open(out.read_end), close_if_open(err.read_end);
     std::string message = "cannot run worker command '" + spec.argv[0] + "': " + std::strerror(exec_errno);
     if (exec_errno == ENOENT || exec_errno == EACCES || exec_errno == ENOEXEC || exec_errno == ENOTDIR) {
       throw UsageError(message + ": check the program after `--` (it must be an executable file or on PATH)");
     }
     throw Error(message);
   }
-  fcntl(out.read_end, F_SETFL, O_NONBLOCK);
-  fcntl(err.read_end, F_SETFL, O_NONBLOCK);
-  return WorkerProcess{pid, out.read_end, err.read_end};
+  fcntl(out.read.get(), F_SETFL, O_NONBLOCK);
+  fcntl(err.read.get(), F_SETFL, O_NONBLOCK);
+  WorkerProcess process;
+  process.pid = pid;
+  process.stdout_pipe = std::move(out.read);
+  process.stderr_pipe = std::move(err.read);
+  return process;
 }
 
 void signal_process_group(pid_t pgid, int signal) {

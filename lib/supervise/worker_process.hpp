@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "util/exit_status.hpp"
+#include "util/fd.hpp"
 
 namespace mgtrain {
 
@@ -24,9 +25,9 @@ struct WorkerProcessSpec {
 };
 
 struct WorkerProcess {
-  pid_t pid = -1;       // also its process group id
-  int stdout_fd = -1;   // read ends, non-blocking, close-on-exec
-  int stderr_fd = -1;
+  pid_t pid = -1;  // also its process group id
+  Fd stdout_pipe;  // read ends, non-blocking, close-on-exec
+  Fd stderr_pipe;
 };
 
 // Forks and execs. Returns once the program runs; throws UsageError when it cannot be executed

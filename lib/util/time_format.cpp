@@ -2,6 +2,7 @@
 #include "util/time_format.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -31,6 +32,11 @@ std::string format_utc_seconds(long long unix_seconds) { return format_utc(unix_
 std::string format_utc_millis(long long unix_millis) {
   const long long millis = ((unix_millis % 1000) + 1000) % 1000;
   return fmt::format("{}.{:03d}Z", format_utc((unix_millis - millis) / 1000, "%Y-%m-%dT%H:%M:%S"), millis);
+}
+
+std::string format_seconds(double seconds) {
+  if (seconds >= 10 || std::fabs(seconds - std::round(seconds)) < 0.05) return fmt::format("{:.0f} s", seconds);
+  return fmt::format("{:.1f} s", seconds);
 }
 
 }  // namespace mgtrain

@@ -5,6 +5,7 @@
 
 #include "supervise/failure_report.hpp"
 #include "util/json_writer.hpp"
+#include "util/time_format.hpp"
 #include "supervise/torch_error_file.hpp"
 
 using namespace mgtrain;
@@ -115,6 +116,13 @@ TEST_CASE("JSON strings are escaped and kept valid UTF-8", "[report]") {
 }
 
 TEST_CASE("UTC timestamps", "[report]") {
-  CHECK(format_utc_timestamp(0) == "1970-01-01T00:00:00.000Z");
-  CHECK(format_utc_timestamp(1700000000123LL) == "2023-11-14T22:13:20.123Z");
+  CHECK(format_utc_millis(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(format_utc_millis(1700000000123LL) == "2023-11-14T22:13:20.123Z");
+}
+
+TEST_CASE("failure.json stays valid UTF-8 whatever a worker wrote to stderr", "[report]") {
+  FailureReport report = sample_report();
+  report.root_cause.stderr_tail = {"bad\xFF"};
+  YAML::Node root = YAML::Load(failure_report_to_json(report));
+  CHECK(root["root_cause"]["stderr_tail"][0].as<std::string>() == "bad\xEF\xBF\xBD");
 }

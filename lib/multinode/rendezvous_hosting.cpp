@@ -1,0 +1,67 @@
+// Hosting the rendezvous: the listening socket and the server's settings (see rendezvous_hosting.hpp).
+#include "multinode/rendezvous_hosting.hpp"
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "multinode/tcp_socket.hpp"
+#include "util/error.hpp"
+
+namespace mgtrain {
+
+std::string nnodes_text(const LaunchPlan& plan) {
+  if (plan.min_nodes == plan.max_nodes) return std::to_string(plan.max_nodes);
+  return fmt::format("{}:{}", plan.min_nodes, plan.max_nodes);
+}
+
+Fd host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
+  if (!plan.dynamic) {
+    connect_host = plan.node_rank == 0 ? "127.0.0.1" : plan.rdzv_host;
+    if (plan.node_rank != 0) return Fd();
+    Fd listener = listen_on_any(plan.rdzv_port);
+    if (listener) return listener;
+    if (errno == EADDRINUSE) {
+      throw UsageError(fmt::format("launch.master_port {} is already in use on this machine (another job, or a leftover "
+                                   "process?): node 0 hosts mgtrain's rendezvous there; choose another --master-port and "
+                                   "pass it to every node", plan.rdzv_port));
+    }
+    if (errno == EACCES) {
+      throw UsageError(fmt::format("launch.master_port {} may not be used by this user (ports below 1024 need privileges)",
+                                   plan.rdzv_port));
+    }
+    throw SystemError(fmt::format("listening on port {} for the rendezvous", plan.rdzv_port), errno);
+  }
+  connect_host = plan.rdzv_host;
+  std::string error;
+  std::vector<SocketAddress> addresses = resolve_tcp(plan.rdzv_host, plan.rdzv_port, error);
+  for (const SocketAddress& address : addresses) {
+    Fd listener = listen_on(address);
+    if (listener) {
+      connect_host = address.host_text();
+      return listener;
+    }
+    if (errno == EACCES) {
+      throw UsageError(fmt::format("launch.rdzv_endpoint port {} may not be used by this user (ports below 1024 need "
+                                   "privileges)", plan.rdzv_port));
+    }
+  }
+  return Fd();  // not resolvable here either: the client retries until the join timeout and says why
+}
+
+rdzv::RoundsSettings rounds_settings(const LaunchPlan& plan, const std::string& host_agent_id) {
+  rdzv::RoundsSettings settings;
+  settings.dynamic = plan.dynamic;
+  settings.min_nodes = plan.min_nodes;
+  settings.max_nodes = plan.max_nodes;
+  settings.join_timeout_s = plan.join_timeout_s;
+  settings.last_call_timeout_s = plan.last_call_timeout_s;
+  settings.node_timeout_s = plan.node_timeout_s;
+  settings.heartbeat_interval_s = plan.node_heartbeat_interval_s;
+  settings.max_restarts = plan.max_restarts;
+  settings.master_addr = plan.dynamic ? plan.rdzv_host : plan.master_addr;
+  settings.host_agent_id = host_agent_id;
+  return settings;
+}
+
+}  // namespace mgtrain

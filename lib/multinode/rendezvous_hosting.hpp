@@ -1,0 +1,25 @@
+// Which node agent hosts the rendezvous server, and with what settings (docs/multinode.md).
+#pragma once
+
+#include <string>
+
+#include "multinode/rendezvous_rounds.hpp"
+#include "supervise/launch_plan.hpp"
+#include "util/fd.hpp"
+
+namespace mgtrain {
+
+// Static: node 0 listens on every interface at master_port. Dynamic: the agent that can bind the
+// endpoint's address hosts it; the others (EADDRNOTAVAIL: not this host; EADDRINUSE: another agent
+// on this host got it first) connect. Returns the listening socket, or an invalid Fd when this agent
+// does not host; `connect_host` is where this agent's client connects. Throws UsageError for a port
+// that is taken (static) or needs privileges.
+Fd host_rendezvous(const LaunchPlan& plan, std::string& connect_host);
+
+// The server's settings from the plan of the agent that hosts it (`host_agent_id`: that agent's join id).
+rdzv::RoundsSettings rounds_settings(const LaunchPlan& plan, const std::string& host_agent_id);
+
+// "2" or "2:4" (launch.nnodes as the plan resolved it).
+std::string nnodes_text(const LaunchPlan& plan);
+
+}  // namespace mgtrain

@@ -1,0 +1,203 @@
+// The rendezvous rounds: joining and gathering the nodes of the next round, and starting it (see
+// rendezvous_rounds.hpp; the running round and the end are in rendezvous_rounds.cpp).
+#include "multinode/rendezvous_rounds.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "util/error.hpp"
+#include "util/exit_status.hpp"
+#include "multinode/job_fingerprint.hpp"
+
+namespace mgtrain::rdzv {
+
+// ---- joining -------------------------------------------------------------------------------
+
+const RendezvousRounds::Node* RendezvousRounds::reference_for(const Node& joining) const {
+  const Node* best = nullptr;
+  for (const auto& [id, node] : nodes_) {
+    if (&node == &joining || !node.join) continue;
+    // Node 0 (static) or the server host's agent (dynamic) is the one to compare with when it is here.
+    bool preferred = settings_.dynamic ? node.join->agent_id == settings_.host_agent_id : node.join->node_rank == 0;
+    if (preferred) return &node;
+    if (!best || node.arrival < best->arrival) best = &node;
+  }
+  return best;
+}
+
+std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, const Node& reference) const {
+  const JoinRequest& a = *joining.join;
+  const JoinRequest& b = *reference.join;
+  std::string A = describe(joining), B = describe(reference);
+  if (a.version != b.version) {
+    return fmt::format("{} runs mgtrain {}, {} runs mgtrain {}; install the same mgtrain version on every node", A,
+                       a.version, B, b.version);
+  }
+  if (a.nnodes != b.nnodes) {
+    return fmt::format("{} has --nnodes {}, {} has --nnodes {}; pass the same --nnodes on every node", A, a.nnodes, B, b.nnodes);
+  }
+  if (a.allow_uneven_nproc != b.allow_uneven_nproc) {
+    auto said = [](bool on) { return on ? "--allow-uneven-nproc" : "no --allow-uneven-nproc"; };
+    return fmt::format("{} has {}, {} has {}; pass the same flags on every node", A, said(a.allow_uneven_nproc), B,
+                       said(b.allow_uneven_nproc));
+  }
+  if (a.nproc != b.nproc && !a.allow_uneven_nproc) {
+    return fmt::format("{} has --nproc {}, {} has --nproc {}; pass the same --nproc on every node, or --allow-uneven-nproc",
+                       A, a.nproc, B, b.nproc);
+  }
+  if (a.run_id != b.run_id && !a.run_id_generated && !b.run_id_generated) {
+    return fmt::format("{} has --run-id {}, {} has --run-id {}; pass the same --run-id (--rdzv-id) on every node, or "
+                       "give it on node 0 only", A, a.run_id, B, b.run_id);
+  }
+  if (a.max_restarts != b.max_restarts) {
+    return fmt::format("{} has --max-restarts {}, {} has --max-restarts {}; pass the same --max-restarts on every node", A,
+                       a.max_restarts, B, b.max_restarts);
+  }
+  std::string lines_a = a.config_lines, lines_b = b.config_lines;
+  if (a.run_id != b.run_id) {  // one of them adopts the other's run id: compare what it will then run
+    if (a.run_id_generated) lines_a = with_adopted_run_id(lines_a, a.run_id, b.run_id);
+    else if (b.run_id_generated) lines_b = with_adopted_run_id(lines_b, b.run_id, a.run_id);
+  }
+  if (lines_a != lines_b) {
+    std::vector<std::string> keys = fingerprint_differences(lines_a, lines_b);
+    return fmt::format("{} and {} run different configs ({}{}); pass the same config file and overrides on every node", A, B,
+                       keys.empty() ? "config hash " + a.config_hash + " vs " + b.config_hash : fmt::format("{}", fmt::join(keys, "; ")),
+                       keys.empty() ? "" : fmt::format(", first value from {}", A));
+  }
+  return std::nullopt;
+}
+
+void RendezvousRounds::handle_join(Node& node, const Message& message) {
+  node.join = JoinRequest::from(message);
+  node.arrival = next_arrival_++;
+  const JoinRequest& join = *node.join;
+  if (const Node* reference = reference_for(node)) {
+    if (auto problem = disagreement(node, *reference)) return reject_all(*problem);
+  }
+  if (settings_.dynamic) {
+    if (phase_ == Phase::kGathering) {
+      outbox_.note(fmt::format("rendezvous: {} joined ({} waiting for round {}, {} to {} wanted)", describe(node),
+                               joined_nodes().size(), round_ + 1, settings_.min_nodes, settings_.max_nodes));
+      check_gathering();
+    } else {
+      outbox_.note(fmt::format("rendezvous: {} joined; it starts at the next round", describe(node)));
+      send(node, wait_message(fmt::format("round {} is running; this node joins at the next round", round_)));
+    }
+    return;
+  }
+  // static
+  if (join.node_rank < 0 || join.node_rank >= settings_.max_nodes) {
+    std::string text = fmt::format("{} asked for node rank {}, outside 0..{} (--nnodes {})", describe(node), join.node_rank,
+                                   settings_.max_nodes - 1, settings_.max_nodes);
+    send(node, reject_message(exit_code::kUsage, text));
+    outbox_.close(node.id, true);
+    nodes_.erase(node.id);
+    return;
+  }
+  for (const auto& [id, other] : nodes_) {
+    if (id == node.id || !other.join || other.join->node_rank != join.node_rank) continue;
+    if (phase_ != Phase::kGathering) break;
+    return reject_all(fmt::format("node rank {} was claimed twice: by {} and by {}; give each node its own --node-rank",
+                                  join.node_rank, host_part(other), host_part(node)));
+  }
+  if (phase_ != Phase::kGathering) {
+    std::string text = fmt::format("{} joined while round {} runs with all {}; a static job takes no new nodes", describe(node),
+                                   round_, nodes_text(settings_.max_nodes));
+    send(node, reject_message(exit_code::kUsage, text));
+    outbox_.close(node.id, true);
+    nodes_.erase(node.id);
+    return;
+  }
+  outbox_.note(fmt::format("rendezvous: {} joined ({} of {})", describe(node), joined_nodes().size(), settings_.max_nodes));
+  check_gathering();
+}
+
+std::vector<RendezvousRounds::Node*> RendezvousRounds::joined_nodes() {
+  std::vector<Node*> joined;
+  for (auto& [id, node] : nodes_) {
+    if (node.join) joined.push_back(&node);
+  }
+  return joined;
+}
+
+// Dynamic: the server host's agent first (its rank 0 worker hosts the store), then the last round's
+// members in their rank order, then the newcomers in arrival order.
+std::vector<RendezvousRounds::Node*> RendezvousRounds::ordered_candidates() {
+  std::vector<Node*> nodes = joined_nodes();
+  auto key = [&](const Node* node) {
+    bool host = node->join->agent_id == settings_.host_agent_id;
+    return std::make_tuple(host ? 0 : 1, node->member ? node->node_rank : 1 << 30, node->arrival);
+  };
+  std::sort(nodes.begin(), nodes.end(), [&](const Node* a, const Node* b) { return key(a) < key(b); });
+  return nodes;
+}
+
+void RendezvousRounds::check_gathering() {
+  if (phase_ != Phase::kGathering) return;
+  if (!settings_.dynamic) {
+    std::vector<Node*> members(settings_.max_nodes, nullptr);
+    for (Node* node : joined_nodes()) members[node->join->node_rank] = node;
+    if (std::find(members.begin(), members.end(), nullptr) == members.end()) start_round(members);
+    return;
+  }
+  std::vector<Node*> candidates = ordered_candidates();
+  bool host_here = !candidates.empty() && candidates.front()->join->agent_id == settings_.host_agent_id;
+  int count = static_cast<int>(candidates.size());
+  if (!host_here || count < settings_.min_nodes) {
+    last_call_deadline_.reset();
+    return;
+  }
+  if (count >= settings_.max_nodes || (last_call_deadline_ && now_ >= *last_call_deadline_)) {
+    candidates.resize(std::min(count, settings_.max_nodes));
+    start_round(candidates);
+    return;
+  }
+  if (!last_call_deadline_) last_call_deadline_ = now_ + std::chrono::duration_cast<SteadyTime::duration>(
+      std::chrono::duration<double>(settings_.last_call_timeout_s));
+}
+
+void RendezvousRounds::start_round(const std::vector<Node*>& members) {
+  if (round_ >= 0) ++restarts_used_;
+  ++round_;
+  last_call_deadline_.reset();
+  root_cause_.reset();
+  if (run_id_.empty()) {
+    // Every explicit run id agrees (checked at join); nodes without one adopt it, else node 0's.
+    for (Node* node : members) {
+      if (!node->join->run_id_generated) run_id_ = node->join->run_id;
+    }
+    if (run_id_.empty()) run_id_ = members.front()->join->run_id;
+  }
+  for (auto& [id, node] : nodes_) node.member = false;
+  Assignment assignment;
+  assignment.round = round_;
+  assignment.master_addr = settings_.master_addr;
+  assignment.master_port = outbox_.pick_store_port();
+  assignment.run_id = run_id_;
+  assignment.max_restarts = settings_.max_restarts;
+  for (std::size_t rank = 0; rank < members.size(); ++rank) {
+    Node* node = members[rank];
+    node->member = true;
+    node->node_rank = static_cast<int>(rank);
+    node->ended = false;
+    node->outcome.clear();
+    assignment.nproc_per_node.push_back(node->join->nproc);
+    assignment.node_names.push_back(describe(*node));
+  }
+  for (Node* node : members) {
+    assignment.node_rank = node->node_rank;
+    send(*node, assignment.to_message());
+  }
+  for (Node* node : joined_nodes()) {
+    if (!node->member) send(*node, wait_message(fmt::format("round {} started with the maximum of {}; this node joins at the next round",
+                                                            round_, nodes_text(settings_.max_nodes))));
+  }
+  phase_ = Phase::kRunning;
+  outbox_.note(fmt::format("rendezvous: round {} started: {}, {} workers, store {}:{}", round_,
+                           nodes_text(static_cast<int>(members.size())), assignment.world_size(), assignment.master_addr,
+                           assignment.master_port));
+}
+
+}  // namespace mgtrain::rdzv
