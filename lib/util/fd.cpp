@@ -15,6 +15,12 @@ void Fd::reset(int fd) {
   fd_ = fd;
 }
 
+bool Fd::close() {
+  const int fd = release();
+  if (fd < 0) return true;
+  return ::close(fd) == 0 || errno == EINTR;
+}
+
 Pipe make_pipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw SystemError("pipe2", errno);

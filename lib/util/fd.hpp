@@ -26,6 +26,10 @@ class Fd {
   int release() { return std::exchange(fd_, -1); }
   // Closes the owned descriptor (if any) and owns `fd` instead.
   void reset(int fd = -1);
+  // Closes the owned descriptor now and says whether close(2) succeeded (false with errno set: a deferred write
+  // error, e.g. on NFS, for a file just written). EINTR counts as success: the descriptor is released anyway.
+  // Afterwards the Fd owns nothing. True when it owned nothing.
+  bool close();
 
  private:
   int fd_ = -1;
