@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <set>
 
+#include "util/value_parsing.hpp"
+
 namespace mgtrain {
 namespace {
 
@@ -31,12 +33,6 @@ bool for_each_entry(const std::string& directory, Visit visit) {
   }
   closedir(dir);
   return true;
-}
-
-std::string trim(const std::string& text) {
-  std::size_t begin = text.find_first_not_of(" \t");
-  if (begin == std::string::npos) return "";
-  return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
 }
 
 }  // namespace
