@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -103,15 +104,10 @@ std::optional<std::int64_t> checkpoint_step_from_file_name(const std::string& na
     return std::nullopt;
   }
   const std::string digits = name.substr(kNamePrefix.size(), name.size() - kNamePrefix.size() - kNameSuffix.size());
-  if (digits.size() > 19) return std::nullopt;
-  std::uint64_t step = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    step = step * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (step > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
-  if (checkpoint_file_name(static_cast<std::int64_t>(step)) != name) return std::nullopt;  // canonical spelling only
-  return static_cast<std::int64_t>(step);
+  const std::optional<std::uint64_t> step = parse_digits(digits);
+  if (!step || *step > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  if (checkpoint_file_name(static_cast<std::int64_t>(*step)) != name) return std::nullopt;  // canonical spelling only
+  return static_cast<std::int64_t>(*step);
 }
 
 std::vector<CheckpointListing> list_checkpoints(const std::string& dir) {

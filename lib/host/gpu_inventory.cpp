@@ -15,13 +15,6 @@ std::string join_path(const std::string& root, const std::string& relative) {
   return root.back() == '/' ? root + relative : root + "/" + relative;
 }
 
-bool all_digits(const std::string& text) {
-  if (text.empty()) return false;
-  for (char c : text)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
-
 // Calls `visit` with each entry name of `directory` except "." and ".."; false if unreadable.
 template <typename Visit>
 bool for_each_entry(const std::string& directory, Visit visit) {

@@ -2,6 +2,8 @@
 // lives in an Fd, so no error path leaks one and no descriptor is closed twice.
 #pragma once
 
+#include <string>
+#include <string_view>
 #include <utility>
 
 namespace mgtrain {
@@ -34,6 +36,10 @@ class Fd {
  private:
   int fd_ = -1;
 };
+
+// Writes all of `data` to `fd`, retrying on EINTR and short writes. "" when it all went, else why it stopped
+// (strerror, or "short write" for a write that wrote nothing) — for appenders that warn once and stop.
+std::string write_fully(int fd, std::string_view data);
 
 // A pipe's two ends; both close-on-exec. Throws SystemError.
 struct Pipe {

@@ -78,18 +78,9 @@ MetricsWriter::~MetricsWriter() = default;
 
 void MetricsWriter::append(const std::string& json) {
   if (!fd_) return;
-  const std::string line = json + '\n';
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t written = ::write(fd_.get(), line.data() + done, line.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      log::warn("cannot write the metrics file {} ({}); no more metrics rows this run", path_,
-                written < 0 ? std::strerror(errno) : "short write");
-      fd_.reset();
-      return;
-    }
-    done += static_cast<std::size_t>(written);
+  if (const std::string problem = write_fully(fd_.get(), json + '\n'); !problem.empty()) {
+    log::warn("cannot write the metrics file {} ({}); no more metrics rows this run", path_, problem);
+    fd_.reset();
   }
 }
 

@@ -124,18 +124,9 @@ void TfEventsWriter::add_scalars(std::int64_t step, const std::vector<TfScalar>&
 
 void TfEventsWriter::write_record(const std::string& data) {
   if (!fd_) return;
-  const std::string record = frame_tfrecord(data);
-  std::size_t done = 0;
-  while (done < record.size()) {
-    const ssize_t written = ::write(fd_.get(), record.data() + done, record.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      log::warn("cannot write the TensorBoard event file {} ({}); no more TensorBoard data this run", path_,
-                written < 0 ? std::strerror(errno) : "short write");
-      fd_.reset();
-      return;
-    }
-    done += static_cast<std::size_t>(written);
+  if (const std::string problem = write_fully(fd_.get(), frame_tfrecord(data)); !problem.empty()) {
+    log::warn("cannot write the TensorBoard event file {} ({}); no more TensorBoard data this run", path_, problem);
+    fd_.reset();
   }
 }
 
