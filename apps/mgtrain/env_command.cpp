@@ -100,18 +100,17 @@ Json slurm_facts(const SlurmDetection& detection) {
   return slurm;
 }
 
-// The facts as a YAML tree for people: one item per line, except that containers of plain values below the
-// second level (an interface, a detected setting, a list of versions) stay on one line.
-YAML::Node to_yaml(const Json& json, int depth = 0) {
+// The facts as a YAML tree for people: one item per line down to the third level (an interface, a detected
+// setting), which stays on one line, as does everything inside the worker's probe (`flow_depth` 2 for it).
+YAML::Node to_yaml(const Json& json, int depth = 0, int flow_depth = 3) {
   if (json.is_object() || json.is_array()) {
     YAML::Node node(json.is_object() ? YAML::NodeType::Map : YAML::NodeType::Sequence);
-    bool plain = true;
     for (const auto& [key, value] : json.items()) {
-      plain = plain && value.is_primitive();
-      if (json.is_object()) node[key] = to_yaml(value, depth + 1);
-      else node.push_back(to_yaml(value, depth + 1));
+      const int inner_flow_depth = depth == 0 && key == "torch" ? 2 : flow_depth;
+      if (json.is_object()) node[key] = to_yaml(value, depth + 1, inner_flow_depth);
+      else node.push_back(to_yaml(value, depth + 1, flow_depth));
     }
-    if (depth >= 3 || (depth >= 2 && plain)) node.SetStyle(YAML::EmitterStyle::Flow);
+    if (depth >= flow_depth) node.SetStyle(YAML::EmitterStyle::Flow);
     return node;
   }
   if (json.is_null()) return YAML::Node(YAML::NodeType::Null);
