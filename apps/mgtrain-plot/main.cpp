@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "observe/plot_series.hpp"
 #include "plot_renderer.hpp"
 
@@ -82,14 +83,14 @@ int main(int argc, char** argv) {
     for (const auto& series : spec.series) points += series.points.size();
     if (points == 0) throw mgtrain::UsageError("the plot data holds no points: nothing to draw");
     mgtrain::plot::render_plot_file(spec, options.output, options.width, options.height);
-    std::printf("mgtrain: wrote %s (%dx%d, %zu series, %zu points)\n", options.output.c_str(), options.width, options.height,
-                spec.series.size(), points);
+    mgtrain::log::progress("wrote {} ({}x{}, {} series, {} points)", options.output, options.width, options.height,
+                           spec.series.size(), points);
     return mgtrain::exit_code::kSuccess;
   } catch (const mgtrain::Error& e) {
-    std::fprintf(stderr, "mgtrain-plot: error: %s\n", e.what());
+    mgtrain::log::fatal("mgtrain-plot", e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mgtrain-plot: internal error: %s\n", e.what());
+    mgtrain::log::fatal("mgtrain-plot", e.what(), /*internal=*/true);
     return mgtrain::exit_code::kFailure;
   }
 }

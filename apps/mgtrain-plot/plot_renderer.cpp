@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -45,8 +46,19 @@ void show_text_at(cairo_t* cr, const std::string& text, double x, double y, doub
   cairo_show_text(cr, text.c_str());
 }
 
-void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
-  // Data ranges.
+const Rgb& colour_of(std::size_t series_index) { return kPalette[series_index % (sizeof kPalette / sizeof kPalette[0])]; }
+
+// Where the plot area is and how data maps into it.
+struct PlotArea {
+  AxisTicks x_ticks, y_ticks;
+  double left = 0, top = 0, width = 0, height = 0;
+
+  double px(double x) const { return left + (x - x_ticks.low) / (x_ticks.high - x_ticks.low) * width; }
+  double py(double y) const { return top + height - (y - y_ticks.low) / (y_ticks.high - y_ticks.low) * height; }
+};
+
+// The axes' ticks from the data's ranges, and the plot area inside the image (room for the y tick labels).
+PlotArea layout_plot_area(cairo_t* cr, const PlotSpec& spec, double width, double height) {
   double x_min = std::numeric_limits<double>::infinity(), x_max = -x_min, y_min = x_min, y_max = -x_min;
   for (const PlotSeries& series : spec.series) {
     for (const auto& [x, y] : series.points) {
@@ -56,101 +68,102 @@ void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
       y_max = std::max(y_max, y);
     }
   }
-  const AxisTicks x_ticks = nice_ticks(x_min, x_max, 8);
-  const AxisTicks y_ticks = nice_ticks(y_min, y_max, 6);
-
+  PlotArea area;
+  area.x_ticks = nice_ticks(x_min, x_max, 8);
+  area.y_ticks = nice_ticks(y_min, y_max, 6);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
   cairo_set_font_size(cr, 12);
   double y_label_width = 0;
-  for (double v : y_ticks.values) y_label_width = std::max(y_label_width, text_width(cr, tick_label(v, y_ticks.step)));
+  for (double v : area.y_ticks.values) y_label_width = std::max(y_label_width, text_width(cr, tick_label(v, area.y_ticks.step)));
+  const double right = 24, bottom = 58;
+  area.left = 40 + y_label_width + 10;
+  area.top = 48;
+  area.width = std::max(10.0, width - area.left - right);
+  area.height = std::max(10.0, height - area.top - bottom);
+  return area;
+}
 
-  const double left = 40 + y_label_width + 10, right = 24, top = 48, bottom = 58;
-  const double plot_w = std::max(10.0, width - left - right), plot_h = std::max(10.0, height - top - bottom);
-  auto px = [&](double x) { return left + (x - x_ticks.low) / (x_ticks.high - x_ticks.low) * plot_w; };
-  auto py = [&](double y) { return top + plot_h - (y - y_ticks.low) / (y_ticks.high - y_ticks.low) * plot_h; };
-
-  // Background, grid, ticks and their labels.
+// Background, grid, ticks and their labels, the frame.
+void draw_axes(cairo_t* cr, const PlotArea& a) {
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);
   cairo_set_line_width(cr, 1);
-  for (double v : x_ticks.values) {
-    const double x = std::round(px(v)) + 0.5;
+  for (double v : a.x_ticks.values) {
+    const double x = std::round(a.px(v)) + 0.5;
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-    cairo_move_to(cr, x, top);
-    cairo_line_to(cr, x, top + plot_h);
+    cairo_move_to(cr, x, a.top);
+    cairo_line_to(cr, x, a.top + a.height);
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    cairo_move_to(cr, x, top + plot_h);
-    cairo_line_to(cr, x, top + plot_h + 5);
+    cairo_move_to(cr, x, a.top + a.height);
+    cairo_line_to(cr, x, a.top + a.height + 5);
     cairo_stroke(cr);
-    show_text_at(cr, tick_label(v, x_ticks.step), x, top + plot_h + 9, 0.5, 1.0);
+    show_text_at(cr, tick_label(v, a.x_ticks.step), x, a.top + a.height + 9, 0.5, 1.0);
   }
-  for (double v : y_ticks.values) {
-    const double y = std::round(py(v)) + 0.5;
+  for (double v : a.y_ticks.values) {
+    const double y = std::round(a.py(v)) + 0.5;
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-    cairo_move_to(cr, left, y);
-    cairo_line_to(cr, left + plot_w, y);
+    cairo_move_to(cr, a.left, y);
+    cairo_line_to(cr, a.left + a.width, y);
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    cairo_move_to(cr, left - 5, y);
-    cairo_line_to(cr, left, y);
+    cairo_move_to(cr, a.left - 5, y);
+    cairo_line_to(cr, a.left, y);
     cairo_stroke(cr);
-    const std::string label = tick_label(v, y_ticks.step);
-    show_text_at(cr, label, left - 8, y, 1.0, 0.5);
+    show_text_at(cr, tick_label(v, a.y_ticks.step), a.left - 8, y, 1.0, 0.5);
   }
-  // Frame.
   cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-  cairo_rectangle(cr, left + 0.5, top + 0.5, plot_w, plot_h);
+  cairo_rectangle(cr, a.left + 0.5, a.top + 0.5, a.width, a.height);
   cairo_stroke(cr);
+}
 
-  // Axis labels and title.
+void draw_titles(cairo_t* cr, const PlotSpec& spec, const PlotArea& a, double image_height) {
   cairo_set_font_size(cr, 13);
-  show_text_at(cr, spec.x_label, left + plot_w / 2, height - 14, 0.5, 0.0);
+  show_text_at(cr, spec.x_label, a.left + a.width / 2, image_height - 14, 0.5, 0.0);
   cairo_save(cr);
-  cairo_translate(cr, 18, top + plot_h / 2);
+  cairo_translate(cr, 18, a.top + a.height / 2);
   cairo_rotate(cr, -M_PI / 2);
   show_text_at(cr, spec.y_label, 0, 0, 0.5, 0.5);
   cairo_restore(cr);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
   cairo_set_font_size(cr, 15);
-  show_text_at(cr, spec.title, left + plot_w / 2, top - 18, 0.5, 0.0);
+  show_text_at(cr, spec.title, a.left + a.width / 2, a.top - 18, 0.5, 0.0);
+}
 
-  // The curves, clipped to the plot area.
+// The curves, clipped to the plot area; few points (evaluations) get a mark each.
+void draw_curves(cairo_t* cr, const PlotSpec& spec, const PlotArea& a) {
   cairo_save(cr);
-  cairo_rectangle(cr, left, top, plot_w, plot_h);
+  cairo_rectangle(cr, a.left, a.top, a.width, a.height);
   cairo_clip(cr);
   cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
   cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
   for (std::size_t i = 0; i < spec.series.size(); ++i) {
     const PlotSeries& series = spec.series[i];
-    const Rgb colour = kPalette[i % (sizeof kPalette / sizeof kPalette[0])];
+    const Rgb& colour = colour_of(i);
     cairo_set_source_rgb(cr, colour.r, colour.g, colour.b);
     cairo_set_line_width(cr, 2);
     for (std::size_t p = 0; p < series.points.size(); ++p) {
-      const double x = px(series.points[p].first), y = py(series.points[p].second);
+      const double x = a.px(series.points[p].first), y = a.py(series.points[p].second);
       if (p == 0) cairo_move_to(cr, x, y);
       else cairo_line_to(cr, x, y);
     }
     cairo_stroke(cr);
-    if (series.points.size() <= 40) {  // few points (evaluations): mark each one
+    if (series.points.size() <= 40) {
       for (const auto& [x, y] : series.points) {
-        cairo_arc(cr, px(x), py(y), 3, 0, 2 * M_PI);
+        cairo_arc(cr, a.px(x), a.py(y), 3, 0, 2 * M_PI);
         cairo_fill(cr);
       }
     }
   }
   cairo_restore(cr);
+}
 
-  // Legend, in the corner of the plot area that hides the fewest points (top right first).
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, 12);
-  double name_width = 0;
-  for (const PlotSeries& series : spec.series) name_width = std::max(name_width, text_width(cr, series.name));
-  const double row = 18, box_w = name_width + 44, box_h = row * static_cast<double>(spec.series.size()) + 10;
+// The corner of the plot area (top right first) where a box_w x box_h legend hides the fewest points and lines.
+std::pair<double, double> legend_corner(const PlotSpec& spec, const PlotArea& a, double box_w, double box_h) {
   double box_x = 0, box_y = 0;
   std::size_t fewest = std::numeric_limits<std::size_t>::max();
-  const double corners[4][2] = {{left + plot_w - box_w - 10, top + 10}, {left + plot_w - box_w - 10, top + plot_h - box_h - 10},
-                                {left + 10, top + 10}, {left + 10, top + plot_h - box_h - 10}};
+  const double corners[4][2] = {{a.left + a.width - box_w - 10, a.top + 10}, {a.left + a.width - box_w - 10, a.top + a.height - box_h - 10},
+                                {a.left + 10, a.top + 10}, {a.left + 10, a.top + a.height - box_h - 10}};
   for (const auto& corner : corners) {
     std::size_t hidden = 0;
     auto inside = [&](double cx, double cy) {
@@ -158,10 +171,10 @@ void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
     };
     for (const PlotSeries& series : spec.series) {
       for (std::size_t p = 0; p < series.points.size(); ++p) {
-        const double x1 = px(series.points[p].first), y1 = py(series.points[p].second);
+        const double x1 = a.px(series.points[p].first), y1 = a.py(series.points[p].second);
         hidden += inside(x1, y1);
         if (p == 0) continue;
-        const double x0 = px(series.points[p - 1].first), y0 = py(series.points[p - 1].second);
+        const double x0 = a.px(series.points[p - 1].first), y0 = a.py(series.points[p - 1].second);
         for (int k = 1; k < 8; ++k) hidden += inside(x0 + (x1 - x0) * k / 8.0, y0 + (y1 - y0) * k / 8.0);  // the line too
       }
     }
@@ -171,6 +184,16 @@ void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
       box_y = corner[1];
     }
   }
+  return {box_x, box_y};
+}
+
+void draw_legend(cairo_t* cr, const PlotSpec& spec, const PlotArea& a) {
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, 12);
+  double name_width = 0;
+  for (const PlotSeries& series : spec.series) name_width = std::max(name_width, text_width(cr, series.name));
+  const double row = 18, box_w = name_width + 44, box_h = row * static_cast<double>(spec.series.size()) + 10;
+  const auto [box_x, box_y] = legend_corner(spec, a, box_w, box_h);
   cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
   cairo_rectangle(cr, box_x, box_y, box_w, box_h);
   cairo_fill_preserve(cr);
@@ -178,7 +201,7 @@ void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
   cairo_set_line_width(cr, 1);
   cairo_stroke(cr);
   for (std::size_t i = 0; i < spec.series.size(); ++i) {
-    const Rgb colour = kPalette[i % (sizeof kPalette / sizeof kPalette[0])];
+    const Rgb& colour = colour_of(i);
     const double y = box_y + 5 + row * (static_cast<double>(i) + 0.5);
     cairo_set_source_rgb(cr, colour.r, colour.g, colour.b);
     cairo_set_line_width(cr, 3);
@@ -188,6 +211,14 @@ void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     show_text_at(cr, spec.series[i].name, box_x + 36, y, 0.0, 0.5);
   }
+}
+
+void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
+  const PlotArea area = layout_plot_area(cr, spec, width, height);
+  draw_axes(cr, area);
+  draw_titles(cr, spec, area, height);
+  draw_curves(cr, spec, area);
+  draw_legend(cr, spec, area);
 }
 
 void check(cairo_status_t status, const std::string& what, const std::string& path) {

@@ -11,13 +11,14 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "commands.hpp"
 #include "util/build_info.hpp"
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
-#include "util/json_writer.hpp"
+#include "util/log.hpp"
 #include "util/value_parsing.hpp"
 #include "util/run_capture.hpp"
 #include "slurm/slurm_environment.hpp"
@@ -45,8 +46,10 @@ std::vector<Interface> network_interfaces() {
   return result;
 }
 
-// The worker's JSON probe, or a Null node with `problem` set.
-YAML::Node probe_worker(std::string& problem, std::string& worker_path) {
+using Json = nlohmann::ordered_json;
+
+// The worker's JSON probe, or null with `problem` set.
+Json probe_worker(std::string& problem, std::string& worker_path) {
   try {
     const EnvMap env = current_environment();
     const auto configured = env.find("MGTRAIN_LAUNCH_WORKER");
@@ -59,61 +62,63 @@ YAML::Node probe_worker(std::string& problem, std::string& worker_path) {
     } else if (run.exit_code != 0) {
       problem = fmt::format("worker probe exited with code {}", run.exit_code);
     } else {
-      return YAML::Load(run.out);
+      return Json::parse(run.out);
     }
   } catch (const Error& e) {
     problem = e.what();
-  } catch (const YAML::Exception& e) {
+  } catch (const Json::exception& e) {
     problem = std::string("worker probe printed malformed JSON: ") + e.what();
   }
-  return YAML::Node();
+  return nullptr;
+}
+
+// A detected setting's text as JSON: an integer or a number when it reads as one ("55", "20055"), else a string.
+Json setting_value(const std::string& text) {
+  if (text.find_first_not_of("-0123456789.e") == std::string::npos) {
+    if (const auto integer = parse_int(text)) return *integer;
+    if (const auto number = parse_number(text)) return *number;
+  }
+  return text;
 }
 
 // What `mgtrain launch` would take from a SLURM allocation, each value with its variable (docs/slurm.md).
-YAML::Node slurm_facts(const SlurmDetection& detection) {
-  YAML::Node slurm;
+Json slurm_facts(const SlurmDetection& detection) {
+  Json slurm = Json::object();
   slurm["layout"] = describe_layout(detection.layout);
   if (!detection.in_job()) return slurm;
-  slurm["job_id"] = detection.job_id;
+  slurm["job_id"] = setting_value(detection.job_id);
   slurm["restart_count"] = detection.restart_count;
-  YAML::Node detected(YAML::NodeType::Map);
+  Json detected = Json::object();
   for (const auto& [key, value] : slurm_detected_values(detection)) {
-    YAML::Node entry;
-    entry["value"] = value.value;
-    entry["from"] = value.source;
-    entry.SetStyle(YAML::EmitterStyle::Flow);
-    detected[key] = entry;
+    detected[key] = Json::object({{"value", setting_value(value.value)}, {"from", value.source}});
   }
-  slurm["launch_settings"] = detected;
-  YAML::Node notes(YAML::NodeType::Sequence);
-  for (const auto& note : detection.notes) notes.push_back(note);
+  slurm["launch_settings"] = std::move(detected);
+  Json notes = detection.notes;
   if (!detection.nproc_note.empty()) notes.push_back(detection.nproc_note);
-  if (notes.size() > 0) slurm["notes"] = notes;
+  if (!notes.empty()) slurm["notes"] = std::move(notes);
   if (!detection.problem.empty()) slurm["problem"] = detection.problem;
   return slurm;
 }
 
-}  // namespace
-
-// JSON text of a YAML tree: booleans, numbers and null stay unquoted, everything else is a string.
-std::string to_json(const YAML::Node& node) {
-  if (node.IsMap()) {
-    std::string out = "{";
-    for (auto it = node.begin(); it != node.end(); ++it)
-      out += (out.size() > 1 ? ", " : "") + json_quote(it->first.Scalar()) + ": " + to_json(it->second);
-    return out + "}";
+// The facts as a YAML tree for people: one item per line down to the third level (an interface, a detected
+// setting), which stays on one line, as does everything inside the worker's probe (`flow_depth` 2 for it).
+YAML::Node to_yaml(const Json& json, int depth = 0, int flow_depth = 3) {
+  if (json.is_object() || json.is_array()) {
+    YAML::Node node(json.is_object() ? YAML::NodeType::Map : YAML::NodeType::Sequence);
+    for (const auto& [key, value] : json.items()) {
+      const int inner_flow_depth = depth == 0 && key == "torch" ? 2 : flow_depth;
+      if (json.is_object()) node[key] = to_yaml(value, depth + 1, inner_flow_depth);
+      else node.push_back(to_yaml(value, depth + 1, flow_depth));
+    }
+    if (depth >= flow_depth) node.SetStyle(YAML::EmitterStyle::Flow);
+    return node;
   }
-  if (node.IsSequence()) {
-    std::string out = "[";
-    for (const auto& item : node) out += (out.size() > 1 ? ", " : "") + to_json(item);
-    return out + "]";
-  }
-  if (!node.IsDefined() || node.IsNull()) return "null";
-  const std::string& text = node.Scalar();
-  if (text == "true" || text == "false") return text;
-  if (node.Tag() != "!" && parse_number(text) && text.find_first_not_of("-0123456789.e") == std::string::npos) return text;
-  return json_quote(text);
+  if (json.is_null()) return YAML::Node(YAML::NodeType::Null);
+  if (json.is_string()) return YAML::Node(json.get<std::string>());
+  return YAML::Node(json.dump());
 }
+
+}  // namespace
 
 int run_env_command(const EnvRequest& request) {
   char hostname[256] = {0};
@@ -123,50 +128,38 @@ int run_env_command(const EnvRequest& request) {
   const int usable_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   std::string probe_problem, worker_path;
-  YAML::Node probe = probe_worker(probe_problem, worker_path);
+  const Json probe = probe_worker(probe_problem, worker_path);
 
-  YAML::Node facts;
-  facts["mgtrain"]["version"] = build_info::kVersion;
-  facts["mgtrain"]["build_type"] = build_info::kBuildType;
-  facts["mgtrain"]["compiler"] = build_info::kCompiler;
-  facts["mgtrain"]["worker"] = worker_path.empty() ? "not found" : worker_path;
-  if (probe) {
-    facts["torch"] = probe;
-    facts["torch"].SetStyle(YAML::EmitterStyle::Block);
-  } else {
-    facts["torch"]["error"] = probe_problem;
-  }
-  facts["machine"]["hostname"] = hostname;
-  facts["machine"]["cpu_cores_online"] = sysconf(_SC_NPROCESSORS_ONLN);
-  facts["machine"]["cpu_cores_usable"] = usable_cores;
-  if (visible) {
-    facts["machine"]["CUDA_VISIBLE_DEVICES"] = visible;
-  } else {
-    facts["machine"]["CUDA_VISIBLE_DEVICES"] = YAML::Node(YAML::NodeType::Null);
-  }
-  YAML::Node interfaces(YAML::NodeType::Sequence);
+  Json facts = Json::object();
+  facts["mgtrain"] = Json::object({{"version", build_info::kVersion},
+                                   {"build_type", build_info::kBuildType},
+                                   {"compiler", build_info::kCompiler},
+                                   {"worker", worker_path.empty() ? "not found" : worker_path}});
+  facts["torch"] = probe.is_null() ? Json::object({{"error", probe_problem}}) : probe;
+  Json machine = Json::object();
+  machine["hostname"] = hostname;
+  machine["cpu_cores_online"] = sysconf(_SC_NPROCESSORS_ONLN);
+  machine["cpu_cores_usable"] = usable_cores;
+  machine["CUDA_VISIBLE_DEVICES"] = visible ? Json(visible) : Json(nullptr);
+  Json interfaces = Json::array();
   for (const auto& i : network_interfaces()) {
-    YAML::Node entry;
-    entry["name"] = i.name;
-    entry["family"] = i.family;
-    entry["address"] = i.address;
-    entry.SetStyle(YAML::EmitterStyle::Flow);
-    interfaces.push_back(entry);
+    interfaces.push_back(Json::object({{"name", i.name}, {"family", i.family}, {"address", i.address}}));
   }
-  facts["machine"]["network_interfaces"] = interfaces;
+  machine["network_interfaces"] = std::move(interfaces);
+  facts["machine"] = std::move(machine);
   try {
     facts["slurm"] = slurm_facts(detect_slurm(current_environment()));
   } catch (const Error& e) {  // a malformed node list
-    facts["slurm"]["error"] = e.what();
+    facts["slurm"] = Json::object({{"error", e.what()}});
   }
 
   if (request.json) {
-    std::printf("%s\n", to_json(facts).c_str());
+    std::printf("%s\n", facts.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     YAML::Emitter out;
-    out << facts;
+    out << to_yaml(facts);
     std::printf("%s\n", out.c_str());
-    if (!probe) std::fprintf(stderr, "mgtrain: warning: no torch facts: %s\n", probe_problem.c_str());
+    if (probe.is_null()) log::warn("no torch facts: {}", probe_problem);
   }
   return exit_code::kSuccess;
 }

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace {
 
@@ -46,10 +47,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     return dispatch(mgtrain::parse_cli(args));
   } catch (const mgtrain::Error& e) {
-    std::fprintf(stderr, "mgtrain: error: %s\n", e.what());
+    mgtrain::log::fatal("mgtrain", e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mgtrain: internal error: %s\n", e.what());
+    mgtrain::log::fatal("mgtrain", e.what(), /*internal=*/true);
     return mgtrain::exit_code::kFailure;
   }
 }

@@ -16,8 +16,11 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "contract/log_layout.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/log.hpp"
 #include "observe/metrics_reader.hpp"
 #include "observe/plot_series.hpp"
 #include "observe/run_history.hpp"
@@ -80,8 +83,8 @@ PlotSeries series_of(const std::string& run, const std::string& directory, const
                                  run, metric, path, non_finite));
   }
   if (non_finite) {
-    std::fprintf(stderr, "mgtrain: run '%s': %zu value%s of '%s' that are NaN or infinite are left out of the plot\n", run.c_str(),
-                 non_finite, non_finite == 1 ? "" : "s", metric.c_str());
+    log::info("run '{}': {} value{} of '{}' that are NaN or infinite are left out of the plot", run, non_finite,
+              non_finite == 1 ? "" : "s", metric);
   }
   return series;
 }
@@ -98,23 +101,22 @@ std::string renderer_path() {
 
 // Puts `text` in an anonymous in-memory file and makes it this process's stdin, for the program exec()ed next.
 void stdin_from_text(const std::string& text) {
-  const int fd = memfd_create("mgtrain-plot-data", MFD_CLOEXEC);
-  if (fd < 0) throw SystemError("cannot create the plot data (memfd_create)", errno);
+  const Fd fd(memfd_create("mgtrain-plot-data", MFD_CLOEXEC));
+  if (!fd) throw SystemError("cannot create the plot data (memfd_create)", errno);
   std::size_t done = 0;
   while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw SystemError("cannot write the plot data (memfd)", errno);
     done += static_cast<std::size_t>(n);
   }
-  if (lseek(fd, 0, SEEK_SET) != 0 || dup2(fd, 0) != 0) throw SystemError("cannot hand the plot data to mgtrain-plot", errno);
-  ::close(fd);
+  if (lseek(fd.get(), 0, SEEK_SET) != 0 || dup2(fd.get(), 0) != 0) throw SystemError("cannot hand the plot data to mgtrain-plot", errno);
 }
 
 }  // namespace
 
 int run_plot_command(const PlotRequest& request) {
-  const std::string log_dir = request.log_dir.empty() ? default_log_dir() : request.log_dir;
+  const std::string log_dir = request.log_dir.empty() ? log_layout::default_log_dir() : request.log_dir;
   const std::string output = request.output.empty() ? default_output(request.metric) : request.output;
   if (!ends_with(output, ".png") && !ends_with(output, ".svg")) {
     throw UsageError(fmt::format("plot: cannot tell the image format of '{}': name the output file .png or .svg (-o)", output));

@@ -1,6 +1,5 @@
 // `mgtrain runs [--log-dir DIR] [--json]`: the run history, newest first — id, status, start, duration, steps
 // and the best evaluation metric (eval.accuracy's maximum, else eval.loss's minimum). docs/monitoring.md#run-history
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -8,11 +7,14 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "util/error.hpp"
-#include "util/json_writer.hpp"
+#include "contract/log_layout.hpp"
 #include "observe/run_history.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+#include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
@@ -40,35 +42,37 @@ std::string best_text(const std::optional<BestMetric>& best) {
   return fmt::format("{} {:.4g} @{}", best->metric, best->value, best->step);
 }
 
-std::string json_number_or_null(const std::optional<double>& value, int decimals) {
-  if (!value || !std::isfinite(*value)) return "null";
-  return fmt::format("{:.{}f}", *value, decimals);
+using Json = nlohmann::ordered_json;
+
+// Seconds to the millisecond, or null.
+Json seconds_or_null(const std::optional<double>& value) {
+  if (!value || !std::isfinite(*value)) return nullptr;
+  return std::round(*value * 1000.0) / 1000.0;
 }
 
 std::string runs_to_json(const std::vector<RunSummary>& runs) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const RunSummary& r = runs[i];
-    out += i ? ",\n " : "\n ";
-    out += "{\"run_id\": " + json_quote(r.run_id) + ", \"directory\": " + json_quote(r.directory) + ", \"status\": " + json_quote(r.status);
-    out += ", \"exit_code\": " + (r.record && r.record->exit_code ? std::to_string(*r.record->exit_code) : std::string("null"));
-    out += ", \"start_time\": " + json_number_or_null(r.start_time, 3);
-    out += ", \"end_time\": " + json_number_or_null(r.record ? r.record->end_time : std::nullopt, 3);
-    out += ", \"duration_s\": " + json_number_or_null(r.duration_s, 3);
-    out += ", \"attempts\": " + (r.record ? std::to_string(r.record->attempts) : std::string("null"));
-    out += ", \"world_size\": " + (r.record ? std::to_string(r.record->world_size) : std::string("null"));
-    out += ", \"steps\": " + (r.steps ? std::to_string(*r.steps) : std::string("null"));
-    out += ", \"best\": ";
+  Json out = Json::array();
+  for (const RunSummary& r : runs) {
+    Json run = Json::object();
+    run["run_id"] = r.run_id;
+    run["directory"] = r.directory;
+    run["status"] = r.status;
+    run["exit_code"] = r.record && r.record->exit_code ? Json(*r.record->exit_code) : Json(nullptr);
+    run["start_time"] = seconds_or_null(r.start_time);
+    run["end_time"] = seconds_or_null(r.record ? r.record->end_time : std::nullopt);
+    run["duration_s"] = seconds_or_null(r.duration_s);
+    run["attempts"] = r.record ? Json(r.record->attempts) : Json(nullptr);
+    run["world_size"] = r.record ? Json(r.record->world_size) : Json(nullptr);
+    run["steps"] = r.steps ? Json(*r.steps) : Json(nullptr);
     if (r.best) {
-      out += fmt::format("{{\"metric\": {}, \"value\": {:.17g}, \"step\": {}}}", json_quote(r.best->metric), r.best->value, r.best->step);
+      run["best"] = Json::object({{"metric", r.best->metric}, {"value", r.best->value}, {"step", r.best->step}});
     } else {
-      out += "null";
+      run["best"] = nullptr;
     }
-    if (!r.record_problem.empty()) out += ", \"problem\": " + json_quote(r.record_problem);
-    out += "}";
+    if (!r.record_problem.empty()) run["problem"] = r.record_problem;
+    out.push_back(std::move(run));
   }
-  out += runs.empty() ? "]\n" : "\n]\n";
-  return out;
+  return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 void print_table(const std::vector<RunSummary>& runs) {
@@ -96,11 +100,10 @@ void print_table(const std::vector<RunSummary>& runs) {
 }  // namespace
 
 int run_runs_command(const RunsRequest& request) {
-  const std::string log_dir = request.log_dir.empty() ? default_log_dir() : request.log_dir;
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const std::vector<RunSummary> runs = list_runs(log_dir, now);
+  const std::string log_dir = request.log_dir.empty() ? log_layout::default_log_dir() : request.log_dir;
+  const std::vector<RunSummary> runs = list_runs(log_dir, unix_seconds_now());
   for (const RunSummary& r : runs) {
-    if (!r.record_problem.empty()) std::fprintf(stderr, "mgtrain: warning: %s\n", r.record_problem.c_str());
+    if (!r.record_problem.empty()) log::warn("{}", r.record_problem);
   }
   if (request.json) {
     std::fputs(runs_to_json(runs).c_str(), stdout);

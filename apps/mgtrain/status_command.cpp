@@ -2,47 +2,42 @@
 // launcher wrote to <run dir>/status_endpoint and asks its /status; without a live launcher it says so
 // and shows what the run's files say (heartbeats, the last resource sample, the last metrics row).
 // docs/monitoring.md#status-api-and-dashboard
-#include <sys/stat.h>
-
-#include <yaml-cpp/yaml.h>
-
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "util/error.hpp"
+#include "contract/log_layout.hpp"
 #include "observe/status_server.hpp"
 #include "observe/status_snapshot.hpp"
+#include "util/error.hpp"
+#include "util/file_io.hpp"
+#include "util/time_format.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
 
 namespace fs = std::filesystem;
+using Json = nlohmann::json;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-}
+// The file's text, "" when it cannot be read (absent: the run has not written it).
+std::string file_text(const fs::path& path) { return try_read_file(path.string()).value_or(""); }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string default_log_directory() {
-  const char* env = std::getenv("MGTRAIN_LAUNCH_LOG_DIR");
-  return env && *env ? env : "runs";
+// object[key], or null when the key is missing (or `object` is not an object).
+const Json& field(const Json& object, const char* key) {
+  static const Json kNull;
+  if (!object.is_object()) return kNull;
+  const auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
 }
 
 // The run directory: RUN under the log directory, or RUN itself, or the newest run (by config.yaml's time).
 fs::path find_run_directory(const StatusRequest& request) {
-  const fs::path log_dir = request.log_dir.empty() ? default_log_directory() : request.log_dir;
+  const fs::path log_dir = request.log_dir.empty() ? log_layout::default_log_dir() : request.log_dir;
   std::error_code error;
   if (!request.run.empty()) {
     if (fs::is_directory(log_dir / request.run, error)) return log_dir / request.run;
@@ -68,15 +63,16 @@ fs::path find_run_directory(const StatusRequest& request) {
   return newest;
 }
 
-std::string text_or_dash(const YAML::Node& node, int decimals = -1) {
-  if (!node || node.IsNull()) return "-";
-  if (decimals < 0) return node.as<std::string>();
-  return fmt::format("{:.{}f}", node.as<double>(), decimals);
+std::string text_or_dash(const Json& value, int decimals = -1) {
+  if (value.is_null()) return "-";
+  if (value.is_string()) return value.get<std::string>();
+  if (decimals < 0 || !value.is_number()) return value.dump();
+  return fmt::format("{:.{}f}", value.get<double>(), decimals);
 }
 
-std::string bytes_text(const YAML::Node& node) {
-  if (!node || node.IsNull()) return "-";
-  double value = node.as<double>();
+std::string bytes_text(const Json& node) {
+  if (!node.is_number()) return "-";
+  double value = node.get<double>();
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
   while (value >= 1024 && unit < 4) {
@@ -86,32 +82,35 @@ std::string bytes_text(const YAML::Node& node) {
   return fmt::format("{:.1f} {}", value, units[unit]);
 }
 
-void print_live(const YAML::Node& s, const std::string& endpoint) {
-  const int attempt = s["attempt"].as<int>();
+void print_live(const Json& s, const std::string& endpoint) {
+  const int attempt = s.at("attempt").get<int>();
   std::printf("run %s: %s, attempt %d of %d (restarts %d), %s node %d\nstatus API http://%s/  run directory %s\n\n",
-              s["run_id"].as<std::string>().c_str(), s["phase"].as<std::string>().c_str(), attempt + 1,
-              s["max_restarts"].as<int>() + 1, s["restarts"].as<int>(), s["hostname"].as<std::string>().c_str(),
-              s["node_rank"].as<int>(), endpoint.c_str(), s["run_dir"].as<std::string>().c_str());
-  const double now = s["time"].as<double>();
+              s.at("run_id").get<std::string>().c_str(), s.at("phase").get<std::string>().c_str(), attempt + 1,
+              s.at("max_restarts").get<int>() + 1, s.at("restarts").get<int>(), s.at("hostname").get<std::string>().c_str(),
+              s.at("node_rank").get<int>(), endpoint.c_str(), s.at("run_dir").get<std::string>().c_str());
+  const double now = s.at("time").get<double>();
   std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", "rank", "local", "pid", "state", "step", "loss", "heartbeat",
               "CPU%", "RSS");
-  for (const YAML::Node& r : s["ranks"]) {
-    const std::string beat = r["last_heartbeat"].IsNull() ? "-" : fmt::format("{:.1f} s ago", now - r["last_heartbeat"].as<double>());
-    std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", text_or_dash(r["rank"]).c_str(), text_or_dash(r["local_rank"]).c_str(),
-                text_or_dash(r["pid"]).c_str(), text_or_dash(r["state"]).c_str(), text_or_dash(r["step"]).c_str(),
-                text_or_dash(r["loss"], 4).c_str(), beat.c_str(), text_or_dash(r["cpu_percent"], 0).c_str(),
-                bytes_text(r["rss_bytes"]).c_str());
+  for (const Json& r : s.at("ranks")) {
+    const Json& last = field(r, "last_heartbeat");
+    const std::string beat = last.is_number() ? fmt::format("{:.1f} s ago", now - last.get<double>()) : "-";
+    std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", text_or_dash(field(r, "rank")).c_str(),
+                text_or_dash(field(r, "local_rank")).c_str(), text_or_dash(field(r, "pid")).c_str(),
+                text_or_dash(field(r, "state")).c_str(), text_or_dash(field(r, "step")).c_str(),
+                text_or_dash(field(r, "loss"), 4).c_str(), beat.c_str(), text_or_dash(field(r, "cpu_percent"), 0).c_str(),
+                bytes_text(field(r, "rss_bytes")).c_str());
   }
-  if (s["gpus"].size() == 0) {
+  const Json& gpus = field(s, "gpus");
+  if (gpus.empty()) {
     std::printf("\nGPUs: no statistics (no NVML on this machine)\n");
     return;
   }
-  std::printf("\nGPUs (driver %s):\n", text_or_dash(s["driver_version"]).c_str());
-  for (const YAML::Node& g : s["gpus"]) {
-    std::printf("  %s %s: %s%% busy, memory %s / %s, %s C, %s W\n", text_or_dash(g["index"]).c_str(), text_or_dash(g["name"]).c_str(),
-                text_or_dash(g["utilization_percent"]).c_str(), bytes_text(g["memory_used_bytes"]).c_str(),
-                bytes_text(g["memory_total_bytes"]).c_str(), text_or_dash(g["temperature_c"]).c_str(),
-                text_or_dash(g["power_w"], 0).c_str());
+  std::printf("\nGPUs (driver %s):\n", text_or_dash(field(s, "driver_version")).c_str());
+  for (const Json& g : gpus) {
+    std::printf("  %s %s: %s%% busy, memory %s / %s, %s C, %s W\n", text_or_dash(field(g, "index")).c_str(),
+                text_or_dash(field(g, "name")).c_str(), text_or_dash(field(g, "utilization_percent")).c_str(),
+                bytes_text(field(g, "memory_used_bytes")).c_str(), bytes_text(field(g, "memory_total_bytes")).c_str(),
+                text_or_dash(field(g, "temperature_c")).c_str(), text_or_dash(field(g, "power_w"), 0).c_str());
   }
 }
 
@@ -126,13 +125,13 @@ std::string last_complete_line(const std::string& text) {
 
 void print_from_files(const fs::path& run_dir) {
   std::printf("run %s (from its files, %s)\n", run_dir.filename().c_str(), run_dir.c_str());
-  const std::string record = read_file(run_dir / "run.json");
+  const std::string record = file_text(run_dir / "run.json");
   if (!record.empty()) {
-    try {
-      YAML::Node r = YAML::Load(record);
-      std::printf("run.json: status %s, exit code %s, attempts %s\n", text_or_dash(r["status"]).c_str(),
-                  text_or_dash(r["exit_code"]).c_str(), text_or_dash(r["attempts"]).c_str());
-    } catch (const YAML::Exception&) {
+    const Json r = Json::parse(record, nullptr, /*allow_exceptions=*/false);
+    if (r.is_object()) {
+      std::printf("run.json: status %s, exit code %s, attempts %s\n", text_or_dash(field(r, "status")).c_str(),
+                  text_or_dash(field(r, "exit_code")).c_str(), text_or_dash(field(r, "attempts")).c_str());
+    } else {
       std::printf("run.json: cannot be read\n");
     }
   }
@@ -141,22 +140,22 @@ void print_from_files(const fs::path& run_dir) {
   int attempt = -1;
   for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("attempt_", 0) == 0) attempt = std::max(attempt, std::atoi(name.c_str() + 8));
+    if (name.rfind("attempt_", 0) == 0) attempt = std::max(attempt, static_cast<int>(parse_int(name.substr(8)).value_or(-1)));
   }
   if (attempt >= 0) {
     std::printf("attempt %d, last heartbeats:\n", attempt + 1);
     const fs::path attempt_dir = run_dir / ("attempt_" + std::to_string(attempt));
     for (const fs::directory_entry& entry : fs::directory_iterator(attempt_dir, error)) {
-      std::optional<HeartbeatInfo> beat = parse_heartbeat_line(read_file(entry.path() / "heartbeat"));
+      std::optional<HeartbeatInfo> beat = parse_heartbeat_line(file_text(entry.path() / "heartbeat"));
       std::printf("  %-8s %s\n", entry.path().filename().c_str(),
                   beat ? fmt::format("step {} loss {} ({:.0f} s ago)", beat->step, beat->loss ? fmt::format("{:.4f}", *beat->loss) : "-",
-                                     unix_now() - beat->time).c_str()
+                                     unix_seconds_now() - beat->time).c_str()
                        : "no heartbeat");
     }
   }
-  const std::string resources = last_complete_line(read_file(run_dir / "resources.jsonl"));
+  const std::string resources = last_complete_line(file_text(run_dir / "resources.jsonl"));
   if (!resources.empty()) std::printf("last resource sample: %s\n", resources.c_str());
-  const std::string metrics = last_complete_line(read_file(run_dir / "metrics.jsonl"));
+  const std::string metrics = last_complete_line(file_text(run_dir / "metrics.jsonl"));
   if (!metrics.empty()) std::printf("last metrics row: %s\n", metrics.c_str());
 }
 
@@ -164,8 +163,7 @@ void print_from_files(const fs::path& run_dir) {
 
 int run_status_command(const StatusRequest& request) {
   const fs::path run_dir = find_run_directory(request);
-  std::string endpoint = read_file(run_dir / "status_endpoint");
-  while (!endpoint.empty() && (endpoint.back() == '\n' || endpoint.back() == ' ')) endpoint.pop_back();
+  const std::string endpoint = trim(file_text(run_dir / "status_endpoint"));
   std::string why = "the run was not launched with --status-port";
   if (!endpoint.empty()) {
     std::optional<std::string> body = status_http_get(endpoint, "/status", why);
@@ -175,9 +173,9 @@ int run_status_command(const StatusRequest& request) {
         return 0;
       }
       try {
-        print_live(YAML::Load(*body), endpoint);
+        print_live(Json::parse(*body), endpoint);
         return 0;
-      } catch (const YAML::Exception& e) {
+      } catch (const Json::exception& e) {
         throw Error("the status API at " + endpoint + " answered something that is not its JSON: " + e.what());
       }
     }

@@ -12,15 +12,21 @@
 #include <cstdint>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "util/atomic_file.hpp"
 #include "checkpoint/checkpoint_file.hpp"
 #include "util/error.hpp"
-#include "util/json_writer.hpp"
+#include "util/fd.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
+
+// `text` as a JSON string, for messages (invalid UTF-8 bytes become U+FFFD).
+std::string json_string(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 constexpr std::string_view kNamePrefix = "checkpoint-step";
 constexpr std::string_view kNameSuffix = ".safetensors";
@@ -56,29 +62,23 @@ std::vector<std::string> directory_entries(const std::string& dir) {
 
 // A small text file's content, or nullopt when it does not exist.
 std::optional<std::string> read_pointer_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
     if (errno == ENOENT) return std::nullopt;
     throw SystemError(fmt::format("open {}", path), errno);
   }
   std::string text;
   char buffer[4096];
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw SystemError(fmt::format("read {}", path), err);
-    }
+    if (n < 0) throw SystemError(fmt::format("read {}", path), errno);
     if (n == 0) break;
     text.append(buffer, static_cast<std::size_t>(n));
     if (text.size() > kMaxPointerSize) {
-      ::close(fd);
       throw Error(fmt::format("{}: not a checkpoint pointer file (more than {} bytes)", path, kMaxPointerSize));
     }
   }
-  ::close(fd);
   return text;
 }
 
@@ -104,15 +104,10 @@ std::optional<std::int64_t> checkpoint_step_from_file_name(const std::string& na
     return std::nullopt;
   }
   const std::string digits = name.substr(kNamePrefix.size(), name.size() - kNamePrefix.size() - kNameSuffix.size());
-  if (digits.size() > 19) return std::nullopt;
-  std::uint64_t step = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    step = step * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (step > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
-  if (checkpoint_file_name(static_cast<std::int64_t>(step)) != name) return std::nullopt;  // canonical spelling only
-  return static_cast<std::int64_t>(step);
+  const std::optional<std::uint64_t> step = parse_digits(digits);
+  if (!step || *step > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  if (checkpoint_file_name(static_cast<std::int64_t>(*step)) != name) return std::nullopt;  // canonical spelling only
+  return static_cast<std::int64_t>(*step);
 }
 
 std::vector<CheckpointListing> list_checkpoints(const std::string& dir) {
@@ -145,7 +140,7 @@ NewestValidCheckpoint newest_valid_checkpoint(const std::string& dir) {
 
 void update_latest_pointer(const std::string& dir, const std::string& file_name) {
   if (!is_plain_file_name(file_name)) {
-    throw Error(fmt::format("update {}: {} is not a plain file name", join_path(dir, "latest"), json_quote(file_name)));
+    throw Error(fmt::format("update {}: {} is not a plain file name", join_path(dir, "latest"), json_string(file_name)));
   }
   write_file_atomically(join_path(dir, "latest"), file_name + "\n");
 }
@@ -157,7 +152,7 @@ std::optional<std::string> read_latest_pointer(const std::string& dir) {
   std::string name = *text;
   if (!name.empty() && name.back() == '\n') name.pop_back();
   if (!is_plain_file_name(name)) {
-    throw Error(fmt::format("{}: expected one file name and a newline, found {}", path, json_quote(*text)));
+    throw Error(fmt::format("{}: expected one file name and a newline, found {}", path, json_string(*text)));
   }
   return name;
 }
@@ -192,11 +187,14 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
 
 void update_best_pointer(const std::string& dir, const BestCheckpoint& best) {
   const std::string path = join_path(dir, "best");
-  if (!is_plain_file_name(best.file_name)) throw Error(fmt::format("update {}: {} is not a plain file name", path, json_quote(best.file_name)));
+  if (!is_plain_file_name(best.file_name)) throw Error(fmt::format("update {}: {} is not a plain file name", path, json_string(best.file_name)));
   if (best.metric.empty()) throw Error(fmt::format("update {}: the metric name is empty", path));
   if (!std::isfinite(best.value)) throw Error(fmt::format("update {}: {} = {} is not a finite number", path, best.metric, best.value));
-  write_file_atomically(path, fmt::format("{{\"file\":{},\"metric\":{},\"value\":{}}}\n", json_quote(best.file_name),
-                                          json_quote(best.metric), best.value));
+  nlohmann::ordered_json pointer;
+  pointer["file"] = best.file_name;
+  pointer["metric"] = best.metric;
+  pointer["value"] = best.value;
+  write_file_atomically(path, pointer.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 
 std::optional<BestCheckpoint> read_best_pointer(const std::string& dir) {
@@ -207,19 +205,17 @@ std::optional<BestCheckpoint> read_best_pointer(const std::string& dir) {
     return Error(fmt::format("{}: malformed best-checkpoint pointer ({}); expected {{\"file\":...,\"metric\":...,\"value\":...}}", path, why));
   };
   BestCheckpoint best;
-  try {
-    const YAML::Node root = YAML::Load(*text);
-    if (!root.IsMap()) throw malformed("not a JSON object");
-    const YAML::Node file = root["file"], metric = root["metric"], value = root["value"];
-    if (!file || !file.IsScalar() || !metric || !metric.IsScalar() || !value || !value.IsScalar()) {
-      throw malformed("file, metric or value missing");
-    }
-    best.file_name = file.Scalar();
-    best.metric = metric.Scalar();
-    best.value = value.as<double>();
-  } catch (const YAML::Exception& e) {
-    throw malformed(e.what());
+  const nlohmann::json root = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) throw malformed("not valid JSON");
+  if (!root.is_object()) throw malformed("not a JSON object");
+  const auto file = root.find("file"), metric = root.find("metric"), value = root.find("value");
+  if (file == root.end() || !file->is_string() || metric == root.end() || !metric->is_string() || value == root.end() ||
+      !value->is_number()) {
+    throw malformed("file, metric or value missing");
   }
+  best.file_name = file->get<std::string>();
+  best.metric = metric->get<std::string>();
+  best.value = value->get<double>();
   if (!is_plain_file_name(best.file_name) || best.metric.empty() || !std::isfinite(best.value)) {
     throw malformed("empty or invalid field");
   }

@@ -13,14 +13,8 @@
 // replaced by '0' characters. The data region starts 8-byte aligned; a tensor is aligned to its element size
 // when the tensors before it have sizes that are multiples of it (e.g. list 8-byte dtypes first).
 //
-// Test-only hooks (for kill-at-any-instant tests; never set them in production):
-//   MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE=N   once N bytes of the temporary file are written (a write is split
-//                                              at exactly N), the writer prints
-//                                              "mgtrain-test: checkpoint write paused at byte N" to stderr and
-//                                              blocks forever, so the test can SIGKILL it at that instant.
-//   MGTRAIN_TEST_CHECKPOINT_PAUSE_AT=STAGE     the same at a stage of the commit: before-fsync (all bytes and
-//                                              the final checksum written), before-rename, before-dir-fsync;
-//                                              the line is "mgtrain-test: checkpoint write paused at STAGE".
+// The header is written and parsed with nlohmann::json (checkpoint_header.hpp). The writer's one test-only hook
+// (pausing at a byte or a commit stage, for kill-at-any-instant tests) is checkpoint_test_hook.hpp.
 #pragma once
 
 #include <cstddef>
@@ -55,12 +49,12 @@ struct TensorRecord {
   std::size_t nbytes = 0;
 };
 
-// Writes `path` atomically (core/atomic_file.hpp) in one pass over the data: header with a placeholder
+// Writes `path` atomically (util/atomic_file.hpp) in one pass over the data: header with a placeholder
 // checksum, the tensors (hashed as they are written), the final checksum digits, fsync, rename, directory
 // fsync. Metadata keys "mgtrain.checksum" and "mgtrain.format" are reserved. Invalid input (empty, duplicate
 // or non-UTF-8 names, unknown dtype, negative dimension, nbytes not matching the shape, a tensor name or metadata
-// key longer than 1000 bytes once JSON-escaped — the reader parses the header with yaml-cpp, which limits object
-// keys to 1024 bytes) throws Error before anything is created; disk failures throw SystemError naming the
+// key longer than 1000 bytes once JSON-escaped — earlier mgtrain releases parsed the header with yaml-cpp, which
+// limits object keys to 1024 bytes) throws Error before anything is created; disk failures throw SystemError naming the
 // temporary file and strerror.
 void write_checkpoint_file(const std::string& path, const std::map<std::string, std::string>& metadata,
                            const std::vector<TensorRecord>& tensors);

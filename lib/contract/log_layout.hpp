@@ -1,9 +1,17 @@
 // Where a run's files live: <log_dir>/<run_id>/{config.yaml,failure.json,attempt_<n>/rank_<r>/...}.
 #pragma once
 
+#include <cstdlib>
 #include <string>
 
 namespace mgtrain::log_layout {
+
+// Where runs are kept when no --log-dir is given: $MGTRAIN_LAUNCH_LOG_DIR (what `mgtrain launch` was told), else
+// "runs" (launch.log_dir's default). `mgtrain runs`, `status` and `plot` look there.
+inline std::string default_log_dir() {
+  const char* from_environment = std::getenv("MGTRAIN_LAUNCH_LOG_DIR");
+  return from_environment && *from_environment ? from_environment : "runs";
+}
 
 inline std::string config_file(const std::string& run_dir) { return run_dir + "/config.yaml"; }
 inline std::string failure_json(const std::string& run_dir) { return run_dir + "/failure.json"; }

@@ -5,19 +5,14 @@
 #include <dirent.h>
 #include <set>
 
+#include "util/value_parsing.hpp"
+
 namespace mgtrain {
 namespace {
 
 std::string join_path(const std::string& root, const std::string& relative) {
   if (root.empty()) return relative;
   return root.back() == '/' ? root + relative : root + "/" + relative;
-}
-
-bool all_digits(const std::string& text) {
-  if (text.empty()) return false;
-  for (char c : text)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  return true;
 }
 
 // Calls `visit` with each entry name of `directory` except "." and ".."; false if unreadable.
@@ -31,12 +26,6 @@ bool for_each_entry(const std::string& directory, Visit visit) {
   }
   closedir(dir);
   return true;
-}
-
-std::string trim(const std::string& text) {
-  std::size_t begin = text.find_first_not_of(" \t");
-  if (begin == std::string::npos) return "";
-  return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
 }
 
 }  // namespace

@@ -3,29 +3,23 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
+
+#include "util/file_io.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
 
 std::optional<std::string> read_proc_file(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (text.empty()) return std::nullopt;
+  std::optional<std::string> text = try_read_file(path);
+  if (!text || text->empty()) return std::nullopt;
   return text;
 }
 
 std::optional<long long> parse_field(std::string_view text) {
   if (text.empty()) return std::nullopt;
-  std::string copy(text);
-  char* end = nullptr;
-  long long value = std::strtoll(copy.c_str(), &end, 10);
-  if (end == copy.c_str() || *end != '\0') return std::nullopt;
-  return value;
+  return parse_int(std::string(text));
 }
 
 }  // namespace

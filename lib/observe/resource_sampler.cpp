@@ -1,5 +1,6 @@
 // Takes resource samples and appends them to resources.jsonl (see resource_sampler.hpp).
 #include "observe/resource_sampler.hpp"
+#include "util/fd.hpp"
 #include "util/log.hpp"
 
 #include <fcntl.h>
@@ -37,10 +38,9 @@ void ResourceSampler::sample(std::vector<RankStatus>& ranks, bool write_row) {
   if (!write_row || jsonl_path_.empty()) return;
 
   const std::string line = resources_row_json(last_time_, node_rank_, ranks, gpus_) + "\n";
-  int fd = open(jsonl_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  bool ok = fd >= 0 && write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const Fd fd(open(jsonl_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  const bool ok = fd && write(fd.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size());
   const int error = errno;
-  if (fd >= 0) close(fd);
   if (!ok && !write_failed_) {
     write_failed_ = true;
     log::warn("cannot append to {}: {}; resource samples are not recorded (the status API still shows them)", jsonl_path_,

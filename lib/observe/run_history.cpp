@@ -63,11 +63,6 @@ std::vector<std::string> run_names(const std::string& log_dir) {
 
 }  // namespace
 
-std::string default_log_dir() {
-  const char* from_environment = std::getenv("MGTRAIN_LAUNCH_LOG_DIR");
-  return from_environment && *from_environment ? from_environment : "runs";
-}
-
 RunSummary summarize_run(const std::string& run_id, const std::string& directory, double now_unix_seconds) {
   RunSummary s;
   s.run_id = run_id;

@@ -32,9 +32,6 @@ struct RunSummary {
   std::size_t metrics_problems = 0;  // metrics.jsonl lines that could not be read
 };
 
-// The default log directory when none is given: $MGTRAIN_LAUNCH_LOG_DIR, else "runs" (launch.log_dir's default).
-std::string default_log_dir();
-
 // Every run directory under `log_dir` (one holding run.json, config.yaml or metrics.jsonl), newest first
 // (by start time, then by name). Throws UsageError when `log_dir` is not a directory.
 std::vector<RunSummary> list_runs(const std::string& log_dir, double now_unix_seconds);

@@ -1,40 +1,31 @@
-// Writing, reading and judging run.json (see run_record.hpp). run.json is written by hand with json_quote (times
-// need more digits than JsonWriter's %g) and read with yaml-cpp (JSON is YAML 1.2).
+// Writing, reading and judging run.json (see run_record.hpp), with nlohmann::json.
 #include "observe/run_record.hpp"
 
 #include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
 #include <climits>
+#include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
-#include "util/json_writer.hpp"
+#include "util/file_io.hpp"
+#include "util/time_format.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using Json = nlohmann::ordered_json;
 
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
+std::string read_small_file(const std::string& path) { return try_read_file(path).value_or(""); }
 
-std::string boot_id() { return trimmed(read_small_file("/proc/sys/kernel/random/boot_id")); }
+std::string boot_id() { return trim(read_small_file("/proc/sys/kernel/random/boot_id")); }
 
 // Field 22 of /proc/<pid>/stat (starttime); -1 when the process does not exist or is a zombie (it has ended,
 // its parent has not collected it yet).
@@ -46,7 +37,7 @@ long long process_start_ticks(long pid) {
   std::string field;
   for (int index = 3; index <= 22 && (fields >> field); ++index) {
     if (index == 3 && (field == "Z" || field == "X")) return -1;
-    if (index == 22) return std::atoll(field.c_str());
+    if (index == 22) return parse_int(field).value_or(-1);
   }
   return -1;
 }
@@ -70,86 +61,97 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
-double now_unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+// Seconds rounded to milliseconds, which is all run.json keeps.
+double millisecond_seconds(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
 
-std::string string_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_quote(items[i]);
-  return out + "]";
+// A key of `object`: nullptr when it is missing or null.
+const Json* member(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
 }
-
-std::string seconds_text(double seconds) { return fmt::format("{:.3f}", seconds); }
 
 template <class T>
-T read_as(const YAML::Node& root, const char* key, const std::string& source, bool required = true, T fallback = T()) {
-  const YAML::Node node = root[key];
-  if (!node || node.IsNull()) {
+bool has_type(const Json& value) {
+  if constexpr (std::is_same_v<T, std::string>) return value.is_string();
+  else if constexpr (std::is_floating_point_v<T>) return value.is_number();
+  else return value.is_number_integer();
+}
+
+template <class T>
+T read_as(const Json& root, const char* key, const std::string& source, bool required = true, T fallback = T()) {
+  const Json* value = member(root, key);
+  if (!value) {
     if (required) throw Error(fmt::format("{}: \"{}\" is missing: the file is not a run record (or a damaged one)", source, key));
     return fallback;
   }
-  try {
-    return node.as<T>();
-  } catch (const YAML::Exception&) {
-    throw Error(fmt::format("{}: \"{}\" has the wrong type", source, key));
+  if (!has_type<T>(*value)) throw Error(fmt::format("{}: \"{}\" has the wrong type", source, key));
+  return value->get<T>();
+}
+
+std::vector<std::string> read_strings(const Json& root, const char* key, const std::string& source) {
+  std::vector<std::string> items;
+  const Json* list = member(root, key);
+  if (!list || !list->is_array()) return items;
+  for (const Json& item : *list) {
+    if (!item.is_string()) throw Error(fmt::format("{}: \"{}\" has the wrong type", source, key));
+    items.push_back(item.get<std::string>());
   }
+  return items;
 }
 
 }  // namespace
 
 std::string run_record_to_json(const RunRecord& r) {
-  std::string out = "{\n";
-  out += "  \"run_id\": " + json_quote(r.run_id) + ",\n";
-  out += "  \"status\": " + json_quote(r.status) + ",\n";
-  out += "  \"exit_code\": " + (r.exit_code ? std::to_string(*r.exit_code) : std::string("null")) + ",\n";
-  out += "  \"command_line\": " + string_list(r.command_line) + ",\n";
-  out += "  \"cwd\": " + json_quote(r.cwd) + ",\n";
-  out += "  \"hosts\": " + string_list(r.hosts) + ",\n";
-  out += fmt::format("  \"nnodes\": {},\n  \"world_size\": {},\n", r.nnodes, r.world_size);
-  out += "  \"start_time\": " + seconds_text(r.start_time) + ",\n";
-  out += "  \"end_time\": " + (r.end_time ? seconds_text(*r.end_time) : std::string("null")) + ",\n";
-  out += fmt::format("  \"attempts\": {},\n", r.attempts);
-  out += "  \"config_file\": " + json_quote(r.config_file) + ",\n";
-  out += fmt::format("  \"launcher\": {{\"pid\": {}, \"host\": {}, \"boot_id\": {}, \"start_ticks\": {}}}\n", r.launcher.pid,
-                     json_quote(r.launcher.host), json_quote(r.launcher.boot_id), r.launcher.start_ticks);
-  out += "}\n";
-  return out;
+  Json root = Json::object();
+  root["run_id"] = r.run_id;
+  root["status"] = r.status;
+  root["exit_code"] = r.exit_code ? Json(*r.exit_code) : Json(nullptr);
+  root["command_line"] = r.command_line;
+  root["cwd"] = r.cwd;
+  root["hosts"] = r.hosts;
+  root["nnodes"] = r.nnodes;
+  root["world_size"] = r.world_size;
+  root["start_time"] = millisecond_seconds(r.start_time);
+  root["end_time"] = r.end_time ? Json(millisecond_seconds(*r.end_time)) : Json(nullptr);
+  root["attempts"] = r.attempts;
+  root["config_file"] = r.config_file;
+  Json launcher = Json::object();
+  launcher["pid"] = r.launcher.pid;
+  launcher["host"] = r.launcher.host;
+  launcher["boot_id"] = r.launcher.boot_id;
+  launcher["start_ticks"] = r.launcher.start_ticks;
+  root["launcher"] = std::move(launcher);
+  return root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 RunRecord parse_run_record(const std::string& text, const std::string& source) {
-  YAML::Node root;
+  Json root;
   try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& error) {
+    root = Json::parse(text);
+  } catch (const Json::parse_error& error) {
     throw Error(fmt::format("{}: not valid JSON ({}): a torn or edited run record; move it away to list the run without it",
-                            source, error.msg));
+                            source, error.what()));
   }
-  if (!root.IsMap()) throw Error(source + ": not a JSON object: this is not a run record");
+  if (!root.is_object()) throw Error(source + ": not a JSON object: this is not a run record");
   RunRecord r;
   r.run_id = read_as<std::string>(root, "run_id", source);
   r.status = read_as<std::string>(root, "status", source);
-  if (root["exit_code"] && !root["exit_code"].IsNull()) r.exit_code = read_as<int>(root, "exit_code", source);
-  if (root["command_line"] && root["command_line"].IsSequence()) {
-    for (const auto& item : root["command_line"]) r.command_line.push_back(item.as<std::string>());
-  }
+  if (member(root, "exit_code")) r.exit_code = read_as<int>(root, "exit_code", source);
+  r.command_line = read_strings(root, "command_line", source);
   r.cwd = read_as<std::string>(root, "cwd", source, false);
-  if (root["hosts"] && root["hosts"].IsSequence()) {
-    for (const auto& item : root["hosts"]) r.hosts.push_back(item.as<std::string>());
-  }
+  r.hosts = read_strings(root, "hosts", source);
   r.nnodes = read_as<int>(root, "nnodes", source, false, 1);
   r.world_size = read_as<int>(root, "world_size", source, false, 1);
   r.start_time = read_as<double>(root, "start_time", source);
-  if (root["end_time"] && !root["end_time"].IsNull()) r.end_time = read_as<double>(root, "end_time", source);
+  if (member(root, "end_time")) r.end_time = read_as<double>(root, "end_time", source);
   r.attempts = read_as<int>(root, "attempts", source, false, 0);
   r.config_file = read_as<std::string>(root, "config_file", source, false, "config.yaml");
-  const YAML::Node launcher = root["launcher"];
-  if (launcher && launcher.IsMap()) {
+  if (const Json* launcher = member(root, "launcher"); launcher && launcher->is_object()) {
     const std::string where = source + ": launcher";
-    r.launcher.pid = read_as<long>(launcher, "pid", where, false);
-    r.launcher.host = read_as<std::string>(launcher, "host", where, false);
-    r.launcher.boot_id = read_as<std::string>(launcher, "boot_id", where, false);
-    r.launcher.start_ticks = read_as<long long>(launcher, "start_ticks", where, false);
+    r.launcher.pid = read_as<long>(*launcher, "pid", where, false);
+    r.launcher.host = read_as<std::string>(*launcher, "host", where, false);
+    r.launcher.boot_id = read_as<std::string>(*launcher, "boot_id", where, false);
+    r.launcher.start_ticks = read_as<long long>(*launcher, "start_ticks", where, false);
   }
   return r;
 }
@@ -162,13 +164,9 @@ void write_run_record(const std::string& run_dir, const RunRecord& record) {
 
 std::optional<RunRecord> read_run_record(const std::string& run_dir) {
   const std::string path = run_record_file(run_dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT || !fs::exists(path)) return std::nullopt;
-    throw SystemError("cannot read " + path, errno);
-  }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_run_record(text, path);
+  std::error_code error;
+  if (!fs::exists(path, error)) return std::nullopt;
+  return parse_run_record(read_file(path), path);
 }
 
 LauncherIdentity this_launcher() {
@@ -190,7 +188,7 @@ RunRecord start_run_record(const std::string& run_id, const std::vector<std::str
   r.hosts = hosts;
   r.nnodes = nnodes;
   r.world_size = world_size;
-  r.start_time = now_unix_seconds();
+  r.start_time = unix_seconds_now();
   r.launcher = this_launcher();
   return r;
 }
@@ -203,7 +201,7 @@ std::string finished_status(int exit_code, bool launcher_signalled, bool stopped
 void finish_run_record(RunRecord& record, const std::string& status, int exit_code, int attempts) {
   record.status = status;
   record.exit_code = exit_code;
-  record.end_time = now_unix_seconds();
+  record.end_time = unix_seconds_now();
   record.attempts = attempts;
 }
 
@@ -245,7 +243,7 @@ std::string RunRecorder::finish(const std::string& status, int exit_code, int at
   try {
     write_run_record(run_dir_, record_);
   } catch (const std::exception& e) {
-    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();
+    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();  // the caller prints it
   }
   return "";
 }

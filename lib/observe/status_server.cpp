@@ -6,13 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/file_io.hpp"
+#include "util/time_format.hpp"
+#include "util/value_parsing.hpp"
 #include "observe/status_http.hpp"
 #include "observe/status_page.hpp"
 #include "observe/status_token.hpp"
@@ -20,14 +21,8 @@
 namespace mgtrain {
 namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string read_whole_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-}
+// The file's text, "" when it cannot be read (not written yet).
+std::string file_text(const std::string& path) { return try_read_file(path).value_or(""); }
 
 HttpAnswer json_answer(int status, const std::string& body) {
   HttpAnswer answer;
@@ -43,7 +38,7 @@ HttpAnswer json_answer(int status, const std::string& body) {
 struct StatusServer::State {
   Options options;
   std::unique_ptr<HttpServer> http;
-  int event_fd = -1;
+  Fd event_fd;
 
   std::mutex mutex;  // guards snapshot and commands
   StatusSnapshot snapshot;
@@ -56,9 +51,9 @@ struct StatusServer::State {
       std::lock_guard<std::mutex> lock(mutex);
       copy = snapshot;
     }
-    copy.time = unix_now();
+    copy.time = unix_seconds_now();
     for (RankStatus& rank : copy.ranks) {
-      if (!rank.heartbeat_file.empty()) rank.heartbeat = parse_heartbeat_line(read_whole_file(rank.heartbeat_file));
+      if (!rank.heartbeat_file.empty()) rank.heartbeat = parse_heartbeat_line(file_text(rank.heartbeat_file));
     }
     return copy;
   }
@@ -79,7 +74,7 @@ struct StatusServer::State {
       commands.push_back(what);
     }
     const std::uint64_t one = 1;
-    (void)!write(event_fd, &one, sizeof one);
+    (void)!write(event_fd.get(), &one, sizeof one);
     return json_answer(202, std::string("{\"accepted\":\"") + name + "\"}\n");
   }
 
@@ -92,7 +87,7 @@ struct StatusServer::State {
         return HttpAnswer{200, "text/plain; version=0.0.4; charset=utf-8", status_to_prometheus(current()), {}};
       }
       if (path == "/api/metrics") {
-        return json_answer(200, metrics_curves_json(read_whole_file(options.run_dir + "/metrics.jsonl")) + "\n");
+        return json_answer(200, metrics_curves_json(file_text(options.run_dir + "/metrics.jsonl")) + "\n");
       }
       if (path == "/" || path == "/index.html") {
         return HttpAnswer{200, "text/html; charset=utf-8", status_page_html(), {{"Cache-Control", "no-store"}}};
@@ -117,13 +112,13 @@ StatusServer::StatusServer(const Options& options) : state_(std::make_unique<Sta
                      ": the port is in use or the address is not one of this machine's; choose another with "
                      "--status-port (launch.status_port) or --status-bind (launch.status_bind)");
   }
-  state_->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (state_->event_fd < 0) throw SystemError("eventfd() for the status server", errno);
+  state_->event_fd.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!state_->event_fd) throw SystemError("eventfd() for the status server", errno);
 }
 
 StatusServer::~StatusServer() {
   state_->http.reset();  // stops serving first: no handler runs after this
-  if (state_->event_fd >= 0) close(state_->event_fd);
+  state_->event_fd.reset();
 }
 
 void StatusServer::start() {
@@ -135,11 +130,11 @@ void StatusServer::publish(const StatusSnapshot& snapshot) {
   state_->snapshot = snapshot;
 }
 
-int StatusServer::command_fd() const { return state_->event_fd; }
+int StatusServer::command_fd() const { return state_->event_fd.get(); }
 
 std::vector<StatusCommand> StatusServer::take_commands() {
   std::uint64_t count = 0;
-  (void)!read(state_->event_fd, &count, sizeof count);
+  (void)!read(state_->event_fd.get(), &count, sizeof count);
   std::lock_guard<std::mutex> lock(state_->mutex);
   std::vector<StatusCommand> taken;
   taken.swap(state_->commands);
@@ -156,7 +151,7 @@ std::optional<std::string> status_http_get(const std::string& endpoint, const st
   }
   std::string host = endpoint.substr(0, colon);
   if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
-  const int port = std::atoi(endpoint.c_str() + colon + 1);
+  const int port = static_cast<int>(parse_int(endpoint.substr(colon + 1)).value_or(0));
   int status = 0;
   std::string body, why;
   if (!status_http_module().get(host, port, path, status, body, why)) {

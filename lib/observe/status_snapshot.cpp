@@ -5,48 +5,56 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "util/json_writer.hpp"
+#include <nlohmann/json.hpp>
+
 #include "observe/metrics_reader.hpp"
 
 namespace mgtrain {
 namespace {
 
-// The number after "key": in a flat JSON object; nullopt when absent, null, or not a number.
-std::optional<double> number_field(std::string_view text, std::string_view key) {
-  const std::string quoted = "\"" + std::string(key) + "\"";
-  std::size_t at = text.find(quoted);
-  if (at == std::string_view::npos) return std::nullopt;
-  at += quoted.size();
-  while (at < text.size() && (text[at] == ' ' || text[at] == ':')) ++at;
-  std::string rest(text.substr(at, 40));
-  char* end = nullptr;
-  double value = std::strtod(rest.c_str(), &end);
-  if (end == rest.c_str() || !std::isfinite(value)) return std::nullopt;
-  return value;
+using Json = nlohmann::ordered_json;
+
+// `value` to `significant_digits` digits (compact output: nlohmann writes the shortest text that reads back
+// exactly), or null when it is not finite.
+Json rounded(double value, int significant_digits = 15) {
+  if (!std::isfinite(value)) return nullptr;
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.*g", significant_digits, value);
+  return std::strtod(buffer, nullptr);
 }
 
-std::string curve_json(const std::vector<MetricPoint>& points, std::size_t max_points) {
-  std::string out = "[";
+Json rounded(const std::optional<double>& value) { return value ? rounded(*value) : Json(nullptr); }
+
+// A GPU reading: negative means unknown (null); counts stay integers.
+Json known(double value) { return value < 0 ? Json(nullptr) : rounded(value); }
+Json known(std::int64_t value) { return value < 0 ? Json(nullptr) : Json(value); }
+Json known(int value) { return value < 0 ? Json(nullptr) : Json(value); }
+
+std::string dump(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+Json curve_json(const std::vector<MetricPoint>& points, std::size_t max_points) {
+  Json out = Json::array();
   const std::size_t n = points.size();
   const std::size_t stride = max_points == 0 || n <= max_points ? 1 : (n + max_points - 1) / max_points;
-  bool first = true;
   for (std::size_t index = 0; index < n; ++index) {
     if (index % stride != 0 && index + 1 != n) continue;  // thinned evenly, the last point kept
-    out += std::string(first ? "" : ",") + "[" + std::to_string(points[index].step) + "," + json_number(points[index].value, 8) + "]";
-    first = false;
+    out.push_back(Json::array({Json(points[index].step), rounded(points[index].value, 8)}));
   }
-  return out + "]";
+  return out;
 }
 
-std::string optional_number(const std::optional<double>& value) { return value ? json_number(*value) : "null"; }
-
-std::string gpu_json(const GpuSample& gpu) {
-  auto known = [](double v) { return v < 0 ? std::string("null") : json_number(v); };
-  return "{\"index\":" + std::to_string(gpu.index) + ",\"name\":" + json_quote(gpu.name) + ",\"uuid\":" + json_quote(gpu.uuid) +
-         ",\"utilization_percent\":" + known(gpu.utilization_percent) +
-         ",\"memory_used_bytes\":" + known(static_cast<double>(gpu.memory_used_bytes)) +
-         ",\"memory_total_bytes\":" + known(static_cast<double>(gpu.memory_total_bytes)) +
-         ",\"temperature_c\":" + known(gpu.temperature_c) + ",\"power_w\":" + known(gpu.power_w) + "}";
+// The fields a GPU has in both the /status JSON and a resources.jsonl row (uuid only in /status).
+Json gpu_json(const GpuSample& gpu, bool with_uuid) {
+  Json out = Json::object();
+  out["index"] = gpu.index;
+  out["name"] = gpu.name;
+  if (with_uuid) out["uuid"] = gpu.uuid;
+  out["utilization_percent"] = known(gpu.utilization_percent);
+  out["memory_used_bytes"] = known(gpu.memory_used_bytes);
+  out["memory_total_bytes"] = known(gpu.memory_total_bytes);
+  out["temperature_c"] = known(gpu.temperature_c);
+  out["power_w"] = known(gpu.power_w);
+  return out;
 }
 
 // Collects the samples of one metric so HELP and TYPE come once, before all of them.
@@ -77,41 +85,44 @@ class PrometheusMetric {
 std::string metrics_curves_json(std::string_view text, std::size_t max_points) {
   MetricsLog log;  // complete lines only; the last row per (kind, step) wins
   log.add_lines(text);
-  return "{\"train\":" + curve_json(log.series("loss"), max_points) + ",\"eval\":" + curve_json(log.series("eval.loss"), max_points) +
-         "}";
-}
-
-std::string json_number(double value, int significant_digits) {
-  if (!std::isfinite(value)) return "null";
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.*g", significant_digits, value);
-  return buffer;
+  Json out = Json::object();
+  out["train"] = curve_json(log.series("loss"), max_points);
+  out["eval"] = curve_json(log.series("eval.loss"), max_points);
+  return dump(out);
 }
 
 std::string status_to_json(const StatusSnapshot& s) {
-  std::string out = "{\"run_id\":" + json_quote(s.run_id) + ",\"run_dir\":" + json_quote(s.run_dir) +
-                    ",\"hostname\":" + json_quote(s.hostname) + ",\"node_rank\":" + std::to_string(s.node_rank) +
-                    ",\"phase\":" + json_quote(s.phase) + ",\"attempt\":" + std::to_string(s.attempt) +
-                    ",\"restarts\":" + std::to_string(s.attempt) + ",\"max_restarts\":" + std::to_string(s.max_restarts) +
-                    ",\"start_time\":" + json_number(s.start_time, 15) + ",\"time\":" + json_number(s.time, 15) + ",\"ranks\":[";
-  for (std::size_t i = 0; i < s.ranks.size(); ++i) {
-    const RankStatus& r = s.ranks[i];
-    if (i > 0) out += ",";
-    out += "{\"rank\":" + std::to_string(r.rank) + ",\"local_rank\":" + std::to_string(r.local_rank) +
-           ",\"pid\":" + std::to_string(r.pid) + ",\"state\":" + json_quote(r.state);
-    if (r.heartbeat) {
-      out += ",\"step\":" + std::to_string(r.heartbeat->step) + ",\"loss\":" + optional_number(r.heartbeat->loss) +
-             ",\"last_heartbeat\":" + json_number(r.heartbeat->time, 15);
-    } else {
-      out += ",\"step\":null,\"loss\":null,\"last_heartbeat\":null";
-    }
-    out += ",\"cpu_percent\":" + optional_number(r.cpu_percent) +
-           ",\"rss_bytes\":" + (r.rss_bytes ? std::to_string(*r.rss_bytes) : std::string("null")) + "}";
+  Json out = Json::object();
+  out["run_id"] = s.run_id;
+  out["run_dir"] = s.run_dir;
+  out["hostname"] = s.hostname;
+  out["node_rank"] = s.node_rank;
+  out["phase"] = s.phase;
+  out["attempt"] = s.attempt;
+  out["restarts"] = s.attempt;
+  out["max_restarts"] = s.max_restarts;
+  out["start_time"] = rounded(s.start_time);
+  out["time"] = rounded(s.time);
+  Json ranks = Json::array();
+  for (const RankStatus& r : s.ranks) {
+    Json rank = Json::object();
+    rank["rank"] = r.rank;
+    rank["local_rank"] = r.local_rank;
+    rank["pid"] = r.pid;
+    rank["state"] = r.state;
+    rank["step"] = r.heartbeat ? Json(r.heartbeat->step) : Json(nullptr);
+    rank["loss"] = r.heartbeat ? rounded(r.heartbeat->loss) : Json(nullptr);
+    rank["last_heartbeat"] = r.heartbeat ? rounded(r.heartbeat->time) : Json(nullptr);
+    rank["cpu_percent"] = rounded(r.cpu_percent);
+    rank["rss_bytes"] = r.rss_bytes ? Json(*r.rss_bytes) : Json(nullptr);
+    ranks.push_back(std::move(rank));
   }
-  out += "],\"gpus\":[";
-  for (std::size_t i = 0; i < s.gpus.size(); ++i) out += (i > 0 ? "," : "") + gpu_json(s.gpus[i]);
-  out += "],\"driver_version\":" + (s.driver_version.empty() ? std::string("null") : json_quote(s.driver_version)) + "}";
-  return out;
+  out["ranks"] = std::move(ranks);
+  Json gpus = Json::array();
+  for (const GpuSample& gpu : s.gpus) gpus.push_back(gpu_json(gpu, true));
+  out["gpus"] = std::move(gpus);
+  out["driver_version"] = s.driver_version.empty() ? Json(nullptr) : Json(s.driver_version);
+  return dump(out);
 }
 
 std::string prometheus_label_value(std::string_view text) {
@@ -174,28 +185,26 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
 
 std::string resources_row_json(double time, int node_rank, const std::vector<RankStatus>& ranks,
                                const std::vector<GpuSample>& gpus) {
-  std::string out = "{\"kind\":\"resources\",\"time\":" + json_number(time, 15) + ",\"node_rank\":" + std::to_string(node_rank) +
-                    ",\"ranks\":[";
-  bool first = true;
+  Json out = Json::object();
+  out["kind"] = "resources";
+  out["time"] = rounded(time);
+  out["node_rank"] = node_rank;
+  Json sampled = Json::array();
   for (const RankStatus& r : ranks) {
     if (!r.cpu_percent || !r.rss_bytes) continue;  // not sampled (exited, or the first reading)
-    out += std::string(first ? "" : ",") + "{\"rank\":" + std::to_string(r.rank) + ",\"local_rank\":" + std::to_string(r.local_rank) +
-           ",\"pid\":" + std::to_string(r.pid) + ",\"cpu_percent\":" + json_number(*r.cpu_percent, 4) +
-           ",\"rss_bytes\":" + std::to_string(*r.rss_bytes) + "}";
-    first = false;
+    Json rank = Json::object();
+    rank["rank"] = r.rank;
+    rank["local_rank"] = r.local_rank;
+    rank["pid"] = r.pid;
+    rank["cpu_percent"] = rounded(*r.cpu_percent, 4);
+    rank["rss_bytes"] = *r.rss_bytes;
+    sampled.push_back(std::move(rank));
   }
-  out += "],\"gpus\":[";
-  for (std::size_t i = 0; i < gpus.size(); ++i) {
-    const GpuSample& g = gpus[i];
-    auto known = [](double v) { return v < 0 ? std::string("null") : json_number(v); };
-    out += std::string(i > 0 ? "," : "") + "{\"index\":" + std::to_string(g.index) + ",\"name\":" + json_quote(g.name) +
-           ",\"utilization_percent\":" + known(g.utilization_percent) +
-           ",\"memory_used_bytes\":" + known(static_cast<double>(g.memory_used_bytes)) +
-           ",\"memory_total_bytes\":" + known(static_cast<double>(g.memory_total_bytes)) +
-           ",\"temperature_c\":" + known(g.temperature_c) + ",\"power_w\":" + known(g.power_w) + "}";
-  }
-  out += "]}";
-  return out;
+  out["ranks"] = std::move(sampled);
+  Json gpu_rows = Json::array();
+  for (const GpuSample& gpu : gpus) gpu_rows.push_back(gpu_json(gpu, false));
+  out["gpus"] = std::move(gpu_rows);
+  return dump(out);
 }
 
 }  // namespace mgtrain

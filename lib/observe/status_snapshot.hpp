@@ -44,6 +44,7 @@ struct StatusSnapshot {
   std::optional<double> gpu_sample_time;
 };
 
+// The /status JSON (nlohmann::json, compact, keys in schema order).
 std::string status_to_json(const StatusSnapshot& snapshot);
 // Prometheus text exposition format 0.0.4: HELP/TYPE once per metric, samples grouped, labels escaped.
 std::string status_to_prometheus(const StatusSnapshot& snapshot);
@@ -59,8 +60,5 @@ std::string resources_row_json(double time, int node_rank, const std::vector<Ran
 // most `max_points` per curve (evenly thinned, the last kept). Only complete lines count: a torn last
 // line (no '\n' yet) and lines that are not such rows are skipped.
 std::string metrics_curves_json(std::string_view jsonl_text, std::size_t max_points = 2000);
-
-// A number as JSON: "null" when not finite, else shortest round-trip-ish text ("%.*g").
-std::string json_number(double value, int significant_digits = 15);
 
 }  // namespace mgtrain

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 namespace mgtrain {
 
@@ -36,12 +37,12 @@ std::string generate_status_token() {
 
 void write_status_token_file(const std::string& path, const std::string& token) {
   if (unlink(path.c_str()) != 0 && errno != ENOENT) throw SystemError("cannot remove the old " + path, errno);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) throw SystemError("cannot create the status token file " + path, errno);
+  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) throw SystemError("cannot create the status token file " + path, errno);
   const std::string text = token + "\n";
-  bool ok = fchmod(fd, 0600) == 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  bool ok = fchmod(fd.get(), 0600) == 0 && write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
   int saved = errno;
-  if (close(fd) != 0 && ok) {
+  if (!fd.close() && ok) {  // close() can report a deferred write error
     ok = false;
     saved = errno;
   }

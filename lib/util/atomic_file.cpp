@@ -34,20 +34,20 @@ AtomicFileWriter::AtomicFileWriter(std::string final_path, mode_t mode) : final_
     throw Error(fmt::format("{}: not a file path (it names a directory)", final_path_));
   }
   temp_path_ = fmt::format("{}/.{}.tmp.{}", directory_, name, ::getpid());
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd_ < 0) throw SystemError(fmt::format("create {}", temp_path_), errno);
+  fd_.reset(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (!fd_) throw SystemError(fmt::format("create {}", temp_path_), errno);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  fd_.reset();
   if (!committed_) ::unlink(temp_path_.c_str());
 }
 
 void AtomicFileWriter::write(const void* data, std::size_t size) {
-  if (fd_ < 0) throw Error(fmt::format("write {}: the file is already committed", temp_path_));
+  if (!fd_) throw Error(fmt::format("write {}: the file is already committed", temp_path_));
   const auto* p = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd_, p, size < kMaxWriteChunk ? size : kMaxWriteChunk);
+    const ssize_t n = ::write(fd_.get(), p, size < kMaxWriteChunk ? size : kMaxWriteChunk);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw SystemError(fmt::format("write {}", temp_path_), errno);
@@ -61,10 +61,10 @@ void AtomicFileWriter::write(const void* data, std::size_t size) {
 }
 
 void AtomicFileWriter::pwrite_at(std::uint64_t offset, const void* data, std::size_t size) {
-  if (fd_ < 0) throw Error(fmt::format("write {}: the file is already committed", temp_path_));
+  if (!fd_) throw Error(fmt::format("write {}: the file is already committed", temp_path_));
   const auto* p = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::pwrite(fd_, p, size < kMaxWriteChunk ? size : kMaxWriteChunk, static_cast<off_t>(offset));
+    const ssize_t n = ::pwrite(fd_.get(), p, size < kMaxWriteChunk ? size : kMaxWriteChunk, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
       throw SystemError(fmt::format("write {} at offset {}", temp_path_, offset), errno);
@@ -77,29 +77,26 @@ void AtomicFileWriter::pwrite_at(std::uint64_t offset, const void* data, std::si
 }
 
 void AtomicFileWriter::commit() {
-  if (fd_ < 0) throw Error(fmt::format("commit {}: already committed", final_path_));
+  if (!fd_) throw Error(fmt::format("commit {}: already committed", final_path_));
   stage("before-fsync");
-  fsync_or_throw(fd_, temp_path_);
+  fsync_or_throw(fd_.get(), temp_path_);
   // close() can report a deferred write error (NFS); after fsync it is the last word on the data.
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0 && errno != EINTR) throw SystemError(fmt::format("close {}", temp_path_), errno);
+  if (!fd_.close()) throw SystemError(fmt::format("close {}", temp_path_), errno);
   stage("before-rename");
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     throw SystemError(fmt::format("rename {} to {}", temp_path_, final_path_), errno);
   }
   committed_ = true;
   stage("before-dir-fsync");
-  const int dir_fd = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) throw SystemError(fmt::format("open directory {} to fsync it", directory_), errno);
+  const Fd dir_fd(::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd) throw SystemError(fmt::format("open directory {} to fsync it", directory_), errno);
   int err = 0;
-  while (::fsync(dir_fd) != 0) {
+  while (::fsync(dir_fd.get()) != 0) {
     if (errno == EINTR) continue;
     // EINVAL: this file system cannot sync directories (some FUSE ones); the rename is all it offers.
     if (errno != EINVAL) err = errno;
     break;
   }
-  ::close(dir_fd);
   if (err != 0) throw SystemError(fmt::format("fsync directory {}", directory_), err);
 }
 

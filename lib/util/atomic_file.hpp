@@ -11,11 +11,13 @@
 #include <string>
 #include <string_view>
 
+#include "util/fd.hpp"
+
 namespace mgtrain {
 
 // One atomic write of `final_path`. The constructor creates `<dir>/.<name>.tmp.<pid>` (O_CREAT|O_EXCL, so a
 // stale one from a killed writer with the same pid is an error, not overwritten silently; see
-// remove_stale_temp_files in core/checkpoint_directory.hpp; it also means one writer per final path per process
+// remove_stale_temp_files in checkpoint/checkpoint_directory.hpp; it also means one writer per final path per process
 // at a time). Without commit() the destructor removes it.
 // Every failure throws SystemError naming the temporary (or final) path and strerror (ENOSPC, EFBIG, EROFS, ...).
 class AtomicFileWriter {
@@ -32,8 +34,9 @@ class AtomicFileWriter {
   // fsync the file, rename it onto the final path, fsync the directory. After it the writer is done.
   void commit();
 
-  // Called with "before-fsync", "before-rename" and "before-dir-fsync" at those points of commit(); the
-  // checkpoint writer's test-only pause hook uses it (core/checkpoint_file.hpp).
+  // Called with "before-fsync", "before-rename" and "before-dir-fsync" at those points of commit(). Only for
+  // tests: the checkpoint writer's one test seam (checkpoint/checkpoint_test_hook.hpp) pauses there; unset, commit()
+  // calls nothing.
   void set_commit_stage_callback(std::function<void(std::string_view stage)> callback) { on_stage_ = std::move(callback); }
 
   const std::string& final_path() const { return final_path_; }
@@ -48,7 +51,7 @@ class AtomicFileWriter {
   std::string final_path_;
   std::string directory_;
   std::string temp_path_;
-  int fd_ = -1;
+  Fd fd_;
   std::uint64_t bytes_written_ = 0;
   bool committed_ = false;
   std::function<void(std::string_view)> on_stage_;

@@ -2,6 +2,7 @@
 #include "util/fd.hpp"
 
 #include <cerrno>
+#include <cstring>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,6 +14,23 @@ namespace mgtrain {
 void Fd::reset(int fd) {
   if (fd_ >= 0 && fd_ != fd) ::close(fd_);  // close(2) releases the descriptor even when it reports EINTR
   fd_ = fd;
+}
+
+bool Fd::close() {
+  const int fd = release();
+  if (fd < 0) return true;
+  return ::close(fd) == 0 || errno == EINTR;
+}
+
+std::string write_fully(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t written = ::write(fd, data.data(), data.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) return std::strerror(errno);
+    if (written == 0) return "short write";
+    data.remove_prefix(static_cast<std::size_t>(written));
+  }
+  return "";
 }
 
 Pipe make_pipe() {

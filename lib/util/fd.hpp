@@ -2,6 +2,8 @@
 // lives in an Fd, so no error path leaks one and no descriptor is closed twice.
 #pragma once
 
+#include <string>
+#include <string_view>
 #include <utility>
 
 namespace mgtrain {
@@ -26,10 +28,18 @@ class Fd {
   int release() { return std::exchange(fd_, -1); }
   // Closes the owned descriptor (if any) and owns `fd` instead.
   void reset(int fd = -1);
+  // Closes the owned descriptor now and says whether close(2) succeeded (false with errno set: a deferred write
+  // error, e.g. on NFS, for a file just written). EINTR counts as success: the descriptor is released anyway.
+  // Afterwards the Fd owns nothing. True when it owned nothing.
+  bool close();
 
  private:
   int fd_ = -1;
 };
+
+// Writes all of `data` to `fd`, retrying on EINTR and short writes. "" when it all went, else why it stopped
+// (strerror, or "short write" for a write that wrote nothing) — for appenders that warn once and stop.
+std::string write_fully(int fd, std::string_view data);
 
 // A pipe's two ends; both close-on-exec. Throws SystemError.
 struct Pipe {

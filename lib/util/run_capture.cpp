@@ -11,6 +11,7 @@
 
 #include "util/environment.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 namespace mgtrain {
 namespace {
@@ -22,13 +23,16 @@ std::vector<std::string> child_environment(const CaptureOptions& options) {
   return to_environ_strings(env);
 }
 
-}  // namespace
+struct Child {
+  pid_t pid = -1;
+  Fd out;  // the read ends of its stdout and stderr
+  Fd err;
+};
 
-CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
-  if (argv.empty()) throw Error("run_and_capture: empty command");
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+// Forks and execs argv (PATH searched) with stdout and stderr to pipes and stdin from /dev/null. Throws
+// SystemError when it cannot start (the child reports exec's or chdir's errno through a close-on-exec pipe).
+Child start_child(const std::vector<std::string>& argv, const CaptureOptions& options) {
+  Pipe out = make_pipe(), err = make_pipe(), exec_error = make_pipe();
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<std::string> env_strings = child_environment(options);
   std::vector<char*> args, envp;
@@ -36,42 +40,38 @@ CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureO
   args.push_back(nullptr);
   for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  int exec_error[2];
-  if (pipe2(exec_error, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
 
-  pid_t pid = fork();
+  const pid_t pid = fork();
   if (pid < 0) throw SystemError("fork", errno);
   if (pid == 0) {
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
-    int devnull = open("/dev/null", O_RDONLY);
+    dup2(out.write.get(), STDOUT_FILENO);
+    dup2(err.write.get(), STDERR_FILENO);
+    const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    if (!options.working_directory.empty() && chdir(options.working_directory.c_str()) != 0) {
-      int e = errno;
-      (void)!write(exec_error[1], &e, sizeof e);
-      _exit(127);
+    if (options.working_directory.empty() || chdir(options.working_directory.c_str()) == 0) {
+      execvpe(args[0], args.data(), envp.data());
     }
-    execvpe(args[0], args.data(), envp.data());
-    int e = errno;
-    (void)!write(exec_error[1], &e, sizeof e);
+    const int e = errno;
+    (void)!write(exec_error.write.get(), &e, sizeof e);
     _exit(127);
   }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  close(exec_error[1]);
+  out.write.reset();
+  err.write.reset();
+  exec_error.write.reset();
   int child_errno = 0;
-  ssize_t got = read(exec_error[0], &child_errno, sizeof child_errno);
-  close(exec_error[0]);
-  if (got == sizeof child_errno) {
-    close(out_pipe[0]);
-    close(err_pipe[0]);
+  if (read(exec_error.read.get(), &child_errno, sizeof child_errno) == sizeof child_errno) {
     waitpid(pid, nullptr, 0);
     throw SystemError("cannot start " + argv[0], child_errno);
   }
+  return Child{pid, std::move(out.read), std::move(err.read)};
+}
 
-  CapturedRun result;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_s);
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+// Reads the child's stdout and stderr into `result` until both close, or until the deadline, when the child is
+// killed (SIGKILL) and result.timed_out set.
+void drain_output(Child& child, double timeout_s, CapturedRun& result) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  Fd* pipes[2] = {&child.out, &child.err};
+  pollfd fds[2] = {{child.out.get(), POLLIN, 0}, {child.err.get(), POLLIN, 0}};
   std::string* sinks[2] = {&result.out, &result.err};
   int open_count = 2;
   char buffer[8192];
@@ -79,7 +79,7 @@ CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureO
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       result.timed_out = true;
-      kill(pid, SIGKILL);
+      kill(child.pid, SIGKILL);
       break;
     }
     int ready = poll(fds, 2, static_cast<int>(left));
@@ -90,16 +90,25 @@ CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureO
       if (n > 0) {
         sinks[i]->append(buffer, static_cast<std::size_t>(n));
       } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
+        pipes[i]->reset();
         fds[i].fd = -1;
         --open_count;
       }
     }
   }
-  for (auto& p : fds)
-    if (p.fd >= 0) close(p.fd);
+}
+
+}  // namespace
+
+CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
+  if (argv.empty()) throw Error("run_and_capture: empty command");
+  Child child = start_child(argv, options);
+  CapturedRun result;
+  drain_output(child, options.timeout_s, result);
+  child.out.reset();
+  child.err.reset();
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && !result.timed_out) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);

@@ -29,6 +29,21 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
+bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::optional<std::uint64_t> parse_digits(std::string_view text) {
+  if (!all_digits(text)) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (__builtin_mul_overflow(value, 10u, &value) || __builtin_add_overflow(value, static_cast<unsigned>(c - '0'), &value)) {
+      return std::nullopt;
+    }
+  }
+  return value;
+}
+
 std::optional<std::int64_t> parse_int(const std::string& raw) {
   std::string text = trim(raw);
   if (text.empty()) return std::nullopt;

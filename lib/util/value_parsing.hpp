@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mgtrain {
@@ -15,6 +16,11 @@ std::optional<bool> parse_bool(const std::string& text);       // true/false, ye
 // The shortest text that parses back to exactly `value` (0.01 -> "0.01", 1e-08 -> "1e-08").
 std::string format_number(double value);
 std::string trim(const std::string& text);
+// Whether `text` is one or more ASCII digits (nothing else: no sign, no space).
+bool all_digits(std::string_view text);
+// The value of a run of ASCII digits (leading zeros allowed); nullopt when `text` is not all_digits or the
+// value does not fit in 64 bits.
+std::optional<std::uint64_t> parse_digits(std::string_view text);
 std::vector<std::string> split(const std::string& text, char separator);
 
 }  // namespace mgtrain

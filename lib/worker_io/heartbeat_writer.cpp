@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "util/error.hpp"
+#include "util/time_format.hpp"
 #include "contract/heartbeat_line.hpp"
 
 namespace mgtrain {
@@ -17,25 +18,23 @@ namespace mgtrain {
 HeartbeatWriter::HeartbeatWriter(const std::string& path, int min_interval_ms)
     : min_interval_(std::chrono::milliseconds(min_interval_ms)) {
   if (path.empty()) return;
-  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw SystemError("cannot open the heartbeat file " + path, errno);
+  fd_.reset(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd_) throw SystemError("cannot open the heartbeat file " + path, errno);
 }
 
-HeartbeatWriter::~HeartbeatWriter() {
-  if (fd_ >= 0) close(fd_);
-}
+HeartbeatWriter::~HeartbeatWriter() = default;
 
 void HeartbeatWriter::beat(std::int64_t progress) { beat(progress, std::nan("")); }
 
 void HeartbeatWriter::beat(std::int64_t progress, double loss) {
-  if (fd_ < 0) return;
+  if (!fd_) return;
   const auto now = std::chrono::steady_clock::now();
   if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) return;
   last_ = now;
   HeartbeatInfo info;
   info.step = progress;
   if (std::isfinite(loss)) info.loss = loss;
-  info.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  info.time = unix_seconds_now();
   // Fixed size: spaces up to the newline, so readers need no truncation and never see an older tail.
   char text[kLineBytes];
   std::memset(text, ' ', sizeof text);
@@ -43,7 +42,7 @@ void HeartbeatWriter::beat(std::int64_t progress, double loss) {
   std::memcpy(text, line.data(), std::min(line.size(), sizeof text - 1));
   text[sizeof text - 1] = '\n';
   // A failed write is not fatal: the watchdog would then report this worker as silent.
-  (void)!pwrite(fd_, text, sizeof text, 0);
+  (void)!pwrite(fd_.get(), text, sizeof text, 0);
 }
 
 }  // namespace mgtrain

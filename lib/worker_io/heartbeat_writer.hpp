@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "util/fd.hpp"
+
 namespace mgtrain {
 
 class HeartbeatWriter {
@@ -21,11 +23,11 @@ class HeartbeatWriter {
   // Records progress (the step number, and the step's loss when known); writes only if the interval has passed.
   void beat(std::int64_t progress);
   void beat(std::int64_t progress, double loss);
-  bool active() const { return fd_ >= 0; }
+  bool active() const { return fd_.valid(); }
   static constexpr std::size_t kLineBytes = 96;  // the file's size: the JSON line, spaces, '\n'
 
  private:
-  int fd_ = -1;
+  Fd fd_;
   std::chrono::steady_clock::duration min_interval_;
   std::chrono::steady_clock::time_point last_{};
 };

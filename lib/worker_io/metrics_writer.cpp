@@ -8,35 +8,52 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 namespace {
 
-// Shortest round-trip form; JSON has no NaN or infinity.
-std::string number(double value) { return std::isfinite(value) ? fmt::format("{}", value) : "null"; }
+using Json = nlohmann::ordered_json;
+
+// JSON has no NaN or infinity: null. Times keep milliseconds.
+Json number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+Json seconds(double value) { return number(std::round(value * 1000.0) / 1000.0); }
+
+std::string dump(const Json& row) { return row.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 }  // namespace
 
 std::string train_metrics_json(const TrainMetricsRow& row) {
-  std::string out = fmt::format(R"({{"kind":"train","step":{},"epoch":{},"time":{:.3f},"loss":{},"lr":{},"samples_per_s":{},)"
-                                R"("step_time_ms":{},"rss_bytes":{})",
-                                row.step, row.epoch, row.time, number(row.loss), number(row.lr), number(row.samples_per_s),
-                                number(row.step_time_ms), row.rss_bytes);
-  if (row.cuda_allocated_bytes) out += fmt::format(R"(,"cuda_allocated_bytes":{})", *row.cuda_allocated_bytes);
-  if (row.loss_scale) out += fmt::format(R"(,"loss_scale":{})", number(*row.loss_scale));
-  out += fmt::format(R"(,"attempt":{}}})", row.attempt);
-  return out;
+  Json out = Json::object();
+  out["kind"] = "train";
+  out["step"] = row.step;
+  out["epoch"] = row.epoch;
+  out["time"] = seconds(row.time);
+  out["loss"] = number(row.loss);
+  out["lr"] = number(row.lr);
+  out["samples_per_s"] = number(row.samples_per_s);
+  out["step_time_ms"] = number(row.step_time_ms);
+  out["rss_bytes"] = row.rss_bytes;
+  if (row.cuda_allocated_bytes) out["cuda_allocated_bytes"] = *row.cuda_allocated_bytes;
+  if (row.loss_scale) out["loss_scale"] = number(*row.loss_scale);
+  out["attempt"] = row.attempt;
+  return dump(out);
 }
 
 std::string eval_metrics_json(const EvalMetricsRow& row) {
-  std::string out = fmt::format(R"({{"kind":"eval","step":{},"epoch":{},"time":{:.3f},"eval.loss":{},"eval.accuracy":{})", row.step,
-                                row.epoch, row.time, number(row.loss), number(row.accuracy));
-  if (row.perplexity) out += fmt::format(R"(,"eval.perplexity":{})", number(*row.perplexity));
-  out += fmt::format(R"(,"attempt":{}}})", row.attempt);
-  return out;
+  Json out = Json::object();
+  out["kind"] = "eval";
+  out["step"] = row.step;
+  out["epoch"] = row.epoch;
+  out["time"] = seconds(row.time);
+  out["eval.loss"] = number(row.loss);
+  out["eval.accuracy"] = number(row.accuracy);
+  if (row.perplexity) out["eval.perplexity"] = number(*row.perplexity);
+  out["attempt"] = row.attempt;
+  return dump(out);
 }
 
 std::int64_t resident_set_bytes() {
@@ -49,33 +66,21 @@ std::int64_t resident_set_bytes() {
 }
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw SystemError("cannot open the metrics file " + path + " (set log.metrics_every_steps: 0 to go without)", errno);
+  fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd_) throw SystemError("cannot open the metrics file " + path + " (set log.metrics_every_steps: 0 to go without)", errno);
   // A writer that died mid-line left a torn row: end it so ours start on a line of their own.
   char last = '\n';
-  const off_t size = ::lseek(fd_, 0, SEEK_END);
-  if (size > 0 && ::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') append("");
+  const off_t size = ::lseek(fd_.get(), 0, SEEK_END);
+  if (size > 0 && ::pread(fd_.get(), &last, 1, size - 1) == 1 && last != '\n') append("");
 }
 
-MetricsWriter::~MetricsWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
+MetricsWriter::~MetricsWriter() = default;
 
 void MetricsWriter::append(const std::string& json) {
-  if (fd_ < 0) return;
-  const std::string line = json + '\n';
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t written = ::write(fd_, line.data() + done, line.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      std::fprintf(stderr, "mgtrain: warning: cannot write the metrics file %s (%s); no more metrics rows this run\n", path_.c_str(),
-                   written < 0 ? std::strerror(errno) : "short write");
-      ::close(fd_);
-      fd_ = -1;
-      return;
-    }
-    done += static_cast<std::size_t>(written);
+  if (!fd_) return;
+  if (const std::string problem = write_fully(fd_.get(), json + '\n'); !problem.empty()) {
+    log::warn("cannot write the metrics file {} ({}); no more metrics rows this run", path_, problem);
+    fd_.reset();
   }
 }
 

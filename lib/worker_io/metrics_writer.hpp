@@ -4,12 +4,15 @@
 //   {"kind":"train","step":120,"epoch":1,"time":1763800000.123,"loss":0.5312,"lr":0.01,"samples_per_s":5012.3,
 //    "step_time_ms":12.3,"rss_bytes":123456789,"attempt":0}  (+ "cuda_allocated_bytes", "loss_scale" when known)
 //   {"kind":"eval","step":500,"epoch":1,"time":...,"eval.loss":0.41,"eval.accuracy":0.86,"eval.perplexity":1.5,"attempt":0}
-// Non-finite numbers (a diverged loss) are written as null.
+// Non-finite numbers (a diverged loss) are written as null. Written with nlohmann::json: fractional values in the
+// shortest form that reads back exactly ("time" to the millisecond, e.g. 1763800001.5; 65536.0 for a float).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "util/fd.hpp"
 
 namespace mgtrain {
 
@@ -61,7 +64,7 @@ class MetricsWriter {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  Fd fd_;
 };
 
 }  // namespace mgtrain

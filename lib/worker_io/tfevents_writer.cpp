@@ -1,5 +1,6 @@
 // TensorBoard event records and the few protobuf fields they need, encoded by hand (see tfevents_writer.hpp).
 #include "worker_io/tfevents_writer.hpp"
+#include "util/log.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -109,14 +110,12 @@ TfEventsWriter::TfEventsWriter(const std::string& directory) {
   const double now = static_cast<double>(std::time(nullptr));
   path_ = directory + "/events.out.tfevents." + std::to_string(static_cast<long long>(now)) + "." + hostname() + "." +
           std::to_string(getpid());
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw SystemError("cannot create the TensorBoard event file " + path_ + " (set log.tensorboard: false to go without)", errno);
+  fd_.reset(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd_) throw SystemError("cannot create the TensorBoard event file " + path_ + " (set log.tensorboard: false to go without)", errno);
   write_record(encode_file_version_event(now, "brain.Event:2"));
 }
 
-TfEventsWriter::~TfEventsWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
+TfEventsWriter::~TfEventsWriter() = default;
 
 void TfEventsWriter::add_scalars(std::int64_t step, const std::vector<TfScalar>& scalars, double wall_time) {
   if (scalars.empty()) return;
@@ -124,20 +123,10 @@ void TfEventsWriter::add_scalars(std::int64_t step, const std::vector<TfScalar>&
 }
 
 void TfEventsWriter::write_record(const std::string& data) {
-  if (fd_ < 0) return;
-  const std::string record = frame_tfrecord(data);
-  std::size_t done = 0;
-  while (done < record.size()) {
-    const ssize_t written = ::write(fd_, record.data() + done, record.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      std::fprintf(stderr, "mgtrain: warning: cannot write the TensorBoard event file %s (%s); no more TensorBoard data this run\n",
-                   path_.c_str(), written < 0 ? std::strerror(errno) : "short write");
-      ::close(fd_);
-      fd_ = -1;
-      return;
-    }
-    done += static_cast<std::size_t>(written);
+  if (!fd_) return;
+  if (const std::string problem = write_fully(fd_.get(), frame_tfrecord(data)); !problem.empty()) {
+    log::warn("cannot write the TensorBoard event file {} ({}); no more TensorBoard data this run", path_, problem);
+    fd_.reset();
   }
 }
 

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/fd.hpp"
+
 namespace mgtrain {
 
 struct TfScalar {
@@ -42,7 +44,7 @@ class TfEventsWriter {
   void write_record(const std::string& data);
 
   std::string path_;
-  int fd_ = -1;
+  Fd fd_;
 };
 
 }  // namespace mgtrain

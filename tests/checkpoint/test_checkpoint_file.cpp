@@ -15,7 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "util/error.hpp"
@@ -181,18 +181,18 @@ TEST_CASE("checkpoint file: an independent reader of the safetensors layout agre
   write_checkpoint_file(path, checkpoint.metadata, checkpoint.records);
   const std::string bytes = read_all(path);
   const std::uint64_t header_size = le64(bytes);
-  const YAML::Node header = YAML::Load(bytes.substr(8, header_size));
-  REQUIRE(header.IsMap());
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_size));
+  REQUIRE(header.is_object());
   CHECK(header.size() == checkpoint.records.size() + 1);
-  CHECK(header["__metadata__"]["mgtrain.format"].as<std::string>() == "1");
-  for (const auto& [key, value] : checkpoint.metadata) CHECK(header["__metadata__"][key].as<std::string>() == value);
+  CHECK(header.at("__metadata__").at("mgtrain.format").get<std::string>() == "1");
+  for (const auto& [key, value] : checkpoint.metadata) CHECK(header.at("__metadata__").at(key).get<std::string>() == value);
   for (const TensorRecord& record : checkpoint.records) {
     INFO(record.name);
-    const YAML::Node info = header[record.name];
-    REQUIRE(info.IsMap());
-    CHECK(info["dtype"].as<std::string>() == record.dtype);
-    CHECK(info["shape"].as<std::vector<std::int64_t>>() == record.shape);
-    const auto offsets = info["data_offsets"].as<std::vector<std::uint64_t>>();
+    const nlohmann::json& info = header.at(record.name);
+    REQUIRE(info.is_object());
+    CHECK(info.at("dtype").get<std::string>() == record.dtype);
+    CHECK(info.at("shape").get<std::vector<std::int64_t>>() == record.shape);
+    const auto offsets = info.at("data_offsets").get<std::vector<std::uint64_t>>();
     REQUIRE(offsets.size() == 2);
     CHECK(offsets[1] - offsets[0] == record.nbytes);
     CHECK(hex(bytes.data() + 8 + header_size + offsets[0], offsets[1] - offsets[0]) == hex(record.data, record.nbytes));

@@ -16,6 +16,8 @@
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "supervise/port_probe.hpp"
 #include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
@@ -185,17 +187,20 @@ TEST_CASE("mgtrain env shows what SLURM gives and from which variable", "[binary
   CapturedRun json = run_and_capture({kMgtrain, "env", "--json"}, options);
   INFO(json.err);
   CHECK(json.exit_code == 0);
-  CHECK_THAT(json.out, Catch::Contains("\"slurm\": {\"layout\": \"launcher per node (srun step with one task per node)\", "
-                                       "\"job_id\": 55, \"restart_count\": 0, \"launch_settings\": {"));
-  CHECK_THAT(json.out, Catch::Contains("\"launch.nnodes\": {\"value\": 2, \"from\": \"SLURM_STEP_NUM_NODES\"}"));
-  CHECK_THAT(json.out, Catch::Contains("\"launch.master_addr\": {\"value\": \"gpu07\", \"from\": \"SLURM_STEP_NODELIST\"}"));
-  CHECK_THAT(json.out, Catch::Contains("\"launch.master_port\": {\"value\": 20055, \"from\": \"SLURM_JOB_ID\"}"));
-  CHECK_THAT(json.out, Catch::Contains("\"launch.nproc\": {\"value\": 4, \"from\": \"SLURM_GPUS_PER_NODE\"}"));
+  const nlohmann::json slurm = nlohmann::json::parse(json.out).at("slurm");
+  CHECK(slurm.at("layout") == "launcher per node (srun step with one task per node)");
+  CHECK(slurm.at("job_id") == 55);
+  CHECK(slurm.at("restart_count") == 0);
+  const nlohmann::json& settings = slurm.at("launch_settings");
+  CHECK(settings.at("launch.nnodes") == nlohmann::json({{"value", 2}, {"from", "SLURM_STEP_NUM_NODES"}}));
+  CHECK(settings.at("launch.master_addr") == nlohmann::json({{"value", "gpu07"}, {"from", "SLURM_STEP_NODELIST"}}));
+  CHECK(settings.at("launch.master_port") == nlohmann::json({{"value", 20055}, {"from", "SLURM_JOB_ID"}}));
+  CHECK(settings.at("launch.nproc") == nlohmann::json({{"value", 4}, {"from", "SLURM_GPUS_PER_NODE"}}));
   CapturedRun text = run_and_capture({kMgtrain, "env"}, options);
   CHECK_THAT(text.out, Catch::Contains("launch.node_rank: {value: 1, from: SLURM_NODEID}"));
   options.set_env = {{"MGTRAIN_LAUNCH_WORKER", "/nonexistent"}};
-  CHECK_THAT(run_and_capture({kMgtrain, "env", "--json"}, options).out,
-             Catch::Contains("\"slurm\": {\"layout\": \"not inside a SLURM job\"}"));
+  CHECK(nlohmann::json::parse(run_and_capture({kMgtrain, "env", "--json"}, options).out).at("slurm") ==
+        nlohmann::json({{"layout", "not inside a SLURM job"}}));
 }
 
 TEST_CASE("SLURM signals every process of the step and the launcher forwards too: the workers still save and exit 75",

@@ -5,7 +5,7 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -188,26 +188,26 @@ TEST_CASE("heartbeat lines: written at a fixed size, read back with step, loss a
 
 TEST_CASE("/status JSON: every field of the schema, escaped strings, null for unknowns", "[status]") {
   const std::string json = status_to_json(sample_snapshot());
-  YAML::Node s = YAML::Load(json);  // YAML 1.2 reads JSON
-  CHECK(s["run_id"].as<std::string>() == "run \"quoted\"\nline");
-  CHECK(s["attempt"].as<int>() == 1);
-  CHECK(s["restarts"].as<int>() == 1);
-  CHECK(s["max_restarts"].as<int>() == 3);
-  CHECK(s["phase"].as<std::string>() == "running");
+  const nlohmann::json s = nlohmann::json::parse(json);
+  CHECK(s["run_id"].get<std::string>() == "run \"quoted\"\nline");
+  CHECK(s["attempt"].get<int>() == 1);
+  CHECK(s["restarts"].get<int>() == 1);
+  CHECK(s["max_restarts"].get<int>() == 3);
+  CHECK(s["phase"].get<std::string>() == "running");
   REQUIRE(s["ranks"].size() == 2);
-  CHECK(s["ranks"][0]["pid"].as<int>() == 1234);
-  CHECK(s["ranks"][0]["state"].as<std::string>() == "running");
-  CHECK(s["ranks"][0]["step"].as<long long>() == 120);
-  CHECK(s["ranks"][0]["loss"].as<double>() == Approx(0.5312));
-  CHECK(s["ranks"][0]["last_heartbeat"].as<double>() == Approx(1763800000.123).margin(1e-3));
-  CHECK(s["ranks"][0]["rss_bytes"].as<long long>() == 123456789);
-  CHECK(s["ranks"][1]["step"].IsNull());
-  CHECK(s["ranks"][1]["cpu_percent"].IsNull());
+  CHECK(s["ranks"][0]["pid"].get<int>() == 1234);
+  CHECK(s["ranks"][0]["state"].get<std::string>() == "running");
+  CHECK(s["ranks"][0]["step"].get<long long>() == 120);
+  CHECK(s["ranks"][0]["loss"].get<double>() == Approx(0.5312));
+  CHECK(s["ranks"][0]["last_heartbeat"].get<double>() == Approx(1763800000.123).margin(1e-3));
+  CHECK(s["ranks"][0]["rss_bytes"].get<long long>() == 123456789);
+  CHECK(s["ranks"][1]["step"].is_null());
+  CHECK(s["ranks"][1]["cpu_percent"].is_null());
   REQUIRE(s["gpus"].size() == 2);
-  CHECK(s["gpus"][0]["name"].as<std::string>() == "Fake \"GPU\" 80GB");
-  CHECK(s["gpus"][0]["memory_total_bytes"].as<long long>() == 80LL << 30);
-  CHECK(s["gpus"][1]["utilization_percent"].IsNull());
-  CHECK(s["driver_version"].as<std::string>() == "550.54.15");
+  CHECK(s["gpus"][0]["name"].get<std::string>() == "Fake \"GPU\" 80GB");
+  CHECK(s["gpus"][0]["memory_total_bytes"].get<long long>() == 80LL << 30);
+  CHECK(s["gpus"][1]["utilization_percent"].is_null());
+  CHECK(s["driver_version"].get<std::string>() == "550.54.15");
 }
 
 TEST_CASE("/metrics follows the Prometheus text format line by line", "[status][prometheus]") {
@@ -252,20 +252,20 @@ TEST_CASE("dashboard curves from metrics.jsonl: last row per step, torn last lin
       "{\"kind\":\"eval\",\"step\":20,\"eval.loss\":0.7,\"eval.accuracy\":0.5}\n"
       "{\"kind\":\"train\",\"step\":20,\"loss\":0.75,\"attempt\":1}\n"  // a restart repeats step 20
       "{\"kind\":\"train\",\"step\":30,\"lo";                             // still being written
-  YAML::Node curves = YAML::Load(metrics_curves_json(text));
+  const nlohmann::json curves = nlohmann::json::parse(metrics_curves_json(text));
   REQUIRE(curves["train"].size() == 2);
-  CHECK(curves["train"][0][0].as<int>() == 10);
-  CHECK(curves["train"][0][1].as<double>() == Approx(0.9));
-  CHECK(curves["train"][1][1].as<double>() == Approx(0.75));
+  CHECK(curves["train"][0][0].get<int>() == 10);
+  CHECK(curves["train"][0][1].get<double>() == Approx(0.9));
+  CHECK(curves["train"][1][1].get<double>() == Approx(0.75));
   REQUIRE(curves["eval"].size() == 1);
-  CHECK(curves["eval"][0][1].as<double>() == Approx(0.7));
+  CHECK(curves["eval"][0][1].get<double>() == Approx(0.7));
   CHECK(metrics_curves_json("") == "{\"train\":[],\"eval\":[]}");
 
   std::string many;
   for (int step = 1; step <= 1000; ++step) many += "{\"kind\":\"train\",\"step\":" + std::to_string(step) + ",\"loss\":1}\n";
-  YAML::Node thinned = YAML::Load(metrics_curves_json(many, 100));
+  const nlohmann::json thinned = nlohmann::json::parse(metrics_curves_json(many, 100));
   CHECK(thinned["train"].size() <= 101);
-  CHECK(thinned["train"][thinned["train"].size() - 1][0].as<int>() == 1000);  // the last point is kept
+  CHECK(thinned["train"][thinned["train"].size() - 1][0].get<int>() == 1000);  // the last point is kept
 }
 
 TEST_CASE("the resource sampler fills CPU% and RSS of live ranks and appends resources.jsonl rows", "[resources]") {
@@ -292,16 +292,16 @@ TEST_CASE("the resource sampler fills CPU% and RSS of live ranks and appends res
   const std::string text = slurp(dir / "resources.jsonl");
   REQUIRE(text.size() > 2);
   CHECK(text.back() == '\n');
-  YAML::Node row = YAML::Load(text);
-  CHECK(row["kind"].as<std::string>() == "resources");
-  CHECK(row["node_rank"].as<int>() == 3);
+  const nlohmann::json row = nlohmann::json::parse(text);
+  CHECK(row["kind"].get<std::string>() == "resources");
+  CHECK(row["node_rank"].get<int>() == 3);
   REQUIRE(row["ranks"].size() == 1);
-  CHECK(row["ranks"][0]["rank"].as<int>() == 6);
-  CHECK(row["ranks"][0]["pid"].as<int>() == getpid());
-  CHECK(row["ranks"][0]["rss_bytes"].as<long long>() > 0);
+  CHECK(row["ranks"][0]["rank"].get<int>() == 6);
+  CHECK(row["ranks"][0]["pid"].get<int>() == getpid());
+  CHECK(row["ranks"][0]["rss_bytes"].get<long long>() > 0);
   REQUIRE(row["gpus"].size() == 2);
-  CHECK(row["gpus"][0]["temperature_c"].as<int>() == 61);
-  CHECK(row["gpus"][1]["power_w"].IsNull());
+  CHECK(row["gpus"][0]["temperature_c"].get<int>() == 61);
+  CHECK(row["gpus"][1]["power_w"].is_null());
   std::filesystem::remove_all(dir);
 }
 

@@ -48,7 +48,7 @@ TEST_CASE("train and eval rows are the agreed JSON", "[metrics]") {
   gpu.loss = std::numeric_limits<double>::quiet_NaN();  // a diverged run: still valid JSON
   CHECK(train_metrics_json(gpu) ==
         R"({"kind":"train","step":120,"epoch":1,"time":1763800000.123,"loss":null,"lr":0.01,"samples_per_s":5012.3,)"
-        R"("step_time_ms":12.3,"rss_bytes":123456789,"cuda_allocated_bytes":1024,"loss_scale":65536,"attempt":2})");
+        R"("step_time_ms":12.3,"rss_bytes":123456789,"cuda_allocated_bytes":1024,"loss_scale":65536.0,"attempt":2})");
   EvalMetricsRow eval;
   eval.step = 500;
   eval.epoch = 1;
@@ -56,10 +56,10 @@ TEST_CASE("train and eval rows are the agreed JSON", "[metrics]") {
   eval.loss = 0.41;
   eval.accuracy = 0.86;
   CHECK(eval_metrics_json(eval) ==
-        R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.500,"eval.loss":0.41,"eval.accuracy":0.86,"attempt":0})");
+        R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.5,"eval.loss":0.41,"eval.accuracy":0.86,"attempt":0})");
   eval.perplexity = 1.5;
   CHECK(eval_metrics_json(eval) ==
-        R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.500,"eval.loss":0.41,"eval.accuracy":0.86,"eval.perplexity":1.5,"attempt":0})");
+        R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.5,"eval.loss":0.41,"eval.accuracy":0.86,"eval.perplexity":1.5,"attempt":0})");
 }
 
 TEST_CASE("a second writer appends, and a torn last line is ended first", "[metrics]") {
