@@ -11,10 +11,13 @@
 #include <unistd.h>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/config.hpp"
 #include "support/tfevents_reader.hpp"
 #include "train/loop/trainer.hpp"
 #include "train/loop/training_reporter.hpp"
+#include "util/value_parsing.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;
@@ -37,11 +40,18 @@ std::string read_file(const fs::path& path) {
 }
 
 // The value of "key": in a flat JSON row, as text.
+// The value of `key` in a metrics row as text: numbers in their shortest form (5.0 -> "5"), strings quoted.
 std::string field(const std::string& row, const std::string& key) {
-  const std::size_t at = row.find("\"" + key + "\":");
-  if (at == std::string::npos) return "<none>";
-  const std::size_t start = at + key.size() + 3;
-  return row.substr(start, row.find_first_of(",}", start) - start);
+  const nlohmann::json object = nlohmann::json::parse(row);
+  auto it = object.find(key);
+  if (it == object.end()) return "<none>";
+  if (it->is_number_integer()) return std::to_string(it->get<long long>());
+  if (it->is_number()) {
+    const double value = it->get<double>();
+    return value == static_cast<double>(static_cast<long long>(value)) ? std::to_string(static_cast<long long>(value))
+                                                                       : mgtrain::format_number(value);
+  }
+  return it->dump();
 }
 
 }  // namespace
