@@ -5,17 +5,17 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstdio>
 #include <optional>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 
 #include "util/error.hpp"
-#include "util/json_writer.hpp"
+#include "util/log.hpp"
 #include "config/config_yaml.hpp"
 #include "train/data/batch_loader.hpp"
 #include "train/loop/checkpointing.hpp"
@@ -32,6 +32,7 @@
 #include "train/dist/step_agreement.hpp"
 #include "train/loop/stop_request.hpp"
 #include "train/loop/training_reporter.hpp"
+#include "train/loop/training_setup.hpp"
 #include "train/dist/sync_batch_norm.hpp"
 
 namespace mgtrain {
@@ -40,8 +41,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-torch::Device pick_device(const TrainConfig& train, const WorkerIdentity& id) { return choose_training_device(train, id).device; }
 
 // Each rank evaluates its own slice (rank, rank+W, ...: no padding, so every sample counts once) and
 // the sums are all-reduced.
@@ -84,299 +83,337 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+
+// Step times after the warm-up steps, and the loss window of rank 0's reports.
+class StepStatistics {
+ public:
+  StepStatistics(std::int64_t total_steps, std::int64_t first_step, std::int64_t samples_per_step)
+      : warmup_(std::min<std::int64_t>(10, std::max<std::int64_t>(total_steps / 5, 1))),
+        first_step_(first_step),
+        samples_per_step_(samples_per_step),
+        loop_start_(Clock::now()) {}
+
+  void add(std::int64_t step, double seconds, double loss) {
+    if (step > warmup_) {
+      timed_seconds_ += seconds;
+      ++timed_steps_;
+      step_times_.push_back(seconds);
+    }
+    window_loss_ += loss;
+    ++window_count_;
+  }
+  // The mean loss since the last call, which starts a new window.
+  double take_window_loss() {
+    const double mean = window_loss_ / static_cast<double>(window_count_);
+    window_loss_ = 0.0;
+    window_count_ = 0;
+    return mean;
+  }
+  bool window_open() const { return window_count_ > 0; }
+  // Samples/s over the timed steps, or since the loop started while still warming up.
+  double samples_per_s_so_far(std::int64_t step) const {
+    return timed_steps_ > 0 ? samples_per_s()
+                            : static_cast<double>((step - first_step_) * samples_per_step_) / seconds_since(loop_start_);
+  }
+  double samples_per_s() const {
+    return timed_seconds_ > 0 ? static_cast<double>(timed_steps_ * samples_per_step_) / timed_seconds_ : 0.0;
+  }
+  double median_step_ms() const { return median(step_times_) * 1000.0; }
+
+ private:
+  std::int64_t warmup_, first_step_, samples_per_step_;
+  Clock::time_point loop_start_;
+  std::vector<double> step_times_;
+  double timed_seconds_ = 0.0;
+  std::int64_t timed_steps_ = 0;
+  double window_loss_ = 0.0;
+  std::int64_t window_count_ = 0;
+};
+
+// One rank's run over the set-up model: epochs of steps, the ranks' agreement after each step (stop, save),
+// evaluation, checkpoints and reports. run() reads top to bottom; each part of a step has a name below.
+class TrainingRun {
+ public:
+  TrainingRun(const Config& config, Communicator& comm, HeartbeatWriter& heartbeat, TrainingSetup& setup)
+      : config_(config),
+        train_(config.train),
+        comm_(comm),
+        heartbeat_(heartbeat),
+        s_(setup),
+        leader_(comm.rank() == 0),
+        accum_(config.train.grad_accum_steps),
+        samples_per_step_(config.train.batch_size * accum_ * comm.world_size()),
+        gradient_scale_(1.0 / static_cast<double>(accum_ * comm.world_size())),
+        scaler_({setup.precision.loss_scaling, train_.loss_scale_init, train_.loss_scale_growth_factor,
+                 train_.loss_scale_backoff_factor, train_.loss_scale_growth_interval}),  // fp16 only; else scale 1, no checks
+        agreement_(comm) {}
+
+  TrainSummary run(Clock::time_point run_start) {
+    describe_summary();
+    announce_start();
+    resume_from_checkpoint();
+    heartbeat_.beat(0);
+    // Rank 0's progress display, eval lines, metrics.jsonl and TensorBoard files (log.*).
+    reporter_.emplace(config_, comm_.rank(), s_.total_steps, samples_per_step_, s_.device.is_cuda(), current_environment());
+    stats_.emplace(s_.total_steps, step_, samples_per_step_);
+    const std::int64_t first_step = step_;
+    for (; step_ < s_.total_steps && !summary_.stop_signal; ++epoch_, consumed_ = 0) run_epoch();
+    if (!summary_.stop_signal && step_ == s_.total_steps && s_.total_steps > first_step) finish_last_step();
+    reporter_->finish();
+    wait_for_last_checkpoint();
+    if (stats_->window_open()) summary_.final_train_loss = stats_->take_window_loss();
+    comm_.barrier();  // rank 0 hosts the store: nobody leaves before everyone is done
+    fill_summary(run_start);
+    return summary_;
+  }
+
+ private:
+  void describe_summary() {
+    summary_.world_size = comm_.world_size();
+    summary_.model = s_.model->summary();
+    summary_.device = s_.device.str();
+    summary_.backend = comm_.backend_name();
+  }
+
+  void announce_start() {
+    if (!leader_) return;
+    log::progress("{}{} | world {} ({}) on {}, precision {} | {}", summary_.model, sync_batch_norm_note(s_.synchronised_batch_norms),
+                  comm_.world_size(), summary_.backend, summary_.device, s_.precision.mode, s_.train_data->description());
+    log::progress("{} steps ({} per epoch), batch {} x {} accum x {} ranks", s_.total_steps, s_.steps_per_epoch, train_.batch_size,
+                  accum_, comm_.world_size());
+  }
+
+  // Checkpoints: resume first (model, optimizer, loss scale, RNG and position), then save as the policy says.
+  void resume_from_checkpoint() {
+    checkpoints_.emplace(config_, config_to_yaml(config_), comm_, *s_.model, *s_.optimizer, s_.device);
+    checkpoints_->attach_grad_scaler(&scaler_);
+    const std::optional<TrainPosition> resumed = checkpoints_->resume();
+    if (checkpoints_->enabled()) stop_requests_.emplace();  // SIGTERM/SIGUSR1: save, then exit 75
+    else StopRequestHandler::release_early_warning();      // nothing to save: SIGUSR1 stops the worker as before
+    if (!resumed) return;
+    step_ = resumed->step;
+    epoch_ = resumed->epoch;
+    consumed_ = resumed->samples_in_epoch;
+    last_saved_step_ = step_;
+    current_ = *resumed;
+    if (leader_ && step_ >= s_.total_steps) {
+      log::progress("nothing left to train: the checkpoint is at step {} of {} (raise train.max_steps or train.epochs to go on, "
+                    "or set checkpoint.resume: never to start over)", step_, s_.total_steps);
+    }
+  }
+
+  // The rest of the epoch (all of it unless resuming mid-epoch), re-sharded if the world size changed.
+  void run_epoch() {
+    std::vector<std::int64_t> indices = s_.sampler->indices_after(epoch_, consumed_);
+    const auto remaining = static_cast<std::int64_t>(indices.size());
+    const std::int64_t batch = train_.batch_size;
+    const std::int64_t steps_this_epoch = (config_.data.drop_last ? remaining / batch : (remaining + batch - 1) / batch) / accum_;
+    BatchLoader loader(*s_.train_data, std::move(indices), batch, config_.data.drop_last,
+                       static_cast<int>(config_.data.loader_threads), static_cast<int>(config_.data.prefetch_batches), 0,
+                       /*pin_memory=*/s_.device.is_cuda());
+    for (std::int64_t s = 0; s < steps_this_epoch && step_ < s_.total_steps; ++s) {
+      const auto step_start = Clock::now();
+      agreement_.begin(my_votes());
+      const double loss = train_step(loader);
+      heartbeat_.beat(step_, loss);
+      const bool epoch_done = s + 1 == steps_this_epoch;
+      current_ = TrainPosition{step_, epoch_done ? epoch_ + 1 : epoch_, epoch_done ? 0 : consumed_};
+      if (act_on_votes(agreement_.finish())) return;  // stopped after a checkpoint
+      record_step(seconds_since(step_start), loss);
+      if (train_.eval_every_steps > 0 && step_ % train_.eval_every_steps == 0) run_eval("periodic");
+      if (epoch_done) finish_epoch();
+    }
+    if (steps_this_epoch == 0) summary_.epochs_completed = epoch_ + 1;  // resumed right at its end
+  }
+
+  // What this rank says before the step: the ranks agree on it after the step (step_agreement.hpp).
+  StepVotes my_votes() {
+    StepVotes mine;
+    mine.stop = StopRequestHandler::requested() != 0;
+    mine.save_due = leader_ && checkpoints_->save_due_by_time();
+    mine.writer_failed = leader_ && checkpoints_->write_failed();
+    mine.save_requested = SaveRequest::pending();
+    return mine;
+  }
+
+  // One optimizer step: accum micro-batches of forward and backward (the reducer all-reduces each gradient
+  // bucket as soon as it is ready, overlapped with the rest of backward), then unscale, clip and step.
+  // Returns the step's mean loss.
+  double train_step(BatchLoader& loader) {
+    double step_loss = 0.0;
+    for (std::int64_t micro = 0; micro < accum_; ++micro) {
+      auto batch = loader.next();
+      if (!batch) throw Error("internal error: the loader ran out of batches before the epoch's last step");
+      if (micro == 0 && config_.ddp.broadcast_buffers && !s_.buffers.empty()) comm_.broadcast_coalesced(s_.buffers, 0);
+      s_.reducer->begin_backward(/*sync=*/micro == accum_ - 1);
+      at::Tensor inputs = batch->inputs.to(s_.device, /*non_blocking=*/true);
+      at::Tensor targets = batch->targets.to(s_.device, /*non_blocking=*/true);
+      at::Tensor logits;
+      {
+        AutocastScope autocast(s_.precision, s_.device);  // train.precision: the forward in bf16/fp16, the loss in fp32
+        logits = s_.model->forward(inputs);
+      }
+      at::Tensor loss = s_.model->loss(logits.to(at::kFloat), targets);
+      // Dividing the loss by accum x world makes the summed, all-reduced gradient the mean over every sample of
+      // the step, without a separate pass over the gradients (exact for power-of-two worlds).
+      (loss * (gradient_scale_ * scaler_.scale())).backward();
+      step_loss += loss.item<double>() / static_cast<double>(accum_);
+    }
+    s_.reducer->finish_backward();
+    // fp16: unscale before clipping; a step with inf/nan gradients is skipped, alike on every rank (grad_scaler.hpp).
+    const bool found_inf = scaler_.unscale_and_check(s_.parameters);
+    if (train_.clip_grad_norm > 0 && !found_inf) torch::nn::utils::clip_grad_norm_(s_.parameters, train_.clip_grad_norm);
+    set_learning_rate(*s_.optimizer, s_.schedule->at(step_));
+    if (scaler_.update(found_inf)) s_.optimizer->step();
+    s_.reducer->zero_grad();
+    ++step_;
+    consumed_ += samples_per_step_;
+    return step_loss;
+  }
+
+  // The agreed votes: a failed checkpoint write, a stop (save, then leave: returns true), a save that is due
+  // or was asked for (SIGUSR2).
+  bool act_on_votes(const StepVotes& votes) {
+    if (votes.writer_failed) handle_failed_write();
+    if (votes.stop) {
+      StopRequestHandler::stop_agreed();  // late copies of the signal (SLURM, the launcher) must not kill us now
+      save(current_, "stop requested");
+      checkpoints_->wait_for_writes();
+      if (leader_ && checkpoints_->write_failed()) throw Error(checkpoints_->take_write_error());
+      summary_.stop_signal = StopRequestHandler::requested() ? StopRequestHandler::requested() : SIGTERM;
+      return true;
+    }
+    if ((config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) || votes.save_due) {
+      save(current_, votes.save_due ? "every_minutes" : "every_steps");
+    }
+    if (votes.save_requested) {  // SIGUSR2 on some rank: save now and go on
+      SaveRequest::clear();      // every rank: one save for the signals that arrived up to this step
+      if (!checkpoints_->enabled()) {
+        if (leader_) log::warn("SIGUSR2 asked for a checkpoint at step {}, but checkpoints are off (checkpoint.dir is empty); "
+                               "training goes on", step_);
+      } else if (last_saved_step_ != step_) {
+        save(current_, "requested");
+      }
+    }
+    return false;
+  }
+
+  void handle_failed_write() {
+    const std::string error = leader_ ? checkpoints_->take_write_error() : std::string();
+    if (config_.checkpoint.on_write_error == OnWriteError::Stop) {
+      if (leader_) throw Error(fmt::format("{} (checkpoint.on_write_error: stop)", error));
+      fail_after_rank0(comm_, Error("rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)"));
+    }
+    if (leader_) log::warn("training goes on without that checkpoint (checkpoint.on_write_error: continue)");
+  }
+
+  // Step time and loss into the statistics, and rank 0's progress report.
+  void record_step(double seconds, double loss) {
+    stats_->add(step_, seconds, loss);
+    if (!leader_) return;
+    if (step_ % config_.log.every_steps == 0 || step_ == s_.total_steps) summary_.final_train_loss = stats_->take_window_loss();
+    StepReport report;
+    report.step = step_;
+    report.epoch = epoch_ + 1;
+    report.loss = loss;
+    report.lr = s_.schedule->at(step_ - 1);
+    report.step_time_s = seconds;
+    report.samples_per_s = stats_->samples_per_s_so_far(step_);
+    if (scaler_.enabled()) report.loss_scale = scaler_.scale();  // fp16: metrics row and train/loss_scale
+    reporter_->on_step(report);
+  }
+
+  void finish_epoch() {
+    summary_.epochs_completed = epoch_ + 1;
+    if (train_.eval_at_epoch_end) run_eval("epoch end");
+    const std::int64_t every = config_.checkpoint.every_epochs;
+    if (every > 0 && (epoch_ + 1) % every == 0 && last_saved_step_ != step_) save(current_, "epoch end");
+  }
+
+  void finish_last_step() {
+    if (train_.eval_at_epoch_end && evaluated_at_step_ != step_) run_eval("end");
+    if (config_.checkpoint.at_end && last_saved_step_ != step_) save(current_, "end");
+  }
+
+  void wait_for_last_checkpoint() {
+    checkpoints_->wait_for_writes();
+    if (!leader_ || !checkpoints_->write_failed()) return;
+    const std::string error = checkpoints_->take_write_error();
+    if (config_.checkpoint.on_write_error == OnWriteError::Stop) throw Error(error);
+    log::warn("the last checkpoint was not written (checkpoint.on_write_error: continue); the newest one on disk is older");
+  }
+
+  void run_eval(const char* when) {
+    summary_.eval = evaluate(*s_.model, *s_.test_data, comm_, config_, s_.device);
+    if (s_.language_model) summary_.eval.perplexity = std::exp(summary_.eval.loss);
+    summary_.has_eval = true;
+    evaluated_at_step_ = step_;
+    reporter_->on_eval(step_, summary_.eval, s_.language_model, when);
+  }
+
+  void save(const TrainPosition& at, const char* reason) {
+    reporter_->before_message();
+    if (checkpoints_->save(at, reason, summary_.has_eval ? &summary_.eval : nullptr)) last_saved_step_ = at.step;
+  }
+
+  void fill_summary(Clock::time_point run_start) {
+    summary_.steps = step_;
+    summary_.wall_s = seconds_since(run_start);
+    summary_.samples_per_s = stats_->samples_per_s();
+    summary_.step_time_ms = stats_->median_step_ms();
+    summary_.precision = std::string(name_of(s_.precision.mode));
+    summary_.loss_scaling = scaler_.enabled();
+    summary_.loss_scale = scaler_.scale();
+    summary_.skipped_steps = scaler_.skipped_steps();
+  }
+
+  const Config& config_;
+  const TrainConfig& train_;
+  Communicator& comm_;
+  HeartbeatWriter& heartbeat_;
+  TrainingSetup& s_;
+  const bool leader_;
+  const std::int64_t accum_, samples_per_step_;
+  const double gradient_scale_;
+  std::optional<Checkpointer> checkpoints_;  // made after the start lines: it may say what it cleaned up
+  GradScaler scaler_;
+  StepAgreement agreement_;
+  std::optional<StopRequestHandler> stop_requests_;
+  std::optional<TrainingReporter> reporter_;
+  std::optional<StepStatistics> stats_;
+  TrainSummary summary_;
+  std::int64_t step_ = 0, epoch_ = 0;
+  std::int64_t consumed_ = 0;  // samples of this epoch taken by all ranks
+  std::int64_t last_saved_step_ = -1, evaluated_at_step_ = -1;
+  TrainPosition current_;
+};
+
 }  // namespace
 
 TrainSummary run_training(const Config& config, const WorkerIdentity& id, Communicator& comm, HeartbeatWriter& heartbeat) {
   const auto run_start = Clock::now();
-  const bool leader = comm.rank() == 0;
-  const TrainConfig& train = config.train;
-  const torch::Device device = pick_device(train, id);
-  const Precision precision = resolve_precision(train.precision, device);  // fp16 on a CPU is refused here
-
-  // Data: the same data set everywhere; the sampler gives each rank its shard.
-  const bool language_model = config.model.type == ModelType::Gpt;
-  auto train_data = open_data_source(config.data, Split::Train, config.model.context_length, static_cast<std::uint64_t>(train.seed));
-  auto test_data = open_data_source(config.data, Split::Test, config.model.context_length, static_cast<std::uint64_t>(train.seed));
-  DistributedSampler sampler(train_data->size(), comm.world_size(), comm.rank(), config.data.shuffle,
-                             static_cast<std::uint64_t>(train.seed), config.data.drop_last);
-
-  // Model: identical initialisation on every rank from the seed, then rank 0's copy is broadcast anyway.
-  torch::manual_seed(static_cast<std::uint64_t>(train.seed));
-  const ModelInput model_input{train_data->sample_shape(), train_data->num_classes()};
-  auto model = config.ddp.strategy == Strategy::Dp  // legacy DataParallel: one process, the model replicated over its GPUs
-                   ? build_data_parallel_model(config.model, model_input, data_parallel_devices(comm.world_size(), train.precision))
-                   : build_model(config.model, model_input);
-  model->to(device);
-  const int synchronised_batch_norms = apply_sync_batch_norm(config.ddp, *model, comm);  // ddp.sync_batch_norm
-  model->train(true);
-  std::vector<at::Tensor> parameters, buffers;
-  for (auto& [name, p] : model->named_parameters()) parameters.push_back(p);
-  for (auto& [name, b] : model->named_buffers()) buffers.push_back(b);
-  {
-    std::vector<at::Tensor> state = parameters;
-    state.insert(state.end(), buffers.begin(), buffers.end());
-    comm.broadcast_coalesced(state, 0);
-  }
-
-  ReducerOptions reducer_options;
-  reducer_options.bucket_cap_mb = config.ddp.bucket_cap_mb;
-  reducer_options.first_bucket_mb = config.ddp.first_bucket_mb;
-  reducer_options.find_unused_parameters = config.ddp.find_unused_parameters;
-  reducer_options.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
-  reducer_options.skip_communication = config.ddp.skip_allreduce;
-  reducer_options.gradients_prescaled = true;  // the loss is divided by the world size below
-  GradientReducer reducer(model->named_parameters(), comm, reducer_options);
-
-  const std::int64_t accum = train.grad_accum_steps;
-  const std::int64_t batches_per_epoch =
-      config.data.drop_last ? sampler.samples_per_rank() / train.batch_size
-                            : (sampler.samples_per_rank() + train.batch_size - 1) / train.batch_size;
-  const std::int64_t steps_per_epoch = batches_per_epoch / accum;
-  if (steps_per_epoch < 1) {
-    throw UsageError(fmt::format("train.batch_size {} x train.grad_accum_steps {} is more than this rank's {} samples per epoch "
-                                 "({} in all over {} ranks): lower them",
-                                 train.batch_size, accum, sampler.samples_per_rank(), train_data->size(), comm.world_size()));
-  }
-  const std::int64_t total_steps = train.max_steps > 0 ? train.max_steps : steps_per_epoch * train.epochs;
-  const double peak_lr = config.optim.lr * (config.optim.scale_lr_with_world_size ? comm.world_size() : 1);
-  LrSchedule schedule(config.optim, peak_lr, total_steps);
-  auto optimizer = make_optimizer(config.optim, parameters, schedule.at(0));
-
-
-  TrainSummary summary;
-  summary.world_size = comm.world_size();
-  summary.model = model->summary();
-  summary.device = device.str();
-  summary.backend = comm.backend_name();
-  if (leader) {
-    std::printf("mgtrain: %s%s | world %d (%s) on %s, precision %s | %s\nmgtrain: %lld steps (%lld per epoch), batch %lld x %lld accum x %d ranks\n",
-                summary.model.c_str(),
-                sync_batch_norm_note(synchronised_batch_norms).c_str(),
-                comm.world_size(), summary.backend.c_str(), summary.device.c_str(), std::string(name_of(precision.mode)).c_str(),
-                train_data->description().c_str(), static_cast<long long>(total_steps), static_cast<long long>(steps_per_epoch),
-                static_cast<long long>(train.batch_size), static_cast<long long>(accum), comm.world_size());
-    std::fflush(stdout);
-  }
-  // Checkpoints: resume first (model, optimizer, RNG and position), then save as the policy says.
-  Checkpointer checkpoints(config, config_to_yaml(config), comm, *model, *optimizer, device);
-  GradScaler scaler({precision.loss_scaling, train.loss_scale_init, train.loss_scale_growth_factor, train.loss_scale_backoff_factor,
-                      train.loss_scale_growth_interval});  // fp16 only; otherwise scale 1 and no checks
-  checkpoints.attach_grad_scaler(&scaler);
-  const std::optional<TrainPosition> resumed = checkpoints.resume();
-  std::optional<StopRequestHandler> stop_requests;  // SIGTERM/SIGUSR1: save, then exit 75
-  if (checkpoints.enabled()) stop_requests.emplace();
-  else StopRequestHandler::release_early_warning();  // nothing to save: SIGUSR1 stops the worker as before
-  StepAgreement agreement(comm);
-  heartbeat.beat(0);
-  // Rank 0's progress display, eval lines, metrics.jsonl and TensorBoard files (log.*).
-  TrainingReporter reporter(config, comm.rank(), total_steps, train.batch_size * accum * comm.world_size(), device.is_cuda(),
-                            current_environment());
-
-  const std::int64_t samples_per_step = train.batch_size * accum * comm.world_size();
-  const double gradient_scale = 1.0 / static_cast<double>(accum * comm.world_size());
-  const std::int64_t timing_warmup = std::min<std::int64_t>(10, std::max<std::int64_t>(total_steps / 5, 1));
-  std::vector<double> step_times;
-  double timed_seconds = 0.0;
-  std::int64_t timed_steps = 0;
-  double window_loss = 0.0;
-  std::int64_t window_count = 0;
-  std::int64_t step = resumed ? resumed->step : 0;
-  const std::int64_t first_step = step;
-  std::int64_t last_saved_step = resumed ? step : -1;
-  std::int64_t evaluated_at_step = -1;
-  TrainPosition current = resumed ? *resumed : TrainPosition{};
-  const auto loop_start = Clock::now();
-
-  auto run_eval = [&](const char* when) {
-    summary.eval = evaluate(*model, *test_data, comm, config, device);
-    if (language_model) summary.eval.perplexity = std::exp(summary.eval.loss);
-    summary.has_eval = true;
-    evaluated_at_step = step;
-    reporter.on_eval(step, summary.eval, language_model, when);
-  };
-
-  auto save = [&](const TrainPosition& at, const char* reason) {
-    reporter.before_message();
-    if (checkpoints.save(at, reason, summary.has_eval ? &summary.eval : nullptr)) last_saved_step = at.step;
-  };
-
-  if (leader && resumed && step >= total_steps) {
-    std::printf("mgtrain: nothing left to train: the checkpoint is at step %lld of %lld (raise train.max_steps or "
-                "train.epochs to go on, or set checkpoint.resume: never to start over)\n",
-                static_cast<long long>(step), static_cast<long long>(total_steps));
-    std::fflush(stdout);
-  }
-  std::int64_t epoch = resumed ? resumed->epoch : 0;
-  std::int64_t consumed = resumed ? resumed->samples_in_epoch : 0;  // samples of this epoch taken by all ranks
-  for (; step < total_steps; ++epoch, consumed = 0) {
-    // The rest of the epoch (all of it unless resuming mid-epoch), re-sharded if the world size changed.
-    std::vector<std::int64_t> indices = sampler.indices_after(epoch, consumed);
-    const auto remaining = static_cast<std::int64_t>(indices.size());
-    const std::int64_t steps_this_epoch =
-        (config.data.drop_last ? remaining / train.batch_size : (remaining + train.batch_size - 1) / train.batch_size) / accum;
-    BatchLoader loader(*train_data, std::move(indices), train.batch_size, config.data.drop_last,
-                       static_cast<int>(config.data.loader_threads), static_cast<int>(config.data.prefetch_batches), 0, /*pin_memory=*/device.is_cuda());
-    for (std::int64_t s = 0; s < steps_this_epoch && step < total_steps; ++s) {
-      const auto step_start = Clock::now();
-      StepVotes mine;
-      mine.stop = StopRequestHandler::requested() != 0;
-      mine.save_due = leader && checkpoints.save_due_by_time();
-      mine.writer_failed = leader && checkpoints.write_failed();
-      mine.save_requested = SaveRequest::pending();
-      agreement.begin(mine);
-      double step_loss = 0.0;
-      for (std::int64_t micro = 0; micro < accum; ++micro) {
-        auto batch = loader.next();
-        if (!batch) throw Error("internal error: the loader ran out of batches before the epoch's last step");
-        const bool sync = micro == accum - 1;
-        if (micro == 0 && config.ddp.broadcast_buffers && !buffers.empty()) comm.broadcast_coalesced(buffers, 0);
-        reducer.begin_backward(sync);
-        at::Tensor inputs = batch->inputs.to(device, /*non_blocking=*/true);
-        at::Tensor targets = batch->targets.to(device, /*non_blocking=*/true);
-        at::Tensor logits;
-        {
-          AutocastScope autocast(precision, device);  // train.precision: the forward in bf16/fp16, the loss in fp32
-          logits = model->forward(inputs);
-        }
-        at::Tensor loss = model->loss(logits.to(at::kFloat), targets);
-        // Dividing the loss by accum x world makes the summed, all-reduced gradient the mean over every sample of
-        // the step, without a separate pass over the gradients (exact for power-of-two worlds).
-        (loss * (gradient_scale * scaler.scale())).backward();
-        step_loss += loss.item<double>() / static_cast<double>(accum);
-      }
-      reducer.finish_backward();
-      // fp16: unscale before clipping; a step with inf/nan gradients is skipped, alike on every rank (grad_scaler.hpp).
-      const bool found_inf = scaler.unscale_and_check(parameters);
-      if (train.clip_grad_norm > 0 && !found_inf) torch::nn::utils::clip_grad_norm_(parameters, train.clip_grad_norm);
-      set_learning_rate(*optimizer, schedule.at(step));
-      if (scaler.update(found_inf)) optimizer->step();
-      reducer.zero_grad();
-      ++step;
-      consumed += samples_per_step;
-      heartbeat.beat(step, step_loss);
-      const StepVotes votes = agreement.finish();
-      const bool epoch_done = s + 1 == steps_this_epoch;
-      const TrainPosition position{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : consumed};
-      current = position;
-      if (votes.writer_failed) {
-        const std::string error = leader ? checkpoints.take_write_error() : std::string();
-        if (config.checkpoint.on_write_error == OnWriteError::Stop) {
-          if (leader) throw Error(fmt::format("{} (checkpoint.on_write_error: stop)", error));
-          fail_after_rank0(comm, Error("rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)"));
-        }
-        if (leader) std::fprintf(stderr, "mgtrain: warning: training goes on without that checkpoint (checkpoint.on_write_error: continue)\n");
-      }
-      if (votes.stop) {
-        StopRequestHandler::stop_agreed();  // late copies of the signal (SLURM, the launcher) must not kill us now
-        save(position, "stop requested");
-        checkpoints.wait_for_writes();
-        if (leader && checkpoints.write_failed()) throw Error(checkpoints.take_write_error());
-        summary.stop_signal = StopRequestHandler::requested() ? StopRequestHandler::requested() : SIGTERM;
-        break;
-      }
-      if ((config.checkpoint.every_steps > 0 && step % config.checkpoint.every_steps == 0) || votes.save_due) {
-        save(position, votes.save_due ? "every_minutes" : "every_steps");
-      }
-      if (votes.save_requested) {  // SIGUSR2 on some rank: save now and go on
-        SaveRequest::clear();      // every rank: one save for the signals that arrived up to this step
-        if (!checkpoints.enabled()) {
-          if (leader) std::fprintf(stderr, "mgtrain: warning: SIGUSR2 asked for a checkpoint at step %lld, but checkpoints are off "
-                                           "(checkpoint.dir is empty); training goes on\n", static_cast<long long>(step));
-        } else if (last_saved_step != step) {
-          save(position, "requested");
-        }
-      }
-
-      const double elapsed = seconds_since(step_start);
-      if (step > timing_warmup) {
-        timed_seconds += elapsed;
-        ++timed_steps;
-        step_times.push_back(elapsed);
-      }
-      window_loss += step_loss;
-      ++window_count;
-      if (leader && (step % config.log.every_steps == 0 || step == total_steps)) {
-        summary.final_train_loss = window_loss / static_cast<double>(window_count);
-        window_loss = 0.0;
-        window_count = 0;
-      }
-      if (leader) {
-        StepReport report;
-        report.step = step;
-        report.epoch = epoch + 1;
-        report.loss = step_loss;
-        report.lr = schedule.at(step - 1);
-        report.step_time_s = elapsed;
-        report.samples_per_s = timed_steps > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds
-                                               : static_cast<double>((step - first_step) * samples_per_step) / seconds_since(loop_start);
-        if (scaler.enabled()) report.loss_scale = scaler.scale();  // fp16: metrics row and train/loss_scale
-        reporter.on_step(report);
-      }
-      if (train.eval_every_steps > 0 && step % train.eval_every_steps == 0) run_eval("periodic");
-      if (epoch_done) {
-        summary.epochs_completed = epoch + 1;
-        if (train.eval_at_epoch_end) run_eval("epoch end");
-        const std::int64_t every = config.checkpoint.every_epochs;
-        if (every > 0 && (epoch + 1) % every == 0 && last_saved_step != step) save(position, "epoch end");
-      }
-    }
-    if (summary.stop_signal) break;
-    if (steps_this_epoch == 0) summary.epochs_completed = epoch + 1;  // resumed right at its end
-  }
-  if (!summary.stop_signal && step == total_steps && total_steps > first_step) {
-    if (train.eval_at_epoch_end && evaluated_at_step != step) run_eval("end");
-    if (config.checkpoint.at_end && last_saved_step != step) save(current, "end");
-  }
-  reporter.finish();
-  checkpoints.wait_for_writes();
-  if (leader && checkpoints.write_failed()) {
-    const std::string error = checkpoints.take_write_error();
-    if (config.checkpoint.on_write_error == OnWriteError::Stop) throw Error(error);
-    std::fprintf(stderr, "mgtrain: warning: the last checkpoint was not written (checkpoint.on_write_error: continue); "
-                         "the newest one on disk is older\n");
-  }
-  if (window_count > 0) summary.final_train_loss = window_loss / static_cast<double>(window_count);
-  comm.barrier();  // rank 0 hosts the store: nobody leaves before everyone is done
-
-  summary.steps = step;
-  summary.wall_s = seconds_since(run_start);
-  summary.samples_per_s = timed_seconds > 0 ? static_cast<double>(timed_steps * samples_per_step) / timed_seconds : 0.0;
-  summary.step_time_ms = median(step_times) * 1000.0;
-  summary.precision = std::string(name_of(precision.mode));
-  summary.loss_scaling = scaler.enabled();
-  summary.loss_scale = scaler.scale();
-  summary.skipped_steps = scaler.skipped_steps();
-  return summary;
+  TrainingSetup setup = set_up_training(config, id, comm);
+  return TrainingRun(config, comm, heartbeat, setup).run(run_start);
 }
 
 std::string summary_json_line(const TrainSummary& s) {
-  JsonWriter json(0);
-  json.begin_object().key("summary").begin_object();
-  json.key("steps").value(static_cast<long long>(s.steps));
-  json.key("epochs").value(static_cast<long long>(s.epochs_completed));
-  json.key("wall_s").value(s.wall_s);
-  json.key("samples_per_s").value(s.samples_per_s);
-  json.key("step_time_ms").value(s.step_time_ms);
-  json.key("world_size").value(s.world_size);
-  json.key("final_train_loss").value(s.final_train_loss);
-  json.key("model").value(s.model);
-  json.key("device").value(s.device);
-  json.key("backend").value(s.backend);
-  json.key("precision").value(s.precision);
+  nlohmann::ordered_json summary = {{"steps", s.steps},           {"epochs", s.epochs_completed},
+                                    {"wall_s", s.wall_s},         {"samples_per_s", s.samples_per_s},
+                                    {"step_time_ms", s.step_time_ms}, {"world_size", s.world_size},
+                                    {"final_train_loss", s.final_train_loss}, {"model", s.model},
+                                    {"device", s.device},         {"backend", s.backend},
+                                    {"precision", s.precision}};
   if (s.loss_scaling) {
-    json.key("loss_scale").value(s.loss_scale);
-    json.key("skipped_steps").value(static_cast<long long>(s.skipped_steps));
+    summary["loss_scale"] = s.loss_scale;
+    summary["skipped_steps"] = s.skipped_steps;
   }
   if (s.has_eval) {
-    json.key("eval").begin_object();
-    json.key("loss").value(s.eval.loss);
-    json.key("accuracy").value(s.eval.accuracy);
-    if (s.eval.perplexity > 0) json.key("perplexity").value(s.eval.perplexity);
-    json.key("samples").value(static_cast<long long>(s.eval.samples));
-    json.end_object();
+    nlohmann::ordered_json eval = {{"loss", s.eval.loss}, {"accuracy", s.eval.accuracy}};
+    if (s.eval.perplexity > 0) eval["perplexity"] = s.eval.perplexity;
+    eval["samples"] = s.eval.samples;
+    summary["eval"] = std::move(eval);
   }
-  json.end_object().end_object();
-  return json.text();
+  return nlohmann::ordered_json{{"summary", std::move(summary)}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace mgtrain
