@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "train/torch/torch_facts.hpp"
 #include "train/state/torchscript_export.hpp"
 #include "train/loop/worker_main.hpp"
@@ -24,10 +25,10 @@ int main(int argc, char** argv) {
     }
     return mgtrain::run_worker(args);
   } catch (const mgtrain::Error& e) {
-    std::fprintf(stderr, "mgtrain-worker: error: %s\n", e.what());
+    mgtrain::log::fatal("mgtrain-worker", e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mgtrain-worker: internal error: %s\n", e.what());
+    mgtrain::log::fatal("mgtrain-worker", e.what(), /*internal=*/true);
     return mgtrain::exit_code::kFailure;
   }
 }

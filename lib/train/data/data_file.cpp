@@ -12,12 +12,14 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 namespace mgtrain {
 namespace {
 
 std::vector<uint8_t> read_raw(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const int fd = file.get();
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) throw UsageError(fmt::format("{}: no such file", path));
@@ -31,14 +33,11 @@ std::vector<uint8_t> read_raw(const std::string& path) {
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw SystemError(fmt::format("read {}", path), err);
+      throw SystemError(fmt::format("read {}", path), errno);
     }
     if (n == 0) break;
     bytes.insert(bytes.end(), chunk, chunk + n);
   }
-  ::close(fd);
   return bytes;
 }
 

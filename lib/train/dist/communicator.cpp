@@ -23,6 +23,7 @@
 #endif
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "train/dist/shm_allreduce.hpp"
 
 namespace mgtrain {
@@ -47,7 +48,8 @@ std::string local_address_towards(const std::string& host, int port) {
     throw UsageError(fmt::format("MASTER_ADDR {} does not resolve to an address", host));
   }
   std::string local;
-  int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const Fd socket_fd(socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const int fd = socket_fd.get();
   if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
@@ -58,7 +60,6 @@ std::string local_address_towards(const std::string& host, int port) {
       if (inet_ntop(addr.ss_family, raw, text, sizeof text)) local = text;
     }
   }
-  if (fd >= 0) close(fd);
   freeaddrinfo(found);
   if (local.empty()) throw UsageError(fmt::format("no route from this host to MASTER_ADDR {}", host));
   return local;

@@ -10,6 +10,7 @@
 #endif
 
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "host/gpu_inventory.hpp"
 
 namespace mgtrain {
@@ -37,9 +38,9 @@ DeviceChoice choose_training_device(const TrainConfig& train, const WorkerIdenti
   if (train.device == DeviceOption::Cpu) return choice;
   if (!cuda) {
     if (torch_has_cuda()) {
-      choice.fallback_warning = "mgtrain: warning: train.device auto: this LibTorch has CUDA but no GPU is visible; training on the CPU with gloo";
+      choice.fallback_warning = "train.device auto: this LibTorch has CUDA but no GPU is visible; training on the CPU with gloo";
     } else if (count_nvidia_gpus("/") > 0) {
-      choice.fallback_warning = "mgtrain: warning: train.device auto: the host has NVIDIA GPUs but this build's LibTorch is CPU-only "
+      choice.fallback_warning = "train.device auto: the host has NVIDIA GPUs but this build's LibTorch is CPU-only "
                                 "(see scripts/build-cuda.sh); training on the CPU with gloo";
     }
     return choice;

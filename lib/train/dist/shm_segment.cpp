@@ -29,6 +29,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 
@@ -145,17 +147,18 @@ struct SegmentShape {
 
 Mapping create_segment(const std::string& name, int world, const SegmentShape& shape) {
   const std::size_t length = shape.length(world);
-  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {  // a stale one of a killed run with the same tag and pid
+  Fd segment(shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!segment && errno == EEXIST) {  // a stale one of a killed run with the same tag and pid
     shm_unlink(name.c_str());
-    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    segment.reset(shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   }
+  const int fd = segment.get();
   if (fd < 0) throw SystemError(fmt::format("shm_open({}) to create the all-reduce segment", name), errno);
   // Reserve the pages now: on a full /dev/shm this fails here instead of SIGBUS on first touch.
   int err = ftruncate(fd, static_cast<off_t>(length)) == 0 ? posix_fallocate(fd, 0, static_cast<off_t>(length)) : errno;
   void* base = err == 0 ? mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (err == 0 && base == MAP_FAILED) err = errno;
-  close(fd);
+  segment.reset();  // the mapping keeps the memory
   if (err != 0) {
     shm_unlink(name.c_str());  // nobody else knows the name yet: do not leave it in /dev/shm
     throw SystemError(fmt::format("reserving {} bytes of shared memory for {}", length, name), err);
@@ -170,18 +173,14 @@ Mapping create_segment(const std::string& name, int world, const SegmentShape& s
 }
 
 Mapping open_segment(const std::string& name, int world, std::uint64_t magic, std::size_t slots_per_rank) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  const Fd segment(shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
+  const int fd = segment.get();
   if (fd < 0) throw SystemError(fmt::format("shm_open({}) (is rank 0 on another host?)", name), errno);
   struct stat info{};
-  if (fstat(fd, &info) != 0) {
-    const int err = errno;
-    close(fd);
-    throw SystemError(fmt::format("fstat({})", name), err);
-  }
+  if (fstat(fd, &info) != 0) throw SystemError(fmt::format("fstat({})", name), errno);
   const auto length = static_cast<std::size_t>(info.st_size);
   void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;
-  close(fd);
   if (base == MAP_FAILED) throw SystemError(fmt::format("mmap({}, {} bytes)", name, length), err);
   const auto* header = static_cast<const ShmReduceGroup::Header*>(base);
   if (length < sizeof *header || header->magic != magic || header->world != static_cast<std::uint64_t>(world) ||
@@ -252,8 +251,7 @@ Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const s
     if (mapping.base) munmap(mapping.base, mapping.length);
     // Slower, not wrong: say so unless the user asked for it.
     if (rank == 0 && why.find("MGTRAIN_SHM_ALLREDUCE=0") == std::string::npos) {
-      std::fprintf(stderr, "mgtrain: note: shared-memory all-reduce not available (%s); all-reduces go through gloo\n", why.c_str());
-      std::fflush(stderr);
+      log::note("shared-memory all-reduce not available ({}); all-reduces go through gloo", why);
     }
     return {};
   }

@@ -13,6 +13,7 @@
 
 #include "config/config.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "train/dist/communicator.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/layers.hpp"
@@ -203,19 +204,15 @@ int convert_to_sync_batch_norm(Model& model, Communicator& comm) {
 int apply_sync_batch_norm(const DdpConfig& ddp, Model& model, Communicator& comm) {
   if (!ddp.sync_batch_norm) return 0;
   if (ddp.strategy == Strategy::Dp) {  // one process: torch.nn.SyncBatchNorm, too, works only with DistributedDataParallel
-    std::fprintf(stderr, "mgtrain: warning: ddp.sync_batch_norm is ignored with ddp.strategy: dp (one process, no ranks to "
-                         "synchronise with; use ddp.strategy: ddp with one rank per GPU)\n");
-    std::fflush(stderr);
+    log::warn("ddp.sync_batch_norm is ignored with ddp.strategy: dp (one process, no ranks to synchronise with; use "
+              "ddp.strategy: ddp with one rank per GPU)");
     return 0;
   }
   const int converted = convert_to_sync_batch_norm(model, comm);
   if (converted == 0 && comm.rank() == 0) {
-    std::fprintf(stderr,
-                 "mgtrain: warning: ddp.sync_batch_norm is true, but the model (%s) has no BatchNorm layer to synchronise "
-                 "(built-in cnn with model.batch_norm and resnet have them; a torchscript model's are not converted); "
-                 "training goes on unchanged\n",
-                 model.summary().c_str());
-    std::fflush(stderr);
+    log::warn("ddp.sync_batch_norm is true, but the model ({}) has no BatchNorm layer to synchronise (built-in cnn with "
+              "model.batch_norm and resnet have them; a torchscript model's are not converted); training goes on unchanged",
+              model.summary());
   }
   return converted;
 }

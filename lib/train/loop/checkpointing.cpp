@@ -20,6 +20,8 @@
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
+#include "util/time_format.hpp"
 #include "util/xxhash64.hpp"
 #include "train/loop/grad_scaler.hpp"
 #include "train/state/train_state.hpp"
@@ -32,15 +34,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string rank_prefix(int rank) { return fmt::format("rank{}/", rank); }
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 std::string hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }
 
@@ -198,16 +191,13 @@ class Checkpointer::Writer {
       }
       prune_checkpoints(dir_, static_cast<int>(config_.keep_last), protect);
       const double seconds = seconds_since(start);
-      std::printf("mgtrain: checkpoint (%s) step %lld: %s, %.1f MB; training paused %.1f ms, written in %.2f s (%.0f MB/s), "
-                  "with latest/best/prune %.2f s\n",
-                  job_.reason.c_str(), static_cast<long long>(job_.step), path.c_str(),
-                  static_cast<double>(snapshot_.size()) / 1e6, job_.stall_s * 1000.0, file_seconds,
-                  static_cast<double>(snapshot_.size()) / 1e6 / std::max(file_seconds, 1e-9), seconds);
-      std::fflush(stdout);
+      log::progress("checkpoint ({}) step {}: {}, {:.1f} MB; training paused {:.1f} ms, written in {:.2f} s ({:.0f} MB/s), "
+                    "with latest/best/prune {:.2f} s",
+                    job_.reason, job_.step, path, static_cast<double>(snapshot_.size()) / 1e6, job_.stall_s * 1000.0, file_seconds,
+                    static_cast<double>(snapshot_.size()) / 1e6 / std::max(file_seconds, 1e-9), seconds);
     } catch (const std::exception& e) {
       error = fmt::format("could not write checkpoint {}: {}", path, e.what());
-      std::fprintf(stderr, "mgtrain: error: %s\n", error.c_str());
-      std::fflush(stderr);
+      log::error("{}", error);
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -237,7 +227,7 @@ Checkpointer::Checkpointer(const Config& config, std::string resolved_config, Co
   if (enabled_ && comm_.rank() == 0) {
     create_checkpoint_directory(dir_);
     for (const auto& stale : remove_stale_temp_files(dir_)) {
-      std::printf("mgtrain: removed %s/%s, left by a checkpoint write that was interrupted\n", dir_.c_str(), stale.c_str());
+      log::progress("removed {}/{}, left by a checkpoint write that was interrupted", dir_, stale);
     }
     writer_ = std::make_unique<Writer>(config_.checkpoint, dir_, config_.checkpoint.async);
   }
@@ -245,35 +235,28 @@ Checkpointer::Checkpointer(const Config& config, std::string resolved_config, Co
 
 Checkpointer::~Checkpointer() = default;
 
-std::optional<TrainPosition> Checkpointer::resume() {
+std::string Checkpointer::choose_checkpoint() const {
   const std::string& resume = config_.checkpoint.resume;
-  if (!enabled_ && resume == "auto") return std::nullopt;
-  if (resume == "never") return std::nullopt;
+  if (resume != "auto") {
+    const std::string problem = verify_checkpoint_file(resume);
+    if (!problem.empty()) throw UsageError(fmt::format("checkpoint.resume: {}", problem));
+    return resume;
+  }
+  const auto listing = list_checkpoints(dir_);
+  for (auto it = listing.rbegin(); it != listing.rend(); ++it) {
+    const std::string problem = verify_checkpoint_file(it->path);
+    if (problem.empty()) return it->path;
+    log::warn("skipping damaged checkpoint: {}; trying an older one", problem);
+  }
+  if (!listing.empty()) log::warn("none of the {} checkpoints in {} is valid; starting from scratch", listing.size(), dir_);
+  return "";
+}
 
-  // Rank 0 chooses; everyone reads the same file (checkpoint.dir must be visible to every host).
+std::string Checkpointer::agree_on_checkpoint() {
   std::string chosen;
   std::string refusal;  // rank 0: why checkpoint.resume cannot be used; every rank then exits 2
   if (comm_.rank() == 0) try {
-    if (resume == "auto") {
-      const auto listing = list_checkpoints(dir_);
-      for (auto it = listing.rbegin(); it != listing.rend() && chosen.empty(); ++it) {
-        const std::string problem = verify_checkpoint_file(it->path);
-        if (problem.empty()) {
-          chosen = it->path;
-        } else {
-          std::fprintf(stderr, "mgtrain: warning: skipping damaged checkpoint: %s; trying an older one\n", problem.c_str());
-        }
-      }
-      if (chosen.empty() && !listing.empty()) {
-        std::fprintf(stderr, "mgtrain: warning: none of the %zu checkpoints in %s is valid; starting from scratch\n",
-                     listing.size(), dir_.c_str());
-      }
-    } else {
-      const std::string problem = verify_checkpoint_file(resume);
-      if (!problem.empty()) throw UsageError(fmt::format("checkpoint.resume: {}", problem));
-      chosen = resume;
-    }
-    std::fflush(stderr);
+    chosen = choose_checkpoint();
   } catch (const UsageError& e) {
     refusal = e.what();
   }
@@ -283,27 +266,52 @@ std::optional<TrainPosition> Checkpointer::resume() {
     if (comm_.rank() == 0) throw UsageError(refusal);
     fail_after_rank0(comm_, UsageError(fmt::format("rank 0 refused checkpoint.resume: {}", decision.substr(1))));
   }
-  chosen = decision;
+  return decision;
+}
+
+CheckpointFile Checkpointer::read_chosen(const std::string& chosen) const {
+  try {
+    return read_checkpoint_file(chosen);
+  } catch (const Error& e) {
+    if (comm_.rank() == 0) throw;
+    throw Error(fmt::format("rank {} cannot read the checkpoint rank 0 chose ({}); checkpoint.dir must be on a file "
+                            "system every node sees: {}",
+                            comm_.rank(), chosen, e.what()));
+  }
+}
+
+void Checkpointer::report_resume(const std::string& chosen, const CheckpointFile& file, const TrainPosition& at,
+                                 std::int64_t saved_world, double seconds) const {
+  log::progress("resumed from {}: step {}, epoch {}, {} samples into the epoch ({:.2f} s)", chosen, at.step, at.epoch + 1,
+                at.samples_in_epoch, seconds);
+  if (saved_world != comm_.world_size()) {
+    log::progress("note: the checkpoint was saved by {} ranks, this run has {}: the rest of the epoch is re-sharded over {} ranks",
+                  saved_world, comm_.world_size(), comm_.world_size());
+  }
+  auto hash = file.metadata().find("mgtrain.config_hash");
+  const std::string current = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
+  if (hash != file.metadata().end() && hash->second != current) {
+    log::progress("note: the config differs from the one the checkpoint was saved with (see its mgtrain.config metadata)");
+  }
+}
+
+std::optional<TrainPosition> Checkpointer::resume() {
+  const std::string& resume = config_.checkpoint.resume;
+  if (!enabled_ && resume == "auto") return std::nullopt;
+  if (resume == "never") return std::nullopt;
+  // Rank 0 chooses; everyone reads the same file (checkpoint.dir must be visible to every host).
+  const std::string chosen = agree_on_checkpoint();
   if (chosen.empty()) return std::nullopt;
 
   const auto start = Clock::now();
-  CheckpointFile file = [&] {
-    try {
-      return read_checkpoint_file(chosen);
-    } catch (const Error& e) {
-      if (comm_.rank() == 0) throw;
-      throw Error(fmt::format("rank {} cannot read the checkpoint rank 0 chose ({}); checkpoint.dir must be on a file "
-                              "system every node sees: {}",
-                              comm_.rank(), chosen, e.what()));
-    }
-  }();
+  const CheckpointFile file = read_chosen(chosen);
   std::vector<TensorView> views;
   for (const TensorEntry& entry : file.tensors()) views.push_back(TensorView{entry.name, entry.dtype, entry.shape, file.bytes(entry), entry.nbytes});
   TensorViewMap stored(std::move(views));
   if (auto saved = file.metadata().find("mgtrain.optimizer"); saved != file.metadata().end() && saved->second != name_of(config_.optim.name)) {
     throw UsageError(fmt::format("checkpoint {} was saved with optim.name {}, this run uses {}: its optimizer state does not "
                                  "fit (set optim.name: {} or checkpoint.resume: never)",
-                                 chosen, saved->second, name_of(config_.optim.name), saved->second));
+                                 chosen, saved->second, config_.optim.name, saved->second));
   }
   restore_train_state(model_, optimizer_, stored);
   if (scaler_ && scaler_->enabled()) scaler_->restore(stored);  // the same on every rank: all decide alike
@@ -315,30 +323,11 @@ std::optional<TrainPosition> Checkpointer::resume() {
   at.samples_in_epoch = metadata_int(file, "mgtrain.samples_in_epoch");
   // Each rank continues its own random stream; a rank the saved run did not have takes rank (r mod saved world)'s.
   restore_rng_state(stored, rank_prefix(comm_.rank() % static_cast<int>(std::max<std::int64_t>(saved_world, 1))));
-
-  if (comm_.rank() == 0) {
-    std::printf("mgtrain: resumed from %s: step %lld, epoch %lld, %lld samples into the epoch (%.2f s)\n", chosen.c_str(),
-                static_cast<long long>(at.step), static_cast<long long>(at.epoch + 1),
-                static_cast<long long>(at.samples_in_epoch), seconds_since(start));
-    if (saved_world != comm_.world_size()) {
-      std::printf("mgtrain: note: the checkpoint was saved by %lld ranks, this run has %d: the rest of the epoch is "
-                  "re-sharded over %d ranks\n",
-                  static_cast<long long>(saved_world), comm_.world_size(), comm_.world_size());
-    }
-    auto hash = file.metadata().find("mgtrain.config_hash");
-    const std::string current = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
-    if (hash != file.metadata().end() && hash->second != current) {
-      std::printf("mgtrain: note: the config differs from the one the checkpoint was saved with (see its "
-                  "mgtrain.config metadata)\n");
-    }
-    std::fflush(stdout);
-  }
+  if (comm_.rank() == 0) report_resume(chosen, file, at, saved_world, seconds_since(start));
   return at;
 }
 
-bool Checkpointer::save(const TrainPosition& at, const std::string& reason, const EvalResult* eval) {
-  if (!enabled_) return false;
-  const auto start = Clock::now();
+bool Checkpointer::agree_to_skip() {
   // Rank 0 decides whether to wait for or skip a write in flight; everyone follows.
   bool skip = false;
   if (comm_.rank() == 0 && writer_->busy()) {
@@ -350,38 +339,28 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
     comm_.broadcast(flag, 0);
     skip = flag[0].cpu().item<int>() != 0;
   }
-  if (skip) {
-    if (comm_.rank() == 0) {
-      std::printf("mgtrain: checkpoint at step %lld skipped: the previous one is still being written "
-                  "(checkpoint.when_busy: skip)\n",
-                  static_cast<long long>(at.step));
-      std::fflush(stdout);
-    }
-    return false;
-  }
+  return skip;
+}
 
+at::Tensor Checkpointer::gather_rng_rows(const NamedTensors& rng) {
   // Every rank's RNG state, gathered into rank 0 through one summed buffer (each rank fills its own row).
-  NamedTensors rng = capture_rng_state();
   std::int64_t row = 0;
   for (const auto& [name, state] : rng) row += state.numel();
   at::Tensor rows = at::zeros({comm_.world_size(), row}, at::kByte);
-  {
-    std::int64_t offset = 0;
-    for (const auto& [name, state] : rng) {
-      rows[comm_.rank()].narrow(0, offset, state.numel()).copy_(state.reshape({-1}));
-      offset += state.numel();
-    }
+  std::int64_t offset = 0;
+  for (const auto& [name, state] : rng) {
+    rows[comm_.rank()].narrow(0, offset, state.numel()).copy_(state.reshape({-1}));
+    offset += state.numel();
   }
   if (comm_.world_size() > 1) {
     at::Tensor on_device = rows.to(device_);
     comm_.allreduce_sum(on_device);
     rows = on_device.cpu();
   }
-  if (comm_.rank() != 0) {
-    last_save_ = Clock::now();
-    return true;
-  }
+  return rows;
+}
 
+NamedTensors Checkpointer::state_to_save(const NamedTensors& rng, const at::Tensor& rng_rows) {
   NamedTensors state = capture_train_state(model_, optimizer_);
   if (scaler_ && scaler_->enabled()) {
     for (auto& entry : scaler_->state()) state.push_back(std::move(entry));
@@ -389,33 +368,18 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
   for (int r = 0; r < comm_.world_size(); ++r) {
     std::int64_t offset = 0;
     for (const auto& [name, one] : rng) {
-      state.emplace_back(rank_prefix(r) + name, rows[r].narrow(0, offset, one.numel()).view(one.sizes()));
+      state.emplace_back(rank_prefix(r) + name, rng_rows[r].narrow(0, offset, one.numel()).view(one.sizes()));
       offset += one.numel();
     }
   }
-  const auto copy_start = Clock::now();
-  writer_->snapshot().take(state);
-  const double copy = seconds_since(copy_start);
-  const double stall = seconds_since(start);
-  if (const char* bench = std::getenv("MGTRAIN_BENCH_CHECKPOINT_COPY"); bench && std::string(bench) == "1") {
-    // scripts/bench/checkpoint.sh: the reference the stall is compared with, a plain clone of the same state.
-    const auto clone_start = Clock::now();
-    std::vector<at::Tensor> clones;
-    for (const auto& [name, tensor] : state) clones.push_back(tensor.clone());
-    std::printf("mgtrain: bench: checkpoint stall %.2f ms, snapshot copy %.2f ms, plain clone %.2f ms, %.1f MB\n",
-                stall * 1000.0, copy * 1000.0, seconds_since(clone_start) * 1000.0,
-                static_cast<double>(writer_->snapshot().size()) / 1e6);
-    std::fflush(stdout);
-  }
+  return state;
+}
 
-  Writer::Job job;
-  job.step = at.step;
-  job.reason = reason;
-  job.metric = metric_value(config_.checkpoint.best_metric, eval);
-  job.stall_s = stall;
-  auto& m = job.metadata;
+std::map<std::string, std::string> Checkpointer::metadata_for(const TrainPosition& at, const std::string& reason,
+                                                             const EvalResult* eval) const {
+  std::map<std::string, std::string> m;
   m["mgtrain.version"] = build_info::kVersion;
-  m["mgtrain.created"] = utc_now();
+  m["mgtrain.created"] = format_utc_seconds(unix_millis_now() / 1000);
   m["mgtrain.reason"] = reason;
   m["mgtrain.world_size"] = std::to_string(comm_.world_size());
   m["mgtrain.step"] = std::to_string(at.step);
@@ -430,6 +394,43 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
     m["mgtrain.eval.accuracy"] = fmt::format("{}", eval->accuracy);
     if (eval->perplexity > 0) m["mgtrain.eval.perplexity"] = fmt::format("{}", eval->perplexity);
   }
+  return m;
+}
+
+bool Checkpointer::save(const TrainPosition& at, const std::string& reason, const EvalResult* eval) {
+  if (!enabled_) return false;
+  const auto start = Clock::now();
+  if (agree_to_skip()) {
+    if (comm_.rank() == 0) {
+      log::progress("checkpoint at step {} skipped: the previous one is still being written (checkpoint.when_busy: skip)", at.step);
+    }
+    return false;
+  }
+  const NamedTensors rng = capture_rng_state();
+  const at::Tensor rng_rows = gather_rng_rows(rng);
+  if (comm_.rank() != 0) {
+    last_save_ = Clock::now();
+    return true;
+  }
+  const NamedTensors state = state_to_save(rng, rng_rows);
+  const auto copy_start = Clock::now();
+  writer_->snapshot().take(state);  // training waits only for this copy; the writer thread does the rest
+  const double copy = seconds_since(copy_start);
+  const double stall = seconds_since(start);
+  if (const char* bench = std::getenv("MGTRAIN_BENCH_CHECKPOINT_COPY"); bench && std::string(bench) == "1") {
+    // scripts/bench/checkpoint.sh: the reference the stall is compared with, a plain clone of the same state.
+    const auto clone_start = Clock::now();
+    std::vector<at::Tensor> clones;
+    for (const auto& [name, tensor] : state) clones.push_back(tensor.clone());
+    log::progress("bench: checkpoint stall {:.2f} ms, snapshot copy {:.2f} ms, plain clone {:.2f} ms, {:.1f} MB", stall * 1000.0,
+                  copy * 1000.0, seconds_since(clone_start) * 1000.0, static_cast<double>(writer_->snapshot().size()) / 1e6);
+  }
+  Writer::Job job;
+  job.step = at.step;
+  job.reason = reason;
+  job.metric = metric_value(config_.checkpoint.best_metric, eval);
+  job.stall_s = stall;
+  job.metadata = metadata_for(at, reason, eval);
   writer_->submit(std::move(job));
   last_save_ = Clock::now();
   return true;

@@ -7,17 +7,20 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include <c10/core/Device.h>
 
+#include "checkpoint/checkpoint_file.hpp"
 #include "config/config.hpp"
 #include "util/error.hpp"
 #include "train/dist/communicator.hpp"
 #include "train/models/model.hpp"
 #include "train/loop/trainer.hpp"
+#include "train/state/train_state.hpp"
 
 namespace torch::optim {
 class Optimizer;
@@ -78,6 +81,19 @@ class Checkpointer {
   class Writer;
 
  private:
+  // resume(): rank 0 picks the checkpoint (newest valid one, or checkpoint.resume's path) and every rank learns it.
+  std::string choose_checkpoint() const;
+  std::string agree_on_checkpoint();
+  CheckpointFile read_chosen(const std::string& chosen) const;
+  void report_resume(const std::string& chosen, const CheckpointFile& file, const TrainPosition& at, std::int64_t saved_world,
+                     double seconds) const;
+  // save(): whether to skip because a write is in flight (checkpoint.when_busy), every rank's RNG rows, rank 0's
+  // tensors and metadata.
+  bool agree_to_skip();
+  at::Tensor gather_rng_rows(const NamedTensors& rng);
+  NamedTensors state_to_save(const NamedTensors& rng, const at::Tensor& rng_rows);
+  std::map<std::string, std::string> metadata_for(const TrainPosition& at, const std::string& reason, const EvalResult* eval) const;
+
   const Config& config_;
   std::string resolved_config_;
   Communicator& comm_;

@@ -11,6 +11,7 @@
 
 #include "contract/console_progress.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "worker_io/metrics_writer.hpp"
 #include "worker_io/progress_display.hpp"
 #include "worker_io/tfevents_writer.hpp"
@@ -84,9 +85,8 @@ TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t 
   const bool wants_files = log_.metrics_every_steps > 0 || log_.tensorboard;
   const std::string run_dir = env_value(env, kRunDirVariable);
   if (wants_files && run_dir.empty()) {
-    std::printf("mgtrain: note: not started by `mgtrain launch` (no %s): no metrics.jsonl or TensorBoard files for this run\n",
-                kRunDirVariable);
-    std::fflush(stdout);
+    log::progress("note: not started by `mgtrain launch` (no {}): no metrics.jsonl or TensorBoard files for this run",
+                  kRunDirVariable);
     return;
   }
   // Monitoring must not stop training: a file that cannot be created is a warning, and the run goes on.
@@ -94,7 +94,7 @@ TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t 
     if (log_.metrics_every_steps > 0) metrics_ = std::make_unique<MetricsWriter>(run_dir + "/metrics.jsonl");
     if (log_.tensorboard) tensorboard_ = std::make_unique<TfEventsWriter>(run_dir + "/tensorboard");
   } catch (const Error& e) {
-    std::fprintf(stderr, "mgtrain: warning: %s; training goes on without it\n", e.what());
+    log::warn("{}; training goes on without it", e.what());
   }
 }
 

@@ -10,6 +10,7 @@
 #include "util/atomic_file.hpp"
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "worker_io/heartbeat_writer.hpp"
 #include "contract/slurm_task.hpp"
 #include "contract/worker_variables.hpp"
@@ -81,21 +82,19 @@ int run_worker(const std::vector<std::string>& args) {
   const Config& config = loaded.config;
   // The device first: NCCL starts on the current CUDA device, and the backend follows from the device.
   const DeviceChoice device = choose_training_device(config.train, id);
-  if (!device.fallback_warning.empty() && id.rank == 0) std::fprintf(stderr, "%s\n", device.fallback_warning.c_str());
+  if (!device.fallback_warning.empty() && id.rank == 0) log::warn("{}", device.fallback_warning);
   prepare_training_device(device.device, config.train);
   auto comm = connect_communicator(id, config.ddp, resolve_backend(config.ddp.backend, device.device));
   auto heartbeat_path = env.find(kHeartbeatFileVariable);
   HeartbeatWriter heartbeat(heartbeat_path == env.end() ? "" : heartbeat_path->second);
   TrainSummary summary = run_training(config, id, *comm, heartbeat);
   if (comm->rank() == 0) {
-    std::printf("%s\n", summary_json_line(summary).c_str());
-    std::fflush(stdout);
+    log::write_all(1, summary_json_line(summary) + "\n");  // the machine-readable last line, no prefix
   }
   if (summary.stop_signal) {
     if (comm->rank() == 0) {
-      std::fprintf(stderr, "mgtrain-worker: %s: saved a checkpoint at step %lld and stopped; run again to resume (exit %d)\n",
-                   summary.stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", static_cast<long long>(summary.steps),
-                   exit_code::kStoppedAfterCheckpoint);
+      log::info("{}: saved a checkpoint at step {} and stopped; run again to resume (exit {})",
+                summary.stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", summary.steps, exit_code::kStoppedAfterCheckpoint);
     }
     return exit_code::kStoppedAfterCheckpoint;
   }

@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <fmt/ranges.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
@@ -23,7 +24,6 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
-#include "util/json_writer.hpp"
 #include "util/value_parsing.hpp"
 #include "train/data/data_file.hpp"
 #include "train/models/layer_model.hpp"
@@ -295,11 +295,10 @@ bool file_exists(const std::string& path) {
 
 }  // namespace
 
-TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, const std::string& out_path, bool force) {
-  if (!file_exists(checkpoint_path)) throw UsageError(fmt::format("{}: no such file", checkpoint_path));
-  if (file_exists(out_path) && !force) {
-    throw UsageError(fmt::format("{} exists; add --force to overwrite it, or choose another file with -o", out_path));
-  }
+namespace {
+
+// The checkpoint, and the config it was trained with (its mgtrain.config metadata).
+std::pair<CheckpointFile, Config> read_checkpoint_and_config(const std::string& checkpoint_path) {
   CheckpointFile file = [&] {
     try {
       return read_checkpoint_file(checkpoint_path);
@@ -313,96 +312,132 @@ TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, c
   }
   LoadOptions options;
   options.resolved = true;
-  const Config config = load_config_text(config_text->second, checkpoint_path + " (mgtrain.config)", ConfigRequest{}, EnvMap{}, options).config;
-  const std::string step = file.metadata().count("mgtrain.step") ? file.metadata().at("mgtrain.step") : "";
-  const std::string source_name = checkpoint_path.substr(checkpoint_path.rfind('/') + 1);
+  Config config = load_config_text(config_text->second, checkpoint_path + " (mgtrain.config)", ConfigRequest{}, EnvMap{}, options).config;
+  return {std::move(file), std::move(config)};
+}
 
+// A module, and what its forward should give on `input` (undefined: the forward cannot be checked).
+struct ScriptedModel {
   torch::jit::Module module;
-  TorchScriptExportResult result;
+  std::string summary;
   at::Tensor input, expected;
-  if (config.model.type == ModelType::Torchscript) {
-    const std::string& path = config.model.path;
-    if (!data_file_exists(path)) {
-      throw UsageError(fmt::format("{}: the model is the TorchScript module model.path = {}, which is needed to export it: no such file "
-                                   "(relative paths are relative to where training ran)",
-                                   checkpoint_path, path));
-    }
-    try {
-      module = torch::jit::load(path, c10::Device(c10::kCPU));
-    } catch (const c10::Error& e) {
-      throw UsageError(fmt::format("model.path {}: not a loadable TorchScript module: {}", path, first_line(e.what_without_backtrace())));
-    }
-    NamedTensors tensors;
-    for (const auto& p : module.named_parameters(/*recurse=*/true)) tensors.emplace_back(p.name, p.value);
-    for (const auto& b : module.named_buffers(/*recurse=*/true)) tensors.emplace_back(b.name, b.value);
-    copy_weights(tensors, file, "the module at " + path);
-    module.eval();
-    result.model = file.metadata().count("mgtrain.model") ? file.metadata().at("mgtrain.model") : "torchscript " + path;
-    // The model's forward is the module's own: the saved bytes are checked against it on an input of the data's
-    // shape, when that shape is known and the module takes it (else only the weights are checked).
-    try {
-      const at::Tensor x = check_input(infer_model_input(config, file), config.data.dataset == DatasetKind::Tokens);
-      at::NoGradGuard no_grad;
-      expected = run_forward(module, x, path);
-      input = x;
-    } catch (const std::exception&) {
-      expected = at::Tensor();
-    }
-  } else {
-    const ModelInput model_input = infer_model_input(config, file);
-    at::manual_seed(0);  // initial values are overwritten by the checkpoint's
-    std::unique_ptr<Model> model = build_model(config.model, model_input);
-    copy_weights(named_tensors_of(*model), file, fmt::format("the {} model built from the checkpoint's config", name_of(config.model.type)));
-    model->train(false);
-    auto* layered = dynamic_cast<LayerModel*>(model.get());
-    if (!layered) throw Error(fmt::format("internal error: model.type {} is not a layer tree", name_of(config.model.type)));
-    ScriptBuilder builder(config.model);
-    module = builder.build(*layered->root(), "");
-    module.eval();
-    result.model = model->summary();
-    input = check_input(model_input, config.model.type == ModelType::Gpt);
-    at::NoGradGuard no_grad;
-    expected = model->forward(input);
-  }
+};
 
+// model.type torchscript: the user's module at model.path with the checkpoint's weights.
+ScriptedModel script_user_module(const Config& config, const CheckpointFile& file, const std::string& checkpoint_path) {
+  const std::string& path = config.model.path;
+  if (!data_file_exists(path)) {
+    throw UsageError(fmt::format("{}: the model is the TorchScript module model.path = {}, which is needed to export it: no such file "
+                                 "(relative paths are relative to where training ran)",
+                                 checkpoint_path, path));
+  }
+  ScriptedModel scripted;
+  try {
+    scripted.module = torch::jit::load(path, c10::Device(c10::kCPU));
+  } catch (const c10::Error& e) {
+    throw UsageError(fmt::format("model.path {}: not a loadable TorchScript module: {}", path, first_line(e.what_without_backtrace())));
+  }
+  NamedTensors tensors;
+  for (const auto& p : scripted.module.named_parameters(/*recurse=*/true)) tensors.emplace_back(p.name, p.value);
+  for (const auto& b : scripted.module.named_buffers(/*recurse=*/true)) tensors.emplace_back(b.name, b.value);
+  copy_weights(tensors, file, "the module at " + path);
+  scripted.module.eval();
+  scripted.summary = file.metadata().count("mgtrain.model") ? file.metadata().at("mgtrain.model") : "torchscript " + path;
+  // The model's forward is the module's own: the saved bytes are checked against it on an input of the data's
+  // shape, when that shape is known and the module takes it (else only the weights are checked).
+  try {
+    const at::Tensor x = check_input(infer_model_input(config, file), config.data.dataset == DatasetKind::Tokens);
+    at::NoGradGuard no_grad;
+    scripted.expected = run_forward(scripted.module, x, path);
+    scripted.input = x;
+  } catch (const std::exception&) {
+    scripted.expected = at::Tensor();
+  }
+  return scripted;
+}
+
+// A built-in model: built from the config, given the checkpoint's weights, and scripted layer by layer.
+ScriptedModel script_builtin_model(const Config& config, const CheckpointFile& file) {
+  const ModelInput model_input = infer_model_input(config, file);
+  at::manual_seed(0);  // initial values are overwritten by the checkpoint's
+  std::unique_ptr<Model> model = build_model(config.model, model_input);
+  copy_weights(named_tensors_of(*model), file, fmt::format("the {} model built from the checkpoint's config", config.model.type));
+  model->train(false);
+  auto* layered = dynamic_cast<LayerModel*>(model.get());
+  if (!layered) throw Error(fmt::format("internal error: model.type {} is not a layer tree", config.model.type));
+  ScriptedModel scripted;
+  ScriptBuilder builder(config.model);
+  scripted.module = builder.build(*layered->root(), "");
+  scripted.module.eval();
+  scripted.summary = model->summary();
+  scripted.input = check_input(model_input, config.model.type == ModelType::Gpt);
+  at::NoGradGuard no_grad;
+  scripted.expected = model->forward(scripted.input);
+  return scripted;
+}
+
+// The module's bytes with an mgtrain.json extra file saying what it is.
+std::string module_bytes(torch::jit::Module& module, const std::string& summary, const std::string& step,
+                         const std::string& source_name) {
   std::ostringstream bytes;
   torch::jit::ExtraFilesMap extra;
-  extra["mgtrain.json"] = fmt::format("{{\"model\":{},\"step\":{},\"source\":{}}}\n", json_quote(result.model),
-                                      step.empty() ? "null" : step, json_quote(source_name));
+  nlohmann::ordered_json about = {{"model", summary}, {"step", nullptr}, {"source", source_name}};
+  if (auto step_number = parse_int(step)) about["step"] = *step_number;
+  extra["mgtrain.json"] = about.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   module.save(bytes, extra);
-  const std::string data = bytes.str();
+  return bytes.str();
+}
 
-  // Load the bytes back and check them before anything is written.
+// Loads the bytes back and checks them against the model before anything is written: the forward on the
+// check input, else every parameter against the checkpoint. Returns what was checked.
+std::string check_saved_module(const std::string& data, const ScriptedModel& scripted, const CheckpointFile& file,
+                               const std::string& out_path) {
   std::istringstream in(data);
   torch::jit::Module loaded = torch::jit::load(in, c10::Device(c10::kCPU));
   loaded.eval();
-  if (expected.defined()) {
+  if (scripted.expected.defined()) {
     at::NoGradGuard no_grad;
-    const at::Tensor got = run_forward(loaded, input, out_path);
-    if (got.sizes() != expected.sizes()) {
+    const at::Tensor got = run_forward(loaded, scripted.input, out_path);
+    if (got.sizes() != scripted.expected.sizes()) {
       throw Error(fmt::format("internal error: the exported module's forward gives shape {} where the model gives {}",
-                              shape_text(got.sizes()), shape_text(expected.sizes())));
+                              shape_text(got.sizes()), shape_text(scripted.expected.sizes())));
     }
-    const double diff = (got - expected).abs().max().item<double>();
-    const double scale = expected.abs().max().item<double>();
+    const double diff = (got - scripted.expected).abs().max().item<double>();
+    const double scale = scripted.expected.abs().max().item<double>();
     if (!(diff <= 1e-5 * std::max(1.0, scale))) {
       throw Error(fmt::format("internal error: the exported module's forward differs from the model's by up to {} on a {} input",
-                              diff, shape_text(input.sizes())));
+                              diff, shape_text(scripted.input.sizes())));
     }
-    result.check = fmt::format("forward matches the model on a {} input (max |diff| {:g})", shape_text(input.sizes()), diff);
-  } else {
-    std::size_t count = 0;
-    for (const auto& p : loaded.named_parameters(/*recurse=*/true)) {
-      const TensorEntry* entry = file.find("model/" + p.name);
-      const at::Tensor value = p.value.contiguous();
-      if (!entry || entry->nbytes != value.nbytes() || std::memcmp(file.bytes(*entry), value.data_ptr(), entry->nbytes) != 0) {
-        throw Error(fmt::format("internal error: the exported module's parameter {} differs from the checkpoint's", p.name));
-      }
-      ++count;
-    }
-    result.check = fmt::format("the {} reloaded parameters equal the checkpoint's", count);
+    return fmt::format("forward matches the model on a {} input (max |diff| {:g})", shape_text(scripted.input.sizes()), diff);
   }
+  std::size_t count = 0;
+  for (const auto& p : loaded.named_parameters(/*recurse=*/true)) {
+    const TensorEntry* entry = file.find("model/" + p.name);
+    const at::Tensor value = p.value.contiguous();
+    if (!entry || entry->nbytes != value.nbytes() || std::memcmp(file.bytes(*entry), value.data_ptr(), entry->nbytes) != 0) {
+      throw Error(fmt::format("internal error: the exported module's parameter {} differs from the checkpoint's", p.name));
+    }
+    ++count;
+  }
+  return fmt::format("the {} reloaded parameters equal the checkpoint's", count);
+}
 
+}  // namespace
+
+TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, const std::string& out_path, bool force) {
+  if (!file_exists(checkpoint_path)) throw UsageError(fmt::format("{}: no such file", checkpoint_path));
+  if (file_exists(out_path) && !force) {
+    throw UsageError(fmt::format("{} exists; add --force to overwrite it, or choose another file with -o", out_path));
+  }
+  const auto [file, config] = read_checkpoint_and_config(checkpoint_path);
+  ScriptedModel scripted = config.model.type == ModelType::Torchscript ? script_user_module(config, file, checkpoint_path)
+                                                                       : script_builtin_model(config, file);
+  const std::string step = file.metadata().count("mgtrain.step") ? file.metadata().at("mgtrain.step") : "";
+  const std::string data =
+      module_bytes(scripted.module, scripted.summary, step, checkpoint_path.substr(checkpoint_path.rfind('/') + 1));
+  TorchScriptExportResult result;
+  result.model = scripted.summary;
+  result.check = check_saved_module(data, scripted, file, out_path);
   AtomicFileWriter writer(out_path);
   writer.write(data.data(), data.size());
   writer.commit();

@@ -212,29 +212,31 @@ NamedTensors capture_train_state(Model& model, const torch::optim::Optimizer& op
   return out;
 }
 
-void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const TensorLookup& stored) {
-  const NamedTensors parameters = model.named_parameters();
-  NamedTensors model_tensors;
-  for (const auto& [name, p] : parameters) model_tensors.emplace_back(kModelPrefix + name, p);
-  for (const auto& [name, b] : model.named_buffers()) model_tensors.emplace_back(kModelPrefix + name, b);
+namespace {
 
-  // 1. The model's tensors, in the model's order; then stored model tensors the model lacks.
+// 1. The model's tensors, in the model's order, are all stored with their dtype and shape; and no stored model
+// tensor is missing from the model.
+void check_model_tensors(const NamedTensors& model_tensors, const TensorLookup& stored, const std::vector<std::string>& stored_names) {
   std::unordered_set<std::string> model_names;
   for (const auto& [name, t] : model_tensors) {
     check_stored(stored, name, t.scalar_type(), t.sizes(), kShapeHint, "model");
     model_names.insert(name);
   }
-  const std::vector<std::string> stored_names = stored.names();
   for (const auto& name : stored_names) {
     if (starts_with(name, kModelPrefix) && !model_names.count(name)) {
       throw UsageError(fmt::format("checkpoint does not match the model: {} is in the checkpoint but not in the model{}", name, kShapeHint));
     }
   }
+}
 
-  // 2. The optimizer state: per parameter none or exactly this optimizer's fields.
-  const OptimizerKind kind = kind_of(optimizer);
-  std::map<std::string, std::set<std::string>> stored_fields;  // parameter name -> stored optim fields
-  std::vector<std::string> optim_order;                         // parameter names in stored order
+// The stored optimizer fields per parameter (optim/<parameter>/<field>), and the parameters in stored order.
+struct StoredOptimizerState {
+  std::map<std::string, std::set<std::string>> fields;
+  std::vector<std::string> order;
+};
+
+StoredOptimizerState stored_optimizer_state(const std::vector<std::string>& stored_names) {
+  StoredOptimizerState state;
   for (const auto& name : stored_names) {
     if (!starts_with(name, kOptimPrefix)) continue;
     const size_t begin = std::string(kOptimPrefix).size(), slash = name.rfind('/');
@@ -242,66 +244,119 @@ void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const
       throw UsageError(fmt::format("checkpoint: {} is not named optim/<parameter>/<field>", name));
     }
     const std::string parameter = name.substr(begin, slash - begin);
-    if (!stored_fields.count(parameter)) optim_order.push_back(parameter);
-    stored_fields[parameter].insert(name.substr(slash + 1));
+    if (!state.fields.count(parameter)) state.order.push_back(parameter);
+    state.fields[parameter].insert(name.substr(slash + 1));
   }
-  std::unordered_set<std::string> parameter_names;
-  for (const auto& [name, p] : parameters) parameter_names.insert(name);
+  return state;
+}
+
+// A stored field this optimizer does not have: the message says what the field belongs to.
+[[noreturn]] void refuse_foreign_field(OptimizerKind kind, const std::string& prefix, const std::string& field) {
+  if (kind == OptimizerKind::Sgd && is_adam_field(field)) {
+    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is adam/adamw state, but the optimizer is sgd "
+                                 "(was optim.name changed?)",
+                                 prefix, field));
+  }
+  if (kind != OptimizerKind::Sgd && field == "momentum_buffer") {
+    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is sgd state, but the optimizer is {} "
+                                 "(was optim.name changed?)",
+                                 prefix, field, kind_name(kind)));
+  }
+  if (kind == OptimizerKind::Sgd && field == "momentum_buffer") {
+    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is sgd momentum state, but this sgd has no "
+                                 "momentum (was optim.momentum changed?)",
+                                 prefix, field));
+  }
+  if (field == "max_exp_avg_sq") {
+    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is amsgrad state, but this {} does not use amsgrad",
+                                 prefix, field, kind_name(kind)));
+  }
+  throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is not a state field of {}", prefix, field, kind_name(kind)));
+}
+
+// 2. One parameter's stored optimizer state is none, or exactly the fields `want` with the right dtypes and shapes.
+void check_parameter_state(OptimizerKind kind, const std::string& name, const at::Tensor& p, const std::set<std::string>& have,
+                           const std::vector<std::string>& want, const TensorLookup& stored) {
+  const std::string prefix = kOptimPrefix + name + "/";
+  for (const auto& field : have) {
+    if (std::find(want.begin(), want.end(), field) == want.end()) refuse_foreign_field(kind, prefix, field);
+  }
+  for (const auto& field : want) {
+    const std::string full = prefix + field;
+    if (!have.count(field)) {
+      throw UsageError(fmt::format("checkpoint does not match the optimizer: {} is missing from the checkpoint, which has other {} "
+                                   "state of {}{}",
+                                   full, kind_name(kind), name, field == "max_exp_avg_sq" ? " (the optimizer uses amsgrad)" : ""));
+    }
+    if (field == "step") {
+      check_stored(stored, full, at::kLong, {}, "", "optimizer");
+    } else {
+      check_stored(stored, full, p.scalar_type(), p.sizes(), "", "optimizer");
+    }
+  }
+}
+
+// 3. One parameter's optimizer state from the stored fields (all checked).
+std::unique_ptr<torch::optim::OptimizerParamState> restored_parameter_state(OptimizerKind kind, const std::string& name,
+                                                                           const at::Tensor& p, std::size_t field_count,
+                                                                           const TensorLookup& stored) {
+  const std::string prefix = kOptimPrefix + name + "/";
+  auto field = [&](const char* f) { return stored_copy(*stored.find(prefix + f), p); };
+  auto step = [&] {
+    int64_t value = 0;
+    std::memcpy(&value, stored.find(prefix + "step")->data, sizeof value);
+    return value;
+  };
+  auto adam_like = [&](auto state) {
+    state->step(step());
+    state->exp_avg(field("exp_avg"));
+    state->exp_avg_sq(field("exp_avg_sq"));
+    if (field_count == 4) state->max_exp_avg_sq(field("max_exp_avg_sq"));
+    return state;
+  };
+  switch (kind) {
+    case OptimizerKind::Sgd: {
+      auto state = std::make_unique<torch::optim::SGDParamState>();
+      state->momentum_buffer(field("momentum_buffer"));
+      return state;
+    }
+    case OptimizerKind::Adam: return adam_like(std::make_unique<torch::optim::AdamParamState>());
+    case OptimizerKind::AdamW: return adam_like(std::make_unique<torch::optim::AdamWParamState>());
+  }
+  throw Error("internal error: unknown optimizer kind");
+}
+
+}  // namespace
+
+void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const TensorLookup& stored) {
+  const NamedTensors parameters = model.named_parameters();
+  NamedTensors model_tensors;
+  for (const auto& [name, p] : parameters) model_tensors.emplace_back(kModelPrefix + name, p);
+  for (const auto& [name, b] : model.named_buffers()) model_tensors.emplace_back(kModelPrefix + name, b);
+  const std::vector<std::string> stored_names = stored.names();
+  check_model_tensors(model_tensors, stored, stored_names);
+
+  // The optimizer state: per parameter none or exactly this optimizer's fields; none for a parameter the model lacks.
+  const OptimizerKind kind = kind_of(optimizer);
+  const StoredOptimizerState stored_state = stored_optimizer_state(stored_names);
   std::vector<std::vector<std::string>> restored_fields(parameters.size());
   for (size_t i = 0; i < parameters.size(); ++i) {
     const auto& [name, p] = parameters[i];
-    const auto& group = group_of(optimizer, name, p);
-    const auto found = stored_fields.find(name);
-    if (found == stored_fields.end()) continue;  // no state stored for this parameter: it starts afresh
-    const std::set<std::string>& have = found->second;
-    const std::vector<std::string> want = fields_of(kind, group);
-    const std::string prefix = kOptimPrefix + name + "/";
-    for (const auto& field : have) {
-      if (std::find(want.begin(), want.end(), field) != want.end()) continue;
-      if (kind == OptimizerKind::Sgd && is_adam_field(field)) {
-        throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is adam/adamw state, but the optimizer is sgd "
-                                     "(was optim.name changed?)",
-                                     prefix, field));
-      }
-      if (kind != OptimizerKind::Sgd && field == "momentum_buffer") {
-        throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is sgd state, but the optimizer is {} "
-                                     "(was optim.name changed?)",
-                                     prefix, field, kind_name(kind)));
-      }
-      if (kind == OptimizerKind::Sgd && field == "momentum_buffer") {
-        throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is sgd momentum state, but this sgd has no "
-                                     "momentum (was optim.momentum changed?)",
-                                     prefix, field));
-      }
-      if (field == "max_exp_avg_sq") {
-        throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is amsgrad state, but this {} does not use amsgrad",
-                                     prefix, field, kind_name(kind)));
-      }
-      throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is not a state field of {}", prefix, field, kind_name(kind)));
-    }
-    for (const auto& field : want) {
-      const std::string full = prefix + field;
-      if (!have.count(field)) {
-        throw UsageError(fmt::format("checkpoint does not match the optimizer: {} is missing from the checkpoint, which has other {} "
-                                     "state of {}{}",
-                                     full, kind_name(kind), name, field == "max_exp_avg_sq" ? " (the optimizer uses amsgrad)" : ""));
-      }
-      if (field == "step") {
-        check_stored(stored, full, at::kLong, {}, "", "optimizer");
-      } else {
-        check_stored(stored, full, p.scalar_type(), p.sizes(), "", "optimizer");
-      }
-    }
-    restored_fields[i] = want;
+    const auto found = stored_state.fields.find(name);
+    if (found == stored_state.fields.end()) continue;  // no state stored for this parameter: it starts afresh
+    restored_fields[i] = fields_of(kind, group_of(optimizer, name, p));
+    check_parameter_state(kind, name, p, found->second, restored_fields[i], stored);
   }
-  for (const auto& parameter : optim_order) {
+  std::unordered_set<std::string> parameter_names;
+  for (const auto& [name, p] : parameters) parameter_names.insert(name);
+  for (const auto& parameter : stored_state.order) {
     if (!parameter_names.count(parameter)) {
       throw UsageError(fmt::format("checkpoint does not match the model: {}{}/{} is in the checkpoint, but the model has no parameter {}{}",
-                                   kOptimPrefix, parameter, *stored_fields[parameter].begin(), parameter, kShapeHint));
+                                   kOptimPrefix, parameter, *stored_state.fields.at(parameter).begin(), parameter, kShapeHint));
     }
   }
 
-  // 3. Everything matches: copy.
+  // Everything matches: copy.
   at::NoGradGuard no_grad;
   for (auto& [name, t] : model_tensors) {
     if (t.numel() > 0) t.copy_(tensor_over(*stored.find(name)));
@@ -311,33 +366,7 @@ void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const
     const auto& [name, p] = parameters[i];
     const auto key = torch_compat::optimizer_state_key(state, p);
     state.erase(key);
-    if (restored_fields[i].empty()) continue;
-    const std::string prefix = kOptimPrefix + name + "/";
-    auto field = [&](const char* f) { return stored_copy(*stored.find(prefix + f), p); };
-    auto step = [&] {
-      int64_t value = 0;
-      std::memcpy(&value, stored.find(prefix + "step")->data, sizeof value);
-      return value;
-    };
-    if (kind == OptimizerKind::Sgd) {
-      auto s = std::make_unique<torch::optim::SGDParamState>();
-      s->momentum_buffer(field("momentum_buffer"));
-      state[key] = std::move(s);
-    } else if (kind == OptimizerKind::Adam) {
-      auto s = std::make_unique<torch::optim::AdamParamState>();
-      s->step(step());
-      s->exp_avg(field("exp_avg"));
-      s->exp_avg_sq(field("exp_avg_sq"));
-      if (restored_fields[i].size() == 4) s->max_exp_avg_sq(field("max_exp_avg_sq"));
-      state[key] = std::move(s);
-    } else {
-      auto s = std::make_unique<torch::optim::AdamWParamState>();
-      s->step(step());
-      s->exp_avg(field("exp_avg"));
-      s->exp_avg_sq(field("exp_avg_sq"));
-      if (restored_fields[i].size() == 4) s->max_exp_avg_sq(field("max_exp_avg_sq"));
-      state[key] = std::move(s);
-    }
+    if (!restored_fields[i].empty()) state[key] = restored_parameter_state(kind, name, p, restored_fields[i].size(), stored);
   }
 }
 
