@@ -21,6 +21,7 @@
 #include "util/fd.hpp"
 #include "util/file_io.hpp"
 #include "util/line_splitter.hpp"
+#include "util/timespec.hpp"
 #include "supervise/orphan_guard.hpp"
 #include "supervise/signal_channel.hpp"
 #include "util/value_parsing.hpp"
@@ -59,13 +60,6 @@ int parse_slots(const std::string& text, const std::string& where) {
 std::string address_of(const std::string& host) {
   std::size_t at = host.find('@');  // user@host for ssh
   return at == std::string::npos ? host : host.substr(at + 1);
-}
-
-timespec to_timespec(Clock::duration duration) {
-  if (duration < Clock::duration::zero()) duration = Clock::duration::zero();
-  auto whole = std::chrono::duration_cast<std::chrono::seconds>(duration);
-  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(duration - whole);
-  return timespec{static_cast<time_t>(whole.count()), static_cast<long>(nanos.count())};
 }
 
 struct RemoteAgent {
@@ -168,11 +162,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
                                                              const EnvMap& environment) {
   const LaunchConfig& launch = loaded.config.launch;
   const int nnodes = static_cast<int>(hosts.size());
-  auto origin = [&](const std::string& key) {
-    auto found = loaded.origin.find(key);
-    return found == loaded.origin.end() ? std::string("default") : found->second;
-  };
-  if (origin("launch.nnodes") != "default" && launch.nnodes != std::to_string(nnodes)) {
+  if (loaded.origin_of("launch.nnodes") != "default" && launch.nnodes != std::to_string(nnodes)) {
     throw UsageError(fmt::format("launch.nnodes is {} but the host list names {} host{}: drop --nnodes, the hosts decide",
                                  launch.nnodes, nnodes, nnodes == 1 ? "" : "s"));
   }
@@ -189,7 +179,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
     slot_counts.insert(host.slots);
   }
   const bool uneven = slot_counts.size() > 1;
-  const std::string master_addr = origin("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
+  const std::string master_addr = loaded.origin_of("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
   const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kDefaultMasterPort;
 
   // What every agent gets besides its node rank: the user's settings, as --set so that any spelling works.
@@ -374,11 +364,10 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
         if (signal == SIGCHLD) {
           for (std::size_t index = 0; index < agents.size(); ++index) {
             RemoteAgent& agent = *agents[index];
-            ExitStatus status;
-            if (!agent.alive || !peek_exit(agent.pid, status)) continue;
-            signal_process_group(agent.pid, SIGKILL);
-            reap(agent.pid);
-            guard.forget(agent.pid);
+            if (!agent.alive) continue;
+            const std::optional<ExitStatus> exited = collect_exit(agent.pid, guard);
+            if (!exited) continue;
+            const ExitStatus& status = *exited;
             agent.alive = false;
             agent.status = status;
             agent.ended = now;

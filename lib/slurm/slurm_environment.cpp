@@ -157,8 +157,7 @@ std::function<std::vector<DetectedSetting>(const LoadedConfig&)> slurm_launch_de
     if (!detection.problem.empty()) throw UsageError("SLURM: " + detection.problem);
     settings = slurm_launch_settings(detection);
     // GPUs chosen by hand decide the worker count (launch_plan checks nproc against them).
-    auto gpu_ids = so_far.origin.find("launch.gpu_ids");
-    if (gpu_ids != so_far.origin.end() && gpu_ids->second != "default") {
+    if (so_far.origin_of("launch.gpu_ids") != "default") {
       settings.erase(std::remove_if(settings.begin(), settings.end(), [](const auto& s) { return s.key == "launch.nproc"; }),
                      settings.end());
     }

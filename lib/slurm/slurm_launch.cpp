@@ -17,11 +17,6 @@ std::string last_line(const std::string& text) {
   return line;
 }
 
-std::string origin_of(const LoadedConfig& loaded, const std::string& key) {
-  auto it = loaded.origin.find(key);
-  return it == loaded.origin.end() ? "default" : it->second;
-}
-
 }  // namespace
 
 CommandRunner default_command_runner() {
@@ -35,16 +30,10 @@ CommandRunner default_command_runner() {
 void announce_slurm_launch(const SlurmDetection& d, const LoadedConfig& loaded, const LaunchPlan& plan,
                            bool builtin_trainer, const Say& say) {
   if (!d.in_job()) return;
-  SlurmLaunchFacts facts;
-  facts.nnodes = plan.nnodes;
-  facts.node_rank = plan.node_rank;
-  facts.nproc = plan.nproc;
-  facts.master_addr = plan.master_addr;
-  facts.master_port = plan.master_port;
-  facts.run_id = plan.run_id;
+  const SlurmLaunchFacts facts{plan.nnodes, plan.node_rank, plan.nproc, plan.master_addr, plan.master_port, plan.run_id};
   say(slurm_launch_summary(d, facts, loaded.origin));
   for (const auto& note : d.notes) say("mgtrain: note: SLURM: " + note);
-  if (!d.nproc_note.empty() && origin_of(loaded, "launch.nproc") == "default") say("mgtrain: note: SLURM: " + d.nproc_note);
+  if (!d.nproc_note.empty() && loaded.origin_of("launch.nproc") == "default") say("mgtrain: note: SLURM: " + d.nproc_note);
   if (d.restart_count == 0) return;
   std::string what;
   const CheckpointConfig& checkpoint = loaded.config.checkpoint;

@@ -14,6 +14,7 @@
 #include "util/error.hpp"
 #include "util/file_tail.hpp"
 #include "util/time_format.hpp"
+#include "util/timespec.hpp"
 #include "contract/log_layout.hpp"
 #include "supervise/worker_process.hpp"
 
@@ -57,13 +58,6 @@ bool stdin_closed() {
   char buffer[4096];
   ssize_t got = read(STDIN_FILENO, buffer, sizeof buffer);
   return got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR);
-}
-
-timespec to_timespec(Clock::duration duration) {
-  if (duration < Clock::duration::zero()) duration = Clock::duration::zero();
-  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(duration);
-  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(duration - seconds);
-  return timespec{static_cast<time_t>(seconds.count()), static_cast<long>(nanos.count())};
 }
 
 }  // namespace
@@ -169,14 +163,12 @@ void Supervisor::signal_running_workers(int signal) {
 void Supervisor::handle_child_exits(Clock::time_point now) {
   std::vector<std::pair<int, ExitStatus>> exits;
   for (Worker& worker : workers_) {
-    ExitStatus status;
-    if (!worker.alive || !peek_exit(worker.pid, status)) continue;
-    // The worker is a zombie, so its process group id cannot be reused yet: take its children down.
-    signal_process_group(worker.pid, SIGKILL);
-    reap(worker.pid);
-    guard_.forget(worker.pid);
+    if (!worker.alive) continue;
+    // While the worker is a zombie its process group id cannot be reused: its children are taken down first.
+    const std::optional<ExitStatus> status = collect_exit(worker.pid, guard_);
+    if (!status) continue;
     worker.alive = false;
-    exits.emplace_back(worker.local_rank, status);
+    exits.emplace_back(worker.local_rank, *status);
   }
   // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
   for (const auto& [local_rank, status] : exits) policy_.on_worker_exit(local_rank, status, now);
