@@ -247,7 +247,7 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
   SignalChannel signals;
   OrphanGuard guard;
   ConsoleWriter console(outside.stdout_fd, outside.stderr_fd);
-  auto say = [&](const std::string& line) { console.add_text(true, "mgtrain: " + line + "\n"); };
+  auto say = [&](const std::string& line) { console.message(log::Level::Info, "{}", line); };
   std::vector<std::unique_ptr<RemoteAgent>> agents;
   const std::vector<std::string> environ_strings = to_environ_strings(environment);
 

@@ -71,7 +71,7 @@ class NodeAgent : public SupervisorPeer {
     agent_id_ = std::move(agent_id);
   }
 
-  void say(const std::string& line) { supervisor_->console().add_text(true, "mgtrain: " + line + "\n"); }
+  void say(const std::string& line) { supervisor_->console().message(log::Level::Info, "{}", line); }
 
   // ---- SupervisorPeer ----
 

@@ -178,7 +178,7 @@ std::string slurm_launch_summary(const SlurmDetection& d, const SlurmLaunchFacts
     return "default";
   };
   auto sources = [](const std::string& a, const std::string& b) { return a == b ? a : a + ", " + b; };
-  std::string text = fmt::format("mgtrain: SLURM job {}", d.job_id);
+  std::string text = fmt::format("SLURM job {}", d.job_id);
   if (d.restart_count > 0) text += fmt::format(" (restart {})", d.restart_count);
   if (facts.nnodes > 1) {
     text += fmt::format(": node {} of {} ({})", facts.node_rank, facts.nnodes,

@@ -254,7 +254,7 @@ SupervisionResult Supervisor::run() {
       if (watch_stdin && poll_fds[captures_end].revents != 0 && stdin_closed()) {
         // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
         watch_stdin = false;
-        console_.add_text(true, "mgtrain: stdin closed (the launcher that started this agent is gone): stopping the job\n");
+        console_.message(log::Level::Info, "stdin closed (the launcher that started this agent is gone): stopping the job");
         policy_.on_signal(SIGHUP, now);
       }
       if (poll_fds[0].revents != 0) handle_signals(now);
@@ -306,9 +306,9 @@ void Supervisor::announce_restart(int attempt) {
     why = failure.hung ? fmt_rank(failure.local_rank) + " hung" : fmt_rank(failure.local_rank) + " " + failure.status.describe();
     break;
   }
-  console_.add_text(true, "mgtrain: restarting all workers (attempt " + std::to_string(attempt + 1) + " of " +
-                              std::to_string(plan_.max_restarts + 1) + ")" + (why.empty() ? "" : " after " + why) +
-                              "; the failed attempt's logs are in " + log_layout::attempt_dir(plan_.run_dir, attempt - 1) + "\n");
+  console_.message(log::Level::Info, "restarting all workers (attempt {} of {}){}; the failed attempt's logs are in {}",
+                   attempt + 1, plan_.max_restarts + 1, why.empty() ? "" : " after " + why,
+                   log_layout::attempt_dir(plan_.run_dir, attempt - 1));
 }
 
 FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
