@@ -1,6 +1,6 @@
 // `mgtrain plot RUN [RUN...] [--metric NAME] [-o OUT.png|OUT.svg] [--log-dir DIR]`: finds the runs, reads their
 // metrics.jsonl and checks the request here (torch-free, cairo-free), then exec()s the renderer `mgtrain-plot`
-// (found next to mgtrain, like the worker) with the curves on its stdin (core/plot_series.hpp). Cairo lives only
+// (found next to mgtrain, like the worker) with the curves on its stdin (observe/plot_series.hpp). Cairo lives only
 // in mgtrain-plot, so the launcher stays small and fast to start. docs/monitoring.md#plots
 #include <sys/mman.h>
 #include <unistd.h>

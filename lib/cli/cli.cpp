@@ -462,7 +462,7 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   if (runs_cmd->parsed()) return runs_request;
   if (plot_cmd->parsed()) return plot_request;
   if (status_cmd->parsed()) return status_request;
-  throw UsageError("mgtrain: give a subcommand (launch, config, env); see mgtrain --help");
+  throw UsageError("give a subcommand (launch, config, env); see mgtrain --help");
 }
 
 }  // namespace mgtrain

@@ -19,6 +19,12 @@ struct LoadedConfig {
   Config config;
   std::map<std::string, std::string> origin;  // key path -> where its value came from
   std::string config_dir;                      // absolute directory of the YAML file (or the cwd)
+
+  // Where `key`'s value came from; "default" for a key no source set (or one not in the schema).
+  std::string origin_of(const std::string& key) const {
+    auto found = origin.find(key);
+    return found == origin.end() ? "default" : found->second;
+  }
 };
 
 // A value for a key that no source set, found in the surroundings (e.g. a SLURM allocation).

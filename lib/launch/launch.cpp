@@ -55,7 +55,7 @@ bool stopped_by_signal(int code) {
   return code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP || code == 128 + SIGQUIT;
 }
 
-// A line from the SLURM and monitoring helpers, already "mgtrain: ..." (no newline).
+// A line from a helper that words it whole, "mgtrain: ..." (no newline): the GPU choice, a run record warning.
 void say_line(const std::string& line) { log::text(line + "\n"); }
 
 // The plan for this node: the program after `--`, or the built-in trainer, which gets the run's
@@ -93,7 +93,7 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
   // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
   requeue_after_preemption(slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
-                           say_line, default_command_runner());
+                           default_command_runner());
   return code;
 }
 
@@ -130,7 +130,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   RunRecorder run_record(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
-  LaunchMonitoring monitoring(supervisor, plan, loaded.config, say_line);
+  LaunchMonitoring monitoring(supervisor, plan, loaded.config);
   const SupervisionResult result = supervisor.run();
   const std::string record_warning = run_record.finish(
       finished_status(result.exit_code, result.launcher_signal.has_value(), result.stopped_after_checkpoint && !result.failure),
@@ -141,7 +141,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   requeue_after_preemption(slurm, loaded.config.launch,
                            {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(),
                             result.launcher_signal == SIGTERM},
-                           say_line, default_command_runner());
+                           default_command_runner());
   return result.exit_code;
 }
 
@@ -165,7 +165,7 @@ int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const L
   if (!plan.gpu_note.empty()) say_line(plan.gpu_note);
   // Inside a SLURM job: say what SLURM gave, and whether this is a requeued rerun (docs/slurm.md).
   const SlurmDetection slurm = launch.slurm == SlurmMode::Off ? SlurmDetection{} : detect_slurm(environment);
-  announce_slurm_launch(slurm, loaded, plan, plan.builtin_trainer, say_line);
+  announce_slurm_launch(slurm, loaded, plan, plan.builtin_trainer);
   if (plan.multi_node()) return run_multi_node(plan, loaded, slurm, environment, outside, ports);
   return run_single_node(plan, loaded, slurm, environment, outside, ports);
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "contract/log_layout.hpp"
 #include "observe/status_token.hpp"
 
@@ -153,15 +154,14 @@ std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::strin
   return line;
 }
 
-LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
-                                   const std::function<void(const std::string&)>& say)
+LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config)
     : supervisor_(supervisor) {
   const LaunchConfig& launch = config.launch;
   const double interval = config.log.resource_interval_s;
   gpus_ = open_nvml();  // nullptr without the NVIDIA driver: no GPU statistics, not an error
   if (gpus_) {
     const std::string line = gpu_health_line(gpus_->sample(), gpus_->driver_version());
-    if (!line.empty()) say(line);
+    if (!line.empty()) log::text(line + "\n");
   }
   if (launch.status_port > 0) {
     StatusServer::Options options;
@@ -174,7 +174,7 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     write_status_token_file(token_file, options.token);
     const std::string endpoint_file = plan.run_dir + "/status_endpoint";
     std::ofstream(endpoint_file, std::ios::trunc) << server_->endpoint() << "\n";
-    say("mgtrain: status API and dashboard on http://" + server_->endpoint() + "/ (POST needs the token in " + token_file + ")");
+    log::info("status API and dashboard on http://{}/ (POST needs the token in {})", server_->endpoint(), token_file);
   }
   if (!server_ && interval <= 0) return;
   monitor_ = std::make_unique<LaunchMonitor>(supervisor, plan, server_.get(), gpus_.get(), interval);

@@ -50,14 +50,13 @@ class LaunchMonitor final : public SupervisorObserver {
 
 // Everything monitoring needs for one single-node launch, in the order that keeps it safe: called after
 // the supervisor blocked its signals (threads started later inherit the mask, so signals still reach the
-// loop's signalfd) and before any worker starts. Opens NVML (a GPU health line through `say` when
+// loop's signalfd) and before any worker starts. Opens NVML (a GPU health line on the message stream when
 // present), samples resources at log.resource_interval_s, and with launch.status_port binds the status
 // server (UsageError naming the port when it cannot), writes <run dir>/status_token (0600) and
 // <run dir>/status_endpoint, and registers itself as the supervisor's observer.
 class LaunchMonitoring {
  public:
-  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
-                   const std::function<void(const std::string&)>& say);
+  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config);
   ~LaunchMonitoring();
   LaunchMonitoring(const LaunchMonitoring&) = delete;
   LaunchMonitoring& operator=(const LaunchMonitoring&) = delete;
@@ -69,7 +68,7 @@ class LaunchMonitoring {
   std::unique_ptr<LaunchMonitor> monitor_;
 };
 
-// "mgtrain: GPUs: 2 x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 550.54.15" ("" without GPUs).
+// "mgtrain: GPUs (NVML): 2 x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 550.54.15" ("" without GPUs).
 std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::string& driver_version);
 
 }  // namespace mgtrain

@@ -71,7 +71,7 @@ class NodeAgent : public SupervisorPeer {
     agent_id_ = std::move(agent_id);
   }
 
-  void say(const std::string& line) { supervisor_->console().add_text(true, "mgtrain: " + line + "\n"); }
+  void say(const std::string& line) { supervisor_->console().message(log::Level::Info, "{}", line); }
 
   // ---- SupervisorPeer ----
 
@@ -258,8 +258,7 @@ class NodeAgent : public SupervisorPeer {
     join.nproc = plan_.nproc;
     join.nnodes = nnodes_text(plan_);
     join.run_id = plan_.run_id;
-    auto origin = loaded_.origin.find("launch.run_id");
-    join.run_id_generated = origin != loaded_.origin.end() && origin->second == "generated";
+    join.run_id_generated = loaded_.origin_of("launch.run_id") == "generated";
     join.max_restarts = plan_.max_restarts;
     join.allow_uneven_nproc = plan_.allow_uneven_nproc;
     JobFingerprint fingerprint = job_fingerprint(loaded_.config);

@@ -157,8 +157,7 @@ std::function<std::vector<DetectedSetting>(const LoadedConfig&)> slurm_launch_de
     if (!detection.problem.empty()) throw UsageError("SLURM: " + detection.problem);
     settings = slurm_launch_settings(detection);
     // GPUs chosen by hand decide the worker count (launch_plan checks nproc against them).
-    auto gpu_ids = so_far.origin.find("launch.gpu_ids");
-    if (gpu_ids != so_far.origin.end() && gpu_ids->second != "default") {
+    if (so_far.origin_of("launch.gpu_ids") != "default") {
       settings.erase(std::remove_if(settings.begin(), settings.end(), [](const auto& s) { return s.key == "launch.nproc"; }),
                      settings.end());
     }
@@ -179,7 +178,7 @@ std::string slurm_launch_summary(const SlurmDetection& d, const SlurmLaunchFacts
     return "default";
   };
   auto sources = [](const std::string& a, const std::string& b) { return a == b ? a : a + ", " + b; };
-  std::string text = fmt::format("mgtrain: SLURM job {}", d.job_id);
+  std::string text = fmt::format("SLURM job {}", d.job_id);
   if (d.restart_count > 0) text += fmt::format(" (restart {})", d.restart_count);
   if (facts.nnodes > 1) {
     text += fmt::format(": node {} of {} ({})", facts.node_rank, facts.nnodes,

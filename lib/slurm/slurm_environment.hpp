@@ -68,7 +68,7 @@ struct SlurmLaunchFacts {
   int master_port = 0;  // 0: picked per attempt
   std::string run_id;
 };
-// "mgtrain: SLURM job 123: node 1 of 2 (SLURM_NODEID, SLURM_STEP_NUM_NODES), master node01:24123
+// "SLURM job 123: node 1 of 2 (SLURM_NODEID, SLURM_STEP_NUM_NODES), master node01:24123
 // (SLURM_STEP_NODELIST, SLURM_JOB_ID), 4 workers (SLURM_GPUS_ON_NODE), run id slurm-123 (SLURM_JOB_ID)";
 // values given explicitly say "given". `origin`: LoadedConfig::origin.
 std::string slurm_launch_summary(const SlurmDetection& detection, const SlurmLaunchFacts& facts,

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
@@ -17,11 +18,6 @@ std::string last_line(const std::string& text) {
   return line;
 }
 
-std::string origin_of(const LoadedConfig& loaded, const std::string& key) {
-  auto it = loaded.origin.find(key);
-  return it == loaded.origin.end() ? "default" : it->second;
-}
-
 }  // namespace
 
 CommandRunner default_command_runner() {
@@ -33,18 +29,12 @@ CommandRunner default_command_runner() {
 }
 
 void announce_slurm_launch(const SlurmDetection& d, const LoadedConfig& loaded, const LaunchPlan& plan,
-                           bool builtin_trainer, const Say& say) {
+                           bool builtin_trainer) {
   if (!d.in_job()) return;
-  SlurmLaunchFacts facts;
-  facts.nnodes = plan.nnodes;
-  facts.node_rank = plan.node_rank;
-  facts.nproc = plan.nproc;
-  facts.master_addr = plan.master_addr;
-  facts.master_port = plan.master_port;
-  facts.run_id = plan.run_id;
-  say(slurm_launch_summary(d, facts, loaded.origin));
-  for (const auto& note : d.notes) say("mgtrain: note: SLURM: " + note);
-  if (!d.nproc_note.empty() && origin_of(loaded, "launch.nproc") == "default") say("mgtrain: note: SLURM: " + d.nproc_note);
+  const SlurmLaunchFacts facts{plan.nnodes, plan.node_rank, plan.nproc, plan.master_addr, plan.master_port, plan.run_id};
+  log::info("{}", slurm_launch_summary(d, facts, loaded.origin));
+  for (const auto& note : d.notes) log::note("SLURM: {}", note);
+  if (!d.nproc_note.empty() && loaded.origin_of("launch.nproc") == "default") log::note("SLURM: {}", d.nproc_note);
   if (d.restart_count == 0) return;
   std::string what;
   const CheckpointConfig& checkpoint = loaded.config.checkpoint;
@@ -57,18 +47,18 @@ void announce_slurm_launch(const SlurmDetection& d, const LoadedConfig& loaded, 
   } else {
     what = fmt::format("the workers resume from {} (checkpoint.resume)", checkpoint.resume);
   }
-  say(fmt::format("mgtrain: SLURM_RESTART_COUNT={}: job {} was requeued and this is a rerun of run {}; {}", d.restart_count,
-                  d.job_id, plan.run_id, what));
+  log::info("SLURM_RESTART_COUNT={}: job {} was requeued and this is a rerun of run {}; {}", d.restart_count, d.job_id,
+            plan.run_id, what);
 }
 
 bool requeue_after_preemption(const SlurmDetection& d, const LaunchConfig& launch, const SlurmJobEnd& end,
-                              const Say& say, const CommandRunner& run) {
+                              const CommandRunner& run) {
   if (!d.in_job()) return false;
   if (!end.saved_and_stopped) return false;
   RequeueDecision decision = decide_slurm_requeue(d, launch.slurm_requeue, end.node_rank, end.saved_and_stopped, end.failed,
                                                   false, std::nullopt);
   if (!decision.requeue) {
-    if (end.node_rank == 0 && !end.failed) say(fmt::format("mgtrain: SLURM job {} is not requeued: {}", d.job_id, decision.reason));
+    if (end.node_rank == 0 && !end.failed) log::info("SLURM job {} is not requeued: {}", d.job_id, decision.reason);
     return false;
   }
   // scancel sends SIGTERM too: the job's state and times tell a time limit from a cancellation.
@@ -82,23 +72,22 @@ bool requeue_after_preemption(const SlurmDetection& d, const LaunchConfig& launc
   decision = decide_slurm_requeue(d, launch.slurm_requeue, end.node_rank, end.saved_and_stopped, end.failed,
                                   end.after_sigterm, job);
   if (!decision.requeue) {
-    say(fmt::format("mgtrain: SLURM job {} is not requeued: {}", d.job_id, decision.reason));
+    log::info("SLURM job {} is not requeued: {}", d.job_id, decision.reason);
     return false;
   }
   // The requeue ends this job's processes, this launcher too: say it first.
-  say(fmt::format("mgtrain: requeueing SLURM job {} (scontrol requeue {}): it will run again and resume from run {}",
-                  d.job_id, d.job_id, d.run_id ? d.run_id->value : d.job_id));
+  log::info("requeueing SLURM job {} (scontrol requeue {}): it will run again and resume from run {}", d.job_id, d.job_id,
+            d.run_id ? d.run_id->value : d.job_id);
   try {
     CapturedRun requeue = run({"scontrol", "requeue", d.job_id});
     if (requeue.exit_code == 0) return true;
     const std::string why = last_line(requeue.err).empty() ? last_line(requeue.out) : last_line(requeue.err);
-    say(fmt::format("mgtrain: warning: scontrol requeue {} failed ({}){}; submit the job again to resume", d.job_id,
-                    requeue.timed_out ? "timed out" : requeue.exit_code >= 0 ? fmt::format("exit code {}", requeue.exit_code)
-                                                                             : fmt::format("signal {}", requeue.signal),
-                    why.empty() ? "" : ": " + why));
+    log::warn("scontrol requeue {} failed ({}){}; submit the job again to resume", d.job_id,
+              requeue.timed_out ? "timed out" : requeue.exit_code >= 0 ? fmt::format("exit code {}", requeue.exit_code)
+                                                                       : fmt::format("signal {}", requeue.signal),
+              why.empty() ? "" : ": " + why);
   } catch (const Error& e) {
-    say(fmt::format("mgtrain: warning: cannot run scontrol to requeue SLURM job {}: {}; submit the job again to resume",
-                    d.job_id, e.what()));
+    log::warn("cannot run scontrol to requeue SLURM job {}: {}; submit the job again to resume", d.job_id, e.what());
   }
   return false;
 }

@@ -19,13 +19,11 @@ namespace mgtrain {
 using CommandRunner = std::function<CapturedRun(const std::vector<std::string>& argv)>;
 CommandRunner default_command_runner();  // run_and_capture with a 30 s timeout
 
-// A line for the launcher's stderr (no trailing newline).
-using Say = std::function<void(const std::string& line)>;
-
-// At start: the one-line summary (slurm_launch_summary), notes, and on a requeued job
-// (SLURM_RESTART_COUNT > 0) that this is a rerun and what it resumes from. Nothing outside a job.
+// At start, on the launcher's message stream (util/log.hpp): the one-line summary (slurm_launch_summary),
+// notes, and on a requeued job (SLURM_RESTART_COUNT > 0) that this is a rerun and what it resumes from.
+// Nothing outside a job.
 void announce_slurm_launch(const SlurmDetection& detection, const LoadedConfig& loaded, const LaunchPlan& plan,
-                           bool builtin_trainer, const Say& say);
+                           bool builtin_trainer);
 
 // How the job ended on this node.
 struct SlurmJobEnd {
@@ -37,9 +35,9 @@ struct SlurmJobEnd {
 
 // At the end: when decide_slurm_requeue agrees — after asking `scontrol -o show job` for the job's state,
 // so that after a SIGTERM only a job at its time limit is requeued, never one the user cancelled — runs
-// `scontrol requeue JOBID`. A failure of scontrol is a warning with its stderr, never an error.
-// Returns whether the job was requeued.
+// `scontrol requeue JOBID`. A failure of scontrol is a warning with its stderr, never an error. What it
+// decided goes to the launcher's message stream (util/log.hpp). Returns whether the job was requeued.
 bool requeue_after_preemption(const SlurmDetection& detection, const LaunchConfig& launch, const SlurmJobEnd& end,
-                              const Say& say, const CommandRunner& run);
+                              const CommandRunner& run);
 
 }  // namespace mgtrain

@@ -6,6 +6,11 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "util/log.hpp"
 
 namespace mgtrain {
 
@@ -19,8 +24,13 @@ class ConsoleWriter {
 
   // Queues "<prefix><line>\n".
   void add_line(bool to_stderr, std::string_view prefix, std::string_view line);
-  // Queues text as it is (the launcher's own messages).
+  // Queues text as it is (a report of several lines).
   void add_text(bool to_stderr, std::string_view text);
+  // Queues one of the launcher's own messages on stderr, worded as util/log.hpp words it ("mgtrain: ...").
+  template <typename... Args>
+  void message(log::Level level, fmt::format_string<Args...> format, Args&&... args) {
+    add_text(true, log::format_line(level, fmt::format(format, std::forward<Args>(args)...)));
+  }
   void flush();
 
   // The live status line: replaces the previous state ("<prefix><text>", cut to the terminal's width at

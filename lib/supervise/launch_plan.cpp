@@ -2,7 +2,7 @@
 #include "supervise/launch_plan.hpp"
 
 #include <algorithm>
-#include <cctype>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -13,14 +13,11 @@
 namespace mgtrain {
 namespace {
 
-bool parse_positive_int(const std::string& text, int& value) {
-  if (text.empty() || text.size() > 6) return false;
-  value = 0;
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    value = value * 10 + (c - '0');
-  }
-  return value > 0;
+// A count written as 1 to 6 digits, above zero (a worker count, node count, GPU index or port).
+std::optional<int> positive_count(const std::string& text) {
+  const std::optional<std::uint64_t> value = parse_digits(text, 6);
+  if (!value || *value == 0) return std::nullopt;
+  return static_cast<int>(*value);
 }
 
 std::string plural(int count, const std::string& word) {
@@ -42,8 +39,9 @@ std::vector<std::string> resolve_gpu_ids(const std::string& text, const HostFact
     std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     entry.erase(0, entry.find_first_not_of(" \t"));
     entry.erase(entry.find_last_not_of(" \t") + 1);
-    int index = 0;
-    if (entry == "0" || parse_positive_int(entry, index)) {
+    const std::optional<int> positive = positive_count(entry);
+    if (entry == "0" || positive) {
+      const int index = positive.value_or(0);
       if (index >= static_cast<int>(host.visible_gpus.size())) {
         throw UsageError("launch.gpu_ids: GPU " + entry + " does not exist: " +
                          plural(static_cast<int>(host.visible_gpus.size()), "GPU") + " " +
@@ -66,15 +64,14 @@ std::vector<std::string> resolve_gpu_ids(const std::string& text, const HostFact
 
 int resolve_nproc(const std::string& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
                   const HostFacts& host, std::string& reason) {
-  int count = 0;
-  if (parse_positive_int(nproc, count)) {
-    if (gpu_ids_given && count != static_cast<int>(gpus.size())) {
+  if (const std::optional<int> count = positive_count(nproc)) {
+    if (gpu_ids_given && *count != static_cast<int>(gpus.size())) {
       throw UsageError("launch.nproc is " + nproc + " but launch.gpu_ids names " +
                        plural(static_cast<int>(gpus.size()), "GPU") +
                        ": give one GPU per worker, or set --nproc gpu to run one worker per listed GPU");
     }
     reason = "nproc " + nproc;
-    return count;
+    return *count;
   }
   if (nproc == "gpu" || nproc == "auto") {
     if (gpu_ids_given) {
@@ -102,13 +99,12 @@ int resolve_nproc(const std::string& nproc, const std::vector<std::string>& gpus
 
 // "N" or "MIN:MAX".
 std::pair<int, int> resolve_nnodes(const std::string& text) {
-  int count = 0;
-  if (parse_positive_int(text, count)) return {count, count};
+  if (const std::optional<int> count = positive_count(text)) return {*count, *count};
   std::size_t colon = text.find(':');
-  int low = 0, high = 0;
-  if (colon != std::string::npos && parse_positive_int(text.substr(0, colon), low) &&
-      parse_positive_int(text.substr(colon + 1), high) && low <= high) {
-    return {low, high};
+  if (colon != std::string::npos) {
+    const std::optional<int> low = positive_count(text.substr(0, colon));
+    const std::optional<int> high = positive_count(text.substr(colon + 1));
+    if (low && high && *low <= *high) return {*low, *high};
   }
   throw UsageError("launch.nnodes: '" + text + "' is not a node count: use a positive number such as 2, or MIN:MAX");
 }
@@ -124,12 +120,12 @@ std::pair<std::string, int> split_endpoint(const std::string& text, int default_
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
-  int number = default_port;
-  if (!port.empty() && (!parse_positive_int(port, number) || number > 65535)) {
+  const std::optional<int> given = port.empty() ? std::optional<int>(default_port) : positive_count(port);
+  if (!given || *given > 65535) {
     throw UsageError("launch.rdzv_endpoint '" + text + "' has no valid port: write HOST:PORT, e.g. node0:29400");
   }
   if (host.empty()) throw UsageError("launch.rdzv_endpoint '" + text + "' has no host: write HOST:PORT, e.g. node0:29400");
-  return {host, number};
+  return {host, *given};
 }
 
 constexpr int kDefaultRendezvousPort = 29400;  // torchrun's c10d default
@@ -142,9 +138,10 @@ std::vector<std::string> choose_auto_gpus(const std::string& nproc, const HostFa
     note = "mgtrain: --gpu-ids auto: no GPU " + where_gpus_come_from(host) + "; the workers get none";
     return {};
   }
-  int count = visible, workers = 0;
-  if (!data_parallel && parse_positive_int(nproc, workers)) {
-    count = workers;
+  int count = visible;
+  const std::optional<int> workers = data_parallel ? std::nullopt : positive_count(nproc);
+  if (workers) {
+    count = *workers;
   } else if (!data_parallel && nproc != "auto" && nproc != "gpu") {
     throw UsageError("launch.gpu_ids auto picks one GPU per worker, but launch.nproc is '" + nproc +
                      "': use --nproc N, gpu or auto with it");
@@ -181,8 +178,8 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
     gpus = resolve_gpu_ids(launch.gpu_ids, host);
   }
   if (data_parallel) {  // one process; CUDA_VISIBLE_DEVICES holds every selected GPU
-    int count = 0;
-    if (parse_positive_int(launch.nproc, count) && count != 1) {
+    const std::optional<int> count = positive_count(launch.nproc);
+    if (count && *count != 1) {
       throw UsageError("ddp.strategy dp runs one process over all selected GPUs, but launch.nproc is " + launch.nproc +
                        ": use --nproc 1 (or auto), or ddp.strategy: ddp for one process per GPU");
     }

@@ -1,7 +1,8 @@
 // Parsing of torchrun-style --tee / --redirect / --local-ranks-filter values.
 #include "supervise/output_routing.hpp"
 
-#include <cctype>
+#include <cstdint>
+#include <optional>
 
 #include "util/error.hpp"
 #include "util/value_parsing.hpp"
@@ -16,23 +17,16 @@ std::vector<std::string> split_trimmed(const std::string& text, char separator) 
   return parts;
 }
 
-bool parse_non_negative(const std::string& text, long& value) {
-  if (text.empty() || text.size() > 9) return false;
-  value = 0;
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    value = value * 10 + (c - '0');
-  }
-  return true;
-}
+// A stream selection or local rank: up to 9 digits.
+constexpr std::size_t kMaxDigits = 9;
 
 StreamSet stream_set_from_value(const std::string& value, const std::string& text, const std::string& setting) {
-  long number = -1;
-  if (!parse_non_negative(value, number) || number > 3) {
+  const std::optional<std::uint64_t> number = parse_digits(value, kMaxDigits);
+  if (!number || *number > 3) {
     throw UsageError(setting + ": '" + text + "' is not a stream selection: use 0 (none), 1 (stdout), 2 (stderr), "
                      "3 (both), or a per-local-rank mapping such as 0:1,1:3");
   }
-  return StreamSet{(number & 1) != 0, (number & 2) != 0};
+  return StreamSet{(*number & 1) != 0, (*number & 2) != 0};
 }
 
 }  // namespace
@@ -45,12 +39,13 @@ std::vector<StreamSet> parse_stream_selection(const std::string& text, int nproc
   std::vector<StreamSet> result(nproc);
   for (const std::string& entry : split_trimmed(trimmed, ',')) {
     std::size_t colon = entry.find(':');
-    long rank = -1;
-    if (colon == std::string::npos || !parse_non_negative(trim(entry.substr(0, colon)), rank)) {
+    const std::optional<std::uint64_t> rank =
+        colon == std::string::npos ? std::nullopt : parse_digits(trim(entry.substr(0, colon)), kMaxDigits);
+    if (!rank) {
       throw UsageError(setting + ": '" + entry + "' in '" + text + "' is not LOCAL_RANK:STREAMS: write e.g. 0:1,1:3");
     }
     StreamSet streams = stream_set_from_value(trim(entry.substr(colon + 1)), text, setting);
-    if (rank < nproc) result[rank] = streams;
+    if (*rank < static_cast<std::uint64_t>(nproc)) result[*rank] = streams;
   }
   return result;
 }
@@ -60,17 +55,17 @@ std::vector<bool> parse_local_ranks_filter(const std::string& text, int nproc) {
   if (trimmed.empty()) return std::vector<bool>(nproc, true);
   std::vector<bool> selected(nproc, false);
   for (const std::string& entry : split_trimmed(trimmed, ',')) {
-    long rank = -1;
-    if (!parse_non_negative(entry, rank)) {
+    const std::optional<std::uint64_t> rank = parse_digits(entry, kMaxDigits);
+    if (!rank) {
       throw UsageError("launch.local_ranks_filter: '" + entry + "' in '" + text +
                        "' is not a local rank: write a comma-separated list such as 0 or 0,2");
     }
-    if (rank >= nproc) {
+    if (*rank >= static_cast<std::uint64_t>(nproc)) {
       throw UsageError("launch.local_ranks_filter: local rank " + entry + " does not exist (this node runs " +
                        std::to_string(nproc) + " worker" + (nproc == 1 ? "" : "s") + ", local ranks 0.." +
                        std::to_string(nproc - 1) + ")");
     }
-    selected[rank] = true;
+    selected[*rank] = true;
   }
   return selected;
 }

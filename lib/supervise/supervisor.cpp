@@ -14,6 +14,7 @@
 #include "util/error.hpp"
 #include "util/file_tail.hpp"
 #include "util/time_format.hpp"
+#include "util/timespec.hpp"
 #include "contract/log_layout.hpp"
 #include "supervise/worker_process.hpp"
 
@@ -57,13 +58,6 @@ bool stdin_closed() {
   char buffer[4096];
   ssize_t got = read(STDIN_FILENO, buffer, sizeof buffer);
   return got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR);
-}
-
-timespec to_timespec(Clock::duration duration) {
-  if (duration < Clock::duration::zero()) duration = Clock::duration::zero();
-  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(duration);
-  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(duration - seconds);
-  return timespec{static_cast<time_t>(seconds.count()), static_cast<long>(nanos.count())};
 }
 
 }  // namespace
@@ -169,14 +163,12 @@ void Supervisor::signal_running_workers(int signal) {
 void Supervisor::handle_child_exits(Clock::time_point now) {
   std::vector<std::pair<int, ExitStatus>> exits;
   for (Worker& worker : workers_) {
-    ExitStatus status;
-    if (!worker.alive || !peek_exit(worker.pid, status)) continue;
-    // The worker is a zombie, so its process group id cannot be reused yet: take its children down.
-    signal_process_group(worker.pid, SIGKILL);
-    reap(worker.pid);
-    guard_.forget(worker.pid);
+    if (!worker.alive) continue;
+    // While the worker is a zombie its process group id cannot be reused: its children are taken down first.
+    const std::optional<ExitStatus> status = collect_exit(worker.pid, guard_);
+    if (!status) continue;
     worker.alive = false;
-    exits.emplace_back(worker.local_rank, status);
+    exits.emplace_back(worker.local_rank, *status);
   }
   // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
   for (const auto& [local_rank, status] : exits) policy_.on_worker_exit(local_rank, status, now);
@@ -262,7 +254,7 @@ SupervisionResult Supervisor::run() {
       if (watch_stdin && poll_fds[captures_end].revents != 0 && stdin_closed()) {
         // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
         watch_stdin = false;
-        console_.add_text(true, "mgtrain: stdin closed (the launcher that started this agent is gone): stopping the job\n");
+        console_.message(log::Level::Info, "stdin closed (the launcher that started this agent is gone): stopping the job");
         policy_.on_signal(SIGHUP, now);
       }
       if (poll_fds[0].revents != 0) handle_signals(now);
@@ -314,9 +306,9 @@ void Supervisor::announce_restart(int attempt) {
     why = failure.hung ? fmt_rank(failure.local_rank) + " hung" : fmt_rank(failure.local_rank) + " " + failure.status.describe();
     break;
   }
-  console_.add_text(true, "mgtrain: restarting all workers (attempt " + std::to_string(attempt + 1) + " of " +
-                              std::to_string(plan_.max_restarts + 1) + ")" + (why.empty() ? "" : " after " + why) +
-                              "; the failed attempt's logs are in " + log_layout::attempt_dir(plan_.run_dir, attempt - 1) + "\n");
+  console_.message(log::Level::Info, "restarting all workers (attempt {} of {}){}; the failed attempt's logs are in {}",
+                   attempt + 1, plan_.max_restarts + 1, why.empty() ? "" : " after " + why,
+                   log_layout::attempt_dir(plan_.run_dir, attempt - 1));
 }
 
 FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "util/error.hpp"
+#include "supervise/orphan_guard.hpp"
 
 namespace mgtrain {
 namespace {
@@ -121,6 +122,15 @@ bool peek_exit(pid_t pid, ExitStatus& status) {
 void reap(pid_t pid) {
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
+}
+
+std::optional<ExitStatus> collect_exit(pid_t pid, OrphanGuard& guard) {
+  ExitStatus status;
+  if (!peek_exit(pid, status)) return std::nullopt;
+  signal_process_group(pid, SIGKILL);
+  reap(pid);
+  guard.forget(pid);
+  return status;
 }
 
 }  // namespace mgtrain

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,10 @@ bool peek_exit(pid_t pid, ExitStatus& status);
 
 // Reaps an exited child.
 void reap(pid_t pid);
+
+class OrphanGuard;
+// If `pid` has exited: kills the rest of its process group (the zombie still holds the group id), reaps it
+// and tells `guard` to forget the group. Its status, or nullopt while it runs.
+std::optional<ExitStatus> collect_exit(pid_t pid, OrphanGuard& guard);
 
 }  // namespace mgtrain

@@ -42,10 +42,15 @@ void write_all(int fd, std::string_view text) {
   }
 }
 
-void line(Level level, std::string_view text) {
+std::string format_line(Level level, std::string_view text) {
   std::string whole(prefix(level));
   whole.append(text);
-  if (whole.empty() || whole.back() != '\n') whole += '\n';
+  if (whole.back() != '\n') whole += '\n';
+  return whole;
+}
+
+void line(Level level, std::string_view text) {
+  const std::string whole = format_line(level, text);
   flush_stdio();
   write_all(level == Level::Progress ? output_fd.load() : message_fd.load(), whole);
 }

@@ -6,6 +6,7 @@
 // keep their order with anything printed through stdio.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -21,6 +22,8 @@ enum class Level { Info, Note, Warning, Error, Progress };
 
 // Writes "mgtrain: [note: |warning: |error: ]<text>\n" to the stream the level goes to.
 void line(Level level, std::string_view text);
+// That line as text, for a writer that queues it among other output (the launcher's ConsoleWriter).
+std::string format_line(Level level, std::string_view text);
 // Writes `text` exactly as it is (a multi-line report, a table) to the message stream.
 void text(std::string_view text);
 

@@ -44,6 +44,11 @@ std::optional<std::uint64_t> parse_digits(std::string_view text) {
   return value;
 }
 
+std::optional<std::uint64_t> parse_digits(std::string_view text, std::size_t max_digits) {
+  if (text.size() > max_digits) return std::nullopt;
+  return parse_digits(text);
+}
+
 std::optional<std::int64_t> parse_int(const std::string& raw) {
   std::string text = trim(raw);
   if (text.empty()) return std::nullopt;

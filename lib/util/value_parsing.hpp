@@ -21,6 +21,8 @@ bool all_digits(std::string_view text);
 // The value of a run of ASCII digits (leading zeros allowed); nullopt when `text` is not all_digits or the
 // value does not fit in 64 bits.
 std::optional<std::uint64_t> parse_digits(std::string_view text);
+// The same, but nullopt for more than `max_digits` digits: a bound on what a setting may hold.
+std::optional<std::uint64_t> parse_digits(std::string_view text, std::size_t max_digits);
 std::vector<std::string> split(const std::string& text, char separator);
 
 }  // namespace mgtrain

@@ -153,6 +153,19 @@ TEST_CASE("the launcher does not link LibTorch, the worker does", "[binary][arch
   CHECK(worker.out.find("libtorch") != std::string::npos);
 }
 
+// The heavy or optional libraries stay out of the launcher: cairo lives in mgtrain-plot, cpp-httplib and OpenSSL/brotli
+// in the dlopen'ed status module, and xxHash and nlohmann::json are used header-only (ARCHITECTURE.md).
+TEST_CASE("the launcher links no cairo, httplib, OpenSSL, brotli, xxhash or nlohmann library", "[binary][architecture]") {
+  auto launcher = run_and_capture({"ldd", kMgtrain});
+  INFO(launcher.out << launcher.err);
+  REQUIRE(launcher.exit_code == 0);
+  for (const char* library : {"libtorch", "libc10", "libcairo", "httplib", "libssl", "libcrypto", "libbrotli", "libxxhash",
+                              "libnlohmann"}) {
+    INFO(library);
+    CHECK(launcher.out.find(library) == std::string::npos);
+  }
+}
+
 TEST_CASE("cmake --install produces a usable prefix", "[binary][install]") {
   if (!worker_built()) return;
   fs::path prefix = scratch_dir("prefix");

@@ -3,8 +3,13 @@
 // and its scontrol calls through a fake runner. The environments are the ones a real slurmd 22.05 gives.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/log.hpp"
 #include "slurm/slurm_environment.hpp"
 #include "slurm/slurm_launch.hpp"
 #include "contract/worker_identity.hpp"
@@ -29,6 +34,29 @@ EnvMap batch_shell() {
           {"SLURM_NODEID", "0"},       {"SLURM_NTASKS", "4"},          {"SLURM_PROCID", "0"},        {"SLURM_NTASKS_PER_NODE", "4"},
           {"SLURM_TASKS_PER_NODE", "4"}};
 }
+
+// The launcher's messages (util/log.hpp) while it lives: the message stream goes into a pipe; lines() reads
+// what arrived since the last call and appends it to the lines it returns.
+class LoggedLines {
+ public:
+  LoggedLines() : pipe_(make_pipe()), output_(pipe_.write.get(), pipe_.write.get()) {
+    fcntl(pipe_.read.get(), F_SETFL, O_NONBLOCK);
+  }
+  std::vector<std::string>& lines() {
+    char buffer[4096];
+    for (ssize_t got; (got = read(pipe_.read.get(), buffer, sizeof buffer)) > 0;) pending_.append(buffer, static_cast<std::size_t>(got));
+    for (std::size_t end; (end = pending_.find('\n')) != std::string::npos; pending_.erase(0, end + 1)) {
+      lines_.push_back(pending_.substr(0, end));
+    }
+    return lines_;
+  }
+
+ private:
+  Pipe pipe_;
+  log::ScopedOutput output_;
+  std::string pending_;
+  std::vector<std::string> lines_;
+};
 
 LoadedConfig load_with_slurm(const std::string& yaml, const EnvMap& env, ConfigRequest request = {}) {
   LoadOptions options;
@@ -236,7 +264,7 @@ TEST_CASE("the launch summary names each value's variable, or says it was given"
   LoadedConfig c = load_with_slurm("", env);
   SlurmLaunchFacts facts{2, 1, 4, "node07", 24242, "slurm-4242"};
   CHECK(slurm_launch_summary(d, facts, c.origin) ==
-        "mgtrain: SLURM job 4242 (restart 2): node 1 of 2 (SLURM_NODEID, SLURM_STEP_NUM_NODES), master node07:24242 "
+        "SLURM job 4242 (restart 2): node 1 of 2 (SLURM_NODEID, SLURM_STEP_NUM_NODES), master node07:24242 "
         "(SLURM_STEP_NODELIST, SLURM_JOB_ID), 4 workers (SLURM_GPUS_ON_NODE), run id slurm-4242 (SLURM_JOB_ID)");
   ConfigRequest request;
   request.flags = {{"launch.nproc", "2", "--nproc"}};
@@ -246,7 +274,7 @@ TEST_CASE("the launch summary names each value's variable, or says it was given"
   SlurmLaunchFacts one_node{1, 0, 1, "gpu3", 0, "slurm-77"};
   LoadedConfig shell = load_with_slurm("", batch_shell());
   CHECK(slurm_launch_summary(detect_slurm(batch_shell()), one_node, shell.origin) ==
-        "mgtrain: SLURM job 77: one node, 1 worker (SLURM_NTASKS_PER_NODE), run id slurm-77 (SLURM_JOB_ID)");
+        "SLURM job 77: one node, 1 worker (SLURM_NTASKS_PER_NODE), run id slurm-77 (SLURM_JOB_ID)");
 }
 
 TEST_CASE("a rerun says what it resumes from", "[slurm]") {
@@ -259,16 +287,17 @@ TEST_CASE("a rerun says what it resumes from", "[slurm]") {
   plan.master_addr = "node07";
   plan.master_port = 24242;
   plan.run_id = "slurm-4242";
-  std::vector<std::string> lines;
-  announce_slurm_launch(detect_slurm(env), c, plan, true, [&](const std::string& l) { lines.push_back(l); });
+  LoggedLines logged;
+  announce_slurm_launch(detect_slurm(env), c, plan, true);
+  std::vector<std::string>& lines = logged.lines();
   REQUIRE(lines.size() == 3);
   CHECK_THAT(lines[0], Catch::StartsWith("mgtrain: SLURM job 4242 (restart 1): node 1 of 2"));
-  CHECK_THAT(lines[1], Catch::Contains("no GPUs in the allocation"));
+  CHECK_THAT(lines[1], Catch::StartsWith("mgtrain: note: SLURM: ") && Catch::Contains("no GPUs in the allocation"));
   CHECK(lines[2] == "mgtrain: SLURM_RESTART_COUNT=1: job 4242 was requeued and this is a rerun of run slurm-4242; "
                     "the workers resume from the newest checkpoint in runs/slurm-4242/checkpoints");
   lines.clear();
-  announce_slurm_launch(detect_slurm({}), c, plan, true, [&](const std::string& l) { lines.push_back(l); });
-  CHECK(lines.empty());
+  announce_slurm_launch(detect_slurm({}), c, plan, true);
+  CHECK(logged.lines().empty());
 }
 
 TEST_CASE("requeue decision: node 0, after the workers saved and stopped, not after scancel", "[slurm][requeue]") {
@@ -312,59 +341,59 @@ TEST_CASE("the job's state and times from scontrol -o show job", "[slurm][requeu
 TEST_CASE("requeue runs scontrol, its failure is a warning with its stderr", "[slurm][requeue]") {
   const SlurmDetection d = detect_slurm(step_on_node1());
   LaunchConfig launch;
-  std::vector<std::string> lines;
-  Say say = [&](const std::string& l) { lines.push_back(l); };
+  LoggedLines logged;
+  std::vector<std::string>& lines = logged.lines();
 
   FakeRunner ok;
-  CHECK(requeue_after_preemption(d, launch, {0, true, false, false}, say, ok.runner()));
+  CHECK(requeue_after_preemption(d, launch, {0, true, false, false}, ok.runner()));
   REQUIRE(ok.calls.size() == 2);
   CHECK(ok.calls[0] == std::vector<std::string>{"scontrol", "-o", "show", "job", "4242"});
   CHECK(ok.calls[1] == std::vector<std::string>{"scontrol", "requeue", "4242"});
-  CHECK(lines.back() == "mgtrain: requeueing SLURM job 4242 (scontrol requeue 4242): it will run again and resume from run slurm-4242");
+  CHECK(logged.lines().back() == "mgtrain: requeueing SLURM job 4242 (scontrol requeue 4242): it will run again and resume from run slurm-4242");
 
   FakeRunner refused;
   refused.requeue_exit = 1;
   refused.requeue_err = "scontrol: error: Requested operation is presently disabled for job 4242\n";
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, refused.runner()));
-  CHECK(lines.back() == "mgtrain: warning: scontrol requeue 4242 failed (exit code 1): scontrol: error: Requested operation is "
-                        "presently disabled for job 4242; submit the job again to resume");
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, refused.runner()));
+  CHECK(logged.lines().back() == "mgtrain: warning: scontrol requeue 4242 failed (exit code 1): scontrol: error: Requested operation is "
+                                "presently disabled for job 4242; submit the job again to resume");
 
   FakeRunner missing;
   missing.missing = true;
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, missing.runner()));
-  CHECK_THAT(lines.back(), Catch::StartsWith("mgtrain: warning: cannot run scontrol to requeue SLURM job 4242: cannot start scontrol"));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, missing.runner()));
+  CHECK_THAT(logged.lines().back(), Catch::StartsWith("mgtrain: warning: cannot run scontrol to requeue SLURM job 4242: cannot start scontrol"));
 
   FakeRunner cancelled;
   cancelled.state = "CANCELLED";
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, cancelled.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, cancelled.runner()));
   CHECK(cancelled.calls.size() == 1);
-  CHECK(lines.back() == "mgtrain: SLURM job 4242 is not requeued: the job was cancelled (scancel)");
+  CHECK(logged.lines().back() == "mgtrain: SLURM job 4242 is not requeued: the job was cancelled (scancel)");
 
   // After SIGTERM: at the time limit yes, before it (scancel) no.
   FakeRunner timed_out;
   timed_out.state = "COMPLETING";
   timed_out.run_time = timed_out.time_limit = "01:00:00";
-  CHECK(requeue_after_preemption(d, launch, {0, true, false, true}, say, timed_out.runner()));
+  CHECK(requeue_after_preemption(d, launch, {0, true, false, true}, timed_out.runner()));
   FakeRunner scancelled;
   scancelled.state = "COMPLETING";
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, true}, say, scancelled.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, true}, scancelled.runner()));
   CHECK(scancelled.calls.size() == 1);
-  CHECK_THAT(lines.back(), Catch::StartsWith("mgtrain: SLURM job 4242 is not requeued: SIGTERM before the time limit"));
+  CHECK_THAT(logged.lines().back(), Catch::StartsWith("mgtrain: SLURM job 4242 is not requeued: SIGTERM before the time limit"));
 
   FakeRunner quiet;
   lines.clear();
-  CHECK_FALSE(requeue_after_preemption(d, launch, {1, true, false, false}, say, quiet.runner()));   // not node 0
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, false, false, false}, say, quiet.runner()));  // finished or failed
+  CHECK_FALSE(requeue_after_preemption(d, launch, {1, true, false, false}, quiet.runner()));   // not node 0
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, false, false, false}, quiet.runner()));  // finished or failed
   CHECK(quiet.calls.empty());
-  CHECK(lines.empty());
+  CHECK(logged.lines().empty());
   // SIGTERM, but the workers did not save (they failed or were killed): nothing to resume from, no requeue.
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, false, false, true}, say, quiet.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, false, false, true}, quiet.runner()));
   CHECK(quiet.calls.empty());
-  CHECK(lines.empty());
+  CHECK(logged.lines().empty());
   launch.slurm_requeue = false;
-  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, say, quiet.runner()));
+  CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, quiet.runner()));
   CHECK(quiet.calls.empty());
-  CHECK(lines.back() == "mgtrain: SLURM job 4242 is not requeued: launch.slurm_requeue is off");
+  CHECK(logged.lines().back() == "mgtrain: SLURM job 4242 is not requeued: launch.slurm_requeue is off");
 }
 
 TEST_CASE("one task per rank: the step's node list and tasks on this node", "[slurm][identity]") {

@@ -1,10 +1,10 @@
 // The failure report: table, failure.json, torch's error file, JSON escaping.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "supervise/failure_report.hpp"
-#include "util/json_writer.hpp"
 #include "util/time_format.hpp"
 #include "supervise/torch_error_file.hpp"
 
@@ -107,12 +107,15 @@ TEST_CASE("a malformed error file is reported, not fatal", "[report]") {
 }
 
 TEST_CASE("JSON strings are escaped and kept valid UTF-8", "[report]") {
-  CHECK(json_quote("a\"b\\c\n\x01") == "\"a\\\"b\\\\c\\n\\u0001\"");
-  CHECK(json_quote("caf\xC3\xA9") == "\"caf\xC3\xA9\"");
-  CHECK(json_quote("bad\xFF") == "\"bad\xEF\xBF\xBD\"");
-  JsonWriter writer(0);
-  writer.begin_object().key("a").begin_array().value(1).value(2.5).value(true).null().end_array().key("e").begin_object().end_object().end_object();
-  CHECK(writer.text() == "{\"a\":[1,2.5,true,null],\"e\":{}}");
+  FailureReport report = sample_report();
+  report.root_cause.stderr_tail = {"a\"b\\c\n\x01", "caf\xC3\xA9", "bad\xFF"};
+  const std::string json = failure_report_to_json(report);
+  CHECK_THAT(json, Catch::Contains("\"a\\\"b\\\\c\\n\\u0001\""));
+  const nlohmann::json parsed = nlohmann::json::parse(json);
+  const nlohmann::json& tail = parsed["root_cause"]["stderr_tail"];
+  CHECK(tail[0] == "a\"b\\c\n\x01");
+  CHECK(tail[1] == "caf\xC3\xA9");
+  CHECK(tail[2] == "bad\xEF\xBF\xBD");
 }
 
 TEST_CASE("UTC timestamps", "[report]") {

@@ -1,0 +1,183 @@
+// What each host's node agent is started with for `mgtrain launch --hosts/--hostfile` (see hosts_launch.hpp):
+// the host list, the remote-shell command line and every agent's `mgtrain launch` arguments.
+#include "multinode/hosts_launch.hpp"
+
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "util/error.hpp"
+#include "util/value_parsing.hpp"
+
+namespace mgtrain {
+namespace {
+
+constexpr int kDefaultMasterPort = 29500;  // torchrun's
+
+// Keys this launcher sets for every agent itself, or that make no sense to pass on.
+const std::set<std::string> kOwnKeys = {"launch.hosts",     "launch.hostfile",    "launch.remote_shell",
+                                        "launch.nnodes",    "launch.node_rank",   "launch.master_addr",
+                                        "launch.master_port", "launch.run_id",    "launch.exit_with_stdin",
+                                        "launch.rdzv_endpoint", "launch.rdzv_backend"};
+
+int parse_slots(const std::string& text, const std::string& where) {
+  auto value = parse_int(trim(text));
+  if (!value || *value < 1 || *value > 1 << 20) {
+    throw UsageError(fmt::format("{}: '{}' is not a number of workers (slots): use a positive number", where, text));
+  }
+  return static_cast<int>(*value);
+}
+
+std::string address_of(const std::string& host) {
+  std::size_t at = host.find('@');  // user@host for ssh
+  return at == std::string::npos ? host : host.substr(at + 1);
+}
+
+}  // namespace
+
+std::vector<HostSlots> parse_hosts(const std::string& text) {
+  std::vector<HostSlots> hosts;
+  for (const std::string& part : split(text, ',')) {
+    std::string entry = trim(part);
+    if (entry.empty()) continue;
+    HostSlots slot;
+    std::size_t colon = entry.rfind(':');
+    slot.host = colon == std::string::npos ? entry : entry.substr(0, colon);
+    if (colon != std::string::npos) slot.slots = parse_slots(entry.substr(colon + 1), "launch.hosts entry '" + entry + "'");
+    if (slot.host.empty()) throw UsageError("launch.hosts entry '" + entry + "' has no host name");
+    hosts.push_back(slot);
+  }
+  if (hosts.empty()) throw UsageError("launch.hosts '" + text + "' names no host: write e.g. --hosts node0:4,node1:4");
+  return hosts;
+}
+
+std::vector<HostSlots> parse_hostfile(const std::string& text, const std::string& name) {
+  std::vector<HostSlots> hosts;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string host, word;
+    if (!(words >> host)) continue;
+    HostSlots slot;
+    slot.host = host;
+    const std::string where = fmt::format("{}:{}", name, number);
+    while (words >> word) {
+      if (word.rfind("slots=", 0) == 0) {
+        slot.slots = parse_slots(word.substr(6), where);
+      } else {
+        throw UsageError(fmt::format("{}: unexpected '{}': write lines like `node0 slots=4`", where, word));
+      }
+    }
+    hosts.push_back(slot);
+  }
+  if (hosts.empty()) throw UsageError(name + ": the hostfile names no host: write one line per host, e.g. `node0 slots=4`");
+  return hosts;
+}
+
+std::string shell_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::vector<std::string> remote_agent_argv(const std::string& remote_shell, const std::string& host,
+                                           const std::string& agent_command_line) {
+  std::vector<std::string> argv;
+  std::istringstream words(remote_shell);
+  std::string word;
+  while (words >> word) {
+    for (std::size_t at = word.find("{host}"); at != std::string::npos; at = word.find("{host}", at + host.size())) {
+      word.replace(at, 6, host);
+    }
+    argv.push_back(word);
+  }
+  if (argv.empty()) throw UsageError("launch.remote_shell is empty: give a command such as `ssh {host}`");
+  argv.push_back(agent_command_line);
+  return argv;
+}
+
+std::string agent_command_line(const std::string& directory, const std::string& mgtrain,
+                               const std::vector<std::string>& arguments) {
+  std::string line = "cd " + shell_quote(directory) + " && exec " + shell_quote(mgtrain) + " launch";
+  for (const std::string& argument : arguments) line += " " + shell_quote(argument);
+  return line;
+}
+
+std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<HostSlots>& hosts,
+                                                             const LaunchRequest& request, const LoadedConfig& loaded,
+                                                             const EnvMap& environment) {
+  const LaunchConfig& launch = loaded.config.launch;
+  const int nnodes = static_cast<int>(hosts.size());
+  if (loaded.origin_of("launch.nnodes") != "default" && launch.nnodes != std::to_string(nnodes)) {
+    throw UsageError(fmt::format("launch.nnodes is {} but the host list names {} host{}: drop --nnodes, the hosts decide",
+                                 launch.nnodes, nnodes, nnodes == 1 ? "" : "s"));
+  }
+  if (!trim(launch.rdzv_endpoint).empty()) {
+    throw UsageError("--hosts/--hostfile start a static job (node ranks in host order): drop --rdzv-endpoint");
+  }
+  const bool slots_given = hosts.front().slots > 0;
+  std::set<int> slot_counts;
+  for (const HostSlots& host : hosts) {
+    if ((host.slots > 0) != slots_given) {
+      throw UsageError("give a number of workers for every host or for none (" + hosts.front().host + " vs " + host.host +
+                       "); without one, --nproc applies to every host");
+    }
+    slot_counts.insert(host.slots);
+  }
+  const bool uneven = slot_counts.size() > 1;
+  const std::string master_addr = loaded.origin_of("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
+  const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kDefaultMasterPort;
+
+  // What every agent gets besides its node rank: the user's settings, as --set so that any spelling works.
+  std::vector<std::string> shared;
+  std::set<std::string> passed;
+  auto pass = [&](const std::string& key, const std::string& value) {
+    if (kOwnKeys.count(key) || (slots_given && key == "launch.nproc") || (uneven && key == "launch.allow_uneven_nproc")) return;
+    shared.push_back("--set");
+    shared.push_back(key + "=" + value);
+    passed.insert(key);
+  };
+  // MGTRAIN_* variables do not travel over ssh: what they set here is passed on explicitly.
+  for (const auto& [key, where] : loaded.origin) {
+    const std::string prefix = "environment ";
+    if (where.rfind(prefix, 0) != 0) continue;
+    auto variable = environment.find(where.substr(prefix.size()));
+    if (variable != environment.end()) pass(key, variable->second);
+  }
+  for (const std::string& assignment : request.config.overrides) {
+    std::size_t equals = assignment.find('=');
+    pass(trim(assignment.substr(0, equals)), equals == std::string::npos ? "" : assignment.substr(equals + 1));
+  }
+  for (const FlagSetting& flag : request.config.flags) pass(flag.key, flag.value);
+
+  std::vector<std::vector<std::string>> all;
+  for (int rank = 0; rank < nnodes; ++rank) {
+    std::vector<std::string> args = {"--nnodes", std::to_string(nnodes), "--node-rank", std::to_string(rank),
+                                     "--master-addr", master_addr, "--master-port", std::to_string(master_port),
+                                     "--run-id", launch.run_id, "--exit-with-stdin"};
+    if (slots_given) {
+      args.push_back("--nproc");
+      args.push_back(std::to_string(hosts[rank].slots));
+    }
+    if (uneven) args.push_back("--allow-uneven-nproc");
+    args.insert(args.end(), shared.begin(), shared.end());
+    if (request.config.path) args.push_back(*request.config.path);
+    if (!request.command.empty()) {
+      args.push_back("--");
+      args.insert(args.end(), request.command.begin(), request.command.end());
+    }
+    all.push_back(args);
+  }
+  return all;
+}
+
+}  // namespace mgtrain
