@@ -198,85 +198,97 @@ SupervisionResult Supervisor::run() {
   started_steady_ = Clock::now();
   started_wall_ = std::chrono::system_clock::now();
   policy_.start(started_steady_);
-
-  std::optional<Clock::time_point> drain_deadline;
-  std::vector<pollfd> poll_fds;
-  bool watch_stdin = plan_.exit_with_stdin;
-  while (true) {
-    Clock::time_point now = Clock::now();
-    if (policy_.finished()) {
-      bool any_open = false;
-      for (const auto& capture : captures_) any_open = any_open || capture->open();
-      if (any_open) {
-        if (!drain_deadline) drain_deadline = now + kDrainTimeout;
-        if (now >= *drain_deadline) {
-          for (auto& capture : captures_) capture->close_stream(console_);
-          captures_.clear();
-          any_open = false;
-        }
-      }
-      if (!any_open && (!peer_ || peer_->done(now))) break;
-    }
-
-    std::optional<Clock::time_point> wake = policy_.next_deadline();
-    if (next_heartbeat_probe_ && !policy_.finished() && (!wake || *next_heartbeat_probe_ < *wake)) {
-      wake = next_heartbeat_probe_;
-    }
-    if (drain_deadline && (!wake || *drain_deadline < *wake)) wake = drain_deadline;
-    if (peer_) {
-      std::optional<Clock::time_point> peer_wake = peer_->next_deadline();
-      if (peer_wake && (!wake || *peer_wake < *wake)) wake = peer_wake;
-    }
-    if (observer_ && !policy_.finished()) {
-      std::optional<Clock::time_point> observer_wake = observer_->next_deadline();
-      if (observer_wake && (!wake || *observer_wake < *wake)) wake = observer_wake;
-    }
-
-    poll_fds.clear();
-    poll_fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
-    for (const auto& capture : captures_) poll_fds.push_back(pollfd{capture->fd(), POLLIN, 0});
-    const std::size_t captures_end = poll_fds.size();
-    if (watch_stdin) poll_fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
-    const std::size_t peer_first = poll_fds.size();
-    if (peer_) peer_->add_poll_fds(poll_fds);
-    const std::size_t observer_first = poll_fds.size();
-    if (observer_) observer_->add_poll_fds(poll_fds);
+  LoopState loop;
+  loop.watch_stdin = plan_.exit_with_stdin;
+  // One ppoll over the signalfd, every worker pipe, stdin (--hosts agents), the rendezvous peer and the
+  // observer, until the policy has finished and the pipes are drained.
+  while (!finished_and_drained(Clock::now(), loop)) {
+    const PollLayout layout = fill_poll_fds(loop);
+    const std::optional<Clock::time_point> wake = next_wake(loop);
+    const Clock::time_point before = Clock::now();
     timespec timeout{};
-    if (wake) timeout = to_timespec(*wake - now);
-    int ready = ppoll(poll_fds.data(), poll_fds.size(), wake ? &timeout : nullptr, nullptr);
+    if (wake) timeout = to_timespec(*wake - before);
+    const int ready = ppoll(loop.poll_fds.data(), loop.poll_fds.size(), wake ? &timeout : nullptr, nullptr);
     if (ready < 0 && errno != EINTR) throw SystemError("ppoll() in the supervisor", errno);
-
-    now = Clock::now();
-    if (ready > 0) {
-      for (std::size_t index = 1; index < captures_end; ++index) {
-        if (poll_fds[index].revents != 0) captures_[index - 1]->read_available(console_);
-      }
-      if (watch_stdin && poll_fds[captures_end].revents != 0 && stdin_closed()) {
-        // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
-        watch_stdin = false;
-        console_.message(log::Level::Info, "stdin closed (the launcher that started this agent is gone): stopping the job");
-        policy_.on_signal(SIGHUP, now);
-      }
-      if (poll_fds[0].revents != 0) handle_signals(now);
-      // Signals may have started a new attempt: drop only captures that closed, never new ones.
-      captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
-                                     [](const std::unique_ptr<StreamCapture>& capture) { return !capture->open(); }),
-                      captures_.end());
-    }
-    if (peer_) {
-      if (ready > 0) peer_->on_poll(poll_fds.data() + peer_first, observer_first - peer_first, now);
-      peer_->on_time(now);
-    }
-    if (observer_) {
-      if (ready > 0) observer_->on_poll(poll_fds.data() + observer_first, poll_fds.size() - observer_first);
-      observer_->on_time(now);
-    }
-    probe_heartbeats(now);
-    policy_.on_time(now);
-    console_.flush();
+    dispatch(ready > 0, layout, loop, Clock::now());
   }
   console_.flush();
+  return result();
+}
 
+bool Supervisor::finished_and_drained(Clock::time_point now, LoopState& loop) {
+  if (!policy_.finished()) return false;
+  bool any_open = false;
+  for (const auto& capture : captures_) any_open = any_open || capture->open();
+  if (any_open) {
+    if (!loop.drain_deadline) loop.drain_deadline = now + kDrainTimeout;
+    if (now >= *loop.drain_deadline) {  // a descendant still holds a pipe open: stop waiting for it
+      for (auto& capture : captures_) capture->close_stream(console_);
+      captures_.clear();
+      any_open = false;
+    }
+  }
+  return !any_open && (!peer_ || peer_->done(now));
+}
+
+std::optional<Supervisor::Clock::time_point> Supervisor::next_wake(const LoopState& loop) const {
+  std::optional<Clock::time_point> wake = policy_.next_deadline();
+  auto earliest = [&wake](const std::optional<Clock::time_point>& other) {
+    if (other && (!wake || *other < *wake)) wake = other;
+  };
+  if (!policy_.finished()) earliest(next_heartbeat_probe_);
+  earliest(loop.drain_deadline);
+  if (peer_) earliest(peer_->next_deadline());
+  if (observer_ && !policy_.finished()) earliest(observer_->next_deadline());
+  return wake;
+}
+
+Supervisor::PollLayout Supervisor::fill_poll_fds(LoopState& loop) const {
+  PollLayout layout;
+  loop.poll_fds.clear();
+  loop.poll_fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
+  for (const auto& capture : captures_) loop.poll_fds.push_back(pollfd{capture->fd(), POLLIN, 0});
+  layout.captures_end = loop.poll_fds.size();
+  if (loop.watch_stdin) loop.poll_fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
+  layout.peer_first = loop.poll_fds.size();
+  if (peer_) peer_->add_poll_fds(loop.poll_fds);
+  layout.observer_first = loop.poll_fds.size();
+  if (observer_) observer_->add_poll_fds(loop.poll_fds);
+  return layout;
+}
+
+void Supervisor::dispatch(bool any_ready, const PollLayout& layout, LoopState& loop, Clock::time_point now) {
+  std::vector<pollfd>& fds = loop.poll_fds;
+  if (any_ready) {
+    for (std::size_t index = 1; index < layout.captures_end; ++index) {
+      if (fds[index].revents != 0) captures_[index - 1]->read_available(console_);
+    }
+    if (loop.watch_stdin && fds[layout.captures_end].revents != 0 && stdin_closed()) {
+      // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
+      loop.watch_stdin = false;
+      console_.message(log::Level::Info, "stdin closed (the launcher that started this agent is gone): stopping the job");
+      policy_.on_signal(SIGHUP, now);
+    }
+    if (fds[0].revents != 0) handle_signals(now);
+    // Signals may have started a new attempt: drop only captures that closed, never new ones.
+    captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
+                                   [](const std::unique_ptr<StreamCapture>& capture) { return !capture->open(); }),
+                    captures_.end());
+  }
+  if (peer_) {
+    if (any_ready) peer_->on_poll(fds.data() + layout.peer_first, layout.observer_first - layout.peer_first, now);
+    peer_->on_time(now);
+  }
+  if (observer_) {
+    if (any_ready) observer_->on_poll(fds.data() + layout.observer_first, fds.size() - layout.observer_first);
+    observer_->on_time(now);
+  }
+  probe_heartbeats(now);
+  policy_.on_time(now);
+  console_.flush();
+}
+
+SupervisionResult Supervisor::result() {
   SupervisionResult result;
   result.exit_code = policy_.exit_code();
   result.launcher_signal = policy_.launcher_signal();

@@ -102,6 +102,23 @@ class Supervisor : private WorkerGroupControl {
   std::optional<FailureReport> local_failure_report() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // What run()'s loop carries from one turn to the next.
+  struct LoopState {
+    std::vector<pollfd> poll_fds;
+    std::optional<Clock::time_point> drain_deadline;  // set once the policy finished with pipes still open
+    bool watch_stdin = false;
+  };
+  // Where each kind of descriptor starts in poll_fds: [0] the signalfd, then the captures, stdin, peer, observer.
+  struct PollLayout {
+    std::size_t captures_end = 1, peer_first = 1, observer_first = 1;
+  };
+  bool finished_and_drained(Clock::time_point now, LoopState& loop);
+  std::optional<Clock::time_point> next_wake(const LoopState& loop) const;
+  PollLayout fill_poll_fds(LoopState& loop) const;
+  void dispatch(bool any_ready, const PollLayout& layout, LoopState& loop, Clock::time_point now);
+  SupervisionResult result();
+
   struct Worker {
     int local_rank = 0;
     pid_t pid = -1;

@@ -141,10 +141,15 @@ TEST_CASE("torch's error file appears in the report", "[launch][failure]") {
 
 TEST_CASE("restarts: failing only on attempt 0 succeeds with max_restarts 1 and fails with 0", "[launch][restart]") {
   TempDir dir;
+  // Rank 1 fails on attempt 0 only after rank 0 has printed its line (else the group stop may come first).
+  const std::string ready = dir / "rank0-printed";
   std::string worker = write_script(dir / "worker.sh",
                                     "echo \"attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT\"\n"
-                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$LOCAL_RANK\" = 1 ]; then exit 3; fi\n"
-                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec sleep 30; fi");
+                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$LOCAL_RANK\" = 0 ]; then touch '" + ready +
+                                        "'; exec sleep 30; fi\n"
+                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then\n"
+                                    "  while [ ! -e '" + ready + "' ]; do sleep 0.01; done; exit 3\n"
+                                    "fi");
   LaunchConfig launch = test_launch_config(dir, 2);
   SECTION("max_restarts 1") {
     launch.max_restarts = 1;
