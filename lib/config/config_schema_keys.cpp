@@ -111,7 +111,7 @@ std::optional<std::string> check_std_spec(const std::string& v) {
 
 // ---- the keys, one function per section ----------------------------------------------------
 
-// launch: how workers are spawned and supervised; each key is also a `mgtrain launch` flag (cli.cpp).
+// launch: how workers are spawned and supervised; each key is also a `mgtrain launch` flag (cli_launch.cpp).
 void add_launch_keys(SchemaBuilder& s) {
   using C = Config;
   s.add(key("launch.nproc", &C::launch, &LaunchConfig::nproc, "worker processes on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or 'auto' (gpu if any, else 1)")
