@@ -1,5 +1,5 @@
 // The command-line model of `mgtrain`: what each subcommand was asked to do, parsed from argv
-// (CLI11 inside cli.cpp). Pure: no I/O, so every spelling is unit-tested.
+// (CLI11 stays inside lib/cli's .cpp files). Pure: no I/O, so every spelling is unit-tested.
 #pragma once
 
 #include <optional>

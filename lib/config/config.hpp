@@ -1,5 +1,5 @@
 // The resolved configuration of a run: plain data, one struct per YAML section.
-// Defaults live here (member initialisers); keys, types, ranges and docs live in config_schema.cpp; options
+// Defaults live here (member initialisers); keys, types, ranges and docs live in config_schema_keys.cpp; options
 // with a fixed set of values are enum classes (config_enums.hpp).
 #pragma once
 

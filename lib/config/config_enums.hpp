@@ -1,5 +1,5 @@
 // The config options with a fixed set of values, as enum classes. Their spellings live here, once:
-// the schema (config_schema.cpp) parses a value into the enum when it enters (a wrong one is an error with
+// the schema (config_schema_keys.cpp) parses a value into the enum when it enters (a wrong one is an error with
 // the allowed values and a did-you-mean), writes it back for `config show` and the resolved config, and
 // every other piece of code compares enums, never strings.
 #pragma once

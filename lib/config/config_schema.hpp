@@ -1,6 +1,6 @@
 // The one schema of the config: every key's path, type, default, allowed values and one-line doc,
 // bound to its member of Config. Loading, validation, `config show`, `config init` and docs/config.md
-// are all driven by this table.
+// are all driven by this table (the keys are in config_schema_keys.cpp).
 #pragma once
 
 #include <functional>

@@ -1,0 +1,285 @@
+// `mgtrain launch`: the launch-flag table (each flag sets a config key; help comes from the schema) and the
+// argument handling. The arguments are pre-split by hand first: flags, then the config or program, then what
+// follows the program belongs to the program (torchrun's semantics), so CLI11 only ever sees flags.
+#include <algorithm>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/subcommands.hpp"
+#include "config/config_schema.hpp"
+#include "util/did_you_mean.hpp"
+#include "util/error.hpp"
+#include "util/value_parsing.hpp"
+
+namespace mgtrain::cli_detail {
+namespace {
+
+// A `mgtrain launch` flag that sets a config key. Help text comes from the schema.
+struct LaunchFlag {
+  const char* names;  // CLI11 spelling: the first long name is the canonical one
+  const char* key;
+  bool takes_value;
+  const char* flag_value = "true";  // what a flag without a value sets the key to
+};
+
+constexpr LaunchFlag kLaunchFlags[] = {
+    {"--nproc,--nproc-per-node,--nproc_per_node", "launch.nproc", true},
+    {"--nnodes", "launch.nnodes", true},
+    {"--node-rank,--node_rank", "launch.node_rank", true},
+    {"--master-addr,--master_addr", "launch.master_addr", true},
+    {"--master-port,--master_port", "launch.master_port", true},
+    {"--max-restarts,--max_restarts", "launch.max_restarts", true},
+    {"--run-id,--run_id,--rdzv-id,--rdzv_id", "launch.run_id", true},
+    {"--log-dir,--log_dir", "launch.log_dir", true},
+    {"-t,--tee", "launch.tee", true},
+    {"-r,--redirect,--redirects", "launch.redirect", true},
+    {"--local-ranks-filter,--local_ranks_filter", "launch.local_ranks_filter", true},
+    {"--gpu-ids,--gpu_ids", "launch.gpu_ids", true},
+    {"--grace-period,--grace_period", "launch.grace_period", true},
+    {"--standalone", "launch.standalone", false},
+    {"--slurm", "launch.slurm", true},
+    {"--no-requeue,--no_requeue", "launch.slurm_requeue", false, "false"},
+    {"--heartbeat-timeout,--heartbeat_timeout", "launch.heartbeat_timeout", true},
+    {"--worker", "launch.worker", true},
+    {"--python", "launch.python", true},
+    {"--rdzv-endpoint,--rdzv_endpoint", "launch.rdzv_endpoint", true},
+    {"--rdzv-backend,--rdzv_backend", "launch.rdzv_backend", true},
+    {"--join-timeout,--join_timeout", "launch.join_timeout", true},
+    {"--last-call-timeout,--last_call_timeout", "launch.last_call_timeout", true},
+    {"--node-timeout,--node_timeout", "launch.node_timeout", true},
+    {"--node-heartbeat-interval,--node_heartbeat_interval", "launch.node_heartbeat_interval", true},
+    {"--allow-uneven-nproc,--allow_uneven_nproc", "launch.allow_uneven_nproc", false},
+    {"--hosts", "launch.hosts", true},
+    {"--hostfile", "launch.hostfile", true},
+    {"--remote-shell,--remote_shell", "launch.remote_shell", true},
+    {"--exit-with-stdin", "launch.exit_with_stdin", false},
+    {"--status-port,--status_port", "launch.status_port", true},
+    {"--status-bind,--status_bind", "launch.status_bind", true},
+};
+
+// The spellings of a CLI11 option spec: "--nproc,--nproc_per_node" -> {"--nproc", "--nproc_per_node"}.
+std::vector<std::string> names_of(const std::string& spec) { return split(spec, ','); }
+
+std::string canonical_name(const std::string& spec) {
+  for (const auto& n : names_of(spec))
+    if (n.rfind("--", 0) == 0) return n;
+  return names_of(spec).front();
+}
+
+bool is_yaml_path(const std::string& arg) {
+  auto ends_with = [&](const char* suffix) {
+    std::string s(suffix);
+    return arg.size() > s.size() && arg.compare(arg.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends_with(".yaml") || ends_with(".yml");
+}
+
+// "train.epochs=3": a KEY=VALUE whose key is a dotted config path (a program's "a=b" argument is not).
+bool looks_like_config_override(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (!looks_like_override(arg)) return false;
+  const std::string key = arg.substr(0, eq);
+  return key.find('.') != std::string::npos && key.find('/') == std::string::npos;
+}
+
+const char* kLaunchFooter = R"(The config's launch: section, MGTRAIN_LAUNCH_* variables and --set launch.KEY=VALUE set the
+same values; a flag wins over all of them. torchrun's spellings are accepted as aliases.
+
+Forms:
+  mgtrain launch [FLAGS] CONFIG.yaml [KEY=VALUE ...]     built-in trainer, one mgtrain-worker per rank
+  mgtrain launch [FLAGS] KEY=VALUE ...                    built-in trainer on the defaults plus overrides
+  mgtrain launch [FLAGS] [CONFIG.yaml] -- COMMAND [ARGS]  any program, e.g. -- python3 train.py
+  mgtrain launch [FLAGS] train.py [ARGS]                  a .py script runs under launch.python
+                                                          (--no-python runs it directly; -m: a module)
+In COMMAND's arguments ${local_rank} is replaced per worker.
+
+Examples:
+  mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml
+  mgtrain launch --nproc 4 --max-restarts 3 configs/fashion_mnist_cnn.yaml optim.lr=0.05
+  mgtrain launch --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 --nproc 8 cfg.yaml
+  mgtrain launch --nnodes 1:4 --rdzv-endpoint node0:29400 --rdzv-id job7 --nproc 8 cfg.yaml   (elastic)
+  mgtrain launch --hosts node0:8,node1:8 cfg.yaml           (one agent per host over ssh; docs/multinode.md)
+  mgtrain launch --nproc_per_node 2 train.py --epochs 3        (a torchrun command line, one word changed))";
+
+// Everything `launch` needs to know about an option token during the pre-split.
+struct OptionInfo {
+  bool takes_value;
+};
+
+std::map<std::string, OptionInfo> launch_option_table() {
+  std::map<std::string, OptionInfo> table;
+  for (const auto& f : kLaunchFlags)
+    for (const auto& n : names_of(f.names)) table[n] = {f.takes_value};
+  for (const char* n : {"--set", "--monitor-interval", "--monitor_interval", "--start-method", "--start_method"})
+    table[n] = {true};
+  for (const char* n : {"--no-python", "--no_python", "-m", "--module", "-h", "--help"}) table[n] = {false};
+  return table;
+}
+
+struct LaunchSplit {
+  std::vector<std::string> option_tokens;  // handed to CLI11
+  std::optional<std::string> config_path;
+  std::vector<std::string> bare_overrides;
+  std::vector<std::string> program;        // the script/program and its arguments (no "--" form)
+  std::vector<std::string> after_dashes;   // what followed "--"
+  bool had_dashes = false;
+};
+
+LaunchSplit split_launch_args(const std::vector<std::string>& args) {
+  static const auto table = launch_option_table();
+  LaunchSplit split;
+  auto dashes = std::find(args.begin(), args.end(), "--");
+  split.had_dashes = dashes != args.end();
+  if (split.had_dashes) split.after_dashes.assign(dashes + 1, args.end());
+  std::vector<std::string> known;
+  for (const auto& [name, info] : table) known.push_back(name);
+
+  for (auto it = args.begin(); it != dashes; ++it) {
+    const std::string& arg = *it;
+    if (arg.size() > 1 && arg[0] == '-') {
+      const std::string name = arg.substr(0, arg.find('='));
+      auto found = table.find(name);
+      if (found == table.end()) {
+        throw UsageError(fmt::format("launch: unknown flag {}{}\nRun 'mgtrain launch --help' for the flags.", name,
+                                     did_you_mean_suffix(name, known)));
+      }
+      split.option_tokens.push_back(arg);
+      if (found->second.takes_value && arg.find('=') == std::string::npos) {
+        if (it + 1 == dashes) throw UsageError(fmt::format("launch: {} needs a value", name));
+        split.option_tokens.push_back(*++it);
+      }
+      continue;
+    }
+    if (!split.config_path && split.program.empty() && is_yaml_path(arg)) {
+      split.config_path = arg;
+    } else if (looks_like_config_override(arg)) {
+      split.bare_overrides.push_back(arg);
+    } else if (split.config_path) {
+      throw UsageError(fmt::format("launch: unexpected argument '{}' after {} (overrides look like KEY=VALUE, "
+                                   "a program goes after --)", arg, *split.config_path));
+    } else {
+      split.program.assign(it, dashes);  // a script or program: the rest is its own arguments
+      break;
+    }
+  }
+  return split;
+}
+
+// Collects `--set` values and the config-key flags of `launch` from a parsed CLI11 subcommand.
+struct LaunchOptions {
+  std::map<std::string, std::string> values;  // canonical name -> value
+  std::map<std::string, std::string> spelled;  // canonical name -> what the user typed
+  std::vector<std::string> set_overrides;
+  bool no_python = false;
+  bool module = false;
+  std::string ignored;
+};
+
+void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
+  for (const auto& f : kLaunchFlags) {
+    const KeyDef* key = find_key(f.key);
+    const std::string canonical = canonical_name(f.names);
+    std::string help = key ? key->doc : "";
+    if (key && !key->allowed_text().empty()) help += " [" + key->allowed_text() + "]";
+    if (f.takes_value) {
+      launch.add_option_function<std::string>(
+                f.names, [&opts, canonical](const std::string& v) { opts.values[canonical] = v; }, help)
+          ->type_name("VALUE");
+    } else {
+      const std::string value = f.flag_value;
+      if (value == "false") help = "turn off " + std::string(f.key) + ": " + help;
+      launch.add_flag_function(
+          f.names, [&opts, canonical, value](std::int64_t) { opts.values[canonical] = value; }, help);
+    }
+  }
+  launch.add_option("--set", opts.set_overrides, "set any config key: --set train.batch_size=32 (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  launch.add_flag("--no-python,--no_python", opts.no_python, "run the script directly, not under launch.python");
+  launch.add_flag("-m,--module", opts.module, "the program is a Python module: python3 -m MODULE");
+  launch.add_option("--monitor-interval,--monitor_interval,--start-method,--start_method", opts.ignored,
+                    "accepted for torchrun compatibility; no effect (mgtrain is event-driven)")
+      ->type_name("VALUE");
+}
+
+std::string typed_spelling(const std::vector<std::string>& tokens, const std::string& canonical) {
+  // The spelling the user typed for a canonical flag, for error messages.
+  for (const auto& f : kLaunchFlags) {
+    if (canonical_name(f.names) != canonical) continue;
+    for (const auto& token : tokens) {
+      std::string name = token.substr(0, token.find('='));
+      for (const auto& n : names_of(f.names))
+        if (n == name) return name;
+    }
+  }
+  return canonical;
+}
+
+LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions& opts) {
+  LaunchRequest request;
+  request.config.path = split.config_path;
+  request.config.overrides = opts.set_overrides;
+  request.config.overrides.insert(request.config.overrides.end(), split.bare_overrides.begin(), split.bare_overrides.end());
+  for (const auto& f : kLaunchFlags) {
+    const std::string canonical = canonical_name(f.names);
+    auto it = opts.values.find(canonical);
+    if (it != opts.values.end()) request.config.flags.push_back({f.key, it->second, typed_spelling(split.option_tokens, canonical)});
+  }
+  if (split.had_dashes && !split.program.empty()) {
+    throw UsageError(fmt::format("launch: give the program either after -- or in place of the config, not both ('{}' and '{}')",
+                                 split.program.front(), split.after_dashes.empty() ? "" : split.after_dashes.front()));
+  }
+  if (split.had_dashes) {
+    if (split.after_dashes.empty()) throw UsageError("launch: nothing follows --; give the program to run, e.g. -- python3 train.py");
+    request.command = split.after_dashes;
+    return request;
+  }
+  if (split.program.empty()) {
+    if (!split.config_path && split.bare_overrides.empty() && opts.set_overrides.empty()) {
+      throw UsageError("launch: give a config (mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml) "
+                       "or a program (mgtrain launch --nproc 2 -- python3 train.py)");
+    }
+    if (opts.module || opts.no_python) throw UsageError("launch: -m/--no-python apply to a program, and none was given");
+    return request;
+  }
+  const std::string& first = split.program.front();
+  const bool python_script = first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0;
+  if (opts.module && opts.no_python) throw UsageError("launch: -m and --no-python cannot be combined");
+  if (opts.module || (python_script && !opts.no_python)) {
+    // The interpreter is launch.python, known only once the config is loaded.
+    request.run_under_python = true;
+    request.command.push_back("-u");
+    if (opts.module) request.command.push_back("-m");
+  }
+  request.command.insert(request.command.end(), split.program.begin(), split.program.end());
+  return request;
+}
+
+class Launch final : public LaunchSubcommand {
+ public:
+  explicit Launch(CLI::App& app) : cmd_(app.add_subcommand("launch", "spawn and supervise one worker per rank")) {
+    cmd_->footer(kLaunchFooter);
+    add_launch_options(*cmd_, opts_);
+  }
+  std::vector<std::string> split_arguments(const std::vector<std::string>& args) override {
+    split_ = split_launch_args(args);
+    return split_.option_tokens;
+  }
+  std::optional<CliRequest> request() override {
+    if (!cmd_->parsed()) return std::nullopt;
+    return build_launch_request(split_, opts_);
+  }
+
+ private:
+  CLI::App* cmd_;
+  LaunchOptions opts_;
+  LaunchSplit split_;
+};
+
+}  // namespace
+
+std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app) { return std::make_unique<Launch>(app); }
+
+}  // namespace mgtrain::cli_detail
