@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "config/config_yaml.hpp"
-#include "supervise/console_writer.hpp"
+#include "output/console_writer.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/log.hpp"

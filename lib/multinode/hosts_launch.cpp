@@ -13,12 +13,12 @@
 
 #include <fmt/format.h>
 
-#include "supervise/console_writer.hpp"
+#include "output/console_writer.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/fd.hpp"
 #include "util/file_io.hpp"
-#include "util/line_splitter.hpp"
+#include "output/line_splitter.hpp"
 #include "util/timespec.hpp"
 #include "supervise/orphan_guard.hpp"
 #include "supervise/signal_channel.hpp"

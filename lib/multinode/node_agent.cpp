@@ -11,7 +11,7 @@
 
 #include "util/build_info.hpp"
 #include "config/config_yaml.hpp"
-#include "supervise/console_writer.hpp"
+#include "output/console_writer.hpp"
 #include "util/error.hpp"
 #include "util/time_format.hpp"
 #include "multinode/job_fingerprint.hpp"

@@ -8,7 +8,7 @@
 
 #include "config/config.hpp"
 #include "host/nvml_library.hpp"
-#include "supervise/output_routing.hpp"
+#include "output/output_routing.hpp"
 
 namespace mgtrain {
 

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "util/error.hpp"
-#include "util/file_tail.hpp"
+#include "output/file_tail.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
 #include "contract/log_layout.hpp"

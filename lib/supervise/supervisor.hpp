@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "supervise/console_writer.hpp"
+#include "output/console_writer.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/heartbeat_file.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/orphan_guard.hpp"
 #include "supervise/port_probe.hpp"
 #include "supervise/signal_channel.hpp"
-#include "supervise/stream_capture.hpp"
+#include "output/stream_capture.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/worker_env.hpp"
 

@@ -11,7 +11,7 @@
 #include <system_error>
 #include <unistd.h>
 
-#include "util/crc32c.hpp"
+#include "worker_io/crc32c.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {

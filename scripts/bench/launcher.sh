@@ -8,6 +8,9 @@
 # Results go to stdout; docs/PERFORMANCE.md records them with this command.
 # Usage: scripts/bench/launcher.sh            (needs build/bin/mgtrain, torchrun, /usr/bin/time)
 #   RUNS=20 RSS_RUNS=5 LATENCY_RUNS=10 MGTRAIN_BUILD_DIR=build scripts/bench/launcher.sh
+#   TORCHRUN=<venv>/bin/torchrun scripts/bench/launcher.sh       (another torchrun, e.g. torch 2.x's)
+#   MGTRAIN_BASELINE=<older mgtrain> scripts/bench/launcher.sh   (also an earlier build, in the same alternation:
+#                                                                 the "baseline" column and new/baseline ratios)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -16,9 +19,11 @@ rss_runs=${RSS_RUNS:-5}
 latency_runs=${LATENCY_RUNS:-10}
 build=${MGTRAIN_BUILD_DIR:-build}
 mgtrain=${MGTRAIN:-$build/bin/mgtrain}
+torchrun=${TORCHRUN:-torchrun}
+baseline=${MGTRAIN_BASELINE:-}
 worker=scripts/bench/launcher_latency_worker.sh
 
-for tool in "$mgtrain" torchrun /usr/bin/time; do
+for tool in "$mgtrain" "$torchrun" /usr/bin/time ${baseline:+"$baseline"}; do
   if ! command -v "$tool" >/dev/null; then
     echo "launcher.sh: $tool not found (build mgtrain with scripts/build.sh; apt-get install python3-torch time)" >&2
     exit 2
@@ -28,7 +33,8 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mgtrain_cmd=("$mgtrain" launch --nproc 2 --log-dir "$tmp/runs")
-torchrun_cmd=(torchrun --standalone --monitor_interval 0.1 --nproc_per_node 2 --no_python --redirects 9:1 --tee 9:1)
+baseline_cmd=("$baseline" launch --nproc 2 --log-dir "$tmp/runs-baseline")
+torchrun_cmd=("$torchrun" --standalone --monitor_interval 0.1 --nproc_per_node 2 --no_python --redirects 9:1 --tee 9:1)
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", (b - a) * 1000 }'; }
@@ -48,19 +54,23 @@ latency_ms() {  # runs "$@" with the latency worker, prints death-to-exit in ms
   ms_between "$(cat "$tmp/death")" "$exited"
 }
 
-echo "machine: $(nproc) CPUs, $(uname -sr), torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?')"
+torchrun_python=$(head -n 1 "$(command -v "$torchrun")" | sed -n 's/^#!//p')
+echo "machine: $(nproc) CPUs, $(uname -sr), torchrun of torch $(${torchrun_python:-/usr/bin/python3} -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?')"
 echo "mgtrain:  ${mgtrain_cmd[*]} -- /bin/true"
 echo "torchrun: ${torchrun_cmd[*]} /bin/true"
+if [[ -n "$baseline" ]]; then echo "baseline: ${baseline_cmd[*]} -- /bin/true"; fi
 echo
 
-: > "$tmp/wall_m"; : > "$tmp/wall_t"
+: > "$tmp/wall_m"; : > "$tmp/wall_t"; : > "$tmp/wall_b"; : > "$tmp/rss_b"
 for ((i = 0; i < runs; i++)); do
   wall_ms "${mgtrain_cmd[@]}" -- /bin/true >> "$tmp/wall_m"
+  if [[ -n "$baseline" ]]; then wall_ms "${baseline_cmd[@]}" -- /bin/true >> "$tmp/wall_b"; fi
   wall_ms "${torchrun_cmd[@]}" /bin/true >> "$tmp/wall_t"
 done
 : > "$tmp/rss_m"; : > "$tmp/rss_t"
 for ((i = 0; i < rss_runs; i++)); do
   rss_kb "${mgtrain_cmd[@]}" -- /bin/true >> "$tmp/rss_m"
+  if [[ -n "$baseline" ]]; then rss_kb "${baseline_cmd[@]}" -- /bin/true >> "$tmp/rss_b"; fi
   rss_kb "${torchrun_cmd[@]}" /bin/true >> "$tmp/rss_t"
 done
 : > "$tmp/lat_m"; : > "$tmp/lat_t"
@@ -80,3 +90,11 @@ awk -v wm="$wall_m" -v wt="$wall_t" -v rm="$rss_m" -v rt="$rss_t" -v lm="$lat_m"
   printf "%-44s %12.1f %12.1f %10.0fx\n", "peak RSS, MB (" rss_runs " runs)", rm / 1024, rt / 1024, rt / rm
   printf "%-44s %12.1f %12.1f %10.0fx\n", "worker death -> launcher exit, ms (" lat_runs " runs)", lm, lt, lt / lm
 }'
+if [[ -n "$baseline" ]]; then
+  wall_b=$(median < "$tmp/wall_b"); rss_b=$(median < "$tmp/rss_b")
+  awk -v wm="$wall_m" -v wb="$wall_b" -v rm="$rss_m" -v rb="$rss_b" 'BEGIN {
+    printf "\n%-44s %12s %12s %10s\n", "against the baseline (median)", "mgtrain", "baseline", "mgtrain/baseline"
+    printf "%-44s %12.1f %12.1f %10.2f\n", "wall time, 2 x /bin/true, ms", wm, wb, wm / wb
+    printf "%-44s %12.1f %12.1f %10.2f\n", "peak RSS, MB", rm / 1024, rb / 1024, rm / rb
+  }'
+fi

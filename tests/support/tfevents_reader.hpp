@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "util/crc32c.hpp"
+#include "worker_io/crc32c.hpp"
 #include "worker_io/tfevents_writer.hpp"
 
 namespace mgtrain::testing {

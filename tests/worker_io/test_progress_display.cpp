@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "contract/console_progress.hpp"
-#include "supervise/console_writer.hpp"
+#include "output/console_writer.hpp"
 #include "worker_io/progress_display.hpp"
 
 using namespace mgtrain;

@@ -15,7 +15,7 @@
 
 #include "support/directory_listing.hpp"
 #include "support/temporary_directory.hpp"
-#include "util/crc32c.hpp"
+#include "worker_io/crc32c.hpp"
 #include "worker_io/tfevents_writer.hpp"
 #include "support/tfevents_reader.hpp"
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "contract/console_progress.hpp"
-#include "supervise/console_writer.hpp"
+#include "output/console_writer.hpp"
 #include "util/fd.hpp"
-#include "util/line_splitter.hpp"
+#include "output/line_splitter.hpp"
 
 namespace mgtrain {
 

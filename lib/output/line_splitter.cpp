@@ -1,5 +1,5 @@
 // Line splitting with a bounded buffer for the console prefixer.
-#include "util/line_splitter.hpp"
+#include "output/line_splitter.hpp"
 
 namespace mgtrain {
 namespace {

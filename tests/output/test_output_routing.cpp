@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "util/error.hpp"
-#include "supervise/output_routing.hpp"
+#include "output/output_routing.hpp"
 
 using namespace mgtrain;
 

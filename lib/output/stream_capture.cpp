@@ -1,5 +1,5 @@
 // Pipe -> log file + prefixed console lines.
-#include "supervise/stream_capture.hpp"
+#include "output/stream_capture.hpp"
 
 #include <cerrno>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Buffered, line-atomic console output of the launcher.
-#include "supervise/console_writer.hpp"
+#include "output/console_writer.hpp"
 
 #include <cerrno>
 #include <poll.h>

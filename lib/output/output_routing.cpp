@@ -1,5 +1,5 @@
 // Parsing of torchrun-style --tee / --redirect / --local-ranks-filter values.
-#include "supervise/output_routing.hpp"
+#include "output/output_routing.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,5 @@
 // CRC32C with a 256-entry table (see crc32c.hpp).
-#include "util/crc32c.hpp"
+#include "worker_io/crc32c.hpp"
 
 #include <array>
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "util/line_splitter.hpp"
+#include "output/line_splitter.hpp"
 
 using namespace mgtrain;
 

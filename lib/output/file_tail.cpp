@@ -1,5 +1,5 @@
 // File tails for reports.
-#include "util/file_tail.hpp"
+#include "output/file_tail.hpp"
 
 #include <fstream>
 
