@@ -144,8 +144,10 @@ class Merger {
   void walk(const YAML::Node& map, const std::string& prefix, const std::string& file) {
     std::set<std::string> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
-      const YAML::Node& key_node = it->first;
-      const YAML::Node& value = it->second;
+      // Copies (cheap handles): it-> returns a temporary proxy, and references into it dangle (ASan:
+      // stack-use-after-scope, found by tests/fuzz/config_fuzzer).
+      const YAML::Node key_node = it->first;
+      const YAML::Node value = it->second;
       const std::string where = yaml_location(file, key_node.Mark());
       if (!key_node.IsScalar()) throw UsageError(fmt::format("{}: keys must be plain names", where));
       const std::string name = key_node.Scalar();
@@ -169,7 +171,8 @@ class Merger {
 };
 
 // Replaces ${...} in every string value; run_id and log_dir first since others refer to them.
-void expand_all_variables(LoadedConfig& loaded, const EnvMap& env) {
+// With `log_dir_as`, other keys get that text for ${log_dir} instead of launch.log_dir's value.
+void expand_all_variables(LoadedConfig& loaded, const EnvMap& env, const std::optional<std::string>& log_dir_as = std::nullopt) {
   VariableScope scope;
   scope.env = [&env](const std::string& name) -> std::optional<std::string> {
     auto it = env.find(name);
@@ -190,7 +193,7 @@ void expand_all_variables(LoadedConfig& loaded, const EnvMap& env) {
   expand_key(*find_key("launch.run_id"));
   scope.values.emplace_back("run_id", loaded.config.launch.run_id);
   expand_key(*find_key("launch.log_dir"));
-  scope.values.emplace_back("log_dir", loaded.config.launch.log_dir);
+  scope.values.emplace_back("log_dir", log_dir_as ? *log_dir_as : loaded.config.launch.log_dir);
   for (const auto& key : config_schema()) {
     if (key.path != "launch.run_id" && key.path != "launch.log_dir") expand_key(key);
   }
@@ -257,7 +260,15 @@ LoadedConfig load_config_text(const std::string& yaml_text, const std::string& d
     loaded.config.launch.run_id = options.make_run_id ? options.make_run_id() : generate_run_id();
     loaded.origin["launch.run_id"] = "generated";
   }
-  if (!options.resolved) expand_all_variables(loaded, env);
+  if (!options.resolved) {
+    Config unexpanded = loaded.config;
+    expand_all_variables(loaded, env);
+    // The same expansion with the per-node ${log_dir} left symbolic (errors were raised above already).
+    LoadedConfig view = loaded;
+    view.config = std::move(unexpanded);
+    expand_all_variables(view, env, std::string("${log_dir}"));
+    loaded.job_view = std::move(view.config);
+  }
   check_combinations(loaded);
   return loaded;
 }

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct LoadedConfig {
   Config config;
   std::map<std::string, std::string> origin;  // key path -> where its value came from
   std::string config_dir;                      // absolute directory of the YAML file (or the cwd)
+  // The config with the per-node key launch.log_dir kept as the text "${log_dir}" wherever another key
+  // refers to it (the default checkpoint.dir, "${log_dir}/${run_id}/checkpoints"): what the nodes of a
+  // multi-node job compare (multinode/job_fingerprint.hpp). Unset for a resolved config: use `config`.
+  std::optional<Config> job_view;
 
   // Where `key`'s value came from; "default" for a key no source set (or one not in the schema).
   std::string origin_of(const std::string& key) const {

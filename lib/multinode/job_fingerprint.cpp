@@ -55,6 +55,10 @@ JobFingerprint job_fingerprint(const Config& config) {
   return fingerprint;
 }
 
+JobFingerprint job_fingerprint(const LoadedConfig& loaded) {
+  return job_fingerprint(loaded.job_view ? *loaded.job_view : loaded.config);
+}
+
 std::string with_adopted_run_id(const std::string& lines, const std::string& generated, const std::string& adopted) {
   std::string result = lines;
   replace_all(result, generated, adopted);

@@ -1,13 +1,15 @@
 // What the nodes of a multi-node job must agree on, as text the rendezvous server can compare and
 // explain: one "key=value" line per config key that shapes the job (every key outside `launch:`).
-// Per-node settings (launch.*: nproc, node_rank, gpu_ids, log_dir, ...) are left out; nproc, nnodes,
-// run id and max_restarts travel in the join message and are compared one by one.
+// Per-node settings (launch.*: nproc, node_rank, gpu_ids, log_dir, ...) are left out, and so are the
+// values derived from them (${log_dir} in other keys); nproc, nnodes, run id and max_restarts travel in
+// the join message and are compared one by one.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/config_loader.hpp"
 
 namespace mgtrain {
 
@@ -17,6 +19,10 @@ struct JobFingerprint {
 };
 
 JobFingerprint job_fingerprint(const Config& config);
+// Of a loaded config: its job view (config_loader.hpp), where values derived from the per-node
+// launch.log_dir read "${log_dir}", so nodes with different --log-dir agree on the default
+// checkpoint.dir while a checkpoint.dir that really differs still counts.
+JobFingerprint job_fingerprint(const LoadedConfig& loaded);
 
 // `lines` of a node whose run id was generated, as they would read with `adopted` instead (what the
 // node will use once it adopts node 0's run id). Generated ids (date-time-hex) are distinctive enough

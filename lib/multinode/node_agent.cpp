@@ -155,10 +155,7 @@ class NodeAgent : public SupervisorPeer {
   void on_attempt_ended() override {
     const SupervisionPolicy& policy = supervisor_->policy();
     if (policy.finished()) {  // the launcher got a signal: this node leaves the job
-      if (policy.launcher_signal()) {
-        client_->send(rdzv::leave_message(128 + *policy.launcher_signal(),
-                                          "was stopped by " + signal_name(*policy.launcher_signal())));
-      }
+      if (policy.launcher_signal()) leave_on_signal(*policy.launcher_signal());
       return;
     }
     std::string outcome;
@@ -188,6 +185,11 @@ class NodeAgent : public SupervisorPeer {
     const int code = result.exit_code;
     if (result.launcher_signal) {
       if (result.failure) emit_report(*result.failure);
+      if (round_ < 0) {
+        log::info("stopped by {} while waiting for the rendezvous at {}; no worker was started (exit code {})",
+                  signal_name(*result.launcher_signal), client_->endpoint(), code);
+        return code;
+      }
       log::info("stopped by {}; the workers of this node (run {}) have exited and the other nodes were told (exit code {})",
                 signal_name(*result.launcher_signal), plan_.run_id, code);
       return code;
@@ -240,7 +242,7 @@ class NodeAgent : public SupervisorPeer {
   };
 
   std::string node_name() const {
-    if (round_ >= 0 && plan_.node_rank < static_cast<int>(node_names_.size())) return node_names_[plan_.node_rank];
+    if (round_ >= 0 && !node_name_.empty()) return node_name_;
     return fmt::format("node {} ({})", plan_.node_rank, plan_.hostname);
   }
 
@@ -261,7 +263,7 @@ class NodeAgent : public SupervisorPeer {
     join.run_id_generated = loaded_.origin_of("launch.run_id") == "generated";
     join.max_restarts = plan_.max_restarts;
     join.allow_uneven_nproc = plan_.allow_uneven_nproc;
-    JobFingerprint fingerprint = job_fingerprint(loaded_.config);
+    JobFingerprint fingerprint = job_fingerprint(loaded_);
     join.config_hash = fingerprint.hash;
     join.config_lines = fingerprint.lines;
     client_->send(join.to_message());
@@ -271,6 +273,11 @@ class NodeAgent : public SupervisorPeer {
     using rdzv::MessageType;
     switch (message.type) {
       case MessageType::kHeartbeat:
+        // Answered at once (unless this agent spoke recently): the server sends its heartbeats in bursts,
+        // so the answers arrive together too and a server with thousands of agents wakes up rarely.
+        if (Clock::now() - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s / 2)) {
+          client_->send(rdzv::heartbeat_message());
+        }
         return;
       case MessageType::kAssign:
         return start_round(rdzv::Assignment::from(message));
@@ -297,6 +304,26 @@ class NodeAgent : public SupervisorPeer {
     }
   }
 
+  // The launcher got `signal` and its supervisor finished. Nothing this agent waits for may hold it
+  // now: a client still connecting stops retrying; a joined one says goodbye (the server stops the
+  // others' workers as for a lost node); a hosting agent whose round has not started tells every
+  // agent at once, since the rendezvous goes away with it.
+  void leave_on_signal(int signal) {
+    const std::string why = "was stopped by " + signal_name(signal);
+    if (server_) {
+      std::string who = plan_.dynamic ? fmt::format("the agent on {}, which hosts the rendezvous,", plan_.hostname)
+                                      : fmt::format("node 0 ({}), which hosts the rendezvous,", plan_.hostname);
+      server_->abandon(kNodeLostExitCode,
+                       fmt::format("{} {} before the job started; start `mgtrain launch` on every node again", who, why),
+                       Clock::now());
+    }
+    if (client_->state() == RendezvousClient::State::kConnected) {
+      client_->send(rdzv::leave_message(128 + signal, why));
+    } else {
+      client_->close();
+    }
+  }
+
   void start_round(const rdzv::Assignment& assignment) {
     if (ending_ || !supervisor_->policy().waiting()) return;
     if (assignment.nproc_per_node.at(assignment.node_rank) != plan_.nproc) {
@@ -304,7 +331,7 @@ class NodeAgent : public SupervisorPeer {
                                             assignment.nproc_per_node.at(assignment.node_rank), plan_.nproc));
     }
     round_ = assignment.round;
-    node_names_ = assignment.node_names;
+    node_name_ = assignment.node_name;
     plan_ = plan_for_round(plan_, assignment);
     if (!run_ready_) prepare_run(assignment.run_id);
     std::string ranks = plan_.nproc == 1 ? fmt::format("rank {}", plan_.first_rank)
@@ -402,7 +429,7 @@ class NodeAgent : public SupervisorPeer {
   std::string agent_id_;
   std::size_t server_fds_ = 0;
   int round_ = -1;
-  std::vector<std::string> node_names_;
+  std::string node_name_;  // "node 1 (hostB, 10.77.0.2)", as the server names this node in the current round
   bool run_ready_ = false;
   std::optional<Ending> ending_;
   std::optional<Clock::time_point> finished_at_;

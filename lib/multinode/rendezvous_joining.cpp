@@ -15,16 +15,33 @@ namespace mgtrain::rdzv {
 
 // ---- joining -------------------------------------------------------------------------------
 
-const RendezvousRounds::Node* RendezvousRounds::reference_for(const Node& joining) const {
-  const Node* best = nullptr;
+bool RendezvousRounds::is_reference(const Node& node) const {
+  // Node 0 (static) or the server host's agent (dynamic): every other node is compared with it.
+  return node.join && (settings_.dynamic ? node.join->agent_id == settings_.host_agent_id : node.join->node_rank == 0);
+}
+
+const RendezvousRounds::Node* RendezvousRounds::reference_node(const Node& except) const {
   for (const auto& [id, node] : nodes_) {
-    if (&node == &joining || !node.join) continue;
-    // Node 0 (static) or the server host's agent (dynamic) is the one to compare with when it is here.
-    bool preferred = settings_.dynamic ? node.join->agent_id == settings_.host_agent_id : node.join->node_rank == 0;
-    if (preferred) return &node;
-    if (!best || node.arrival < best->arrival) best = &node;
+    if (&node != &except && is_reference(node)) return &node;
   }
-  return best;
+  return nullptr;
+}
+
+// The first disagreement between the nodes and the reference node, always worded with the other
+// node as the one that differs and the reference's value second. Nodes that arrive before the
+// reference are compared once it joins (no round starts without it), in their arrival order.
+std::optional<std::string> RendezvousRounds::check_agreement(const Node& joining) const {
+  if (const Node* reference = reference_node(joining)) return disagreement(joining, *reference);
+  if (!is_reference(joining)) return std::nullopt;
+  std::vector<const Node*> earlier;
+  for (const auto& [id, node] : nodes_) {
+    if (&node != &joining && node.join) earlier.push_back(&node);
+  }
+  std::sort(earlier.begin(), earlier.end(), [](const Node* a, const Node* b) { return a->arrival < b->arrival; });
+  for (const Node* node : earlier) {
+    if (auto problem = disagreement(*node, joining)) return problem;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, const Node& reference) const {
@@ -62,9 +79,9 @@ std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, c
   }
   if (lines_a != lines_b) {
     std::vector<std::string> keys = fingerprint_differences(lines_a, lines_b);
-    return fmt::format("{} and {} run different configs ({}{}); pass the same config file and overrides on every node", A, B,
+    return fmt::format("{} runs a different config than {} ({}{}); pass the same config file and overrides on every node", A, B,
                        keys.empty() ? "config hash " + a.config_hash + " vs " + b.config_hash : fmt::format("{}", fmt::join(keys, "; ")),
-                       keys.empty() ? "" : fmt::format(", first value from {}", A));
+                       keys.empty() ? "" : fmt::format("; {}'s value first, {}'s second", A, B));
   }
   return std::nullopt;
 }
@@ -73,9 +90,7 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
   node.join = JoinRequest::from(message);
   node.arrival = next_arrival_++;
   const JoinRequest& join = *node.join;
-  if (const Node* reference = reference_for(node)) {
-    if (auto problem = disagreement(node, *reference)) return reject_all(*problem);
-  }
+  if (auto problem = check_agreement(node)) return reject_all(*problem);
   if (settings_.dynamic) {
     if (phase_ == Phase::kGathering) {
       outbox_.note(fmt::format("rendezvous: {} joined ({} waiting for round {}, {} to {} wanted)", describe(node),
@@ -96,11 +111,9 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
     nodes_.erase(node.id);
     return;
   }
-  for (const auto& [id, other] : nodes_) {
-    if (id == node.id || !other.join || other.join->node_rank != join.node_rank) continue;
-    if (phase_ != Phase::kGathering) break;
+  if (const Node* other = static_holder(join.node_rank); other && other != &node && phase_ == Phase::kGathering) {
     return reject_all(fmt::format("node rank {} was claimed twice: by {} and by {}; give each node its own --node-rank",
-                                  join.node_rank, host_part(other), host_part(node)));
+                                  join.node_rank, host_part(*other), host_part(node)));
   }
   if (phase_ != Phase::kGathering) {
     std::string text = fmt::format("{} joined while round {} runs with all {}; a static job takes no new nodes", describe(node),
@@ -110,8 +123,18 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
     nodes_.erase(node.id);
     return;
   }
-  outbox_.note(fmt::format("rendezvous: {} joined ({} of {})", describe(node), joined_nodes().size(), settings_.max_nodes));
+  static_ranks_[join.node_rank] = node.id;
+  outbox_.note(fmt::format("rendezvous: {} joined ({} of {})", describe(node), static_ranks_.size(), settings_.max_nodes));
   check_gathering();
+}
+
+// Static ranks are looked up through an index, so a join costs O(log nodes), not a walk over every node
+// (10,000 joins would otherwise cost 10^8 steps).
+RendezvousRounds::Node* RendezvousRounds::static_holder(int rank) {
+  auto found = static_ranks_.find(rank);
+  if (found == static_ranks_.end()) return nullptr;
+  Node* node = find(found->second);
+  return node && node->join && node->join->node_rank == rank ? node : nullptr;
 }
 
 std::vector<RendezvousRounds::Node*> RendezvousRounds::joined_nodes() {
@@ -137,8 +160,9 @@ std::vector<RendezvousRounds::Node*> RendezvousRounds::ordered_candidates() {
 void RendezvousRounds::check_gathering() {
   if (phase_ != Phase::kGathering) return;
   if (!settings_.dynamic) {
+    if (static_cast<int>(static_ranks_.size()) < settings_.max_nodes) return;
     std::vector<Node*> members(settings_.max_nodes, nullptr);
-    for (Node* node : joined_nodes()) members[node->join->node_rank] = node;
+    for (int rank = 0; rank < settings_.max_nodes; ++rank) members[rank] = static_holder(rank);
     if (std::find(members.begin(), members.end(), nullptr) == members.end()) start_round(members);
     return;
   }
@@ -184,11 +208,12 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
     node->ended = false;
     node->outcome.clear();
     assignment.nproc_per_node.push_back(node->join->nproc);
-    assignment.node_names.push_back(describe(*node));
   }
+  // One message, its per-node fields changed for each member (building it anew per member is O(nodes^2)).
+  Message message = assignment.to_message();
   for (Node* node : members) {
-    assignment.node_rank = node->node_rank;
-    send(*node, assignment.to_message());
+    message.set("node_rank", node->node_rank).set("node_name", describe(*node));
+    send(*node, message);
   }
   for (Node* node : joined_nodes()) {
     if (!node->member) send(*node, wait_message(fmt::format("round {} started with the maximum of {}; this node joins at the next round",

@@ -240,10 +240,15 @@ int Assignment::first_rank(int node) const {
 Message Assignment::to_message() const {
   Message m;
   m.type = MessageType::kAssign;
-  std::vector<std::string> counts;
-  for (int count : nproc_per_node) counts.push_back(std::to_string(count));
-  m.set("round", round).set("node_rank", node_rank).set("nproc_per_node", join(counts, ','));
-  m.set("node_names", join(node_names, '\n')).set("master_addr", master_addr).set("master_port", master_port);
+  std::string counts;
+  for (std::size_t index = 0; index < nproc_per_node.size();) {
+    std::size_t run = 1;
+    while (index + run < nproc_per_node.size() && nproc_per_node[index + run] == nproc_per_node[index]) ++run;
+    counts += (counts.empty() ? "" : ",") + std::to_string(nproc_per_node[index]) + (run > 1 ? "*" + std::to_string(run) : "");
+    index += run;
+  }
+  m.set("round", round).set("node_rank", node_rank).set("nproc_per_node", counts);
+  m.set("node_name", node_name).set("master_addr", master_addr).set("master_port", master_port);
   m.set("run_id", run_id).set("max_restarts", max_restarts);
   return m;
 }
@@ -252,20 +257,25 @@ Assignment Assignment::from(const Message& m) {
   Assignment a;
   a.round = static_cast<int>(m.integer("round"));
   a.node_rank = static_cast<int>(m.integer("node_rank"));
-  for (const std::string& item : split_list(m.text("nproc_per_node"), ',')) {
-    auto count = parse_int(item);
-    if (!count || *count < 1) throw ProtocolError("assign message: bad nproc_per_node '" + m.text("nproc_per_node") + "'");
-    a.nproc_per_node.push_back(static_cast<int>(*count));
+  const std::string& counts = m.text("nproc_per_node");
+  auto bad = [&]() { return ProtocolError("assign message: bad nproc_per_node '" + counts.substr(0, 64) + "'"); };
+  for (const std::string& item : split_list(counts, ',')) {
+    std::size_t star = item.find('*');
+    auto count = parse_int(item.substr(0, star));
+    auto run = star == std::string::npos ? decltype(count)(1) : parse_int(item.substr(star + 1));
+    if (!count || *count < 1 || *count > (1 << 20) || !run || *run < 1 ||
+        *run > kMaxAssignedNodes - static_cast<long long>(a.nproc_per_node.size())) {
+      throw bad();
+    }
+    a.nproc_per_node.insert(a.nproc_per_node.end(), static_cast<std::size_t>(*run), static_cast<int>(*count));
   }
-  a.node_names = split_list(m.text("node_names"), '\n');
+  a.node_name = m.text("node_name");
   a.master_addr = m.text("master_addr");
   a.master_port = static_cast<int>(m.integer("master_port"));
   a.run_id = m.text("run_id");
   a.max_restarts = static_cast<int>(m.integer("max_restarts"));
-  if (a.nproc_per_node.empty() || a.node_rank < 0 || a.node_rank >= a.nnodes() ||
-      a.node_names.size() != a.nproc_per_node.size()) {
-    throw ProtocolError(fmt::format("assign message: node rank {} of {} nodes ({} names)", a.node_rank, a.nnodes(),
-                                    a.node_names.size()));
+  if (a.nproc_per_node.empty() || a.node_rank < 0 || a.node_rank >= a.nnodes()) {
+    throw ProtocolError(fmt::format("assign message: node rank {} of {} nodes", a.node_rank, a.nnodes()));
   }
   return a;
 }

@@ -97,8 +97,9 @@ struct JoinRequest {
 struct Assignment {
   int round = 0;                         // TORCHELASTIC_RESTART_COUNT of the workers
   int node_rank = 0;                     // the receiver's
-  std::vector<int> nproc_per_node;       // by node rank
-  std::vector<std::string> node_names;   // "node 1 (hostB, 10.77.0.2)" by node rank, for messages
+  std::vector<int> nproc_per_node;       // by node rank; on the wire run-length coded ("2*63,1"): an
+                                         // assignment stays small however many nodes the job has
+  std::string node_name;                 // the receiver's, "node 1 (hostB, 10.77.0.2)", for messages
   std::string master_addr;               // the workers' store (global rank 0's node)
   int master_port = 0;
   std::string run_id;
@@ -110,6 +111,8 @@ struct Assignment {
   Message to_message() const;
   static Assignment from(const Message& message);
 };
+// The largest job an assignment may describe (a bound for the decoder, far above any real job).
+inline constexpr int kMaxAssignedNodes = 1 << 20;
 
 // The first failure of a round, as the failing node (or the server, for a lost node) describes it.
 struct NodeFailure {

@@ -64,7 +64,13 @@ void RendezvousRounds::send(Node& node, const Message& message) {
 void RendezvousRounds::on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now) {
   now_ = now;
   if (phase_ == Phase::kFinished) {
-    outbox_.close(connection, false);
+    // An agent still trying to join hears the decision instead of retrying until its join timeout.
+    if (final_message_ && answer_latecomers_) {
+      outbox_.send(connection, *final_message_);
+      outbox_.close(connection, true);
+    } else {
+      outbox_.close(connection, false);
+    }
     return;
   }
   Node node;
@@ -167,6 +173,10 @@ void RendezvousRounds::lose_node(ConnectionId connection, const std::string& why
   if (!found) return;
   Node node = *found;
   nodes_.erase(connection);
+  if (node.join && !settings_.dynamic) {
+    auto rank = static_ranks_.find(node.join->node_rank);
+    if (rank != static_ranks_.end() && rank->second == connection) static_ranks_.erase(rank);
+  }
   outbox_.close(connection, false);
   if (!node.join) return;
   if (phase_ == Phase::kGathering) {
@@ -261,24 +271,45 @@ void RendezvousRounds::regather(const std::string& why) {
 
 // ---- the end -------------------------------------------------------------------------------
 
-void RendezvousRounds::finish(int code, const std::string& text) {
+void RendezvousRounds::broadcast_final(const Message& message, int code, bool answer_latecomers) {
+  if (!settings_.dynamic) told_ranks_.assign(static_cast<std::size_t>(std::max(settings_.max_nodes, 0)), false);
   for (auto& [id, node] : nodes_) {
-    send(node, finish_message(code, text, root_cause_));
+    send(node, message);
     outbox_.close(id, true);
+    if (!settings_.dynamic && node.join && node.join->node_rank >= 0 && node.join->node_rank < settings_.max_nodes) {
+      told_ranks_[node.join->node_rank] = true;
+    }
   }
   nodes_.clear();
+  static_ranks_.clear();
   phase_ = Phase::kFinished;
   final_exit_code_ = code;  // every agent prints the outcome; nothing to note here
+  final_message_ = message;
+  answer_latecomers_ = answer_latecomers;
+}
+
+void RendezvousRounds::finish(int code, const std::string& text) {
+  bool failed = code != exit_code::kSuccess && code != exit_code::kStoppedAfterCheckpoint;
+  broadcast_final(finish_message(code, text, root_cause_), code, failed);
 }
 
 void RendezvousRounds::reject_all(const std::string& text) {
-  for (auto& [id, node] : nodes_) {
-    send(node, reject_message(exit_code::kUsage, text));
-    outbox_.close(id, true);
-  }
-  nodes_.clear();
-  phase_ = Phase::kFinished;
-  final_exit_code_ = exit_code::kUsage;  // every agent prints the text
+  broadcast_final(reject_message(exit_code::kUsage, text), exit_code::kUsage, true);
+}
+
+bool RendezvousRounds::abandon(int code, const std::string& text, SteadyTime now) {
+  now_ = now;
+  if (phase_ == Phase::kFinished) return true;
+  if (phase_ != Phase::kGathering) return false;
+  root_cause_.reset();
+  broadcast_final(finish_message(code, text, std::nullopt), code, false);
+  return true;
+}
+
+bool RendezvousRounds::answers_latecomers() const {
+  if (phase_ != Phase::kFinished || !answer_latecomers_) return false;
+  if (settings_.dynamic) return true;
+  return std::find(told_ranks_.begin(), told_ranks_.end(), false) != told_ranks_.end();
 }
 
 std::string RendezvousRounds::join_timeout_text() {
@@ -328,8 +359,19 @@ void RendezvousRounds::on_time(SteadyTime now) {
       return finish(kNodeLostExitCode, text);
     }
   }
+  // Heartbeats go out together: once one node is due, every node that has not heard from the server for
+  // half an interval gets one too. The agents answer at once (node_agent.cpp), so 10,000 agents cost the
+  // server a few bursts per interval instead of a wake-up per agent.
+  bool due = false;
+  for (const auto& [id, node] : nodes_) {
+    if (seconds_between(node.last_sent, now) >= settings_.heartbeat_interval_s) {
+      due = true;
+      break;
+    }
+  }
+  if (!due) return;
   for (auto& [id, node] : nodes_) {
-    if (seconds_between(node.last_sent, now) >= settings_.heartbeat_interval_s) send(node, heartbeat_message());
+    if (seconds_between(node.last_sent, now) >= settings_.heartbeat_interval_s / 2) send(node, heartbeat_message());
   }
 }
 

@@ -62,6 +62,15 @@ class RendezvousRounds {
   void on_time(SteadyTime now);
   std::optional<SteadyTime> next_deadline() const;
 
+  // The hosting agent goes away (it got a signal): before a round runs, every agent is told at once
+  // (`exit_code`, `text`) and the job is over; during a round its leave message stops the others as
+  // a lost node does. Returns whether the job is now finished.
+  bool abandon(int exit_code, const std::string& text, SteadyTime now);
+  // Finished by a refusal or failure that agents still trying to join must hear too: the server keeps
+  // accepting for a short while and answers each new connection with the final message (on_connect).
+  // False once every node rank of a static job was told, and after a success or abandon().
+  bool answers_latecomers() const;
+
   Phase phase() const { return phase_; }
   bool finished() const { return phase_ == Phase::kFinished; }
   int round() const { return round_; }
@@ -89,8 +98,11 @@ class RendezvousRounds {
   void send(Node& node, const Message& message);
   void handle_join(Node& node, const Message& message);
   std::optional<std::string> disagreement(const Node& joining, const Node& reference) const;
-  const Node* reference_for(const Node& joining) const;
+  bool is_reference(const Node& node) const;
+  const Node* reference_node(const Node& except) const;
+  std::optional<std::string> check_agreement(const Node& joining) const;
   std::vector<Node*> joined_nodes();
+  Node* static_holder(int rank);
   std::vector<Node*> ordered_candidates();
   void check_gathering();
   void start_round(const std::vector<Node*>& members);
@@ -102,6 +114,7 @@ class RendezvousRounds {
   void regather(const std::string& why);
   void stop_other_members(const Node* except, const std::string& reason);
   void finish(int exit_code, const std::string& text);
+  void broadcast_final(const Message& message, int exit_code, bool answer_latecomers);
   void reject_all(const std::string& text);
   std::string join_timeout_text();
   std::string nodes_text(int count) const;
@@ -111,6 +124,7 @@ class RendezvousRounds {
   SteadyTime now_;
   Phase phase_ = Phase::kGathering;
   std::map<ConnectionId, Node> nodes_;
+  std::map<int, ConnectionId> static_ranks_;  // static: node rank -> the connection that joined with it
   long next_arrival_ = 0;
   int round_ = -1;              // -1 before the first round
   int restarts_used_ = 0;
@@ -119,6 +133,9 @@ class RendezvousRounds {
   SteadyTime join_deadline_{};
   std::optional<SteadyTime> last_call_deadline_;
   std::optional<int> final_exit_code_;
+  std::optional<Message> final_message_;  // the finish or reject every agent got
+  bool answer_latecomers_ = false;
+  std::vector<bool> told_ranks_;          // static: node ranks that got the final message
 };
 
 }  // namespace mgtrain::rdzv

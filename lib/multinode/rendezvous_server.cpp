@@ -93,10 +93,16 @@ void RendezvousServer::on_poll(const pollfd* fds, std::size_t count, rdzv::Stead
       rounds_.on_disconnect(polled_[slot], still->second.socket->end_reason(), now);
     }
   }
-  reap_closed();
+  reap_closed(now);
 }
 
-void RendezvousServer::reap_closed() {
+bool RendezvousServer::abandon(int exit_code, const std::string& text, rdzv::SteadyTime now) {
+  bool finished = rounds_.abandon(exit_code, text, now);
+  reap_closed(now);
+  return finished;
+}
+
+void RendezvousServer::reap_closed(rdzv::SteadyTime now) {
   for (auto it = connections_.begin(); it != connections_.end();) {
     Connection& connection = it->second;
     if (connection.closing && !connection.shut && !connection.socket->ended() && !connection.socket->has_output()) {
@@ -111,18 +117,19 @@ void RendezvousServer::reap_closed() {
       ++it;
     }
   }
-  if (rounds_.finished() && !finished_at_) finished_at_ = rdzv::SteadyTime::clock::now();
-  if (rounds_.finished()) listener_.reset();
+  if (rounds_.finished() && !finished_at_) finished_at_ = now;
+  // Agents still trying to join hear the refusal or failure for a while (rounds answer them on connect).
+  if (rounds_.finished() && (!rounds_.answers_latecomers() || now >= *finished_at_ + kLinger)) listener_.reset();
 }
 
 void RendezvousServer::on_time(rdzv::SteadyTime now) {
   rounds_.on_time(now);
-  reap_closed();
+  reap_closed(now);
 }
 
 std::optional<rdzv::SteadyTime> RendezvousServer::next_deadline() const {
   std::optional<rdzv::SteadyTime> next = rounds_.next_deadline();
-  if (finished_at_ && !connections_.empty()) {
+  if (finished_at_ && (!connections_.empty() || listener_)) {
     rdzv::SteadyTime linger_end = *finished_at_ + kLinger;
     if (!next || linger_end < *next) next = linger_end;
   }
@@ -131,8 +138,8 @@ std::optional<rdzv::SteadyTime> RendezvousServer::next_deadline() const {
 
 bool RendezvousServer::quiescent(rdzv::SteadyTime now) const {
   if (!rounds_.finished()) return false;
-  if (connections_.empty()) return true;
-  return finished_at_ && now >= *finished_at_ + kLinger;
+  if (finished_at_ && now >= *finished_at_ + kLinger) return true;
+  return connections_.empty() && !listener_;
 }
 
 }  // namespace mgtrain

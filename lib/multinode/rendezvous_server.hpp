@@ -29,9 +29,14 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   void on_time(rdzv::SteadyTime now);
   std::optional<rdzv::SteadyTime> next_deadline() const;
 
+  // This server's agent goes away (a signal): before a round runs every agent is told at once and the
+  // job is over (RendezvousRounds::abandon). Returns whether the job is finished.
+  bool abandon(int exit_code, const std::string& text, rdzv::SteadyTime now);
+
   // The job is decided (finish or reject sent to every agent).
   bool finished() const { return rounds_.finished(); }
-  // Finished and every connection flushed and closed, or `linger` passed since finishing: the host
+  // Finished and every connection flushed and closed (and, after a refusal or failure, no node rank
+  // left that may still be trying to join), or the linger (3 s) passed since finishing: the host
   // agent may exit without cutting off what the others still need to read.
   bool quiescent(rdzv::SteadyTime now) const;
 
@@ -47,9 +52,9 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   int pick_store_port() override;
   void note(const std::string& line) override;
   void accept_all(rdzv::SteadyTime now);
-  void reap_closed();
+  void reap_closed(rdzv::SteadyTime now);
 
-  Fd listener_;  // closed once the job is decided
+  Fd listener_;  // closed once the job is decided (after the linger when latecomers must hear it)
   PortProbe& ports_;
   std::function<void(const std::string&)> note_;
   rdzv::RendezvousRounds rounds_;

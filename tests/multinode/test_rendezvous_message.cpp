@@ -69,7 +69,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   assignment.round = 3;
   assignment.node_rank = 2;
   assignment.nproc_per_node = {2, 3, 1};
-  assignment.node_names = {"node 0 (a)", "node 1 (b, 10.0.0.2)", "node 2 (c)"};
+  assignment.node_name = "node 1 (b, 10.0.0.2)";
   assignment.master_addr = "10.0.0.1";
   assignment.master_port = 41234;
   assignment.run_id = "r";
@@ -77,11 +77,22 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   CHECK(a.round == 3);
   CHECK(a.node_rank == 2);
   CHECK(a.nproc_per_node == std::vector<int>{2, 3, 1});
-  CHECK(a.node_names == assignment.node_names);
+  CHECK(a.node_name == assignment.node_name);
   CHECK(a.world_size() == 6);
   CHECK(a.first_rank(0) == 0);
   CHECK(a.first_rank(2) == 5);
   CHECK(a.master_port == 41234);
+
+  // Run-length coded on the wire: 10,000 even nodes cost a few bytes, and bad counts are refused.
+  assignment.nproc_per_node = std::vector<int>(10000, 2);
+  assignment.nproc_per_node.push_back(1);
+  Message wire = assignment.to_message();
+  CHECK(wire.text("nproc_per_node") == "2*10000,1");
+  CHECK(Assignment::from(decode_one(encode(wire))).world_size() == 20001);
+  for (const char* bad : {"2*0", "0", "2*", "*3", "2*99999999999", "1,x"}) {
+    wire.set("nproc_per_node", std::string(bad));
+    CHECK_THROWS_AS(Assignment::from(wire), ProtocolError);
+  }
 }
 
 TEST_CASE("a failure report crosses the wire with its stderr tail", "[rdzv][codec]") {
@@ -154,6 +165,29 @@ TEST_CASE("typed accessors name the missing or malformed field", "[rdzv][codec]"
   CHECK_THROWS_WITH(message.text("version"), Catch::Contains("join message without the field 'version'"));
   CHECK_THROWS_WITH(message.integer("nproc"), Catch::Contains("field 'nproc' is not an integer: 'four'"));
   CHECK_THROWS_AS(JoinRequest::from(message), ProtocolError);
+}
+
+TEST_CASE("the job fingerprint ignores values derived from the per-node log directory, not real differences",
+          "[rdzv][fingerprint]") {
+  auto loaded = [](std::vector<std::string> overrides) {
+    ConfigRequest request;
+    request.overrides = std::move(overrides);
+    return load_config(request, EnvMap{});
+  };
+  LoadedConfig node0 = loaded({"launch.run_id=mn", "launch.log_dir=/data/node0/runs"});
+  LoadedConfig node1 = loaded({"launch.run_id=mn", "launch.log_dir=/scratch/other"});
+  REQUIRE(node0.config.checkpoint.dir == "/data/node0/runs/mn/checkpoints");  // expanded per node
+  REQUIRE(node1.config.checkpoint.dir == "/scratch/other/mn/checkpoints");
+  CHECK(job_fingerprint(node0).hash == job_fingerprint(node1).hash);
+  CHECK_THAT(job_fingerprint(node0).lines, Catch::Contains("checkpoint.dir=${log_dir}/mn/checkpoints"));
+  // A checkpoint.dir that really differs (or that names the log directory's path itself) still counts.
+  LoadedConfig explicit_dir = loaded({"launch.run_id=mn", "launch.log_dir=/scratch/other", "checkpoint.dir=/scratch/other/mn/checkpoints"});
+  CHECK(job_fingerprint(explicit_dir).hash != job_fingerprint(node0).hash);
+  auto differences = fingerprint_differences(job_fingerprint(explicit_dir).lines, job_fingerprint(node0).lines);
+  REQUIRE(differences.size() == 1);
+  CHECK(differences[0] == "checkpoint.dir: /scratch/other/mn/checkpoints vs ${log_dir}/mn/checkpoints");
+  LoadedConfig derived = loaded({"launch.run_id=mn", "launch.log_dir=/b", "checkpoint.dir=${log_dir}/mn/checkpoints"});
+  CHECK(job_fingerprint(derived).hash == job_fingerprint(node0).hash);
 }
 
 TEST_CASE("the job fingerprint compares what shapes the job, not per-node settings", "[rdzv][fingerprint]") {

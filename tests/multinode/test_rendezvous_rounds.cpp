@@ -2,6 +2,7 @@
 // rank layout, join timeout, fate sharing, global restarts, dead nodes, dynamic rounds.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -130,7 +131,8 @@ TEST_CASE("static: every node gets its rank range and the workers' store once al
   CHECK(a1.world_size() == 4);
   CHECK(a1.master_addr == "10.77.0.1");
   CHECK(a1.master_port == 40000);
-  CHECK(a1.node_names == std::vector<std::string>{"node 0 (hostA)", "node 1 (hostB, 10.77.0.2)"});
+  CHECK(a0.node_name == "node 0 (hostA)");
+  CHECK(a1.node_name == "node 1 (hostB, 10.77.0.2)");
 }
 
 TEST_CASE("static: a different nproc is an error on every node naming both values and hosts", "[rdzv][rounds]") {
@@ -148,6 +150,63 @@ TEST_CASE("static: a different nproc is an error on every node naming both value
     CHECK(reject.integer("exit_code") == 2);
   }
   CHECK(out.closed.size() == 2);
+}
+
+TEST_CASE("static: the message names node 0's value as the reference whatever the arrival order", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(3), out, t0);
+  rounds.on_connect(2, "10.77.0.2", t0);
+  rounds.on_message(2, join_request(1, "hostB", 4).to_message(), t0);  // node 1 first, with the odd --nproc
+  rounds.on_connect(3, "10.77.0.3", t0);
+  rounds.on_message(3, join_request(2, "hostC", 2).to_message(), t0);
+  CHECK_FALSE(rounds.finished());  // nothing to compare with before node 0 is here
+  rounds.on_connect(1, "127.0.0.1", t0);
+  rounds.on_message(1, join_request(0, "hostA", 2).to_message(), t0);
+  REQUIRE(rounds.finished());
+  CHECK(out.last(1, MessageType::kReject).text("text") ==
+        "node 1 (hostB, 10.77.0.2) has --nproc 4, node 0 (hostA) has --nproc 2; pass the same --nproc on every node, "
+        "or --allow-uneven-nproc");
+  CHECK(out.last(3, MessageType::kReject).text("text") == out.last(1, MessageType::kReject).text("text"));
+}
+
+TEST_CASE("static: a refusal reaches agents that connect afterwards, until every node rank was told", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(3), out, t0);
+  two_nodes_join(rounds, t0, 4);
+  REQUIRE(rounds.finished());
+  CHECK(rounds.answers_latecomers());  // node 2 may still be trying to join
+  rounds.on_connect(3, "10.77.0.3", t0 + 1s);
+  Message late = out.last(3, MessageType::kReject);
+  CHECK(late.integer("exit_code") == 2);
+  CHECK_THAT(late.text("text"), Catch::Contains("has --nproc 4"));
+  CHECK(std::count(out.closed.begin(), out.closed.end(), 3) == 1);
+  CHECK(std::count(out.dropped.begin(), out.dropped.end(), 3) == 0);  // flushed: it reads the reject
+
+  FakeOutbox all;
+  RendezvousRounds everyone(static_settings(2), all, t0);
+  two_nodes_join(everyone, t0, 4);
+  CHECK_FALSE(everyone.answers_latecomers());  // both node ranks were told
+}
+
+TEST_CASE("the hosting agent stopped before the first round tells every agent at once", "[rdzv][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(3), out, t0);
+  two_nodes_join(rounds, t0);
+  REQUIRE(rounds.abandon(kNodeLostExitCode, "node 0 (hostA), which hosts the rendezvous, was stopped by SIGINT", t0 + 1s));
+  CHECK(rounds.finished());
+  for (ConnectionId id : {1, 2}) {
+    Message finish = out.last(id, MessageType::kFinish);
+    CHECK(finish.integer("exit_code") == kNodeLostExitCode);
+    CHECK_THAT(finish.text("text"), Catch::Contains("was stopped by SIGINT"));
+  }
+  CHECK_FALSE(rounds.answers_latecomers());  // the user stopped it: nothing lingers
+
+  FakeOutbox running_out;
+  RendezvousRounds running(static_settings(2), running_out, t0);
+  two_nodes_join(running, t0);
+  REQUIRE(running.phase() == RendezvousRounds::Phase::kRunning);
+  CHECK_FALSE(running.abandon(kNodeLostExitCode, "gone", t0 + 1s));  // a running round ends through the leave message
+  CHECK_FALSE(running.finished());
 }
 
 TEST_CASE("static: uneven nproc when every node allows it, ranks follow node order", "[rdzv][rounds]") {
@@ -182,8 +241,9 @@ TEST_CASE("static: config, run id, duplicate ranks and versions must agree", "[r
   JoinRequest config = join_request(1, "hostB");
   config.config_lines = job_fingerprint(changed).lines;
   config.config_hash = job_fingerprint(changed).hash;
-  CHECK(reject_text(config) == "node 1 (hostB, 10.77.0.2) and node 0 (hostA) run different configs (train.max_steps: 30 vs 0, "
-                               "first value from node 1 (hostB, 10.77.0.2)); pass the same config file and overrides on every node");
+  CHECK(reject_text(config) == "node 1 (hostB, 10.77.0.2) runs a different config than node 0 (hostA) (train.max_steps: 30 vs 0; "
+                               "node 1 (hostB, 10.77.0.2)'s value first, node 0 (hostA)'s second); pass the same config file "
+                               "and overrides on every node");
   JoinRequest run_id = join_request(1, "hostB");
   run_id.run_id = "other";
   CHECK_THAT(reject_text(run_id), Catch::Contains("has --run-id other, node 0 (hostA) has --run-id job"));

@@ -1,0 +1,319 @@
+// Scale benchmark of the rendezvous server (scripts/bench/rendezvous_scale.sh; docs/PERFORMANCE.md): one
+// process, the real RendezvousServer in its own thread with its own ppoll loop (as in the hosting agent) and
+// N simulated agents (real RendezvousClients over loopback TCP) in the main thread. Measures: all N joined
+// and assigned; the server thread's CPU while only heartbeats flow (agents answer the server's heartbeats as
+// node_agent.cpp does); one worker failure broadcast as stop orders, every node's end, the finish to all;
+// teardown until the server is quiescent. Prints one JSON line.
+// Usage: rendezvous_scale_bench [agents=10000] [heartbeat interval s=5] [steady window s=2*interval]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "config/config.hpp"
+#include "multinode/job_fingerprint.hpp"
+#include "multinode/rendezvous_client.hpp"
+#include "multinode/rendezvous_server.hpp"
+#include "multinode/tcp_socket.hpp"
+#include "supervise/port_probe.hpp"
+
+using namespace mgtrain;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct FixedPort : PortProbe {
+  int pick_free_port() override { return 29500; }
+  bool is_free(int) override { return true; }
+};
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double thread_cpu_s(clockid_t clock) {
+  timespec now{};
+  clock_gettime(clock, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+timespec to_timespec(Clock::duration duration) {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count();
+  if (ns < 0) ns = 0;
+  return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
+struct Agent {
+  std::unique_ptr<RendezvousClient> client;
+  bool assigned = false;
+  bool finished = false;
+  int round = -1;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int agents = argc > 1 ? std::atoi(argv[1]) : 10000;
+  const double interval = argc > 2 ? std::atof(argv[2]) : 5.0;
+  const double steady_s = argc > 3 ? std::atof(argv[3]) : 2 * interval;
+  if (agents < 2 || interval <= 0 || steady_s <= 0) {
+    std::fprintf(stderr, "usage: %s [agents>=2] [heartbeat interval s] [steady window s]\n", argv[0]);
+    return 2;
+  }
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  const rlim_t wanted = static_cast<rlim_t>(2 * agents + 64);
+  if (files.rlim_max != RLIM_INFINITY && files.rlim_max < wanted) {
+    rlimit raised{wanted, wanted};  // root (CAP_SYS_RESOURCE) may go above the hard limit
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+  }
+  files.rlim_cur = files.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < static_cast<rlim_t>(2 * agents + 64)) {
+    std::fprintf(stderr, "RLIMIT_NOFILE %llu is too low for %d agents (2 fds each)\n",
+                 static_cast<unsigned long long>(files.rlim_cur), agents);
+    return 1;
+  }
+
+  std::string error;
+  std::vector<SocketAddress> addresses = resolve_tcp("127.0.0.1", 0, error);
+  Fd listener = addresses.empty() ? Fd() : listen_on(addresses.front());
+  if (!listener) {
+    std::perror("listen");
+    return 1;
+  }
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &length);
+  const int port = ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+
+  rdzv::RoundsSettings settings;
+  settings.min_nodes = settings.max_nodes = agents;
+  settings.join_timeout_s = 600;
+  settings.node_timeout_s = std::max(30.0, 6 * interval);
+  settings.heartbeat_interval_s = interval;
+  settings.master_addr = "127.0.0.1";
+  settings.host_agent_id = "bench:0";
+  FixedPort ports;
+  RendezvousServer server(std::move(listener), settings, ports, nullptr, Clock::now());
+
+  // ---- the server thread: the hosting agent's loop, reduced to the server ----
+  Fd stop(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  std::atomic<bool> quiescent{false};
+  std::atomic<long> server_wakeups{0};
+  std::atomic<double> quiescent_at{0};
+  const auto start = Clock::now();
+  std::thread server_thread([&] {
+    std::vector<pollfd> fds;
+    while (true) {
+      Clock::time_point now = Clock::now();
+      fds.clear();
+      fds.push_back(pollfd{stop.get(), POLLIN, 0});
+      server.add_poll_fds(fds);
+      std::optional<Clock::time_point> wake = server.next_deadline();
+      timespec timeout{};
+      if (wake) timeout = to_timespec(*wake - now);
+      int ready = ppoll(fds.data(), fds.size(), wake ? &timeout : nullptr, nullptr);
+      ++server_wakeups;
+      now = Clock::now();
+      if (ready > 0 && fds[0].revents != 0) break;
+      if (ready > 0) server.on_poll(fds.data() + 1, fds.size() - 1, now);
+      server.on_time(now);
+      if (server.finished() && server.quiescent(now) && !quiescent) {
+        quiescent_at = since(start);
+        quiescent = true;
+      }
+    }
+  });
+  clockid_t server_clock;
+  pthread_getcpuclockid(server_thread.native_handle(), &server_clock);
+
+  // ---- the agents ----
+  const JobFingerprint fingerprint = job_fingerprint(Config{});
+  auto join_of = [&](int rank) {
+    rdzv::JoinRequest join;
+    join.version = "bench";
+    join.node_rank = rank;
+    join.hostname = fmt::format("host{}", rank);
+    join.agent_id = rank == 0 ? "bench:0" : fmt::format("host{}:1", rank);
+    join.nproc = 1;
+    join.nnodes = std::to_string(agents);
+    join.run_id = "bench";
+    join.config_hash = fingerprint.hash;
+    join.config_lines = fingerprint.lines;
+    return join.to_message();
+  };
+  std::vector<Agent> nodes(agents);
+  int created = 0, assigned = 0, finished = 0, connecting = 0;
+  long heartbeats_received = 0, heartbeats_sent = 0;
+  std::vector<pollfd> fds;
+  std::vector<int> owner;
+  std::vector<rdzv::Message> messages;
+  enum class Phase { kJoining, kSteady, kFailing, kDone } phase = Phase::kJoining;
+  double joined_at = 0, steady_cpu = 0, steady_wall = 0, failed_at = 0, all_finished_at = 0;
+  double steady_cpu_start = 0;
+  long steady_wakeups_start = 0, steady_wakeups = 0, steady_heartbeats = 0, steady_heartbeats_start = 0;
+  Clock::time_point steady_start;
+  const auto hard_limit = start + std::chrono::seconds(120) + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(steady_s));
+  auto heartbeat_due = [&](Agent& agent, Clock::time_point now) {
+    return now - agent.client->last_sent() >= std::chrono::duration<double>(interval);
+  };
+  while (phase != Phase::kDone) {
+    Clock::time_point now = Clock::now();
+    if (now > hard_limit) {
+      std::fprintf(stderr, "bench: gave up (phase %d, %d assigned, %d finished)\n", static_cast<int>(phase), assigned, finished);
+      return 1;
+    }
+    // Connect in batches: the listen backlog drops SYNs beyond it (a 1 s retransmit each).
+    while (created < agents && connecting < 512) {
+      nodes[created].client = std::make_unique<RendezvousClient>("127.0.0.1", port, now + std::chrono::seconds(60), now);
+      ++created;
+      ++connecting;
+    }
+    fds.clear();
+    owner.clear();
+    std::optional<Clock::time_point> wake;
+    for (int index = 0; index < created; ++index) {
+      Agent& agent = nodes[index];
+      std::size_t before = fds.size();
+      agent.client->add_poll_fds(fds);
+      for (std::size_t added = before; added < fds.size(); ++added) owner.push_back(index);
+      std::optional<Clock::time_point> next = agent.client->next_deadline();
+      if (agent.client->state() == RendezvousClient::State::kConnected && !agent.finished) {
+        Clock::time_point beat = agent.client->last_sent() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval));
+        if (!next || beat < *next) next = beat;
+      }
+      if (next && (!wake || *next < *wake)) wake = next;
+    }
+    Clock::time_point phase_wake = now + std::chrono::milliseconds(20);
+    if (!wake || phase_wake < *wake) wake = phase_wake;
+    timespec timeout = to_timespec(*wake - now);
+    int ready = ppoll(fds.data(), fds.size(), &timeout, nullptr);
+    now = Clock::now();
+    for (std::size_t slot = 0; ready > 0 && slot < fds.size(); ++slot) {
+      if (fds[slot].revents == 0) continue;
+      Agent& agent = nodes[owner[slot]];
+      const int rank = owner[slot];
+      bool was_connecting = agent.client->state() == RendezvousClient::State::kConnecting;
+      messages.clear();
+      agent.client->on_poll(&fds[slot], 1, now, messages);
+      if (was_connecting && agent.client->state() != RendezvousClient::State::kConnecting) --connecting;
+      if (agent.client->take_connected_event()) agent.client->send(join_of(rank));
+      for (const rdzv::Message& message : messages) {
+        switch (message.type) {
+          case rdzv::MessageType::kAssign:
+            agent.assigned = true;
+            agent.round = static_cast<int>(message.integer("round"));
+            ++assigned;
+            break;
+          case rdzv::MessageType::kHeartbeat:
+            ++heartbeats_received;
+            if (now - agent.client->last_sent() >= std::chrono::duration<double>(interval / 2)) {
+              agent.client->send(rdzv::heartbeat_message());
+              ++heartbeats_sent;
+            }
+            break;
+          case rdzv::MessageType::kStop:
+            agent.client->send(rdzv::workers_ended_message(agent.round, rdzv::kEndedStopped, 0));
+            break;
+          case rdzv::MessageType::kFinish:
+          case rdzv::MessageType::kReject:
+            if (!agent.finished) {
+              agent.finished = true;
+              ++finished;
+              agent.client->close();
+            }
+            break;
+          default:
+            break;
+        }
+      }
+    }
+    for (int index = 0; index < created; ++index) {
+      Agent& agent = nodes[index];
+      bool was_connecting = agent.client->state() == RendezvousClient::State::kConnecting;
+      agent.client->on_time(now);
+      if (was_connecting && agent.client->state() != RendezvousClient::State::kConnecting) --connecting;
+      if (agent.client->state() == RendezvousClient::State::kUnreachable) {
+        std::fprintf(stderr, "bench: agent %d could not connect: %s\n", index, agent.client->problem().c_str());
+        return 1;
+      }
+      if (agent.client->state() == RendezvousClient::State::kConnected && !agent.finished && heartbeat_due(agent, now)) {
+        agent.client->send(rdzv::heartbeat_message());
+        ++heartbeats_sent;
+      }
+    }
+    switch (phase) {
+      case Phase::kJoining:
+        if (assigned == agents) {
+          joined_at = since(start);
+          phase = Phase::kSteady;
+          steady_start = Clock::now();
+          steady_cpu_start = thread_cpu_s(server_clock);
+          steady_wakeups_start = server_wakeups;
+          steady_heartbeats_start = heartbeats_received;
+        }
+        break;
+      case Phase::kSteady:
+        if (since(steady_start) >= steady_s) {
+          steady_wall = since(steady_start);
+          steady_cpu = thread_cpu_s(server_clock) - steady_cpu_start;
+          steady_wakeups = server_wakeups - steady_wakeups_start;
+          steady_heartbeats = heartbeats_received - steady_heartbeats_start;
+          // Rank 1's worker fails: the server stops every other node, each reports its end, all get the finish.
+          rdzv::NodeFailure failure;
+          failure.round = nodes[1].round;
+          failure.node_rank = 1;
+          failure.global_rank = 1;
+          failure.local_rank = 0;
+          failure.exit_code = 3;
+          failure.outcome = "exit code 3";
+          failure.host = "host1";
+          nodes[1].client->send(rdzv::workers_failed_message(failure));
+          nodes[1].client->send(rdzv::workers_ended_message(nodes[1].round, rdzv::kEndedFailed, 3));
+          failed_at = since(start);
+          phase = Phase::kFailing;
+        }
+        break;
+      case Phase::kFailing:
+        if (finished == agents) {
+          all_finished_at = since(start);
+          phase = Phase::kDone;
+        }
+        break;
+      case Phase::kDone:
+        break;
+    }
+  }
+  while (!quiescent && since(start) < all_finished_at + 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double total_cpu = thread_cpu_s(server_clock);
+  std::uint64_t one = 1;
+  ssize_t ignored = write(stop.get(), &one, sizeof one);
+  (void)ignored;
+  server_thread.join();
+  if (!quiescent) {
+    std::fprintf(stderr, "bench: the server did not become quiescent\n");
+    return 1;
+  }
+  const double release_s = quiescent_at - failed_at;
+  std::printf(
+      "{\"agents\": %d, \"join_s\": %.3f, \"heartbeat_interval_s\": %g, \"steady_window_s\": %.2f, "
+      "\"steady_server_cpu_s\": %.4f, \"steady_server_core_fraction\": %.4f, \"steady_server_wakeups\": %ld, "
+      "\"steady_heartbeats_to_agents\": %ld, \"failure_to_all_finished_s\": %.3f, \"release_s\": %.3f, "
+      "\"join_and_release_s\": %.3f, \"server_cpu_total_s\": %.3f}\n",
+      agents, joined_at, interval, steady_wall, steady_cpu, steady_cpu / steady_wall, steady_wakeups, steady_heartbeats,
+      all_finished_at - failed_at, release_s, joined_at + release_s, total_cpu);
+  return 0;
+}
