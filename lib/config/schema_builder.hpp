@@ -4,6 +4,7 @@
 // range() or must()), and SchemaBuilder::add turns it into a KeyDef whose assign/read are bound to the member.
 #pragma once
 
+#include <cmath>
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -137,7 +138,10 @@ struct ValueType<std::vector<std::int64_t>> {
 
 // A bound as docs and messages print it: 65535, 0.001.
 inline std::string format_bound(double v) {
-  return v == static_cast<double>(static_cast<std::int64_t>(v)) ? std::to_string(static_cast<std::int64_t>(v)) : format_number(v);
+  // Whole numbers in the int64 range print as integers; anything else (1e30, fractions) as a number. The range
+  // check comes first: casting an out-of-range double to int64 is undefined behaviour.
+  const bool whole = std::fabs(v) < 9.2e18 && v == static_cast<double>(static_cast<std::int64_t>(v));
+  return whole ? std::to_string(static_cast<std::int64_t>(v)) : format_number(v);
 }
 
 // A key under construction: `key(...)` then modifiers, then `add()` turns it into a KeyDef.

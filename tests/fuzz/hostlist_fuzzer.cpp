@@ -1,4 +1,4 @@
-// libFuzzer target for the SLURM hostlist expansion (lib/core/hostlist.cpp): any input either expands to
+// libFuzzer target for the SLURM hostlist expansion (lib/contract/hostlist.cpp): any input either expands to
 // host names that hold no separator or bracket, or is refused with UsageError — no crash, no leak, no
 // undefined behaviour, no runaway memory (the expansion limit is small here). tests/fuzz/CMakeLists.txt
 // builds it with clang++ -fsanitize=fuzzer,address,undefined; ctest runs 20000 inputs from hostlist_corpus/.
