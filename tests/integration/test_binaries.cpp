@@ -127,7 +127,9 @@ TEST_CASE("mgtrain env reports torch facts from the worker", "[binary][env]") {
   auto run = run_mgtrain({"env", "--json"});
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
-  CHECK(run.out.find("\"libtorch_version\": \"1.") != std::string::npos);
+#ifdef MGTRAIN_TEST_TORCH_VERSION
+  CHECK(run.out.find("\"libtorch_version\": \"" MGTRAIN_TEST_TORCH_VERSION) != std::string::npos);
+#endif
   CHECK(run.out.find("\"cuda_available\": false") != std::string::npos);
   CHECK(run.out.find("\"hostname\"") != std::string::npos);
   CHECK(run.out.find("\"cpu_cores_usable\"") != std::string::npos);

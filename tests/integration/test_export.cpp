@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 #include <yaml-cpp/yaml.h>
 
 #include "checkpoint/checkpoint_directory.hpp"

@@ -15,6 +15,7 @@
 
 #include "util/error.hpp"
 #include "train/models/layer_model.hpp"
+#include "train/torch/torch_compat.hpp"
 
 namespace mgtrain {
 namespace {
@@ -38,7 +39,7 @@ class ReplicableLayers final : public torch::nn::Cloneable<ReplicableLayers> {
     root_ = register_module("root", layers->root());
   }
 
-  std::shared_ptr<torch::nn::Module> clone(const c10::optional<c10::Device>& device = c10::nullopt) const override {
+  std::shared_ptr<torch::nn::Module> clone(const torch_compat::optional<c10::Device>& device = torch_compat::nullopt) const override {
     // Rebuilding draws initial values from the default generator: put its state back so replication does not
     // change the run's random stream (dropout, shuffling).
     auto generator = at::detail::getDefaultCPUGenerator();
@@ -127,13 +128,14 @@ std::vector<c10::Device> data_parallel_devices(int world_size, PrecisionMode pre
                                  "launch it with --nproc 1 (mgtrain launch does that itself for dp), or use ddp.strategy: ddp",
                                  world_size));
   }
-  if (precision != "fp32") {
+  if (precision != PrecisionMode::Fp32) {
     throw UsageError(fmt::format("ddp.strategy: dp trains in fp32 only (train.precision is {}; autocast does not reach "
                                  "DataParallel's replica threads): use ddp.strategy: ddp for mixed precision",
                                  precision));
   }
   std::vector<c10::Device> devices;
-  for (std::size_t i = 0; i < torch::cuda::device_count(); ++i) devices.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
+  const auto gpus = static_cast<std::size_t>(torch::cuda::device_count());  // size_t in 1.13, DeviceIndex in 2.x
+  for (std::size_t i = 0; i < gpus; ++i) devices.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
   return devices;
 #endif
 }

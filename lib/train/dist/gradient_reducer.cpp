@@ -29,7 +29,7 @@ class GradientReducer::ReadyHook final : public torch::autograd::FunctionPostHoo
 namespace {
 
 struct HookedAccumulator {
-  std::shared_ptr<torch::autograd::Node> node;
+  torch_compat::AutogradNodePtr node;
   std::uintptr_t key;
 };
 

@@ -15,6 +15,7 @@
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "train/dist/communicator.hpp"
+#include "train/torch/torch_compat.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/layers.hpp"
 
@@ -51,8 +52,8 @@ struct ForwardSettings {
 // inputs; backward finds theirs by edge index. The communicator travels as an integer in saved_data (an IValue
 // holds no pointer).
 struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const c10::optional<at::Tensor>& weight_arg,
-                            const c10::optional<at::Tensor>& bias_arg, const ForwardSettings* settings) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const torch_compat::optional<at::Tensor>& weight_arg,
+                            const torch_compat::optional<at::Tensor>& bias_arg, const ForwardSettings* settings) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor()), bias = bias_arg.value_or(at::Tensor());
     const at::Tensor &running_mean = settings->running_mean, &running_var = settings->running_var;
     const double momentum = settings->momentum, eps = settings->eps;
@@ -144,8 +145,8 @@ at::Tensor sync_batch_norm_training(const at::Tensor& input, const at::Tensor& w
                                     const at::Tensor& running_mean, const at::Tensor& running_var, double momentum,
                                     double eps, Communicator& comm) {
   const ForwardSettings settings{running_mean, running_var, momentum, eps, &comm};
-  const c10::optional<at::Tensor> weight_arg = weight.defined() ? c10::optional<at::Tensor>(weight) : c10::nullopt;
-  const c10::optional<at::Tensor> bias_arg = bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt;
+  const torch_compat::optional<at::Tensor> weight_arg = weight.defined() ? torch_compat::optional<at::Tensor>(weight) : torch_compat::nullopt;
+  const torch_compat::optional<at::Tensor> bias_arg = bias.defined() ? torch_compat::optional<at::Tensor>(bias) : torch_compat::nullopt;
   return SyncBatchNormFunction::apply(input, weight_arg, bias_arg, &settings);
 }
 

@@ -4,12 +4,15 @@
 
 #include <torch/version.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Export.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -46,6 +49,19 @@ namespace mgtrain::torch_compat {
 
 inline constexpr const char* kTorchVersion = TORCH_VERSION;
 
+// The optional type LibTorch's signatures take (e.g. torch::autograd::Function::forward's optional tensors,
+// Module::clone's device). 1.13 has its own c10::optional; 2.x made c10::optional/c10::nullopt deprecated aliases of
+// std::optional/std::nullopt.
+#if MGTRAIN_TORCH_AT_LEAST(2, 0)
+template <typename T>
+using optional = std::optional<T>;
+inline constexpr std::nullopt_t nullopt = std::nullopt;
+#else
+template <typename T>
+using optional = c10::optional<T>;
+inline constexpr c10::nullopt_t nullopt = c10::nullopt;
+#endif
+
 // The object that runs collectives: in 1.13 ProcessGroupGloo/NCCL derive from ProcessGroup, in 2.x from Backend.
 #if MGTRAIN_TORCH_AT_LEAST(2, 0)
 using CollectiveBackend = c10d::Backend;
@@ -54,6 +70,10 @@ using CollectiveBackend = c10d::ProcessGroup;
 #endif
 
 using WorkHandle = c10::intrusive_ptr<c10d::Work>;
+
+// An owning pointer to an autograd Node, as torch::autograd::impl::grad_accumulator returns it: std::shared_ptr in 1.13
+// and most of 2.x, c10::intrusive_ptr in recent 2.x (2.15). Read off the function, so it is right for either.
+using AutogradNodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
 // The key of parameter p in torch::optim::Optimizer::state(): 1.13 keys the map by the TensorImpl pointer printed as
 // a string (c10::guts::to_string(p.unsafeGetTensorImpl()), i.e. ostream << pointer), later 2.x by the pointer itself

@@ -8,9 +8,9 @@
 #include "train/torch/torch_compat.hpp"
 
 #ifdef MGTRAIN_WITH_CUDA
-#include <c10/cuda/CUDAFunctions.h>
-#include <cuda_runtime_api.h>
-#include <nccl.h>
+// LibTorch's own accessors (its CUDA runtime and the NCCL it was built with), not the toolkit's headers.
+#include <ATen/cuda/CUDAContextLight.h>
+#include <torch/csrc/cuda/nccl.h>
 #endif
 
 namespace mgtrain {
@@ -33,14 +33,14 @@ std::string torch_facts_json() {
   std::string devices = "[";
 #ifdef MGTRAIN_WITH_CUDA
   for (long i = 0; i < gpus; ++i) {
-    cudaDeviceProp prop{};
-    cudaGetDeviceProperties(&prop, static_cast<int>(i));
-    devices += fmt::format("{}{{\"index\": {}, \"name\": {}, \"memory_mib\": {}}}", i ? ", " : "", i, json_string(prop.name),
-                           prop.totalGlobalMem >> 20);
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
+    devices += fmt::format("{}{{\"index\": {}, \"name\": {}, \"memory_mib\": {}}}", i ? ", " : "", i, json_string(prop->name),
+                           prop->totalGlobalMem >> 20);
   }
-  int nccl_code = 0;
-  ncclGetVersion(&nccl_code);
-  const std::string nccl = json_string(fmt::format("{}.{}.{}", nccl_code / 10000, (nccl_code / 100) % 100, nccl_code % 100));
+  // The NCCL LibTorch was built with, encoded as major << 32 | minor << 16 | patch (as torch.cuda.nccl.version()).
+  const std::uint64_t nccl_code = torch::cuda::nccl::version();
+  const std::string nccl =
+      json_string(fmt::format("{}.{}.{}", nccl_code >> 32, (nccl_code >> 16) & 0xffff, nccl_code & 0xffff));
   const bool built_with_cuda = true;
 #else
   const std::string nccl = "null";
