@@ -16,8 +16,9 @@ build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli
 # target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm);
 # chromium: the status dashboard's screenshot test (tests/integration/dashboard_screenshot.sh).
 # python3-protobuf: test_run_metrics parses the TensorBoard event files with the real protobuf library.
+# python3-venv: the LibTorch 2.x flavour's virtual environment (scripts/torch2-env.sh).
 test_packages=(python3-torch iproute2 procps time clang libclang-rt-14-dev slurmctld slurmd slurm-client munge chromium
-               python3-protobuf)
+               python3-protobuf python3-venv)
 
 wanted=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then wanted+=("${test_packages[@]}"); fi
