@@ -29,6 +29,8 @@ SignalChannel::SignalChannel() {
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
   sigaction(SIGCHLD, &default_action, &original_sigchld_);
+  // The save/stop requests must reach the signalfd, which an inherited (or a previous channel's) SIG_IGN prevents.
+  for (int sig : {SIGUSR1, SIGUSR2}) sigaction(sig, &default_action, nullptr);
 }
 
 SignalChannel::~SignalChannel() {
@@ -36,6 +38,13 @@ SignalChannel::~SignalChannel() {
   fd_.reset();
   sigaction(SIGPIPE, &original_sigpipe_, nullptr);
   sigaction(SIGCHLD, &original_sigchld_, nullptr);
+  // A save/stop request that arrives after supervision (slurmstepd signals every process of a step, again and
+  // again, while the launcher writes its report) has nothing left to act on: ignored, instead of SIGUSR1's default
+  // action killing the launcher with 138 in place of the job's exit code.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (int sig : {SIGUSR1, SIGUSR2}) sigaction(sig, &ignore, nullptr);
   sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
 }
 

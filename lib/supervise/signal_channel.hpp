@@ -14,7 +14,8 @@ namespace mgtrain {
 class SignalChannel {
  public:
   // Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, ignores SIGPIPE and
-  // gives SIGCHLD its default disposition (a parent may have left it ignored).
+  // gives SIGCHLD, SIGUSR1 and SIGUSR2 their default disposition (a parent may have left them ignored). The
+  // destructor ignores SIGUSR1/SIGUSR2 from then on (late save/stop requests) and restores the rest. One at a time.
   SignalChannel();
   ~SignalChannel();
   SignalChannel(const SignalChannel&) = delete;
