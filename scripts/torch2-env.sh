@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the virtual environment that holds the pip torch of the second build flavour (scripts/build-torch2.sh)
 # and prints its path. The torch version is pinned in scripts/torch2-version (the one place; others read it).
-#   scripts/torch2-env.sh            -> prints e.g. /root/.cache/mgtrain/torch-2.15.0
+#   scripts/torch2-env.sh            -> prints e.g. $HOME/.cache/mgtrain/torch-2.15.0
 # The venv lives outside the clone: ${MGTRAIN_TORCH2_VENV:-$HOME/.cache/mgtrain/torch-<version>}, made with Debian's
 # /usr/bin/python3 -m venv (python3-venv). PyPI's torch wheel for Linux x86_64 is the CUDA 13 build and brings its
 # CUDA runtime, cuDNN and NCCL as nvidia-* wheels: about 3 GB, which took 108 s to download and install on the
