@@ -15,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "commands.hpp"
+#include "util/json_text.hpp"
 #include "util/build_info.hpp"
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
@@ -154,7 +155,7 @@ int run_env_command(const EnvRequest& request) {
   }
 
   if (request.json) {
-    std::printf("%s\n", facts.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+    std::printf("%s\n", json_text(facts, 2).c_str());
   } else {
     YAML::Emitter out;
     out << to_yaml(facts);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "util/json_text.hpp"
 #include "contract/log_layout.hpp"
 #include "observe/run_history.hpp"
 #include "util/error.hpp"
@@ -72,7 +73,7 @@ std::string runs_to_json(const std::vector<RunSummary>& runs) {
     if (!r.record_problem.empty()) run["problem"] = r.record_problem;
     out.push_back(std::move(run));
   }
-  return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return json_text(out, 2) + "\n";
 }
 
 void print_table(const std::vector<RunSummary>& runs) {

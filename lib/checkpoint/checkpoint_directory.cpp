@@ -1,5 +1,6 @@
 // Naming, choosing, pointing at and pruning checkpoint files in one directory (see checkpoint_directory.hpp).
 #include "checkpoint/checkpoint_directory.hpp"
+#include "util/json_text.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@ namespace {
 
 // `text` as a JSON string, for messages (invalid UTF-8 bytes become U+FFFD).
 std::string json_string(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_text(nlohmann::json(text));
 }
 
 constexpr std::string_view kNamePrefix = "checkpoint-step";
@@ -194,7 +195,7 @@ void update_best_pointer(const std::string& dir, const BestCheckpoint& best) {
   pointer["file"] = best.file_name;
   pointer["metric"] = best.metric;
   pointer["value"] = best.value;
-  write_file_atomically(path, pointer.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+  write_file_atomically(path, json_text(pointer) + "\n");
 }
 
 std::optional<BestCheckpoint> read_best_pointer(const std::string& dir) {

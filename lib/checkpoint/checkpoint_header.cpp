@@ -1,5 +1,6 @@
 // Building and parsing a checkpoint file's JSON header (see checkpoint_header.hpp).
 #include "checkpoint/checkpoint_header.hpp"
+#include "util/json_text.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -22,7 +23,7 @@ using Json = nlohmann::ordered_json;
 std::string describe(const Json& value) {
   if (value.is_array()) return "an array";
   if (value.is_object()) return "an object";
-  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return json_text(value);
 }
 
 std::optional<std::uint64_t> as_uint(const Json& value) {
@@ -149,7 +150,7 @@ std::optional<std::uint64_t> byte_size(const std::vector<std::int64_t>& shape, s
 }
 
 std::string json_string(std::string_view text) {
-  return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return json_text(Json(std::string(text)));
 }
 
 std::string build(const std::map<std::string, std::string>& metadata, const std::vector<TensorRecord>& tensors) {

@@ -1,5 +1,6 @@
 // Writing, reading and judging run.json (see run_record.hpp), with nlohmann::json.
 #include "observe/run_record.hpp"
+#include "util/json_text.hpp"
 
 #include <unistd.h>
 
@@ -121,7 +122,7 @@ std::string run_record_to_json(const RunRecord& r) {
   launcher["boot_id"] = r.launcher.boot_id;
   launcher["start_ticks"] = r.launcher.start_ticks;
   root["launcher"] = std::move(launcher);
-  return root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return json_text(root, 2) + "\n";
 }
 
 RunRecord parse_run_record(const std::string& text, const std::string& source) {

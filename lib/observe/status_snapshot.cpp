@@ -1,5 +1,6 @@
 // Renders the status snapshot as JSON and Prometheus text, and reads/writes heartbeat lines (see status_snapshot.hpp).
 #include "observe/status_snapshot.hpp"
+#include "util/json_text.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -30,7 +31,6 @@ Json known(double value) { return value < 0 ? Json(nullptr) : rounded(value); }
 Json known(std::int64_t value) { return value < 0 ? Json(nullptr) : Json(value); }
 Json known(int value) { return value < 0 ? Json(nullptr) : Json(value); }
 
-std::string dump(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 Json curve_json(const std::vector<MetricPoint>& points, std::size_t max_points) {
   Json out = Json::array();
@@ -88,7 +88,7 @@ std::string metrics_curves_json(std::string_view text, std::size_t max_points) {
   Json out = Json::object();
   out["train"] = curve_json(log.series("loss"), max_points);
   out["eval"] = curve_json(log.series("eval.loss"), max_points);
-  return dump(out);
+  return json_text(out);
 }
 
 std::string status_to_json(const StatusSnapshot& s) {
@@ -122,7 +122,7 @@ std::string status_to_json(const StatusSnapshot& s) {
   for (const GpuSample& gpu : s.gpus) gpus.push_back(gpu_json(gpu, true));
   out["gpus"] = std::move(gpus);
   out["driver_version"] = s.driver_version.empty() ? Json(nullptr) : Json(s.driver_version);
-  return dump(out);
+  return json_text(out);
 }
 
 std::string prometheus_label_value(std::string_view text) {
@@ -204,7 +204,7 @@ std::string resources_row_json(double time, int node_rank, const std::vector<Ran
   Json gpu_rows = Json::array();
   for (const GpuSample& gpu : gpus) gpu_rows.push_back(gpu_json(gpu, false));
   out["gpus"] = std::move(gpu_rows);
-  return dump(out);
+  return json_text(out);
 }
 
 }  // namespace mgtrain

@@ -1,5 +1,6 @@
 // Formatting the failure report as text and JSON.
 #include "supervise/failure_report.hpp"
+#include "util/json_text.hpp"
 
 #include <cmath>
 
@@ -141,7 +142,7 @@ std::string failure_report_to_json(const FailureReport& report) {
   json["other_failures"] = nlohmann::ordered_json::array();
   for (const FailedWorker& worker : report.other_failures) json["other_failures"].push_back(worker_json(worker));
   // Invalid UTF-8 (a worker's stderr) becomes U+FFFD, so the file is always valid JSON.
-  return json.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  return json_text(json, 2) + "\n";
 }
 
 }  // namespace mgtrain

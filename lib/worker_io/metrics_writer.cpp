@@ -1,5 +1,6 @@
 // Rows of metrics.jsonl and their appending writer (see metrics_writer.hpp).
 #include "worker_io/metrics_writer.hpp"
+#include "util/json_text.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -22,7 +23,6 @@ using Json = nlohmann::ordered_json;
 Json number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
 Json seconds(double value) { return number(std::round(value * 1000.0) / 1000.0); }
 
-std::string dump(const Json& row) { return row.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 }  // namespace
 
@@ -40,7 +40,7 @@ std::string train_metrics_json(const TrainMetricsRow& row) {
   if (row.cuda_allocated_bytes) out["cuda_allocated_bytes"] = *row.cuda_allocated_bytes;
   if (row.loss_scale) out["loss_scale"] = number(*row.loss_scale);
   out["attempt"] = row.attempt;
-  return dump(out);
+  return json_text(out);
 }
 
 std::string eval_metrics_json(const EvalMetricsRow& row) {
@@ -53,7 +53,7 @@ std::string eval_metrics_json(const EvalMetricsRow& row) {
   out["eval.accuracy"] = number(row.accuracy);
   if (row.perplexity) out["eval.perplexity"] = number(*row.perplexity);
   out["attempt"] = row.attempt;
-  return dump(out);
+  return json_text(out);
 }
 
 std::int64_t resident_set_bytes() {

@@ -1,5 +1,6 @@
 // One rank's training loop (see trainer.hpp).
 #include "train/loop/trainer.hpp"
+#include "util/json_text.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -413,7 +414,7 @@ std::string summary_json_line(const TrainSummary& s) {
     eval["samples"] = s.eval.samples;
     summary["eval"] = std::move(eval);
   }
-  return nlohmann::ordered_json{{"summary", std::move(summary)}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_text(nlohmann::ordered_json{{"summary", std::move(summary)}});
 }
 
 }  // namespace mgtrain

@@ -2,6 +2,7 @@
 // from the checkpoint's config, copy its weights, mirror its layer tree as TorchScript submodules, check the
 // forward, write the file atomically.
 #include "train/state/torchscript_export.hpp"
+#include "util/json_text.hpp"
 
 #include <sys/stat.h>
 
@@ -383,7 +384,7 @@ std::string module_bytes(torch::jit::Module& module, const std::string& summary,
   torch::jit::ExtraFilesMap extra;
   nlohmann::ordered_json about = {{"model", summary}, {"step", nullptr}, {"source", source_name}};
   if (auto step_number = parse_int(step)) about["step"] = *step_number;
-  extra["mgtrain.json"] = about.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  extra["mgtrain.json"] = json_text(about) + "\n";
   module.save(bytes, extra);
   return bytes.str();
 }
