@@ -15,7 +15,7 @@ cuda_home=${MGTRAIN_CUDA_HOME:-/usr/local/cuda}
 say() { echo "build-torch2.sh: $*" >&2; }
 die() { say "$*"; exit 2; }
 
-torch_version="" torch_cuda=""
+torch_version="" torch_cuda="" venv=""
 if [[ -n "${MGTRAIN_TORCH_PREFIX:-}" ]]; then
   prefix=$MGTRAIN_TORCH_PREFIX
   [[ -f "$prefix/Torch/TorchConfig.cmake" ]] || die "no Torch/TorchConfig.cmake under MGTRAIN_TORCH_PREFIX=$prefix (want <libtorch>/share/cmake)"
@@ -64,7 +64,7 @@ say "torch ${torch_version:-?} (CUDA ${torch_cuda:-?}) at $torch_root, nvcc CUDA
 log="$build.configure.log"
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMGTRAIN_TORCH_ROOT="$torch_root" \
-  -DCUDAToolkit_ROOT="$cuda_home" -DCMAKE_CUDA_COMPILER="$nvcc" -DTORCH_CUDA_ARCH_LIST="$TORCH_CUDA_ARCH_LIST" \
+  -DMGTRAIN_REFERENCE_TORCHRUN="${venv:+$venv/bin/torchrun}" -DCUDAToolkit_ROOT="$cuda_home" -DCMAKE_CUDA_COMPILER="$nvcc" -DTORCH_CUDA_ARCH_LIST="$TORCH_CUDA_ARCH_LIST" \
   ${MGTRAIN_CMAKE_ARGS:-} >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; die "configure failed (above)"; }
 grep -E "^-- (mgtrain|Found Torch|PyTorch: CUDA detected)" "$log" >&2 || true
 if ! grep -q "with CUDA: building the NCCL path" "$log"; then

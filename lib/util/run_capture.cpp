@@ -27,6 +27,7 @@ struct Child {
   pid_t pid = -1;
   Fd out;  // the read ends of its stdout and stderr
   Fd err;
+  bool group = false;  // leads its own process group: the timeout kills the group
 };
 
 // Forks and execs argv (PATH searched) with stdout and stderr to pipes and stdin from /dev/null. Throws
@@ -44,6 +45,7 @@ Child start_child(const std::vector<std::string>& argv, const CaptureOptions& op
   const pid_t pid = fork();
   if (pid < 0) throw SystemError("fork", errno);
   if (pid == 0) {
+    if (options.own_process_group) setpgid(0, 0);
     dup2(out.write.get(), STDOUT_FILENO);
     dup2(err.write.get(), STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -55,6 +57,7 @@ Child start_child(const std::vector<std::string>& argv, const CaptureOptions& op
     (void)!write(exec_error.write.get(), &e, sizeof e);
     _exit(127);
   }
+  if (options.own_process_group) setpgid(pid, pid);  // also here: no race with the timeout's kill(-pid)
   out.write.reset();
   err.write.reset();
   exec_error.write.reset();
@@ -63,7 +66,7 @@ Child start_child(const std::vector<std::string>& argv, const CaptureOptions& op
     waitpid(pid, nullptr, 0);
     throw SystemError("cannot start " + argv[0], child_errno);
   }
-  return Child{pid, std::move(out.read), std::move(err.read)};
+  return Child{pid, std::move(out.read), std::move(err.read), options.own_process_group};
 }
 
 // Reads the child's stdout and stderr into `result` until both close, or until the deadline, when the child is
@@ -79,7 +82,7 @@ void drain_output(Child& child, double timeout_s, CapturedRun& result) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       result.timed_out = true;
-      kill(child.pid, SIGKILL);
+      kill(child.group ? -child.pid : child.pid, SIGKILL);
       break;
     }
     int ready = poll(fds, 2, static_cast<int>(left));

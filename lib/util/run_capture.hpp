@@ -14,6 +14,9 @@ struct CaptureOptions {
   std::map<std::string, std::string> set_env;      // added to (or replacing in) the inherited environment
   std::vector<std::string> unset_env;              // removed from it
   std::string working_directory;                   // empty: inherit
+  // The child leads a process group of its own, and the timeout's SIGKILL goes to the whole group: for programs
+  // that start others (a launcher and its workers), which would otherwise outlive the timeout holding the pipes.
+  bool own_process_group = false;
 };
 
 struct CapturedRun {

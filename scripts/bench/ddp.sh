@@ -7,12 +7,20 @@
 #   - overlap: the step time at world 2 / the same step with communication off (mgtrain: ddp.skip_allreduce;
 #     Python: the model without the DDP wrapper), for both.
 # Usage: scripts/bench/ddp.sh            (ROUNDS=3 by default; needs build/bin/mgtrain and /usr/bin/torchrun)
+#        TORCHRUN=<venv>/bin/torchrun scripts/bench/ddp.sh   (Python DDP of another torch, e.g. torch 2.x's venv from
+#                                                             scripts/torch2-env.sh; its python runs the reference)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
 mgtrain=${MGTRAIN:-build/bin/mgtrain}
 python_ref=scripts/bench/python_ddp_reference.py
-torchrun=(/usr/bin/torchrun --standalone --monitor_interval 0.1 --redirects 9:1 --tee 9:1)
+if [[ -n "${TORCHRUN:-}" ]]; then
+  torchrun=("$TORCHRUN" --standalone --monitor-interval 0.1)
+else  # Debian's torchrun 1.13 crashes on Python 3.11 unless --redirects/--tee get a per-rank mapping
+  torchrun=(/usr/bin/torchrun --standalone --monitor_interval 0.1 --redirects 9:1 --tee 9:1)
+fi
+echo "reference: $("${torchrun[0]%torchrun}python3" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null ||
+  python3 -c 'import torch; print("torch", torch.__version__)')" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1

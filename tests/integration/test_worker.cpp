@@ -1,4 +1,4 @@
-// The worker binary end to end: under `mgtrain launch`, alone (world size 1), under Debian's torchrun,
+// The worker binary end to end: under `mgtrain launch`, alone (world size 1), under its torch's torchrun,
 // and as srun would start it (SLURM_PROCID/SLURM_NTASKS); plus its errors for bad data, an unreachable
 // store and a peer that never arrives.
 #include <catch2/catch.hpp>
@@ -70,22 +70,30 @@ TEST_CASE("a worker started alone trains as world size 1", "[worker]") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("the worker runs under Debian's torchrun", "[worker][torchrun]") {
-  if (access("/usr/bin/torchrun", X_OK) != 0) {
-    WARN("skipped: /usr/bin/torchrun is absent (apt-get install python3-torch)");
+// The torchrun of the worker's own torch (Debian's 1.13 for the default flavour, the venv's 2.x for the LibTorch 2.x
+// flavour): torchrun's agent hosts the store, and a store client speaks its own torch's protocol.
+TEST_CASE("the worker runs under its torch's torchrun", "[worker][torchrun]") {
+  const std::string torchrun = MGTRAIN_REFERENCE_TORCHRUN;
+  if (torchrun.empty() || access(torchrun.c_str(), X_OK) != 0) {
+    WARN("skipped: no torchrun of this build's torch at '" << torchrun
+                                                           << "' (default flavour: apt-get install python3-torch; "
+                                                              "LibTorch 2.x flavour: scripts/build-torch2.sh sets the venv's)");
     return;
   }
   fs::path dir = scratch_dir("torchrun");
-  // Static rendezvous on a free port (--standalone would always use port 29400).
+  // Static rendezvous on a free port (--standalone would always use port 29400). Debian's torchrun 1.13 crashes on
+  // Python 3.11 unless --redirects/--tee get a per-rank mapping; 9:1 names no rank of these two.
   SocketPortProbe ports;
-  auto args = with({"/usr/bin/torchrun", "--nnodes", "1", "--master_port", std::to_string(ports.pick_free_port()), "--nproc_per_node",
+  auto args = with({torchrun, "--nnodes", "1", "--master_port", std::to_string(ports.pick_free_port()), "--nproc_per_node",
                     "2", "--monitor_interval", "0.1", "--redirects", "9:1", "--tee", "9:1", "--no_python", kBin + "/mgtrain-worker"},
                    small_job(dir));
   CaptureOptions options;
   options.set_env = {{"OMP_NUM_THREADS", "1"}};
   options.timeout_s = 120;
+  options.own_process_group = true;  // a timeout ends torchrun's workers too
   CapturedRun run = run_and_capture(args, options);
-  INFO(run.out << run.err);
+  INFO(torchrun << "\n" << run.out << run.err);
+  REQUIRE_FALSE(run.timed_out);
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "world_size") == 2);
   CHECK(summary_number(run.out, "steps") == 64);

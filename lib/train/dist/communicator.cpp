@@ -19,6 +19,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #ifdef MGTRAIN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -75,12 +77,40 @@ class SingleProcessCommunicator final : public Communicator {
   void barrier() override {}
 };
 
+// A collective on a GPU copy of a CPU tensor: the copy back to the CPU happens in wait(), so the caller decides when
+// the host synchronises (the step vote is started before the step's work and read after backward).
+class StagedWork final : public c10d::Work {
+ public:
+  StagedWork(torch_compat::WorkHandle inner, at::Tensor on_device, at::Tensor on_host)
+      : inner_(std::move(inner)), on_device_(std::move(on_device)), on_host_(std::move(on_host)) {}
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!inner_) return true;
+    inner_->wait(timeout);
+    on_host_.copy_(on_device_);  // waits for the collective's result
+    inner_.reset();
+    return true;
+  }
+
+ private:
+  torch_compat::WorkHandle inner_;
+  at::Tensor on_device_, on_host_;
+};
+
 class ProcessGroupCommunicator final : public Communicator {
  public:
   // `shm`: the intra-node all-reduce for CPU float tensors when every rank is on this host, else nullptr.
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<torch_compat::CollectiveBackend> group,
                            int rank, int world, std::string name, std::unique_ptr<ShmAllreduce> shm = nullptr)
       : store_(std::move(store)), group_(std::move(group)), shm_(std::move(shm)), rank_(rank), world_(world), name_(std::move(name)) {}
+  ~ProcessGroupCommunicator() override {
+    shm_.reset();
+    try {
+      torch_compat::shutdown_backend(*group_);  // NCCL: communicators destroyed in order, not at static destruction
+    } catch (const std::exception&) {
+      // A failing peer can make shutdown throw; the process is ending and the failure was reported already.
+    }
+  }
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
@@ -89,10 +119,9 @@ class ProcessGroupCommunicator final : public Communicator {
   torch_compat::WorkHandle allreduce_sum_async(at::Tensor& tensor) override {
     if (shm_ && ShmAllreduce::supports(tensor)) return shm_->allreduce_sum_async(tensor);
     if (needs_gpu_staging(tensor)) {  // NCCL takes CUDA tensors only: small CPU tensors (votes, eval sums) go through the GPU
-      std::vector<at::Tensor> staged{tensor.to(at::kCUDA)};
-      group_->allreduce(staged)->wait();
-      tensor.copy_(staged[0]);  // back to the CPU: waits for the result
-      return {};
+      std::vector<at::Tensor> staged{tensor.to(at::kCUDA, /*non_blocking=*/true)};
+      auto work = group_->allreduce(staged);
+      return c10::make_intrusive<StagedWork>(std::move(work), staged[0], tensor);
     }
     std::vector<at::Tensor> tensors{tensor};
     return group_->allreduce(tensors);
@@ -175,6 +204,31 @@ void wait_for_all_ranks(c10d::Store& store, const WorkerIdentity& id, double tim
   }
 }
 
+#ifdef MGTRAIN_WITH_CUDA
+// NCCL refuses two ranks on one GPU deep inside its init ("Duplicate GPU detected"). Each rank counts itself on a
+// store key named after its host and its current GPU's PCI address before the arrival barrier; after it, a count
+// above 1 means this GPU is shared, and every rank on it says so and what to change.
+std::string claim_gpu(c10d::Store& store, const WorkerIdentity& id) {
+  char hostname[256] = {0};
+  gethostname(hostname, sizeof hostname - 1);
+  const c10::DeviceIndex index = c10::cuda::current_device();
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
+  const std::string gpu = fmt::format("{:04x}:{:02x}:{:02x}", prop->pciDomainID, prop->pciBusID, prop->pciDeviceID);
+  const std::string key = fmt::format("mgtrain/{}/gpu/{}/{}", id.restart_count, hostname, gpu);
+  store.add(key, 1);
+  return key;
+}
+
+void refuse_shared_gpu(c10d::Store& store, const std::string& key, const WorkerIdentity& id) {
+  const std::int64_t sharing = store.add(key, 0);
+  if (sharing <= 1) return;
+  throw UsageError(fmt::format("rank {} (LOCAL_RANK {}): {} ranks would share one GPU ({}), which NCCL refuses: give each "
+                               "worker its own GPU (--nproc at most the GPU count, --gpu-ids, or a CUDA_VISIBLE_DEVICES per "
+                               "rank), or use ddp.backend: gloo to share it",
+                               id.rank, id.local_rank, sharing, key.substr(key.rfind('/') + 1)));
+}
+#endif
+
 }  // namespace
 
 void Communicator::allreduce_sum(at::Tensor& tensor) {
@@ -214,7 +268,13 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
   if (id.world_size == 1) return std::make_unique<SingleProcessCommunicator>();
   if (id.master_port <= 0) throw UsageError("MASTER_PORT is not set; a world size above 1 needs the store's port");
   auto store = open_store(id, ddp);
+#ifdef MGTRAIN_WITH_CUDA
+  const std::string gpu_key = backend == "nccl" ? claim_gpu(*store, id) : std::string();
   wait_for_all_ranks(*store, id, ddp.connect_timeout_s);
+  if (!gpu_key.empty()) refuse_shared_gpu(*store, gpu_key, id);
+#else
+  wait_for_all_ranks(*store, id, ddp.connect_timeout_s);
+#endif
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}/pg", id.restart_count), store);
 
   if (backend == "nccl") {

@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "host/gpu_inventory.hpp"
@@ -65,6 +66,7 @@ void prepare_training_device(const c10::Device& device, const TrainConfig& train
 #ifdef MGTRAIN_WITH_CUDA
   c10::cuda::set_device(device.index());
   if (train.gpu_memory_fraction > 0) {
+    torch_compat::lazy_init_cuda();  // the caching allocator exists only once CUDA is initialised
     c10::cuda::CUDACachingAllocator::setMemoryFraction(train.gpu_memory_fraction, device.index());
   }
 #else

@@ -1,6 +1,7 @@
 // Dynamic loss scaling: unscale, inf/nan check, skip/backoff/growth, checkpoint state (see grad_scaler.hpp).
 #include "train/loop/grad_scaler.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -27,19 +28,55 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
   }
 }
 
+namespace {
+
+// The defined gradients of `parameters`, grouped by device (the fused kernel wants one device per call).
+std::vector<std::vector<at::Tensor>> gradients_by_device(const std::vector<at::Tensor>& parameters) {
+  std::vector<std::vector<at::Tensor>> groups;
+  for (const at::Tensor& p : parameters) {
+    const at::Tensor& grad = p.grad();
+    if (!grad.defined()) continue;
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const std::vector<at::Tensor>& g) { return g.front().device() == grad.device(); });
+    if (group == groups.end()) {
+      groups.push_back({grad});
+    } else {
+      group->push_back(grad);
+    }
+  }
+  return groups;
+}
+
+// CUDA: torch's fused multi-tensor kernel (what torch.cuda.amp.GradScaler calls): one launch unscales every gradient
+// and sets `found` to 1 on an inf/nan. Debian's 1.13 has no CPU kernel for it, so CPU gradients take the per-tensor
+// path (loss scaling is an fp16-on-GPU feature; on the CPU it only runs in tests).
+at::Tensor unscale_group(std::vector<at::Tensor>& grads, double inverse) {
+  const at::Device device = grads.front().device();
+  if (device.is_cuda()) {
+    at::Tensor found = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device));
+    const at::Tensor inv_scale = at::full({1}, inverse, at::TensorOptions().dtype(at::kFloat).device(device));
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv_scale);
+    return found;
+  }
+  at::Tensor found;
+  for (at::Tensor& grad : grads) {
+    grad.mul_(inverse);
+    at::Tensor bad = at::logical_not(at::isfinite(grad)).sum();
+    found = found.defined() ? found.add_(bad) : bad;
+  }
+  return found;
+}
+
+}  // namespace
+
 bool GradScaler::unscale_and_check(const std::vector<at::Tensor>& parameters) {
   if (!enabled()) return false;
   at::NoGradGuard no_grad;
   const double inverse = 1.0 / scale_;
-  at::Tensor found;  // count of non-finite elements, on the gradients' device: one .item() at the end
-  for (const at::Tensor& p : parameters) {
-    const at::Tensor& grad = p.grad();
-    if (!grad.defined()) continue;
-    grad.mul_(inverse);
-    at::Tensor bad = at::logical_not(at::isfinite(grad)).sum();
-    found = found.defined() ? found.add_(bad.to(found.device())) : bad;
-  }
-  return found.defined() && found.item<std::int64_t>() > 0;
+  std::vector<at::Tensor> found;
+  for (auto& grads : gradients_by_device(parameters)) found.push_back(unscale_group(grads, inverse));
+  // The flags are read once every kernel is queued: one host synchronisation per device (in practice one).
+  return std::any_of(found.begin(), found.end(), [](const at::Tensor& f) { return f.item<double>() > 0; });
 }
 
 bool GradScaler::update(bool found_inf) {

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Export.h>
 #include <torch/csrc/autograd/variable.h>
@@ -123,6 +124,36 @@ inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dt
     at::autocast::set_cpu_enabled(enabled);
   }
 #endif
+}
+
+// Initialises CUDA (and with it the caching allocator) now rather than at the first CUDA tensor, so allocator settings
+// such as setMemoryFraction can be applied first: at::Context::lazyInitCUDA() in 1.13, lazyInitDevice(kCUDA) once 2.x
+// deprecated it. Detected on the type, so either LibTorch compiles only the call it has.
+template <typename Context, typename = void>
+struct has_lazy_init_device : std::false_type {};
+template <typename Context>
+struct has_lazy_init_device<Context, std::void_t<decltype(std::declval<Context&>().lazyInitDevice(c10::DeviceType::CUDA))>>
+    : std::true_type {};
+
+template <typename Context = at::Context>
+void lazy_init_cuda(Context& context = at::globalContext()) {
+  if constexpr (has_lazy_init_device<Context>::value) {
+    context.lazyInitDevice(c10::DeviceType::CUDA);
+  } else {
+    context.lazyInitCUDA();
+  }
+}
+
+// Shuts a process-group backend down in order at exit: torch >= 2.4's ProcessGroupNCCL warns (and may hang) when it is
+// destroyed without shutdown(). Backends that have no shutdown() (1.13) need nothing.
+template <typename Group, typename = void>
+struct has_shutdown : std::false_type {};
+template <typename Group>
+struct has_shutdown<Group, std::void_t<decltype(std::declval<Group&>().shutdown())>> : std::true_type {};
+
+template <typename Group>
+void shutdown_backend(Group& group) {
+  if constexpr (has_shutdown<Group>::value) group.shutdown();
 }
 
 }  // namespace mgtrain::torch_compat
