@@ -1,5 +1,6 @@
-// The rendezvous rounds: joining and gathering the nodes of the next round, and starting it (see
-// rendezvous_rounds.hpp; the running round and the end are in rendezvous_rounds.cpp).
+// The rendezvous rounds: joining and gathering the nodes of the next round, starting it, and nodes
+// that join a dynamic round under way (elastic scale-up or standby) (see rendezvous_rounds.hpp; the
+// running round and the end are in rendezvous_rounds.cpp).
 #include "multinode/rendezvous_rounds.hpp"
 
 #include <algorithm>
