@@ -49,6 +49,7 @@ LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
   plan.nnodes = assignment.nnodes();
   plan.world_size = assignment.world_size();
   plan.first_rank = assignment.first_rank(assignment.node_rank);
+  plan.restart_count = assignment.restart_count;
   plan.master_addr = assignment.master_addr;
   plan.master_port = assignment.master_port;
   plan.max_restarts = assignment.max_restarts;
@@ -196,6 +197,10 @@ class NodeAgent : public SupervisorPeer {
     }
     if (!ending_) return code;
     const Ending& ending = *ending_;
+    if (round_ < 0 && !ending.rejected && (code == 0 || code == exit_code::kStoppedAfterCheckpoint)) {
+      log::info("the job ended (exit code {}) while this node waited as a standby; it ran no worker", code);
+      return code;
+    }
     if (ending.rejected || (!ending.cause && code != 0 && code != exit_code::kStoppedAfterCheckpoint)) {
       log::error("{}", ending.text);
       return code;
@@ -287,6 +292,14 @@ class NodeAgent : public SupervisorPeer {
       case MessageType::kStop: {
         if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
         say("stopping the workers of this node: " + message.text("reason"));
+        supervisor_->stop_workers_on_request();
+        return;
+      }
+      case MessageType::kRegroup: {
+        // A node arrived (elastic scale-up): not a failure; the server sends the larger round's assignment
+        // once every node's workers have exited.
+        if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
+        say(message.text("reason") + "; stopping the workers of this node");
         supervisor_->stop_workers_on_request();
         return;
       }

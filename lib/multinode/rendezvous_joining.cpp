@@ -1,5 +1,6 @@
-// The rendezvous rounds: joining and gathering the nodes of the next round, and starting it (see
-// rendezvous_rounds.hpp; the running round and the end are in rendezvous_rounds.cpp).
+// The rendezvous rounds: joining and gathering the nodes of the next round, starting it, and nodes
+// that join a dynamic round under way (elastic scale-up or standby) (see rendezvous_rounds.hpp; the
+// running round and the end are in rendezvous_rounds.cpp).
 #include "multinode/rendezvous_rounds.hpp"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
+#include "util/time_format.hpp"
 #include "multinode/job_fingerprint.hpp"
 
 namespace mgtrain::rdzv {
@@ -97,8 +99,7 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
                                joined_nodes().size(), round_ + 1, settings_.min_nodes, settings_.max_nodes));
       check_gathering();
     } else {
-      outbox_.note(fmt::format("rendezvous: {} joined; it starts at the next round", describe(node)));
-      send(node, wait_message(fmt::format("round {} is running; this node joins at the next round", round_)));
+      handle_late_join(node);
     }
     return;
   }
@@ -183,7 +184,9 @@ void RendezvousRounds::check_gathering() {
 }
 
 void RendezvousRounds::start_round(const std::vector<Node*>& members) {
-  if (round_ >= 0) ++restarts_used_;
+  if (round_ >= 0 && !scaling_up_) ++restarts_used_;  // torchrun: "membership changes do not count as retries"
+  const bool scale_up = scaling_up_;
+  scaling_up_ = false;
   ++round_;
   last_call_deadline_.reset();
   root_cause_.reset();
@@ -197,6 +200,7 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   for (auto& [id, node] : nodes_) node.member = false;
   Assignment assignment;
   assignment.round = round_;
+  assignment.restart_count = restarts_used_;
   assignment.master_addr = settings_.master_addr;
   assignment.master_port = outbox_.pick_store_port();
   assignment.run_id = run_id_;
@@ -216,13 +220,94 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
     send(*node, message);
   }
   for (Node* node : joined_nodes()) {
-    if (!node->member) send(*node, wait_message(fmt::format("round {} started with the maximum of {}; this node joins at the next round",
-                                                            round_, nodes_text(settings_.max_nodes))));
+    if (!node->member) send(*node, wait_message(standby_text()));
   }
   phase_ = Phase::kRunning;
-  outbox_.note(fmt::format("rendezvous: round {} started: {}, {} workers, store {}:{}", round_,
+  outbox_.note(fmt::format("rendezvous: round {} started{}: {}, {} workers, store {}:{}", round_, scale_up ? " (scale-up)" : "",
                            nodes_text(static_cast<int>(members.size())), assignment.world_size(), assignment.master_addr,
                            assignment.master_port));
+}
+
+}  // namespace mgtrain::rdzv
+
+// ---- elastic scale-up ----------------------------------------------------------------------
+
+namespace mgtrain::rdzv {
+
+RendezvousRounds::Arrival RendezvousRounds::arrival_during(Phase phase, int members, int max_nodes) {
+  if (phase != Phase::kRunning) return Arrival::kNextRound;
+  return members < max_nodes ? Arrival::kScaleUp : Arrival::kStandby;
+}
+
+int RendezvousRounds::member_count() const {
+  return static_cast<int>(std::count_if(nodes_.begin(), nodes_.end(), [](const auto& entry) { return entry.second.member; }));
+}
+
+std::string RendezvousRounds::standby_text() const {
+  return fmt::format("round {} runs with the maximum of {}; this node waits as a standby and joins when a round restarts "
+                     "(after a failure or a lost node)", round_, nodes_text(settings_.max_nodes));
+}
+
+// A dynamic node that joined while a round is under way.
+void RendezvousRounds::handle_late_join(Node& node) {
+  switch (arrival_during(phase_, member_count(), settings_.max_nodes)) {
+    case Arrival::kScaleUp:
+      return scale_up(node);
+    case Arrival::kStandby:
+      outbox_.note(fmt::format("rendezvous: {} joined as a standby (round {} has the maximum of {})", describe(node), round_,
+                               nodes_text(settings_.max_nodes)));
+      send(node, wait_message(standby_text()));
+      return;
+    case Arrival::kNextRound:
+      outbox_.note(fmt::format("rendezvous: {} joined; it starts at the next round", describe(node)));
+      send(node, wait_message(fmt::format("round {} is stopping; this node joins the round that follows", round_)));
+      return;
+  }
+}
+
+// Every member stops its workers (SIGTERM, then SIGKILL after the grace period, as for a failure), then
+// all of them and the newcomer meet again: the next round has more nodes and uses no restart.
+void RendezvousRounds::scale_up(Node& newcomer) {
+  const int members = member_count();
+  const int next = std::min(static_cast<int>(joined_nodes().size()), settings_.max_nodes);
+  phase_ = Phase::kStopping;
+  scaling_up_ = true;
+  const std::string reason = fmt::format("a new node ({}) arrived; restarting the round with {} (elastic scale-up, "
+                                         "not counted against --max-restarts)", host_part(newcomer), nodes_text(next));
+  outbox_.note("rendezvous: " + reason);
+  send(newcomer, wait_message(fmt::format("round {} runs with {} of at most {}; it restarts to admit this node", round_,
+                                          nodes_text(members), settings_.max_nodes)));
+  for (auto& [id, node] : nodes_) {
+    if (node.member && !node.ended) send(node, regroup_message(round_, next, reason));
+  }
+  check_round_end();
+}
+
+// Every member's workers of the stopped round have exited: gather again (MAX at once, else the last call).
+void RendezvousRounds::after_scale_up_stop() {
+  std::vector<Node*> members;
+  for (auto& [id, node] : nodes_) {
+    if (node.member) members.push_back(&node);
+  }
+  // Workers that finished on their own before the stop order reached them have ended the job: starting
+  // them again would run the program twice.
+  if (std::any_of(members.begin(), members.end(),
+                  [](Node* n) { return n->outcome == kEndedSuccess || n->outcome == kEndedCheckpoint; })) {
+    scaling_up_ = false;
+    return finish_round_well(members);
+  }
+  phase_ = Phase::kGathering;
+  join_deadline_ = now_ + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(settings_.join_timeout_s));
+  last_call_deadline_.reset();
+  check_gathering();
+  if (phase_ != Phase::kGathering) return;
+  const int count = static_cast<int>(joined_nodes().size());
+  const std::string text = count < settings_.min_nodes
+      ? fmt::format("the round restarts once at least {} are here", nodes_text(settings_.min_nodes))
+      : fmt::format("the round restarts with {} after the last call ({}) unless more nodes come", nodes_text(count),
+                    format_seconds(settings_.last_call_timeout_s));
+  outbox_.note("rendezvous: " + text);
+  for (Node* node : joined_nodes()) send(*node, wait_message(text));
 }
 
 }  // namespace mgtrain::rdzv

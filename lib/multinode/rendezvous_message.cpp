@@ -12,7 +12,7 @@ namespace mgtrain::rdzv {
 namespace {
 
 constexpr char kMagic[4] = {'M', 'G', 'R', 'V'};
-constexpr std::uint16_t kLastType = static_cast<std::uint16_t>(MessageType::kLeave);
+constexpr std::uint16_t kLastType = static_cast<std::uint16_t>(MessageType::kRegroup);
 
 void put_u16(std::string& out, std::uint16_t value) {
   out += static_cast<char>(value >> 8);
@@ -74,6 +74,7 @@ std::string type_name(MessageType type) {
     case MessageType::kStop: return "stop";
     case MessageType::kFinish: return "finish";
     case MessageType::kLeave: return "leave";
+    case MessageType::kRegroup: return "regroup";
   }
   return fmt::format("type {}", static_cast<int>(type));
 }
@@ -247,7 +248,7 @@ Message Assignment::to_message() const {
     counts += (counts.empty() ? "" : ",") + std::to_string(nproc_per_node[index]) + (run > 1 ? "*" + std::to_string(run) : "");
     index += run;
   }
-  m.set("round", round).set("node_rank", node_rank).set("nproc_per_node", counts);
+  m.set("round", round).set("restart_count", restart_count).set("node_rank", node_rank).set("nproc_per_node", counts);
   m.set("node_name", node_name).set("master_addr", master_addr).set("master_port", master_port);
   m.set("run_id", run_id).set("max_restarts", max_restarts);
   return m;
@@ -256,6 +257,7 @@ Message Assignment::to_message() const {
 Assignment Assignment::from(const Message& m) {
   Assignment a;
   a.round = static_cast<int>(m.integer("round"));
+  a.restart_count = static_cast<int>(m.integer("restart_count"));
   a.node_rank = static_cast<int>(m.integer("node_rank"));
   const std::string& counts = m.text("nproc_per_node");
   auto bad = [&]() { return ProtocolError("assign message: bad nproc_per_node '" + counts.substr(0, 64) + "'"); };
@@ -274,6 +276,9 @@ Assignment Assignment::from(const Message& m) {
   a.master_port = static_cast<int>(m.integer("master_port"));
   a.run_id = m.text("run_id");
   a.max_restarts = static_cast<int>(m.integer("max_restarts"));
+  if (a.round < 0 || a.restart_count < 0 || a.restart_count > a.round) {
+    throw ProtocolError(fmt::format("assign message: restart count {} in round {}", a.restart_count, a.round));
+  }
   if (a.nproc_per_node.empty() || a.node_rank < 0 || a.node_rank >= a.nnodes()) {
     throw ProtocolError(fmt::format("assign message: node rank {} of {} nodes", a.node_rank, a.nnodes()));
   }
@@ -335,6 +340,13 @@ Message stop_message(int round, const std::string& reason) {
   Message m;
   m.type = MessageType::kStop;
   m.set("round", round).set("reason", reason);
+  return m;
+}
+
+Message regroup_message(int round, int nodes, const std::string& reason) {
+  Message m;
+  m.type = MessageType::kRegroup;
+  m.set("round", round).set("nodes", nodes).set("reason", reason);
   return m;
 }
 

@@ -16,7 +16,7 @@
 
 namespace mgtrain::rdzv {
 
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;  // 2: regroup (elastic scale-up), assign's restart_count
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::size_t kMaxPayloadBytes = 1 << 20;
 
@@ -37,6 +37,8 @@ enum class MessageType : std::uint16_t {
   kStop = 8,           // server -> agent: stop your workers (another node failed)
   kFinish = 9,         // server -> agent: the job is over; exit with the code
   kLeave = 10,         // agent -> server: this agent is going away (it got a signal)
+  kRegroup = 11,       // server -> agent: a node arrived (elastic scale-up): stop your workers; a larger round
+                       // follows, and it is not a failure (no restart of --max-restarts is used)
 };
 std::string type_name(MessageType type);
 
@@ -95,7 +97,9 @@ struct JoinRequest {
 };
 
 struct Assignment {
-  int round = 0;                         // TORCHELASTIC_RESTART_COUNT of the workers
+  int round = 0;                         // the job's round: attempt_<round>/ of the logs
+  int restart_count = 0;                 // TORCHELASTIC_RESTART_COUNT: restarts after failures so far
+                                         // (a scale-up round is a new round but no restart, as in torchrun)
   int node_rank = 0;                     // the receiver's
   std::vector<int> nproc_per_node;       // by node rank; on the wire run-length coded ("2*63,1"): an
                                          // assignment stays small however many nodes the job has
@@ -149,6 +153,8 @@ inline constexpr const char* kEndedStopped = "stopped";        // stopped on the
 Message workers_failed_message(const NodeFailure& failure);
 Message workers_ended_message(int round, const std::string& outcome, int exit_code);
 Message stop_message(int round, const std::string& reason);
+// `reason`: "hostC (10.77.0.3) arrived; restarting the round with 3 nodes ..."; `nodes`: the next round's size.
+Message regroup_message(int round, int nodes, const std::string& reason);
 Message finish_message(int exit_code, const std::string& text, const std::optional<NodeFailure>& root_cause);
 Message reject_message(int exit_code, const std::string& text);
 Message wait_message(const std::string& text);

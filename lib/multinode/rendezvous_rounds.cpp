@@ -141,8 +141,14 @@ void RendezvousRounds::stop_other_members(const Node* except, const std::string&
   }
 }
 
+// A failure counts while the round runs, and during a scale-up's stop when it is the first: a worker that
+// failed by itself before the stop order reached it (teardown exits are not reported as failures).
+bool RendezvousRounds::accepts_failures() const {
+  return phase_ == Phase::kRunning || (phase_ == Phase::kStopping && scaling_up_ && !root_cause_);
+}
+
 void RendezvousRounds::handle_failure(Node& node, const NodeFailure& reported) {
-  if (phase_ != Phase::kRunning) return;
+  if (!accepts_failures()) return;
   NodeFailure failure = reported;
   failure.round = round_;
   failure.node_rank = node.node_rank;
@@ -158,7 +164,7 @@ void RendezvousRounds::handle_ended(Node& node, const Message& message) {
   if (node.ended) return;
   node.ended = true;
   node.outcome = message.text("outcome");
-  if (node.outcome == kEndedFailed && phase_ == Phase::kRunning) {
+  if (node.outcome == kEndedFailed && accepts_failures()) {
     NodeFailure failure;
     failure.exit_code = static_cast<int>(message.integer("exit_code"));
     failure.outcome = fmt::format("workers failed (exit code {})", failure.exit_code);
@@ -215,7 +221,11 @@ void RendezvousRounds::check_round_end() {
     if (!node->ended) return;
   }
   if (phase_ == Phase::kStopping) return decide_after_round();
-  // Every member ended well (a member that vanished after its workers succeeded does not matter now).
+  finish_round_well(members);
+}
+
+// Every member ended well (a member that vanished after its workers succeeded does not matter now).
+void RendezvousRounds::finish_round_well(const std::vector<Node*>& members) {
   bool checkpoint = std::any_of(members.begin(), members.end(), [](Node* n) { return n->outcome == kEndedCheckpoint; });
   if (checkpoint) {
     finish(exit_code::kStoppedAfterCheckpoint, "the workers saved a checkpoint and stopped on request");
@@ -225,6 +235,8 @@ void RendezvousRounds::check_round_end() {
 }
 
 void RendezvousRounds::decide_after_round() {
+  if (scaling_up_ && !root_cause_) return after_scale_up_stop();
+  scaling_up_ = false;  // a worker failed during the scale-up's stop: an ordinary restart, counted
   const int code = root_cause_ ? root_cause_->exit_code : exit_code::kFailure;
   const std::string cause = root_cause_ ? root_cause_->summary() : "a node failed";
   if (restarts_used_ >= settings_.max_restarts) {

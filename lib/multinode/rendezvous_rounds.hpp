@@ -1,6 +1,7 @@
 // The rendezvous server's decisions, free of I/O: who joins, whether the nodes agree, when a round
 // closes (static: all N nodes; dynamic: MAX nodes, or MIN after the last call), the node ranks and
-// the workers' store of each round, fate sharing (one node's failure stops every node), restarts
+// the workers' store of each round, elastic scale-up (a node arriving while a dynamic round runs with
+// fewer than MAX restarts it, uncounted), fate sharing (one node's failure stops every node), restarts
 // counted for the whole job, dead nodes (heartbeat timeout), and the job's exit code.
 // The server (rendezvous_server.cpp) feeds it connections, decoded messages and the time, and
 // carries out its orders through RoundsOutbox; unit tests drive it with a fake outbox and made-up times.
@@ -51,6 +52,16 @@ class RendezvousRounds {
  public:
   enum class Phase { kGathering, kRunning, kStopping, kFinished };
 
+  // What a dynamic job does with a node that joins while a round is under way (torch's dynamic
+  // rendezvous and agent: a round below MAX puts it on the wait list and the agents restart to admit
+  // it, not counted against max_restarts; a full round makes it a standby, on the redundancy list).
+  enum class Arrival {
+    kScaleUp,    // the round runs with fewer than MAX nodes: stop it and start a larger one
+    kStandby,    // the round runs with MAX nodes: wait for a restart (after a failure or a lost node)
+    kNextRound,  // the round is stopping already: join the round that follows
+  };
+  static Arrival arrival_during(Phase phase, int members, int max_nodes);
+
   RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox, SteadyTime now);
 
   void on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now);
@@ -74,7 +85,8 @@ class RendezvousRounds {
   Phase phase() const { return phase_; }
   bool finished() const { return phase_ == Phase::kFinished; }
   int round() const { return round_; }
-  int restarts_used() const { return restarts_used_; }
+  int restarts_used() const { return restarts_used_; }  // after failures; scale-ups are not counted
+  bool scaling_up() const { return scaling_up_; }       // between a scale-up's stop order and its round
   // The exit code sent with kFinish (or kReject), once finished.
   std::optional<int> final_exit_code() const { return final_exit_code_; }
 
@@ -107,6 +119,13 @@ class RendezvousRounds {
   void check_gathering();
   void start_round(const std::vector<Node*>& members);
   void handle_failure(Node& node, const NodeFailure& failure);
+  bool accepts_failures() const;
+  int member_count() const;
+  void handle_late_join(Node& node);
+  void scale_up(Node& newcomer);
+  void after_scale_up_stop();
+  void finish_round_well(const std::vector<Node*>& members);
+  std::string standby_text() const;
   void handle_ended(Node& node, const Message& message);
   void lose_node(ConnectionId connection, const std::string& why, int exit_code);
   void check_round_end();
@@ -128,6 +147,7 @@ class RendezvousRounds {
   long next_arrival_ = 0;
   int round_ = -1;              // -1 before the first round
   int restarts_used_ = 0;
+  bool scaling_up_ = false;     // the current stop (and the gathering after it) admits new nodes: no restart used
   std::string run_id_;          // fixed by the first round
   std::optional<NodeFailure> root_cause_;  // of the current round
   SteadyTime join_deadline_{};

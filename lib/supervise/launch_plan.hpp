@@ -46,6 +46,8 @@ struct LaunchPlan {
 
   // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
   int first_rank = -1;          // global rank of local rank 0; -1: node_rank * nproc
+  int restart_count = -1;       // the round's TORCHELASTIC_RESTART_COUNT (restarts after failures; an elastic
+                                // scale-up starts a round without one, as in torchrun); -1: the attempt number
   bool dynamic = false;         // node ranks assigned on arrival (rdzv_endpoint with c10d)
   int min_nodes = 1;            // nnodes MIN:MAX (static: both nnodes)
   int max_nodes = 1;

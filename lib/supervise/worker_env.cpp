@@ -22,7 +22,7 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
   env["MASTER_ADDR"] = plan.master_addr;
   env["MASTER_PORT"] = std::to_string(slot.master_port);
-  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(slot.attempt);
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(plan.restart_count >= 0 ? plan.restart_count : slot.attempt);
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = plan.run_id;
   env["TORCHELASTIC_ERROR_FILE"] = log_layout::error_file(rank_directory);

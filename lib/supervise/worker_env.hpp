@@ -14,7 +14,7 @@ namespace mgtrain {
 
 struct WorkerSlot {
   int local_rank = 0;
-  int attempt = 0;           // TORCHELASTIC_RESTART_COUNT
+  int attempt = 0;           // attempt_<n>/ of the logs; TORCHELASTIC_RESTART_COUNT unless plan.restart_count is set
   int master_port = 0;       // the port of this attempt
   std::string config_file;   // MGTRAIN_CONFIG_FILE; empty: not set
   // Whether this worker's stdout reaches the launcher's console, and that console's terminal width (0: not a

@@ -1,6 +1,6 @@
 // libFuzzer target for the rendezvous server's decoder (lib/multinode/rendezvous_message.cpp): any byte
 // stream, cut into reads of any size, either decodes into messages or is refused with rdzv::ProtocolError,
-// and so is every typed message made from what decoded (join, assign, failure) — no crash, no other
+// and so is every typed message made from what decoded (join, assign, failure, regroup) — no crash, no other
 // exception, no sanitizer report, no unbounded buffering. A decoded message encodes back to bytes that
 // decode to the same message. tests/fuzz/CMakeLists.txt builds it with clang++
 // -fsanitize=fuzzer,address,undefined; ctest runs a fixed number of inputs from rendezvous_corpus/.
@@ -24,6 +24,11 @@ void typed(const Message& message) {
         (void)assignment.first_rank(assignment.node_rank);
         break;
       }
+      case MessageType::kRegroup:
+        (void)message.integer("round");
+        (void)message.integer("nodes");
+        (void)message.text("reason");
+        break;
       case MessageType::kWorkersFailed:
       case MessageType::kFinish:
         (void)NodeFailure::read_from(message, "cause.").summary();

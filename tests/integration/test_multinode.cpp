@@ -24,6 +24,7 @@
 #include "supervise/port_probe.hpp"
 
 #include "launch_fixture.hpp"
+#include "netns_agent.hpp"
 #include "netns_hosts.hpp"
 
 using namespace mgtrain::testing;
@@ -33,48 +34,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
-
-#define REQUIRE_HOSTS(hosts)                                       \
-  do {                                                             \
-    if (!(hosts).skip_reason().empty()) {                          \
-      WARN("SKIP: no network namespaces: " << (hosts).skip_reason()); \
-      return;                                                      \
-    }                                                              \
-  } while (false)
-
-// One `mgtrain launch` in a namespace. Killed (with its workers, by their death signal and the
-// orphan guard) if the test ends before it does.
-class Agent {
- public:
-  Agent(const NetnsHosts& hosts, int host, const std::vector<std::string>& launch_args, const std::string& output_prefix) {
-    std::vector<std::string> argv = hosts.exec_prefix(host);
-    argv.push_back(kMgtrain);
-    argv.push_back("launch");
-    argv.insert(argv.end(), launch_args.begin(), launch_args.end());
-    process_ = start_process(argv, output_prefix);
-  }
-  ~Agent() {
-    if (!exit_code_ && process_.pid > 0) {
-      kill(process_.pid, SIGKILL);
-      wait_for_exit(process_.pid, 5s);
-    }
-  }
-  Agent(const Agent&) = delete;
-  Agent& operator=(const Agent&) = delete;
-
-  pid_t pid() const { return process_.pid; }
-  // The exit code, or -1 when it did not end within `timeout`.
-  int wait(std::chrono::milliseconds timeout) {
-    if (!exit_code_) exit_code_ = wait_for_exit(process_.pid, timeout);
-    return exit_code_ ? *exit_code_ : -1;
-  }
-  std::string out() const { return read_text(process_.out_path); }
-  std::string err() const { return read_text(process_.err_path); }
-
- private:
-  ChildProcess process_;
-  std::optional<int> exit_code_;
-};
 
 // Flags of a static job: node 0 at the first namespace's address, rendezvous on port 29500
 // (every namespace has its own ports), short timeouts.
@@ -101,14 +60,6 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
 std::string rank_log(const TempDir& dir, int node, int attempt, int rank) {
   return dir / ("runs/mn/node_" + std::to_string(node) + "/attempt_" + std::to_string(attempt) + "/rank_" +
                 std::to_string(rank) + "/stdout.log");
-}
-
-// "KEY=VALUE KEY=VALUE" -> map
-std::map<std::string, std::string> fields_of(const std::string& line) {
-  std::map<std::string, std::string> fields;
-  std::regex pair(R"((\w+)=(\S*))");
-  for (std::sregex_iterator it(line.begin(), line.end(), pair), end; it != end; ++it) fields[(*it)[1]] = (*it)[2];
-  return fields;
 }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -369,13 +320,14 @@ TEST_CASE("a node's link cut: the other side notices within the node timeout and
   CHECK(report["root_cause"]["node_rank"].as<int>() == 1);
 }
 
-TEST_CASE("dynamic: ranks on arrival, MIN nodes after the last call, a late node joins the next round, without the lost one",
+TEST_CASE("dynamic: ranks on arrival, MIN nodes after the last call, a late node scales up, a lost one is left out",
           "[multinode][dynamic]") {
   NetnsHosts hosts(3);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
-  // Round 0: A (the endpoint's host) and B, closed at MIN after the last call; C comes late and waits.
-  // B's agent is then killed: round 1 runs A and C, whose workers finish at once.
+  // Round 0: A (the endpoint's host) and B, closed at MIN after the last call; C comes late and the
+  // round restarts with all three (a scale-up: TORCHELASTIC_RESTART_COUNT stays 0). B's agent is then
+  // killed: round 2 (restart 1) runs A and C, whose workers finish at once.
   std::string worker = write_script(dir / "w.sh",
                                     std::string(kEnvScript) + " > \"$MGTRAIN_RUN_DIR/../env_${TORCHELASTIC_RESTART_COUNT}_$RANK\"\n"
                                     "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then sleep 60; fi");
@@ -402,7 +354,11 @@ TEST_CASE("dynamic: ranks on arrival, MIN nodes after the last call, a late node
   // (the agent's console is flushed once per loop turn: its line may come after the workers' files)
   CHECK(wait_until([&] { return a.err().find("round 0: node 0 (") != std::string::npos; }, 5s));
   Agent c(hosts, 2, flags, dir / "c");
-  REQUIRE(wait_until([&] { return c.err().find("joins at the next round") != std::string::npos; }, 10s));
+  REQUIRE(wait_until([&] { return c.err().find("it restarts to admit this node") != std::string::npos; }, 10s));
+  REQUIRE(wait_until([&] { return written(dir / "runs/mn/env_0_2"); }, 20s));
+  auto scaled = fields_of(read_text(dir / "runs/mn/env_0_2"));
+  CHECK(scaled["GROUP_RANK"] == "2");
+  CHECK(scaled["WORLD_SIZE"] == "3");
   kill(b.pid(), SIGKILL);
   CHECK(a.wait(20s) == 0);
   CHECK(c.wait(20s) == 0);
@@ -414,7 +370,7 @@ TEST_CASE("dynamic: ranks on arrival, MIN nodes after the last call, a late node
   CHECK(late["RESTART"] == "1");
   CHECK_THAT(a.err(), Catch::Contains("closed the connection; stopping the workers of every node") &&
                           Catch::Contains("restarting with 2 nodes (restart 1 of 1)"));
-  CHECK_THAT(c.err(), Catch::Contains("round 1: node 1 ("));
+  CHECK_THAT(c.err(), Catch::Contains("round 1: node 2 (") && Catch::Contains("round 2: node 1 ("));
 }
 
 TEST_CASE("dynamic: with fewer than MIN nodes the join timeout says how many came", "[multinode][dynamic][timeout]") {

@@ -67,6 +67,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
 
   Assignment assignment;
   assignment.round = 3;
+  assignment.restart_count = 1;
   assignment.node_rank = 2;
   assignment.nproc_per_node = {2, 3, 1};
   assignment.node_name = "node 1 (b, 10.0.0.2)";
@@ -75,6 +76,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   assignment.run_id = "r";
   Assignment a = Assignment::from(decode_one(encode(assignment.to_message())));
   CHECK(a.round == 3);
+  CHECK(a.restart_count == 1);
   CHECK(a.node_rank == 2);
   CHECK(a.nproc_per_node == std::vector<int>{2, 3, 1});
   CHECK(a.node_name == assignment.node_name);
@@ -93,6 +95,29 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
     wire.set("nproc_per_node", std::string(bad));
     CHECK_THROWS_AS(Assignment::from(wire), ProtocolError);
   }
+}
+
+TEST_CASE("regroup (elastic scale-up) and an assignment's restart count cross the wire, impossible counts are refused",
+          "[rdzv][codec]") {
+  Message regroup = decode_one(encode(regroup_message(4, 3, "a new node (hostC, 10.0.0.3) arrived; restarting the round with 3 nodes")));
+  CHECK(regroup.type == MessageType::kRegroup);
+  CHECK(type_name(regroup.type) == "regroup");
+  CHECK(regroup.integer("round") == 4);
+  CHECK(regroup.integer("nodes") == 3);
+  CHECK(regroup.text("reason") == "a new node (hostC, 10.0.0.3) arrived; restarting the round with 3 nodes");
+
+  Assignment assignment;
+  assignment.round = 2;
+  assignment.restart_count = 0;  // two scale-ups, no failure
+  assignment.nproc_per_node = {1, 1};
+  Message wire = assignment.to_message();
+  CHECK(Assignment::from(decode_one(encode(wire))).restart_count == 0);
+  wire.set("restart_count", 3);  // more restarts than rounds
+  CHECK_THROWS_WITH(Assignment::from(wire), Catch::Contains("restart count 3 in round 2"));
+  wire.set("restart_count", -1);
+  CHECK_THROWS_AS(Assignment::from(wire), ProtocolError);
+  wire.fields.erase("restart_count");
+  CHECK_THROWS_WITH(Assignment::from(wire), Catch::Contains("assign message without the field 'restart_count'"));
 }
 
 TEST_CASE("a failure report crosses the wire with its stderr tail", "[rdzv][codec]") {
@@ -141,19 +166,19 @@ TEST_CASE("garbage gives an error that says what arrived, at the first wrong byt
   CHECK_THAT(error_of("X"), Catch::Contains("not an mgtrain rendezvous peer"));  // one byte is enough to know
   std::string frame = encode(heartbeat_message());
   std::string newer = frame;
-  newer[5] = 2;  // protocol version 2
-  CHECK_THAT(error_of(newer), Catch::Contains("version 2") && Catch::Contains("speaks version 1") &&
+  newer[5] = 3;  // protocol version 3
+  CHECK_THAT(error_of(newer), Catch::Contains("version 3") && Catch::Contains("speaks version 2") &&
                                   Catch::Contains("same mgtrain version"));
-  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(99) + be32(0)), Catch::Contains("unknown rendezvous message type 99"));
-  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(1u << 30)), Catch::Contains("more than the limit"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(99) + be32(0)), Catch::Contains("unknown rendezvous message type 99"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(1u << 30)), Catch::Contains("more than the limit"));
   // one field announced, its name cut short
-  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(5) + be16(1) + be16(9) + "a"),
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(5) + be16(1) + be16(9) + "a"),
              Catch::Contains("malformed heartbeat message") && Catch::Contains("field name"));
   // a value length beyond the payload
-  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(9) + be16(1) + be16(1) + "k" + be32(100)),
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(9) + be16(1) + be16(1) + "k" + be32(100)),
              Catch::Contains("the value of 'k'"));
   // bytes after the last field
-  CHECK_THAT(error_of(std::string("MGRV") + be16(1) + be16(5) + be32(3) + be16(0) + "z"), Catch::Contains("1 bytes left"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(3) + be16(0) + "z"), Catch::Contains("1 bytes left"));
   // a half-received valid frame is not an error yet
   CHECK(error_of(frame.substr(0, frame.size() - 1)).empty());
 }

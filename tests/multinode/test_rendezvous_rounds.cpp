@@ -10,107 +10,12 @@
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_rounds.hpp"
 
+#include "rounds_fixture.hpp"
+
 using namespace mgtrain;
 using namespace mgtrain::rdzv;
+using namespace mgtrain::rdzv::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-struct FakeOutbox : RoundsOutbox {
-  std::vector<std::pair<ConnectionId, Message>> sent;
-  std::vector<ConnectionId> closed;
-  std::vector<ConnectionId> dropped;  // closed without flushing (dead peers)
-  std::vector<std::string> notes;
-  int next_port = 40000;
-
-  void send(ConnectionId connection, const Message& message) override { sent.emplace_back(connection, message); }
-  void close(ConnectionId connection, bool flush) override {
-    closed.push_back(connection);
-    if (!flush) dropped.push_back(connection);
-  }
-  int pick_store_port() override { return next_port++; }
-  void note(const std::string& line) override { notes.push_back(line); }
-
-  // Messages of `type` sent to `connection`, oldest first.
-  std::vector<Message> to(ConnectionId connection, MessageType type) const {
-    std::vector<Message> found;
-    for (const auto& [id, message] : sent) {
-      if (id == connection && message.type == type) found.push_back(message);
-    }
-    return found;
-  }
-  Message last(ConnectionId connection, MessageType type) const {
-    auto found = to(connection, type);
-    REQUIRE_FALSE(found.empty());
-    return found.back();
-  }
-  void clear() { sent.clear(); }
-};
-
-const SteadyTime t0{};
-
-JoinRequest join_request(int node_rank, const std::string& host, int nproc = 2) {
-  static const JobFingerprint fingerprint = job_fingerprint(Config{});
-  JoinRequest join;
-  join.version = "0.1.0";
-  join.node_rank = node_rank;
-  join.hostname = host;
-  join.agent_id = host + ":100";
-  join.nproc = nproc;
-  join.nnodes = "2";
-  join.run_id = "job";
-  join.config_hash = fingerprint.hash;
-  join.config_lines = fingerprint.lines;
-  return join;
-}
-
-RoundsSettings static_settings(int nodes = 2, int max_restarts = 0) {
-  RoundsSettings settings;
-  settings.min_nodes = settings.max_nodes = nodes;
-  settings.join_timeout_s = 10;
-  settings.node_timeout_s = 3;
-  settings.heartbeat_interval_s = 1;
-  settings.max_restarts = max_restarts;
-  settings.master_addr = "10.77.0.1";
-  return settings;
-}
-
-RoundsSettings dynamic_settings(int min, int max, int max_restarts = 0) {
-  RoundsSettings settings = static_settings(max, max_restarts);
-  settings.dynamic = true;
-  settings.min_nodes = min;
-  settings.last_call_timeout_s = 2;
-  settings.node_timeout_s = 30;
-  settings.host_agent_id = "hostA:100";
-  return settings;
-}
-
-JoinRequest dynamic_join(const std::string& host, const std::string& nnodes = "2:3") {
-  JoinRequest join = join_request(-1, host);
-  join.nnodes = nnodes;
-  return join;
-}
-
-// Connections 1 (node 0 over loopback) and 2 (node 1 from 10.77.0.2), both joined.
-void two_nodes_join(RendezvousRounds& rounds, SteadyTime at, int nproc1 = 2) {
-  rounds.on_connect(1, "127.0.0.1", at);
-  rounds.on_message(1, join_request(0, "hostA").to_message(), at);
-  rounds.on_connect(2, "10.77.0.2", at);
-  rounds.on_message(2, join_request(1, "hostB", nproc1).to_message(), at);
-}
-
-NodeFailure worker_failure(int round, int rank, int code) {
-  NodeFailure failure;
-  failure.round = round;
-  failure.global_rank = rank;
-  failure.local_rank = rank % 2;
-  failure.exit_code = code;
-  failure.outcome = "exit code " + std::to_string(code);
-  failure.host = "hostB";
-  return failure;
-}
-
-}  // namespace
 
 TEST_CASE("static: every node gets its rank range and the workers' store once all have joined", "[rdzv][rounds]") {
   FakeOutbox out;
@@ -397,7 +302,7 @@ TEST_CASE("a node that leaves on a signal ends the job with its code", "[rdzv][r
   CHECK(out.last(1, MessageType::kFinish).integer("exit_code") == 130);
 }
 
-TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last call, a late node waits", "[rdzv][rounds][dynamic]") {
+TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last call, a late node scales it up", "[rdzv][rounds][dynamic]") {
   FakeOutbox out;
   RendezvousRounds rounds(dynamic_settings(2, 3, 1), out, t0);
   rounds.on_connect(2, "10.77.0.2", t0);
@@ -411,18 +316,28 @@ TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last cal
   REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
   CHECK(Assignment::from(out.last(1, MessageType::kAssign)).node_rank == 0);  // the server's host: its rank 0 hosts the store
   CHECK(Assignment::from(out.last(2, MessageType::kAssign)).node_rank == 1);
+  // a late node: the round (2 of at most 3) restarts with 3, at once since that is MAX
   rounds.on_connect(3, "10.77.0.3", t0 + 4s);
   rounds.on_message(3, dynamic_join("hostC").to_message(), t0 + 4s);
-  CHECK_THAT(out.last(3, MessageType::kWait).text("text"), Catch::Contains("joins at the next round"));
-  // a failure: every member stops, then the next round takes the survivors and the late node
-  rounds.on_message(2, workers_failed_message(worker_failure(0, 2, 1)), t0 + 5s);
-  rounds.on_message(2, workers_ended_message(0, kEndedFailed, 1), t0 + 5s);
+  CHECK_THAT(out.last(3, MessageType::kWait).text("text"), Catch::Contains("it restarts to admit this node"));
   rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 5s);
+  rounds.on_message(2, workers_ended_message(0, kEndedStopped, 0), t0 + 5s);
   REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
   Assignment late = Assignment::from(out.last(3, MessageType::kAssign));
   CHECK(late.round == 1);
+  CHECK(late.restart_count == 0);
   CHECK(late.nnodes() == 3);
   CHECK(late.node_rank == 2);
+  // a failure: every member stops, then the next round takes all three again, counted as a restart
+  rounds.on_message(2, workers_failed_message(worker_failure(1, 2, 1)), t0 + 6s);
+  rounds.on_message(2, workers_ended_message(1, kEndedFailed, 1), t0 + 6s);
+  rounds.on_message(1, workers_ended_message(1, kEndedStopped, 0), t0 + 6s);
+  rounds.on_message(3, workers_ended_message(1, kEndedStopped, 0), t0 + 6s);
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  Assignment again = Assignment::from(out.last(3, MessageType::kAssign));
+  CHECK(again.round == 2);
+  CHECK(again.restart_count == 1);
+  CHECK(again.node_rank == 2);
   CHECK(Assignment::from(out.last(2, MessageType::kAssign)).node_rank == 1);
 }
 
