@@ -59,7 +59,9 @@ class SupervisionPolicy {
   SupervisionPolicy(const Settings& settings, WorkerGroupControl& control);
 
   void start(SteadyTime now);
-  void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now);
+  // `killed_for_failure`: the launcher itself killed it for a fault of its own (an expired file timer), so a
+  // SIGKILL/SIGTERM while the group stops still counts as a failure.
+  void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure = false);
   // Signals received by the launcher: INT, TERM, HUP, QUIT stop the job (a second one kills at once);
   // USR1 and USR2 are only forwarded.
   void on_signal(int signal, SteadyTime now);

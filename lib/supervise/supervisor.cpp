@@ -172,7 +172,10 @@ void Supervisor::handle_child_exits(Clock::time_point now) {
     exits.emplace_back(worker.local_rank, *status);
   }
   // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
-  for (const auto& [local_rank, status] : exits) policy_.on_worker_exit(local_rank, status, now);
+  const int attempt = policy_.attempt();
+  for (const auto& [local_rank, status] : exits) {
+    policy_.on_worker_exit(local_rank, status, now, timer_kills_.count({attempt, local_rank}) != 0);
+  }
 }
 
 void Supervisor::handle_signals(Clock::time_point now) {
