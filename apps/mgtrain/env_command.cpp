@@ -22,6 +22,7 @@
 #include "util/log.hpp"
 #include "util/value_parsing.hpp"
 #include "util/run_capture.hpp"
+#include "launch/python_interpreter.hpp"
 #include "slurm/slurm_environment.hpp"
 #include "util/worker_binary.hpp"
 
@@ -136,6 +137,14 @@ int run_env_command(const EnvRequest& request) {
                                    {"build_type", build_info::kBuildType},
                                    {"compiler", build_info::kCompiler},
                                    {"worker", worker_path.empty() ? "not found" : worker_path}});
+  // The interpreter `mgtrain launch train.py` would use (no config file here: launch.python from MGTRAIN_LAUNCH_PYTHON).
+  const EnvMap environment = current_environment();
+  const auto configured = environment.find("MGTRAIN_LAUNCH_PYTHON");
+  const PythonInterpreter python = choose_python(configured == environment.end() ? "" : configured->second,
+                                                 "MGTRAIN_LAUNCH_PYTHON", environment);
+  facts["python"] = Json::object({{"command", python.command},
+                                  {"path", python.path.empty() ? Json(nullptr) : Json(python.path)},
+                                  {"chosen_by", python.source}});
   facts["torch"] = probe.is_null() ? Json::object({{"error", probe_problem}}) : probe;
   Json machine = Json::object();
   machine["hostname"] = hostname;

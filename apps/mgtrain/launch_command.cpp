@@ -18,12 +18,8 @@ int run_launch_command(const LaunchRequest& request) {
     again.flags.push_back({"launch.run_id", run_id, "--run-id"});
     return load_config(again, current_environment(), options);
   };
-  if (!request.run_under_python) return run_launch(request, loaded, outside);
-  // `mgtrain launch train.py` / `-m module`: the interpreter is launch.python, known only now.
-  LaunchRequest with_python = request;
-  with_python.command.insert(with_python.command.begin(), loaded.config.launch.python);
-  with_python.run_under_python = false;
-  return run_launch(with_python, loaded, outside);
+  // `mgtrain launch train.py` / `-m module`: run_launch puts the interpreter in front (launch/python_interpreter.hpp).
+  return run_launch(request, loaded, outside);
 }
 
 }  // namespace mgtrain

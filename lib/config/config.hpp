@@ -25,13 +25,13 @@ struct LaunchConfig {
   std::string redirect = "0";         // torchrun compatible: streams kept off the console (files get all)
   std::string local_ranks_filter;     // empty: every local rank prints to the console
   std::string gpu_ids;                // empty: all visible GPUs
-  double grace_period = 5.0;          // seconds between SIGTERM and SIGKILL
+  double grace_period = 30.0;         // seconds between SIGTERM and SIGKILL (torchrun's default)
   bool standalone = false;
   SlurmMode slurm = SlurmMode::Auto;  // auto: fill unset settings from a SLURM allocation (docs/slurm.md)
   bool slurm_requeue = true;          // node 0 requeues a SLURM job whose workers saved and stopped (exit 75)
   double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
   std::string worker;                 // path of the worker binary; empty: next to mgtrain
-  std::string python = "python3";     // interpreter for `launch script.py`
+  std::string python;                 // interpreter for `launch script.py`; empty: $PYTHON_EXEC, else python3 on PATH
   // multi-node (docs/multinode.md)
   std::string rdzv_endpoint;          // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
   RdzvBackend rdzv_backend = RdzvBackend::C10d;  // torchrun's names

@@ -132,13 +132,13 @@ void add_launch_keys(SchemaBuilder& s) {
             .must("empty, or comma-separated local ranks", check_index_list));
   s.add(key("launch.gpu_ids", &C::launch, &LaunchConfig::gpu_ids, "GPUs to use, e.g. 0,2 (local rank i gets the i-th); auto: the nproc GPUs with the most free memory; empty: all visible")
             .must("empty, auto, or comma-separated GPU indices", check_gpu_ids));
-  s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period, "seconds between SIGTERM and SIGKILL when stopping workers").range(0, 3600));
+  s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period, "seconds between SIGTERM and SIGKILL when stopping workers (torchrun's default 30)").range(0, 3600));
   s.add(key("launch.standalone", &C::launch, &LaunchConfig::standalone, "single-node job on localhost with a free port (torchrun --standalone)"));
   s.add(key("launch.slurm", &C::launch, &LaunchConfig::slurm, "inside a SLURM job: auto fills nnodes, node_rank, master_addr, master_port, run_id and nproc from SLURM_* when not given (docs/slurm.md); off ignores SLURM"));
   s.add(key("launch.slurm_requeue", &C::launch, &LaunchConfig::slurm_requeue, "inside a SLURM job: node 0 runs `scontrol requeue` when the workers saved a checkpoint and stopped (preemption), so the job resumes"));
   s.add(key("launch.heartbeat_timeout", &C::launch, &LaunchConfig::heartbeat_timeout, "seconds a heartbeating worker may stay silent before it counts as hung; 0: no watchdog").at_least(0));
   s.add(key("launch.worker", &C::launch, &LaunchConfig::worker, "path of the worker binary; empty: mgtrain-worker next to mgtrain"));
-  s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module"));
+  s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module; empty: $PYTHON_EXEC when set (as torchrun), else python3 on PATH"));
   s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); empty: static ranks from node_rank")
             .must("empty, or HOST[:PORT]", check_endpoint));
   s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend, "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); both use mgtrain's own protocol"));

@@ -1,16 +1,35 @@
 // Where a run's files live: <log_dir>/<run_id>/{config.yaml,failure.json,attempt_<n>/rank_<r>/...}.
 #pragma once
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <map>
 #include <string>
 
 namespace mgtrain::log_layout {
 
+// Where `mgtrain launch` keeps runs when launch.log_dir is its default but neither ./runs nor the current directory
+// is writable (as torchrun writes under the system temp directory): $TMPDIR (or /tmp)/mgtrain-<user>/runs.
+inline std::string temp_log_dir(const std::map<std::string, std::string>& environment) {
+  auto tmpdir = environment.find("TMPDIR");
+  std::string base = tmpdir != environment.end() && !tmpdir->second.empty() ? tmpdir->second : "/tmp";
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const passwd* user = getpwuid(geteuid());
+  std::string name = user && user->pw_name && *user->pw_name ? user->pw_name : std::to_string(geteuid());
+  return base + "/mgtrain-" + name + "/runs";
+}
+
 // Where runs are kept when no --log-dir is given: $MGTRAIN_LAUNCH_LOG_DIR (what `mgtrain launch` was told), else
-// "runs" (launch.log_dir's default). `mgtrain runs`, `status` and `plot` look there.
+// "runs" (launch.log_dir's default), or temp_log_dir() where `mgtrain launch` fell back to it. `mgtrain runs`,
+// `status` and `plot` look there.
 inline std::string default_log_dir() {
   const char* from_environment = std::getenv("MGTRAIN_LAUNCH_LOG_DIR");
-  return from_environment && *from_environment ? from_environment : "runs";
+  if (from_environment && *from_environment) return from_environment;
+  if (access("runs", F_OK) == 0 || access(".", W_OK) == 0) return "runs";
+  const char* tmpdir = std::getenv("TMPDIR");
+  return temp_log_dir(tmpdir ? std::map<std::string, std::string>{{"TMPDIR", tmpdir}} : std::map<std::string, std::string>{});
 }
 
 inline std::string config_file(const std::string& run_dir) { return run_dir + "/config.yaml"; }

@@ -2,6 +2,7 @@
 #include "launch/launch.hpp"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,9 @@
 #include "util/value_parsing.hpp"
 #include "supervise/host_probe.hpp"
 #include "launch/launch_monitor.hpp"
+#include "launch/python_interpreter.hpp"
+#include "output/file_tail.hpp"
+#include "supervise/file_timer_pipe.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/run_directory.hpp"
 #include "observe/run_record.hpp"
@@ -97,11 +101,39 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   return code;
 }
 
+// The launcher's own TORCHELASTIC_ERROR_FILE, when a scheduler gave it one (as torchrun's @record main writes it).
+void write_launcher_error_file(const FailureReport& report, const EnvMap& environment) {
+  auto named = environment.find("TORCHELASTIC_ERROR_FILE");
+  if (named == environment.end() || named->second.empty()) return;
+  std::optional<std::string> root_text;
+  if (report.root_cause.error_file && report.root_cause.error_file->problem.empty()) {
+    const std::string& log = report.root_cause.stderr_log;
+    root_text = read_small_file(log.substr(0, log.rfind('/') + 1) + "error.json");
+  }
+  const long long now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  try {
+    write_run_file(named->second, launcher_error_file_json(report, root_text, now));
+  } catch (const Error& error) {
+    log::warn("cannot write TORCHELASTIC_ERROR_FILE: {}", error.what());
+  }
+}
+
+// A Python program that died at once because its interpreter has no torch: say which interpreter ran it.
+void add_interpreter_hint(const LaunchPlan& plan, FailedWorker& cause) {
+  if (plan.python.empty() || cause.after_start_s < 0) return;
+  std::string stderr_text;
+  for (const std::string& line : cause.stderr_tail) stderr_text += line + "\n";
+  cause.hint = missing_torch_hint(stderr_text, cause.after_start_s, plan.python, plan.python_source);
+}
+
 // After a single-node run: the failure report and failure.json, or why the workers stopped.
-void report_single_node_end(const LaunchPlan& plan, const SupervisionResult& result) {
+void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, const EnvMap& environment) {
   if (result.failure) {
+    add_interpreter_hint(plan, result.failure->root_cause);
     log::text(format_failure_report(*result.failure));
     write_run_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
+    write_launcher_error_file(*result.failure, environment);
   }
   if (result.launcher_signal) {
     log::info("stopped by {}; all workers of run {} have exited (exit code {})", signal_name(*result.launcher_signal),
@@ -131,12 +163,12 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
   LaunchMonitoring monitoring(supervisor, plan, loaded.config);
-  const SupervisionResult result = supervisor.run();
+  SupervisionResult result = supervisor.run();
   const std::string record_warning = run_record.finish(
       finished_status(result.exit_code, result.launcher_signal.has_value(), result.stopped_after_checkpoint && !result.failure),
       result.exit_code, result.attempts);
   if (!record_warning.empty()) say_line(record_warning);
-  report_single_node_end(plan, result);
+  report_single_node_end(plan, result, environment);
   // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
   requeue_after_preemption(slurm, loaded.config.launch,
                            {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(),
@@ -145,23 +177,69 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   return result.exit_code;
 }
 
+// torchrun keeps its logs under the system temp directory; mgtrain's default is ./runs. When that default is in
+// use and neither ./runs nor the current directory is writable, runs go to $TMPDIR (or /tmp)/mgtrain-<user>/runs,
+// and checkpoint.dir with them when it is its default.
+LoadedConfig with_writable_log_dir(const LoadedConfig& loaded, const EnvMap& environment) {
+  if (loaded.origin_of("launch.log_dir") != "default") return loaded;
+  const std::string& log_dir = loaded.config.launch.log_dir;
+  if (log_dir.empty() || log_dir.front() == '/' || access(log_dir.c_str(), W_OK) == 0 || access(".", W_OK) == 0) {
+    return loaded;
+  }
+  LoadedConfig adjusted = loaded;
+  const std::string fallback = log_layout::temp_log_dir(environment);
+  adjusted.config.launch.log_dir = fallback;
+  std::string& checkpoints = adjusted.config.checkpoint.dir;
+  if (loaded.origin_of("checkpoint.dir") == "default" && checkpoints.rfind(log_dir + "/", 0) == 0) {
+    checkpoints = fallback + checkpoints.substr(log_dir.size());
+  }
+  log::note("the current directory is not writable: logs go to {} (choose another place with --log-dir)", fallback);
+  return adjusted;
+}
+
+// `mgtrain launch train.py` / `-m module`: the command with its interpreter in front (launch_plan's python facts
+// are filled from the same choice). Agents started by --hosts resolve the interpreter on their own host.
+LaunchRequest with_interpreter(const LaunchRequest& request, const PythonInterpreter& python, bool resolve) {
+  if (!request.run_under_python) return request;
+  if (resolve && python.path.empty()) {
+    throw UsageError("cannot find the Python interpreter \"" + python.command + "\" (chosen by " + python.source +
+                     "): give one with --python PATH, PYTHON_EXEC=PATH or launch.python");
+  }
+  LaunchRequest prefixed = request;
+  prefixed.command.insert(prefixed.command.begin(), resolve ? python.path : python.command);
+  prefixed.run_under_python = false;
+  return prefixed;
+}
+
 }  // namespace
 
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded) {
   return run_launch(request, loaded, LaunchEnvironment{});
 }
 
-int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside) {
+int run_launch(const LaunchRequest& original_request, const LoadedConfig& original, const LaunchEnvironment& outside) {
   ensure_standard_fds_open();
   log::ScopedOutput output(outside.stdout_fd, outside.stderr_fd);
-  const LaunchConfig& launch = loaded.config.launch;
-  // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
-  if (!trim(launch.hosts).empty() || !trim(launch.hostfile).empty()) return run_hosts_launch(request, loaded, outside);
   const EnvMap environment = outside.environment ? *outside.environment : current_environment();
+  const PythonInterpreter python =
+      choose_python(original.config.launch.python, original.origin_of("launch.python"), environment);
+  // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
+  if (!trim(original.config.launch.hosts).empty() || !trim(original.config.launch.hostfile).empty()) {
+    return run_hosts_launch(with_interpreter(original_request, python, false), original, outside);
+  }
+  const LaunchRequest request = with_interpreter(original_request, python, true);
+  const LoadedConfig loaded = with_writable_log_dir(original, environment);
+  const LaunchConfig& launch = loaded.config.launch;
   SocketPortProbe socket_ports;
   PortProbe& ports = outside.ports ? *outside.ports : socket_ports;
 
-  const LaunchPlan plan = plan_for(request, loaded, probe_host_facts(environment));
+  LaunchPlan plan = plan_for(request, loaded, probe_host_facts(environment));
+  if (original_request.run_under_python) {
+    plan.python = python.path;
+    plan.python_source = python.source;
+  }
+  // torch's file timer, when the environment enables it as torchrun's agent reads it (docs/launch.md).
+  plan.timer_file = file_timer_path(environment, plan.run_id);
   if (!plan.gpu_note.empty()) say_line(plan.gpu_note);
   // Inside a SLURM job: say what SLURM gave, and whether this is a requeued rerun (docs/slurm.md).
   const SlurmDetection slurm = launch.slurm == SlurmMode::Off ? SlurmDetection{} : detect_slurm(environment);

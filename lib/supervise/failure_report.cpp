@@ -61,14 +61,94 @@ nlohmann::ordered_json worker_json(const FailedWorker& worker) {
   json["stderr_log"] = worker.stderr_log;
   json["stderr_tail"] = worker.stderr_tail;
   json["error_file"] = error_file_json(worker);
+  json["expired_timer"] = worker.expired_timer_scope.empty()
+                              ? ordered_json(nullptr)
+                              : ordered_json{{"scope_id", worker.expired_timer_scope}, {"pid", worker.expired_timer_pid}};
+  json["hint"] = worker.hint.empty() ? ordered_json(nullptr) : ordered_json(worker.hint);
   return json;
+}
+
+// torch's exit code convention (ProcessFailure.exitcode): -N for signal N.
+int torch_exit_code(const FailedWorker& worker) {
+  return worker.status.signaled ? -worker.status.value : worker.status.value;
+}
+
+std::string error_file_path(const FailedWorker& worker) {
+  if (!worker.error_file || worker.stderr_log.empty()) return "<N/A>";
+  return worker.stderr_log.substr(0, worker.stderr_log.rfind('/') + 1) + "error.json";
+}
+
+// One entry of torch's ChildFailedError text (_FAILURE_FORMAT_TEMPLATE).
+std::string torch_failure_text(std::size_t index, const FailedWorker& worker) {
+  std::string signal = worker.status.signaled ? " (" + signal_name(worker.status.value) + ")" : "";
+  std::string message = worker.error_file && worker.error_file->problem.empty()
+                            ? (worker.error_file->traceback.empty() ? worker.error_file->message : worker.error_file->traceback)
+                            : worker.outcome();
+  std::string indented;
+  append_indented(indented, message, "  ");
+  if (!indented.empty()) indented = indented.substr(2, indented.size() - 3);  // first line follows the label
+  return fmt::format("[{}]:\n  time      : {}\n  host      : {}\n  rank      : {} (local_rank: {})\n"
+                     "  exitcode  : {} (pid: {}){}\n  error_file: {}\n  traceback : {}",
+                     index, worker.time_utc, worker.host, worker.global_rank, worker.local_rank, torch_exit_code(worker),
+                     worker.pid, signal, error_file_path(worker), indented);
+}
+
+std::string child_failed_text(const FailureReport& report) {
+  const std::string title = report.run_id + " FAILED";
+  const std::string border(60, '='), section(60, '-');
+  std::string others;
+  for (std::size_t index = 0; index < report.other_failures.size(); ++index) {
+    others += (index ? "\n" : "") + torch_failure_text(index + 1, report.other_failures[index]);
+  }
+  if (others.empty()) others = "  <NO_OTHER_FAILURES>";
+  return "\n" + border + "\n" + title + "\n" + section + "\nFailures:\n" + others + "\n" + section +
+         "\nRoot Cause (first observed failure):\n" + torch_failure_text(0, report.root_cause) + "\n" + border;
 }
 
 }  // namespace
 
+std::string launcher_error_file_json(const FailureReport& report, const std::optional<std::string>& root_cause_error_text,
+                                     long long unix_seconds_now) {
+  using nlohmann::ordered_json;
+  ordered_json root;
+  if (root_cause_error_text) {
+    root = ordered_json::parse(*root_cause_error_text, nullptr, false);
+    if (!root.is_object() || !root.contains("message")) root = nullptr;
+  }
+  const int code = torch_exit_code(report.root_cause);
+  if (root.is_null()) {
+    root = ordered_json::object();
+    root["message"] = {{"message", "ChildFailedError: " + child_failed_text(report)},
+                       {"extraInfo", {{"py_callstack", child_failed_text(report)}, {"timestamp", std::to_string(unix_seconds_now)}}},
+                       {"errorCode", code}};
+  } else if (root["message"].is_object() && code != 0) {
+    root["message"]["errorCode"] = code;  // torch's override_error_code_in_rootcause_data
+  }
+  ordered_json others = ordered_json::array();
+  for (const FailedWorker& worker : report.other_failures) {
+    ordered_json entry = ordered_json::object();
+    entry["rank"] = worker.global_rank;
+    entry["local_rank"] = worker.local_rank;
+    entry["exitcode"] = torch_exit_code(worker);
+    entry["pid"] = static_cast<long long>(worker.pid);
+    entry["time"] = worker.time_utc;
+    entry["failure"] = worker.outcome();
+    entry["error_file"] = error_file_path(worker);
+    entry["message"] = worker.error_file ? ordered_json(worker.error_file->message) : ordered_json(nullptr);
+    entry["during_teardown"] = worker.during_teardown;
+    others.push_back(std::move(entry));
+  }
+  root["other_failures"] = std::move(others);
+  return json_text(root, -1);
+}
+
 std::string FailedWorker::outcome() const {
   if (node_lost) return node_problem;
   if (hung) return "no heartbeat for " + format_seconds(silent_s);
+  if (!expired_timer_scope.empty()) {
+    return status.describe() + ", sent by the launcher: file timer \"" + expired_timer_scope + "\" expired (pid " +
+           std::to_string(expired_timer_pid) + ")";
+  }
   return status.describe();
 }
 
@@ -106,6 +186,7 @@ std::string format_failure_report(const FailureReport& report) {
       }
     }
   }
+  if (!cause.hint.empty()) out += fmt::format("  hint       {}\n", cause.hint);
   if (cause.node_lost) {
     // no worker, no stderr
   } else if (cause.stderr_tail.empty()) {

@@ -31,6 +31,11 @@ struct FailedWorker {
   bool node_lost = false;        // the node itself went away: no rank, `node_problem` says how
   std::string node_problem;      // "sent nothing for 10 s (launch.node_timeout 10 s)"
   std::string error_message;     // a remote worker's TORCHELASTIC_ERROR_FILE message (no traceback)
+  // The launcher signalled this worker because its file timer expired (file_timer_table.hpp); "" otherwise.
+  std::string expired_timer_scope;
+  long expired_timer_pid = 0;
+  double after_start_s = -1;     // seconds from its attempt's start to the failure; -1: unknown
+  std::string hint;              // what to try, e.g. another interpreter when torch cannot be imported
 
   // "exit code 3", "signal SIGSEGV (11)", "no heartbeat for 30 s", or the node's problem.
   std::string outcome() const;
@@ -51,5 +56,12 @@ std::string format_failure_report(const FailureReport& report);
 
 // failure.json (schema in docs/launch.md).
 std::string failure_report_to_json(const FailureReport& report);
+
+// What the launcher writes to its own TORCHELASTIC_ERROR_FILE (as torchrun's @record main does, for schedulers):
+// the root cause's error file copied with "errorCode" set to its exit code (torch's: -N for signal N) when the
+// worker wrote one (`root_cause_error_text`), else a record in torch's format whose message is torch's
+// ChildFailedError text. "other_failures" (mgtrain's addition) lists every other failed rank.
+std::string launcher_error_file_json(const FailureReport& report, const std::optional<std::string>& root_cause_error_text,
+                                     long long unix_seconds_now);
 
 }  // namespace mgtrain

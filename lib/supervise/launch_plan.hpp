@@ -33,7 +33,7 @@ struct LaunchPlan {
   int max_restarts = 0;
   std::string run_id;
   std::string run_dir;    // absolute <log_dir>/<run_id>
-  double grace_period_s = 5.0;
+  double grace_period_s = 30.0;
   double heartbeat_timeout_s = 0.0;  // 0: no hang watchdog
   bool status_server = false;        // the status API reads the workers' heartbeat files (launch.status_port)
   std::vector<ConsoleRouting> console;          // per local rank
@@ -59,6 +59,14 @@ struct LaunchPlan {
   double node_heartbeat_interval_s = 5.0;  // already capped at node_timeout_s / 3
   bool allow_uneven_nproc = false;
   bool exit_with_stdin = false;
+
+  // The file timer (torch.distributed.elastic.timer.FileTimerServer, file_timer_table.hpp): the named pipe the
+  // workers' FileTimerClient writes to (TORCHELASTIC_TIMER_FILE); empty: no file timer.
+  std::string timer_file;
+  // `launch script.py` / `-m`: the interpreter that runs it (resolved path) and where that choice came from,
+  // for the failure report's hint when the program cannot import torch. Empty for other commands.
+  std::string python;
+  std::string python_source;
 
   bool picks_port() const { return master_port == 0; }
   // Whether node agents meet through the rendezvous (more than one node, or dynamic).

@@ -88,11 +88,11 @@ void SupervisionPolicy::begin_stop(int signal, SteadyTime now) {
   if (any_running()) control_.signal_running_workers(signal);
 }
 
-void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, SteadyTime now) {
+void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure) {
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
   if (!running_.at(local_rank)) return;
   running_[local_rank] = false;
-  bool stopped_as_asked = phase_ == Phase::kStopping && now > stop_started_ && status.signaled &&
+  bool stopped_as_asked = !killed_for_failure && phase_ == Phase::kStopping && now > stop_started_ && status.signaled &&
                           (status.value == SIGTERM || status.value == SIGKILL || status.value == launcher_signal_);
   // Saved a checkpoint and stopped on request: the other workers agreed to do the same at the same step.
   const bool checkpointed_stop = !status.signaled && status.value == exit_code::kStoppedAfterCheckpoint;

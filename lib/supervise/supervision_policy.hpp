@@ -49,7 +49,7 @@ class SupervisionPolicy {
   struct Settings {
     int nproc = 1;
     int max_restarts = 0;
-    double grace_period_s = 5.0;       // SIGTERM -> SIGKILL
+    double grace_period_s = 30.0;      // SIGTERM -> SIGKILL
     double heartbeat_timeout_s = 0.0;  // 0: watchdog off
     // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
     // still stops the local group on a failure or signal (node_agent.hpp).
@@ -59,7 +59,9 @@ class SupervisionPolicy {
   SupervisionPolicy(const Settings& settings, WorkerGroupControl& control);
 
   void start(SteadyTime now);
-  void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now);
+  // `killed_for_failure`: the launcher itself killed it for a fault of its own (an expired file timer), so a
+  // SIGKILL/SIGTERM while the group stops still counts as a failure.
+  void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure = false);
   // Signals received by the launcher: INT, TERM, HUP, QUIT stop the job (a second one kills at once);
   // USR1 and USR2 are only forwarded.
   void on_signal(int signal, SteadyTime now);

@@ -134,6 +134,7 @@ void Supervisor::start_workers(int attempt) {
     throw;
   }
   if (plan_.heartbeat_timeout_s > 0) next_heartbeat_probe_ = Clock::now();
+  attempt_started_ = Clock::now();
 }
 
 void Supervisor::group_failing(const WorkerFailure& failure) {
@@ -171,7 +172,10 @@ void Supervisor::handle_child_exits(Clock::time_point now) {
     exits.emplace_back(worker.local_rank, *status);
   }
   // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
-  for (const auto& [local_rank, status] : exits) policy_.on_worker_exit(local_rank, status, now);
+  const int attempt = policy_.attempt();
+  for (const auto& [local_rank, status] : exits) {
+    policy_.on_worker_exit(local_rank, status, now, timer_kills_.count({attempt, local_rank}) != 0);
+  }
 }
 
 void Supervisor::handle_signals(Clock::time_point now) {
@@ -197,6 +201,7 @@ void Supervisor::probe_heartbeats(Clock::time_point now) {
 SupervisionResult Supervisor::run() {
   started_steady_ = Clock::now();
   started_wall_ = std::chrono::system_clock::now();
+  if (!plan_.timer_file.empty() && !file_timers_) file_timers_ = std::make_unique<FileTimerWatch>(plan_.timer_file);
   policy_.start(started_steady_);
   LoopState loop;
   loop.watch_stdin = plan_.exit_with_stdin;
@@ -237,6 +242,7 @@ std::optional<Supervisor::Clock::time_point> Supervisor::next_wake(const LoopSta
     if (other && (!wake || *other < *wake)) wake = other;
   };
   if (!policy_.finished()) earliest(next_heartbeat_probe_);
+  if (file_timers_ && !policy_.finished()) earliest(file_timers_->next_deadline(Clock::now()));
   earliest(loop.drain_deadline);
   if (peer_) earliest(peer_->next_deadline());
   if (observer_ && !policy_.finished()) earliest(observer_->next_deadline());
@@ -250,6 +256,10 @@ Supervisor::PollLayout Supervisor::fill_poll_fds(LoopState& loop) const {
   for (const auto& capture : captures_) loop.poll_fds.push_back(pollfd{capture->fd(), POLLIN, 0});
   layout.captures_end = loop.poll_fds.size();
   if (loop.watch_stdin) loop.poll_fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
+  if (file_timers_) {
+    layout.timer_index = loop.poll_fds.size();
+    loop.poll_fds.push_back(pollfd{file_timers_->fd(), POLLIN, 0});
+  }
   layout.peer_first = loop.poll_fds.size();
   if (peer_) peer_->add_poll_fds(loop.poll_fds);
   layout.observer_first = loop.poll_fds.size();
@@ -269,6 +279,7 @@ void Supervisor::dispatch(bool any_ready, const PollLayout& layout, LoopState& l
       console_.message(log::Level::Info, "stdin closed (the launcher that started this agent is gone): stopping the job");
       policy_.on_signal(SIGHUP, now);
     }
+    if (layout.timer_index != 0 && fds[layout.timer_index].revents != 0) read_file_timers();
     if (fds[0].revents != 0) handle_signals(now);
     // Signals may have started a new attempt: drop only captures that closed, never new ones.
     captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
@@ -284,8 +295,39 @@ void Supervisor::dispatch(bool any_ready, const PollLayout& layout, LoopState& l
     observer_->on_time(now);
   }
   probe_heartbeats(now);
+  check_file_timers();
   policy_.on_time(now);
   console_.flush();
+}
+
+void Supervisor::read_file_timers() {
+  for (const std::string& problem : file_timers_->on_readable()) {
+    console_.message(log::Level::Warning, "file timer: {} (torch's FileTimerClient format expected); ignored", problem);
+  }
+}
+
+// torch's FileTimerServer signals any pid; the launcher signals only its own workers and their descendants
+// (a process in a worker's process group), so a stray request cannot kill an unrelated process.
+void Supervisor::check_file_timers() {
+  if (!file_timers_) return;
+  for (const ExpiredFileTimer& timer : file_timers_->take_expired()) {
+    const pid_t group = getpgid(static_cast<pid_t>(timer.pid));
+    const Worker* owner = nullptr;
+    for (const Worker& worker : workers_) {
+      if (worker.alive && (worker.pid == timer.pid || worker.pid == group)) owner = &worker;
+    }
+    if (!owner && kill(static_cast<pid_t>(timer.pid), 0) != 0 && errno == ESRCH) continue;  // it has ended
+    if (!owner) {
+      console_.message(log::Level::Warning, "file timer \"{}\" of pid {} expired, but that pid is not one of this job's "
+                       "running workers: not signalled", timer.scope_id, timer.pid);
+      continue;
+    }
+    console_.message(log::Level::Warning, "{} (pid {}): file timer \"{}\" expired; sending it {}",
+                     fmt_rank(owner->local_rank), timer.pid, timer.scope_id,
+                     timer.signal == 0 ? std::string("signal 0 (nothing)") : signal_name(timer.signal));
+    if (timer.signal != 0) kill(static_cast<pid_t>(timer.pid), timer.signal);
+    timer_kills_[{policy_.attempt(), owner->local_rank}] = timer;
+  }
 }
 
 SupervisionResult Supervisor::result() {
@@ -334,6 +376,14 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
   worker.hung = failure.hung;
   worker.silent_s = failure.silent_s;
   worker.during_teardown = failure.during_teardown;
+  if (failure.attempt == policy_.attempt()) {
+    worker.after_start_s = std::chrono::duration<double>(failure.time - attempt_started_).count();
+  }
+  auto timer = timer_kills_.find({failure.attempt, failure.local_rank});
+  if (timer != timer_kills_.end() && !failure.hung) {
+    worker.expired_timer_scope = timer->second.scope_id;
+    worker.expired_timer_pid = timer->second.pid;
+  }
   auto wall = started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(failure.time - started_steady_);
   worker.time_utc = format_utc_millis(
       std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count());

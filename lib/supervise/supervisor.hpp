@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "output/console_writer.hpp"
 #include "supervise/failure_report.hpp"
+#include "supervise/file_timer_pipe.hpp"
 #include "supervise/heartbeat_file.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/orphan_guard.hpp"
@@ -111,7 +113,7 @@ class Supervisor : private WorkerGroupControl {
   };
   // Where each kind of descriptor starts in poll_fds: [0] the signalfd, then the captures, stdin, peer, observer.
   struct PollLayout {
-    std::size_t captures_end = 1, peer_first = 1, observer_first = 1;
+    std::size_t captures_end = 1, timer_index = 0, peer_first = 1, observer_first = 1;  // timer_index 0: none
   };
   bool finished_and_drained(Clock::time_point now, LoopState& loop);
   std::optional<Clock::time_point> next_wake(const LoopState& loop) const;
@@ -134,6 +136,8 @@ class Supervisor : private WorkerGroupControl {
   void handle_signals(std::chrono::steady_clock::time_point now);
   void handle_child_exits(std::chrono::steady_clock::time_point now);
   void probe_heartbeats(std::chrono::steady_clock::time_point now);
+  void read_file_timers();
+  void check_file_timers();
   void kill_and_reap_all();
   FailureReport build_failure_report() const;
 
@@ -154,6 +158,9 @@ class Supervisor : private WorkerGroupControl {
   std::chrono::steady_clock::time_point started_steady_;
   std::chrono::system_clock::time_point started_wall_;
   std::optional<std::chrono::steady_clock::time_point> next_heartbeat_probe_;
+  std::unique_ptr<FileTimerWatch> file_timers_;         // TORCHELASTIC_ENABLE_FILE_TIMER=1 (plan_.timer_file)
+  std::map<std::pair<int, int>, ExpiredFileTimer> timer_kills_;  // (attempt, local rank) -> the timer that fired
+  std::chrono::steady_clock::time_point attempt_started_;
   SupervisorPeer* peer_ = nullptr;
   SupervisorObserver* observer_ = nullptr;
 };

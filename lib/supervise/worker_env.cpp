@@ -26,8 +26,15 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = plan.run_id;
   env["TORCHELASTIC_ERROR_FILE"] = log_layout::error_file(rank_directory);
-  // torchrun's default; the parent's value wins.
+  // torch's agent says whether it hosts the workers' TCPStore at MASTER_ADDR:MASTER_PORT ("True": every rank
+  // connects as a client). mgtrain's launcher hosts no store: global rank 0 does, as torch expects with "False".
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  // torchrun's default; the parent's value wins. The old spelling is for torch before 2.2.
+  env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  // torchrun's --signals-to-handle default: the signals the launcher passes on to its workers.
+  env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  if (!plan.timer_file.empty()) env["TORCHELASTIC_TIMER_FILE"] = plan.timer_file;
   if (!omp_threads_notice(plan, parent).empty()) env["OMP_NUM_THREADS"] = "1";
   if (!plan.gpu_for_local_rank.empty()) env["CUDA_VISIBLE_DEVICES"] = plan.gpu_for_local_rank.at(slot.local_rank);
 

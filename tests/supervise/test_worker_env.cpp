@@ -42,7 +42,10 @@ TEST_CASE("worker variables match torchrun's", "[env]") {
   CHECK(env.at("TORCHELASTIC_ERROR_FILE") == "/logs/job-7/attempt_1/rank_6/error.json");
   CHECK(env.at("MGTRAIN_RUN_DIR") == "/logs/job-7");
   CHECK(env.at("SENTINEL") == "kept");
-  CHECK(env.count("TORCHELASTIC_USE_AGENT_STORE") == 0);  // rank 0 hosts the TCPStore, as torch expects then
+  CHECK(env.at("TORCHELASTIC_USE_AGENT_STORE") == "False");  // rank 0 hosts the TCPStore, not the launcher
+  CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+  CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "1");
+  CHECK(env.count("TORCHELASTIC_TIMER_FILE") == 0);
   CHECK(env.count("MGTRAIN_CONFIG_FILE") == 0);
   CHECK(env.count("CUDA_VISIBLE_DEVICES") == 0);
 }
@@ -107,4 +110,16 @@ TEST_CASE("only workers whose stdout reaches the console hear whether it is a te
   env = build_worker_environment(plan, WorkerSlot{2, 0, 1, ""}, parent);  // stdout only to its log file
   CHECK(env.count("MGTRAIN_CONSOLE_IS_TTY") == 0);
   CHECK(env.count("MGTRAIN_CONSOLE_COLUMNS") == 0);
+}
+
+TEST_CASE("NCCL error handling: the parent's values win, and the file timer's pipe is passed on", "[env]") {
+  LaunchPlan plan = two_node_plan();
+  plan.timer_file = "/tmp/timer.fifo";
+  EnvMap env = build_worker_environment(plan, WorkerSlot{0, 0, 29500, ""},
+                                        {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"},
+                                         {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "3");
+  CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "0");
+  CHECK(env.at("TORCHELASTIC_USE_AGENT_STORE") == "False");  // a launcher above us hosted its store, not ours
+  CHECK(env.at("TORCHELASTIC_TIMER_FILE") == "/tmp/timer.fifo");
 }
