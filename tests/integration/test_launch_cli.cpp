@@ -131,7 +131,8 @@ TEST_CASE("two launchers configured only by PET_* variables form one world of 2"
   }
   CHECK(read_text(dir / "rank.0") == "0 2 0\n");
   CHECK(read_text(dir / "rank.1") == "1 2 1\n");
-  CHECK(file_exists(dir / "runs/pet-world/config.yaml"));
+  CHECK(file_exists(dir / "runs/pet-world/node_0/config.yaml"));  // PET_RDZV_ID and PET_LOG_DIR
+  CHECK(file_exists(dir / "runs/pet-world/node_1/config.yaml"));
 }
 
 TEST_CASE("--rdzv-endpoint localhost:0 --nnodes 1: two jobs run at once on one host, each on its own free port",
