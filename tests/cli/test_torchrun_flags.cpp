@@ -215,7 +215,7 @@ TEST_CASE("accepted values of options that torchrun and mgtrain treat differentl
   CHECK(usage_error({"launch", "--logs-specs", "x", "prog"}).find("--log-dir, --tee, --redirects") != std::string::npos);
 }
 
-TEST_CASE("--rdzv-conf maps torchrun's rendezvous options onto launch keys and refuses unknown ones", "[cli][torchrun]") {
+TEST_CASE("rdzv-conf maps torchrun's rendezvous options onto launch keys and refuses unknown ones", "[cli][torchrun]") {
   auto r = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf",
       "join_timeout=60,last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=4,close_timeout=3,read_timeout=9,"
       "is_host=true,use_libuv=0,store_type=tcp", "prog"}));

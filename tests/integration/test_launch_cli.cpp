@@ -135,7 +135,7 @@ TEST_CASE("two launchers configured only by PET_* variables form one world of 2"
   CHECK(file_exists(dir / "runs/pet-world/node_1/config.yaml"));
 }
 
-TEST_CASE("--rdzv-endpoint localhost:0 --nnodes 1: two jobs run at once on one host, each on its own free port",
+TEST_CASE("rdzv-endpoint localhost:0 with nnodes 1: two jobs run at once on one host, each on its own free port",
           "[binary][launch][torchrun]") {
   TempDir dir;
   // Each worker records its MASTER_PORT, then waits until all four workers of both jobs have (so the jobs overlap).
