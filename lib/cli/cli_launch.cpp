@@ -225,7 +225,7 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
   for (const auto& option : torchrun_options()) {
     if (option.key) continue;
     const std::string dest = option.dest;
-    const std::string help = std::string("torchrun: ") + option.help;
+    const std::string help = option.help;
     if (option.store_true) {
       launch.add_flag_function(option.names, [&opts, dest](std::int64_t) { opts.torchrun[dest] = "1"; }, help);
     } else {

@@ -76,9 +76,8 @@ void refuse_numa_binding(const ValueSource& source, const std::string&, Torchrun
 }
 
 void refuse_virtual_local_rank(const ValueSource& source, const std::string&, TorchrunExtras&) {
-  refuse(source, "mgtrain always sets the real LOCAL_RANK: to let each worker see only its own GPU (as cuda:0), "
-                 "use --gpu-ids 0,1,... (CUDA_VISIBLE_DEVICES per worker) and pick the device by LOCAL_RANK only "
-                 "when it sees more than one");
+  refuse(source, "mgtrain always sets the real LOCAL_RANK: use --gpu-ids 0,1,... to give each worker only its own GPU "
+                 "(CUDA_VISIBLE_DEVICES per worker), which it then sees as cuda:0");
 }
 
 void refuse_print_completion(const ValueSource& source, const std::string&, TorchrunExtras&) {
@@ -114,7 +113,7 @@ const std::vector<TorchrunOption> kOptions = {
      "HOST:0 with --nnodes 1 runs a single node on a free port"},
     {"rdzv_id", "--rdzv-id,--rdzv_id", true, false, "launch.run_id", nullptr, ""},
     {"rdzv_conf", "--rdzv-conf,--rdzv_conf", true, false, nullptr, apply_rdzv_conf,
-     "torchrun's rendezvous options: join_timeout, last_call_timeout and timeout (= join_timeout), keep_alive_interval "
+     "KEY=VALUE,...: join_timeout, last_call_timeout and timeout (= join_timeout), keep_alive_interval "
      "(node_heartbeat_interval), keep_alive_max_attempt (node_timeout = attempts x interval) set launch keys; "
      "close_timeout, read_timeout, is_host, use_libuv and store_type=tcp have no effect; others are refused"},
     {"standalone", "--standalone", true, true, "launch.standalone", nullptr, ""},
