@@ -157,6 +157,11 @@ int run_env_command(const EnvRequest& request) {
   }
   machine["network_interfaces"] = std::move(interfaces);
   facts["machine"] = std::move(machine);
+  Json pet = Json::object();  // torchrun's PET_* variables: what `mgtrain launch` takes from them
+  for (const auto& variable : describe_torchrun_variables(current_environment())) {
+    pet[variable.name] = Json::object({{"value", variable.value}, {"effect", variable.effect}});
+  }
+  facts["torchrun_variables"] = std::move(pet);
   try {
     facts["slurm"] = slurm_facts(detect_slurm(current_environment()));
   } catch (const Error& e) {  // a malformed node list

@@ -1,5 +1,9 @@
 // `mgtrain launch`: load the config (every source, flags included), then hand over to the supervisor.
+#include <cerrno>
+#include <cstdlib>
+
 #include "commands.hpp"
+#include "util/error.hpp"
 #include "config/config_loader.hpp"
 #include "launch/launch.hpp"
 #include "slurm/slurm_environment.hpp"
@@ -7,6 +11,11 @@
 namespace mgtrain {
 
 int run_launch_command(const LaunchRequest& request) {
+  // torchrun's --log-line-prefix-template is its TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, which the console reads.
+  if (request.log_line_prefix_template &&
+      setenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", request.log_line_prefix_template->c_str(), 1) != 0) {
+    throw SystemError("setenv(TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)", errno);
+  }
   LoadOptions options;
   options.detect = slurm_launch_detector(current_environment());  // inside a SLURM job (docs/slurm.md)
   LoadedConfig loaded = load_config(request.config, current_environment(), options);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -45,7 +46,7 @@ int dispatch(const mgtrain::CliRequest& request) {
 int main(int argc, char** argv) {
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
-    return dispatch(mgtrain::parse_cli(args));
+    return dispatch(mgtrain::parse_cli(args, mgtrain::current_environment()));
   } catch (const mgtrain::Error& e) {
     mgtrain::log::fatal("mgtrain", e.what());
     return e.exit_code();

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/subcommands.hpp"
+#include "cli/torchrun_options.hpp"
 #include "util/build_info.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
@@ -69,7 +70,9 @@ UsageError parse_error(const CLI::App& app, const CLI::ParseError& e) {
 
 }  // namespace
 
-CliRequest parse_cli(const std::vector<std::string>& args) {
+CliRequest parse_cli(const std::vector<std::string>& args) { return parse_cli(args, EnvMap{}); }
+
+CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env) {
   CLI::App app{"mgtrain: launch and supervise distributed training (a faster, safer drop-in for torchrun)", "mgtrain"};
   app.footer(kTopFooter);
   app.require_subcommand(1);
@@ -77,7 +80,7 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   app.add_flag("--version", want_version, "print the version and exit");
 
   // Registration order is the order of `mgtrain --help`.
-  std::unique_ptr<cli_detail::LaunchSubcommand> launch = cli_detail::add_launch(app);
+  std::unique_ptr<cli_detail::LaunchSubcommand> launch = cli_detail::add_launch(app, env);
   std::vector<std::unique_ptr<Subcommand>> subcommands = cli_detail::add_config(app);
   for (auto add : {cli_detail::add_env, cli_detail::add_tokenize, cli_detail::add_export, cli_detail::add_runs,
                    cli_detail::add_plot, cli_detail::add_status})
@@ -106,8 +109,14 @@ CliRequest parse_cli(const std::vector<std::string>& args) {
   if (want_version) return PrintRequest{version_text() + "\n"};
 
   if (auto request = launch->request()) return *request;
-  for (auto& subcommand : subcommands)
-    if (auto request = subcommand->request()) return *request;
+  for (auto& subcommand : subcommands) {
+    std::optional<CliRequest> request = subcommand->request();
+    if (!request) continue;
+    // `config show/validate` show and check what `launch` would run: with the PET_* variables.
+    if (auto* show = std::get_if<ConfigShowRequest>(&*request)) show->config.environment = cli_detail::pet_settings(env);
+    if (auto* check = std::get_if<ConfigValidateRequest>(&*request)) check->config.environment = cli_detail::pet_settings(env);
+    return *request;
+  }
   throw UsageError("give a subcommand (launch, config, env); see mgtrain --help");
 }
 

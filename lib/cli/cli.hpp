@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config_request.hpp"
+#include "util/environment.hpp"
 
 namespace mgtrain {
 
@@ -83,6 +84,18 @@ using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidate
                                 PlotRequest, StatusRequest, PrintRequest>;
 
 // Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
+// `env` is the environment the command runs in, for torchrun's PET_* variables (launch, config show/validate):
+// they set what no flag gave, above the config's own sources (docs/torchrun.md). Nothing else is read from it.
+CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env);
+// The same in an empty environment.
 CliRequest parse_cli(const std::vector<std::string>& args);
+
+// One PET_* variable of an environment and what `mgtrain launch` does with it (for `mgtrain env`).
+struct TorchrunVariable {
+  std::string name;    // "PET_NNODES"
+  std::string value;
+  std::string effect;  // "launch.nnodes = 2", "ignored: ...", "refused: ..."
+};
+std::vector<TorchrunVariable> describe_torchrun_variables(const EnvMap& env);
 
 }  // namespace mgtrain

@@ -3,11 +3,13 @@
 // follows the program belongs to the program (torchrun's semantics), so CLI11 only ever sees flags.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/subcommands.hpp"
+#include "cli/torchrun_options.hpp"
 #include "config/config_schema.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
@@ -16,7 +18,8 @@
 namespace mgtrain::cli_detail {
 namespace {
 
-// A `mgtrain launch` flag that sets a config key. Help text comes from the schema.
+// A `mgtrain launch` flag that sets a config key. Help text comes from the schema. torchrun's options that set
+// no key (--rdzv-conf, -m, --numa-binding ...) are in torchrun_options.cpp.
 struct LaunchFlag {
   const char* names;  // CLI11 spelling: the first long name is the canonical one
   const char* key;
@@ -44,6 +47,9 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--heartbeat-timeout,--heartbeat_timeout", "launch.heartbeat_timeout", true},
     {"--worker", "launch.worker", true},
     {"--python", "launch.python", true},
+    {"--role", "launch.role", true},
+    {"--local-addr,--local_addr", "launch.local_addr", true},
+    {"--shutdown-timeout,--shutdown_timeout", "launch.grace_period", true},
     {"--rdzv-endpoint,--rdzv_endpoint", "launch.rdzv_endpoint", true},
     {"--rdzv-backend,--rdzv_backend", "launch.rdzv_backend", true},
     {"--join-timeout,--join_timeout", "launch.join_timeout", true},
@@ -85,14 +91,17 @@ bool looks_like_config_override(const std::string& arg) {
 }
 
 const char* kLaunchFooter = R"(The config's launch: section, MGTRAIN_LAUNCH_* variables and --set launch.KEY=VALUE set the
-same values; a flag wins over all of them. torchrun's spellings are accepted as aliases.
+same values; torchrun's PET_* variables (PET_NNODES, PET_NPROC_PER_NODE ...) win over those, and a flag wins over
+all of them. Every torchrun 2.15 flag is accepted with its meaning, or refused saying what to use (docs/torchrun.md).
 
 Forms:
   mgtrain launch [FLAGS] CONFIG.yaml [KEY=VALUE ...]     built-in trainer, one mgtrain-worker per rank
   mgtrain launch [FLAGS] KEY=VALUE ...                    built-in trainer on the defaults plus overrides
   mgtrain launch [FLAGS] [CONFIG.yaml] -- COMMAND [ARGS]  any program, e.g. -- python3 train.py
   mgtrain launch [FLAGS] train.py [ARGS]                  a .py script runs under launch.python
-                                                          (--no-python runs it directly; -m: a module)
+                                                          (--no-python runs it directly; -m: a module;
+                                                          --run-path: any script under launch.python)
+Everything after the script or program is its own, a literal -- included.
 In COMMAND's arguments ${local_rank} is replaced per worker.
 
 Examples:
@@ -101,6 +110,7 @@ Examples:
   mgtrain launch --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 --nproc 8 cfg.yaml
   mgtrain launch --nnodes 1:4 --rdzv-endpoint node0:29400 --rdzv-id job7 --nproc 8 cfg.yaml   (elastic)
   mgtrain launch --hosts node0:8,node1:8 cfg.yaml           (one agent per host over ssh; docs/multinode.md)
+  mgtrain launch --rdzv-backend c10d --rdzv-endpoint localhost:0 --nnodes 1 --nproc 2 train.py   (free port)
   mgtrain launch --nproc_per_node 2 train.py --epochs 3        (a torchrun command line, one word changed))";
 
 // Everything `launch` needs to know about an option token during the pre-split.
@@ -112,9 +122,12 @@ std::map<std::string, OptionInfo> launch_option_table() {
   std::map<std::string, OptionInfo> table;
   for (const auto& f : kLaunchFlags)
     for (const auto& n : names_of(f.names)) table[n] = {f.takes_value};
-  for (const char* n : {"--set", "--monitor-interval", "--monitor_interval", "--start-method", "--start_method"})
-    table[n] = {true};
-  for (const char* n : {"--no-python", "--no_python", "-m", "--module", "-h", "--help"}) table[n] = {false};
+  for (const auto& option : torchrun_options()) {
+    if (option.key) continue;  // its spellings are a kLaunchFlags row
+    for (const auto& n : names_of(option.names)) table[n] = {!option.store_true};
+  }
+  table["--set"] = {true};
+  for (const char* n : {"-h", "--help"}) table[n] = {false};
   return table;
 }
 
@@ -127,10 +140,25 @@ struct LaunchSplit {
   bool had_dashes = false;
 };
 
+// Only a "--" before the program counts: one among the program's arguments is the program's (torchrun's REMAINDER).
 LaunchSplit split_launch_args(const std::vector<std::string>& args) {
   static const auto table = launch_option_table();
   LaunchSplit split;
-  auto dashes = std::find(args.begin(), args.end(), "--");
+  auto dashes = args.begin();
+  for (bool option_value = false; dashes != args.end(); ++dashes) {
+    const std::string& arg = *dashes;
+    if (option_value) {
+      option_value = false;
+    } else if (arg == "--") {
+      break;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      auto found = table.find(arg.substr(0, arg.find('=')));
+      option_value = found != table.end() && found->second.takes_value && arg.find('=') == std::string::npos;
+    } else if (!is_yaml_path(arg) && !looks_like_config_override(arg)) {
+      dashes = args.end();  // the program: everything from here is its own
+      break;
+    }
+  }
   split.had_dashes = dashes != args.end();
   if (split.had_dashes) split.after_dashes.assign(dashes + 1, args.end());
   std::vector<std::string> known;
@@ -167,14 +195,11 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args) {
   return split;
 }
 
-// Collects `--set` values and the config-key flags of `launch` from a parsed CLI11 subcommand.
+// Collects `--set` values, the config-key flags of `launch` and torchrun's other options from a parsed CLI11 subcommand.
 struct LaunchOptions {
-  std::map<std::string, std::string> values;  // canonical name -> value
-  std::map<std::string, std::string> spelled;  // canonical name -> what the user typed
+  std::map<std::string, std::string> values;    // canonical name -> value
   std::vector<std::string> set_overrides;
-  bool no_python = false;
-  bool module = false;
-  std::string ignored;
+  std::map<std::string, std::string> torchrun;  // dest -> value ("1" for a flag) of torchrun's options without a key
 };
 
 void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
@@ -197,43 +222,95 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
   launch.add_option("--set", opts.set_overrides, "set any config key: --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  launch.add_flag("--no-python,--no_python", opts.no_python, "run the script directly, not under launch.python");
-  launch.add_flag("-m,--module", opts.module, "the program is a Python module: python3 -m MODULE");
-  launch.add_option("--monitor-interval,--monitor_interval,--start-method,--start_method", opts.ignored,
-                    "accepted for torchrun compatibility; no effect (mgtrain is event-driven)")
-      ->type_name("VALUE");
-}
-
-std::string typed_spelling(const std::vector<std::string>& tokens, const std::string& canonical) {
-  // The spelling the user typed for a canonical flag, for error messages.
-  for (const auto& f : kLaunchFlags) {
-    if (canonical_name(f.names) != canonical) continue;
-    for (const auto& token : tokens) {
-      std::string name = token.substr(0, token.find('='));
-      for (const auto& n : names_of(f.names))
-        if (n == name) return name;
+  for (const auto& option : torchrun_options()) {
+    if (option.key) continue;
+    const std::string dest = option.dest;
+    const std::string help = option.help;
+    if (option.store_true) {
+      launch.add_flag_function(option.names, [&opts, dest](std::int64_t) { opts.torchrun[dest] = "1"; }, help);
+    } else {
+      launch.add_option_function<std::string>(
+                option.names, [&opts, dest](const std::string& v) { opts.torchrun[dest] = v; }, help)
+          ->type_name("VALUE");
     }
   }
-  return canonical;
 }
 
-LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions& opts) {
+// The spelling the user typed for an option spec ("--nproc,--nproc_per_node"), for error messages.
+std::string typed_spelling(const std::vector<std::string>& tokens, const std::string& spec) {
+  for (const auto& token : tokens) {
+    std::string name = token.substr(0, token.find('='));
+    for (const auto& n : names_of(spec))
+      if (n == name) return name;
+  }
+  return canonical_name(spec);
+}
+
+// The flags as config settings and torchrun extras, then the PET_* variables for what no flag gave.
+void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const EnvMap& env, LaunchRequest& request,
+                  TorchrunExtras& extras) {
+  std::set<std::string> given_keys, given_dests;
+  std::vector<FlagSetting> key_flags;
+  for (const auto& f : kLaunchFlags) {
+    auto it = opts.values.find(canonical_name(f.names));
+    if (it == opts.values.end()) continue;
+    const std::string spelling = typed_spelling(split.option_tokens, f.names);
+    if (const TorchrunOption* option = torchrun_option_for_key(f.key); option && option->apply) {
+      TorchrunExtras unused;
+      option->apply({spelling, spelling + " " + it->second}, it->second, unused);
+    }
+    key_flags.push_back({f.key, it->second, spelling});
+    given_keys.insert(f.key);
+  }
+  for (const auto& option : torchrun_options()) {
+    auto it = opts.torchrun.find(option.dest);
+    if (option.key || it == opts.torchrun.end()) continue;
+    const std::string spelling = typed_spelling(split.option_tokens, option.names);
+    option.apply({spelling, option.store_true ? spelling : spelling + " " + it->second}, it->second, extras);
+    given_dests.insert(option.dest);
+  }
+  // --rdzv-conf's settings come before the key flags, so that e.g. --join-timeout wins over its join_timeout.
+  request.config.flags = std::move(extras.settings);
+  extras.settings.clear();
+  request.config.flags.insert(request.config.flags.end(), key_flags.begin(), key_flags.end());
+
+  TorchrunExtras from_env;
+  read_pet_variables(env, given_keys, given_dests, request.config.environment, from_env);
+  request.config.environment.insert(request.config.environment.begin(), from_env.settings.begin(), from_env.settings.end());
+  extras.module = extras.module || from_env.module;
+  extras.no_python = extras.no_python || from_env.no_python;
+  extras.run_path = extras.run_path || from_env.run_path;
+  if (!extras.log_line_prefix_template) extras.log_line_prefix_template = from_env.log_line_prefix_template;
+}
+
+// How the program runs: a .py script (or any with --run-path) and -m under launch.python, else itself.
+// After `--` (`verbatim`) only -m and --run-path put it under launch.python.
+void set_program(const std::vector<std::string>& program, const TorchrunExtras& extras, bool verbatim, LaunchRequest& request) {
+  const std::string& first = program.front();
+  const bool python_script = !verbatim && first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0;
+  if (extras.module && extras.run_path) throw UsageError("launch: -m and --run-path cannot be combined");
+  if (extras.module && extras.no_python) throw UsageError("launch: -m and --no-python cannot be combined");
+  // torchrun: --run-path wins over --no-python.
+  if (extras.module || extras.run_path || (python_script && !extras.no_python)) {
+    // The interpreter is launch.python, known only once the config is loaded.
+    request.run_under_python = true;
+    request.command.push_back("-u");
+    if (extras.module) request.command.push_back("-m");
+  }
+  request.command.insert(request.command.end(), program.begin(), program.end());
+}
+
+LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions& opts, const EnvMap& env) {
   LaunchRequest request;
   request.config.path = split.config_path;
   request.config.overrides = opts.set_overrides;
   request.config.overrides.insert(request.config.overrides.end(), split.bare_overrides.begin(), split.bare_overrides.end());
-  for (const auto& f : kLaunchFlags) {
-    const std::string canonical = canonical_name(f.names);
-    auto it = opts.values.find(canonical);
-    if (it != opts.values.end()) request.config.flags.push_back({f.key, it->second, typed_spelling(split.option_tokens, canonical)});
-  }
-  if (split.had_dashes && !split.program.empty()) {
-    throw UsageError(fmt::format("launch: give the program either after -- or in place of the config, not both ('{}' and '{}')",
-                                 split.program.front(), split.after_dashes.empty() ? "" : split.after_dashes.front()));
-  }
+  TorchrunExtras extras;
+  add_settings(split, opts, env, request, extras);
+  request.log_line_prefix_template = extras.log_line_prefix_template;
   if (split.had_dashes) {
     if (split.after_dashes.empty()) throw UsageError("launch: nothing follows --; give the program to run, e.g. -- python3 train.py");
-    request.command = split.after_dashes;
+    set_program(split.after_dashes, extras, true, request);
     return request;
   }
   if (split.program.empty()) {
@@ -241,25 +318,19 @@ LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions
       throw UsageError("launch: give a config (mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml) "
                        "or a program (mgtrain launch --nproc 2 -- python3 train.py)");
     }
-    if (opts.module || opts.no_python) throw UsageError("launch: -m/--no-python apply to a program, and none was given");
+    if (extras.module || extras.no_python || extras.run_path) {
+      throw UsageError("launch: -m/--no-python/--run-path (or PET_MODULE/PET_NO_PYTHON/PET_RUN_PATH) apply to a program, and none was given");
+    }
     return request;
   }
-  const std::string& first = split.program.front();
-  const bool python_script = first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0;
-  if (opts.module && opts.no_python) throw UsageError("launch: -m and --no-python cannot be combined");
-  if (opts.module || (python_script && !opts.no_python)) {
-    // The interpreter is launch.python, known only once the config is loaded.
-    request.run_under_python = true;
-    request.command.push_back("-u");
-    if (opts.module) request.command.push_back("-m");
-  }
-  request.command.insert(request.command.end(), split.program.begin(), split.program.end());
+  set_program(split.program, extras, false, request);
   return request;
 }
 
 class Launch final : public LaunchSubcommand {
  public:
-  explicit Launch(CLI::App& app) : cmd_(app.add_subcommand("launch", "spawn and supervise one worker per rank")) {
+  Launch(CLI::App& app, EnvMap env)
+      : cmd_(app.add_subcommand("launch", "spawn and supervise one worker per rank")), env_(std::move(env)) {
     cmd_->footer(kLaunchFooter);
     add_launch_options(*cmd_, opts_);
   }
@@ -269,17 +340,18 @@ class Launch final : public LaunchSubcommand {
   }
   std::optional<CliRequest> request() override {
     if (!cmd_->parsed()) return std::nullopt;
-    return build_launch_request(split_, opts_);
+    return build_launch_request(split_, opts_, env_);
   }
 
  private:
   CLI::App* cmd_;
+  EnvMap env_;
   LaunchOptions opts_;
   LaunchSplit split_;
 };
 
 }  // namespace
 
-std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app) { return std::make_unique<Launch>(app); }
+std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env) { return std::make_unique<Launch>(app, env); }
 
 }  // namespace mgtrain::cli_detail

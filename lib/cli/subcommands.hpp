@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/cli.hpp"
+#include "util/environment.hpp"
 
 namespace CLI {
 class App;
@@ -32,7 +33,8 @@ class LaunchSubcommand : public Subcommand {
   virtual std::vector<std::string> split_arguments(const std::vector<std::string>& args) = 0;
 };
 
-std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app);
+// `env` is the environment the command runs in: torchrun's PET_* variables (torchrun_options.hpp).
+std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env);
 // `config` and its show, validate, init and docs, in that order.
 std::vector<std::unique_ptr<Subcommand>> add_config(CLI::App& app);
 std::unique_ptr<Subcommand> add_env(CLI::App& app);

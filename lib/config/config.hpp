@@ -32,6 +32,7 @@ struct LaunchConfig {
   double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
   std::string worker;                 // path of the worker binary; empty: next to mgtrain
   std::string python;                 // interpreter for `launch script.py`; empty: $PYTHON_EXEC, else python3 on PATH
+  std::string role = "default";       // torchrun's --role: the workers' ROLE_NAME
   // multi-node (docs/multinode.md)
   std::string rdzv_endpoint;          // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
   RdzvBackend rdzv_backend = RdzvBackend::C10d;  // torchrun's names
@@ -40,6 +41,7 @@ struct LaunchConfig {
   double node_timeout = 30.0;         // seconds without a message before a node counts as dead
   double node_heartbeat_interval = 5.0;  // seconds between agent heartbeats (at most node_timeout / 3)
   bool allow_uneven_nproc = false;    // nodes may run different numbers of workers
+  std::string local_addr;             // torchrun's --local-addr: recorded; mgtrain's nodes need no own address
   std::string hosts;                  // "a:4,b:4": one agent per host through remote_shell
   std::string hostfile;               // lines "host slots=4"
   std::string remote_shell = "ssh {host}";  // command that runs an agent on {host}

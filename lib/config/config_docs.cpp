@@ -32,7 +32,8 @@ its default. Values come from these sources, each overriding the ones before it:
 2. the YAML file (`mgtrain launch --nproc 2 my.yaml`),
 3. the environment: `MGTRAIN_<SECTION>_<KEY>` in upper case, e.g. `MGTRAIN_TRAIN_BATCH_SIZE=32`,
 4. overrides: `--set train.batch_size=32`, or bare `train.batch_size=32` after the config path,
-5. explicit flags of `mgtrain launch` (`--nproc 4` sets `launch.nproc`).
+5. torchrun's `PET_*` variables for its flags, e.g. `PET_NNODES=2` ([torchrun.md](torchrun.md)),
+6. explicit flags of `mgtrain launch` (`--nproc 4` sets `launch.nproc`).
 
 Lists are written `[256, 128]` in YAML and `256,128` (or `[256,128]`) in overrides and the environment.
 

@@ -64,13 +64,14 @@ class Merger {
     for (const auto& k : config_schema()) out_.origin[k.path] = "default";
   }
 
-  void apply(const KeyDef& key, const YAML::Node& value, const std::string& where) {
+  // `origin` is what config show --show-origin prints; empty: `where`.
+  void apply(const KeyDef& key, const YAML::Node& value, const std::string& where, const std::string& origin = "") {
     try {
       key.assign(out_.config, value);
     } catch (const ValueError& e) {
       throw UsageError(fmt::format("{}: {}: {}", where, key.path, e.message));
     }
-    out_.origin[key.path] = where;
+    out_.origin[key.path] = origin.empty() ? where : origin;
   }
 
   void apply_file(const std::string& text, const std::string& name) {
@@ -128,8 +129,8 @@ class Merger {
   void apply_flag(const FlagSetting& flag) {
     const KeyDef* key = find_key(flag.key);
     if (!key) throw Error(fmt::format("internal error: flag {} maps to unknown key {}", flag.flag, flag.key));
-    const std::string where = flag.flag + " " + flag.value;
-    apply(*key, node_from_text(flag.value, where, key->path), where);
+    const std::string where = flag.where_text();
+    apply(*key, node_from_text(flag.value, where, key->path), where, flag.origin_text());
   }
 
  private:
@@ -251,6 +252,7 @@ LoadedConfig load_config_text(const std::string& yaml_text, const std::string& d
   }
   if (!options.resolved) merger.apply_environment(env);
   for (const auto& assignment : request.overrides) merger.apply_override(assignment);
+  for (const auto& setting : request.environment) merger.apply_flag(setting);
   for (const auto& flag : request.flags) merger.apply_flag(flag);
   if (options.detect) {
     for (const auto& setting : options.detect(loaded)) merger.apply_detected(setting);

@@ -1,5 +1,6 @@
 // Builds the run's Config from its sources, in precedence order (lowest first):
-// schema defaults < YAML file < MGTRAIN_* environment < --set / bare a.b=c < explicit CLI flags.
+// schema defaults < YAML file < MGTRAIN_* environment < --set / bare a.b=c < torchrun's PET_* variables
+// (request.environment, read by the command line) < explicit CLI flags.
 // Every value is type- and range-checked where it enters; errors name file:line:col (or the
 // variable / flag) and the key path, and are thrown as UsageError (exit code 2).
 #pragma once

@@ -5,21 +5,33 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mgtrain {
 
-// One config key set by a command-line flag, e.g. {"launch.nproc", "4", "--nproc"}.
+// One config key set by a command-line flag, e.g. {"launch.nproc", "4", "--nproc"}, or by one of torchrun's
+// PET_* variables, e.g. {"launch.nnodes", "2", "PET_NNODES", "environment PET_NNODES", "environment PET_NNODES=2"}.
 struct FlagSetting {
+  FlagSetting() = default;
+  FlagSetting(std::string key_, std::string value_, std::string flag_, std::string origin_ = "", std::string where_ = "")
+      : key(std::move(key_)), value(std::move(value_)), flag(std::move(flag_)), origin(std::move(origin_)), where(std::move(where_)) {}
+
   std::string key;
   std::string value;
-  std::string flag;  // the spelling the user typed, for error messages
+  std::string flag;    // the spelling the user typed (or the variable's name), for error messages
+  std::string origin;  // what `config show --show-origin` says; empty: "<flag> <value>"
+  std::string where;   // what an error about the value starts with; empty: "<flag> <value>"
+
+  std::string origin_text() const { return origin.empty() ? flag + " " + value : origin; }
+  std::string where_text() const { return where.empty() ? flag + " " + value : where; }
 };
 
 // Where the config comes from and what overrides it; shared by launch and config show/validate.
 struct ConfigRequest {
   std::optional<std::string> path;      // the YAML file, if any
   std::vector<std::string> overrides;   // "a.b=c" from --set and bare arguments, in order
+  std::vector<FlagSetting> environment; // torchrun's PET_* variables: above overrides, below flags
   std::vector<FlagSetting> flags;       // highest precedence
 };
 
@@ -28,6 +40,9 @@ struct LaunchRequest {
   ConfigRequest config;
   std::vector<std::string> command;     // empty: run the built-in trainer (mgtrain-worker)
   bool run_under_python = false;        // command is "-u [-m] script args": prefix it with launch.python
+  // torchrun's --log-line-prefix-template (or PET_LOG_LINE_PREFIX_TEMPLATE): the launcher runs with
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it, as torchrun prefers the flag over that variable.
+  std::optional<std::string> log_line_prefix_template;
 };
 
 }  // namespace mgtrain

@@ -35,6 +35,7 @@ std::optional<std::string> check_nnodes(const std::string& v) {
 }
 
 // "" or HOST[:PORT] (IPv6 in brackets: [::1]:29400).
+// Port 0 (torchrun's "localhost:0" recipe) picks a free port, on a single node only (launch_plan.cpp).
 std::optional<std::string> check_endpoint(const std::string& v) {
   if (trim(v).empty()) return std::nullopt;
   std::string port;
@@ -55,8 +56,15 @@ std::optional<std::string> check_endpoint(const std::string& v) {
   }
   if (!port.empty() || v.back() == ':') {
     auto n = parse_int(port);
-    if (!n || *n < 1 || *n > 65535) return fmt::format("'{}' has no valid port (1-65535)", v);
+    if (!n || *n < 0 || *n > 65535) return fmt::format("'{}' has no valid port (0-65535)", v);
   }
+  return std::nullopt;
+}
+
+// A name without blanks (launch.role, launch.local_addr); `empty_ok` allows "".
+std::optional<std::string> check_plain_word(const std::string& v, bool empty_ok) {
+  if (v.empty()) return empty_ok ? std::nullopt : std::optional<std::string>("it is empty");
+  if (v.find_first_of(" \t\n") != std::string::npos) return fmt::format("'{}' contains blanks", v);
   return std::nullopt;
 }
 
@@ -139,7 +147,9 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.heartbeat_timeout", &C::launch, &LaunchConfig::heartbeat_timeout, "seconds a heartbeating worker may stay silent before it counts as hung; 0: no watchdog").at_least(0));
   s.add(key("launch.worker", &C::launch, &LaunchConfig::worker, "path of the worker binary; empty: mgtrain-worker next to mgtrain"));
   s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module; empty: $PYTHON_EXEC when set (as torchrun), else python3 on PATH"));
-  s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); empty: static ranks from node_rank")
+  s.add(key("launch.role", &C::launch, &LaunchConfig::role, "torchrun's --role: the workers' ROLE_NAME")
+            .must("a name without blanks", [](const std::string& v) { return check_plain_word(v, false); }));
+  s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); HOST:0 with nnodes 1: a single node on a free port; empty: static ranks from node_rank")
             .must("empty, or HOST[:PORT]", check_endpoint));
   s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend, "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); both use mgtrain's own protocol"));
   s.add(key("launch.join_timeout", &C::launch, &LaunchConfig::join_timeout, "multi-node: seconds for the nodes to meet (every node static, at least MIN dynamic) before the job fails naming the missing ones").range(0.01, 1e6));
@@ -147,6 +157,8 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.node_timeout", &C::launch, &LaunchConfig::node_timeout, "multi-node: seconds without any message after which a node (or the rendezvous server) counts as dead").range(0.01, 1e6));
   s.add(key("launch.node_heartbeat_interval", &C::launch, &LaunchConfig::node_heartbeat_interval, "multi-node: seconds between the agents' heartbeats (at most a third of node_timeout is used)").range(0.01, 1e6));
   s.add(key("launch.allow_uneven_nproc", &C::launch, &LaunchConfig::allow_uneven_nproc, "multi-node: nodes may run different numbers of workers (ranks in node order); otherwise a different nproc is an error"));
+  s.add(key("launch.local_addr", &C::launch, &LaunchConfig::local_addr, "torchrun's --local-addr: recorded only; mgtrain's nodes meet at rdzv_endpoint (or master_addr), where node 0 also hosts the workers' store, so no node advertises an address of its own")
+            .must("empty, or an address without blanks", [](const std::string& v) { return check_plain_word(v, true); }));
   s.add(key("launch.hosts", &C::launch, &LaunchConfig::hosts, "start one node agent per host through remote_shell, e.g. a:4,b:4 (host:workers; the first host is node 0)")
             .must("empty, or host[:slots],...", check_hosts));
   s.add(key("launch.hostfile", &C::launch, &LaunchConfig::hostfile, "like hosts, from a file with lines `host slots=4` (# comments)"));

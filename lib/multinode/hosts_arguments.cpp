@@ -157,6 +157,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
     std::size_t equals = assignment.find('=');
     pass(trim(assignment.substr(0, equals)), equals == std::string::npos ? "" : assignment.substr(equals + 1));
   }
+  for (const FlagSetting& setting : request.config.environment) pass(setting.key, setting.value);  // PET_*, converted
   for (const FlagSetting& flag : request.config.flags) pass(flag.key, flag.value);
 
   std::vector<std::vector<std::string>> all;

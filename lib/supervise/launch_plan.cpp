@@ -109,7 +109,7 @@ std::pair<int, int> resolve_nnodes(const std::string& text) {
   throw UsageError("launch.nnodes: '" + text + "' is not a node count: use a positive number such as 2, or MIN:MAX");
 }
 
-// "host", "host:port", "[v6]:port" -> host and port (default_port when absent).
+// "host", "host:port", "[v6]:port" -> host and port (default_port when absent; 0 when written as 0: a free port).
 std::pair<std::string, int> split_endpoint(const std::string& text, int default_port) {
   std::string host = text, port;
   if (!text.empty() && text.front() == '[') {
@@ -120,7 +120,7 @@ std::pair<std::string, int> split_endpoint(const std::string& text, int default_
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
-  const std::optional<int> given = port.empty() ? std::optional<int>(default_port) : positive_count(port);
+  const std::optional<int> given = port.empty() ? std::optional<int>(default_port) : port == "0" ? 0 : positive_count(port);
   if (!given || *given > 65535) {
     throw UsageError("launch.rdzv_endpoint '" + text + "' has no valid port: write HOST:PORT, e.g. node0:29400");
   }
@@ -196,7 +196,13 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.nnodes = plan.max_nodes;
   // --standalone is torchrun's single-node shortcut: it overrides any rendezvous settings.
   const bool endpoint_given = !launch.standalone && launch.rdzv_endpoint.find_first_not_of(" \t") != std::string::npos;
-  plan.dynamic = endpoint_given && launch.rdzv_backend == RdzvBackend::C10d;
+  // HOST:0 is torchrun's recipe for several single-node jobs on one host: the job runs on a free port of its own.
+  const bool free_port_endpoint = endpoint_given && split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort).second == 0;
+  if (free_port_endpoint && plan.max_nodes != 1) {
+    throw UsageError("launch.rdzv_endpoint '" + trim(launch.rdzv_endpoint) + "' asks for a free port (:0), which only a single node can use, but launch.nnodes is " +
+                     launch.nnodes + ": give the other nodes a fixed port to meet at, e.g. --rdzv-endpoint node0:29400, or use --nnodes 1");
+  }
+  plan.dynamic = endpoint_given && !free_port_endpoint && launch.rdzv_backend == RdzvBackend::C10d;
   if (plan.min_nodes != plan.max_nodes && !plan.dynamic) {
     throw UsageError("launch.nnodes " + launch.nnodes + " is a range: elastic jobs need the dynamic rendezvous, "
                      "--rdzv-endpoint HOST:PORT (with --rdzv-backend c10d, the default); or give a fixed count, e.g. --nnodes " +
@@ -223,7 +229,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
                      " is not a TCP port: use 1..65535, or 0 to pick a free one");
   }
   plan.master_port = static_cast<int>(launch.master_port);
-  if (endpoint_given && !plan.dynamic) {  // --rdzv-backend static: the endpoint is node 0's address and port
+  if (endpoint_given && !plan.dynamic) {  // static, or HOST:0 on one node: the endpoint is node 0's address and port
     std::tie(plan.master_addr, plan.master_port) = split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort);
   }
   if (plan.picks_port() && plan.nnodes > 1 && !plan.dynamic) {
@@ -261,6 +267,8 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
                      "' cannot name a directory: use letters, digits, '-', '_' or '.', without '/'");
   }
   plan.run_id = launch.run_id;
+  if (launch.role.empty()) throw UsageError("launch.role is empty: give the workers' role name (ROLE_NAME), e.g. default");
+  plan.role = launch.role;
   if (launch.log_dir.empty()) throw UsageError("launch.log_dir is empty: give a directory for logs, e.g. runs");
   std::string log_dir = launch.log_dir;
   if (log_dir.front() != '/') log_dir = host.cwd + (host.cwd.empty() || host.cwd.back() == '/' ? "" : "/") + log_dir;

@@ -32,6 +32,7 @@ struct LaunchPlan {
   int master_port = 0;    // 0: a free port is picked for every attempt
   int max_restarts = 0;
   std::string run_id;
+  std::string role = "default";  // ROLE_NAME (launch.role, torchrun's --role)
   std::string run_dir;    // absolute <log_dir>/<run_id>
   double grace_period_s = 30.0;
   double heartbeat_timeout_s = 0.0;  // 0: no hang watchdog

@@ -15,7 +15,7 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   env["RANK"] = std::to_string(global_rank);
   env["GROUP_RANK"] = std::to_string(plan.node_rank);
   env["ROLE_RANK"] = std::to_string(global_rank);
-  env["ROLE_NAME"] = "default";
+  env["ROLE_NAME"] = plan.role;
   env["LOCAL_WORLD_SIZE"] = std::to_string(plan.nproc);
   env["WORLD_SIZE"] = std::to_string(plan.world_size);
   env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);

@@ -84,3 +84,80 @@ TEST_CASE("a busy --master-port exits 2 before any worker starts", "[binary][lau
   CHECK_THAT(run.err, Catch::Contains("master_port " + port + " is already in use"));
   CHECK_FALSE(file_exists(dir / "started"));
 }
+
+TEST_CASE("torchrun's --role, --run-path and a literal -- among the script's arguments", "[binary][launch][torchrun]") {
+  TempDir dir;
+  // No .py suffix: --run-path still runs it under launch.python (here sh, so no Python is needed).
+  std::ofstream(dir / "script") << "echo \"$ROLE_NAME $*\" > \"" << dir / "seen" << "\"\n";
+  CapturedRun run = mgtrain_launch(dir, {"--role", "trainer", "--python", "sh", "--run-path", dir / "script", "a", "--", "b"});
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(read_text(dir / "seen") == "trainer a -- b\n");
+  CaptureOptions options;
+  options.set_env = {{"PET_ROLE", "from-pet"}, {"PET_RUN_PATH", "1"}};
+  CapturedRun from_env = mgtrain_launch(dir, {"--python", "sh", dir / "script"}, options);
+  CHECK(from_env.exit_code == 0);
+  CHECK(read_text(dir / "seen") == "from-pet \n");
+}
+
+TEST_CASE("a bad PET_ variable exits 2 naming it, before any worker starts", "[binary][launch][torchrun]") {
+  TempDir dir;
+  CaptureOptions options;
+  options.set_env = {{"PET_NNODES", "two"}};
+  CapturedRun run = mgtrain_launch(dir, {"--", "touch", dir / "started"}, options);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("environment PET_NNODES=two: launch.nnodes: "));
+  CHECK_FALSE(file_exists(dir / "started"));
+}
+
+TEST_CASE("two launchers configured only by PET_* variables form one world of 2", "[binary][launch][torchrun][multinode]") {
+  TempDir dir;
+  int port = 0;
+  close(listening_socket(port));  // a port that was free a moment ago
+  const std::string program = "echo \"$RANK $WORLD_SIZE $GROUP_RANK\" > \"" + dir.path() + "/rank.$RANK\"";
+  std::vector<ChildProcess> nodes;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::vector<std::pair<std::string, std::string>> env = {
+        {"PET_NNODES", "2"}, {"PET_NODE_RANK", std::to_string(rank)}, {"PET_MASTER_ADDR", "127.0.0.1"},
+        {"PET_MASTER_PORT", std::to_string(port)}, {"PET_NPROC_PER_NODE", "1"}, {"PET_RDZV_ID", "pet-world"},
+        {"PET_LOG_DIR", dir / "runs"}};
+    nodes.push_back(start_process({kMgtrain, "launch", "--", "sh", "-c", program}, dir / ("node" + std::to_string(rank)), env));
+  }
+  for (const ChildProcess& node : nodes) {
+    std::optional<int> code = wait_for_exit(node.pid, std::chrono::seconds(60));
+    INFO(read_text(node.err_path));
+    REQUIRE(code);
+    CHECK(*code == 0);
+  }
+  CHECK(read_text(dir / "rank.0") == "0 2 0\n");
+  CHECK(read_text(dir / "rank.1") == "1 2 1\n");
+  CHECK(file_exists(dir / "runs/pet-world/node_0/config.yaml"));  // PET_RDZV_ID and PET_LOG_DIR
+  CHECK(file_exists(dir / "runs/pet-world/node_1/config.yaml"));
+}
+
+TEST_CASE("rdzv-endpoint localhost:0 with nnodes 1: two jobs run at once on one host, each on its own free port",
+          "[binary][launch][torchrun]") {
+  TempDir dir;
+  // Each worker records its MASTER_PORT, then waits until all four workers of both jobs have (so the jobs overlap).
+  const std::string program = "echo $MASTER_PORT > \"" + dir.path() + "/port.$JOB.$RANK\"; i=0; "
+                              "while [ $(ls \"" + dir.path() + "\" | grep -c '^port\\.') -lt 4 ] && [ $i -lt 200 ]; do "
+                              "sleep 0.05; i=$((i+1)); done; [ $i -lt 200 ]";
+  std::vector<ChildProcess> jobs;
+  for (const char* job : {"a", "b"}) {
+    jobs.push_back(start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                  "localhost:0", "--nnodes", "1", "--nproc", "2", "--", "sh", "-c", program},
+                                 dir / (std::string("job_") + job), {{"JOB", job}}));
+  }
+  for (const ChildProcess& job : jobs) {
+    std::optional<int> code = wait_for_exit(job.pid, std::chrono::seconds(60));
+    INFO(read_text(job.err_path));
+    REQUIRE(code);
+    CHECK(*code == 0);
+  }
+  const std::string a = read_text(dir / "port.a.0"), b = read_text(dir / "port.b.0");
+  CHECK(a == read_text(dir / "port.a.1"));
+  CHECK(b == read_text(dir / "port.b.1"));
+  CHECK(a != b);
+  CHECK(a != "0\n");
+  CHECK(b != "0\n");
+}

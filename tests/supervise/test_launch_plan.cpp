@@ -177,3 +177,37 @@ TEST_CASE("run directory, run id and the other numbers", "[plan]") {
   launch.tee = "0";
   CHECK_THROWS_AS(make_launch_plan(launch, {}, host_with_gpus(0)), UsageError);
 }
+
+TEST_CASE("rdzv_endpoint HOST:0 with one node: a single-node job on a free port (torchrun's recipe)", "[plan]") {
+  LaunchConfig launch = defaults();
+  launch.nproc = "2";
+  launch.rdzv_endpoint = "localhost:0";
+  launch.nnodes = "1:1";  // torchrun's default spelling
+  for (RdzvBackend backend : {RdzvBackend::C10d, RdzvBackend::Static}) {
+    launch.rdzv_backend = backend;
+    LaunchPlan plan = make_launch_plan(launch, kCommand, host_with_gpus(0));
+    CHECK_FALSE(plan.dynamic);
+    CHECK_FALSE(plan.multi_node());
+    CHECK(plan.picks_port());
+    CHECK(plan.master_addr == "localhost");
+    CHECK(plan.world_size == 2);
+  }
+  launch.rdzv_backend = RdzvBackend::C10d;
+  launch.rdzv_endpoint = "[::1]:0";
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).master_addr == "::1");
+  launch.nnodes = "1:2";
+  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
+                    Catch::Contains("'[::1]:0' asks for a free port (:0), which only a single node can use"));
+  launch.nnodes = "2";
+  launch.rdzv_endpoint = "node0:0";
+  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("use --nnodes 1"));
+}
+
+TEST_CASE("launch.role becomes the plan's role (ROLE_NAME)", "[plan]") {
+  LaunchConfig launch = defaults();
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).role == "default");
+  launch.role = "trainer";
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).role == "trainer");
+  launch.role = "";
+  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("launch.role is empty"));
+}

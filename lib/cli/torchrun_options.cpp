@@ -1,0 +1,322 @@
+// torchrun 2.15's launch options and PET_* variables (see torchrun_options.hpp); docs/torchrun.md is the table
+// for people. Each option without a launch key has a handler here; refusals say why and what to use instead.
+#include "cli/torchrun_options.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "util/error.hpp"
+#include "util/value_parsing.hpp"
+
+namespace mgtrain::cli_detail {
+namespace {
+
+[[noreturn]] void refuse(const ValueSource& source, const std::string& reason) {
+  throw UsageError(fmt::format("{}: {}", source.where, reason));
+}
+
+void check_nproc_value(const ValueSource& source, const std::string& value, TorchrunExtras&) {
+  if (trim(value) == "xpu") {
+    refuse(source, "mgtrain runs workers on NVIDIA GPUs or CPUs only: use a number, gpu, cpu or auto");
+  }
+}
+
+void check_rdzv_backend(const ValueSource& source, const std::string& value, TorchrunExtras&) {
+  const std::string backend = trim(value);
+  if (backend == "etcd" || backend == "etcd-v2") {
+    refuse(source, "mgtrain has its own rendezvous and no etcd client: use --rdzv-backend c10d --rdzv-endpoint HOST:PORT "
+                   "(the node that can bind HOST:PORT hosts the rendezvous; docs/multinode.md)");
+  }
+}
+
+void apply_rdzv_conf(const ValueSource& source, const std::string& value, TorchrunExtras& out) {
+  for (auto& setting : rdzv_conf_settings(source, value)) out.settings.push_back(std::move(setting));
+}
+
+void apply_module(const ValueSource&, const std::string&, TorchrunExtras& out) { out.module = true; }
+void apply_no_python(const ValueSource&, const std::string&, TorchrunExtras& out) { out.no_python = true; }
+void apply_run_path(const ValueSource&, const std::string&, TorchrunExtras& out) { out.run_path = true; }
+
+void check_monitor_interval(const ValueSource& source, const std::string& value, TorchrunExtras&) {
+  const auto seconds = parse_number(value);
+  if (!seconds || *seconds < 0) refuse(source, fmt::format("'{}' is not a number of seconds", value));
+}
+
+void check_start_method(const ValueSource& source, const std::string& value, TorchrunExtras&) {
+  if (value != "spawn" && value != "fork" && value != "forkserver") {
+    refuse(source, fmt::format("'{}' is not a start method: use spawn, fork or forkserver", value));
+  }
+}
+
+void accept_any(const ValueSource&, const std::string&, TorchrunExtras&) {}
+
+void apply_prefix_template(const ValueSource&, const std::string& value, TorchrunExtras& out) {
+  if (!value.empty()) out.log_line_prefix_template = value;  // torchrun: `args.template or the variable`
+}
+
+void refuse_duplicate_filters(const ValueSource& source, const std::string& value, TorchrunExtras&) {
+  if (trim(value).empty()) return;  // an empty filter list duplicates nothing, in torchrun too
+  refuse(source, "mgtrain does not copy filtered lines to another file: every rank's whole output is in "
+                 "<log dir>/<run id>/attempt_N/rank_R/{stdout,stderr}.log; filter those, e.g. "
+                 "grep -h -e apple runs/RUN/attempt_0/rank_*/stdout.log");
+}
+
+void refuse_logs_specs(const ValueSource& source, const std::string&, TorchrunExtras&) {
+  refuse(source, "LogsSpecs plugins are Python entry points, which mgtrain's launcher (no Python) cannot load: use "
+                 "--log-dir, --tee, --redirects and --local-ranks-filter; every rank's output is in "
+                 "<log dir>/<run id>/attempt_N/rank_R/");
+}
+
+void refuse_numa_binding(const ValueSource& source, const std::string&, TorchrunExtras&) {
+  refuse(source, "mgtrain does not bind workers to NUMA nodes: run the program under numactl, e.g. "
+                 "-- numactl --cpunodebind=${local_rank} --membind=${local_rank} python3 train.py "
+                 "(${local_rank} is replaced per worker)");
+}
+
+void refuse_virtual_local_rank(const ValueSource& source, const std::string&, TorchrunExtras&) {
+  refuse(source, "mgtrain always sets the real LOCAL_RANK: use --gpu-ids 0,1,... to give each worker only its own GPU "
+                 "(CUDA_VISIBLE_DEVICES per worker), which it then sees as cuda:0");
+}
+
+void refuse_print_completion(const ValueSource& source, const std::string&, TorchrunExtras&) {
+  refuse(source, "mgtrain prints no shell completion script: `mgtrain launch --help` lists every flag");
+}
+
+// The signals mgtrain's launcher always handles: the first four stop the workers, SIGUSR1/2 are forwarded.
+constexpr const char* kHandledSignals[] = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"};
+
+void check_signals(const ValueSource& source, const std::string& value, TorchrunExtras&) {
+  std::vector<std::string> refused;
+  for (const auto& part : split(value, ',')) {
+    const std::string name = trim(part);
+    if (name.empty()) continue;
+    if (std::find(std::begin(kHandledSignals), std::end(kHandledSignals), name) == std::end(kHandledSignals))
+      refused.push_back(name);
+  }
+  if (refused.empty()) return;
+  std::string list;
+  for (const auto& name : refused) list += (list.empty() ? "" : ", ") + name;
+  refuse(source, fmt::format("mgtrain cannot handle {}: its launcher always handles SIGTERM, SIGINT, SIGHUP and SIGQUIT "
+                             "(stop the workers, exit 128+N) and forwards SIGUSR1 and SIGUSR2 to them; list only those",
+                             list));
+}
+
+const std::vector<TorchrunOption> kOptions = {
+    {"nnodes", "--nnodes", true, false, "launch.nnodes", nullptr, ""},
+    {"nproc_per_node", "--nproc-per-node,--nproc_per_node", true, false, "launch.nproc", check_nproc_value,
+     "xpu is refused (NVIDIA GPUs and CPUs only); auto without a GPU starts 1 worker, not one per CPU (use cpu)"},
+    {"rdzv_backend", "--rdzv-backend,--rdzv_backend", true, false, "launch.rdzv_backend", check_rdzv_backend,
+     "c10d and static use mgtrain's own rendezvous; etcd and etcd-v2 are refused"},
+    {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", true, false, "launch.rdzv_endpoint", nullptr,
+     "HOST:0 with --nnodes 1 runs a single node on a free port"},
+    {"rdzv_id", "--rdzv-id,--rdzv_id", true, false, "launch.run_id", nullptr, ""},
+    {"rdzv_conf", "--rdzv-conf,--rdzv_conf", true, false, nullptr, apply_rdzv_conf,
+     "KEY=VALUE,...: join_timeout, last_call_timeout and timeout (= join_timeout), keep_alive_interval "
+     "(node_heartbeat_interval), keep_alive_max_attempt (node_timeout = attempts x interval) set launch keys; "
+     "close_timeout, read_timeout, is_host, use_libuv and store_type=tcp have no effect; others are refused"},
+    {"standalone", "--standalone", true, true, "launch.standalone", nullptr, ""},
+    {"max_restarts", "--max-restarts,--max_restarts", true, false, "launch.max_restarts", nullptr, ""},
+    {"monitor_interval", "--monitor-interval,--monitor_interval", true, false, nullptr, check_monitor_interval,
+     "accepted, no effect: mgtrain reacts to worker exits at once (one event loop), it does not poll"},
+    {"start_method", "--start-method,--start_method", true, false, nullptr, check_start_method,
+     "accepted (spawn, fork or forkserver), no effect: every worker is a new process, fork+exec"},
+    {"event_log_handler", "--event-log-handler,--event_log_handler", true, false, nullptr, accept_any,
+     "accepted, no effect: mgtrain records the run's events (start, restarts, failures, outcome) in <run dir>/run.json"},
+    {"role", "--role", true, false, "launch.role", nullptr, ""},
+    {"module", "-m,--module", true, true, nullptr, apply_module, "the program is a Python module: python3 -u -m MODULE"},
+    {"no_python", "--no-python,--no_python", true, true, nullptr, apply_no_python,
+     "run the program itself, not under launch.python"},
+    {"run_path", "--run-path,--run_path", true, true, nullptr, apply_run_path,
+     "run the program under launch.python whatever its name (torchrun: runpy.run_path); wins over --no-python"},
+    {"log_dir", "--log-dir,--log_dir", true, false, "launch.log_dir", nullptr, ""},
+    {"redirects", "-r,--redirects", true, false, "launch.redirect", nullptr, ""},
+    {"tee", "-t,--tee", true, false, "launch.tee", nullptr, ""},
+    {"log_line_prefix_template", "--log-line-prefix-template,--log_line_prefix_template", true, false, nullptr,
+     apply_prefix_template, "the console line prefix: the launcher runs with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it"},
+    {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter", true, false, "launch.local_ranks_filter", nullptr, ""},
+    {"duplicate_stdout_filters", "--duplicate-stdout-filters,--duplicate_stdout_filters", true, false, nullptr,
+     refuse_duplicate_filters, "refused unless empty: every rank's whole output is in its log files; grep those"},
+    {"duplicate_stderr_filters", "--duplicate-stderr-filters,--duplicate_stderr_filters", true, false, nullptr,
+     refuse_duplicate_filters, "refused unless empty: every rank's whole output is in its log files; grep those"},
+    {"node_rank", "--node-rank,--node_rank", true, false, "launch.node_rank", nullptr, ""},
+    {"master_addr", "--master-addr,--master_addr", true, false, "launch.master_addr", nullptr, ""},
+    {"master_port", "--master-port,--master_port", true, false, "launch.master_port", nullptr, ""},
+    {"local_addr", "--local-addr,--local_addr", true, false, "launch.local_addr", nullptr, ""},
+    {"logs_specs", "--logs-specs,--logs_specs", false, false, nullptr, refuse_logs_specs,
+     "refused: a Python plugin; use --log-dir, --tee, --redirects, --local-ranks-filter"},
+    {"numa_binding", "--numa-binding,--numa_binding", false, false, nullptr, refuse_numa_binding,
+     "refused: run the program under numactl (${local_rank} is replaced per worker)"},
+    {"signals_to_handle", "--signals-to-handle,--signals_to_handle", true, false, nullptr, check_signals,
+     "accepted when it lists only SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2: mgtrain always handles those"},
+    {"shutdown_timeout", "--shutdown-timeout,--shutdown_timeout", true, false, "launch.grace_period", nullptr, ""},
+    {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank", true, true, nullptr, refuse_virtual_local_rank,
+     "refused: mgtrain sets the real LOCAL_RANK; --gpu-ids gives each worker only its own GPU"},
+    {"print_completion", "--print-completion,--print_completion", false, false, nullptr, refuse_print_completion,
+     "refused: mgtrain prints no completion script"},
+};
+
+// torchrun's check_env: bool(int(value)).
+bool pet_flag_value(const std::string& name, const std::string& value) {
+  const auto number = parse_int(trim(value));
+  if (!number) {
+    throw UsageError(fmt::format("environment {}={}: torchrun reads {} as an integer: 1 (on) or 0 (off)", name, value, name));
+  }
+  return *number != 0;
+}
+
+// rdzv_conf keys that have no effect in mgtrain, and why that is harmless.
+const std::map<std::string, const char*> kRdzvNoEffect = {
+    {"close_timeout", "mgtrain's rendezvous closes at once"},
+    {"read_timeout", "mgtrain's agents use launch.node_timeout"},
+    {"is_host", "the node that can bind the endpoint hosts the rendezvous"},
+    {"use_libuv", "a TCPStore detail"},
+};
+
+}  // namespace
+
+const std::vector<TorchrunOption>& torchrun_options() { return kOptions; }
+
+const TorchrunOption* torchrun_option_for_key(const std::string& key) {
+  for (const auto& option : kOptions)
+    if (option.key && key == option.key) return &option;
+  return nullptr;
+}
+
+std::string pet_name(const TorchrunOption& option) {
+  std::string name = "PET_";
+  for (const char* c = option.dest; *c; ++c) name += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+  return name;
+}
+
+std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std::string& text) {
+  std::map<std::string, std::string> conf;
+  std::vector<std::string> unknown;
+  for (const auto& part : split(text, ',')) {
+    if (trim(part).empty() && trim(text).empty()) continue;
+    const auto eq = part.find('=');
+    const std::string name = trim(part.substr(0, eq));
+    const std::string value = eq == std::string::npos ? "" : trim(part.substr(eq + 1));
+    if (name.empty()) refuse(source, "write the rendezvous options as KEY=VALUE,KEY=VALUE, e.g. join_timeout=900");
+    if (value.empty()) refuse(source, fmt::format("rendezvous option '{}' has no value", name));
+    conf[name] = value;
+  }
+  std::vector<FlagSetting> settings;
+  auto set = [&](const std::string& key, const std::string& value, const std::string& from) {
+    const std::string spelled = source.name + " " + from;
+    settings.push_back({key, value, source.name, spelled, source.where});
+  };
+  double interval = 5;  // torchrun's keep_alive_interval default
+  for (const auto& [name, value] : conf) {
+    const std::string item = name + "=" + value;
+    if (name == "join_timeout" || (name == "timeout" && !conf.count("join_timeout"))) {
+      set("launch.join_timeout", value, item);
+    } else if (name == "last_call_timeout") {
+      set("launch.last_call_timeout", value, item);
+    } else if (name == "keep_alive_interval") {
+      set("launch.node_heartbeat_interval", value, item);
+      if (auto seconds = parse_number(value)) interval = *seconds;
+    } else if (name == "store_type" && value != "tcp") {
+      refuse(source, fmt::format("store_type '{}': mgtrain's rendezvous runs over TCP only (store_type=tcp)", value));
+    } else if (name == "rank") {
+      refuse(source, "rank: give the node's rank with --node-rank (static rendezvous)");
+    } else if (name == "is_host" && !parse_bool(value)) {
+      refuse(source, fmt::format("is_host '{}' is not a boolean (true/false, 1/0)", value));
+    } else if (!kRdzvNoEffect.count(name) && name != "timeout" && name != "store_type" && name != "keep_alive_max_attempt") {
+      unknown.push_back(name);
+    }
+  }
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& name : unknown) list += (list.empty() ? "" : ", ") + name;
+    refuse(source, fmt::format("unknown rendezvous option{} {}: mgtrain understands join_timeout, last_call_timeout, timeout, "
+                               "keep_alive_interval, keep_alive_max_attempt, close_timeout, read_timeout, is_host, use_libuv "
+                               "and store_type=tcp (docs/torchrun.md)", unknown.size() == 1 ? "" : "s", list));
+  }
+  if (auto attempts = conf.find("keep_alive_max_attempt"); attempts != conf.end()) {
+    const auto count = parse_int(attempts->second);
+    if (!count || *count < 1) refuse(source, fmt::format("keep_alive_max_attempt '{}' is not a positive integer", attempts->second));
+    const double seconds = static_cast<double>(*count) * interval;
+    const bool whole = seconds == static_cast<double>(static_cast<std::int64_t>(seconds));
+    set("launch.node_timeout", whole ? std::to_string(static_cast<std::int64_t>(seconds)) : format_number(seconds),
+        "keep_alive_max_attempt=" + attempts->second);
+  }
+  return settings;
+}
+
+void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys, const std::set<std::string>& given_dests,
+                        std::vector<FlagSetting>& settings, TorchrunExtras& extras) {
+  for (const auto& option : kOptions) {
+    if (!option.reads_pet) continue;
+    const std::string name = pet_name(option);
+    const auto found = env.find(name);
+    if (found == env.end()) continue;
+    if (option.key ? given_keys.count(option.key) > 0 : given_dests.count(option.dest) > 0) continue;  // the flag wins
+    const std::string& raw = found->second;
+    const ValueSource source{"environment " + name, fmt::format("environment {}={}", name, raw)};
+    if (option.store_true) {
+      const bool on = pet_flag_value(name, raw);
+      if (option.key) {
+        settings.push_back({option.key, on ? "true" : "false", name, source.name, source.where});
+      } else if (on) {
+        option.apply(source, "1", extras);
+      }
+      continue;
+    }
+    if (option.apply) option.apply(source, raw, extras);
+    if (option.key) settings.push_back({option.key, raw, name, source.name, source.where});
+  }
+}
+
+std::vector<FlagSetting> pet_settings(const EnvMap& env) {
+  std::vector<FlagSetting> settings;
+  TorchrunExtras extras;
+  read_pet_variables(env, {}, {}, settings, extras);
+  settings.insert(settings.begin(), extras.settings.begin(), extras.settings.end());
+  return settings;
+}
+
+namespace {
+
+std::string describe_one(const TorchrunOption& option, const std::string& name, const std::string& value) {
+  std::vector<FlagSetting> settings;
+  TorchrunExtras extras;
+  try {
+    read_pet_variables({{name, value}}, {}, {}, settings, extras);
+  } catch (const UsageError& e) {
+    return std::string("refused: ") + e.what();
+  }
+  settings.insert(settings.begin(), extras.settings.begin(), extras.settings.end());
+  std::string effect;
+  for (const auto& setting : settings) effect += (effect.empty() ? "" : ", ") + setting.key + " = " + setting.value;
+  if (extras.module) effect = "the program is a Python module (-m)";
+  if (extras.no_python) effect = "the program runs itself (--no-python)";
+  if (extras.run_path) effect = "the program runs under launch.python (--run-path)";
+  if (extras.log_line_prefix_template) effect = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE = " + *extras.log_line_prefix_template;
+  if (!effect.empty()) return effect;
+  if (option.store_true) return "off";
+  return option.help;
+}
+
+}  // namespace
+
+}  // namespace mgtrain::cli_detail
+
+namespace mgtrain {
+
+std::vector<TorchrunVariable> describe_torchrun_variables(const EnvMap& env) {
+  std::vector<TorchrunVariable> found;
+  for (const auto& [name, value] : env) {
+    if (name.rfind("PET_", 0) != 0) continue;
+    const cli_detail::TorchrunOption* option = nullptr;
+    for (const auto& candidate : cli_detail::torchrun_options())
+      if (candidate.reads_pet && cli_detail::pet_name(candidate) == name) option = &candidate;
+    std::string effect = option ? cli_detail::describe_one(*option, name, value)
+                                : "ignored: torchrun 2.15 has no option that reads it (mgtrain ignores it too)";
+    found.push_back({name, value, effect});
+  }
+  return found;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,63 @@
+// Private to lib/cli: torchrun 2.15's launch options (torch/distributed/run.py, get_args_parser) and what mgtrain
+// does with each: set a launch key (the flag itself is a row of cli_launch.cpp's kLaunchFlags), choose how the
+// program runs (-m, --no-python, --run-path), accept with no effect, or refuse with the reason and what to use
+// instead. Also torchrun's PET_<DEST> variables: the environment's value for an option not given as a flag.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/config_request.hpp"
+#include "util/environment.hpp"
+
+namespace mgtrain::cli_detail {
+
+// What torchrun's options that set no config key directly ask for.
+struct TorchrunExtras {
+  bool module = false;     // -m: python -m MODULE
+  bool no_python = false;  // run the program itself
+  bool run_path = false;   // run the program under the interpreter, whatever its name
+  std::vector<FlagSetting> settings;  // launch keys that --rdzv-conf maps to
+  std::optional<std::string> log_line_prefix_template;
+};
+
+// Where a value came from: `name` is "--rdzv_conf" (as typed) or "environment PET_RDZV_CONF"; `where` starts
+// error messages: "--rdzv_conf a=1" or "environment PET_RDZV_CONF=a=1".
+struct ValueSource {
+  std::string name;
+  std::string where;
+};
+
+// Checks a value and records what it asks for; throws UsageError starting with source.where when mgtrain refuses it.
+using TorchrunApply = void (*)(const ValueSource& source, const std::string& value, TorchrunExtras& out);
+
+struct TorchrunOption {
+  const char* dest;     // argparse's dest; torchrun reads PET_<DEST upper-cased>
+  const char* names;    // torchrun's spellings, CLI11 style: "--run-path,--run_path"
+  bool reads_pet;       // action=env or check_env (logs_specs, numa_binding and print_completion have none)
+  bool store_true;      // a flag without a value; its PET_ variable holds an integer (0: off)
+  const char* key;      // the launch key the option sets (a kLaunchFlags row has its spellings); nullptr: `apply`
+  TorchrunApply apply;  // with `key`: an extra check of the value (may be null); else handles the option
+  const char* help;     // what mgtrain does with it: `launch --help` (options without a key), docs, `mgtrain env`
+};
+
+// Every launch option of torchrun 2.15, in run.py's order (help and completion excepted).
+const std::vector<TorchrunOption>& torchrun_options();
+const TorchrunOption* torchrun_option_for_key(const std::string& key);
+std::string pet_name(const TorchrunOption& option);  // "PET_NPROC_PER_NODE"
+
+// The PET_* variables of `env` for the options the command line did not give: settings for launch keys go to
+// `settings` (origin "environment PET_X"), the rest to `extras`. `given_keys` are keys a flag set, `given_dests`
+// the other torchrun options given as flags. Unknown PET_ names are ignored, as torchrun does.
+void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys, const std::set<std::string>& given_dests,
+                        std::vector<FlagSetting>& settings, TorchrunExtras& extras);
+
+// The config settings of every PET_* variable (config show/validate: no flags); refusals throw as for launch.
+std::vector<FlagSetting> pet_settings(const EnvMap& env);
+
+// --rdzv-conf "k=v,k=v" as launch key settings (errors start with source.where).
+std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std::string& text);
+
+}  // namespace mgtrain::cli_detail

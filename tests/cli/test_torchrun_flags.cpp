@@ -1,0 +1,297 @@
+// torchrun 2.15's launch options as flags and as PET_* variables: each is accepted with its meaning or refused
+// with a reason (a table taken from torch/distributed/run.py, cross-checked against the venv's run.py when it is
+// there), PET_ precedence and errors, --rdzv-conf, and a literal -- among the script's arguments.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "cli/cli.hpp"
+#include "config/config_loader.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
+#include "util/value_parsing.hpp"
+
+using namespace mgtrain;
+
+namespace {
+
+// One torchrun option: a sample value and what mgtrain must do with it.
+struct Expected {
+  std::string spellings;  // torchrun's, comma-separated
+  bool flag = false;      // takes no value
+  bool reads_pet = true;  // torchrun reads PET_<DEST>
+  std::string sample;     // a value (flags: none)
+  std::string key;        // the launch key it sets ("" none); "command" when it changes how the program runs
+  std::string value;      // the key's value ("" = sample)
+  bool refused = false;
+};
+
+// From torch 2.15's run.py get_args_parser (dest -> option).
+const std::map<std::string, Expected> kTorchrun = {
+    {"nnodes", {"--nnodes", false, true, "2", "launch.nnodes"}},
+    {"nproc_per_node", {"--nproc-per-node,--nproc_per_node", false, true, "4", "launch.nproc"}},
+    {"rdzv_backend", {"--rdzv-backend,--rdzv_backend", false, true, "static", "launch.rdzv_backend"}},
+    {"rdzv_endpoint", {"--rdzv-endpoint,--rdzv_endpoint", false, true, "localhost:0", "launch.rdzv_endpoint"}},
+    {"rdzv_id", {"--rdzv-id,--rdzv_id", false, true, "job7", "launch.run_id"}},
+    {"rdzv_conf", {"--rdzv-conf,--rdzv_conf", false, true, "join_timeout=60", "launch.join_timeout", "60"}},
+    {"standalone", {"--standalone", true, true, "", "launch.standalone", "true"}},
+    {"max_restarts", {"--max-restarts,--max_restarts", false, true, "3", "launch.max_restarts"}},
+    {"monitor_interval", {"--monitor-interval,--monitor_interval", false, true, "0.5", ""}},
+    {"start_method", {"--start-method,--start_method", false, true, "fork", ""}},
+    {"event_log_handler", {"--event-log-handler,--event_log_handler", false, true, "console", ""}},
+    {"role", {"--role", false, true, "trainer", "launch.role"}},
+    {"module", {"-m,--module", true, true, "", "command", "-u -m train.py"}},
+    {"no_python", {"--no-python,--no_python", true, true, "", "command", "train.py"}},
+    {"run_path", {"--run-path,--run_path", true, true, "", "command", "-u train.py"}},
+    {"log_dir", {"--log-dir,--log_dir", false, true, "L", "launch.log_dir"}},
+    {"redirects", {"-r,--redirects", false, true, "3", "launch.redirect"}},
+    {"tee", {"-t,--tee", false, true, "1", "launch.tee"}},
+    {"log_line_prefix_template", {"--log-line-prefix-template,--log_line_prefix_template", false, true, "${rank}: ", "prefix"}},
+    {"local_ranks_filter", {"--local-ranks-filter,--local_ranks_filter", false, true, "0", "launch.local_ranks_filter"}},
+    {"duplicate_stdout_filters", {"--duplicate-stdout-filters,--duplicate_stdout_filters", false, true, "apple", "", "", true}},
+    {"duplicate_stderr_filters", {"--duplicate-stderr-filters,--duplicate_stderr_filters", false, true, "apple", "", "", true}},
+    {"node_rank", {"--node-rank,--node_rank", false, true, "1", "launch.node_rank"}},
+    {"master_addr", {"--master-addr,--master_addr", false, true, "h", "launch.master_addr"}},
+    {"master_port", {"--master-port,--master_port", false, true, "29501", "launch.master_port"}},
+    {"local_addr", {"--local-addr,--local_addr", false, true, "10.0.0.2", "launch.local_addr"}},
+    {"logs_specs", {"--logs-specs,--logs_specs", false, false, "custom", "", "", true}},
+    {"numa_binding", {"--numa-binding,--numa_binding", false, false, "node", "", "", true}},
+    {"signals_to_handle", {"--signals-to-handle,--signals_to_handle", false, true, "SIGTERM,SIGUSR1", ""}},
+    {"shutdown_timeout", {"--shutdown-timeout,--shutdown_timeout", false, true, "30", "launch.grace_period"}},
+    {"virtual_local_rank", {"--virtual-local-rank,--virtual_local_rank", true, true, "", "", "", true}},
+    {"print_completion", {"--print-completion,--print_completion", false, false, "bash", "", "", true}},
+};
+
+std::string pet_of(const std::string& dest) {
+  std::string name = "PET_";
+  for (char c : dest) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string text;
+  for (const auto& w : words) text += (text.empty() ? "" : " ") + w;
+  return text;
+}
+
+std::string setting(const std::vector<FlagSetting>& settings, const std::string& key) {
+  std::string value = "<unset>";
+  for (const auto& s : settings)
+    if (s.key == key) value = s.value;
+  return value;
+}
+
+// Whether `r` shows the effect `e` expects; `from_env` looks at the PET_ layer instead of the flags.
+void check_effect(const LaunchRequest& r, const Expected& e, bool from_env) {
+  const auto& settings = from_env ? r.config.environment : r.config.flags;
+  const auto& other = from_env ? r.config.flags : r.config.environment;
+  CHECK(other.empty());
+  if (e.key == "command") {
+    CHECK(joined(r.command) == e.value);
+  } else if (e.key == "prefix") {
+    CHECK(r.log_line_prefix_template == std::optional<std::string>(e.sample));
+  } else if (!e.key.empty()) {
+    CHECK(setting(settings, e.key) == (e.value.empty() ? e.sample : e.value));
+  } else {
+    CHECK(settings.empty());  // accepted with no effect
+    CHECK_FALSE(r.log_line_prefix_template);
+  }
+}
+
+// A command line with `option` (and its sample) before the program; train.py is the program.
+std::vector<std::string> command_line(const std::string& option, const Expected& e) {
+  std::vector<std::string> args = {"launch", option};
+  if (!e.flag) args.push_back(e.sample);
+  args.push_back(e.key == "command" ? "train.py" : "prog");
+  return args;
+}
+
+std::string usage_error(const std::vector<std::string>& args, const EnvMap& env = {}) {
+  try {
+    parse_cli(args, env);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// Every spelling as a flag, and PET_<DEST> alone, give the expected effect or a refusal with a reason.
+void check_option(const std::string& dest, const Expected& e) {
+  INFO("torchrun option " << dest);
+  for (const auto& spelling : split(e.spellings, ',')) {
+    INFO("spelling " << spelling);
+    const auto args = command_line(spelling, e);
+    if (e.refused) {
+      const std::string error = usage_error(args);
+      CHECK(error.rfind(spelling, 0) == 0);           // names what was given
+      CHECK(error.find("mgtrain") != std::string::npos);  // says how mgtrain differs
+    } else {
+      check_effect(std::get<LaunchRequest>(parse_cli(args)), e, false);
+    }
+  }
+  const std::string pet = pet_of(dest);
+  INFO("variable " << pet);
+  const EnvMap env = {{pet, e.flag ? "1" : e.sample}};
+  const std::vector<std::string> plain = {"launch", e.key == "command" ? "train.py" : "prog"};
+  if (!e.reads_pet) {  // torchrun does not read it: ignored
+    CHECK(std::get<LaunchRequest>(parse_cli(plain, env)).config.environment.empty());
+  } else if (e.refused) {
+    CHECK(usage_error(plain, env).rfind("environment " + pet + "=", 0) == 0);
+  } else {
+    const LaunchRequest r = std::get<LaunchRequest>(parse_cli(plain, env));
+    check_effect(r, e, true);
+    for (const auto& s : r.config.environment) CHECK(s.origin_text().rfind("environment " + pet, 0) == 0);
+  }
+}
+
+// torch/distributed/run.py of the torch 2.15 venv (scripts/torch2-env.sh), else Debian's python3-torch; "" if neither.
+std::string find_run_py() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> venvs;
+  if (const char* venv = std::getenv("MGTRAIN_TORCH2_VENV")) venvs.emplace_back(venv);
+  if (const char* home = std::getenv("HOME")) venvs.push_back(fs::path(home) / ".cache/mgtrain/torch-2.15.0");
+  std::error_code ec;
+  for (const auto& venv : venvs) {
+    for (const auto& entry : fs::directory_iterator(venv / "lib", ec)) {
+      fs::path run = entry.path() / "site-packages/torch/distributed/run.py";
+      if (fs::exists(run, ec)) return run.string();
+    }
+  }
+  const fs::path debian = "/usr/lib/python3/dist-packages/torch/distributed/run.py";
+  return fs::exists(debian, ec) ? debian.string() : "";
+}
+
+}  // namespace
+
+TEST_CASE("torchrun 2.15: every option, both spellings and its PET_ variable, is accepted with its meaning or refused",
+          "[cli][torchrun]") {
+  for (const auto& [dest, expected] : kTorchrun) check_option(dest, expected);
+}
+
+TEST_CASE("torchrun's run.py: every option its parser has is in the table and handled as the table says", "[cli][torchrun]") {
+  const std::string run_py = find_run_py();
+  if (run_py.empty()) {
+    WARN("skipped: no torch run.py (scripts/torch2-env.sh makes the torch 2.15 venv; or apt install python3-torch)");
+    return;
+  }
+  CapturedRun listing = run_and_capture({"python3", std::string(MGTRAIN_SOURCE_DIR) + "/tests/cli/list_torchrun_options.py", run_py});
+  INFO(run_py << "\n" << listing.err);
+  REQUIRE(listing.exit_code == 0);
+  std::istringstream lines(listing.out);
+  int options = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto fields = split(line, '\t');
+    REQUIRE(fields.size() == 4);
+    const std::string& dest = fields[0];
+    if (dest == "help") continue;
+    INFO("run.py option " << dest << " (" << fields[3] << ")");
+    auto found = kTorchrun.find(dest);
+    if (found == kTorchrun.end()) {
+      FAIL("a torchrun option the table does not know: decide what mgtrain does with it (torchrun_options.cpp, docs/torchrun.md)");
+      continue;
+    }
+    Expected e = found->second;
+    CHECK((fields[1] == "flag") == e.flag);
+    CHECK((fields[2] == "pet") == e.reads_pet);
+    e.spellings = fields[3];  // the spellings this torch version has
+    check_option(dest, e);
+    ++options;
+  }
+  CHECK(options >= 20);
+}
+
+TEST_CASE("accepted values of options that torchrun and mgtrain treat differently", "[cli][torchrun]") {
+  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--duplicate-stdout-filters", "", "prog"})).config.flags.empty());
+  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}})).config.environment.empty());
+  CHECK(usage_error({"launch", "--signals-to-handle", "SIGTERM,SIGALRM", "prog"}).find("cannot handle SIGALRM") != std::string::npos);
+  CHECK(usage_error({"launch", "--rdzv-backend", "etcd-v2", "prog"}).find("use --rdzv-backend c10d --rdzv-endpoint") != std::string::npos);
+  CHECK(usage_error({"launch", "--nproc-per-node", "xpu", "prog"}).rfind("--nproc-per-node xpu: mgtrain runs workers on NVIDIA GPUs or CPUs", 0) == 0);
+  CHECK(usage_error({"launch", "--start-method", "thread", "prog"}) == "--start-method thread: 'thread' is not a start method: use spawn, fork or forkserver");
+  CHECK(usage_error({"launch", "--monitor_interval", "soon", "prog"}) == "--monitor_interval soon: 'soon' is not a number of seconds");
+  CHECK(usage_error({"launch", "--numa-binding", "node", "prog"}).find("numactl --cpunodebind=${local_rank}") != std::string::npos);
+  CHECK(usage_error({"launch", "--logs-specs", "x", "prog"}).find("--log-dir, --tee, --redirects") != std::string::npos);
+}
+
+TEST_CASE("rdzv-conf maps torchrun's rendezvous options onto launch keys and refuses unknown ones", "[cli][torchrun]") {
+  auto r = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf",
+      "join_timeout=60,last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=4,close_timeout=3,read_timeout=9,"
+      "is_host=true,use_libuv=0,store_type=tcp", "prog"}));
+  CHECK(setting(r.config.flags, "launch.join_timeout") == "60");
+  CHECK(setting(r.config.flags, "launch.last_call_timeout") == "5");
+  CHECK(setting(r.config.flags, "launch.node_heartbeat_interval") == "2");
+  CHECK(setting(r.config.flags, "launch.node_timeout") == "8");  // 4 attempts x 2 s
+  CHECK(r.config.flags.size() == 4);
+  auto timeout = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv_conf", "timeout=100,keep_alive_max_attempt=3", "prog"}));
+  CHECK(setting(timeout.config.flags, "launch.join_timeout") == "100");
+  CHECK(setting(timeout.config.flags, "launch.node_timeout") == "15");  // torchrun's 5 s interval
+  // An explicit flag wins over the same key in --rdzv-conf.
+  auto both = std::get<LaunchRequest>(parse_cli({"launch", "--join-timeout", "7", "--rdzv-conf", "join_timeout=60", "prog"}));
+  CHECK(setting(both.config.flags, "launch.join_timeout") == "7");
+  CHECK(usage_error({"launch", "--rdzv-conf", "foo=1,join_timeout=2,bar=3", "prog"})
+            .rfind("--rdzv-conf foo=1,join_timeout=2,bar=3: unknown rendezvous options bar, foo: mgtrain understands", 0) == 0);
+  CHECK(usage_error({"launch", "--rdzv-conf", "join_timeout", "prog"}).find("rendezvous option 'join_timeout' has no value") != std::string::npos);
+  CHECK(usage_error({"launch", "--rdzv-conf", "store_type=file", "prog"}).find("TCP only") != std::string::npos);
+  CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_CONF", "rank=1"}}).rfind("environment PET_RDZV_CONF=rank=1: rank: give the node's rank with --node-rank", 0) == 0);
+  // A bad number is caught where the key is loaded, naming the rendezvous option.
+  auto bad = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf", "join_timeout=soon", "prog"}));
+  CHECK_THROWS_WITH(load_config(bad.config, {}), Catch::StartsWith("--rdzv-conf join_timeout=soon: launch.join_timeout:"));
+}
+
+TEST_CASE("PET_ precedence: flag > PET_ > MGTRAIN_* and YAML > default, and origins name the variable", "[cli][torchrun][config]") {
+  const EnvMap env = {{"PET_NNODES", "2"}, {"PET_MAX_RESTARTS", "4"}, {"MGTRAIN_LAUNCH_NNODES", "5"},
+                      {"MGTRAIN_LAUNCH_MAX_RESTARTS", "6"}, {"MGTRAIN_LAUNCH_TEE", "2"}, {"PET_STANDALONE", "1"},
+                      {"PET_NOT_AN_OPTION", "x"}};
+  auto r = std::get<LaunchRequest>(parse_cli({"launch", "--max-restarts", "9", "launch.nnodes=3", "prog"}, env));
+  LoadedConfig loaded = load_config_text("launch:\n  nnodes: 7\n  nproc: 3\n", "job.yaml", r.config, env);
+  CHECK(loaded.config.launch.nnodes == "2");  // PET_ over --set/bare override, MGTRAIN_* and YAML
+  CHECK(loaded.origin_of("launch.nnodes") == "environment PET_NNODES");
+  CHECK(loaded.config.launch.max_restarts == 9);  // the flag wins
+  CHECK(loaded.origin_of("launch.max_restarts") == "--max-restarts 9");
+  CHECK(loaded.config.launch.standalone);
+  CHECK(loaded.origin_of("launch.standalone") == "environment PET_STANDALONE");
+  CHECK(loaded.config.launch.tee == "2");  // MGTRAIN_* where no PET_ is set
+  CHECK(loaded.config.launch.nproc == "3");
+  // config show sees the same.
+  auto show = std::get<ConfigShowRequest>(parse_cli({"config", "show"}, env));
+  CHECK(load_config(show.config, env).origin_of("launch.nnodes") == "environment PET_NNODES");
+}
+
+TEST_CASE("bad PET_ values name the variable", "[cli][torchrun][errors]") {
+  auto r = std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_NNODES", "abc"}}));
+  CHECK_THROWS_WITH(load_config(r.config, {}), Catch::StartsWith("environment PET_NNODES=abc: launch.nnodes: "));
+  CHECK(usage_error({"launch", "prog"}, {{"PET_STANDALONE", "yes"}}) ==
+        "environment PET_STANDALONE=yes: torchrun reads PET_STANDALONE as an integer: 1 (on) or 0 (off)");
+  CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_BACKEND", "etcd"}}).rfind("environment PET_RDZV_BACKEND=etcd: mgtrain has its own rendezvous", 0) == 0);
+  CHECK(usage_error({"launch", "c.yaml"}, {{"PET_MODULE", "1"}}).find("apply to a program, and none was given") != std::string::npos);
+  // A flag given on the command line means the variable is not read at all.
+  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--nnodes", "1", "prog"}, {{"PET_NNODES", "abc"}})).config.environment.empty());
+}
+
+TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
+  auto found = describe_torchrun_variables({{"PET_NNODES", "2"}, {"PET_FOO", "1"}, {"PET_VIRTUAL_LOCAL_RANK", "1"},
+                                            {"PET_MONITOR_INTERVAL", "1"}, {"PET_MODULE", "1"}, {"PATH", "/bin"}});
+  REQUIRE(found.size() == 5);
+  std::map<std::string, std::string> effect;
+  for (const auto& v : found) effect[v.name] = v.effect;
+  CHECK(effect["PET_NNODES"] == "launch.nnodes = 2");
+  CHECK(effect["PET_FOO"].rfind("ignored", 0) == 0);
+  CHECK(effect["PET_VIRTUAL_LOCAL_RANK"].rfind("refused: environment PET_VIRTUAL_LOCAL_RANK=1: mgtrain", 0) == 0);
+  CHECK(effect["PET_MONITOR_INTERVAL"].find("no effect") != std::string::npos);
+  CHECK(effect["PET_MODULE"] == "the program is a Python module (-m)");
+}
+
+TEST_CASE("a literal -- among the script's arguments belongs to the script", "[cli][torchrun]") {
+  auto script = std::get<LaunchRequest>(parse_cli({"launch", "--nproc", "2", "train.py", "a", "--", "b"}));
+  CHECK(joined(script.command) == "-u train.py a -- b");
+  auto program = std::get<LaunchRequest>(parse_cli({"launch", "x.y=1", "./prog", "--", "--nproc", "3"}));
+  CHECK(joined(program.command) == "./prog -- --nproc 3");
+  CHECK(program.config.flags.empty());
+  auto after = std::get<LaunchRequest>(parse_cli({"launch", "--nproc", "2", "--", "prog", "--", "x"}));
+  CHECK(joined(after.command) == "prog -- x");
+  auto module = std::get<LaunchRequest>(parse_cli({"launch", "-m", "--", "pkg.train", "--lr", "1"}));
+  CHECK(module.run_under_python);
+  CHECK(joined(module.command) == "-u -m pkg.train --lr 1");
+}
