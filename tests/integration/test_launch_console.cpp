@@ -100,7 +100,7 @@ TEST_CASE("a partial line reaches the console before its newline, the log file g
   CHECK(read_text(dir / "runs/live/attempt_0/rank_0/stdout.log") == "b\n");
 }
 
-TEST_CASE("--tty on: rank 0 sees terminals, rank 1 pipes, the log file has no control bytes", "[binary][console][tty]") {
+TEST_CASE("launch --tty on: rank 0 sees terminals, rank 1 pipes, the log file has no control bytes", "[binary][console][tty]") {
   TempDir dir;
   write_script(dir / "probe.py", kTtyProbe);
   CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "tty", "--tty", "on", "--", "python3", dir / "probe.py"});
@@ -116,7 +116,7 @@ TEST_CASE("--tty on: rank 0 sees terminals, rank 1 pipes, the log file has no co
   CHECK(err_log == "100%|##########|\n");  // '\r' updates collapsed, colours gone
 }
 
-TEST_CASE("--tty auto gives local rank 0 a terminal when the launcher runs on one", "[binary][console][tty]") {
+TEST_CASE("launch --tty auto gives local rank 0 a terminal when the launcher runs on one", "[binary][console][tty]") {
   TempDir dir;
   write_script(dir / "probe.py", kTtyProbe);
   const std::string command = kMgtrain + " launch --log-dir " + dir / "runs" + " --run-id auto --nproc 2 -- python3 " +
@@ -137,7 +137,7 @@ TEST_CASE("--tty auto gives local rank 0 a terminal when the launcher runs on on
   }
 }
 
-TEST_CASE("--tty names a local rank, a wrong value is a usage error", "[binary][console][tty]") {
+TEST_CASE("launch --tty names a local rank, a wrong value is a usage error", "[binary][console][tty]") {
   TempDir dir;
   write_script(dir / "probe.py", kTtyProbe);
   CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--tty", "1", "--", "python3", dir / "probe.py"});
