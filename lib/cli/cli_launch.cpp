@@ -39,6 +39,7 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"-t,--tee", "launch.tee", true},
     {"-r,--redirect,--redirects", "launch.redirect", true},
     {"--local-ranks-filter,--local_ranks_filter", "launch.local_ranks_filter", true},
+    {"--tty", "launch.tty", true},
     {"--gpu-ids,--gpu_ids", "launch.gpu_ids", true},
     {"--grace-period,--grace_period", "launch.grace_period", true},
     {"--standalone", "launch.standalone", false},

@@ -24,6 +24,7 @@ struct LaunchConfig {
   std::string tee = "0";              // torchrun compatible: redirected streams shown on the console again
   std::string redirect = "0";         // torchrun compatible: streams kept off the console (files get all)
   std::string local_ranks_filter;     // empty: every local rank prints to the console
+  std::string tty = "auto";           // auto | on | off | LOCAL_RANK: that worker writes to a pseudo-terminal
   std::string gpu_ids;                // empty: all visible GPUs
   double grace_period = 30.0;         // seconds between SIGTERM and SIGKILL (torchrun's default)
   bool standalone = false;

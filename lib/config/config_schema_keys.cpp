@@ -117,6 +117,14 @@ std::optional<std::string> check_std_spec(const std::string& v) {
   return std::nullopt;
 }
 
+// launch.tty: auto, on, off or a local rank (checked against nproc by the launch plan).
+std::optional<std::string> check_tty(const std::string& v) {
+  if (v == "auto" || v == "on" || v == "off") return std::nullopt;
+  auto n = parse_int(v);
+  if (n && *n >= 0) return std::nullopt;
+  return fmt::format("'{}' is not auto, on, off or a local rank", v);
+}
+
 // ---- the keys, one function per section ----------------------------------------------------
 
 // launch: how workers are spawned and supervised; each key is also a `mgtrain launch` flag (cli_launch.cpp).
@@ -138,6 +146,8 @@ void add_launch_keys(SchemaBuilder& s) {
             .must("0-3, or rank:mode pairs like 0:3,1:1", check_std_spec));
   s.add(key("launch.local_ranks_filter", &C::launch, &LaunchConfig::local_ranks_filter, "comma-separated local ranks whose output reaches the console; empty: all (files always get every rank)")
             .must("empty, or comma-separated local ranks", check_index_list));
+  s.add(key("launch.tty", &C::launch, &LaunchConfig::tty, "give one worker a pseudo-terminal for stdout and stderr, so isatty() holds and tqdm/rich draw live: auto (local rank 0, for each of its streams shown on a launcher terminal), on (local rank 0), off, or a local rank")
+            .must("auto, on, off, or a local rank", check_tty));
   s.add(key("launch.gpu_ids", &C::launch, &LaunchConfig::gpu_ids, "GPUs to use, e.g. 0,2 (local rank i gets the i-th); auto: the nproc GPUs with the most free memory; empty: all visible")
             .must("empty, auto, or comma-separated GPU indices", check_gpu_ids));
   s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period, "seconds between SIGTERM and SIGKILL when stopping workers (torchrun's default 30)").range(0, 3600));

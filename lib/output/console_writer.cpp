@@ -4,12 +4,80 @@
 #include <cerrno>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mgtrain {
+namespace {
+
+// Whether two descriptors lead to the same place (one terminal, one pipe or one file).
+bool same_destination(int a, int b) {
+  struct stat first{}, second{};
+  if (fstat(a, &first) != 0 || fstat(b, &second) != 0) return false;
+  if (S_ISCHR(first.st_mode) && S_ISCHR(second.st_mode)) return first.st_rdev == second.st_rdev;
+  return first.st_dev == second.st_dev && first.st_ino == second.st_ino;
+}
+
+}  // namespace
+
+ConsoleWriter::ConsoleWriter(int stdout_fd, int stderr_fd)
+    : out_{stdout_fd, {}, false, {}}, err_{stderr_fd, {}, false, {}}, shared_(same_destination(stdout_fd, stderr_fd)) {}
+
+ConsoleWriter::~ConsoleWriter() {
+  finish_status();
+  end_open_lines(out_);
+  end_open_lines(err_);
+  flush();
+}
+
+void ConsoleWriter::end_open_line(Stream& stream, Stream& target) {
+  if (stream.open.owner == nullptr) return;
+  stream.open = OpenLine{};
+  if (stream.broken) return;
+  stream.pending += '\n';
+  if (&stream != &target) flush_stream(stream);  // keep the order on the shared destination
+}
+
+void ConsoleWriter::end_open_lines(Stream& target) {
+  end_open_line(target, target);
+  if (shared_) end_open_line(&target == &out_ ? err_ : out_, target);
+}
+
+void ConsoleWriter::add_piece(bool to_stderr, const void* owner, std::string_view prefix, std::string_view text,
+                              bool ends_line) {
+  Stream& stream = to_stderr ? err_ : out_;
+  if (stream.open.owner != owner) {
+    end_open_line(stream, stream);
+    stream.open = OpenLine{owner, true, false};
+  }
+  if (shared_) end_open_line(to_stderr ? out_ : err_, stream);
+  OpenLine& open = stream.open;
+  if (!stream.broken) {
+    for (char c : text) {
+      if (c == '\r') {
+        if (!open.at_start) stream.pending += '\r';
+        open.at_start = true;
+        continue;
+      }
+      if (open.at_start) {
+        stream.pending.append(prefix);
+        open.at_start = false;
+        open.wrote_any = true;
+      }
+      stream.pending += c;
+    }
+    if (ends_line) {
+      if (!open.wrote_any) stream.pending.append(prefix);  // an empty line still shows whose it is
+      stream.pending += '\n';
+    }
+  }
+  if (ends_line) open = OpenLine{};
+  if (stream.pending.size() >= kFlushThreshold) flush_stream(stream);
+}
 
 void ConsoleWriter::add_line(bool to_stderr, std::string_view prefix, std::string_view line) {
   Stream& stream = to_stderr ? err_ : out_;
+  end_open_lines(stream);
   if (stream.broken) return;
   stream.pending.append(prefix);
   stream.pending.append(line);
@@ -19,6 +87,7 @@ void ConsoleWriter::add_line(bool to_stderr, std::string_view prefix, std::strin
 
 void ConsoleWriter::add_text(bool to_stderr, std::string_view text) {
   Stream& stream = to_stderr ? err_ : out_;
+  end_open_lines(stream);
   if (stream.broken) return;
   stream.pending.append(text);
   if (stream.pending.size() >= kFlushThreshold) flush_stream(stream);
@@ -32,7 +101,8 @@ void ConsoleWriter::flush() {
   }
   flush_stream(out_);
   flush_stream(err_);
-  if (!status_.empty() && (!status_on_screen_ || status_changed_) && !out_.broken) {
+  // The status line waits while a worker's line is shown in part: the cursor is on that line.
+  if (!status_.empty() && (!status_on_screen_ || status_changed_) && !out_.broken && !open_line_on_stdout()) {
     std::string text = status_;
     const int columns = stdout_terminal_columns();
     if (columns > 1 && text.size() >= static_cast<std::size_t>(columns)) text.resize(static_cast<std::size_t>(columns - 1));
@@ -65,6 +135,14 @@ int ConsoleWriter::stdout_terminal_columns() const {
   winsize size{};
   if (ioctl(out_.fd, TIOCGWINSZ, &size) != 0 || size.ws_col == 0) return 80;
   return size.ws_col;
+}
+
+winsize ConsoleWriter::terminal_size() const {
+  for (int fd : {out_.fd, err_.fd}) {
+    winsize size{};
+    if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 && size.ws_row > 0) return size;
+  }
+  return winsize{24, 80, 0, 0};
 }
 
 void ConsoleWriter::flush_stream(Stream& stream) {

@@ -1,5 +1,7 @@
-// The launcher's console: collects whole prefixed lines for its stdout and stderr and writes
-// them in large blocks. A closed console (EPIPE, e.g. `| head`) silences it without stopping the job.
+// The launcher's console: collects prefixed lines for its stdout and stderr and writes them in large blocks.
+// A worker's unfinished line is shown live (add_piece): its prefix in front, and again after each '\r' that
+// more text follows. Anything else written to that destination meanwhile ends the shown part with a newline;
+// the line then continues on a new line behind its prefix. A closed console (EPIPE, e.g. `| head`) silences it without stopping the job.
 // On a terminal it can also keep one live status line (rank 0's progress bar, console_progress.hpp) at the
 // bottom: redrawn in place with '\r', cleared before other lines are written and drawn again after them.
 #pragma once
@@ -7,6 +9,9 @@
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -16,14 +21,13 @@ namespace mgtrain {
 
 class ConsoleWriter {
  public:
-  ConsoleWriter(int stdout_fd = 1, int stderr_fd = 2) : out_{stdout_fd, {}, false}, err_{stderr_fd, {}, false} {}
-  ~ConsoleWriter() {
-    finish_status();
-    flush();
-  }
+  ConsoleWriter(int stdout_fd = 1, int stderr_fd = 2);
+  ~ConsoleWriter();
 
   // Queues "<prefix><line>\n".
   void add_line(bool to_stderr, std::string_view prefix, std::string_view line);
+  // Queues a piece of `owner`'s current line (no '\n'; '\r' allowed); `ends_line` completes it.
+  void add_piece(bool to_stderr, const void* owner, std::string_view prefix, std::string_view text, bool ends_line);
   // Queues text as it is (a report of several lines).
   void add_text(bool to_stderr, std::string_view text);
   // Queues one of the launcher's own messages on stderr, worded as util/log.hpp words it ("mgtrain: ...").
@@ -39,19 +43,37 @@ class ConsoleWriter {
   void finish_status();
   // The width of the terminal on stdout, or 0 when stdout is not a terminal.
   int stdout_terminal_columns() const;
+  bool is_terminal(bool to_stderr) const { return isatty(to_stderr ? err_.fd : out_.fd) == 1; }
+  // The size of the launcher's terminal (stdout's, else stderr's; 24x80 when neither is one), for a worker's
+  // pseudo-terminal.
+  winsize terminal_size() const;
 
   static constexpr std::size_t kFlushThreshold = 256 * 1024;
 
  private:
+  // A worker line shown in part: whose, and whether the cursor is at its start.
+  struct OpenLine {
+    const void* owner = nullptr;
+    bool at_start = true;    // nothing written since the prefix position (a fresh line, or after '\r')
+    bool wrote_any = false;  // the prefix was written at least once
+  };
   struct Stream {
     int fd;
     std::string pending;
     bool broken;
+    OpenLine open;  // the worker line shown in part here, if any
   };
   static void flush_stream(Stream& stream);
+  // Ends the line shown in part on `stream` (if any) with a newline, before something is written to `target`.
+  void end_open_line(Stream& stream, Stream& target);
+  // Before anything else goes to `target`: ends the lines shown in part there (and on the other stream when
+  // both lead to the same place).
+  void end_open_lines(Stream& target);
+  bool open_line_on_stdout() const { return out_.open.owner != nullptr || (shared_ && err_.open.owner != nullptr); }
 
   Stream out_;
   Stream err_;
+  bool shared_ = false;  // stdout and stderr are the same terminal, pipe or file
   std::string status_;             // "" : none
   bool status_on_screen_ = false;  // drawn and the cursor still on its line
   bool status_changed_ = false;

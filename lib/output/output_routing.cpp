@@ -83,4 +83,28 @@ std::vector<ConsoleRouting> resolve_console_routing(const std::string& tee, cons
   return routing;
 }
 
+TtyChoice parse_tty_choice(const std::string& text, int nproc) {
+  const std::string value = trim(text);
+  if (value == "auto") return TtyChoice{TtyMode::Auto, 0};
+  if (value == "on") return TtyChoice{TtyMode::On, 0};
+  if (value == "off") return TtyChoice{TtyMode::Off, 0};
+  const std::optional<std::uint64_t> rank = parse_digits(value, kMaxDigits);
+  if (!rank) {
+    throw UsageError("launch.tty: '" + text + "' is not a choice: use auto, on (local rank 0), off, or the local rank "
+                     "that gets the terminal, e.g. 1");
+  }
+  if (*rank >= static_cast<std::uint64_t>(nproc)) {
+    throw UsageError("launch.tty: local rank " + value + " does not exist (this node runs " + std::to_string(nproc) +
+                     " worker" + (nproc == 1 ? "" : "s") + ", local ranks 0.." + std::to_string(nproc - 1) + ")");
+  }
+  return TtyChoice{TtyMode::On, static_cast<int>(*rank)};
+}
+
+StreamSet terminal_streams(const TtyChoice& choice, int local_rank, const ConsoleRouting& routing,
+                           bool stdout_is_terminal, bool stderr_is_terminal) {
+  if (choice.mode == TtyMode::Off || local_rank != choice.local_rank) return StreamSet{};
+  if (choice.mode == TtyMode::On) return StreamSet{true, true};
+  return StreamSet{routing.stdout_to_console && stdout_is_terminal, routing.stderr_to_console && stderr_is_terminal};
+}
+
 }  // namespace mgtrain

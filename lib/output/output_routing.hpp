@@ -32,4 +32,22 @@ struct ConsoleRouting {
 std::vector<ConsoleRouting> resolve_console_routing(const std::string& tee, const std::string& redirect,
                                                     const std::string& local_ranks_filter, int nproc);
 
+// launch.tty: which worker writes to a pseudo-terminal instead of pipes, so that isatty() holds in it and
+// tqdm/rich draw as on a terminal. auto: local rank 0, each of its streams that reaches the console while
+// the launcher's matching stream is a terminal; on: local rank 0's both streams; N: local rank N's; off: none.
+enum class TtyMode { Auto, On, Off };
+struct TtyChoice {
+  TtyMode mode = TtyMode::Auto;
+  int local_rank = 0;  // the worker that gets it (on: 0)
+};
+
+// Parses "auto", "on", "off" or a local rank. Throws UsageError naming launch.tty for other text or a
+// local rank outside [0, nproc).
+TtyChoice parse_tty_choice(const std::string& text, int nproc);
+
+// Which of `local_rank`'s streams get a pseudo-terminal, given where they go and whether the launcher's
+// own stdout / stderr are terminals.
+StreamSet terminal_streams(const TtyChoice& choice, int local_rank, const ConsoleRouting& routing,
+                           bool stdout_is_terminal, bool stderr_is_terminal);
+
 }  // namespace mgtrain

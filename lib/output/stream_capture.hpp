@@ -1,42 +1,56 @@
-// One worker stream (stdout or stderr): copies every byte from its pipe to the rank's log file and,
-// when routed to the console, each whole line with a "[rank N] " prefix. Rank 0's marked progress lines
-// (console_progress.hpp) become the console's live status line and stay out of the log file.
+// One worker stream (stdout or stderr, a pipe or a pseudo-terminal): writes the rank's log file (whole lines
+// in their final state, log_line_cleaner.hpp) and, when routed to the console, shows the stream live behind
+// its prefix (live_line_splitter.hpp). Rank 0's marked progress lines (console_progress.hpp) become the
+// console's live status line and stay out of the log file.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 
 #include "contract/console_progress.hpp"
 #include "output/console_writer.hpp"
+#include "output/live_line_splitter.hpp"
+#include "output/log_line_cleaner.hpp"
 #include "util/fd.hpp"
-#include "output/line_splitter.hpp"
 
 namespace mgtrain {
 
+struct StreamCaptureSettings {
+  std::string log_path;
+  bool is_stderr = false;
+  bool to_console = true;
+  std::string prefix;     // in front of each console line, e.g. "[rank 3] " (line_prefix.hpp)
+  bool terminal = false;  // the stream is a pseudo-terminal's master: escape sequences stay out of the log
+};
+
 class StreamCapture {
  public:
-  // Owns `pipe` (non-blocking read end). Opens (truncates) `log_path`.
+  using Clock = std::chrono::steady_clock;
+  // Owns `source` (non-blocking read end or pty master). Opens (truncates) the log file.
   // Throws SystemError when the log file cannot be created.
-  StreamCapture(Fd pipe, const std::string& log_path, bool is_stderr, bool to_console, int global_rank);
+  StreamCapture(Fd source, StreamCaptureSettings settings);
 
-  int fd() const { return pipe_.get(); }
-  bool open() const { return pipe_.valid(); }
-  // Reads what the pipe has (one bounded read); at end of stream flushes the partial line and closes.
+  int fd() const { return source_.get(); }
+  bool open() const { return source_.valid(); }
+  // Reads what the stream has (one bounded read); at end of stream flushes the partial line and closes.
   void read_available(ConsoleWriter& console);
+  // When a held partial line is due on the console (the loop wakes for it), and showing it.
+  std::optional<Clock::time_point> console_deadline() const { return splitter_.deadline(); }
+  void on_time(Clock::time_point now, ConsoleWriter& console);
   // Gives up on the stream (the writers outlived the drain deadline): flushes and closes.
   void close_stream(ConsoleWriter& console);
 
  private:
-  void write_log(const char* data, std::size_t size);
-  void to_console(ConsoleWriter& console, std::string_view line);
+  void write_log(std::string_view bytes);
+  void to_console(ConsoleWriter& console, const LiveLineSplitter::Piece& piece);
 
-  Fd pipe_;
+  Fd source_;
   Fd log_;
-  std::string log_path_;
-  bool is_stderr_;
-  bool to_console_;
-  std::string prefix_;
-  LineSplitter splitter_;
+  StreamCaptureSettings settings_;
+  LiveLineSplitter splitter_;
   ProgressLogFilter log_filter_;
+  LogLineCleaner log_cleaner_;
   bool shows_status_ = false;  // this stream's bar is the console's status line
 };
 

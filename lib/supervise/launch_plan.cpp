@@ -276,6 +276,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.run_dir = log_dir + "/" + plan.run_id;
 
   plan.console = resolve_console_routing(launch.tee, launch.redirect, launch.local_ranks_filter, plan.nproc);
+  plan.tty = parse_tty_choice(launch.tty, plan.nproc);
   return plan;
 }
 

@@ -38,6 +38,7 @@ struct LaunchPlan {
   double heartbeat_timeout_s = 0.0;  // 0: no hang watchdog
   bool status_server = false;        // the status API reads the workers' heartbeat files (launch.status_port)
   std::vector<ConsoleRouting> console;          // per local rank
+  TtyChoice tty;                                // which worker writes to a pseudo-terminal (launch.tty)
   std::vector<std::string> gpu_for_local_rank;  // per local rank; empty: CUDA_VISIBLE_DEVICES untouched
   std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker
   bool builtin_trainer = false;                 // `command` is the trainer, run with the config file (worker_command)

@@ -53,6 +53,12 @@ void make_directories(const std::string& path) {
   }
 }
 
+std::optional<std::string> environment_value(const EnvMap& environment, const char* name) {
+  const auto found = environment.find(name);
+  if (found == environment.end()) return std::nullopt;
+  return found->second;
+}
+
 // Reads and drops what stdin has; true at its end (EOF, or an error other than "try again").
 bool stdin_closed() {
   char buffer[4096];
@@ -70,6 +76,7 @@ Supervisor::Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string c
       ports_(ports),
       first_port_(first_port),
       console_(console_stdout_fd, console_stderr_fd),
+      line_prefix_(LinePrefix::from_environment(environment_value(parent_environment_, kLogLinePrefixTemplateVariable))),
       policy_(policy_settings(plan_), *this) {}
 
 Supervisor::~Supervisor() {
@@ -111,6 +118,11 @@ void Supervisor::start_workers(int attempt) {
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
       spec.signal_mask = signals_.original_mask();
       spec.announce_fd = guard_.announce_fd();  // the child registers its process group itself
+      const ConsoleRouting& routing = plan_.console[local_rank];
+      const StreamSet terminal = terminal_streams(plan_.tty, local_rank, routing, console_.is_terminal(false), console_.is_terminal(true));
+      spec.stdout_terminal = terminal.out;
+      spec.stderr_terminal = terminal.err;
+      spec.terminal_size = console_.terminal_size();
       WorkerProcess process = start_worker_process(spec);
 
       Worker worker;
@@ -123,11 +135,11 @@ void Supervisor::start_workers(int attempt) {
       workers_.push_back(std::move(worker));
       pids_by_attempt_[attempt][local_rank] = process.pid;
 
-      const ConsoleRouting& routing = plan_.console[local_rank];
-      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stdout_pipe), log_layout::stdout_log(rank_directory),
-                                                          false, routing.stdout_to_console, global_rank));
-      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stderr_pipe), log_layout::stderr_log(rank_directory),
-                                                          true, routing.stderr_to_console, global_rank));
+      const std::string prefix = line_prefix_.render(PrefixFields{"default", global_rank, local_rank, plan_.hostname});
+      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stdout_pipe),
+          StreamCaptureSettings{log_layout::stdout_log(rank_directory), false, routing.stdout_to_console, prefix, terminal.out}));
+      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stderr_pipe),
+          StreamCaptureSettings{log_layout::stderr_log(rank_directory), true, routing.stderr_to_console, prefix, terminal.err}));
     }
   } catch (...) {
     kill_and_reap_all();
@@ -244,6 +256,7 @@ std::optional<Supervisor::Clock::time_point> Supervisor::next_wake(const LoopSta
   if (!policy_.finished()) earliest(next_heartbeat_probe_);
   if (file_timers_ && !policy_.finished()) earliest(file_timers_->next_deadline(Clock::now()));
   earliest(loop.drain_deadline);
+  for (const auto& capture : captures_) earliest(capture->console_deadline());  // a partial line due on the console
   if (peer_) earliest(peer_->next_deadline());
   if (observer_ && !policy_.finished()) earliest(observer_->next_deadline());
   return wake;
@@ -294,6 +307,7 @@ void Supervisor::dispatch(bool any_ready, const PollLayout& layout, LoopState& l
     if (any_ready) observer_->on_poll(fds.data() + layout.observer_first, fds.size() - layout.observer_first);
     observer_->on_time(now);
   }
+  for (auto& capture : captures_) capture->on_time(now, console_);
   probe_heartbeats(now);
   check_file_timers();
   policy_.on_time(now);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "output/console_writer.hpp"
+#include "output/line_prefix.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/file_timer_pipe.hpp"
 #include "supervise/heartbeat_file.hpp"
@@ -150,6 +151,7 @@ class Supervisor : private WorkerGroupControl {
   SignalChannel signals_;
   OrphanGuard guard_;
   ConsoleWriter console_;
+  LinePrefix line_prefix_;  // the console prefix of worker lines (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)
   SupervisionPolicy policy_;
 
   std::vector<Worker> workers_;                         // the current attempt's

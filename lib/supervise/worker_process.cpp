@@ -2,10 +2,12 @@
 #include "supervise/worker_process.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "util/error.hpp"
@@ -20,6 +22,32 @@ Pipe make_pipe_for(const char* purpose) {
   } catch (const SystemError& error) {
     throw SystemError(std::string("pipe2() for ") + purpose, error.error_number());
   }
+}
+
+// A pseudo-terminal pair (posix_openpt: glibc itself, no libutil) as {master, slave}, both close-on-exec and
+// neither our controlling terminal. The slave gets `size` and no output post-processing (ONLCR off), so the
+// worker's bytes arrive as written.
+Pipe make_pseudo_terminal(const winsize& size, const char* purpose) {
+  auto fail = [purpose](const char* call) { throw SystemError(std::string(call) + " for " + purpose, errno); };
+  Fd master(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master) fail("posix_openpt()");
+  if (grantpt(master.get()) != 0) fail("grantpt()");
+  if (unlockpt(master.get()) != 0) fail("unlockpt()");
+  char name[128];
+  if (ptsname_r(master.get(), name, sizeof name) != 0) fail("ptsname_r()");
+  Fd slave(open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!slave) fail("open() of the pseudo-terminal");
+  termios settings{};
+  if (tcgetattr(slave.get(), &settings) != 0) fail("tcgetattr()");
+  settings.c_oflag &= ~static_cast<tcflag_t>(ONLCR);
+  if (tcsetattr(slave.get(), TCSANOW, &settings) != 0) fail("tcsetattr()");
+  if (ioctl(slave.get(), TIOCSWINSZ, &size) != 0) fail("ioctl(TIOCSWINSZ)");
+  return Pipe{std::move(master), std::move(slave)};
+}
+
+// The stream's pipe, or its pseudo-terminal as {read: master, write: slave}.
+Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
+  return terminal ? make_pseudo_terminal(size, purpose) : make_pipe_for(purpose);
 }
 
 [[noreturn]] void report_failure_and_exit(int report_fd, int err) {
@@ -61,8 +89,8 @@ WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
 
   Fd stdin_fd(spec.stdin_fd >= 0 ? fcntl(spec.stdin_fd, F_DUPFD_CLOEXEC, 3) : open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!stdin_fd) throw SystemError(spec.stdin_fd >= 0 ? "dup of the worker's stdin" : "open(/dev/null)", errno);
-  Pipe out = make_pipe_for("worker stdout");
-  Pipe err = make_pipe_for("worker stderr");
+  Pipe out = make_stream(spec.stdout_terminal, spec.terminal_size, "worker stdout");
+  Pipe err = make_stream(spec.stderr_terminal, spec.terminal_size, "worker stderr");
   Pipe report = make_pipe_for("exec status");
   pid_t parent = getpid();
   pid_t pid = fork();

@@ -1,8 +1,10 @@
 // Starting one worker process: its own process group, death with the launcher (PR_SET_PDEATHSIG),
-// stdout and stderr through pipes, stdin from /dev/null; plus signalling and reaping it.
+// stdout and stderr through pipes or pseudo-terminals (launch.tty), stdin from /dev/null; plus signalling
+// and reaping it.
 #pragma once
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -23,11 +25,16 @@ struct WorkerProcessSpec {
   int announce_fd = -1;
   // If >= 0: the child's stdin (the caller keeps and closes it); else /dev/null.
   int stdin_fd = -1;
+  // A stream marked here goes to a pseudo-terminal of its own (isatty() holds in the worker) of this size,
+  // with output post-processing off (a '\n' stays a '\n'). It is not the worker's controlling terminal.
+  bool stdout_terminal = false;
+  bool stderr_terminal = false;
+  winsize terminal_size{24, 80, 0, 0};
 };
 
 struct WorkerProcess {
   pid_t pid = -1;  // also its process group id
-  Fd stdout_pipe;  // read ends, non-blocking, close-on-exec
+  Fd stdout_pipe;  // read ends (or pty masters: EIO means the end), non-blocking, close-on-exec
   Fd stderr_pipe;
 };
 

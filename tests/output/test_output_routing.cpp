@@ -69,3 +69,35 @@ TEST_CASE("console routing follows torchrun: redirect hides, tee shows again, th
   CHECK_FALSE(filtered[0].stderr_to_console);
   CHECK(filtered[1].stdout_to_console);
 }
+
+TEST_CASE("launch.tty: auto, on, off or a local rank, anything else names the key", "[routing][tty]") {
+  CHECK(parse_tty_choice("auto", 2).mode == TtyMode::Auto);
+  CHECK(parse_tty_choice(" off ", 2).mode == TtyMode::Off);
+  TtyChoice on = parse_tty_choice("on", 2);
+  CHECK((on.mode == TtyMode::On && on.local_rank == 0));
+  TtyChoice one = parse_tty_choice("1", 2);
+  CHECK((one.mode == TtyMode::On && one.local_rank == 1));
+  CHECK_THROWS_WITH(parse_tty_choice("2", 2), Catch::Contains("launch.tty: local rank 2 does not exist") &&
+                                                 Catch::Contains("local ranks 0..1"));
+  CHECK_THROWS_WITH(parse_tty_choice("yes", 2), Catch::Contains("launch.tty: 'yes' is not a choice"));
+  CHECK_THROWS_AS(parse_tty_choice("-1", 2), UsageError);
+}
+
+TEST_CASE("launch.tty decides per stream, auto follows the console, on and N force both streams", "[routing][tty]") {
+  const ConsoleRouting both{true, true};
+  const ConsoleRouting stdout_redirected{false, true};
+  auto streams = [](const TtyChoice& choice, int rank, const ConsoleRouting& routing, bool out_tty, bool err_tty) {
+    StreamSet set = terminal_streams(choice, rank, routing, out_tty, err_tty);
+    return std::make_pair(set.out, set.err);
+  };
+  const TtyChoice automatic{TtyMode::Auto, 0};
+  CHECK(streams(automatic, 0, both, true, true) == std::make_pair(true, true));
+  CHECK(streams(automatic, 1, both, true, true) == std::make_pair(false, false));    // only local rank 0
+  CHECK(streams(automatic, 0, both, false, true) == std::make_pair(false, true));    // `> file`: stdout is no terminal
+  CHECK(streams(automatic, 0, stdout_redirected, true, true) == std::make_pair(false, true));  // --redirect 1
+  CHECK(streams(automatic, 0, both, false, false) == std::make_pair(false, false));  // CI: pipes
+  CHECK(streams(TtyChoice{TtyMode::On, 0}, 0, stdout_redirected, false, false) == std::make_pair(true, true));
+  CHECK(streams(TtyChoice{TtyMode::On, 1}, 0, both, true, true) == std::make_pair(false, false));
+  CHECK(streams(TtyChoice{TtyMode::On, 1}, 1, both, false, false) == std::make_pair(true, true));
+  CHECK(streams(TtyChoice{TtyMode::Off, 0}, 0, both, true, true) == std::make_pair(false, false));
+}
