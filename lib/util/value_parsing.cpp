@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 namespace mgtrain {
 
 std::string trim(const std::string& text) {
@@ -70,12 +72,8 @@ std::optional<double> parse_number(const std::string& raw) {
 }
 
 std::string format_number(double value) {
-  char buffer[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
-    if (std::strtod(buffer, nullptr) == value) break;
-  }
-  std::string text(buffer);
+  // The shortest text that reads back as the same double (fmt's default for floats): 30 -> "30", 0.1 -> "0.1".
+  std::string text = fmt::format("{}", value);
   // Keep it a float for YAML readers: "5" -> "5.0".
   if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
   return text;
