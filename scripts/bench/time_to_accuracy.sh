@@ -84,7 +84,9 @@ require ddp.sync_batch_norm false
 awk -v d="$(cfg model.dropout)" -v c="$(cfg train.clip_grad_norm)" 'BEGIN { exit !(d == 0 && c == 0) }' ||
   die "$config sets model.dropout or train.clip_grad_norm; $reference mirrors neither"
 
-reference_args=(--data "$(cfg data.path)" --channels "$(cfg model.channels)" --fc "$(cfg model.fc_sizes)"
+data_dir=$(cfg data.path)
+[[ -d $data_dir ]] || die "data.path $data_dir: no such directory (Debian: apt-get install dataset-fashion-mnist; or DATA=)"
+reference_args=(--data "$data_dir" --channels "$(cfg model.channels)" --fc "$(cfg model.fc_sizes)"
   --epochs "$(cfg train.epochs)" --max-steps "$(cfg train.max_steps)" --batch "$(cfg train.batch_size)"
   --seed "$(cfg train.seed)" --lr "$(cfg optim.lr)" --momentum "$(cfg optim.momentum)"
   --weight-decay "$(cfg optim.weight_decay)" --schedule "$(cfg optim.schedule)" --warmup-steps "$(cfg optim.warmup_steps)"
@@ -93,9 +95,9 @@ reference_args=(--data "$(cfg data.path)" --channels "$(cfg model.channels)" --f
 
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 
-# parse_eval KIND LINE: sets eval_step and eval_accuracy when LINE is an eval line of KIND (mgtrain | python).
-mgtrain_eval_re='mgtrain: eval \([^,]*, step ([0-9]+)\): loss [^ ]+ accuracy ([0-9.]+)'
-python_eval_re='\{"eval": \{"step": ([0-9]+),.*"accuracy": ([0-9.e-]+)'
+# parse_eval KIND LINE: sets eval_step, eval_loss and eval_accuracy when LINE is an eval line of KIND (mgtrain | python).
+mgtrain_eval_re='mgtrain: eval \([^,]*, step ([0-9]+)\): loss ([^ ]+) accuracy ([0-9.]+)'
+python_eval_re='\{"eval": \{"step": ([0-9]+),.*"loss": ([^,]+), "accuracy": ([0-9.e-]+)'
 parse_eval() {
   if [[ $1 == mgtrain ]]; then
     [[ $2 =~ $mgtrain_eval_re ]] || return 1
@@ -103,10 +105,11 @@ parse_eval() {
     [[ $2 =~ $python_eval_re ]] || return 1
   fi
   eval_step=${BASH_REMATCH[1]}
-  eval_accuracy=${BASH_REMATCH[2]}
+  eval_loss=${BASH_REMATCH[2]}
+  eval_accuracy=${BASH_REMATCH[3]}
 }
 
-# timed_run KIND LOG COMMAND...: runs it, stamps each eval line on arrival into LOG.evals ("step seconds accuracy"),
+# timed_run KIND LOG COMMAND...: runs it, stamps each eval line on arrival into LOG.evals ("step seconds accuracy loss"),
 # and sets `reached` to the seconds until the first accuracy >= target ("" if never). mgtrain is then stopped with
 # SIGTERM (its launcher stops the workers); the reference stops by itself (--target-accuracy).
 timed_run() {
@@ -123,7 +126,7 @@ timed_run() {
     parse_eval "$kind" "$line" || continue
     local seconds
     seconds=$(awk -v a="$now" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')
-    echo "$eval_step $seconds $eval_accuracy" >>"$log.evals"
+    echo "$eval_step $seconds $eval_accuracy $eval_loss" >>"$log.evals"
     if [[ -z $reached ]] && ge "$eval_accuracy" "$target"; then
       reached=$seconds
       [[ $kind != mgtrain ]] || kill -TERM "$pid" 2>/dev/null || true
@@ -152,7 +155,7 @@ for round in $(seq 1 "$rounds"); do
         --redirects 9:1 --tee 9:1 "$reference" "${reference_args[@]}"
     fi
     last=$(tail -n 1 "$log.evals")
-    echo "round $round/$rounds: $kind: ${reached:+reached $target after $reached s; }last eval (step, s, accuracy): ${last:-none}" >&2
+    echo "round $round/$rounds: $kind: ${reached:+reached $target after $reached s; }last eval (step, s, accuracy, loss): ${last:-none}" >&2
     times[$kind]+="${reached:-none}"$'\n'
   done
 done
@@ -161,15 +164,21 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] 
 steps_per_epoch=$(sed -nE 's/.*steps \(([0-9]+) per epoch\).*/\1/p' "$work/python-$rounds.log.err" | head -1)
 
 echo
-echo "accuracy at each eval, round $rounds (seconds: since the command started)"
-printf '%8s %8s %12s %10s %12s %10s\n' step epoch "mgtrain acc" "mgtrain s" "python acc" "python s"
-join -a1 -a2 -e - -o 0,1.2,1.3,2.2,2.3 <(sort -k1,1 "$work/mgtrain-$rounds.log.evals") \
+echo "test accuracy and loss at each eval, round $rounds (s: seconds since the command started)"
+printf '%6s %6s | %-8s %8s %8s | %-8s %8s %8s\n' step epoch "mgtrain" "loss" "s" "python" "loss" "s"
+join -a1 -a2 -e - -o 0,1.2,1.3,1.4,2.2,2.3,2.4 <(sort -k1,1 "$work/mgtrain-$rounds.log.evals") \
   <(sort -k1,1 "$work/python-$rounds.log.evals") | sort -n |
-  awk -v spe="${steps_per_epoch:-0}" '{ printf "%8d %8s %12s %10s %12s %10s\n", $1, spe > 0 ? sprintf("%.2f", $1 / spe) : "-", $3, $2, $5, $4 }'
+  awk -v spe="${steps_per_epoch:-0}" '{
+    epoch = "-"
+    if (spe > 0) epoch = sprintf("%.2f", $1 / spe)
+    python_loss = $7
+    if (python_loss != "-") python_loss = sprintf("%.4f", python_loss)
+    printf "%6d %6s | %-8s %8s %8s | %-8s %8s %8s\n", $1, epoch, $3, $4, $2, $6, python_loss, $5
+  }'
 
 echo
 if grep -qx none <<<"${times[mgtrain]}${times[python]}"; then
-  echo "target $target not reached in every round (mgtrain: $(tr '\n' ' ' <<<"${times[mgtrain]}"), python: $(tr '\n' ' ' <<<"${times[python]}"))"
+  echo "target $target not reached in every round (seconds, per round: mgtrain $(paste -sd' ' <<<"${times[mgtrain]%$'\n'}"), python $(paste -sd' ' <<<"${times[python]%$'\n'}"))"
   [[ -z ${LOG_DIR:-} ]] || echo "logs: $work"
   exit 1
 fi
