@@ -201,6 +201,17 @@ void expand_all_variables(LoadedConfig& loaded, const EnvMap& env, const std::op
 }
 
 // Rules that involve more than one key.
+// torchrun's --rdzv-backend defaults to static, which takes the node rank from --node-rank; mgtrain's defaults to c10d
+// (ranks on arrival), which is what a command line without --node-rank means. A node rank given without a backend is
+// a torchrun command line: it gets torchrun's meaning, static.
+void apply_torchrun_backend_default(LoadedConfig& loaded) {
+  LaunchConfig& launch = loaded.config.launch;
+  if (loaded.origin["launch.rdzv_backend"] != "default" || loaded.origin["launch.node_rank"] == "default") return;
+  if (trim(launch.rdzv_endpoint).empty()) return;
+  launch.rdzv_backend = RdzvBackend::Static;
+  loaded.origin["launch.rdzv_backend"] = "torchrun's default, as launch.node_rank is set (" + loaded.origin["launch.node_rank"] + ")";
+}
+
 void check_combinations(const LoadedConfig& loaded) {
   const Config& c = loaded.config;
   if (c.model.type == ModelType::Gpt && c.model.d_model % c.model.heads != 0) {
@@ -258,6 +269,7 @@ LoadedConfig load_config_text(const std::string& yaml_text, const std::string& d
     for (const auto& setting : options.detect(loaded)) merger.apply_detected(setting);
   }
 
+  apply_torchrun_backend_default(loaded);
   if (loaded.config.launch.run_id.empty()) {
     loaded.config.launch.run_id = options.make_run_id ? options.make_run_id() : generate_run_id();
     loaded.origin["launch.run_id"] = "generated";

@@ -252,3 +252,18 @@ TEST_CASE("options with fixed values: every spelling round-trips, a wrong one is
   CHECK(fixed >= 15);  // the enum-class options of config_enums.hpp
   CHECK_THAT(error_of("train:\n  precision: bf61\n"), Catch::Contains("(did you mean bf16?)"));
 }
+
+TEST_CASE("a node rank given with an endpoint and no backend means torchrun's static rendezvous", "[config]") {
+  ConfigRequest request;
+  request.flags = {{"launch.rdzv_endpoint", "node0:29400", "--rdzv-endpoint"}, {"launch.node_rank", "1", "--node-rank"}};
+  LoadedConfig torchrun_line = load("", request);
+  CHECK(torchrun_line.config.launch.rdzv_backend == RdzvBackend::Static);
+  CHECK(torchrun_line.origin_of("launch.rdzv_backend").find("torchrun's default") != std::string::npos);
+
+  ConfigRequest no_rank;
+  no_rank.flags = {{"launch.rdzv_endpoint", "node0:29400", "--rdzv-endpoint"}};
+  CHECK(load("", no_rank).config.launch.rdzv_backend == RdzvBackend::C10d);  // ranks on arrival
+
+  request.flags.push_back({"launch.rdzv_backend", "c10d", "--rdzv-backend"});
+  CHECK(load("", request).config.launch.rdzv_backend == RdzvBackend::C10d);  // an explicit backend stays
+}
