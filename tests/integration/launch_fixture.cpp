@@ -200,4 +200,12 @@ int listening_socket(int& port) {
   return fd;
 }
 
+const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
+
+CapturedRun mgtrain_launch(const TempDir& dir, std::vector<std::string> args, CaptureOptions options) {
+  args.insert(args.begin(), {kMgtrain, "launch", "--log-dir", dir / "runs"});
+  options.timeout_s = 60;
+  return run_and_capture(args, options);
+}
+
 }  // namespace mgtrain::testing

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "util/run_capture.hpp"
 
 namespace mgtrain::testing {
 
@@ -72,5 +73,9 @@ std::vector<pid_t> live_job_processes(const std::set<pid_t>& groups, const std::
 
 // The path of the launcher test harness binary (tests/integration/launch_harness.cpp).
 std::string harness_path();
+
+// The mgtrain binary under test, and `mgtrain launch --log-dir DIR/runs ARGS...` run to its end (60 s at most).
+extern const std::string kMgtrain;
+CapturedRun mgtrain_launch(const TempDir& dir, std::vector<std::string> args, CaptureOptions options = {});
 
 }  // namespace mgtrain::testing

@@ -20,13 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
-
-CapturedRun mgtrain_launch(const TempDir& dir, std::vector<std::string> args, CaptureOptions options = {}) {
-  args.insert(args.begin(), {kMgtrain, "launch", "--log-dir", dir / "runs"});
-  options.timeout_s = 60;
-  return run_and_capture(args, options);
-}
 
 // A launcher whose stdout is a pipe this test reads while it runs (stderr goes to a file).
 struct PipedLauncher {

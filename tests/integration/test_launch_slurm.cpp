@@ -28,7 +28,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 
 // A fake scontrol: appends its arguments to calls.txt; `show job` prints JobState=$FAKE_JOB_STATE and
 // RunTime=$FAKE_RUN_TIME of a 10-minute TimeLimit;

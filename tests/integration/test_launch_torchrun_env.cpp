@@ -19,7 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 
 std::string torch_venv() {
   const char* home = std::getenv("HOME");

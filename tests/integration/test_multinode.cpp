@@ -33,7 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 
 // Flags of a static job: node 0 at the first namespace's address, rendezvous on port 29500
 // (every namespace has its own ports), short timeouts.

@@ -25,7 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 
 int free_port() {
   mgtrain::SocketPortProbe ports;

@@ -29,7 +29,6 @@ using Catch::Contains;
 
 namespace {
 
-const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 const bool kPlotBuilt = file_exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-plot");
 
 CapturedRun run_mgtrain(const TempDir& dir, std::vector<std::string> args) {

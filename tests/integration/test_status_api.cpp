@@ -29,7 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 
 struct HttpReply {
   int status = 0;  // 0: no connection
