@@ -18,7 +18,7 @@
 #include "util/exit_status.hpp"
 #include "util/fd.hpp"
 #include "util/file_io.hpp"
-#include "output/line_splitter.hpp"
+#include "output/live_line_splitter.hpp"
 #include "util/timespec.hpp"
 #include "supervise/orphan_guard.hpp"
 #include "supervise/signal_channel.hpp"
@@ -50,7 +50,7 @@ struct RemoteAgent {
   struct Stream {
     Fd fd;
     bool is_stderr = false;
-    LineSplitter splitter;
+    LiveLineSplitter splitter;  // an agent's unfinished lines ('\r' updates) are shown live too
   };
   Stream out, err;
 };
@@ -87,7 +87,9 @@ class HostsLaunch {
   // False once every agent ended and its output is read (or the drain timeout passed).
   bool still_running(Clock::time_point now);
   std::optional<Clock::time_point> next_deadline() const;
-  void pump_streams(const std::vector<pollfd>& fds, const std::vector<RemoteAgent::Stream*>& streams);
+  void pump_streams(const std::vector<pollfd>& fds, const std::vector<RemoteAgent::Stream*>& streams, Clock::time_point now);
+  void release_held_pieces(Clock::time_point now);
+  LiveLineSplitter::PieceSink console_sink(RemoteAgent::Stream& stream, const std::string& host);
   void handle_signals(Clock::time_point now);
   void handle_agent_exits(Clock::time_point now);
   void handle_deadlines(Clock::time_point now);
@@ -177,11 +179,24 @@ std::optional<Clock::time_point> HostsLaunch::next_deadline() const {
   for (auto deadline : {settle_deadline_, kill_deadline_, drain_deadline_}) {
     if (deadline && (!wake || *deadline < *wake)) wake = deadline;
   }
+  for (const auto& agent : agents_) {
+    for (const RemoteAgent::Stream* stream : {&agent->out, &agent->err}) {
+      const auto due = stream->splitter.deadline();
+      if (due && (!wake || *due < *wake)) wake = due;
+    }
+  }
   return wake;
 }
 
-// Reads what the ready streams have and queues their whole lines, "[host] " first.
-void HostsLaunch::pump_streams(const std::vector<pollfd>& fds, const std::vector<RemoteAgent::Stream*>& streams) {
+LiveLineSplitter::PieceSink HostsLaunch::console_sink(RemoteAgent::Stream& stream, const std::string& host) {
+  return [this, &stream, prefix = "[" + host + "] "](const LiveLineSplitter::Piece& piece) {
+    console_.add_piece(stream.is_stderr, &stream, prefix, piece.text, piece.ends_line);
+  };
+}
+
+// Reads what the ready streams have and queues their lines, "[host] " first (unfinished ones after a short hold).
+void HostsLaunch::pump_streams(const std::vector<pollfd>& fds, const std::vector<RemoteAgent::Stream*>& streams,
+                               Clock::time_point now) {
   char buffer[65536];
   for (std::size_t index = 1; index < fds.size(); ++index) {
     if (fds[index].revents == 0) continue;
@@ -190,16 +205,24 @@ void HostsLaunch::pump_streams(const std::vector<pollfd>& fds, const std::vector
     for (auto& agent : agents_) {
       if (&agent->out == &stream || &agent->err == &stream) owner = agent.get();
     }
-    const std::string prefix = "[" + owner->host + "] ";
     ssize_t got = read(stream.fd.get(), buffer, sizeof buffer);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    auto sink = [&](std::string_view line) { console_.add_line(stream.is_stderr, prefix, line); };
+    const auto sink = console_sink(stream, owner->host);
     if (got <= 0) {
       stream.splitter.finish(sink);
       stream.fd.reset();
       continue;
     }
-    stream.splitter.feed(std::string_view(buffer, static_cast<std::size_t>(got)), sink);
+    stream.splitter.feed(std::string_view(buffer, static_cast<std::size_t>(got)), now, sink);
+  }
+}
+
+void HostsLaunch::release_held_pieces(Clock::time_point now) {
+  for (auto& agent : agents_) {
+    for (RemoteAgent::Stream* stream : {&agent->out, &agent->err}) {
+      const auto due = stream->splitter.deadline();
+      if (due && now >= *due) stream->splitter.on_time(now, console_sink(*stream, agent->host));
+    }
   }
 }
 
@@ -264,9 +287,7 @@ void HostsLaunch::drain_streams() {
   for (auto& agent : agents_) {
     for (RemoteAgent::Stream* stream : {&agent->out, &agent->err}) {
       if (stream->fd) {
-        stream->splitter.finish([&](std::string_view line) {
-          console_.add_line(stream->is_stderr, "[" + agent->host + "] ", line);
-        });
+        stream->splitter.finish(console_sink(*stream, agent->host));
         stream->fd.reset();
       }
     }
@@ -310,7 +331,8 @@ int HostsLaunch::run() {
     int ready = ppoll(fds.data(), fds.size(), wake ? &timeout : nullptr, nullptr);
     if (ready < 0 && errno != EINTR) throw SystemError("ppoll() in the hosts launcher", errno);
     const Clock::time_point now = Clock::now();
-    if (ready > 0) pump_streams(fds, streams);
+    if (ready > 0) pump_streams(fds, streams, now);
+    release_held_pieces(now);
     if (ready > 0 && fds[0].revents != 0) handle_signals(now);
     handle_deadlines(now);
     console_.flush();

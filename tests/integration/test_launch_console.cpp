@@ -93,6 +93,29 @@ TEST_CASE("a partial line reaches the console before its newline, the log file g
   CHECK(read_text(dir / "runs/live/attempt_0/rank_0/stdout.log") == "b\n");
 }
 
+TEST_CASE("launch --hosts shows an agent's partial line before its newline", "[binary][console][hosts]") {
+  TempDir dir;
+  // Two agents on this host (the remote shell is plain `sh -c`); rank 0 writes "a\r" and waits for the test.
+  const std::string go = dir / "go";
+  const std::string worker = write_script(
+      dir / "worker.sh", "[ \"$RANK\" = 0 ] || exit 0; printf 'a\\r'; while [ ! -e '" + go + "' ]; do sleep 0.02; done; printf 'b\\n'");
+  int port = 0;
+  close(listening_socket(port));  // a free port for node 0's rendezvous
+  PipedLauncher launcher = start_piped({kMgtrain, "launch", "--hosts", "localhost:1,localhost:1", "--remote-shell",
+                                        "env MGTRAIN_TEST_HOST={host} sh -c", "--master-addr", "127.0.0.1", "--master-port",
+                                        std::to_string(port), "--log-dir", dir / "runs", "--run-id",
+                                        "hosts-live", "--", worker},
+                                       dir / "err.txt");
+  std::string console;
+  const bool partial_seen = read_until(launcher.out.get(), console, "[localhost] [rank 0] a", 30s);
+  std::ofstream(go).put('x');
+  CHECK(partial_seen);
+  CHECK(read_until(launcher.out.get(), console, "b\n", 20s));
+  const std::optional<int> exit_code = wait_for_exit(launcher.pid, 30s);
+  INFO(console << read_text(dir / "err.txt"));
+  CHECK(exit_code == 0);
+}
+
 TEST_CASE("launch --tty on: rank 0 sees terminals, rank 1 pipes, the log file has no control bytes", "[binary][console][tty]") {
   TempDir dir;
   write_script(dir / "probe.py", kTtyProbe);
