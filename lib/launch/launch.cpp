@@ -74,33 +74,6 @@ LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, co
   return plan;
 }
 
-// Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
-int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
-                   const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports) {
-  const LaunchConfig& launch = loaded.config.launch;
-  if (launch.status_port > 0) {
-    log::warn("--status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
-  }
-  // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
-  std::optional<RunRecorder> job_record;
-  if (!plan.dynamic && plan.node_rank == 0) {
-    keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
-    job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
-  }
-  const NodeAgentResult agent = run_node_agent(plan, loaded, environment, outside, ports);
-  const int code = agent.exit_code;
-  if (job_record) {
-    const std::string warning =
-        job_record->finish(finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
-    if (!warning.empty()) say_line(warning);
-  }
-  // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
-  // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
-  requeue_after_preemption(slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
-                           default_command_runner());
-  return code;
-}
-
 // The launcher's own TORCHELASTIC_ERROR_FILE, when a scheduler gave it one (as torchrun's @record main writes it).
 void write_launcher_error_file(const FailureReport& report, const EnvMap& environment) {
   auto named = environment.find("TORCHELASTIC_ERROR_FILE");
@@ -119,18 +92,37 @@ void write_launcher_error_file(const FailureReport& report, const EnvMap& enviro
   }
 }
 
-// A Python program that died at once because its interpreter has no torch: say which interpreter ran it.
-void add_interpreter_hint(const LaunchPlan& plan, FailedWorker& cause) {
-  if (plan.python.empty() || cause.after_start_s < 0) return;
-  std::string stderr_text;
-  for (const std::string& line : cause.stderr_tail) stderr_text += line + "\n";
-  cause.hint = missing_torch_hint(stderr_text, cause.after_start_s, plan.python, plan.python_source);
+// Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
+int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
+                   const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports) {
+  const LaunchConfig& launch = loaded.config.launch;
+  if (launch.status_port > 0) {
+    log::warn("--status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
+  }
+  // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
+  std::optional<RunRecorder> job_record;
+  if (!plan.dynamic && plan.node_rank == 0) {
+    keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
+    job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
+  }
+  const NodeAgentResult agent = run_node_agent(plan, loaded, environment, outside, ports);
+  const int code = agent.exit_code;
+  if (agent.failure) write_launcher_error_file(*agent.failure, environment);
+  if (job_record) {
+    const std::string warning =
+        job_record->finish(finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
+    if (!warning.empty()) say_line(warning);
+  }
+  // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
+  // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
+  requeue_after_preemption(slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
+                           default_command_runner());
+  return code;
 }
 
 // After a single-node run: the failure report and failure.json, or why the workers stopped.
 void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, const EnvMap& environment) {
   if (result.failure) {
-    add_interpreter_hint(plan, result.failure->root_cause);
     log::text(format_failure_report(*result.failure));
     write_run_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
     write_launcher_error_file(*result.failure, environment);

@@ -182,6 +182,9 @@ class NodeAgent : public SupervisorPeer {
 
   // ---- the end ----
 
+  // The failure report this node printed, if any (for the launcher's TORCHELASTIC_ERROR_FILE).
+  const std::optional<FailureReport>& emitted_report() const { return emitted_report_; }
+
   int report(const SupervisionResult& result) {
     const int code = result.exit_code;
     if (result.launcher_signal) {
@@ -252,6 +255,7 @@ class NodeAgent : public SupervisorPeer {
   }
 
   void emit_report(const FailureReport& report) {
+    emitted_report_ = report;
     log::text(format_failure_report(report));
     if (run_ready_) write_run_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
   }
@@ -442,6 +446,7 @@ class NodeAgent : public SupervisorPeer {
   std::string agent_id_;
   std::size_t server_fds_ = 0;
   int round_ = -1;
+  std::optional<FailureReport> emitted_report_;
   std::string node_name_;  // "node 1 (hostB, 10.77.0.2)", as the server names this node in the current round
   bool run_ready_ = false;
   std::optional<Ending> ending_;
@@ -480,6 +485,7 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   outcome.exit_code = agent.report(result);
   outcome.node_rank = agent.plan().node_rank;
   outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
+  outcome.failure = agent.emitted_report();
   return outcome;
 }
 

@@ -6,9 +6,12 @@
 // stops within seconds; restarts and the exit code are the server's decisions, for the whole job.
 #pragma once
 
+#include <optional>
+
 #include "config/config_loader.hpp"
 #include "util/environment.hpp"
 #include "config/config_request.hpp"
+#include "supervise/failure_report.hpp"
 #include "supervise/launch_environment.hpp"
 #include "supervise/launch_plan.hpp"
 
@@ -20,6 +23,7 @@ struct NodeAgentResult {
   int node_rank = 0;                      // this node's rank in the last round (dynamic: assigned on arrival)
   bool workers_saved_and_stopped = false; // this node's workers of the last round all exited 75, none failed:
                                           // on node 0 that means global rank 0 finished writing its checkpoint
+  std::optional<FailureReport> failure;   // the failure report this node printed (its own workers' or the job's)
 };
 
 // Runs this node's part of the job described by `plan` (plan.multi_node()). Each round's plan (node

@@ -211,6 +211,14 @@ std::string format_failure_report(const FailureReport& report) {
   return out;
 }
 
+std::string missing_torch_hint(const std::string& stderr_text, double seconds_after_start, const std::string& python_path,
+                               const std::string& python_source) {
+  if (python_path.empty() || seconds_after_start < 0 || seconds_after_start > kQuickFailureSeconds) return "";
+  if (stderr_text.find("ModuleNotFoundError: No module named 'torch'") == std::string::npos) return "";
+  return "the interpreter " + python_path + " (chosen by " + python_source +
+         ") cannot import torch: choose another with --python PATH, PYTHON_EXEC=PATH or launch.python";
+}
+
 std::string failure_report_to_json(const FailureReport& report) {
   nlohmann::ordered_json json;
   json["schema"] = "mgtrain.failure/1";

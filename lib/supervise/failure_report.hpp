@@ -64,4 +64,10 @@ std::string failure_report_to_json(const FailureReport& report);
 std::string launcher_error_file_json(const FailureReport& report, const std::optional<std::string>& root_cause_error_text,
                                      long long unix_seconds_now);
 
+// For the failure report of a Python program: when a worker ended within `kQuickFailureSeconds` of its start and its
+// stderr says torch is missing, the sentence naming the interpreter and how to choose another; "" otherwise.
+inline constexpr double kQuickFailureSeconds = 30.0;
+std::string missing_torch_hint(const std::string& stderr_text, double seconds_after_start, const std::string& python_path,
+                               const std::string& python_source);
+
 }  // namespace mgtrain

@@ -404,6 +404,11 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
   std::string rank_directory = log_layout::rank_dir(plan_.run_dir, failure.attempt, worker.global_rank);
   worker.stderr_log = log_layout::stderr_log(rank_directory);
   worker.stderr_tail = read_last_lines(worker.stderr_log, kStderrTailLines);
+  if (!plan_.python.empty()) {  // a Python program that died at once because its interpreter has no torch
+    std::string stderr_text;
+    for (const std::string& line : worker.stderr_tail) stderr_text += line + "\n";
+    worker.hint = missing_torch_hint(stderr_text, worker.after_start_s, plan_.python, plan_.python_source);
+  }
   if (std::optional<std::string> error_text = read_small_file(log_layout::error_file(rank_directory))) {
     worker.error_file = parse_torch_error_file(*error_text);
   }

@@ -152,7 +152,7 @@ std::string find_run_py() {
   namespace fs = std::filesystem;
   std::vector<fs::path> venvs;
   if (const char* venv = std::getenv("MGTRAIN_TORCH2_VENV")) venvs.emplace_back(venv);
-  if (const char* home = std::getenv("HOME")) venvs.push_back(fs::path(home) / ".cache/mgtrain/torch-2.15.0");
+  venvs.emplace_back(MGTRAIN_TORCH2_VENV);  // tests/CMakeLists.txt: scripts/torch2-env.sh's venv
   std::error_code ec;
   for (const auto& venv : venvs) {
     for (const auto& entry : fs::directory_iterator(venv / "lib", ec)) {

@@ -21,8 +21,7 @@ namespace {
 
 
 std::string torch_venv() {
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/nonexistent") + "/.cache/mgtrain/torch-2.15.0";
+  return MGTRAIN_TORCH2_VENV;  // tests/CMakeLists.txt: scripts/torch2-env.sh's venv
 }
 
 // A python that imports torch.distributed.elastic.timer: the torch 2.15 venv's, else Debian's python3-torch.
@@ -194,4 +193,32 @@ TEST_CASE("without --log-dir in a read-only directory, runs go to the temp direc
   }
   CHECK(found);
   CHECK(!file_exists(dir / "ro/runs"));
+}
+
+TEST_CASE("multi-node: each node agent writes its TORCHELASTIC_ERROR_FILE with the job's root cause", "[error_file][multinode]") {
+  TempDir dir;
+  int port = 0;
+  close(listening_socket(port));  // a port that was free a moment ago
+  std::vector<ChildProcess> nodes;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string node = "node" + std::to_string(rank);
+    nodes.push_back(start_process({kMgtrain, "launch", "--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
+                                   "127.0.0.1", "--master-port", std::to_string(port), "--nproc", "1", "--run-id", "errs",
+                                   "--log-dir", dir / "runs", "--grace-period", "1", "--",
+                                   "sh", "-c", "if [ \"$RANK\" = 1 ]; then echo broken >&2; exit 3; fi; sleep 30"},
+                                  dir / node, {{"TORCHELASTIC_ERROR_FILE", dir / (node + "_error.json")}}));
+  }
+  for (const ChildProcess& node : nodes) {
+    std::optional<int> code = wait_for_exit(node.pid, 60s);
+    INFO(read_text(node.err_path));
+    REQUIRE(code);
+    CHECK(*code == 3);
+  }
+  for (const char* node : {"node0", "node1"}) {
+    INFO(node);
+    REQUIRE(file_exists(dir / (std::string(node) + "_error.json")));
+    nlohmann::json error = nlohmann::json::parse(read_text(dir / (std::string(node) + "_error.json")));
+    CHECK(error["message"]["errorCode"] == 3);
+    CHECK_THAT(error["message"]["message"].get<std::string>(), Catch::Contains(": 1 (local_rank: 0)") && Catch::Contains("exitcode  : 3"));
+  }
 }

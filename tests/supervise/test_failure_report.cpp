@@ -129,3 +129,13 @@ TEST_CASE("failure.json stays valid UTF-8 whatever a worker wrote to stderr", "[
   YAML::Node root = YAML::Load(failure_report_to_json(report));
   CHECK(root["root_cause"]["stderr_tail"][0].as<std::string>() == "bad\xEF\xBF\xBD");
 }
+
+TEST_CASE("missing torch hint: only for a quick failure that says torch is missing", "[python]") {
+  const std::string stderr_text = "Traceback ...\nModuleNotFoundError: No module named 'torch'\n";
+  const std::string hint = missing_torch_hint(stderr_text, 0.4, "/usr/bin/python3", "PYTHON_EXEC");
+  CHECK_THAT(hint, Catch::Contains("/usr/bin/python3 (chosen by PYTHON_EXEC) cannot import torch") &&
+                       Catch::Contains("--python") && Catch::Contains("launch.python"));
+  CHECK(missing_torch_hint(stderr_text, 600, "/usr/bin/python3", "PYTHON_EXEC").empty());
+  CHECK(missing_torch_hint("ModuleNotFoundError: No module named 'numpy'", 0.4, "/usr/bin/python3", "x").empty());
+  CHECK(missing_torch_hint(stderr_text, 0.4, "", "x").empty());  // not a Python launch
+}
