@@ -174,6 +174,12 @@ class NodeAgent : public SupervisorPeer {
     if (ending_) supervisor_->finish(ending_->exit_code);
   }
 
+  void on_signal_during_teardown(int signal) override {
+    log::info("{} while the job's end is being passed on: leaving now", signal_name(signal));
+    if (server_) server_->stop_lingering();
+    client_->close();
+  }
+
   bool done(Clock::time_point now) const override {
     bool client_done = client_->state() != RendezvousClient::State::kConnected &&
                        client_->state() != RendezvousClient::State::kConnecting;

@@ -136,8 +136,16 @@ std::optional<rdzv::SteadyTime> RendezvousServer::next_deadline() const {
   return next;
 }
 
+void RendezvousServer::stop_lingering() {
+  if (!rounds_.finished()) return;
+  linger_cut_ = true;
+  listener_.reset();
+  connections_.clear();
+}
+
 bool RendezvousServer::quiescent(rdzv::SteadyTime now) const {
   if (!rounds_.finished()) return false;
+  if (linger_cut_) return true;
   if (finished_at_ && now >= *finished_at_ + kLinger) return true;
   return connections_.empty() && !listener_;
 }

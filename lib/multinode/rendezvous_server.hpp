@@ -39,6 +39,8 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   // left that may still be trying to join), or the linger (3 s) passed since finishing: the host
   // agent may exit without cutting off what the others still need to read.
   bool quiescent(rdzv::SteadyTime now) const;
+  // Once finished: closes the listener and every connection now instead of lingering (the host agent was signalled).
+  void stop_lingering();
 
  private:
   struct Connection {
@@ -54,6 +56,7 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   void accept_all(rdzv::SteadyTime now);
   void reap_closed(rdzv::SteadyTime now);
 
+  bool linger_cut_ = false;
   Fd listener_;  // closed once the job is decided (after the linger when latecomers must hear it)
   PortProbe& ports_;
   std::function<void(const std::string&)> note_;

@@ -194,6 +194,8 @@ void Supervisor::handle_signals(Clock::time_point now) {
   for (int signal : signals_.take_pending()) {
     if (signal == SIGCHLD) {
       handle_child_exits(now);
+    } else if (policy_.finished() && peer_ && (signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGQUIT)) {
+      peer_->on_signal_during_teardown(signal);  // e.g. a node agent's flush and the rendezvous' late-agent window
     } else {
       policy_.on_signal(signal, now);
     }

@@ -51,6 +51,9 @@ class SupervisorPeer {
   virtual void on_attempt_ended() = 0;
   // Once the policy has finished: whether the loop may end (nothing left to send).
   virtual bool done(std::chrono::steady_clock::time_point now) const = 0;
+  // SIGINT/SIGTERM/SIGHUP/SIGQUIT after the policy has finished (the job is decided; only teardown is left): stop
+  // lingering now. The exit code stays the job's.
+  virtual void on_signal_during_teardown(int /*signal*/) {}
 };
 
 // Watches the run from inside the loop without owning anything of it: the status API and the resource

@@ -220,3 +220,18 @@ TEST_CASE("scale: node 0 refuses a late node of 64 (different --nproc) and every
   CHECK(took < 2.0 + 1.0);  // 2 s for the agents after the refusal, plus the late agent's own start on a loaded machine
   CHECK_THAT(read_text(nodes[1].err_path), Catch::Contains("node 63 (") && Catch::Contains("has --nproc 2, node 0 ("));
 }
+
+TEST_CASE("waits: the host's late-agent window after a refusal ends at once on SIGINT", "[multinode][loopback][waits]") {
+  TempDir dir;
+  const std::string port = std::to_string(free_port());
+  // Node 1 (--nproc 2) is refused; node 0 then keeps the rendezvous open 3 s for node 2, which never comes.
+  ChildProcess node0 = start_process(node_argv(dir, port, 3, 0), dir / "node0");
+  ChildProcess node1 = start_process(node_argv(dir, port, 3, 1, {"--nproc", "2"}), dir / "node1");
+  CHECK(wait_for_exit(node1.pid, 15s) == 2);
+  REQUIRE(wait_until([&] { return output_of(node0).find("has --nproc 2") != std::string::npos; }, 10s));
+  std::optional<int> code;
+  std::optional<double> took = time_to_exit_after(node0.pid, SIGINT, code, 10s);
+  REQUIRE(took);
+  CHECK(*code == 2);     // the job's end was decided (a refusal) before the signal
+  CHECK(*took < 1.5);    // not the 3 s window
+}
