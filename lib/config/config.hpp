@@ -129,6 +129,7 @@ struct DdpConfig {
   double timeout_s = 1800.0;          // collective timeout
   double connect_timeout_s = 300.0;   // store / peers rendezvous timeout
   bool skip_allreduce = false;        // benchmarks only: gradients are not synchronised
+  bool force_process_group = false;   // world size 1 too gets a process group, reducer and vote (tests one GPU's NCCL)
   bool sync_batch_norm = false;       // batch-norm statistics over all ranks (SyncBatchNorm)
   Strategy strategy = Strategy::Ddp;  // dp: legacy single-process DataParallel, CUDA only
 };

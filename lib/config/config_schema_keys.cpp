@@ -260,6 +260,7 @@ void add_ddp_keys(SchemaBuilder& s) {
   s.add(key("ddp.gradient_as_bucket_view", &C::ddp, &DdpConfig::gradient_as_bucket_view, "let gradients live inside the buckets: saves two copies per step (on by default, unlike Python, since the trainer owns zero_grad)"));
   s.add(key("ddp.timeout_s", &C::ddp, &DdpConfig::timeout_s, "seconds a collective may take before it fails").range(1, 1e6));
   s.add(key("ddp.connect_timeout_s", &C::ddp, &DdpConfig::connect_timeout_s, "seconds to wait for the store and all peers at start").range(1, 1e6));
+  s.add(key("ddp.force_process_group", &C::ddp, &DdpConfig::force_process_group, "tests only: at world size 1 too, build the process group (ddp.backend), the gradient reducer and the step vote, e.g. to run NCCL on a one-GPU machine; no shared-memory path"));
   s.add(key("ddp.skip_allreduce", &C::ddp, &DdpConfig::skip_allreduce, "benchmarks only: skip the gradient all-reduce to time a step without communication (ranks diverge)"));
   s.add(key("ddp.sync_batch_norm", &C::ddp, &DdpConfig::sync_batch_norm, "synchronise batch-norm statistics over all ranks (like torch.nn.SyncBatchNorm)"));
   s.add(key("ddp.strategy", &C::ddp, &DdpConfig::strategy, "ddp: one process per device; dp: legacy single-process DataParallel over the selected GPUs (CUDA only, slower)"));

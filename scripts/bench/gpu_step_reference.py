@@ -4,11 +4,13 @@
   --model cnn: configs/fashion_mnist_cnn.yaml's CNN (conv3x3 32, BN, ReLU, maxpool; conv3x3 64, BN, ReLU, maxpool;
                Flatten, Linear 128, ReLU, Linear 10) on synthetic 1x28x28 inputs, SGD momentum 0.9.
   --model gpt: configs/tokens_gpt.yaml's GPT (4 pre-LN blocks, 4 heads, d_model 128, context 128, dropout 0.1, bias-free
-               LM head) on a uint16 token file (--tokens, vocabulary --vocab), AdamW, gradient clipping 1.0.
+               LM head) on a uint16 token file (--tokens, vocabulary --vocab), AdamW, gradient clipping 1.0;
+               --layers/--heads/--d-model/--context make it larger (the compute-bound row of gpu_step.sh).
 --precision fp32 | bf16 (torch.autocast) | fp16 (torch.autocast + GradScaler), the loss in fp32 as mgtrain does.
 --ddp wraps the model in DistributedDataParallel over NCCL (run under torchrun --nproc_per_node 1: world 1).
 Input pipeline like mgtrain's: CPU tensors, a DataLoader with pinned memory, non_blocking copies. Every step reads
-loss.item() (mgtrain does too), so step times are synchronised. Prints one line like mgtrain's summary:
+loss.item() (mgtrain does too), so step times are synchronised. A step is timed as mgtrain times it: from fetching
+its batch to the end of the optimizer step. Prints one line like mgtrain's summary:
 {"summary": {"samples_per_s": ..., "step_time_ms": ...}} (median after 10 warm-up steps).
 """
 import argparse
@@ -90,6 +92,10 @@ def main():
     parser.add_argument("--tokens", help="gpt: uint16 token file")
     parser.add_argument("--vocab", type=int, default=512)
     parser.add_argument("--ddp", action="store_true")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--context", type=int, default=128)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_step_reference.py: no GPU visible to torch; this reference needs one")
@@ -105,10 +111,11 @@ def main():
         clip = 0.0
     else:
         tokens = torch.from_numpy(np.fromfile(args.tokens, dtype=np.uint16).astype(np.int64))
-        windows = (tokens.numel() - 1) // 128
-        inputs = tokens[: windows * 128].view(windows, 128)
-        targets = tokens[1 : windows * 128 + 1].view(windows, 128)
-        model = Gpt(args.vocab).to(device)
+        c = args.context
+        windows = (tokens.numel() - 1) // c
+        inputs = tokens[: windows * c].view(windows, c)
+        targets = tokens[1 : windows * c + 1].view(windows, c)
+        model = Gpt(args.vocab, context=c, layers=args.layers, heads=args.heads, d=args.d_model).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
         clip = 1.0
     if args.ddp:
@@ -124,10 +131,13 @@ def main():
     times = []
     step = 0
     while step < args.steps:
-        for x, y in loader:
-            if step >= args.steps:
+        batches = iter(loader)
+        while step < args.steps:
+            start = time.perf_counter()  # before the batch is fetched, as mgtrain's step time
+            try:
+                x, y = next(batches)
+            except StopIteration:
                 break
-            start = time.perf_counter()
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
                 logits = model(x)

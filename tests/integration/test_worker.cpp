@@ -70,6 +70,23 @@ TEST_CASE("a worker started alone trains as world size 1", "[worker]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("ddp.force_process_group: a world of 1 trains through a real process group", "[worker]") {
+  fs::path dir = scratch_dir("forced-group");
+  SocketPortProbe ports;
+  CaptureOptions options;
+  options.unset_env = {"LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
+  options.set_env = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+                     {"MASTER_PORT", std::to_string(ports.pick_free_port())}};
+  auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
+  args.push_back("ddp.force_process_group=true");
+  CapturedRun run = run_and_capture(args, options);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(summary_number(run.out, "world_size") == 1);
+  CHECK(run.out.find("\"backend\":\"gloo\"") != std::string::npos);  // not "none (world size 1)"
+  fs::remove_all(dir);
+}
+
 // The torchrun of the worker's own torch (Debian's 1.13 for the default flavour, the venv's 2.x for the LibTorch 2.x
 // flavour): torchrun's agent hosts the store, and a store client speaks its own torch's protocol.
 TEST_CASE("the worker runs under its torch's torchrun", "[worker][torchrun]") {

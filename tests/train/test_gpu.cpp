@@ -21,6 +21,8 @@
 #include "train/data/batch_loader.hpp"
 #include "train/dist/data_parallel.hpp"
 #include "train/dist/device_setup.hpp"
+#include "train/loop/mixed_precision.hpp"
+#include "train/torch/torch_compat.hpp"
 #include "train/models/model.hpp"
 #include "train/data/data_source.hpp"
 
@@ -218,6 +220,48 @@ TEST_CASE("gpu: fp16 with loss scaling and bf16 train on one GPU and report thei
   INFO(bf16.out << bf16.err);
   REQUIRE(bf16.exit_code == 0);
   CHECK(bf16.out.find("precision bf16") != std::string::npos);
+  CHECK(bf16.out.find("\"gpu_peak_mib\":") != std::string::npos);  // peak memory is reported
+}
+
+TEST_CASE("gpu: fp16 steps whose scaled gradients overflow are skipped and counted", "[gpu]") {
+  if (!gpu_or_skip()) return;
+  // A loss scale of 1e30 overflows fp16 gradients at once: the first steps are skipped while the scale backs off.
+  const CapturedRun run = run_worker({"train.precision=fp16", "train.loss_scale_init=1e30"}, "fp16-overflow");
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::size_t at = run.out.find("\"skipped_steps\":");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stoll(run.out.substr(at + std::string("\"skipped_steps\":").size())) >= 1);
+}
+
+TEST_CASE("gpu: the bf16 autocast scope runs linear in bf16 on CUDA and restores fp32 afterwards", "[gpu]") {
+  if (!gpu_or_skip()) return;
+  const c10::Device cuda(c10::kCUDA, 0);
+  at::Tensor x = at::randn({4, 8}, at::TensorOptions().device(cuda));
+  at::Tensor w = at::randn({3, 8}, at::TensorOptions().device(cuda));
+  {
+    AutocastScope scope(resolve_precision(PrecisionMode::Bf16, cuda), cuda);
+    CHECK(torch_compat::autocast_enabled(c10::DeviceType::CUDA));
+    CHECK(torch_compat::autocast_dtype(c10::DeviceType::CUDA) == at::kBFloat16);
+    CHECK(at::linear(x, w).scalar_type() == at::kBFloat16);
+  }
+  CHECK(at::linear(x, w).scalar_type() == at::kFloat);
+}
+
+TEST_CASE("gpu: NCCL at world size 1 through the reducer (ddp.force_process_group)", "[gpu]") {
+  if (!gpu_or_skip()) return;
+  const auto dir = testing::scratch_dir("mgtrain-gpu", "nccl-world-1");
+  CaptureOptions options;
+  options.timeout_s = 300;
+  const CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "1", "model.type=mlp", "data.dataset=synthetic",
+                                           "data.input_shape=1,8,8", "data.synthetic_samples=2048", "train.epochs=1",
+                                           "train.device=cuda", "ddp.backend=nccl", "ddp.force_process_group=true",
+                                           "checkpoint.dir=", "launch.log_dir=" + dir.string()},
+                                          options);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("\"backend\":\"nccl\"") != std::string::npos);
+  CHECK(run.err.find("destroy_process_group") == std::string::npos);  // shut down in order, no warning at exit
 }
 
 TEST_CASE("gpu: two ranks over NCCL on two GPUs", "[gpu]") {

@@ -72,6 +72,7 @@ class SingleProcessCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string backend_name() const override { return "none (world size 1)"; }
+  bool single_process() const override { return true; }
   torch_compat::WorkHandle allreduce_sum_async(at::Tensor&) override { return {}; }
   void broadcast(std::vector<at::Tensor>&, int) override {}
   void barrier() override {}
@@ -265,7 +266,7 @@ void Communicator::broadcast_coalesced(std::vector<at::Tensor>& tensors, int roo
 }
 
 std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp, const std::string& backend) {
-  if (id.world_size == 1) return std::make_unique<SingleProcessCommunicator>();
+  if (id.world_size == 1 && !ddp.force_process_group) return std::make_unique<SingleProcessCommunicator>();
   if (id.master_port <= 0) throw UsageError("MASTER_PORT is not set; a world size above 1 needs the store's port");
   auto store = open_store(id, ddp);
 #ifdef MGTRAIN_WITH_CUDA
@@ -300,7 +301,7 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
     throw Error(fmt::format("rank {}: gloo could not connect to its peers: {}", id.rank, first_line(e.what())));
   }
   std::unique_ptr<ShmAllreduce> shm;
-  if (id.world_size == id.local_world_size) {  // every rank on this host: sums go through shared memory
+  if (id.world_size == id.local_world_size && !ddp.force_process_group) {  // every rank on this host: sums go through shared memory
     const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
     const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
     auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}", id.restart_count), store);

@@ -22,6 +22,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual std::string backend_name() const = 0;
+  // No process group at all (world size 1 without ddp.force_process_group): collectives are skipped, not run.
+  virtual bool single_process() const { return false; }
   // Sum over ranks, in place; the handle completes when `tensor` holds the result.
   virtual torch_compat::WorkHandle allreduce_sum_async(at::Tensor& tensor) = 0;
   void allreduce_sum(at::Tensor& tensor);

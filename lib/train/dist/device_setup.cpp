@@ -74,6 +74,18 @@ void prepare_training_device(const c10::Device& device, const TrainConfig& train
 #endif
 }
 
+double peak_gpu_memory_mib(const c10::Device& device) {
+#ifdef MGTRAIN_WITH_CUDA
+  if (!device.is_cuda()) return -1;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  // Index 0 is StatType::AGGREGATE (all pools) in every version; the enum itself moved between namespaces.
+  return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+#else
+  (void)device;
+  return -1;
+#endif
+}
+
 std::string resolve_backend(BackendChoice configured, const c10::Device& device) {
   if (configured == BackendChoice::Auto) return device.is_cuda() ? "nccl" : "gloo";
   if (configured == BackendChoice::Nccl && !device.is_cuda()) {

@@ -28,6 +28,10 @@ DeviceChoice choose_training_device(const TrainConfig& train, const WorkerIdenti
 // train.gpu_memory_fraction when that is above 0. Nothing for the CPU.
 void prepare_training_device(const c10::Device& device, const TrainConfig& train);
 
+// CUDA: the peak of memory the caching allocator handed out on `device` since the process started, in MiB (what
+// torch.cuda.max_memory_allocated reports); -1 for the CPU or a build without CUDA.
+double peak_gpu_memory_mib(const c10::Device& device);
+
 // ddp.backend for `device`: auto is nccl on CUDA and gloo on the CPU; an explicit nccl on the CPU is a UsageError
 // (this build or this machine has no GPU for it); gloo stays gloo.
 std::string resolve_backend(BackendChoice configured, const c10::Device& device);

@@ -145,7 +145,7 @@ void GradientReducer::launch_ready_buckets_in_order() {
 // training thread's current stream wait for the result (no host synchronisation).
 void GradientReducer::launch(Bucket& bucket) {
   bucket.launched = true;
-  if (options_.skip_communication || comm_.world_size() == 1) return;
+  if (options_.skip_communication || comm_.single_process()) return;
   if (!options_.gradients_prescaled) bucket.flat.div_(comm_.world_size());
   bucket.work = comm_.allreduce_sum_async(bucket.flat);
 }

@@ -8,7 +8,7 @@ namespace mgtrain {
 void StepAgreement::begin(const StepVotes& mine) {
   votes_ = at::tensor({mine.stop ? 1.0f : 0.0f, mine.save_due ? 1.0f : 0.0f, mine.writer_failed ? 1.0f : 0.0f,
                        mine.save_requested ? 1.0f : 0.0f});
-  work_ = comm_.world_size() > 1 ? comm_.allreduce_sum_async(votes_) : torch_compat::WorkHandle{};
+  work_ = comm_.single_process() ? torch_compat::WorkHandle{} : comm_.allreduce_sum_async(votes_);
 }
 
 StepVotes StepAgreement::finish() {

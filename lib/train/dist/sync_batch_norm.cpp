@@ -162,7 +162,7 @@ at::Tensor sync_batch_norm_forward(const at::Tensor& input, BatchNormTensors& la
   const bool batch_statistics = training || !tracking;  // eval without running statistics uses the batch's
   const at::Tensor running_mean = !training || tracking ? layer.running_mean : at::Tensor();
   const at::Tensor running_var = !training || tracking ? layer.running_var : at::Tensor();
-  if (batch_statistics && training && comm.world_size() > 1) {
+  if (batch_statistics && training && !comm.single_process()) {
     return sync_batch_norm_training(input, layer.weight, layer.bias, running_mean, running_var, factor, layer.eps, comm);
   }
   return at::batch_norm(input, layer.weight, layer.bias, running_mean, running_var, batch_statistics, factor, layer.eps,

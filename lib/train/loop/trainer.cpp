@@ -366,6 +366,7 @@ class TrainingRun {
     summary_.loss_scaling = scaler_.enabled();
     summary_.loss_scale = scaler_.scale();
     summary_.skipped_steps = scaler_.skipped_steps();
+    summary_.gpu_peak_mib = peak_gpu_memory_mib(s_.device);
   }
 
   const Config& config_;
@@ -404,6 +405,7 @@ std::string summary_json_line(const TrainSummary& s) {
                                     {"final_train_loss", s.final_train_loss}, {"model", s.model},
                                     {"device", s.device},         {"backend", s.backend},
                                     {"precision", s.precision}};
+  if (s.gpu_peak_mib >= 0) summary["gpu_peak_mib"] = s.gpu_peak_mib;
   if (s.loss_scaling) {
     summary["loss_scale"] = s.loss_scale;
     summary["skipped_steps"] = s.skipped_steps;

@@ -37,6 +37,7 @@ struct TrainSummary {
   bool loss_scaling = false;           // fp16: a GradScaler ran
   double loss_scale = 0.0;             // its final scale
   std::int64_t skipped_steps = 0;      // optimizer steps skipped for inf/nan gradients
+  double gpu_peak_mib = -1;            // CUDA: the caching allocator's peak of allocated memory on this rank; -1: no GPU
   int stop_signal = 0;                 // SIGTERM/SIGUSR1 stopped training early after a checkpoint was saved
 };
 
