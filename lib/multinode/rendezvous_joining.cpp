@@ -23,8 +23,9 @@ bool RendezvousRounds::is_reference(const Node& node) const {
 }
 
 const RendezvousRounds::Node* RendezvousRounds::reference_node(const Node& except) const {
-  for (const auto& [id, node] : nodes_) {
-    if (&node != &except && is_reference(node)) return &node;
+  for (ConnectionId id : references_) {  // an index: a walk over every node per join is O(nodes^2) in all
+    auto found = nodes_.find(id);
+    if (found != nodes_.end() && &found->second != &except && is_reference(found->second)) return &found->second;
   }
   return nullptr;
 }
@@ -91,12 +92,14 @@ std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, c
 void RendezvousRounds::handle_join(Node& node, const Message& message) {
   node.join = JoinRequest::from(message);
   node.arrival = next_arrival_++;
+  ++joined_count_;
+  if (is_reference(node)) references_.insert(node.id);
   const JoinRequest& join = *node.join;
   if (auto problem = check_agreement(node)) return reject_all(*problem);
   if (settings_.dynamic) {
     if (phase_ == Phase::kGathering) {
       outbox_.note(fmt::format("rendezvous: {} joined ({} waiting for round {}, {} to {} wanted)", describe(node),
-                               joined_nodes().size(), round_ + 1, settings_.min_nodes, settings_.max_nodes));
+                               joined_count_, round_ + 1, settings_.min_nodes, settings_.max_nodes));
       check_gathering();
     } else {
       handle_late_join(node);
@@ -109,7 +112,7 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
                                    settings_.max_nodes - 1, settings_.max_nodes);
     send(node, reject_message(exit_code::kUsage, text));
     outbox_.close(node.id, true);
-    nodes_.erase(node.id);
+    erase_node(node.id);
     return;
   }
   if (const Node* other = static_holder(join.node_rank); other && other != &node && phase_ == Phase::kGathering) {
@@ -121,7 +124,7 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
                                    round_, nodes_text(settings_.max_nodes));
     send(node, reject_message(exit_code::kUsage, text));
     outbox_.close(node.id, true);
-    nodes_.erase(node.id);
+    erase_node(node.id);
     return;
   }
   static_ranks_[join.node_rank] = node.id;
@@ -167,14 +170,15 @@ void RendezvousRounds::check_gathering() {
     if (std::find(members.begin(), members.end(), nullptr) == members.end()) start_round(members);
     return;
   }
-  std::vector<Node*> candidates = ordered_candidates();
-  bool host_here = !candidates.empty() && candidates.front()->join->agent_id == settings_.host_agent_id;
-  int count = static_cast<int>(candidates.size());
+  // Counted, not sorted: this runs at every join (the candidates are ordered once, when the round starts).
+  bool host_here = !references_.empty();
+  int count = joined_count_;
   if (!host_here || count < settings_.min_nodes) {
     last_call_deadline_.reset();
     return;
   }
   if (count >= settings_.max_nodes || (last_call_deadline_ && now_ >= *last_call_deadline_)) {
+    std::vector<Node*> candidates = ordered_candidates();
     candidates.resize(std::min(count, settings_.max_nodes));
     start_round(candidates);
     return;
@@ -198,6 +202,7 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
     if (run_id_.empty()) run_id_ = members.front()->join->run_id;
   }
   for (auto& [id, node] : nodes_) node.member = false;
+  unended_members_ = 0;
   Assignment assignment;
   assignment.round = round_;
   assignment.restart_count = restarts_used_;
@@ -211,6 +216,7 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
     node->node_rank = static_cast<int>(rank);
     node->ended = false;
     node->outcome.clear();
+    ++unended_members_;
     assignment.nproc_per_node.push_back(node->join->nproc);
   }
   // One message, its per-node fields changed for each member (building it anew per member is O(nodes^2)).

@@ -41,6 +41,32 @@ RendezvousRounds::Node* RendezvousRounds::find(ConnectionId connection) {
   return found == nodes_.end() ? nullptr : &found->second;
 }
 
+void RendezvousRounds::erase_node(ConnectionId connection) {
+  auto found = nodes_.find(connection);
+  if (found == nodes_.end()) return;
+  const Node& node = found->second;
+  if (node.join) --joined_count_;
+  if (node.member && !node.ended) --unended_members_;
+  references_.erase(connection);
+  heard_.remove(connection);
+  sent_.remove(connection);
+  nodes_.erase(found);
+}
+
+void RendezvousRounds::clear_nodes() {
+  nodes_.clear();
+  references_.clear();
+  heard_.clear();
+  sent_.clear();
+  joined_count_ = 0;
+  unended_members_ = 0;
+}
+
+void RendezvousRounds::heard(Node& node) {
+  node.last_heard = now_;
+  heard_.touch(node.id, now_);
+}
+
 std::string RendezvousRounds::host_part(const Node& node) const {
   std::string host = node.join ? node.join->hostname : "";
   if (host.empty()) return node.address;
@@ -59,6 +85,7 @@ std::string RendezvousRounds::nodes_text(int count) const { return fmt::format("
 void RendezvousRounds::send(Node& node, const Message& message) {
   outbox_.send(node.id, message);
   node.last_sent = now_;
+  sent_.touch(node.id, now_);
 }
 
 void RendezvousRounds::on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now) {
@@ -79,13 +106,15 @@ void RendezvousRounds::on_connect(ConnectionId connection, const std::string& pe
   node.last_heard = now;
   node.last_sent = now;
   nodes_[connection] = node;
+  heard_.touch(connection, now);
+  sent_.touch(connection, now);
 }
 
 void RendezvousRounds::on_message(ConnectionId connection, const Message& message, SteadyTime now) {
   now_ = now;
   Node* node = find(connection);
   if (!node || phase_ == Phase::kFinished) return;
-  node->last_heard = now;
+  heard(*node);
   try {
     switch (message.type) {
       case MessageType::kHeartbeat:
@@ -97,7 +126,7 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
       case MessageType::kLeave: {
         if (!node->join) {
           outbox_.close(connection, false);
-          nodes_.erase(connection);
+          erase_node(connection);
           return;
         }
         int code = static_cast<int>(message.integer("exit_code"));
@@ -126,7 +155,7 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
 void RendezvousRounds::on_disconnect(ConnectionId connection, const std::string& why, SteadyTime now) {
   now_ = now;
   if (!find(connection) || phase_ == Phase::kFinished) {
-    nodes_.erase(connection);
+    erase_node(connection);
     return;
   }
   lose_node(connection, why, kNodeLostExitCode);
@@ -163,6 +192,7 @@ void RendezvousRounds::handle_failure(Node& node, const NodeFailure& reported) {
 void RendezvousRounds::handle_ended(Node& node, const Message& message) {
   if (node.ended) return;
   node.ended = true;
+  --unended_members_;
   node.outcome = message.text("outcome");
   if (node.outcome == kEndedFailed && accepts_failures()) {
     NodeFailure failure;
@@ -178,7 +208,7 @@ void RendezvousRounds::lose_node(ConnectionId connection, const std::string& why
   Node* found = find(connection);
   if (!found) return;
   Node node = *found;
-  nodes_.erase(connection);
+  erase_node(connection);
   if (node.join && !settings_.dynamic) {
     auto rank = static_ranks_.find(node.join->node_rank);
     if (rank != static_ranks_.end() && rank->second == connection) static_ranks_.erase(rank);
@@ -213,12 +243,10 @@ void RendezvousRounds::lose_node(ConnectionId connection, const std::string& why
 
 void RendezvousRounds::check_round_end() {
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
+  if (unended_members_ > 0) return;  // a counter: every node's end would otherwise walk every node
   std::vector<Node*> members;
   for (auto& [id, node] : nodes_) {
     if (node.member) members.push_back(&node);
-  }
-  for (Node* node : members) {
-    if (!node->ended) return;
   }
   if (phase_ == Phase::kStopping) return decide_after_round();
   finish_round_well(members);
@@ -292,7 +320,7 @@ void RendezvousRounds::broadcast_final(const Message& message, int code, bool an
       told_ranks_[node.join->node_rank] = true;
     }
   }
-  nodes_.clear();
+  clear_nodes();
   static_ranks_.clear();
   phase_ = Phase::kFinished;
   final_exit_code_ = code;  // every agent prints the outcome; nothing to note here
@@ -350,13 +378,15 @@ std::string RendezvousRounds::join_timeout_text() {
 void RendezvousRounds::on_time(SteadyTime now) {
   now_ = now;
   if (phase_ == Phase::kFinished) return;
-  // Silent peers first: a dead node must not count as present below.
-  std::vector<std::pair<ConnectionId, double>> silent;
-  for (const auto& [id, node] : nodes_) {
-    double quiet = seconds_between(node.last_heard, now);
-    if (quiet >= settings_.node_timeout_s) silent.emplace_back(id, quiet);
-  }
-  for (const auto& [id, quiet] : silent) {
+  // Silent peers first: a dead node must not count as present below. The oldest are at the front of
+  // heard_; those that fell silent together are reported in connection order.
+  std::vector<ConnectionId> silent = heard_.up_to(now - seconds(settings_.node_timeout_s));
+  std::sort(silent.begin(), silent.end());
+  for (ConnectionId id : silent) {
+    const Node* node = find(id);
+    if (!node) continue;
+    double quiet = seconds_between(node->last_heard, now);
+    if (quiet < settings_.node_timeout_s) continue;  // rounding at the boundary: not yet
     lose_node(id, fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
                               format_seconds(settings_.node_timeout_s)), kNodeLostExitCode);
     if (phase_ == Phase::kFinished) return;
@@ -371,19 +401,20 @@ void RendezvousRounds::on_time(SteadyTime now) {
       return finish(kNodeLostExitCode, text);
     }
   }
-  // Heartbeats go out together: once one node is due, every node that has not heard from the server for
-  // half an interval gets one too. The agents answer at once (node_agent.cpp), so 10,000 agents cost the
-  // server a few bursts per interval instead of a wake-up per agent.
-  bool due = false;
-  for (const auto& [id, node] : nodes_) {
-    if (seconds_between(node.last_sent, now) >= settings_.heartbeat_interval_s) {
-      due = true;
-      break;
-    }
-  }
-  if (!due) return;
-  for (auto& [id, node] : nodes_) {
-    if (seconds_between(node.last_sent, now) >= settings_.heartbeat_interval_s / 2) send(node, heartbeat_message());
+  send_heartbeats();
+}
+
+// Heartbeats go out together: once one node is due, every node that has not heard from the server for
+// half an interval gets one too. The agents answer at once (node_agent.cpp), so 10,000 agents cost the
+// server a few bursts per interval instead of a wake-up per agent; sent_ keeps the oldest first, so
+// finding them costs only the heartbeats sent.
+void RendezvousRounds::send_heartbeats() {
+  std::optional<SteadyTime> oldest = sent_.oldest();
+  if (!oldest || seconds_between(*oldest, now_) < settings_.heartbeat_interval_s) return;
+  const Message heartbeat = heartbeat_message();
+  for (ConnectionId id : sent_.up_to(now_ - seconds(settings_.heartbeat_interval_s / 2))) {
+    Node* node = find(id);
+    if (node && seconds_between(node->last_sent, now_) >= settings_.heartbeat_interval_s / 2) send(*node, heartbeat);
   }
 }
 
@@ -395,10 +426,8 @@ std::optional<SteadyTime> RendezvousRounds::next_deadline() const {
   };
   if (phase_ == Phase::kGathering) consider(join_deadline_);
   if (last_call_deadline_) consider(*last_call_deadline_);
-  for (const auto& [id, node] : nodes_) {
-    consider(node.last_heard + seconds(settings_.node_timeout_s));
-    consider(node.last_sent + seconds(settings_.heartbeat_interval_s));
-  }
+  if (auto heard = heard_.oldest()) consider(*heard + seconds(settings_.node_timeout_s));
+  if (auto sent = sent_.oldest()) consider(*sent + seconds(settings_.heartbeat_interval_s));
   return next;
 }
 

@@ -10,15 +10,14 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "multinode/recency_list.hpp"
 #include "multinode/rendezvous_message.hpp"
 
 namespace mgtrain::rdzv {
-
-using ConnectionId = int;
-using SteadyTime = std::chrono::steady_clock::time_point;
 
 struct RoundsSettings {
   bool dynamic = false;
@@ -105,6 +104,10 @@ class RendezvousRounds {
   };
 
   Node* find(ConnectionId connection);
+  // Every removal of a node goes through here: the indexes and counters below follow nodes_.
+  void erase_node(ConnectionId connection);
+  void clear_nodes();
+  void heard(Node& node);
   std::string describe(const Node& node) const;
   std::string host_part(const Node& node) const;
   void send(Node& node, const Message& message);
@@ -129,6 +132,7 @@ class RendezvousRounds {
   void handle_ended(Node& node, const Message& message);
   void lose_node(ConnectionId connection, const std::string& why, int exit_code);
   void check_round_end();
+  void send_heartbeats();
   void decide_after_round();
   void regather(const std::string& why);
   void stop_other_members(const Node* except, const std::string& reason);
@@ -144,6 +148,12 @@ class RendezvousRounds {
   Phase phase_ = Phase::kGathering;
   std::map<ConnectionId, Node> nodes_;
   std::map<int, ConnectionId> static_ranks_;  // static: node rank -> the connection that joined with it
+  // Indexes that keep each message O(log nodes) with 10,000 agents (docs/PERFORMANCE.md):
+  RecencyList heard_;                     // nodes by the last time the server heard from them
+  RecencyList sent_;                      // nodes by the last time the server sent them anything
+  std::set<ConnectionId> references_;     // joined nodes that every other node is compared with (is_reference)
+  int joined_count_ = 0;                  // nodes with a join
+  int unended_members_ = 0;               // members of the current round whose workers have not all exited
   long next_arrival_ = 0;
   int round_ = -1;              // -1 before the first round
   int restarts_used_ = 0;

@@ -1,24 +1,46 @@
 // The rendezvous server's sockets around the round logic.
 #include "multinode/rendezvous_server.hpp"
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
 
 constexpr auto kLinger = std::chrono::seconds(3);
+constexpr std::uint64_t kListenerId = 0;  // connection ids start at 1
 
 }  // namespace
 
 RendezvousServer::RendezvousServer(Fd listener, rdzv::RoundsSettings settings, PortProbe& ports,
                                    std::function<void(const std::string&)> note, rdzv::SteadyTime now)
-    : listener_(std::move(listener)), ports_(ports), note_(std::move(note)), rounds_(std::move(settings), *this, now) {}
+    : listener_(std::move(listener)), ports_(ports), note_(std::move(note)), rounds_(std::move(settings), *this, now) {
+  epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) throw SystemError("creating the rendezvous server's epoll set", errno);
+  if (listener_) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = kListenerId;
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &event) != 0) {
+      throw SystemError("watching the rendezvous server's listening socket", errno);
+    }
+  }
+}
 
 void RendezvousServer::send(rdzv::ConnectionId connection, const rdzv::Message& message) {
   auto found = connections_.find(connection);
-  if (found != connections_.end()) found->second.socket->send(message);
+  if (found == connections_.end()) return;
+  Connection& entry = found->second;
+  entry.socket->send(message);
+  if (entry.socket->has_output() != entry.watching_output || entry.socket->ended()) changed_.push_back(connection);
 }
 
 void RendezvousServer::close(rdzv::ConnectionId connection, bool flush) {
@@ -29,6 +51,7 @@ void RendezvousServer::close(rdzv::ConnectionId connection, bool flush) {
   } else {
     found->second.socket->close("dropped by the server");  // erased by reap_closed
   }
+  changed_.push_back(connection);
 }
 
 int RendezvousServer::pick_store_port() { return ports_.pick_free_port(); }
@@ -37,18 +60,25 @@ void RendezvousServer::note(const std::string& line) {
   if (note_) note_(line);
 }
 
-void RendezvousServer::add_poll_fds(std::vector<pollfd>& fds) {
-  polled_.clear();
-  if (listener_) fds.push_back(pollfd{listener_.get(), POLLIN, 0});
-  for (auto& [id, connection] : connections_) {
-    if (connection.socket->ended()) continue;
-    fds.push_back(pollfd{connection.socket->fd(), connection.socket->poll_events(), 0});
-    polled_.push_back(id);
+void RendezvousServer::add_poll_fds(std::vector<pollfd>& fds) { fds.push_back(pollfd{epoll_.get(), POLLIN, 0}); }
+
+void RendezvousServer::watch(rdzv::ConnectionId id, int operation, std::uint32_t events) {
+  auto found = connections_.find(id);
+  if (found == connections_.end() || found->second.socket->ended()) return;
+  epoll_event event{};
+  event.events = events;
+  event.data.u64 = static_cast<std::uint64_t>(id);
+  if (epoll_ctl(epoll_.get(), operation, found->second.socket->fd(), &event) != 0) {
+    // ENOMEM/ENOSPC (max_user_watches): a socket the server cannot watch is an agent it cannot serve.
+    found->second.socket->close(fmt::format("could not be watched by the server ({})", std::strerror(errno)));
+    changed_.push_back(id);
+    return;
   }
+  found->second.watching_output = (events & EPOLLOUT) != 0;
 }
 
 void RendezvousServer::accept_all(rdzv::SteadyTime now) {
-  while (true) {
+  while (listener_) {
     Fd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
       if (errno == EINTR) continue;
@@ -57,43 +87,65 @@ void RendezvousServer::accept_all(rdzv::SteadyTime now) {
     rdzv::ConnectionId id = next_id_++;
     std::string address = peer_host(fd.get());
     connections_[id].socket = std::make_unique<MessageConnection>(std::move(fd));
+    watch(id, EPOLL_CTL_ADD, EPOLLIN);
     rounds_.on_connect(id, address, now);
   }
 }
 
 void RendezvousServer::on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now) {
-  std::size_t index = 0;
-  if (listener_) {
-    if (count > 0 && fds[0].revents != 0) accept_all(now);
-    index = 1;
-  }
-  for (std::size_t slot = 0; slot < polled_.size() && index < count; ++slot, ++index) {
-    if (fds[index].revents == 0) continue;
-    auto found = connections_.find(polled_[slot]);
-    if (found == connections_.end()) continue;
-    Connection& connection = found->second;
-    std::vector<rdzv::Message> messages;
-    if (connection.closing) {  // what it still sends does not matter any more
-      try {
-        connection.socket->on_ready(fds[index].revents, messages);
-      } catch (const rdzv::ProtocolError&) {
+  if (count == 0 || fds[0].revents == 0) return;
+  // Level-triggered: what is not taken now is reported again. Bounded, so a flood cannot starve the loop.
+  constexpr int kBatch = 256;
+  epoll_event events[kBatch];
+  const std::size_t rounds = connections_.size() / kBatch + 2;
+  for (std::size_t round = 0; round < rounds; ++round) {
+    int ready = epoll_wait(epoll_.get(), events, kBatch, 0);
+    if (ready < 0 && errno == EINTR) continue;
+    for (int index = 0; index < ready; ++index) {
+      if (events[index].data.u64 == kListenerId) {
+        if (listener_) accept_all(now);
+        continue;
       }
-      continue;
+      short revents = static_cast<short>(((events[index].events & EPOLLIN) ? POLLIN : 0) |
+                                         ((events[index].events & EPOLLOUT) ? POLLOUT : 0) |
+                                         ((events[index].events & EPOLLHUP) ? POLLHUP : 0) |
+                                         ((events[index].events & EPOLLERR) ? POLLERR : 0));
+      on_ready(static_cast<rdzv::ConnectionId>(events[index].data.u64), revents, now);
     }
-    try {
-      connection.socket->on_ready(fds[index].revents, messages);
-    } catch (const rdzv::ProtocolError& error) {
-      for (const rdzv::Message& message : messages) rounds_.on_message(polled_[slot], message, now);
-      rounds_.on_disconnect(polled_[slot], std::string("sent bytes that are not mgtrain's rendezvous protocol: ") + error.what(), now);
-      continue;
-    }
-    for (const rdzv::Message& message : messages) rounds_.on_message(polled_[slot], message, now);
-    auto still = connections_.find(polled_[slot]);
-    if (still != connections_.end() && still->second.socket->ended() && !still->second.closing) {
-      rounds_.on_disconnect(polled_[slot], still->second.socket->end_reason(), now);
-    }
+    if (ready < kBatch) break;
   }
   reap_closed(now);
+}
+
+void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::SteadyTime now) {
+  auto found = connections_.find(id);
+  if (found == connections_.end() || found->second.socket->ended()) return;  // closed earlier in this batch
+  Connection& connection = found->second;
+  changed_.push_back(id);
+  messages_.clear();
+  if (connection.closing) {  // what it still sends does not matter any more
+    try {
+      connection.socket->on_ready(revents, messages_);
+    } catch (const rdzv::ProtocolError&) {
+    }
+    return;
+  }
+  try {
+    connection.socket->on_ready(revents, messages_);
+  } catch (const rdzv::ProtocolError& error) {
+    std::vector<rdzv::Message> messages = std::move(messages_);
+    for (const rdzv::Message& message : messages) rounds_.on_message(id, message, now);
+    rounds_.on_disconnect(id, std::string("sent bytes that are not mgtrain's rendezvous protocol: ") + error.what(), now);
+    return;
+  }
+  // Moved out: handling a message may send, close or (through rounds) reach this server again.
+  std::vector<rdzv::Message> messages = std::move(messages_);
+  for (const rdzv::Message& message : messages) rounds_.on_message(id, message, now);
+  messages_ = std::move(messages);
+  auto still = connections_.find(id);
+  if (still != connections_.end() && still->second.socket->ended() && !still->second.closing) {
+    rounds_.on_disconnect(id, still->second.socket->end_reason(), now);
+  }
 }
 
 bool RendezvousServer::abandon(int exit_code, const std::string& text, rdzv::SteadyTime now) {
@@ -103,7 +155,13 @@ bool RendezvousServer::abandon(int exit_code, const std::string& text, rdzv::Ste
 }
 
 void RendezvousServer::reap_closed(rdzv::SteadyTime now) {
-  for (auto it = connections_.begin(); it != connections_.end();) {
+  std::vector<rdzv::ConnectionId> changed;
+  changed.swap(changed_);
+  std::sort(changed.begin(), changed.end());
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  for (rdzv::ConnectionId id : changed) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) continue;
     Connection& connection = it->second;
     if (connection.closing && !connection.shut && !connection.socket->ended() && !connection.socket->has_output()) {
       // Everything sent: a half-close lets the agent read to the end and see EOF; closing outright
@@ -112,11 +170,12 @@ void RendezvousServer::reap_closed(rdzv::SteadyTime now) {
       connection.shut = true;
     }
     if (connection.socket->ended()) {
-      it = connections_.erase(it);
-    } else {
-      ++it;
+      connections_.erase(it);  // closing the socket took it out of the epoll set
+    } else if (connection.socket->has_output() != connection.watching_output) {
+      watch(id, EPOLL_CTL_MOD, EPOLLIN | (connection.socket->has_output() ? EPOLLOUT : 0u));
     }
   }
+  if (!changed_.empty()) return reap_closed(now);  // a socket that could not be watched was closed
   if (rounds_.finished() && !finished_at_) finished_at_ = now;
   // Agents still trying to join hear the refusal or failure for a while (rounds answer them on connect).
   if (rounds_.finished() && (!rounds_.answers_latecomers() || now >= *finished_at_ + kLinger)) listener_.reset();

@@ -1,9 +1,13 @@
 // The rendezvous server: the listening socket and one MessageConnection per agent around
 // RendezvousRounds. It lives in the event loop of the node agent that hosts it (node 0 static, the
-// endpoint's host dynamic): poll fds in, readiness and time out, no threads.
+// endpoint's host dynamic): poll fds in, readiness and time out, no threads. Its sockets sit in one
+// level-triggered epoll set, registered once, and the loop polls only that set's descriptor, so a
+// wake-up costs the sockets that are ready, not every agent's (docs/PERFORMANCE.md: 10,000 agents).
 #pragma once
 
 #include <poll.h>
+
+#include <cstdint>
 
 #include <functional>
 #include <map>
@@ -24,8 +28,10 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   RendezvousServer(Fd listener, rdzv::RoundsSettings settings, PortProbe& ports,
                    std::function<void(const std::string&)> note, rdzv::SteadyTime now);
 
+  // Adds exactly one descriptor (the epoll set); on_poll takes that slice.
   void add_poll_fds(std::vector<pollfd>& fds);
   void on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now);
+  int poll_fd() const { return epoll_.get(); }
   void on_time(rdzv::SteadyTime now);
   std::optional<rdzv::SteadyTime> next_deadline() const;
 
@@ -47,6 +53,7 @@ class RendezvousServer : private rdzv::RoundsOutbox {
     std::unique_ptr<MessageConnection> socket;
     bool closing = false;  // send what is queued, then half-close and read until the agent hangs up
     bool shut = false;     // half-closed
+    bool watching_output = false;  // EPOLLOUT is registered (output waits for the socket)
   };
 
   void send(rdzv::ConnectionId connection, const rdzv::Message& message) override;
@@ -54,6 +61,8 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   int pick_store_port() override;
   void note(const std::string& line) override;
   void accept_all(rdzv::SteadyTime now);
+  void on_ready(rdzv::ConnectionId id, short revents, rdzv::SteadyTime now);
+  void watch(rdzv::ConnectionId id, int operation, std::uint32_t events);
   void reap_closed(rdzv::SteadyTime now);
 
   bool linger_cut_ = false;
@@ -63,7 +72,11 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   rdzv::RendezvousRounds rounds_;
   std::map<rdzv::ConnectionId, Connection> connections_;
   rdzv::ConnectionId next_id_ = 1;
-  std::vector<rdzv::ConnectionId> polled_;  // connection of each fd added after the listener
+  Fd epoll_;
+  // Connections whose state changed (output queued or flushed, closing, ended) since the last reap: the
+  // only ones reap_closed looks at.
+  std::vector<rdzv::ConnectionId> changed_;
+  std::vector<rdzv::Message> messages_;  // reused for each ready connection
   std::optional<rdzv::SteadyTime> finished_at_;
 };
 

@@ -47,13 +47,15 @@ Fd failed(Fd socket) {
   return Fd();
 }
 
+// The backlog is the system's maximum (net.core.somaxconn): thousands of agents connect to one server at
+// once, and a connection beyond the backlog waits a SYN retransmit (1 s, then 3 s) to be let in.
 Fd make_listener(int family, const sockaddr* address, socklen_t length, bool dual_stack) {
   Fd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return fd;
   int one = 1, zero = 0;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (family == AF_INET6) setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &zero : &one, sizeof one);
-  if (bind(fd.get(), address, length) != 0 || listen(fd.get(), 64) != 0) return failed(std::move(fd));
+  if (bind(fd.get(), address, length) != 0 || listen(fd.get(), SOMAXCONN) != 0) return failed(std::move(fd));
   return fd;
 }
 
@@ -184,6 +186,9 @@ void MessageConnection::on_ready(short revents, std::vector<rdzv::Message>& mess
           close("sent bytes that are not mgtrain's rendezvous protocol");
           throw;
         }
+        // A short read emptied the socket: the poll (level-triggered) reports what comes later, so the
+        // read that would only say EAGAIN is saved (a heartbeat costs one read instead of two).
+        if (static_cast<std::size_t>(count) < sizeof buffer) break;
         continue;
       }
       if (count == 0) {

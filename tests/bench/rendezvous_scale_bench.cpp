@@ -1,6 +1,8 @@
 // Scale benchmark of the rendezvous server (scripts/bench/rendezvous_scale.sh; docs/PERFORMANCE.md): one
 // process, the real RendezvousServer in its own thread with its own ppoll loop (as in the hosting agent) and
-// N simulated agents (real RendezvousClients over loopback TCP) in the main thread. Measures: all N joined
+// N simulated agents (real RendezvousClients over loopback TCP) in the main thread, in one epoll set so that
+// the agents' side costs what is ready, not every agent at each wake-up (both share the machine's cores; the
+// server thread's CPU is reported per phase). Measures: all N joined
 // and assigned; the server thread's CPU while only heartbeats flow (agents answer the server's heartbeats as
 // node_agent.cpp does); one worker failure broadcast as stop orders, every node's end, the finish to all;
 // teardown until the server is quiescent. Prints one JSON line.
@@ -9,12 +11,16 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +63,8 @@ timespec to_timespec(Clock::duration duration) {
 
 struct Agent {
   std::unique_ptr<RendezvousClient> client;
+  int watched_fd = -1;  // in the agents' epoll set, with watched_events
+  std::uint32_t watched_events = 0;
   bool assigned = false;
   bool finished = false;
   int round = -1;
@@ -158,107 +166,132 @@ int main(int argc, char** argv) {
   std::vector<Agent> nodes(agents);
   int created = 0, assigned = 0, finished = 0, connecting = 0;
   long heartbeats_received = 0, heartbeats_sent = 0;
-  std::vector<pollfd> fds;
-  std::vector<int> owner;
   std::vector<rdzv::Message> messages;
   enum class Phase { kJoining, kSteady, kFailing, kDone } phase = Phase::kJoining;
   double joined_at = 0, steady_cpu = 0, steady_wall = 0, failed_at = 0, all_finished_at = 0;
-  double steady_cpu_start = 0;
+  double steady_cpu_start = 0, join_cpu = 0, failed_cpu = 0, agents_cpu_join = 0;
   long steady_wakeups_start = 0, steady_wakeups = 0, steady_heartbeats = 0, steady_heartbeats_start = 0;
   Clock::time_point steady_start;
   const auto hard_limit = start + std::chrono::seconds(120) + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(steady_s));
-  auto heartbeat_due = [&](Agent& agent, Clock::time_point now) {
-    return now - agent.client->last_sent() >= std::chrono::duration<double>(interval);
+  const auto beat = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval));
+  const auto half_beat = beat / 2;
+  // The simulated agents' loop: one epoll set (the agents must not cost O(agents) per wake-up, or they, not
+  // the server, make the wall time), plus a tick every 20 ms for connecting, retries and their own heartbeats.
+  Fd agents_epoll(epoll_create1(EPOLL_CLOEXEC));
+  std::vector<pollfd> single;
+  auto sync = [&](int index) {  // (re)register the agent's socket with the events it waits for
+    Agent& agent = nodes[index];
+    single.clear();
+    agent.client->add_poll_fds(single);
+    if (single.empty()) {
+      agent.watched_fd = -1;  // closed: the kernel dropped it from the set
+      return;
+    }
+    std::uint32_t events = ((single[0].events & POLLIN) ? EPOLLIN : 0u) | ((single[0].events & POLLOUT) ? EPOLLOUT : 0u);
+    if (single[0].fd == agent.watched_fd && events == agent.watched_events) return;
+    epoll_event event{};
+    event.events = events;
+    event.data.u32 = static_cast<std::uint32_t>(index);
+    int operation = single[0].fd == agent.watched_fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(agents_epoll.get(), operation, single[0].fd, &event) != 0) {  // a number reused after a close
+      epoll_ctl(agents_epoll.get(), errno == EEXIST ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, single[0].fd, &event);
+    }
+    agent.watched_fd = single[0].fd;
+    agent.watched_events = events;
   };
+  auto handle = [&](int rank, Clock::time_point now) {
+    Agent& agent = nodes[rank];
+    if (agent.client->take_connected_event()) agent.client->send(join_of(rank));
+    for (const rdzv::Message& message : messages) {
+      switch (message.type) {
+        case rdzv::MessageType::kAssign:
+          agent.assigned = true;
+          agent.round = static_cast<int>(message.integer("round"));
+          ++assigned;
+          break;
+        case rdzv::MessageType::kHeartbeat:  // answered at once, as node_agent.cpp does
+          ++heartbeats_received;
+          if (now - agent.client->last_sent() >= half_beat) {
+            agent.client->send(rdzv::heartbeat_message());
+            ++heartbeats_sent;
+          }
+          break;
+        case rdzv::MessageType::kStop:
+          agent.client->send(rdzv::workers_ended_message(agent.round, rdzv::kEndedStopped, 0));
+          break;
+        case rdzv::MessageType::kFinish:
+        case rdzv::MessageType::kReject:
+          if (!agent.finished) {
+            agent.finished = true;
+            ++finished;
+            agent.client->close();
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  };
+  std::vector<epoll_event> events(1024);
+  Clock::time_point next_tick = Clock::now();
   while (phase != Phase::kDone) {
     Clock::time_point now = Clock::now();
     if (now > hard_limit) {
       std::fprintf(stderr, "bench: gave up (phase %d, %d assigned, %d finished)\n", static_cast<int>(phase), assigned, finished);
       return 1;
     }
-    // Connect in batches: the listen backlog drops SYNs beyond it (a 1 s retransmit each).
+    // Connect in batches: more than the listen backlog at once would wait for SYN retransmits.
     while (created < agents && connecting < 512) {
       nodes[created].client = std::make_unique<RendezvousClient>("127.0.0.1", port, now + std::chrono::seconds(60), now);
+      sync(created);
       ++created;
       ++connecting;
     }
-    fds.clear();
-    owner.clear();
-    std::optional<Clock::time_point> wake;
-    for (int index = 0; index < created; ++index) {
-      Agent& agent = nodes[index];
-      std::size_t before = fds.size();
-      agent.client->add_poll_fds(fds);
-      for (std::size_t added = before; added < fds.size(); ++added) owner.push_back(index);
-      std::optional<Clock::time_point> next = agent.client->next_deadline();
-      if (agent.client->state() == RendezvousClient::State::kConnected && !agent.finished) {
-        Clock::time_point beat = agent.client->last_sent() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval));
-        if (!next || beat < *next) next = beat;
+    if (now >= next_tick) {
+      next_tick = now + std::chrono::milliseconds(20);
+      for (int index = 0; index < created; ++index) {
+        Agent& agent = nodes[index];
+        if (agent.finished) continue;
+        bool was_connecting = agent.client->state() == RendezvousClient::State::kConnecting;
+        agent.client->on_time(now);
+        if (was_connecting && agent.client->state() != RendezvousClient::State::kConnecting) --connecting;
+        if (agent.client->state() == RendezvousClient::State::kUnreachable) {
+          std::fprintf(stderr, "bench: agent %d could not connect: %s\n", index, agent.client->problem().c_str());
+          return 1;
+        }
+        if (agent.client->state() == RendezvousClient::State::kConnected && now - agent.client->last_sent() >= beat) {
+          agent.client->send(rdzv::heartbeat_message());
+          ++heartbeats_sent;
+        }
+        if (was_connecting || agent.client->has_output()) sync(index);
       }
-      if (next && (!wake || *next < *wake)) wake = next;
     }
-    Clock::time_point phase_wake = now + std::chrono::milliseconds(20);
-    if (!wake || phase_wake < *wake) wake = phase_wake;
-    timespec timeout = to_timespec(*wake - now);
-    int ready = ppoll(fds.data(), fds.size(), &timeout, nullptr);
+    int timeout_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count());
+    int ready = epoll_wait(agents_epoll.get(), events.data(), static_cast<int>(events.size()), std::max(timeout_ms, 0));
     now = Clock::now();
-    for (std::size_t slot = 0; ready > 0 && slot < fds.size(); ++slot) {
-      if (fds[slot].revents == 0) continue;
-      Agent& agent = nodes[owner[slot]];
-      const int rank = owner[slot];
+    for (int slot = 0; slot < ready; ++slot) {
+      const int rank = static_cast<int>(events[slot].data.u32);
+      Agent& agent = nodes[rank];
+      pollfd polled{agent.watched_fd, 0, 0};
+      polled.revents = static_cast<short>(((events[slot].events & EPOLLIN) ? POLLIN : 0) |
+                                          ((events[slot].events & EPOLLOUT) ? POLLOUT : 0) |
+                                          ((events[slot].events & EPOLLHUP) ? POLLHUP : 0) |
+                                          ((events[slot].events & EPOLLERR) ? POLLERR : 0));
+      agent.client->add_poll_fds(single);  // the client polls only what add_poll_fds reported
+      single.clear();
       bool was_connecting = agent.client->state() == RendezvousClient::State::kConnecting;
       messages.clear();
-      agent.client->on_poll(&fds[slot], 1, now, messages);
+      agent.client->on_poll(&polled, 1, now, messages);
       if (was_connecting && agent.client->state() != RendezvousClient::State::kConnecting) --connecting;
-      if (agent.client->take_connected_event()) agent.client->send(join_of(rank));
-      for (const rdzv::Message& message : messages) {
-        switch (message.type) {
-          case rdzv::MessageType::kAssign:
-            agent.assigned = true;
-            agent.round = static_cast<int>(message.integer("round"));
-            ++assigned;
-            break;
-          case rdzv::MessageType::kHeartbeat:
-            ++heartbeats_received;
-            if (now - agent.client->last_sent() >= std::chrono::duration<double>(interval / 2)) {
-              agent.client->send(rdzv::heartbeat_message());
-              ++heartbeats_sent;
-            }
-            break;
-          case rdzv::MessageType::kStop:
-            agent.client->send(rdzv::workers_ended_message(agent.round, rdzv::kEndedStopped, 0));
-            break;
-          case rdzv::MessageType::kFinish:
-          case rdzv::MessageType::kReject:
-            if (!agent.finished) {
-              agent.finished = true;
-              ++finished;
-              agent.client->close();
-            }
-            break;
-          default:
-            break;
-        }
-      }
-    }
-    for (int index = 0; index < created; ++index) {
-      Agent& agent = nodes[index];
-      bool was_connecting = agent.client->state() == RendezvousClient::State::kConnecting;
-      agent.client->on_time(now);
-      if (was_connecting && agent.client->state() != RendezvousClient::State::kConnecting) --connecting;
-      if (agent.client->state() == RendezvousClient::State::kUnreachable) {
-        std::fprintf(stderr, "bench: agent %d could not connect: %s\n", index, agent.client->problem().c_str());
-        return 1;
-      }
-      if (agent.client->state() == RendezvousClient::State::kConnected && !agent.finished && heartbeat_due(agent, now)) {
-        agent.client->send(rdzv::heartbeat_message());
-        ++heartbeats_sent;
-      }
+      handle(rank, now);
+      sync(rank);
     }
     switch (phase) {
       case Phase::kJoining:
         if (assigned == agents) {
           joined_at = since(start);
+          join_cpu = thread_cpu_s(server_clock);
+          agents_cpu_join = thread_cpu_s(CLOCK_THREAD_CPUTIME_ID);
           phase = Phase::kSteady;
           steady_start = Clock::now();
           steady_cpu_start = thread_cpu_s(server_clock);
@@ -281,8 +314,10 @@ int main(int argc, char** argv) {
           failure.exit_code = 3;
           failure.outcome = "exit code 3";
           failure.host = "host1";
+          failed_cpu = thread_cpu_s(server_clock);
           nodes[1].client->send(rdzv::workers_failed_message(failure));
           nodes[1].client->send(rdzv::workers_ended_message(nodes[1].round, rdzv::kEndedFailed, 3));
+          sync(1);
           failed_at = since(start);
           phase = Phase::kFailing;
         }
@@ -299,6 +334,7 @@ int main(int argc, char** argv) {
   }
   while (!quiescent && since(start) < all_finished_at + 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const double total_cpu = thread_cpu_s(server_clock);
+  const double agents_cpu_total = thread_cpu_s(CLOCK_THREAD_CPUTIME_ID);
   std::uint64_t one = 1;
   ssize_t ignored = write(stop.get(), &one, sizeof one);
   (void)ignored;
@@ -312,8 +348,10 @@ int main(int argc, char** argv) {
       "{\"agents\": %d, \"join_s\": %.3f, \"heartbeat_interval_s\": %g, \"steady_window_s\": %.2f, "
       "\"steady_server_cpu_s\": %.4f, \"steady_server_core_fraction\": %.4f, \"steady_server_wakeups\": %ld, "
       "\"steady_heartbeats_to_agents\": %ld, \"failure_to_all_finished_s\": %.3f, \"release_s\": %.3f, "
-      "\"join_and_release_s\": %.3f, \"server_cpu_total_s\": %.3f}\n",
+      "\"join_and_release_s\": %.3f, \"server_cpu_total_s\": %.3f, \"server_cpu_join_s\": %.3f, "
+      "\"server_cpu_release_s\": %.3f, \"agents_cpu_join_s\": %.3f, \"agents_cpu_total_s\": %.3f}\n",
       agents, joined_at, interval, steady_wall, steady_cpu, steady_cpu / steady_wall, steady_wakeups, steady_heartbeats,
-      all_finished_at - failed_at, release_s, joined_at + release_s, total_cpu);
+      all_finished_at - failed_at, release_s, joined_at + release_s, total_cpu, join_cpu, total_cpu - failed_cpu,
+      agents_cpu_join, agents_cpu_total);
   return 0;
 }
