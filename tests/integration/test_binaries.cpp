@@ -129,6 +129,8 @@ TEST_CASE("mgtrain env reports torch facts from the worker", "[binary][env]") {
   REQUIRE(run.exit_code == 0);
 #ifdef MGTRAIN_TEST_TORCH_VERSION
   CHECK(run.out.find("\"libtorch_version\": \"" MGTRAIN_TEST_TORCH_VERSION) != std::string::npos);
+  // The LibTorch 2.x flavour (PyPI's CUDA wheel) is built with CUDA, Debian's 1.13 is not.
+  CHECK(run.out.find("\"built_with_cuda\": " MGTRAIN_TEST_BUILT_WITH_CUDA) != std::string::npos);
 #endif
   CHECK(run.out.find("\"cuda_available\": false") != std::string::npos);
   CHECK(run.out.find("\"hostname\"") != std::string::npos);
