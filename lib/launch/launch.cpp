@@ -20,7 +20,7 @@
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
 #include "output/file_tail.hpp"
-#include "supervise/file_timer_pipe.hpp"
+#include "elastic/file_timer_pipe.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/run_directory.hpp"
 #include "observe/run_record.hpp"

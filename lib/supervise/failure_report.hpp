@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "util/exit_status.hpp"
-#include "supervise/torch_error_file.hpp"
+#include "elastic/torch_error_file.hpp"
 
 namespace mgtrain {
 

@@ -16,7 +16,7 @@
 #include "output/console_writer.hpp"
 #include "output/line_prefix.hpp"
 #include "supervise/failure_report.hpp"
-#include "supervise/file_timer_pipe.hpp"
+#include "elastic/file_timer_pipe.hpp"
 #include "supervise/heartbeat_file.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/orphan_guard.hpp"

@@ -6,7 +6,7 @@
 
 #include "supervise/failure_report.hpp"
 #include "util/time_format.hpp"
-#include "supervise/torch_error_file.hpp"
+#include "elastic/torch_error_file.hpp"
 
 using namespace mgtrain;
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "supervise/failure_report.hpp"
-#include "supervise/file_timer_table.hpp"
+#include "elastic/file_timer_table.hpp"
 
 using namespace mgtrain;
 

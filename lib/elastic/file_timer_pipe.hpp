@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "supervise/file_timer_table.hpp"
+#include "elastic/file_timer_table.hpp"
 #include "util/environment.hpp"
 #include "util/fd.hpp"
 

@@ -1,5 +1,5 @@
 // The file timer's named pipe and clock.
-#include "supervise/file_timer_pipe.hpp"
+#include "elastic/file_timer_pipe.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // Parses file timer requests (nlohmann::json) and keeps the timer table.
-#include "supervise/file_timer_table.hpp"
+#include "elastic/file_timer_table.hpp"
 
 #include <limits>
 

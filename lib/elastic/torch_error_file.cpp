@@ -1,5 +1,5 @@
 // Parses torch's error file (nlohmann::json).
-#include "supervise/torch_error_file.hpp"
+#include "elastic/torch_error_file.hpp"
 
 #include <nlohmann/json.hpp>
 
