@@ -3,8 +3,9 @@
 # linked; nothing needs a GPU to build), into ${MGTRAIN_TORCH2_BUILD_DIR:-build-torch2}. The default flavour
 # (scripts/build.sh) stays Debian's LibTorch 1.13, CPU-only.
 #   scripts/build-torch2.sh [TARGET...]     (no target: everything, tests included)
-# The LibTorch is PyPI's torch wheel (version: scripts/torch2-version) in the venv of scripts/torch2-env.sh, created
-# on first use. MGTRAIN_TORCH_PREFIX=<libtorch>/share/cmake uses another LibTorch instead (scripts/build-cuda.sh).
+# The LibTorch is PyPI's torch wheel (version: scripts/torch2-version, or the file MGTRAIN_TORCH2_VERSION_FILE names,
+# e.g. scripts/device/torch-version for the GPU bundle) in the venv of scripts/torch2-env.sh, created on first use.
+# MGTRAIN_TORCH_PREFIX=<libtorch>/share/cmake uses another LibTorch instead (scripts/build-cuda.sh).
 # The CUDA toolkit (nvcc, headers) is ${MGTRAIN_CUDA_HOME:-/usr/local/cuda}; its CUDA major must be torch's.
 # Every torch library must resolve into the wheel (checked by CMake at configure time and by
 # tests/integration/check_torch_libraries.sh on the linked worker, also a ctest test of this flavour). See docs/gpu.md.
@@ -30,7 +31,7 @@ if [[ -n "${MGTRAIN_TORCH_PREFIX:-}" ]]; then
     if [[ "$bv" =~ \+cu([0-9]+)([0-9])$ ]]; then torch_cuda="${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"; fi
   fi
 else
-  venv=$(scripts/torch2-env.sh)
+  venv=$(scripts/torch2-env.sh ${MGTRAIN_TORCH2_VERSION_FILE:+"$MGTRAIN_TORCH2_VERSION_FILE"})
   facts=$("$venv/bin/python" -c 'import os, torch
 print(torch.__version__.split("+")[0]); print(torch.version.cuda or "")
 print(torch.utils.cmake_prefix_path); print(os.path.dirname(torch.__file__)); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')

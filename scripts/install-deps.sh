@@ -6,11 +6,12 @@
 # libcpp-httplib-dev: the launcher's status API (docs/monitoring.md).
 # nlohmann-json3-dev, libxxhash-dev: header-only JSON and XXH64 (no shared library at start-up).
 # libcairo2-dev: mgtrain-plot, the renderer of `mgtrain plot` (optional: without it the rest builds).
+# patchelf: scripts/device/pack.sh points the GPU bundle's binaries at the bundle's own lib/.
 set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
                 catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp libcairo2-dev
-                libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev)
+                libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev patchelf)
 # python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
 # procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks; clang + libclang-rt-14-dev: the libFuzzer
 # target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm);

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Creates (once) the virtual environment that holds the pip torch of the second build flavour (scripts/build-torch2.sh)
 # and prints its path. The torch version is pinned in scripts/torch2-version (the one place; others read it).
-#   scripts/torch2-env.sh            -> prints e.g. $HOME/.cache/mgtrain/torch-2.15.0
+#   scripts/torch2-env.sh                      -> prints e.g. $HOME/.cache/mgtrain/torch-2.15.0
+#   scripts/torch2-env.sh VERSION_FILE         -> the venv of the version pinned in that file instead (the GPU bundle's
+#                                                 scripts/device/torch-version: the device's own torch)
 # The venv lives outside the clone: ${MGTRAIN_TORCH2_VENV:-$HOME/.cache/mgtrain/torch-<version>}, made with Debian's
 # /usr/bin/python3 -m venv (python3-venv). PyPI's torch wheel for Linux x86_64 is the CUDA 13 build and brings its
 # CUDA runtime, cuDNN and NCCL as nvidia-* wheels: about 3 GB, which took 108 s to download and install on the
 # development VM. A venv whose torch already has the pinned version is reused at once (no network).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-version=$(tr -d '[:space:]' < "$here/torch2-version")
+version_file=${1:-$here/torch2-version}
+[[ -r "$version_file" ]] || { echo "torch2-env.sh: cannot read the version file $version_file" >&2; exit 2; }
+version=$(tr -d '[:space:]' < "$version_file")
+[[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+  { echo "torch2-env.sh: $version_file holds '$version', not a torch version like 2.11.0" >&2; exit 2; }
 venv=${MGTRAIN_TORCH2_VENV:-$HOME/.cache/mgtrain/torch-$version}
 python=/usr/bin/python3
 

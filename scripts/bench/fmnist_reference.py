@@ -2,7 +2,7 @@
 """Python DDP reference for scripts/bench/time_to_accuracy.sh: mgtrain's default job (configs/fashion_mnist_cnn.yaml)
 written the way a PyTorch user would, with the same model, initialisation, data, data order and hyper-parameters.
 
-Run under torchrun (gloo, CPU), e.g.
+Run under torchrun (gloo, CPU; --device cuda: NCCL, a GPU a rank), e.g.
   OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 scripts/bench/fmnist_reference.py \
       --eval-every-steps 200 --no-eval-at-epoch-end --target-accuracy 0.92
 Works with torch 2.x and torch 1.13. The defaults are mgtrain's for that config; time_to_accuracy.sh passes the
@@ -98,6 +98,8 @@ def parse_args():
                    help="train.eval_at_epoch_end: false")
     p.add_argument("--target-accuracy", type=float, default=0.0,
                    help="stop after the first eval at or above this accuracy (0: train to the end)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="train.device: cpu (gloo) or cuda (the GPU LOCAL_RANK, NCCL; batches in pinned memory)")
     args = p.parse_args()
     for name in ("epochs", "batch"):
         if getattr(args, name) < 1:
@@ -200,20 +202,20 @@ def learning_rate(args, step, total_steps):
     return peak
 
 
-def evaluate(model, test_x, test_y, batch, rank, world):
+def evaluate(model, test_x, test_y, batch, rank, world, device):
     model.eval()
     shard = torch.arange(rank, test_x.shape[0], world)
     loss_sum = correct = count = 0.0
     with torch.no_grad():
         for start in range(0, shard.numel(), batch):
             index = shard[start:start + batch]
-            logits = model(test_x[index])
-            targets = test_y[index]
+            logits = model(test_x[index].to(device, non_blocking=True))
+            targets = test_y[index].to(device, non_blocking=True)
             n = float(targets.numel())
             loss_sum += F.cross_entropy(logits, targets).item() * n
             correct += logits.argmax(-1).eq(targets).sum().item()
             count += n
-    totals = torch.tensor([loss_sum, correct, count], dtype=torch.float64)
+    totals = torch.tensor([loss_sum, correct, count], dtype=torch.float64, device=device)
     if world > 1:
         dist.all_reduce(totals)
     model.train()
@@ -226,6 +228,8 @@ class Run:
 
     def __init__(self, args, rank, world):
         self.args, self.rank, self.world = args, rank, world
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
         train_images = read_idx(args.data, "train-images-idx3-ubyte", 3)
         table, self.mean, self.std = normalisation_table(train_images)
         train_x, train_y = load_split(args.data, "train", table)
@@ -233,13 +237,16 @@ class Run:
         dataset = TensorDataset(train_x, train_y)
         self.sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
                                           drop_last=False)
-        self.loader = DataLoader(dataset, batch_size=args.batch, sampler=self.sampler, drop_last=False)
+        self.loader = DataLoader(dataset, batch_size=args.batch, sampler=self.sampler, drop_last=False,
+                                 pin_memory=self.device.type == "cuda")
         self.steps_per_epoch = len(self.loader)
         self.total_steps = args.max_steps if args.max_steps > 0 else self.steps_per_epoch * args.epochs
 
         torch.manual_seed(args.seed)
         self.model = Cnn(args.channels, args.fc, train_x.shape[2], train_x.shape[3], max(10, int(train_y.max()) + 1))
-        self.ddp = DistributedDataParallel(self.model) if world > 1 else self.model
+        self.model.to(self.device)
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        self.ddp = DistributedDataParallel(self.model, device_ids=device_ids) if world > 1 else self.model
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=learning_rate(args, 0, self.total_steps),
                                          momentum=args.momentum, weight_decay=args.weight_decay)
         self.step, self.epoch, self.evaluated_at = 0, 0, -1
@@ -247,7 +254,7 @@ class Run:
         self.step_times = []
 
     def eval(self, when):
-        result = evaluate(self.model, self.test_x, self.test_y, self.args.batch, self.rank, self.world)
+        result = evaluate(self.model, self.test_x, self.test_y, self.args.batch, self.rank, self.world, self.device)
         self.last_eval, self.evaluated_at = result, self.step
         elapsed = time.monotonic() - T0
         if self.rank == 0:
@@ -262,6 +269,7 @@ class Run:
     def train_step(self, x, y):
         start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         loss = F.cross_entropy(self.ddp(x), y)
         loss.backward()
         for group in self.optimizer.param_groups:
@@ -305,8 +313,12 @@ class Run:
 def main():
     args = parse_args()
     distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: torch %s sees no GPU" % torch.__version__)
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if distributed:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     rank = dist.get_rank() if distributed else 0
     world = dist.get_world_size() if distributed else 1
     try:

@@ -9,16 +9,21 @@
 #                          against Python DDP over NCCL under torchrun --nproc_per_node 1.
 # Reports the median step times and ratios.
 # Needs a GPU, a CUDA build of mgtrain (scripts/build-cuda.sh) and python3 with CUDA torch; refuses otherwise.
-# Usage: scripts/bench/gpu_step.sh     (MGTRAIN=build-cuda/bin/mgtrain STEPS=200 by default)
+# Usage: scripts/bench/gpu_step.sh     (MGTRAIN=build-cuda/bin/mgtrain STEPS=200 PRECISIONS="fp32 bf16 fp16" by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mgtrain=${MGTRAIN:-build-cuda/bin/mgtrain}
 steps=${STEPS:-200}
+precisions=${PRECISIONS:-fp32 bf16 fp16}
 python=${PYTHON:-python3}
 torchrun=$(dirname "$(command -v "$python")")/torchrun
 reference=scripts/bench/gpu_step_reference.py
 
 refuse() { echo "gpu_step.sh: $*; nothing was measured" >&2; exit 2; }
+[[ $steps =~ ^[1-9][0-9]*$ ]] && ((steps > 20)) || refuse "STEPS=$steps: expected a number of steps above 20 (10 are warm-up)"
+for precision in $precisions; do
+  [[ $precision =~ ^(fp32|bf16|fp16)$ ]] || refuse "PRECISIONS: '$precision' is not fp32, bf16 or fp16"
+done
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || refuse "no GPU visible (nvidia-smi -L lists none): this benchmark needs one"
 [[ -x "$mgtrain" ]] || refuse "$mgtrain does not exist: build it with scripts/build-cuda.sh (or set MGTRAIN)"
 worker="$(dirname "$mgtrain")/mgtrain-worker"
@@ -51,7 +56,7 @@ declare -A python_args=([cnn]="--model cnn --batch 256" [gpt]="--model gpt --bat
 
 printf '%-9s %-5s %12s %12s %9s %14s %14s %9s\n' model prec "mgtrain ms" "python ms" "ratio" "mgtrain+nccl" "python+ddp" "ratio"
 for model in cnn gpt gpt-large; do
-  for precision in fp32 bf16 fp16; do
+  for precision in $precisions; do
     # shellcheck disable=SC2086
     m=$("$mgtrain" launch --nproc 1 --gpu-ids auto --log-dir "$work/logs" ${mgtrain_args[$model]} train.precision=$precision \
         train.max_steps="$steps" train.eval_at_epoch_end=false checkpoint.dir= log.every_steps=100000 2>"$work/err" | field step_time_ms) ||
@@ -67,7 +72,7 @@ for model in cnn gpt gpt-large; do
     d=$("$torchrun" --standalone --nproc_per_node 1 "$reference" ${python_args[$model]} --precision "$precision" --steps "$steps" --ddp \
         2>/dev/null | field step_time_ms)
     printf '%-9s %-5s %12.3f %12.3f %8.2fx %14.3f %14.3f %8.2fx\n' "$model" "$precision" "$m" "$p" \
-      "$(echo "$p / $m" | bc -l)" "$mc" "$d" "$(echo "$d / $mc" | bc -l)"
+      "$(awk -v a="$p" -v b="$m" 'BEGIN { print a / b }')" "$mc" "$d" "$(awk -v a="$d" -v b="$mc" 'BEGIN { print a / b }')"
   done
 done
 echo "(ratios above 1: mgtrain's step is faster; device: $(nvidia-smi --query-gpu=name --format=csv,noheader -i 0))"

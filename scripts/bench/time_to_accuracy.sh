@@ -13,6 +13,8 @@
 #   EVAL_EVERY=200  steps between evals (both)       MAX_STEPS=0   train.max_steps (0: the config's 10 epochs;
 #                                                                  it also shortens the cosine schedule, on both)
 #   NPROC=2         workers                          DATA=         data.path (default: the config's)
+#   DEVICE=cpu      cpu (gloo), or cuda: one GPU a rank on both sides (NCCL; the launcher samples the GPU every
+#                   second into the run's resources.jsonl, kept under LOG_DIR)
 #   MGTRAIN=build/bin/mgtrain                        TORCHRUN=$HOME/.cache/mgtrain/torch-2.15.0/bin/torchrun
 #   LOG_DIR=        keep every run's output there (default: a temporary directory, removed at the end)
 # mgtrain runs without checkpoints (checkpoint.dir=): the reference writes none either. Its metrics.jsonl and
@@ -26,6 +28,7 @@ target=${TARGET:-0.92}
 eval_every=${EVAL_EVERY:-200}
 max_steps=${MAX_STEPS:-0}
 nproc=${NPROC:-2}
+device=${DEVICE:-cpu}
 mgtrain=${MGTRAIN:-build/bin/mgtrain}
 torchrun=${TORCHRUN:-$HOME/.cache/mgtrain/torch-2.15.0/bin/torchrun}
 config=configs/fashion_mnist_cnn.yaml
@@ -37,6 +40,7 @@ die() { echo "time_to_accuracy.sh: $*" >&2; exit 2; }
 [[ $eval_every =~ ^[1-9][0-9]*$ ]] || die "EVAL_EVERY=$eval_every: expected a positive integer (steps between evals)"
 [[ $max_steps =~ ^[0-9]+$ ]] || die "MAX_STEPS=$max_steps: expected 0 (all epochs) or a positive integer"
 [[ $nproc =~ ^[1-9][0-9]*$ ]] || die "NPROC=$nproc: expected a positive integer"
+[[ $device =~ ^(cpu|cuda)$ ]] || die "DEVICE=$device: expected cpu or cuda"
 awk -v t="$target" 'BEGIN { exit !(t ~ /^(0?\.[0-9]+|1(\.0*)?)$/ && t > 0) }' ||
   die "TARGET=$target: expected an accuracy in (0, 1], e.g. 0.92"
 [[ -x $mgtrain ]] || die "MGTRAIN=$mgtrain: not an executable (build it: scripts/build.sh mgtrain mgtrain-worker)"
@@ -50,8 +54,9 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-# mgtrain's side: the shipped config, evals only every EVAL_EVERY steps, no checkpoints, on the CPU.
-overrides=(train.eval_every_steps="$eval_every" train.eval_at_epoch_end=false checkpoint.dir= train.device=cpu)
+# mgtrain's side: the shipped config, evals only every EVAL_EVERY steps, no checkpoints, on DEVICE.
+overrides=(train.eval_every_steps="$eval_every" train.eval_at_epoch_end=false checkpoint.dir= train.device="$device")
+[[ $device == cpu ]] || overrides+=(log.resource_interval_s=1)
 [[ $max_steps == 0 ]] || overrides+=(train.max_steps="$max_steps")
 [[ -z ${DATA:-} ]] || overrides+=(data.path="$DATA")
 yaml=$("$mgtrain" config show "$config" "${overrides[@]}") || die "mgtrain config show $config ${overrides[*]} failed (above)"
@@ -91,7 +96,7 @@ reference_args=(--data "$data_dir" --channels "$(cfg model.channels)" --fc "$(cf
   --seed "$(cfg train.seed)" --lr "$(cfg optim.lr)" --momentum "$(cfg optim.momentum)"
   --weight-decay "$(cfg optim.weight_decay)" --schedule "$(cfg optim.schedule)" --warmup-steps "$(cfg optim.warmup_steps)"
   --min-lr "$(cfg optim.min_lr)" --eval-every-steps "$(cfg train.eval_every_steps)" --no-eval-at-epoch-end
-  --target-accuracy "$target")
+  --target-accuracy "$target" --device "$device")
 
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 

@@ -5,6 +5,7 @@
 #include "train/catch_with_torch.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,7 +31,13 @@ using namespace mgtrain;
 
 namespace {
 
-const std::string kBin = MGTRAIN_BIN_DIR;
+// The binaries under test: this build's, or MGTRAIN_TEST_BIN_DIR's when set (the GPU bundle of scripts/device/pack.sh
+// runs this test binary away from its build tree).
+std::string bin_dir() {
+  const char* dir = std::getenv("MGTRAIN_TEST_BIN_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : MGTRAIN_BIN_DIR;
+}
+const std::string kBin = bin_dir();
 const c10::Device kCpu(c10::kCPU);
 
 bool have_gpu() { return torch::cuda::is_available(); }
