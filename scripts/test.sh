@@ -5,7 +5,7 @@
 #      (scripts/test-sanitizers.sh);
 #   3. the LibTorch 2.x flavour (PyPI's torch wheel, CUDA build, in a cached venv outside the clone:
 #      scripts/torch2-env.sh) in build-torch2/: the worker and every test that runs torch code (the launcher is
-#      torch-free and was tested in stage 1).
+#      torch-free and was tested in stage 1), and the GPU bundle's check.sh --dry-run (device_check_dry_run).
 # Re-runs are incremental. Exit code 0 only when every stage passed.
 # Usage: scripts/test.sh [extra ctest arguments for stage 1, e.g. -R launch]
 #   MGTRAIN_TEST_STAGES="default sanitizers torch2" (the default) chooses stages.
@@ -39,7 +39,7 @@ if [[ " $stages " == *" torch2 "* ]]; then
   t=$(date +%s)
   result=passed
   # The torch tests of the LibTorch 2.x flavour (test_worker runs its worker under the venv's torchrun 2.x).
-  torch_tests='^(test_train_|test_training_reporter|test_ddp|test_sync_batch_norm|test_grad_scaler|test_mixed_precision|test_gpu|test_export|test_worker|test_checkpoint_resume|test_checkpoint_processes|test_run_metrics|test_binaries|torch_libraries_from_wheel)'
+  torch_tests='^(test_train_|test_training_reporter|test_ddp|test_sync_batch_norm|test_grad_scaler|test_mixed_precision|test_gpu|test_export|test_worker|test_checkpoint_resume|test_checkpoint_processes|test_run_metrics|test_binaries|torch_libraries_from_wheel|device_check_dry_run)'
   if scripts/build-torch2.sh; then
     (cd "${MGTRAIN_TORCH2_BUILD_DIR:-build-torch2}" &&
        ctest -j "$(nproc)" --output-on-failure --timeout 300 -R "$torch_tests") ||

@@ -91,12 +91,14 @@ step_bundle() {
   for binary in bin/* tests/*; do
     count=$((count + 1))
     while read -r line; do
+      if [[ $line == *"not found"* ]]; then  # a library, or a symbol version (GLIBC_2.3x: an older C library)
+        bad+=("$binary: $line")
+        continue
+      fi
       [[ $line == *"=>"* ]] || continue
       lib=${line%% *}
       path=$(readlink -f "$(sed -E 's/.*=> ([^ ]*).*/\1/' <<<"$line")")
-      if [[ $line == *"not found"* ]]; then
-        bad+=("$binary: $lib not found")
-      elif [[ $path != "$root/lib/"* && ! $lib =~ $base ]]; then
+      if [[ $path != "$root/lib/"* && ! $lib =~ $base ]]; then
         local inside=false dir
         for dir in ${LD_LIBRARY_PATH//:/ }; do [[ $path == "$dir/"* ]] && inside=true; done
         $inside || bad+=("$binary: $lib comes from $path, outside the bundle and torch (pack.sh must carry it)")
@@ -104,6 +106,8 @@ step_bundle() {
     done < <(ldd "$binary" 2>&1)
   done
   fig binaries "$count"
+  fig glibc "$(ldd --version 2>&1 | head -n 1 | grep -o '[0-9][0-9.]*$')"
+  fig glibc_required "$(sed -n 's/^glibc_required=//p' bundle-info)"
   fig bundled_libraries "$(ls lib | tr '\n' ' ')"
   ((${#bad[@]} == 0)) || { printf '%s\n' "${bad[@]}"; fail "${#bad[@]} library problem(s): ${bad[0]}"; }
   echo "every library of $count binaries resolves"
@@ -165,7 +169,10 @@ step_train() {  # step_train MODEL PRECISION
     gpt) steps=400; local tokens; tokens=$(tokens) || fail "no token file"
          args=("$root/configs/tokens_gpt.yaml" data.path="$tokens") ;;
   esac
-  [[ $device == cuda ]] || steps=30
+  if [[ $device == cpu ]]; then  # the dry run: a few steps, and a GPT small enough for a CPU
+    steps=30
+    [[ $model == cnn ]] || args+=(model.layers=1 model.heads=2 model.d_model=64 model.context_length=64)
+  fi
   launch "$step" --nproc 1 "${args[@]}" train.device="$device" train.precision="$precision" train.max_steps=$steps \
     train.eval_at_epoch_end=false checkpoint.dir= log.every_steps=$((steps / 10)) || fail "the run failed (above)"
   read_summary "$work/$step.out" || fail "no summary line"
@@ -294,19 +301,21 @@ step_time_to_accuracy() {
 }
 
 step_step_bench() {
-  MGTRAIN=$bin/mgtrain PYTHON=$PYTHON STEPS=100 PRECISIONS="fp32 bf16" "$root/scripts/bench/gpu_step.sh" \
-    >"$work/bench.out" 2>"$work/bench.err"
-  local rc=$?
-  cat "$work/bench.out"; tail -n 20 "$work/bench.err"
-  ((rc == 0)) || fail "gpu_step.sh failed: exit $rc"
-  local model precision m p r mc d rc2 rows=0
-  while read -r model precision m p r mc d rc2; do
+  # Each row is recorded as it arrives, so a run cut short by its timeout keeps the rows it finished.
+  local model precision m p r mc d rc2 line last=""
+  while IFS= read -r line; do
+    echo "$line"
+    last=$line
+    read -r model precision m p r mc d rc2 <<<"$line"
     [[ $m =~ ^[0-9.]+$ ]] || continue
     fig "$model.$precision" "mgtrain $m ms, python $p ms (${r}); mgtrain+nccl $mc ms, python ddp $d ms (${rc2})"
-    fig "$model.$precision.ratio" "${r%x}"; fig "$model.$precision.ddp_ratio" "${rc2%x}"
-    rows=$((rows + 1))
-  done <"$work/bench.out"
-  ((rows > 0)) || fail "no result rows"
+    fig "$model.$precision.ratio" "${r%x}"
+    fig "$model.$precision.ddp_ratio" "${rc2%x}"
+  done < <(MGTRAIN=$bin/mgtrain PYTHON=$PYTHON STEPS=100 PRECISIONS="fp32 bf16" "$root/scripts/bench/gpu_step.sh" \
+             2>"$work/bench.err"; echo "exit $?")
+  tail -n 20 "$work/bench.err"
+  [[ $last == "exit 0" ]] || fail "gpu_step.sh failed: ${last:-no exit status}"
+  grep -q '\.ratio' "$steps_dir/$step.fig" || fail "no result rows"
 }
 
 if [[ ${1:-} == --run-step ]]; then

@@ -94,6 +94,8 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "commit=$commit"
   echo "packed=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "libraries=$(ls "$out/lib" | paste -sd' ')"
+  # the newest C library the binaries need (Debian bookworm's is 2.36): an older machine cannot run them
+  echo "glibc_required=$(objdump -T "$out"/bin/* "$out"/tests/* "$out"/lib/* | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)"
 } >"$out/bundle-info"
 (cd "$out" && find . -type f ! -name bundle.sha256 | LC_ALL=C sort | xargs sha256sum >bundle.sha256)
 
