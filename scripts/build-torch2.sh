@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# The second build flavour: mgtrain against a LibTorch 2.x with CUDA (NCCL path, fp16, ddp.strategy dp compiled and
-# linked; nothing needs a GPU to build), into ${MGTRAIN_TORCH2_BUILD_DIR:-build-torch2}. The default flavour
-# (scripts/build.sh) stays Debian's LibTorch 1.13, CPU-only.
+# The main build flavour (scripts/build.sh's default): mgtrain against a LibTorch 2.x with CUDA (NCCL path, fp16,
+# ddp.strategy dp compiled and linked; nothing needs a GPU to build), into ${MGTRAIN_TORCH2_BUILD_DIR:-build}.
+# The fallback flavour, Debian's LibTorch 1.13 (CPU only), is MGTRAIN_FLAVOUR=debian scripts/build.sh.
 #   scripts/build-torch2.sh [TARGET...]     (no target: everything, tests included)
 # The LibTorch is PyPI's torch wheel (version: scripts/torch2-version, or the file MGTRAIN_TORCH2_VERSION_FILE names,
 # e.g. scripts/device/torch-version for the GPU bundle) in the venv of scripts/torch2-env.sh, created on first use.
 # MGTRAIN_TORCH_PREFIX=<libtorch>/share/cmake uses another LibTorch instead (scripts/build-cuda.sh).
-# The CUDA toolkit (nvcc, headers) is ${MGTRAIN_CUDA_HOME:-/usr/local/cuda}; its CUDA major must be torch's.
+# The CUDA toolkit (nvcc, headers) is ${MGTRAIN_CUDA_HOME:-/usr/local/cuda}; its CUDA major must be torch's. A pip
+# torch on a machine without one (or with another major) gets nvcc and NVVM from PyPI (scripts/cuda-from-pypi.sh).
 # Every torch library must resolve into the wheel (checked by CMake at configure time and by
 # tests/integration/check_torch_libraries.sh on the linked worker, also a ctest test of this flavour). See docs/gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${MGTRAIN_TORCH2_BUILD_DIR:-build-torch2}
+build=${MGTRAIN_TORCH2_BUILD_DIR:-build}
 cuda_home=${MGTRAIN_CUDA_HOME:-/usr/local/cuda}
 say() { echo "build-torch2.sh: $*" >&2; }
 die() { say "$*"; exit 2; }
@@ -42,9 +43,19 @@ fi
 
 # The toolkit must match torch's CUDA major (TorchConfig's cuda.cmake compiles against its headers; the wheel's
 # runtime is what runs).
+nvcc_version() { "$1" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p'; }
+# Without a toolkit of torch's CUDA major here (none given by MGTRAIN_CUDA_HOME, none at /usr/local/cuda, or another
+# major there), a pip torch gets one from PyPI: nvcc and NVVM wheels at its CUDA runtime's version, in its venv.
+if [[ -z "${MGTRAIN_CUDA_HOME:-}" && -n "$venv" ]]; then
+  found=$(nvcc_version "$cuda_home/bin/nvcc")
+  if [[ -z "$found" || "${found%%.*}" != "${torch_cuda%%.*}" ]]; then
+    say "no CUDA ${torch_cuda%%.*} toolkit at $cuda_home${found:+ (it has CUDA $found)}: using PyPI's (scripts/cuda-from-pypi.sh)"
+    cuda_home=$(scripts/cuda-from-pypi.sh "$venv") || die "no CUDA toolkit: PyPI's could not be installed (above)"
+  fi
+fi
 nvcc="$cuda_home/bin/nvcc"
 [[ -x "$nvcc" ]] || die "no nvcc at $nvcc: install the CUDA toolkit there or set MGTRAIN_CUDA_HOME"
-nvcc_cuda=$("$nvcc" --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')
+nvcc_cuda=$(nvcc_version "$nvcc")
 [[ -n "$nvcc_cuda" ]] || die "cannot read the CUDA version from '$nvcc --version'"
 if [[ -n "$torch_cuda" && "${torch_cuda%%.*}" != "${nvcc_cuda%%.*}" ]]; then
   die "torch $torch_version is built for CUDA $torch_cuda but $nvcc is CUDA $nvcc_cuda: the CUDA major versions must match" \
@@ -62,6 +73,13 @@ fi
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-8.0;9.0}
 say "torch ${torch_version:-?} (CUDA ${torch_cuda:-?}) at $torch_root, nvcc CUDA $nvcc_cuda, build dir $build"
 
+# A folder configured for another LibTorch (Debian's, or another torch version) is configured afresh: CMake would keep
+# finding the Torch package it cached.
+configured=$(sed -n 's/^MGTRAIN_TORCH_ROOT:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [[ -f "$build/CMakeCache.txt" && "$configured" != "$torch_root" ]]; then
+  say "$build was configured for ${configured:-the Debian LibTorch}; reconfiguring it for $torch_root"
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+fi
 log="$build.configure.log"
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMGTRAIN_TORCH_ROOT="$torch_root" \

@@ -7,19 +7,19 @@
 # nlohmann-json3-dev, libxxhash-dev: header-only JSON and XXH64 (no shared library at start-up).
 # libcairo2-dev: mgtrain-plot, the renderer of `mgtrain plot` (optional: without it the rest builds).
 # patchelf: scripts/device/pack.sh points the GPU bundle's binaries at the bundle's own lib/.
+# python3-venv: the main flavour's virtual environment with PyPI's torch (scripts/torch2-env.sh).
 set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
                 catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp libcairo2-dev
-                libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev patchelf)
+                libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev patchelf python3-venv)
 # python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
 # procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks; clang + libclang-rt-14-dev: the libFuzzer
 # target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm);
 # chromium: the status dashboard's screenshot test (tests/integration/dashboard_screenshot.sh).
 # python3-protobuf: test_run_metrics parses the TensorBoard event files with the real protobuf library.
-# python3-venv: the LibTorch 2.x flavour's virtual environment (scripts/torch2-env.sh).
 test_packages=(python3-torch iproute2 procps time clang libclang-rt-14-dev slurmctld slurmd slurm-client munge chromium
-               python3-protobuf python3-venv)
+               python3-protobuf)
 
 wanted=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then wanted+=("${test_packages[@]}"); fi

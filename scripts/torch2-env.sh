@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates (once) the virtual environment that holds the pip torch of the second build flavour (scripts/build-torch2.sh)
+# Creates (once) the virtual environment that holds the pip torch of the main build flavour (scripts/build-torch2.sh)
 # and prints its path. The torch version is pinned in scripts/torch2-version (the one place; others read it).
 #   scripts/torch2-env.sh                      -> prints e.g. $HOME/.cache/mgtrain/torch-2.15.0
 #   scripts/torch2-env.sh VERSION_FILE         -> the venv of the version pinned in that file instead (the GPU bundle's

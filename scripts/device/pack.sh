@@ -7,7 +7,7 @@
 #                                             own cached venv, as scripts/torch2-env.sh makes) into build-device/, and
 #                                             pack it into device-bundle/
 #   scripts/device/pack.sh --from BUILD_DIR   pack an existing build of the LibTorch 2.x flavour instead (CI packs
-#                                             build-torch2/ to run check.sh --dry-run)
+#                                             the main build, build/, to run check.sh --dry-run)
 #   --out DIR                                 the bundle folder (default device-bundle/; replaced)
 # The bundle: bin/ (mgtrain, mgtrain-worker), tests/ (test_gpu), lib/ (the libraries they need beyond the C runtime,
 # the driver and torch's own, which come from the machine's torch), configs/, data/ (Fashion-MNIST, and docs as a
