@@ -82,13 +82,7 @@ void GradientReducer::assign_buckets() {
     std::int64_t total = 0;
     for (auto i : bucket.parameters) total += params_[i].tensor.numel();
     const at::Tensor& first = params_[bucket.parameters.front()].tensor;
-    const bool carries = b + 1 == buckets_.size() && options_.carry_elements > 0 && !options_.skip_communication &&
-                         !comm_.single_process() && first.device().is_cpu() &&
-                         (first.scalar_type() == at::kFloat || first.scalar_type() == at::kDouble);
-    const std::int64_t carry = carries ? options_.carry_elements : 0;
-    bucket.flat = comm_.allocate_reduce_buffer(total + carry, first.options().requires_grad(false));
-    bucket.gradients = bucket.flat.narrow(0, 0, total);
-    if (carries) carried_ = bucket.flat.narrow(0, total, carry);
+    bucket.flat = comm_.allocate_reduce_buffer(total, first.options().requires_grad(false));
     std::int64_t offset = 0;
     for (std::size_t j = 0; j < bucket.parameters.size(); ++j) {
       ParameterSlot& slot = params_[bucket.parameters[j]];
@@ -152,7 +146,7 @@ void GradientReducer::launch_ready_buckets_in_order() {
 void GradientReducer::launch(Bucket& bucket) {
   bucket.launched = true;
   if (options_.skip_communication || comm_.single_process()) return;
-  if (!options_.gradients_prescaled) bucket.gradients.div_(comm_.world_size());
+  if (!options_.gradients_prescaled) bucket.flat.div_(comm_.world_size());
   bucket.work = comm_.allreduce_sum_async(bucket.flat);
 }
 
@@ -199,7 +193,7 @@ void GradientReducer::finish_backward() {
 
 void GradientReducer::zero_grad() {
   if (options_.gradient_as_bucket_view) {
-    for (auto& bucket : buckets_) bucket.gradients.zero_();  // not the carried elements: read after this
+    for (auto& bucket : buckets_) bucket.flat.zero_();
     return;
   }
   for (auto& slot : params_) slot.tensor.mutable_grad().reset();

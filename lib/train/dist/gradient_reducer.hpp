@@ -26,10 +26,6 @@ struct ReducerOptions {
   // The caller already divided the loss by the world size, so gradients arrive as g / world and a plain sum
   // all-reduce gives the mean: one pass over every gradient saved. Off: the reducer divides each bucket.
   bool gradients_prescaled = false;
-  // Extra elements summed over ranks together with the last bucket, in the same meeting: the step vote rides
-  // along (step_agreement.hpp) instead of needing a collective of its own each step. Granted only for CPU
-  // buckets that really communicate; see carried().
-  std::int64_t carry_elements = 0;
 };
 
 class GradientReducer {
@@ -51,14 +47,10 @@ class GradientReducer {
   // Bucket layout, for tests and logs: parameter indices per bucket, in launch order.
   std::vector<std::vector<std::size_t>> bucket_layout() const;
   std::size_t bucket_count() const { return buckets_.size(); }
-  // The carry_elements extra elements after the last bucket's gradients, summed over ranks by finish_backward();
-  // undefined when not granted (a GPU bucket, one process, communication skipped, no parameters).
-  const at::Tensor& carried() const { return carried_; }
 
  private:
   struct Bucket {
-    at::Tensor flat;                        // all gradients of the bucket, contiguous (+ the carried elements)
-    at::Tensor gradients;                   // the gradients' part of flat
+    at::Tensor flat;                        // all gradients of the bucket, contiguous
     std::vector<std::size_t> parameters;    // indices into params_
     std::vector<at::Tensor> views;          // per parameter: its slice of `flat`, shaped like the parameter
     std::size_t pending = 0;                // gradients still to come this step
@@ -84,7 +76,6 @@ class GradientReducer {
   std::vector<Bucket> buckets_;
   Communicator& comm_;
   ReducerOptions options_;
-  at::Tensor carried_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps the hooked grad accumulators alive
   std::mutex mutex_;
   bool sync_ = false;

@@ -8,15 +8,10 @@ namespace mgtrain {
 void StepAgreement::begin(const StepVotes& mine) {
   votes_ = at::tensor({mine.stop ? 1.0f : 0.0f, mine.save_due ? 1.0f : 0.0f, mine.writer_failed ? 1.0f : 0.0f,
                        mine.save_requested ? 1.0f : 0.0f});
-  if (carrier_.defined()) {
-    carrier_.copy_(votes_);  // summed with the last gradient bucket during backward
-    return;
-  }
   work_ = comm_.single_process() ? torch_compat::WorkHandle{} : comm_.allreduce_sum_async(votes_);
 }
 
 StepVotes StepAgreement::finish() {
-  if (carrier_.defined()) votes_.copy_(carrier_);
   if (work_) work_->wait();
   work_ = {};
   const float* v = votes_.data_ptr<float>();

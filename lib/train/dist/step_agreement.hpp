@@ -1,13 +1,8 @@
 // What every rank must decide together at a step boundary: stop now (a rank got SIGTERM/SIGUSR1), save
 // now (rank 0's clock says checkpoint.every_minutes passed, or a rank got SIGUSR2), or give up (rank 0 could
-// not write a checkpoint). The votes are summed over ranks once per step and read after backward. On the CPU they
-// ride along with the gradient reducer's last bucket (ReducerOptions::carry_elements), so a step has one meeting
-// of the ranks less; otherwise (NCCL) a tiny all-reduce of their own is started before the step's work, so it
-// overlaps the step instead of adding a round trip.
+// not write a checkpoint). One tiny all-reduce per step carries the votes; it is started before the step's work and
+// read after backward, so it overlaps the step instead of adding a round trip.
 #pragma once
-
-#include <cstdint>
-#include <utility>
 
 #include <ATen/core/Tensor.h>
 
@@ -25,17 +20,14 @@ struct StepVotes {
 
 class StepAgreement {
  public:
-  static constexpr std::int64_t kVotes = 4;
-  // `carrier`: GradientReducer::carried() (kVotes elements summed with the last bucket), or undefined.
-  explicit StepAgreement(Communicator& comm, at::Tensor carrier = {}) : comm_(comm), carrier_(std::move(carrier)) {}
+  explicit StepAgreement(Communicator& comm) : comm_(comm) {}
   // Every rank, same order: starts the vote with this rank's view.
   void begin(const StepVotes& mine);
-  // The decision of all ranks (any rank's vote counts); with a carrier, after the step's finish_backward().
+  // The decision of all ranks (any rank's vote counts).
   StepVotes finish();
 
  private:
   Communicator& comm_;
-  at::Tensor carrier_;
   at::Tensor votes_;
   torch_compat::WorkHandle work_;
 };

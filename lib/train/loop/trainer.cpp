@@ -147,7 +147,7 @@ class TrainingRun {
         gradient_scale_(1.0 / static_cast<double>(accum_ * comm.world_size())),
         scaler_({setup.precision.loss_scaling, train_.loss_scale_init, train_.loss_scale_growth_factor,
                  train_.loss_scale_backoff_factor, train_.loss_scale_growth_interval}),  // fp16 only; else scale 1, no checks
-        agreement_(comm, setup.reducer->carried()) {}
+        agreement_(comm) {}
 
   TrainSummary run(Clock::time_point run_start) {
     describe_summary();

@@ -6,7 +6,6 @@
 
 #include "train/dist/data_parallel.hpp"
 #include "train/dist/device_setup.hpp"
-#include "train/dist/step_agreement.hpp"
 #include "train/dist/sync_batch_norm.hpp"
 #include "train/loop/optimizer_factory.hpp"
 #include "util/error.hpp"
@@ -47,7 +46,6 @@ void build_model_and_reducer(const Config& config, Communicator& comm, TrainingS
   options.gradient_as_bucket_view = config.ddp.gradient_as_bucket_view;
   options.skip_communication = config.ddp.skip_allreduce;
   options.gradients_prescaled = true;  // the loss is divided by accum x world in the step
-  options.carry_elements = StepAgreement::kVotes;  // the step vote rides with the last bucket (CPU)
   setup.reducer = std::make_unique<GradientReducer>(setup.model->named_parameters(), comm, options);
 }
 
