@@ -65,10 +65,11 @@ std::optional<BlasCoreDecision> decide_openblas_core(std::string_view current_co
   }
   const std::string better = openblas_core_for(cpu);
   if (better == "Prescott") return std::nullopt;  // a CPU that old really is one
-  return BlasCoreDecision{
-      better, fmt::format("OpenBLAS does not know this CPU ({}) and fell back to its generic Prescott kernels; using its "
-                          "{} kernels, which the CPU's flags allow (OPENBLAS_CORETYPE chooses others)",
-                          cpu.model_name.empty() ? "model unknown" : cpu.model_name, better)};
+  const std::string model = cpu.model_name.empty() ? "model unknown" : cpu.model_name;
+  return BlasCoreDecision{better, fmt::format("OpenBLAS does not know this CPU ({}) and fell back to its generic "
+                                              "Prescott kernels; using its {} kernels, which the CPU's flags allow "
+                                              "(OPENBLAS_CORETYPE chooses others)",
+                                              model, better)};
 }
 
 }  // namespace mgtrain
