@@ -5,11 +5,12 @@
 // otherwise it loads the config and runs the trainer. Errors become one message
 // and a documented exit code.
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "contract/worker_identity.hpp"
+#include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "train/torch/torch_facts.hpp"
@@ -17,24 +18,14 @@
 #include "train/loop/blas_setup.hpp"
 #include "train/loop/worker_main.hpp"
 
-namespace {
-
-// The job's first rank (or a worker outside any launcher): the one that says what the whole job does.
-bool first_rank() {
-  for (const char* name : {"RANK", "SLURM_PROCID"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && std::string(value) != "0") return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     const bool training = args.empty() || (args[0] != "--probe" && args[0] != "--export-torchscript");
-    mgtrain::restart_with_better_blas_core(argv, training && first_rank());
+    // Rank 0 (or a worker outside any launcher) says what the whole job does.
+    const bool first_rank =
+        training && mgtrain::worker_identity_from_environment(mgtrain::current_environment()).rank == 0;
+    mgtrain::restart_with_better_blas_core(argv, first_rank);
     if (args.size() == 1 && args[0] == "--probe") {
       std::printf("%s\n", mgtrain::probe_json_with_blas(mgtrain::torch_facts_json()).c_str());
       return mgtrain::exit_code::kSuccess;

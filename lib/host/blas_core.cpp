@@ -7,17 +7,13 @@
 
 #include <fmt/format.h>
 
+#include "util/value_parsing.hpp"
+
 namespace mgtrain {
 namespace {
 
 bool has_all(const CpuDescription& cpu, std::initializer_list<const char*> flags) {
   return std::all_of(flags.begin(), flags.end(), [&](const char* f) { return cpu.flags.count(f) > 0; });
-}
-
-std::string_view trim(std::string_view s) {
-  const auto begin = s.find_first_not_of(" \t");
-  if (begin == std::string_view::npos) return {};
-  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
 }
 
 }  // namespace
@@ -28,19 +24,19 @@ CpuDescription parse_cpuinfo(std::string_view text) {
   while (at < text.size()) {
     std::size_t end = text.find('\n', at);
     if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(at, end - at);
+    const std::string line(text.substr(at, end - at));
     at = end + 1;
     if (trim(line).empty()) {
       if (!cpu.flags.empty() || !cpu.model_name.empty()) break;  // the end of the first processor's block
       continue;
     }
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+    if (colon == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
     if (key == "model name") {
-      cpu.model_name = std::string(value);
+      cpu.model_name = value;
     } else if (key == "flags") {
-      std::istringstream words{std::string(value)};
+      std::istringstream words{value};
       for (std::string flag; words >> flag;) cpu.flags.insert(flag);
     }
   }
