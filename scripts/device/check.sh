@@ -87,7 +87,8 @@ step_bundle() {
     fail "the bundle's LibTorch is for CUDA $want_cuda, $PYTHON's torch for CUDA ${torch_cuda:-none}"
   # Every library of every binary resolves: into the bundle's lib/, the torch's folders, or the C runtime and driver.
   local binary line lib path bad=() count=0
-  local base='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libgcc_s|libstdc\+\+|libcuda|libnvidia-)[.-]'
+  local base
+  base=$(cat scripts/device/machine-libraries) || fail "no scripts/device/machine-libraries in the bundle"
   for binary in bin/* tests/*; do
     count=$((count + 1))
     while read -r line; do

@@ -66,7 +66,7 @@ done
 # Libraries: what ldd resolves with torch's folders on LD_LIBRARY_PATH (as check.sh sets them on the device), less
 # torch's own (the machine's), the C and C++ runtimes and the driver (every such machine has newer ones).
 torch_libs=$(readlink -f "$torch_root/lib" "$torch_root"/../nvidia/*/lib | sort -u | paste -sd:)
-base='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libgcc_s|libstdc\+\+|libcuda|libnvidia-)[.-]'
+base=$(cat scripts/device/machine-libraries)  # the C and C++ runtimes and the driver, as check.sh reads them too
 for b in "${binaries[@]}"; do
   while read -r lib arrow path _; do
     [[ $arrow == "=>" ]] || continue
@@ -80,7 +80,7 @@ done
 cp -r configs "$out/configs"
 cp "$data"/*-idx[13]-ubyte.gz "$out/data/fashion-mnist/"
 cat README.md docs/*.md >"$out/data/text.txt"  # a char-level corpus for the GPT step
-cp scripts/device/check.sh scripts/device/check_helpers.py "$out/scripts/device/"
+cp scripts/device/check.sh scripts/device/check_helpers.py scripts/device/machine-libraries "$out/scripts/device/"
 cp scripts/bench/gpu_step.sh scripts/bench/gpu_step_reference.py scripts/bench/time_to_accuracy.sh \
    scripts/bench/fmnist_reference.py "$out/scripts/bench/"
 printf '#!/usr/bin/env bash\n# The GPU check of this bundle: scripts/device/check.sh --help\nexec "$(dirname "$0")/scripts/device/check.sh" "$@"\n' \
