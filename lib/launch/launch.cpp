@@ -28,6 +28,7 @@
 #include "contract/log_layout.hpp"
 #include "multinode/hosts_launch.hpp"
 #include "multinode/node_agent.hpp"
+#include "supervise/supervision_policy.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/worker_binary.hpp"
 
@@ -53,10 +54,6 @@ void ensure_standard_fds_open() {
       if (null_fd.get() == fd) null_fd.release();  // opened at the lowest free fd, `fd` itself: it stays open
     }
   }
-}
-
-bool stopped_by_signal(int code) {
-  return code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP || code == 128 + SIGQUIT;
 }
 
 // A line from a helper that words it whole, "mgtrain: ..." (no newline): the GPU choice, a run record warning.
@@ -105,7 +102,8 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
     keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
-  const NodeAgentResult agent = run_node_agent(plan, loaded, environment, outside, ports);
+  const NodeAgentResult agent =
+      run_node_agent(plan, loaded, environment, NodeAgentOutside{outside.stdout_fd, outside.stderr_fd, outside.reload_with_run_id}, ports);
   const int code = agent.exit_code;
   if (agent.failure) write_launcher_error_file(*agent.failure, environment);
   if (job_record) {
@@ -217,7 +215,8 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
       choose_python(original.config.launch.python, original.origin_of("launch.python"), environment);
   // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
   if (!trim(original.config.launch.hosts).empty() || !trim(original.config.launch.hostfile).empty()) {
-    return run_hosts_launch(with_interpreter(original_request, python, false), original, outside);
+    return run_hosts_launch(with_interpreter(original_request, python, false), original, environment, outside.stdout_fd,
+                            outside.stderr_fd);
   }
   const LaunchRequest request = with_interpreter(original_request, python, true);
   const LoadedConfig loaded = with_writable_log_dir(original, environment);

@@ -6,7 +6,7 @@
 
 #include "config/config_loader.hpp"
 #include "config/config_request.hpp"
-#include "supervise/launch_environment.hpp"
+#include "launch/launch_environment.hpp"
 
 namespace mgtrain {
 
@@ -17,7 +17,7 @@ namespace mgtrain {
 // Throws UsageError (bad settings, busy port, missing program) before any worker starts.
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded);
 
-// The same with the outside world replaceable, for tests (supervise/launch_environment.hpp).
+// The same with the outside world replaceable, for tests (launch_environment.hpp).
 int run_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside);
 
 }  // namespace mgtrain

@@ -1,4 +1,4 @@
-// Resource sampling, status snapshots and status commands in the supervisor loop (see launch_monitor.hpp).
+// Resource sampling, status snapshots and status commands in the supervisor's event loop (see launch_monitor.hpp).
 #include "launch/launch_monitor.hpp"
 
 #include <csignal>
@@ -48,12 +48,11 @@ LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, Sta
   if (gpus) driver_version_ = gpus->driver_version();
 }
 
-void LaunchMonitor::add_poll_fds(std::vector<pollfd>& fds) {
+void LaunchMonitor::add_fds(std::vector<pollfd>& fds) {
   if (server_) fds.push_back(pollfd{server_->command_fd(), POLLIN, 0});
 }
 
-void LaunchMonitor::on_poll(const pollfd* fds, std::size_t count) {
-  if (!server_ || count == 0 || fds[0].revents == 0) return;
+void LaunchMonitor::on_ready(const pollfd&, Clock::time_point) {
   for (StatusCommand command : server_->take_commands()) {
     // The same paths as the signals: USR2 is forwarded (workers save and go on), USR1 is forwarded and
     // the workers save and exit 75, which ends the launcher with 75 (docs/monitoring.md).
@@ -61,7 +60,10 @@ void LaunchMonitor::on_poll(const pollfd* fds, std::size_t count) {
   }
 }
 
-std::optional<Clock::time_point> LaunchMonitor::next_deadline() const { return next_sample_; }
+std::optional<Clock::time_point> LaunchMonitor::next_deadline() const {
+  if (supervisor_.policy().finished()) return std::nullopt;
+  return next_sample_;
+}
 
 void LaunchMonitor::refresh_ranks() {
   std::vector<RankStatus> ranks;
@@ -178,13 +180,13 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
   }
   if (!server_ && interval <= 0) return;
   monitor_ = std::make_unique<LaunchMonitor>(supervisor, plan, server_.get(), gpus_.get(), interval);
-  supervisor.set_observer(monitor_.get());
+  supervisor.add_participant(*monitor_);
   if (server_) monitor_->publish();  // a first snapshot (run id, no ranks yet) before serving
   if (server_) server_->start();
 }
 
 LaunchMonitoring::~LaunchMonitoring() {
-  supervisor_.set_observer(nullptr);
+  if (monitor_) supervisor_.remove_participant(*monitor_);
   monitor_.reset();
   server_.reset();  // stops serving before NVML goes
 }

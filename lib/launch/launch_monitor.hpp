@@ -1,4 +1,4 @@
-// The launcher's monitoring inside the supervisor loop (a SupervisorObserver): takes resource samples at
+// The launcher's monitoring inside the supervisor's event loop (a LoopParticipant): takes resource samples at
 // log.resource_interval_s (resources.jsonl), publishes the status snapshot to the status server whenever
 // the workers change or a sample was taken, and carries out the server's POST commands in the loop:
 // /checkpoint = SIGUSR2 to every worker's group, /stop = as if the launcher got SIGUSR1.
@@ -19,14 +19,15 @@
 
 namespace mgtrain {
 
-class LaunchMonitor final : public SupervisorObserver {
+class LaunchMonitor final : public LoopParticipant {
  public:
   // `server` and `gpus` may be null; resource_interval_s 0 writes no resources.jsonl.
   LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
                 double resource_interval_s);
 
-  void add_poll_fds(std::vector<pollfd>& fds) override;
-  void on_poll(const pollfd* fds, std::size_t count) override;
+  void add_fds(std::vector<pollfd>& fds) override;
+  void on_ready(const pollfd& ready, std::chrono::steady_clock::time_point now) override;
+  // The next sample, until the supervisor has finished (then only what wakes the loop anyway).
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const override;
   void on_time(std::chrono::steady_clock::time_point now) override;
   void publish();  // hands the current state to the status server now
@@ -53,7 +54,7 @@ class LaunchMonitor final : public SupervisorObserver {
 // loop's signalfd) and before any worker starts. Opens NVML (a GPU health line on the message stream when
 // present), samples resources at log.resource_interval_s, and with launch.status_port binds the status
 // server (UsageError naming the port when it cannot), writes <run dir>/status_token (0600) and
-// <run dir>/status_endpoint, and registers itself as the supervisor's observer.
+// <run dir>/status_endpoint, and joins the supervisor's loop.
 class LaunchMonitoring {
  public:
   LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config);

@@ -3,7 +3,8 @@
 // default), with node ranks in host order, node 0's address and port, the same run id and the same
 // config and overrides; streams their output with a "[host] " prefix; and tears everything down on
 // failure or Ctrl-C. The agents themselves meet, agree and share fate through the rendezvous
-// (node_agent.hpp); this process only starts, watches and stops them.
+// (node_agent.hpp); this process only starts, watches and stops them: the agents are the children of
+// an event loop (supervise/event_loop.hpp), the decisions hosts_policy.hpp's.
 #pragma once
 
 #include <string>
@@ -12,7 +13,6 @@
 #include "config/config_loader.hpp"
 #include "util/environment.hpp"
 #include "config/config_request.hpp"
-#include "supervise/launch_environment.hpp"
 
 namespace mgtrain {
 
@@ -44,8 +44,9 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
                                                              const LaunchRequest& request, const LoadedConfig& loaded,
                                                              const EnvMap& environment);
 
-// Runs the job on every host; returns the exit code (the agents' common one, 128+N when this process
-// got signal N).
-int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, const LaunchEnvironment& outside);
+// Runs the job on every host with `environment` passed on, messages and the agents' output on the two
+// descriptors; returns the exit code (the agents' common one, 128+N when this process got signal N).
+int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, const EnvMap& environment, int stdout_fd,
+                     int stderr_fd);
 
 }  // namespace mgtrain

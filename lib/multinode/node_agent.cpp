@@ -1,4 +1,5 @@
-// The node agent: rendezvous client (and server on the hosting node) inside the supervisor's loop.
+// The node agent: rendezvous client (and server on the hosting node) as a participant of the supervisor's
+// event loop, and the coordinator of its attempts.
 #include "multinode/node_agent.hpp"
 #include "util/log.hpp"
 
@@ -56,9 +57,9 @@ LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
   return plan;
 }
 
-class NodeAgent : public SupervisorPeer {
+class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
  public:
-  NodeAgent(LaunchPlan plan, const LoadedConfig& loaded, const LaunchEnvironment& outside)
+  NodeAgent(LaunchPlan plan, const LoadedConfig& loaded, const NodeAgentOutside& outside)
       : plan_(std::move(plan)), loaded_(loaded), outside_(outside) {}
 
   // This node's plan as of the last round (node rank, ranks, run directory from the rendezvous).
@@ -74,20 +75,22 @@ class NodeAgent : public SupervisorPeer {
 
   void say(const std::string& line) { supervisor_->console().message(log::Level::Info, "{}", line); }
 
-  // ---- SupervisorPeer ----
+  // ---- LoopParticipant ----
 
-  void add_poll_fds(std::vector<pollfd>& fds) override {
-    std::size_t before = fds.size();
-    if (server_) server_->add_poll_fds(fds);
-    server_fds_ = fds.size() - before;
+  void add_fds(std::vector<pollfd>& fds) override {
+    server_fd_ = -1;
+    if (server_) {
+      server_->add_poll_fds(fds);  // exactly one: its epoll set
+      server_fd_ = fds.back().fd;
+    }
     client_->add_poll_fds(fds);
   }
 
-  void on_poll(const pollfd* fds, std::size_t count, Clock::time_point now) override {
-    if (server_) server_->on_poll(fds, std::min(count, server_fds_), now);
+  void on_ready(const pollfd& ready, Clock::time_point now) override {
+    if (server_ && ready.fd == server_fd_) return server_->on_poll(&ready, 1, now);
     std::vector<rdzv::Message> messages;
     try {
-      client_->on_poll(fds + server_fds_, count - std::min(count, server_fds_), now, messages);
+      client_->on_poll(&ready, 1, now, messages);
     } catch (const rdzv::ProtocolError& error) {
       if (!ending_) {
         end_job(exit_code::kUsage,
@@ -144,6 +147,8 @@ class NodeAgent : public SupervisorPeer {
     }
     check_client(now);
   }
+
+  // ---- AttemptCoordinator ----
 
   void on_group_failing(const WorkerFailure& failure) override {
     if (round_ < 0 || ending_) return;
@@ -445,12 +450,12 @@ class NodeAgent : public SupervisorPeer {
   std::string config_file_;  // <run_dir>/config.yaml, once the run id is final
   const LoadedConfig& loaded_;
   std::optional<LoadedConfig> adopted_;
-  const LaunchEnvironment& outside_;
+  const NodeAgentOutside& outside_;
   Supervisor* supervisor_ = nullptr;
   std::unique_ptr<RendezvousServer> server_;
   std::unique_ptr<RendezvousClient> client_;
   std::string agent_id_;
-  std::size_t server_fds_ = 0;
+  int server_fd_ = -1;  // the server's descriptor as of the last add_fds
   int round_ = -1;
   std::optional<FailureReport> emitted_report_;
   std::string node_name_;  // "node 1 (hostB, 10.77.0.2)", as the server names this node in the current round
@@ -462,7 +467,7 @@ class NodeAgent : public SupervisorPeer {
 }  // namespace
 
 NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loaded, const EnvMap& environment,
-                               const LaunchEnvironment& outside, PortProbe& ports) {
+                               const NodeAgentOutside& outside, PortProbe& ports) {
   log::ScopedOutput output(outside.stdout_fd, outside.stderr_fd);
   const auto now = Clock::now();
   const std::string agent_id = fmt::format("{}:{}", plan.hostname, getpid());
@@ -484,8 +489,10 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
               plan.dynamic ? "a node (rank assigned on arrival)" : fmt::format("node {} of {}", plan.node_rank, plan.nnodes));
   }
   agent.attach(supervisor, std::move(server), std::move(client), agent_id);
-  supervisor.set_peer(&agent);
+  supervisor.set_coordinator(&agent);
+  supervisor.add_participant(agent);
   SupervisionResult result = supervisor.run();
+  supervisor.remove_participant(agent);
   supervisor.console().flush();
   NodeAgentResult outcome;
   outcome.exit_code = agent.report(result);

@@ -1,21 +1,33 @@
 // The node agent: `mgtrain launch` on one node of a multi-node job (docs/multinode.md). It hosts the
 // rendezvous server when it is node 0 (static) or can bind the endpoint (dynamic), joins the
-// rendezvous like every other node, and then runs each round's workers under the supervisor: the
+// rendezvous like every other node, and then runs each round's workers under the supervisor, whose event
+// loop carries its sockets (a LoopParticipant) and which it drives as its AttemptCoordinator: the
 // server's assignment gives the node rank, the ranks and the workers' store; a local failure is
 // reported at once and a stop order from the server tears the local workers down, so every node
 // stops within seconds; restarts and the exit code are the server's decisions, for the whole job.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "config/config_loader.hpp"
 #include "util/environment.hpp"
 #include "config/config_request.hpp"
 #include "supervise/failure_report.hpp"
-#include "supervise/launch_environment.hpp"
 #include "supervise/launch_plan.hpp"
+#include "supervise/port_probe.hpp"
 
 namespace mgtrain {
+
+// What the agent takes from the launch around it (launch/launch_environment.hpp has the whole set).
+struct NodeAgentOutside {
+  int stdout_fd = 1;  // the console
+  int stderr_fd = 2;
+  // The config loaded again with another run id, for a node that was started without one and adopts
+  // node 0's (so ${run_id} expands to it). Unset: only launch.run_id changes.
+  std::function<LoadedConfig(const std::string& run_id)> reload_with_run_id;
+};
 
 // How this node's part of the job ended.
 struct NodeAgentResult {
@@ -31,6 +43,6 @@ struct NodeAgentResult {
 // plan.builtin_trainer the workers get the run's config file (worker_command). Messages go to
 // outside's descriptors.
 NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loaded, const EnvMap& environment,
-                               const LaunchEnvironment& outside, PortProbe& ports);
+                               const NodeAgentOutside& outside, PortProbe& ports);
 
 }  // namespace mgtrain

@@ -13,11 +13,17 @@ std::chrono::steady_clock::duration seconds(double value) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(value));
 }
 
+}  // namespace
+
 bool stops_the_job(int signal) {
   return signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGQUIT;
 }
 
-}  // namespace
+bool stopped_by_signal(int exit_code) { return exit_code > 128 && stops_the_job(exit_code - 128); }
+
+bool failed_exit(const ExitStatus& status) {
+  return !status.success() && (status.signaled || status.value != exit_code::kStoppedAfterCheckpoint);
+}
 
 SupervisionPolicy::SupervisionPolicy(const Settings& settings, WorkerGroupControl& control)
     : settings_(settings), control_(control), running_(settings.nproc, false), last_heartbeat_(settings.nproc) {}
@@ -97,7 +103,7 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
   // Saved a checkpoint and stopped on request: the other workers agreed to do the same at the same step.
   const bool checkpointed_stop = !status.signaled && status.value == exit_code::kStoppedAfterCheckpoint;
   if (checkpointed_stop) stopped_after_checkpoint_ = true;
-  if (!status.success() && !stopped_as_asked && !checkpointed_stop) {
+  if (failed_exit(status) && !stopped_as_asked) {
     WorkerFailure failure;
     failure.local_rank = local_rank;
     failure.status = status;

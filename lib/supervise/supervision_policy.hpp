@@ -16,6 +16,16 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 struct WorkerFailure;
 
+// The one rule of which signals stop a job and which exits fail it, for the supervisor, the `--hosts`
+// launcher (multinode/hosts_policy.hpp) and the run record (launch.cpp). SIGINT, SIGTERM, SIGHUP and
+// SIGQUIT stop the job (a second one kills at once); SIGUSR1 (save and stop) and SIGUSR2 (save and go
+// on) are only passed on to the workers.
+bool stops_the_job(int signal);
+// An exit code 128+N of a launcher that a signal N stopped.
+bool stopped_by_signal(int exit_code);
+// Neither success nor exit_code::kStoppedAfterCheckpoint (75: saved a checkpoint and stopped on request).
+bool failed_exit(const ExitStatus& status);
+
 // The side effects the policy orders.
 class WorkerGroupControl {
  public:

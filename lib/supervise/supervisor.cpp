@@ -1,4 +1,5 @@
-// The supervisor's event loop and its side effects (spawning, signalling, reaping, logs).
+// The supervisor on the event loop: starting workers, carrying out the policy's orders, heartbeats,
+// file timers, the failure report.
 #include "supervise/supervisor.hpp"
 
 #include <poll.h>
@@ -13,6 +14,7 @@
 
 #include "util/error.hpp"
 #include "output/file_tail.hpp"
+#include "output/stream_capture.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
 #include "contract/log_layout.hpp"
@@ -26,8 +28,6 @@ std::string fmt_rank(int local_rank) { return "local rank " + std::to_string(loc
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kStderrTailLines = 20;
-// After the last worker exited, how long its pipes may stay open (held by escaped descendants).
-constexpr auto kDrainTimeout = std::chrono::seconds(2);
 
 SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
   SupervisionPolicy::Settings settings;
@@ -59,6 +59,25 @@ std::optional<std::string> environment_value(const EnvMap& environment, const ch
   return found->second;
 }
 
+// One worker stream (stdout or stderr) in the loop: its log file and console lines (stream_capture.hpp).
+class CapturedOutput final : public ChildOutput {
+ public:
+  CapturedOutput(Fd source, StreamCaptureSettings settings, ConsoleWriter& console)
+      : capture_(std::move(source), std::move(settings)), console_(console) {}
+  void add_fds(std::vector<pollfd>& fds) override {
+    if (capture_.open()) fds.push_back(pollfd{capture_.fd(), POLLIN, 0});
+  }
+  void on_ready(const pollfd&, LoopTime) override { capture_.read_available(console_); }
+  std::optional<LoopTime> next_deadline() const override { return capture_.console_deadline(); }  // a partial line due
+  void on_time(LoopTime now) override { capture_.on_time(now, console_); }
+  bool open() const override { return capture_.open(); }
+  void close_now() override { capture_.close_stream(console_); }
+
+ private:
+  StreamCapture capture_;
+  ConsoleWriter& console_;
+};
+
 // Reads and drops what stdin has; true at its end (EOF, or an error other than "try again").
 bool stdin_closed() {
   char buffer[4096];
@@ -77,26 +96,17 @@ Supervisor::Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string c
       first_port_(first_port),
       console_(console_stdout_fd, console_stderr_fd),
       line_prefix_(LinePrefix::from_environment(environment_value(parent_environment_, kLogLinePrefixTemplateVariable))),
-      policy_(policy_settings(plan_), *this) {}
+      policy_(policy_settings(plan_), *this),
+      loop_(*this) {}
 
 Supervisor::~Supervisor() {
-  kill_and_reap_all();
+  loop_.kill_children();
   console_.flush();
 }
 
-void Supervisor::kill_and_reap_all() {
-  for (Worker& worker : workers_) {
-    if (!worker.alive) continue;
-    signal_process_group(worker.pid, SIGKILL);
-    reap(worker.pid);
-    guard_.forget(worker.pid);
-    worker.alive = false;
-  }
-}
-
 void Supervisor::start_workers(int attempt) {
-  if (attempt > 0 && !peer_) announce_restart(attempt);
-  int port = peer_ ? plan_.master_port
+  if (attempt > 0 && !coordinator_) announce_restart(attempt);
+  int port = coordinator_ ? plan_.master_port
                   : attempt == 0 ? first_port_ : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
   workers_.clear();
   pids_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
@@ -116,14 +126,12 @@ void Supervisor::start_workers(int attempt) {
       WorkerProcessSpec spec;
       spec.argv = expand_worker_command(worker_command(plan_, config_file_), local_rank);
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
-      spec.signal_mask = signals_.original_mask();
-      spec.announce_fd = guard_.announce_fd();  // the child registers its process group itself
       const ConsoleRouting& routing = plan_.console[local_rank];
       const StreamSet terminal = terminal_streams(plan_.tty, local_rank, routing, console_.is_terminal(false), console_.is_terminal(true));
       spec.stdout_terminal = terminal.out;
       spec.stderr_terminal = terminal.err;
       spec.terminal_size = console_.terminal_size();
-      WorkerProcess process = start_worker_process(spec);
+      WorkerProcess process = loop_.start_child(std::move(spec));
 
       Worker worker;
       worker.local_rank = local_rank;
@@ -136,13 +144,13 @@ void Supervisor::start_workers(int attempt) {
       pids_by_attempt_[attempt][local_rank] = process.pid;
 
       const std::string prefix = line_prefix_.render(PrefixFields{"default", global_rank, local_rank, plan_.hostname});
-      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stdout_pipe),
-          StreamCaptureSettings{log_layout::stdout_log(rank_directory), false, routing.stdout_to_console, prefix, terminal.out}));
-      captures_.push_back(std::make_unique<StreamCapture>(std::move(process.stderr_pipe),
-          StreamCaptureSettings{log_layout::stderr_log(rank_directory), true, routing.stderr_to_console, prefix, terminal.err}));
+      loop_.add_output(std::make_unique<CapturedOutput>(std::move(process.stdout_pipe),
+          StreamCaptureSettings{log_layout::stdout_log(rank_directory), false, routing.stdout_to_console, prefix, terminal.out}, console_));
+      loop_.add_output(std::make_unique<CapturedOutput>(std::move(process.stderr_pipe),
+          StreamCaptureSettings{log_layout::stderr_log(rank_directory), true, routing.stderr_to_console, prefix, terminal.err}, console_));
     }
   } catch (...) {
-    kill_and_reap_all();
+    loop_.kill_children();
     throw;
   }
   if (plan_.heartbeat_timeout_s > 0) next_heartbeat_probe_ = Clock::now();
@@ -150,11 +158,11 @@ void Supervisor::start_workers(int attempt) {
 }
 
 void Supervisor::group_failing(const WorkerFailure& failure) {
-  if (peer_) peer_->on_group_failing(failure);
+  if (coordinator_) coordinator_->on_group_failing(failure);
 }
 
 void Supervisor::attempt_ended() {
-  if (peer_) peer_->on_attempt_ended();
+  if (coordinator_) coordinator_->on_attempt_ended();
 }
 
 void Supervisor::begin_attempt(int attempt, LaunchPlan round_plan, std::string config_file) {
@@ -167,38 +175,30 @@ void Supervisor::stop_workers_on_request() { policy_.stop_on_request(Clock::now(
 
 void Supervisor::finish(int exit_code) { policy_.finish_coordinated(exit_code); }
 
-void Supervisor::signal_running_workers(int signal) {
-  for (const Worker& worker : workers_) {
-    if (worker.alive) signal_process_group(worker.pid, signal);
-  }
-}
+// The loop's running children are the current attempt's running workers: an attempt starts only after the last one ended.
+void Supervisor::signal_running_workers(int signal) { loop_.signal_children(signal); }
 
-void Supervisor::handle_child_exits(Clock::time_point now) {
-  std::vector<std::pair<int, ExitStatus>> exits;
-  for (Worker& worker : workers_) {
-    if (!worker.alive) continue;
-    // While the worker is a zombie its process group id cannot be reused: its children are taken down first.
-    const std::optional<ExitStatus> status = collect_exit(worker.pid, guard_);
-    if (!status) continue;
-    worker.alive = false;
-    exits.emplace_back(worker.local_rank, *status);
+void Supervisor::on_child_exits(const std::vector<ChildExit>& exits, Clock::time_point now) {
+  std::vector<std::pair<int, ExitStatus>> ended;
+  for (const ChildExit& exit : exits) {
+    for (Worker& worker : workers_) {
+      if (!worker.alive || worker.pid != exit.pid) continue;
+      worker.alive = false;
+      ended.emplace_back(worker.local_rank, exit.status);
+    }
   }
   // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
   const int attempt = policy_.attempt();
-  for (const auto& [local_rank, status] : exits) {
+  for (const auto& [local_rank, status] : ended) {
     policy_.on_worker_exit(local_rank, status, now, timer_kills_.count({attempt, local_rank}) != 0);
   }
 }
 
-void Supervisor::handle_signals(Clock::time_point now) {
-  for (int signal : signals_.take_pending()) {
-    if (signal == SIGCHLD) {
-      handle_child_exits(now);
-    } else if (policy_.finished() && peer_ && (signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGQUIT)) {
-      peer_->on_signal_during_teardown(signal);  // e.g. a node agent's flush and the rendezvous' late-agent window
-    } else {
-      policy_.on_signal(signal, now);
-    }
+void Supervisor::on_signal(int signal, Clock::time_point now) {
+  if (policy_.finished() && coordinator_ && stops_the_job(signal)) {
+    coordinator_->on_signal_during_teardown(signal);  // e.g. a node agent's flush and the rendezvous' late-agent window
+  } else {
+    policy_.on_signal(signal, now);
   }
 }
 
@@ -216,100 +216,46 @@ SupervisionResult Supervisor::run() {
   started_steady_ = Clock::now();
   started_wall_ = std::chrono::system_clock::now();
   if (!plan_.timer_file.empty() && !file_timers_) file_timers_ = std::make_unique<FileTimerWatch>(plan_.timer_file);
+  watch_stdin_ = plan_.exit_with_stdin;
+  // Last of the participants: its on_time flushes the console after everyone else's.
+  loop_.add(*this);
   policy_.start(started_steady_);
-  LoopState loop;
-  loop.watch_stdin = plan_.exit_with_stdin;
-  // One ppoll over the signalfd, every worker pipe, stdin (--hosts agents), the rendezvous peer and the
-  // observer, until the policy has finished and the pipes are drained.
-  while (!finished_and_drained(Clock::now(), loop)) {
-    const PollLayout layout = fill_poll_fds(loop);
-    const std::optional<Clock::time_point> wake = next_wake(loop);
-    const Clock::time_point before = Clock::now();
-    timespec timeout{};
-    if (wake) timeout = to_timespec(*wake - before);
-    const int ready = ppoll(loop.poll_fds.data(), loop.poll_fds.size(), wake ? &timeout : nullptr, nullptr);
-    if (ready < 0 && errno != EINTR) throw SystemError("ppoll() in the supervisor", errno);
-    dispatch(ready > 0, layout, loop, Clock::now());
-  }
+  while (!finished_and_drained(Clock::now())) loop_.wait_once();
+  loop_.remove(*this);
   console_.flush();
   return result();
 }
 
-bool Supervisor::finished_and_drained(Clock::time_point now, LoopState& loop) {
-  if (!policy_.finished()) return false;
-  bool any_open = false;
-  for (const auto& capture : captures_) any_open = any_open || capture->open();
-  if (any_open) {
-    if (!loop.drain_deadline) loop.drain_deadline = now + kDrainTimeout;
-    if (now >= *loop.drain_deadline) {  // a descendant still holds a pipe open: stop waiting for it
-      for (auto& capture : captures_) capture->close_stream(console_);
-      captures_.clear();
-      any_open = false;
-    }
-  }
-  return !any_open && (!peer_ || peer_->done(now));
+bool Supervisor::finished_and_drained(Clock::time_point now) {
+  return policy_.finished() && loop_.outputs_drained(now) && (!coordinator_ || coordinator_->done(now));
 }
 
-std::optional<Supervisor::Clock::time_point> Supervisor::next_wake(const LoopState& loop) const {
+void Supervisor::add_fds(std::vector<pollfd>& fds) {
+  if (watch_stdin_) fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
+  if (file_timers_) fds.push_back(pollfd{file_timers_->fd(), POLLIN, 0});
+}
+
+void Supervisor::on_ready(const pollfd& ready, Clock::time_point now) {
+  if (file_timers_ && ready.fd == file_timers_->fd()) return read_file_timers();
+  if (watch_stdin_ && ready.fd == STDIN_FILENO && stdin_closed()) {
+    // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
+    watch_stdin_ = false;
+    console_.message(log::Level::Info, "stdin closed (the launcher that started this agent is gone): stopping the job");
+    policy_.on_signal(SIGHUP, now);
+  }
+}
+
+std::optional<Supervisor::Clock::time_point> Supervisor::next_deadline() const {
   std::optional<Clock::time_point> wake = policy_.next_deadline();
   auto earliest = [&wake](const std::optional<Clock::time_point>& other) {
     if (other && (!wake || *other < *wake)) wake = other;
   };
   if (!policy_.finished()) earliest(next_heartbeat_probe_);
   if (file_timers_ && !policy_.finished()) earliest(file_timers_->next_deadline(Clock::now()));
-  earliest(loop.drain_deadline);
-  for (const auto& capture : captures_) earliest(capture->console_deadline());  // a partial line due on the console
-  if (peer_) earliest(peer_->next_deadline());
-  if (observer_ && !policy_.finished()) earliest(observer_->next_deadline());
   return wake;
 }
 
-Supervisor::PollLayout Supervisor::fill_poll_fds(LoopState& loop) const {
-  PollLayout layout;
-  loop.poll_fds.clear();
-  loop.poll_fds.push_back(pollfd{signals_.fd(), POLLIN, 0});
-  for (const auto& capture : captures_) loop.poll_fds.push_back(pollfd{capture->fd(), POLLIN, 0});
-  layout.captures_end = loop.poll_fds.size();
-  if (loop.watch_stdin) loop.poll_fds.push_back(pollfd{STDIN_FILENO, POLLIN, 0});
-  if (file_timers_) {
-    layout.timer_index = loop.poll_fds.size();
-    loop.poll_fds.push_back(pollfd{file_timers_->fd(), POLLIN, 0});
-  }
-  layout.peer_first = loop.poll_fds.size();
-  if (peer_) peer_->add_poll_fds(loop.poll_fds);
-  layout.observer_first = loop.poll_fds.size();
-  if (observer_) observer_->add_poll_fds(loop.poll_fds);
-  return layout;
-}
-
-void Supervisor::dispatch(bool any_ready, const PollLayout& layout, LoopState& loop, Clock::time_point now) {
-  std::vector<pollfd>& fds = loop.poll_fds;
-  if (any_ready) {
-    for (std::size_t index = 1; index < layout.captures_end; ++index) {
-      if (fds[index].revents != 0) captures_[index - 1]->read_available(console_);
-    }
-    if (loop.watch_stdin && fds[layout.captures_end].revents != 0 && stdin_closed()) {
-      // Started by `mgtrain launch --hosts`: the remote shell that carried this agent is gone.
-      loop.watch_stdin = false;
-      console_.message(log::Level::Info, "stdin closed (the launcher that started this agent is gone): stopping the job");
-      policy_.on_signal(SIGHUP, now);
-    }
-    if (layout.timer_index != 0 && fds[layout.timer_index].revents != 0) read_file_timers();
-    if (fds[0].revents != 0) handle_signals(now);
-    // Signals may have started a new attempt: drop only captures that closed, never new ones.
-    captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
-                                   [](const std::unique_ptr<StreamCapture>& capture) { return !capture->open(); }),
-                    captures_.end());
-  }
-  if (peer_) {
-    if (any_ready) peer_->on_poll(fds.data() + layout.peer_first, layout.observer_first - layout.peer_first, now);
-    peer_->on_time(now);
-  }
-  if (observer_) {
-    if (any_ready) observer_->on_poll(fds.data() + layout.observer_first, fds.size() - layout.observer_first);
-    observer_->on_time(now);
-  }
-  for (auto& capture : captures_) capture->on_time(now, console_);
+void Supervisor::on_time(Clock::time_point now) {
   probe_heartbeats(now);
   check_file_timers();
   policy_.on_time(now);

@@ -1,6 +1,7 @@
-// The launcher's event loop: starts the worker group, pumps its output, reacts to worker exits,
-// signals, heartbeats and deadlines as they happen (signalfd + ppoll, no sleeping), carries out
-// SupervisionPolicy's orders, and gathers the failure report.
+// One node's worker group on the event loop (event_loop.hpp): starts the workers as the loop's children,
+// has their output pumped into logs and the console, reacts to worker exits, signals, heartbeats, file
+// timers and deadlines as they happen, carries out SupervisionPolicy's orders, and gathers the failure
+// report. A multi-node job's node agent drives the attempts (AttemptCoordinator).
 #pragma once
 
 #include <poll.h>
@@ -17,12 +18,10 @@
 #include "output/line_prefix.hpp"
 #include "supervise/failure_report.hpp"
 #include "elastic/file_timer_pipe.hpp"
+#include "supervise/event_loop.hpp"
 #include "supervise/heartbeat_file.hpp"
 #include "supervise/launch_plan.hpp"
-#include "supervise/orphan_guard.hpp"
 #include "supervise/port_probe.hpp"
-#include "supervise/signal_channel.hpp"
-#include "output/stream_capture.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/worker_env.hpp"
 
@@ -36,38 +35,22 @@ struct SupervisionResult {
   std::optional<FailureReport> failure;   // set when a worker failed in the last attempt
 };
 
-// Takes part in the supervisor's loop: the node agent of a multi-node job (node_agent.hpp) adds its
-// sockets and deadlines, hears of the group's first failure and of each attempt's end, and drives the
-// attempts through begin_attempt / stop_workers_on_request / finish. Absent on a single node.
-class SupervisorPeer {
+// The node agent of a multi-node job (node_agent.hpp) drives the attempts through begin_attempt /
+// stop_workers_on_request / finish and hears of the group's first failure and of each attempt's end. Its
+// sockets and deadlines join the loop as a LoopParticipant (add_participant). Absent on a single node.
+class AttemptCoordinator {
  public:
-  virtual ~SupervisorPeer() = default;
-  virtual void add_poll_fds(std::vector<pollfd>& fds) = 0;
-  // `fds` is the slice this peer added, with revents filled in.
-  virtual void on_poll(const pollfd* fds, std::size_t count, std::chrono::steady_clock::time_point now) = 0;
-  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const = 0;
-  virtual void on_time(std::chrono::steady_clock::time_point now) = 0;
+  virtual ~AttemptCoordinator() = default;
   virtual void on_group_failing(const WorkerFailure& failure) = 0;
   virtual void on_attempt_ended() = 0;
   // Once the policy has finished: whether the loop may end (nothing left to send).
   virtual bool done(std::chrono::steady_clock::time_point now) const = 0;
-  // SIGINT/SIGTERM/SIGHUP/SIGQUIT after the policy has finished (the job is decided; only teardown is left): stop
-  // lingering now. The exit code stays the job's.
+  // A signal that stops the job (stops_the_job) after the policy has finished (the job is decided; only
+  // teardown is left): stop lingering now. The exit code stays the job's.
   virtual void on_signal_during_teardown(int /*signal*/) {}
 };
 
-// Watches the run from inside the loop without owning anything of it: the status API and the resource
-// sampler (launch_monitor.hpp). Its fds are polled with the loop's; on_time runs after every wake-up.
-class SupervisorObserver {
- public:
-  virtual ~SupervisorObserver() = default;
-  virtual void add_poll_fds(std::vector<pollfd>& fds) = 0;
-  virtual void on_poll(const pollfd* fds, std::size_t count) = 0;  // this observer's slice, revents filled
-  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const = 0;
-  virtual void on_time(std::chrono::steady_clock::time_point now) = 0;
-};
-
-class Supervisor : private WorkerGroupControl {
+class Supervisor : private WorkerGroupControl, private LoopHandler, private LoopParticipant {
  public:
   // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
   // fresh port through `ports` when plan.picks_port(). The supervisor keeps its own copy of `plan`.
@@ -79,20 +62,21 @@ class Supervisor : private WorkerGroupControl {
   // Runs the job to its end. Throws UsageError when the command cannot be executed.
   SupervisionResult run();
 
-  // Multi-node (the policy must be in coordinated mode; see SupervisorPeer).
-  void set_peer(SupervisorPeer* peer) { peer_ = peer; }
+  // Multi-node (the policy must be in coordinated mode; see AttemptCoordinator).
+  void set_coordinator(AttemptCoordinator* coordinator) { coordinator_ = coordinator; }
+  // Joins the loop (the node agent's sockets, the status API and resource sampler) until removed.
+  void add_participant(LoopParticipant& participant) { loop_.add(participant); }
+  void remove_participant(LoopParticipant& participant) { loop_.remove(participant); }
   // Starts `attempt` (a rendezvous round) with that round's plan (node rank, ranks, world size, workers'
   // store, run directory) and config file, which replace the supervisor's from now on.
   void begin_attempt(int attempt, LaunchPlan round_plan, std::string config_file);
   void stop_workers_on_request();
   void finish(int exit_code);
   const SupervisionPolicy& policy() const { return policy_; }
-  // The status API and resource sampler (nullptr: none).
-  void set_observer(SupervisorObserver* observer) { observer_ = observer; }
   // As if the launcher got `signal` now (the status API: SIGUSR2 = save a checkpoint and go on,
   // SIGUSR1 = save and stop with exit 75; both are forwarded to every worker's process group).
   void act_on_signal(int signal) { policy_.on_signal(signal, std::chrono::steady_clock::now()); }
-  // The current attempt's workers, for the observer.
+  // The current attempt's workers, for the status API.
   struct WorkerView {
     int local_rank = 0;
     int global_rank = 0;
@@ -109,20 +93,7 @@ class Supervisor : private WorkerGroupControl {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // What run()'s loop carries from one turn to the next.
-  struct LoopState {
-    std::vector<pollfd> poll_fds;
-    std::optional<Clock::time_point> drain_deadline;  // set once the policy finished with pipes still open
-    bool watch_stdin = false;
-  };
-  // Where each kind of descriptor starts in poll_fds: [0] the signalfd, then the captures, stdin, peer, observer.
-  struct PollLayout {
-    std::size_t captures_end = 1, timer_index = 0, peer_first = 1, observer_first = 1;  // timer_index 0: none
-  };
-  bool finished_and_drained(Clock::time_point now, LoopState& loop);
-  std::optional<Clock::time_point> next_wake(const LoopState& loop) const;
-  PollLayout fill_poll_fds(LoopState& loop) const;
-  void dispatch(bool any_ready, const PollLayout& layout, LoopState& loop, Clock::time_point now);
+  bool finished_and_drained(Clock::time_point now);
   SupervisionResult result();
 
   struct Worker {
@@ -137,12 +108,18 @@ class Supervisor : private WorkerGroupControl {
   void group_failing(const WorkerFailure& failure) override;
   void attempt_ended() override;
 
-  void handle_signals(std::chrono::steady_clock::time_point now);
-  void handle_child_exits(std::chrono::steady_clock::time_point now);
+  // LoopHandler
+  void on_child_exits(const std::vector<ChildExit>& exits, Clock::time_point now) override;
+  void on_signal(int signal, Clock::time_point now) override;
+  // LoopParticipant: stdin (--hosts agents), the file timer pipe, heartbeats, the policy's deadlines.
+  void add_fds(std::vector<pollfd>& fds) override;
+  void on_ready(const pollfd& ready, Clock::time_point now) override;
+  std::optional<Clock::time_point> next_deadline() const override;
+  void on_time(Clock::time_point now) override;
+
   void probe_heartbeats(std::chrono::steady_clock::time_point now);
   void read_file_timers();
   void check_file_timers();
-  void kill_and_reap_all();
   FailureReport build_failure_report() const;
 
   LaunchPlan plan_;  // the current attempt's
@@ -151,23 +128,21 @@ class Supervisor : private WorkerGroupControl {
   PortProbe& ports_;
   int first_port_;
 
-  SignalChannel signals_;
-  OrphanGuard guard_;
   ConsoleWriter console_;
   LinePrefix line_prefix_;  // the console prefix of worker lines (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)
   SupervisionPolicy policy_;
+  EventLoop loop_;  // after console_: its outputs show on it
+  bool watch_stdin_ = false;
 
   std::vector<Worker> workers_;                         // the current attempt's
   std::vector<std::vector<pid_t>> pids_by_attempt_;     // for the report
-  std::vector<std::unique_ptr<StreamCapture>> captures_;  // open streams of any attempt
   std::chrono::steady_clock::time_point started_steady_;
   std::chrono::system_clock::time_point started_wall_;
   std::optional<std::chrono::steady_clock::time_point> next_heartbeat_probe_;
   std::unique_ptr<FileTimerWatch> file_timers_;         // TORCHELASTIC_ENABLE_FILE_TIMER=1 (plan_.timer_file)
   std::map<std::pair<int, int>, ExpiredFileTimer> timer_kills_;  // (attempt, local rank) -> the timer that fired
   std::chrono::steady_clock::time_point attempt_started_;
-  SupervisorPeer* peer_ = nullptr;
-  SupervisorObserver* observer_ = nullptr;
+  AttemptCoordinator* coordinator_ = nullptr;
 };
 
 }  // namespace mgtrain

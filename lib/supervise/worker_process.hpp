@@ -19,7 +19,7 @@ namespace mgtrain {
 struct WorkerProcessSpec {
   std::vector<std::string> argv;         // argv[0] is looked up on PATH like execvp
   std::vector<std::string> environment;  // "KEY=VALUE"
-  sigset_t signal_mask;                  // the mask the worker starts with (the launcher's original one)
+  sigset_t signal_mask{};                // the mask the worker starts with (the launcher's original one)
   // If >= 0: before exec, the child writes its pid (an int) to this pipe, so that the orphan guard
   // knows the new process group before any of the worker's own code runs (OrphanGuard::announce_fd).
   int announce_fd = -1;

@@ -293,3 +293,19 @@ TEST_CASE("coordinated: a signal between rounds ends the agent at once", "[polic
   CHECK(group.ended == 1);  // the agent tells the others it leaves
   CHECK(policy.exit_code() == 130);
 }
+
+TEST_CASE("the one rule: which signals stop the job, which exits fail it", "[policy]") {
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    CHECK(stops_the_job(signal));
+    CHECK(stopped_by_signal(128 + signal));
+  }
+  for (int signal : {SIGUSR1, SIGUSR2, SIGCHLD, SIGKILL}) CHECK_FALSE(stops_the_job(signal));
+  CHECK_FALSE(stopped_by_signal(128 + SIGKILL));
+  CHECK_FALSE(stopped_by_signal(0));
+  CHECK_FALSE(stopped_by_signal(SIGINT));
+  CHECK_FALSE(failed_exit(ExitStatus::exited(0)));
+  CHECK_FALSE(failed_exit(ExitStatus::exited(exit_code::kStoppedAfterCheckpoint)));
+  CHECK(failed_exit(ExitStatus::exited(1)));
+  CHECK(failed_exit(ExitStatus::killed_by(exit_code::kStoppedAfterCheckpoint)));
+  CHECK(failed_exit(ExitStatus::killed_by(SIGTERM)));
+}

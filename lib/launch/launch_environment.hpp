@@ -1,6 +1,7 @@
 // What a launch takes from the world outside, replaceable for tests: the console's descriptors, the port
-// probe, the environment, and how to reload the config with another run id. Shared by the single-node
-// launch (launch/launch.hpp) and the node agents (multinode/).
+// probe, the environment, and how to reload the config with another run id (launch/launch.hpp). The
+// node agent and the --hosts launcher get the pieces they use from it as plain arguments
+// (multinode/node_agent.hpp's NodeAgentOutside, run_hosts_launch).
 #pragma once
 
 #include <functional>
@@ -21,4 +22,5 @@ struct LaunchEnvironment {
   // one and adopts node 0's (so ${run_id} expands to it). Unset: only launch.run_id changes.
   std::function<LoadedConfig(const std::string& run_id)> reload_with_run_id;
 };
+
 }  // namespace mgtrain
