@@ -37,7 +37,6 @@ Clock::duration seconds(double value) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
 }
 
-
 std::string parent_directory(const std::string& path) {
   std::size_t slash = path.find_last_of('/');
   return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
@@ -108,7 +107,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         if (!ending_) end_job(exit_code::kUsage, fmt::format("bad message from the rendezvous server {}: {}", client_->endpoint(), error.what()), std::nullopt, true);
       }
     }
-    check_client(now);
+    check_client();
   }
 
   std::optional<Clock::time_point> next_deadline() const override {
@@ -145,7 +144,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         }
       }
     }
-    check_client(now);
+    check_client();
   }
 
   // ---- AttemptCoordinator ----
@@ -430,8 +429,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
   }
 
-  void check_client(Clock::time_point now) {
-    (void)now;
+  void check_client() {
     if (ending_) return;
     if (client_->state() == RendezvousClient::State::kUnreachable) {
       end_job(kNodeLostExitCode,

@@ -1,5 +1,5 @@
 // Delivers the launcher's signals (SIGCHLD and the ones it forwards) as readable events on a
-// signalfd, so the supervisor's poll loop sees them without handlers or races. Restores the
+// signalfd, so the event loop (event_loop.hpp) sees them without handlers or races. Restores the
 // signal mask and SIGPIPE's disposition when destroyed.
 #pragma once
 
