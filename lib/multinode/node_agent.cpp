@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <cmath>
 #include <memory>
 
 #include <fmt/format.h>
@@ -75,7 +74,6 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   void say(const std::string& line) { supervisor_->console().message(log::Level::Info, "{}", line); }
 
   // ---- LoopParticipant ----
-
   void add_fds(std::vector<pollfd>& fds) override {
     server_fd_ = -1;
     if (server_) {
@@ -148,7 +146,6 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   }
 
   // ---- AttemptCoordinator ----
-
   void on_group_failing(const WorkerFailure& failure) override {
     if (round_ < 0 || ending_) return;
     FailedWorker worker = supervisor_->describe_failure(failure);
@@ -191,7 +188,6 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   }
 
   // ---- the end ----
-
   // The failure report this node printed, if any (for the launcher's TORCHELASTIC_ERROR_FILE).
   const std::optional<FailureReport>& emitted_report() const { return emitted_report_; }
 

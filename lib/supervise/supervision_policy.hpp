@@ -1,7 +1,8 @@
 // The supervisor's decisions, free of I/O: when to stop the worker group, when to escalate SIGTERM
 // to SIGKILL, whether to restart, which failure is the root cause, and the launcher's exit code.
-// The event loop (supervisor.cpp) feeds it events with the current time and carries out its orders
-// through WorkerGroupControl; unit tests drive it with a fake control and made-up times.
+// The supervisor (supervisor.cpp, on the event loop) feeds it events with the current time and carries
+// out its orders through WorkerGroupControl; unit tests drive it with a fake control and made-up times.
+// Also the one rule of which signals stop a job and which exits fail it (stops_the_job, failed_exit).
 #pragma once
 
 #include <chrono>

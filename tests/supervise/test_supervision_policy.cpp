@@ -1,5 +1,5 @@
 // Supervision decisions with a fake worker group and made-up times: stop on failure, escalation,
-// restarts, signals, hang watchdog, root cause and exit codes.
+// restarts, signals, hang watchdog, root cause and exit codes; the one stop/failure rule.
 #include <catch2/catch.hpp>
 
 #include <csignal>
