@@ -39,7 +39,7 @@ struct LaunchConfig {
   std::string python;                 // interpreter for `launch script.py`; empty: $PYTHON_EXEC, else python3 on PATH
   std::string role = launch_defaults::kRole;  // torchrun's --role: the workers' ROLE_NAME
   // multi-node (docs/multinode.md)
-  std::string rdzv_endpoint;          // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
+  RdzvEndpoint rdzv_endpoint;         // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
   RdzvBackend rdzv_backend = RdzvBackend::C10d;  // torchrun's names
   double join_timeout = launch_defaults::kJoinTimeoutS;            // seconds for the nodes to meet
   double last_call_timeout = launch_defaults::kLastCallTimeoutS;   // dynamic: wait for more nodes once MIN are there

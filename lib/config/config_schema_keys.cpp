@@ -1,6 +1,6 @@
 // The config schema table: one entry per key, bound to its Config member (see config_schema.hpp), one
 // function per section in documentation order, and the custom checks some keys use. The launch settings with a
-// grammar of their own (nproc, nnodes, gpu_ids, tee, redirect, local_ranks_filter, tty) are typed values whose one
+// grammar of their own (nproc, nnodes, gpu_ids, tee, redirect, local_ranks_filter, tty, rdzv_endpoint) are typed values whose one
 // parser is in launch_settings.cpp. The machinery (ValueType, Key, SchemaBuilder) is in schema_builder.hpp.
 #include <optional>
 #include <string>
@@ -15,33 +15,6 @@ namespace mgtrain::schema_detail {
 namespace {
 
 // ---- custom checks -------------------------------------------------------------------------
-
-// "" or HOST[:PORT] (IPv6 in brackets: [::1]:29400).
-// Port 0 (torchrun's "localhost:0" recipe) picks a free port, on a single node only (launch_plan.cpp).
-std::optional<std::string> check_endpoint(const std::string& v) {
-  if (trim(v).empty()) return std::nullopt;
-  std::string port;
-  if (v.front() == '[') {
-    std::size_t close = v.find(']');
-    if (close == std::string::npos || close == 1) return fmt::format("'{}' is not HOST:PORT", v);
-    if (close + 1 < v.size()) {
-      if (v[close + 1] != ':') return fmt::format("'{}' is not HOST:PORT", v);
-      port = v.substr(close + 2);
-    }
-  } else {
-    std::size_t colon = v.rfind(':');
-    if (colon == 0) return fmt::format("'{}' has no host", v);
-    if (colon != std::string::npos) {
-      if (v.find(':') != colon) return fmt::format("'{}': write an IPv6 address in brackets, e.g. [::1]:29400", v);
-      port = v.substr(colon + 1);
-    }
-  }
-  if (!port.empty() || v.back() == ':') {
-    auto n = parse_int(port);
-    if (!n || *n < 0 || *n > 65535) return fmt::format("'{}' has no valid port (0-65535)", v);
-  }
-  return std::nullopt;
-}
 
 // A name without blanks (launch.role, launch.local_addr); `empty_ok` allows "".
 std::optional<std::string> check_plain_word(const std::string& v, bool empty_ok) {
@@ -98,8 +71,7 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module; empty: $PYTHON_EXEC when set (as torchrun), else python3 on PATH"));
   s.add(key("launch.role", &C::launch, &LaunchConfig::role, "torchrun's --role: the workers' ROLE_NAME")
             .must("a name without blanks", [](const std::string& v) { return check_plain_word(v, false); }));
-  s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); HOST:0 with nnodes 1: a single node on a free port; empty: static ranks from node_rank")
-            .must("empty, or HOST[:PORT]", check_endpoint));
+  s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); HOST:0 with nnodes 1: a single node on a free port; empty: static ranks from node_rank"));
   s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend, "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); both use mgtrain's own protocol"));
   s.add(key("launch.join_timeout", &C::launch, &LaunchConfig::join_timeout, "multi-node: seconds for the nodes to meet (every node static, at least MIN dynamic) before the job fails naming the missing ones").range(0.01, 1e6));
   s.add(key("launch.last_call_timeout", &C::launch, &LaunchConfig::last_call_timeout, "dynamic rendezvous: seconds a round waits for more nodes once MIN have arrived (it closes at once with MAX)").range(0, 1e6));

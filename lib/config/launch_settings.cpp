@@ -198,6 +198,45 @@ std::string TtySpec::text() const {
   return std::to_string(rank);
 }
 
+// ---- rdzv_endpoint --------------------------------------------------------------------------
+
+Parsed<RdzvEndpoint> RdzvEndpoint::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (text.empty()) return RdzvEndpoint{};
+  auto fail = [&](const std::string& why) { return Parsed<RdzvEndpoint>::failure(fmt::format("'{}' {}", text, why)); };
+  RdzvEndpoint endpoint;
+  std::optional<std::string> port;  // the text after the host's ':'
+  if (text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string::npos || close == 1) return fail("is not HOST:PORT");
+    endpoint.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return fail("is not HOST:PORT");
+      port = text.substr(close + 2);
+    }
+  } else {
+    const std::size_t colon = text.rfind(':');
+    if (colon == 0) return fail("has no host");
+    if (colon != std::string::npos && text.find(':') != colon) {
+      return fail("has several ':': write an IPv6 address in brackets, e.g. [::1]:29400");
+    }
+    endpoint.host = text.substr(0, colon);
+    if (colon != std::string::npos) port = text.substr(colon + 1);
+  }
+  if (port) {
+    const std::optional<int> number = digits(*port, 5);
+    if (!number || *number > 65535) return fail("has no valid port (0-65535)");
+    endpoint.port = number;
+  }
+  return endpoint;
+}
+
+std::string RdzvEndpoint::text() const {
+  if (empty()) return "";
+  const std::string shown = host.find(':') == std::string::npos ? host : "[" + host + "]";
+  return port ? fmt::format("{}:{}", shown, *port) : shown;
+}
+
 // ---- equality: the same value, whatever text it came from ------------------------------------
 
 bool operator==(const NprocSpec& a, const NprocSpec& b) { return a.kind == b.kind && (!a.is_count() || a.count == b.count); }
@@ -206,6 +245,7 @@ bool operator==(const GpuId& a, const GpuId& b) { return a.index == b.index && a
 bool operator==(const GpuList& a, const GpuList& b) { return a.kind == b.kind && a.listed == b.listed; }
 bool operator==(const StdSpec& a, const StdSpec& b) { return a.all == b.all && a.per_rank == b.per_rank; }
 bool operator==(const LocalRanks& a, const LocalRanks& b) { return a.ranks == b.ranks; }
+bool operator==(const RdzvEndpoint& a, const RdzvEndpoint& b) { return a.host == b.host && a.port == b.port; }
 bool operator==(const TtySpec& a, const TtySpec& b) { return a.kind == b.kind && (a.kind != TtySpec::Kind::Rank || a.rank == b.rank); }
 
 }  // namespace mgtrain

@@ -1,5 +1,6 @@
 // The launch settings whose text has a grammar of its own, as typed values: launch.nproc (NprocSpec), nnodes
-// (NodeRange), gpu_ids (GpuList), tee and redirect (StdSpec), local_ranks_filter (LocalRanks) and tty (TtySpec).
+// (NodeRange), gpu_ids (GpuList), tee and redirect (StdSpec), local_ranks_filter (LocalRanks), tty (TtySpec) and
+// rdzv_endpoint (RdzvEndpoint).
 // Each type has ONE parse function; the schema (config_schema_keys.cpp) calls it for every source (YAML, MGTRAIN_*,
 // --set, flags, PET_* variables, SLURM's detected values), so a value is checked once, where it enters, and its
 // error names the key and the source. text() writes the value back (`config show`, the resolved config.yaml the
@@ -118,6 +119,21 @@ struct TtySpec {
   std::string text() const;
 };
 
+// launch.rdzv_endpoint: empty (static rendezvous, node ranks from node_rank), or HOST[:PORT], an IPv6 address in
+// brackets ([::1]:29400). Without a port, torchrun's c10d default 29400; port 0 asks for a free port (one node only,
+// the launch plan checks that).
+struct RdzvEndpoint {
+  static constexpr const char* kAllowed = "empty, or HOST[:PORT]";
+  static constexpr int kDefaultPort = 29400;
+  std::string host;         // empty: no endpoint
+  std::optional<int> port;  // as written (0 to 65535); none: kDefaultPort
+
+  static Parsed<RdzvEndpoint> parse(const std::string& text);
+  std::string text() const;
+  bool empty() const { return host.empty(); }
+  int port_or_default() const { return port.value_or(kDefaultPort); }
+};
+
 bool operator==(const NprocSpec& a, const NprocSpec& b);
 bool operator==(const NodeRange& a, const NodeRange& b);
 bool operator==(const GpuId& a, const GpuId& b);
@@ -125,12 +141,14 @@ bool operator==(const GpuList& a, const GpuList& b);
 bool operator==(const StdSpec& a, const StdSpec& b);
 bool operator==(const LocalRanks& a, const LocalRanks& b);
 bool operator==(const TtySpec& a, const TtySpec& b);
+bool operator==(const RdzvEndpoint& a, const RdzvEndpoint& b);
 inline bool operator!=(const NprocSpec& a, const NprocSpec& b) { return !(a == b); }
 inline bool operator!=(const NodeRange& a, const NodeRange& b) { return !(a == b); }
 inline bool operator!=(const GpuList& a, const GpuList& b) { return !(a == b); }
 inline bool operator!=(const StdSpec& a, const StdSpec& b) { return !(a == b); }
 inline bool operator!=(const LocalRanks& a, const LocalRanks& b) { return !(a == b); }
 inline bool operator!=(const TtySpec& a, const TtySpec& b) { return !(a == b); }
+inline bool operator!=(const RdzvEndpoint& a, const RdzvEndpoint& b) { return !(a == b); }
 
 template <class T>
 const T& Parsed<T>::value() const {

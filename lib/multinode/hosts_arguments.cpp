@@ -121,7 +121,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
     throw UsageError(fmt::format("launch.nnodes is {} but the host list names {} host{}: drop --nnodes, the hosts decide",
                                  launch.nnodes.text(), nnodes, nnodes == 1 ? "" : "s"));
   }
-  if (!trim(launch.rdzv_endpoint).empty()) {
+  if (!launch.rdzv_endpoint.empty()) {
     throw UsageError("--hosts/--hostfile start a static job (node ranks in host order): drop --rdzv-endpoint");
   }
   const bool slots_given = hosts.front().slots > 0;

@@ -4,12 +4,9 @@
 #include "supervise/launch_plan.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <set>
-#include <tuple>
 
 #include "util/error.hpp"
-#include "util/value_parsing.hpp"
 #include "host/gpu_selection.hpp"
 
 namespace mgtrain {
@@ -113,29 +110,6 @@ TtyChoice resolve_tty(const TtySpec& tty, int nproc) {
   return TtyChoice{TtyMode::On, tty.rank};
 }
 
-// "host", "host:port", "[v6]:port" -> host and port (default_port when absent; 0 when written as 0: a free port).
-std::pair<std::string, int> split_endpoint(const std::string& text, int default_port) {
-  std::string host = text, port;
-  if (!text.empty() && text.front() == '[') {
-    std::size_t close = text.find(']');
-    host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) port = text.substr(close + 2);
-  } else if (std::size_t colon = text.rfind(':'); colon != std::string::npos) {
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-  }
-  const std::optional<std::uint64_t> digits = parse_digits(port, 5);
-  const std::optional<int> given = port.empty() ? std::optional<int>(default_port)
-                                   : digits ? std::optional<int>(static_cast<int>(*digits)) : std::nullopt;
-  if (!given || *given > 65535) {
-    throw UsageError("launch.rdzv_endpoint '" + text + "' has no valid port: write HOST:PORT, e.g. node0:29400");
-  }
-  if (host.empty()) throw UsageError("launch.rdzv_endpoint '" + text + "' has no host: write HOST:PORT, e.g. node0:29400");
-  return {host, *given};
-}
-
-constexpr int kDefaultRendezvousPort = 29400;  // torchrun's c10d default
-
 // launch.gpu_ids auto: as many GPUs as workers (all visible ones for nproc auto|gpu, and for dp), the ones with the
 // most free memory. No visible GPU: none, and the note says so.
 std::vector<std::string> choose_auto_gpus(const NprocSpec& nproc, const HostFacts& host, bool data_parallel, std::string& note) {
@@ -200,11 +174,12 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.max_nodes = launch.nnodes.max;
   plan.nnodes = plan.max_nodes;
   // --standalone is torchrun's single-node shortcut: it overrides any rendezvous settings.
-  const bool endpoint_given = !launch.standalone && launch.rdzv_endpoint.find_first_not_of(" \t") != std::string::npos;
+  const RdzvEndpoint& endpoint = launch.rdzv_endpoint;
+  const bool endpoint_given = !launch.standalone && !endpoint.empty();
   // HOST:0 is torchrun's recipe for several single-node jobs on one host: the job runs on a free port of its own.
-  const bool free_port_endpoint = endpoint_given && split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort).second == 0;
+  const bool free_port_endpoint = endpoint_given && endpoint.port_or_default() == 0;
   if (free_port_endpoint && plan.max_nodes != 1) {
-    throw UsageError("launch.rdzv_endpoint '" + trim(launch.rdzv_endpoint) + "' asks for a free port (:0), which only a single node can use, but launch.nnodes is " +
+    throw UsageError("launch.rdzv_endpoint '" + endpoint.text() + "' asks for a free port (:0), which only a single node can use, but launch.nnodes is " +
                      launch.nnodes.text() + ": give the other nodes a fixed port to meet at, e.g. --rdzv-endpoint node0:29400, or use --nnodes 1");
   }
   plan.dynamic = endpoint_given && !free_port_endpoint && launch.rdzv_backend == RdzvBackend::C10d;
@@ -231,14 +206,16 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.master_addr = launch.master_addr;
   plan.master_port = static_cast<int>(launch.master_port);
   if (endpoint_given && !plan.dynamic) {  // static, or HOST:0 on one node: the endpoint is node 0's address and port
-    std::tie(plan.master_addr, plan.master_port) = split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort);
+    plan.master_addr = endpoint.host;
+    plan.master_port = endpoint.port_or_default();
   }
   if (plan.picks_port() && plan.nnodes > 1 && !plan.dynamic) {
     throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes.text() +
                      " every node must know the port of node 0's rendezvous; pass the same --master-port to all nodes");
   }
   if (plan.dynamic) {
-    std::tie(plan.rdzv_host, plan.rdzv_port) = split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort);
+    plan.rdzv_host = endpoint.host;
+    plan.rdzv_port = endpoint.port_or_default();
     plan.master_addr = plan.rdzv_host;  // the workers' store runs on the endpoint's host (node rank 0)
   } else {
     plan.rdzv_host = plan.master_addr;

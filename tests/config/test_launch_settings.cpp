@@ -49,6 +49,12 @@ const Good kGood[] = {
     {"launch.tty", "on", "on"},
     {"launch.tty", "off", "off"},
     {"launch.tty", "1", "1"},
+    {"launch.rdzv_endpoint", "", ""},
+    {"launch.rdzv_endpoint", "node0", "node0"},
+    {"launch.rdzv_endpoint", "node0:29400", "node0:29400"},
+    {"launch.rdzv_endpoint", "localhost:0", "localhost:0"},
+    {"launch.rdzv_endpoint", "[::1]:1234", "[::1]:1234"},
+    {"launch.rdzv_endpoint", "[fe80::1]", "[fe80::1]"},
 };
 
 struct Bad {
@@ -84,6 +90,14 @@ const Bad kBad[] = {
     {"launch.local_ranks_filter", "0,-2", "'-2' in '0,-2' is not a local rank"},
     {"launch.tty", "yes", "'yes' is not auto, on, off or a local rank"},
     {"launch.tty", "-1", "'-1' is not auto, on, off or a local rank"},
+    {"launch.rdzv_endpoint", ":29400", "':29400' has no host"},
+    {"launch.rdzv_endpoint", "::1:29400", "'::1:29400' has several ':': write an IPv6 address in brackets, e.g. [::1]:29400"},
+    {"launch.rdzv_endpoint", "node0:", "'node0:' has no valid port (0-65535)"},
+    {"launch.rdzv_endpoint", "node0:70000", "'node0:70000' has no valid port (0-65535)"},
+    {"launch.rdzv_endpoint", "node0:http", "'node0:http' has no valid port (0-65535)"},
+    {"launch.rdzv_endpoint", "[::1", "'[::1' is not HOST:PORT"},
+    {"launch.rdzv_endpoint", "[]:1", "'[]:1' is not HOST:PORT"},
+    {"launch.rdzv_endpoint", "[::1]1234", "'[::1]1234' is not HOST:PORT"},
 };
 
 LoadedConfig load_override(const std::string& key, const std::string& text) {
@@ -150,6 +164,11 @@ TEST_CASE("the parsers give typed values", "[config][settings]") {
   CHECK(TtySpec::parse("0").value() == (TtySpec{TtySpec::Kind::Rank, 0}));  // a rank, written back as "0", not "on"
   CHECK(TtySpec::parse("0").value().text() == "0");
 
+  const RdzvEndpoint v6 = RdzvEndpoint::parse("[::1]:0").value();
+  CHECK((v6.host == "::1" && v6.port == 0 && v6.port_or_default() == 0));
+  CHECK(RdzvEndpoint::parse("node0").value().port_or_default() == RdzvEndpoint::kDefaultPort);
+  CHECK(RdzvEndpoint::parse(" ").value().empty());
+
   const Parsed<NprocSpec> failed = NprocSpec::parse("many");
   CHECK_FALSE(failed.ok());
   CHECK(failed.error() == "'many' is not a process count");
@@ -160,7 +179,7 @@ TEST_CASE("the defaults are the typed settings' defaults, written as before", "[
   const Config defaults;
   const std::pair<const char*, const char*> expected[] = {
       {"launch.nproc", "1"}, {"launch.nnodes", "1"}, {"launch.gpu_ids", ""}, {"launch.tee", "0"},
-      {"launch.redirect", "0"}, {"launch.local_ranks_filter", ""}, {"launch.tty", "auto"}};
+      {"launch.redirect", "0"}, {"launch.local_ranks_filter", ""}, {"launch.tty", "auto"}, {"launch.rdzv_endpoint", ""}};
   for (const auto& [key, text] : expected) {
     INFO(key);
     CHECK(find_key(key)->read(defaults).Scalar() == text);
@@ -185,4 +204,13 @@ TEST_CASE("launch.gpu_ids GPU UUIDs: a config is accepted exactly like --gpu-ids
   resolved.resolved = true;
   const LoadedConfig worker = load_config_text(config_to_yaml(from_yaml.config), "config.yaml", {}, {}, resolved);
   CHECK(worker.config.launch.gpu_ids == from_yaml.config.launch.gpu_ids);
+}
+
+TEST_CASE("an IPv6 endpoint from a flag or --set is text, not a YAML list", "[config][settings]") {
+  ConfigRequest request;
+  request.flags = {{"launch.rdzv_endpoint", "[::1]:29400", "--rdzv-endpoint"}};
+  request.overrides = {"model.hidden_sizes=[8, 4]"};  // a list key still takes a flow list
+  const LoadedConfig loaded = load_config_text("", "", request, {});
+  CHECK(loaded.config.launch.rdzv_endpoint == (RdzvEndpoint{"::1", 29400}));
+  CHECK(loaded.config.model.hidden_sizes == std::vector<std::int64_t>{8, 4});
 }

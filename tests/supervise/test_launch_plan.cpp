@@ -118,7 +118,7 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
   launch.nnodes = parsed<NodeRange>("1:3");
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
                     Catch::Contains("elastic jobs need the dynamic rendezvous, --rdzv-endpoint HOST:PORT"));
-  launch.rdzv_endpoint = "node0";  // dynamic: ranks come from the rendezvous, the port defaults to torchrun's
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("node0");  // dynamic: ranks come from the rendezvous, the port defaults to torchrun's
   LaunchPlan elastic = make_launch_plan(launch, kCommand, host_with_gpus(0));
   CHECK(elastic.dynamic);
   CHECK(elastic.multi_node());
@@ -127,17 +127,17 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
   CHECK(elastic.rdzv_host == "node0");
   CHECK(elastic.rdzv_port == 29400);
   CHECK(elastic.master_addr == "node0");
-  launch.rdzv_endpoint = "[::1]:1234";
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("[::1]:1234");
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).rdzv_host == "::1");
   launch.rdzv_backend = RdzvBackend::Static;  // torchrun's static backend: the endpoint is node 0's address and port
   launch.nnodes = parsed<NodeRange>("3");
-  launch.rdzv_endpoint = "node0:29511";
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("node0:29511");
   LaunchPlan fixed = make_launch_plan(launch, kCommand, host_with_gpus(0));
   CHECK_FALSE(fixed.dynamic);
   CHECK(fixed.master_addr == "node0");
   CHECK(fixed.master_port == 29511);
   CHECK(fixed.node_rank == 2);
-  launch.rdzv_endpoint = "";
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("");
   launch.rdzv_backend = RdzvBackend::C10d;
   launch.nnodes = parsed<NodeRange>("1");
   launch.node_rank = 0;
@@ -176,7 +176,7 @@ TEST_CASE("run directory, run id and the other numbers", "[plan]") {
 TEST_CASE("rdzv_endpoint HOST:0 with one node: a single-node job on a free port (torchrun's recipe)", "[plan]") {
   LaunchConfig launch = defaults();
   launch.nproc = parsed<NprocSpec>("2");
-  launch.rdzv_endpoint = "localhost:0";
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("localhost:0");
   launch.nnodes = parsed<NodeRange>("1:1");  // torchrun's default spelling
   for (RdzvBackend backend : {RdzvBackend::C10d, RdzvBackend::Static}) {
     launch.rdzv_backend = backend;
@@ -188,13 +188,13 @@ TEST_CASE("rdzv_endpoint HOST:0 with one node: a single-node job on a free port 
     CHECK(plan.world_size == 2);
   }
   launch.rdzv_backend = RdzvBackend::C10d;
-  launch.rdzv_endpoint = "[::1]:0";
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("[::1]:0");
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).master_addr == "::1");
   launch.nnodes = parsed<NodeRange>("1:2");
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
                     Catch::Contains("'[::1]:0' asks for a free port (:0), which only a single node can use"));
   launch.nnodes = parsed<NodeRange>("2");
-  launch.rdzv_endpoint = "node0:0";
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("node0:0");
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("use --nnodes 1"));
 }
 
