@@ -113,7 +113,8 @@ Parsed<GpuList> GpuList::parse(const std::string& raw) {
     } else if (is_gpu_uuid(entry)) {
       list.listed.push_back(GpuId{-1, entry});
     } else if (entry == "auto") {
-      return Parsed<GpuList>::failure(fmt::format("{}: auto stands alone, it picks every GPU itself", quoted(entry, text)));
+      return Parsed<GpuList>::failure(
+          fmt::format("{}: auto stands alone, it picks every GPU itself", quoted(entry, text)));
     } else {
       return Parsed<GpuList>::failure(fmt::format("{} is not a GPU index or a GPU-/MIG- UUID", quoted(entry, text)));
     }
@@ -138,9 +139,12 @@ Parsed<StdSpec> StdSpec::parse(const std::string& raw) {
   StdSpec spec;
   for (const std::string& entry : entries_of(text)) {
     const std::size_t colon = entry.find(':');
-    const std::optional<int> rank = colon == std::string::npos ? std::nullopt : digits(trim(entry.substr(0, colon)), kRankDigits);
-    const std::optional<int> mode = colon == std::string::npos ? std::nullopt : std_mode(trim(entry.substr(colon + 1)));
-    if (!rank || !mode) return Parsed<StdSpec>::failure(fmt::format("{} is not a stream mapping (LOCAL_RANK:MODE)", quoted(entry, text)));
+    const bool pair = colon != std::string::npos;
+    const std::optional<int> rank = pair ? digits(trim(entry.substr(0, colon)), kRankDigits) : std::nullopt;
+    const std::optional<int> mode = pair ? std_mode(trim(entry.substr(colon + 1))) : std::nullopt;
+    if (!rank || !mode) {
+      return Parsed<StdSpec>::failure(fmt::format("{} is not a stream mapping (LOCAL_RANK:MODE)", quoted(entry, text)));
+    }
     spec.per_rank.emplace_back(*rank, *mode);
   }
   return spec;
@@ -148,7 +152,9 @@ Parsed<StdSpec> StdSpec::parse(const std::string& raw) {
 
 std::string StdSpec::text() const {
   if (per_rank.empty()) return std::to_string(all);
-  return joined(per_rank, [](const std::pair<int, int>& pair) { return fmt::format("{}:{}", pair.first, pair.second); });
+  return joined(per_rank, [](const std::pair<int, int>& pair) {
+    return fmt::format("{}:{}", pair.first, pair.second);
+  });
 }
 
 int StdSpec::mode_of(int local_rank) const {
@@ -239,13 +245,17 @@ std::string RdzvEndpoint::text() const {
 
 // ---- equality: the same value, whatever text it came from ------------------------------------
 
-bool operator==(const NprocSpec& a, const NprocSpec& b) { return a.kind == b.kind && (!a.is_count() || a.count == b.count); }
+bool operator==(const NprocSpec& a, const NprocSpec& b) {
+  return a.kind == b.kind && (!a.is_count() || a.count == b.count);
+}
 bool operator==(const NodeRange& a, const NodeRange& b) { return a.min == b.min && a.max == b.max; }
 bool operator==(const GpuId& a, const GpuId& b) { return a.index == b.index && a.uuid == b.uuid; }
 bool operator==(const GpuList& a, const GpuList& b) { return a.kind == b.kind && a.listed == b.listed; }
 bool operator==(const StdSpec& a, const StdSpec& b) { return a.all == b.all && a.per_rank == b.per_rank; }
 bool operator==(const LocalRanks& a, const LocalRanks& b) { return a.ranks == b.ranks; }
 bool operator==(const RdzvEndpoint& a, const RdzvEndpoint& b) { return a.host == b.host && a.port == b.port; }
-bool operator==(const TtySpec& a, const TtySpec& b) { return a.kind == b.kind && (a.kind != TtySpec::Kind::Rank || a.rank == b.rank); }
+bool operator==(const TtySpec& a, const TtySpec& b) {
+  return a.kind == b.kind && (a.kind != TtySpec::Kind::Rank || a.rank == b.rank);
+}
 
 }  // namespace mgtrain

@@ -1,7 +1,8 @@
 // Private to lib/config (not used outside it; only config_schema.cpp and config_schema_keys.cpp include it):
 // the machinery the schema table is written with. ValueType<T> converts YAML nodes to and from each value
-// type used in Config (a typed launch setting through its one parse function), Key<Section, T> is a key under construction (`key(...)` then modifiers such as
-// range() or must()), and SchemaBuilder::add turns it into a KeyDef whose assign/read are bound to the member.
+// type used in Config (a typed launch setting through its one parse function), Key<Section, T> is a key under
+// construction (`key(...)` then modifiers such as range() or must()), and SchemaBuilder::add turns it into a KeyDef
+// whose assign/read are bound to the member.
 #pragma once
 
 #include <cmath>

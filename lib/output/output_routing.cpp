@@ -7,7 +7,8 @@ namespace mgtrain {
 
 StreamSet streams_of_std(int mode) { return StreamSet{(mode & 1) != 0, (mode & 2) != 0}; }
 
-std::vector<ConsoleRouting> resolve_console_routing(const std::vector<StreamSet>& tees, const std::vector<StreamSet>& redirects,
+std::vector<ConsoleRouting> resolve_console_routing(const std::vector<StreamSet>& tees,
+                                                    const std::vector<StreamSet>& redirects,
                                                     const std::vector<bool>& shown) {
   std::vector<ConsoleRouting> routing(shown.size());
   for (std::size_t rank = 0; rank < shown.size(); ++rank) {

@@ -24,7 +24,8 @@ struct ConsoleRouting {
 // torchrun semantics, per local rank: a stream reaches the console unless redirected; tee puts a redirected stream
 // back on the console; a rank not `shown` (launch.local_ranks_filter) prints nothing. The three vectors have one
 // entry per local rank.
-std::vector<ConsoleRouting> resolve_console_routing(const std::vector<StreamSet>& tees, const std::vector<StreamSet>& redirects,
+std::vector<ConsoleRouting> resolve_console_routing(const std::vector<StreamSet>& tees,
+                                                    const std::vector<StreamSet>& redirects,
                                                     const std::vector<bool>& shown);
 
 // launch.tty: which worker writes to a pseudo-terminal instead of pipes, so that isatty() holds in it and

@@ -91,7 +91,8 @@ const Bad kBad[] = {
     {"launch.tty", "yes", "'yes' is not auto, on, off or a local rank"},
     {"launch.tty", "-1", "'-1' is not auto, on, off or a local rank"},
     {"launch.rdzv_endpoint", ":29400", "':29400' has no host"},
-    {"launch.rdzv_endpoint", "::1:29400", "'::1:29400' has several ':': write an IPv6 address in brackets, e.g. [::1]:29400"},
+    {"launch.rdzv_endpoint", "::1:29400",
+     "'::1:29400' has several ':': write an IPv6 address in brackets, e.g. [::1]:29400"},
     {"launch.rdzv_endpoint", "node0:", "'node0:' has no valid port (0-65535)"},
     {"launch.rdzv_endpoint", "node0:70000", "'node0:70000' has no valid port (0-65535)"},
     {"launch.rdzv_endpoint", "node0:http", "'node0:http' has no valid port (0-65535)"},
@@ -108,11 +109,14 @@ LoadedConfig load_override(const std::string& key, const std::string& text) {
   return load_config_text("", "", request, {}, options);
 }
 
-std::string written(const LoadedConfig& loaded, const std::string& key) { return find_key(key)->read(loaded.config).Scalar(); }
+std::string written(const LoadedConfig& loaded, const std::string& key) {
+  return find_key(key)->read(loaded.config).Scalar();
+}
 
 }  // namespace
 
-TEST_CASE("every accepted form loads through the schema and is written back in its canonical text", "[config][settings]") {
+TEST_CASE("every accepted form loads through the schema and is written back in its canonical text",
+          "[config][settings]") {
   for (const Good& good : kGood) {
     INFO(good.key << " = '" << good.text << "'");
     const LoadedConfig loaded = load_override(good.key, good.text);
@@ -122,16 +126,19 @@ TEST_CASE("every accepted form loads through the schema and is written back in i
   }
 }
 
-TEST_CASE("every refused form names the source, the key, the problem and what is allowed", "[config][settings][errors]") {
+TEST_CASE("every refused form names the source, the key, the problem and what is allowed",
+          "[config][settings][errors]") {
   for (const Bad& bad : kBad) {
     INFO(bad.key << " = '" << bad.text << "'");
     const std::string allowed = find_key(bad.key)->allowed_text();
-    CHECK_THROWS_WITH(load_override(bad.key, bad.text),
-                      fmt::format("override {}={}: {}: {} (allowed: {})", bad.key, bad.text, bad.key, bad.problem, allowed));
+    const std::string expected =
+        fmt::format("override {}={}: {}: {} (allowed: {})", bad.key, bad.text, bad.key, bad.problem, allowed);
+    CHECK_THROWS_WITH(load_override(bad.key, bad.text), expected);
   }
   // A YAML file names the line and column; the allowed text is the type's.
   CHECK_THROWS_WITH(load_config_text("launch:\n  tty: maybe\n", "job.yaml", {}, {}),
-                    "job.yaml:2:8: launch.tty: 'maybe' is not auto, on, off or a local rank (allowed: auto, on, off, or a local rank)");
+                    "job.yaml:2:8: launch.tty: 'maybe' is not auto, on, off or a local rank "
+                    "(allowed: auto, on, off, or a local rank)");
   CHECK(find_key("launch.gpu_ids")->allowed_text() == GpuList::kAllowed);
 }
 
@@ -179,7 +186,8 @@ TEST_CASE("the defaults are the typed settings' defaults, written as before", "[
   const Config defaults;
   const std::pair<const char*, const char*> expected[] = {
       {"launch.nproc", "1"}, {"launch.nnodes", "1"}, {"launch.gpu_ids", ""}, {"launch.tee", "0"},
-      {"launch.redirect", "0"}, {"launch.local_ranks_filter", ""}, {"launch.tty", "auto"}, {"launch.rdzv_endpoint", ""}};
+      {"launch.redirect", "0"}, {"launch.local_ranks_filter", ""}, {"launch.tty", "auto"},
+      {"launch.rdzv_endpoint", ""}};
   for (const auto& [key, text] : expected) {
     INFO(key);
     CHECK(find_key(key)->read(defaults).Scalar() == text);
@@ -191,7 +199,8 @@ TEST_CASE("launch.gpu_ids GPU UUIDs: a config is accepted exactly like --gpu-ids
   const std::string uuid = "GPU-5a3c8e2f-1b2c-4d5e-8f90-123456789abc";
   LoadOptions options;
   options.make_run_id = [] { return std::string("r"); };
-  const LoadedConfig from_yaml = load_config_text("launch:\n  gpu_ids: " + uuid + ",MIG-bb\n", "job.yaml", {}, {}, options);
+  const std::string yaml = "launch:\n  gpu_ids: " + uuid + ",MIG-bb\n";
+  const LoadedConfig from_yaml = load_config_text(yaml, "job.yaml", {}, {}, options);
   ConfigRequest flag;
   flag.flags = {{"launch.gpu_ids", uuid + ",MIG-bb", "--gpu-ids"}};
   const LoadedConfig from_flag = load_config_text("", "", flag, {}, options);

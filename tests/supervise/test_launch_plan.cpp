@@ -118,7 +118,8 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
   launch.nnodes = parsed<NodeRange>("1:3");
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
                     Catch::Contains("elastic jobs need the dynamic rendezvous, --rdzv-endpoint HOST:PORT"));
-  launch.rdzv_endpoint = parsed<RdzvEndpoint>("node0");  // dynamic: ranks come from the rendezvous, the port defaults to torchrun's
+  // Dynamic: ranks come from the rendezvous, the port defaults to torchrun's.
+  launch.rdzv_endpoint = parsed<RdzvEndpoint>("node0");
   LaunchPlan elastic = make_launch_plan(launch, kCommand, host_with_gpus(0));
   CHECK(elastic.dynamic);
   CHECK(elastic.multi_node());
@@ -232,7 +233,8 @@ TEST_CASE("gpu_ids UUIDs are used as they are, indices become the visible GPU, e
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host), Catch::Contains("GPU GPU-aa is listed twice"));
 }
 
-TEST_CASE("tee, redirect, local_ranks_filter and tty resolve per local rank, ranks beyond nproc name the key", "[plan][routing]") {
+TEST_CASE("tee, redirect, local_ranks_filter and tty resolve per local rank, ranks beyond nproc name the key",
+          "[plan][routing]") {
   LaunchConfig launch = defaults();
   launch.nproc = parsed<NprocSpec>("3");
   launch.redirect = parsed<StdSpec>("3");
