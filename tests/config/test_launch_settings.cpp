@@ -123,6 +123,10 @@ TEST_CASE("every accepted form loads through the schema and is written back in i
     CHECK(written(loaded, good.key) == good.written);
     // The written text is what the worker's resolved config.yaml holds: it loads back to the same value.
     CHECK(written(load_override(good.key, good.written), good.key) == good.written);
+    LoadOptions resolved;
+    resolved.resolved = true;
+    const LoadedConfig worker = load_config_text(config_to_yaml(loaded.config), "config.yaml", {}, {}, resolved);
+    CHECK(written(worker, good.key) == good.written);
   }
 }
 
