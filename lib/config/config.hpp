@@ -1,6 +1,8 @@
 // The resolved configuration of a run: plain data, one struct per YAML section.
-// Defaults live here (member initialisers); keys, types, ranges and docs live in config_schema_keys.cpp; options
-// with a fixed set of values are enum classes (config_enums.hpp).
+// Defaults live here (member initialisers; the launch ones that other structs start from too are named in
+// launch_defaults.hpp); keys, types, ranges and docs live in config_schema_keys.cpp; options with a fixed set of
+// values are enum classes (config_enums.hpp), launch settings with a grammar of their own are typed values parsed
+// once where they enter (launch_settings.hpp).
 #pragma once
 
 #include <cstdint>
@@ -8,39 +10,41 @@
 #include <vector>
 
 #include "config/config_enums.hpp"
+#include "config/launch_defaults.hpp"
+#include "config/launch_settings.hpp"
 
 namespace mgtrain {
 
 // `launch:` — how workers are spawned and supervised (also settable by `mgtrain launch` flags).
 struct LaunchConfig {
-  std::string nproc = "1";            // N | auto | gpu | cpu
-  std::string nnodes = "1";           // N, or MIN:MAX for elastic rendezvous
+  NprocSpec nproc;                    // N | auto | gpu | cpu (default 1)
+  NodeRange nnodes;                   // N, or MIN:MAX for elastic rendezvous (default 1)
   std::int64_t node_rank = 0;
   std::string master_addr = "127.0.0.1";
   std::int64_t master_port = 0;       // 0: pick a free port
   std::int64_t max_restarts = 0;
   std::string run_id;                 // empty: generated
   std::string log_dir = "runs";
-  std::string tee = "0";              // torchrun compatible: redirected streams shown on the console again
-  std::string redirect = "0";         // torchrun compatible: streams kept off the console (files get all)
-  std::string local_ranks_filter;     // empty: every local rank prints to the console
-  std::string tty = "auto";           // auto | on | off | LOCAL_RANK: that worker writes to a pseudo-terminal
-  std::string gpu_ids;                // empty: all visible GPUs
-  double grace_period = 30.0;         // seconds between SIGTERM and SIGKILL (torchrun's default)
+  StdSpec tee;                        // torchrun compatible: redirected streams shown on the console again (default 0)
+  StdSpec redirect;                   // torchrun compatible: streams kept off the console, files get all (default 0)
+  LocalRanks local_ranks_filter;      // empty: every local rank prints to the console
+  TtySpec tty;                        // auto | on | off | LOCAL_RANK: that worker writes to a pseudo-terminal
+  GpuList gpu_ids;                    // empty: all visible GPUs
+  double grace_period = launch_defaults::kGracePeriodS;  // seconds between SIGTERM and SIGKILL
   bool standalone = false;
   SlurmMode slurm = SlurmMode::Auto;  // auto: fill unset settings from a SLURM allocation (docs/slurm.md)
   bool slurm_requeue = true;          // node 0 requeues a SLURM job whose workers saved and stopped (exit 75)
   double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
   std::string worker;                 // path of the worker binary; empty: next to mgtrain
   std::string python;                 // interpreter for `launch script.py`; empty: $PYTHON_EXEC, else python3 on PATH
-  std::string role = "default";       // torchrun's --role: the workers' ROLE_NAME
+  std::string role = launch_defaults::kRole;  // torchrun's --role: the workers' ROLE_NAME
   // multi-node (docs/multinode.md)
-  std::string rdzv_endpoint;          // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
+  RdzvEndpoint rdzv_endpoint;         // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static
   RdzvBackend rdzv_backend = RdzvBackend::C10d;  // torchrun's names
-  double join_timeout = 600.0;        // seconds for the nodes to meet (torchrun's default)
-  double last_call_timeout = 30.0;    // dynamic: wait for more nodes once MIN are there (torchrun's default)
-  double node_timeout = 30.0;         // seconds without a message before a node counts as dead
-  double node_heartbeat_interval = 5.0;  // seconds between agent heartbeats (at most node_timeout / 3)
+  double join_timeout = launch_defaults::kJoinTimeoutS;            // seconds for the nodes to meet
+  double last_call_timeout = launch_defaults::kLastCallTimeoutS;   // dynamic: wait for more nodes once MIN are there
+  double node_timeout = launch_defaults::kNodeTimeoutS;            // seconds without a message: a node is dead
+  double node_heartbeat_interval = launch_defaults::kNodeHeartbeatIntervalS;  // between agent heartbeats
   bool allow_uneven_nproc = false;    // nodes may run different numbers of workers
   std::string local_addr;             // torchrun's --local-addr: recorded; mgtrain's nodes need no own address
   std::string hosts;                  // "a:4,b:4": one agent per host through remote_shell

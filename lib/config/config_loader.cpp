@@ -44,15 +44,15 @@ std::string yaml_location(const std::string& file, const YAML::Mark& mark) {
   return fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
 }
 
-// A value given as text (environment, --set, flag) becomes a YAML node: flow lists stay lists,
-// everything else is a plain scalar, so strings are taken verbatim.
-YAML::Node node_from_text(const std::string& text, const std::string& where, const std::string& path) {
+// A value given as text (environment, --set, flag) becomes a YAML node: for a list key a flow list ("[1, 2]") stays a
+// list, everything else is a plain scalar, so strings are taken verbatim ("[::1]:29400" is an endpoint, not a list).
+YAML::Node node_from_text(const std::string& text, const std::string& where, const KeyDef& key) {
   const std::string t = trim(text);
-  if (!t.empty() && t.front() == '[') {
+  if (!t.empty() && t.front() == '[' && key.type_name == "list of integers") {
     try {
       return YAML::Load(t);
     } catch (const YAML::Exception& e) {
-      throw UsageError(fmt::format("{}: {}: malformed list '{}': {}", where, path, text, e.msg));
+      throw UsageError(fmt::format("{}: {}: malformed list '{}': {}", where, key.path, text, e.msg));
     }
   }
   return YAML::Node(text);
@@ -102,7 +102,7 @@ class Merger {
         throw UsageError(fmt::format("{}: not a config key{} (mgtrain reads MGTRAIN_<SECTION>_<KEY>; unset it or fix the name)",
                                      where, did_you_mean_suffix(name, known_names)));
       }
-      apply(*key, node_from_text(value, where, key->path), where);
+      apply(*key, node_from_text(value, where, *key), where);
     }
   }
 
@@ -115,7 +115,7 @@ class Merger {
     const std::string where = "override " + assignment;
     const KeyDef* key = find_key(path);
     if (!key) throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, did_you_mean_suffix(path, all_key_paths())));
-    apply(*key, node_from_text(assignment.substr(eq + 1), where, path), where);
+    apply(*key, node_from_text(assignment.substr(eq + 1), where, *key), where);
   }
 
   // A detected value fills a key only while it still holds its default.
@@ -123,14 +123,14 @@ class Merger {
     const KeyDef* key = find_key(setting.key);
     if (!key) throw Error(fmt::format("internal error: detected setting for unknown key {}", setting.key));
     if (out_.origin[key->path] != "default") return;
-    apply(*key, node_from_text(setting.value, setting.origin, key->path), setting.origin);
+    apply(*key, node_from_text(setting.value, setting.origin, *key), setting.origin);
   }
 
   void apply_flag(const FlagSetting& flag) {
     const KeyDef* key = find_key(flag.key);
     if (!key) throw Error(fmt::format("internal error: flag {} maps to unknown key {}", flag.flag, flag.key));
     const std::string where = flag.where_text();
-    apply(*key, node_from_text(flag.value, where, key->path), where, flag.origin_text());
+    apply(*key, node_from_text(flag.value, where, *key), where, flag.origin_text());
   }
 
  private:
@@ -207,7 +207,7 @@ void expand_all_variables(LoadedConfig& loaded, const EnvMap& env, const std::op
 void apply_torchrun_backend_default(LoadedConfig& loaded) {
   LaunchConfig& launch = loaded.config.launch;
   if (loaded.origin["launch.rdzv_backend"] != "default" || loaded.origin["launch.node_rank"] == "default") return;
-  if (trim(launch.rdzv_endpoint).empty()) return;
+  if (launch.rdzv_endpoint.empty()) return;
   launch.rdzv_backend = RdzvBackend::Static;
   loaded.origin["launch.rdzv_backend"] = "torchrun's default, as launch.node_rank is set (" + loaded.origin["launch.node_rank"] + ")";
 }

@@ -1,6 +1,7 @@
 // The config schema table: one entry per key, bound to its Config member (see config_schema.hpp), one
-// function per section in documentation order, and the custom checks some keys use. The machinery
-// (ValueType, Key, SchemaBuilder) is in schema_builder.hpp.
+// function per section in documentation order, and the custom checks some keys use. The launch settings with a
+// grammar of their own (nproc, nnodes, gpu_ids, tee, redirect, local_ranks_filter, tty, rdzv_endpoint) are typed values whose one
+// parser is in launch_settings.cpp. The machinery (ValueType, Key, SchemaBuilder) is in schema_builder.hpp.
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,52 +15,6 @@ namespace mgtrain::schema_detail {
 namespace {
 
 // ---- custom checks -------------------------------------------------------------------------
-
-std::optional<std::string> check_nproc(const std::string& v) {
-  if (v == "auto" || v == "gpu" || v == "cpu") return std::nullopt;
-  auto n = parse_int(v);
-  if (n && *n >= 1) return std::nullopt;
-  return fmt::format("'{}' is not a process count", v);
-}
-
-std::optional<std::string> check_nnodes(const std::string& v) {
-  auto parts = split(v, ':');
-  if (parts.size() == 1) {
-    auto n = parse_int(parts[0]);
-    if (n && *n >= 1) return std::nullopt;
-  } else if (parts.size() == 2) {
-    auto lo = parse_int(parts[0]), hi = parse_int(parts[1]);
-    if (lo && hi && *lo >= 1 && *lo <= *hi) return std::nullopt;
-  }
-  return fmt::format("'{}' is not a node count", v);
-}
-
-// "" or HOST[:PORT] (IPv6 in brackets: [::1]:29400).
-// Port 0 (torchrun's "localhost:0" recipe) picks a free port, on a single node only (launch_plan.cpp).
-std::optional<std::string> check_endpoint(const std::string& v) {
-  if (trim(v).empty()) return std::nullopt;
-  std::string port;
-  if (v.front() == '[') {
-    std::size_t close = v.find(']');
-    if (close == std::string::npos || close == 1) return fmt::format("'{}' is not HOST:PORT", v);
-    if (close + 1 < v.size()) {
-      if (v[close + 1] != ':') return fmt::format("'{}' is not HOST:PORT", v);
-      port = v.substr(close + 2);
-    }
-  } else {
-    std::size_t colon = v.rfind(':');
-    if (colon == 0) return fmt::format("'{}' has no host", v);
-    if (colon != std::string::npos) {
-      if (v.find(':') != colon) return fmt::format("'{}': write an IPv6 address in brackets, e.g. [::1]:29400", v);
-      port = v.substr(colon + 1);
-    }
-  }
-  if (!port.empty() || v.back() == ':') {
-    auto n = parse_int(port);
-    if (!n || *n < 0 || *n > 65535) return fmt::format("'{}' has no valid port (0-65535)", v);
-  }
-  return std::nullopt;
-}
 
 // A name without blanks (launch.role, launch.local_addr); `empty_ok` allows "".
 std::optional<std::string> check_plain_word(const std::string& v, bool empty_ok) {
@@ -89,67 +44,24 @@ std::optional<std::string> check_remote_shell(const std::string& v) {
   return std::nullopt;
 }
 
-// "" or a comma-separated list of non-negative integers.
-std::optional<std::string> check_index_list(const std::string& v) {
-  if (trim(v).empty()) return std::nullopt;
-  for (const auto& part : split(v, ',')) {
-    auto n = parse_int(part);
-    if (!n || *n < 0) return fmt::format("'{}' is not a non-negative integer", trim(part));
-  }
-  return std::nullopt;
-}
-
-// launch.gpu_ids: "auto" (the GPUs with the most free memory, docs/gpu.md) or an index list.
-std::optional<std::string> check_gpu_ids(const std::string& v) {
-  if (trim(v) == "auto") return std::nullopt;
-  return check_index_list(v);
-}
-
-// torchrun's Std spec: one digit 0-3 for all ranks, or "rank:digit,rank:digit".
-std::optional<std::string> check_std_spec(const std::string& v) {
-  auto is_mode = [](const std::string& s) { auto n = parse_int(s); return n && *n >= 0 && *n <= 3; };
-  if (is_mode(v)) return std::nullopt;
-  for (const auto& part : split(v, ',')) {
-    auto kv = split(part, ':');
-    auto rank = kv.size() == 2 ? parse_int(kv[0]) : std::nullopt;
-    if (!rank || *rank < 0 || !is_mode(kv[1])) return fmt::format("'{}' is not a stream mapping", v);
-  }
-  return std::nullopt;
-}
-
-// launch.tty: auto, on, off or a local rank (checked against nproc by the launch plan).
-std::optional<std::string> check_tty(const std::string& v) {
-  if (v == "auto" || v == "on" || v == "off") return std::nullopt;
-  auto n = parse_int(v);
-  if (n && *n >= 0) return std::nullopt;
-  return fmt::format("'{}' is not auto, on, off or a local rank", v);
-}
-
 // ---- the keys, one function per section ----------------------------------------------------
 
 // launch: how workers are spawned and supervised; each key is also a `mgtrain launch` flag (cli_launch.cpp).
 void add_launch_keys(SchemaBuilder& s) {
   using C = Config;
-  s.add(key("launch.nproc", &C::launch, &LaunchConfig::nproc, "worker processes on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or 'auto' (gpu if any, else 1)")
-            .must("N >= 1, auto, gpu or cpu", check_nproc));
-  s.add(key("launch.nnodes", &C::launch, &LaunchConfig::nnodes, "number of nodes, or MIN:MAX for an elastic job")
-            .must("N >= 1, or MIN:MAX with 1 <= MIN <= MAX", check_nnodes));
+  s.add(key("launch.nproc", &C::launch, &LaunchConfig::nproc, "worker processes on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or 'auto' (gpu if any, else 1)"));
+  s.add(key("launch.nnodes", &C::launch, &LaunchConfig::nnodes, "number of nodes, or MIN:MAX for an elastic job"));
   s.add(key("launch.node_rank", &C::launch, &LaunchConfig::node_rank, "rank of this node, 0 .. nnodes-1").at_least(0));
   s.add(key("launch.master_addr", &C::launch, &LaunchConfig::master_addr, "address of the node that hosts rank 0 (MASTER_ADDR)"));
   s.add(key("launch.master_port", &C::launch, &LaunchConfig::master_port, "port of rank 0's store (MASTER_PORT); 0 picks a free port on a single node").range(0, 65535));
   s.add(key("launch.max_restarts", &C::launch, &LaunchConfig::max_restarts, "how many times the worker group is restarted after a failure").at_least(0));
   s.add(key("launch.run_id", &C::launch, &LaunchConfig::run_id, "name of this run (TORCHELASTIC_RUN_ID, log and checkpoint directory); empty: date-time plus random suffix"));
   s.add(key("launch.log_dir", &C::launch, &LaunchConfig::log_dir, "directory that holds one sub-directory per run: logs, resolved config, failure report"));
-  s.add(key("launch.tee", &C::launch, &LaunchConfig::tee, "torchrun's --tee: streams shown on the console and written to files (0 none, 1 stdout, 2 stderr, 3 both; or rank:mode,...)")
-            .must("0-3, or rank:mode pairs like 0:3,1:1", check_std_spec));
-  s.add(key("launch.redirect", &C::launch, &LaunchConfig::redirect, "torchrun's --redirects: streams written to files only, kept off the console (same values as tee)")
-            .must("0-3, or rank:mode pairs like 0:3,1:1", check_std_spec));
-  s.add(key("launch.local_ranks_filter", &C::launch, &LaunchConfig::local_ranks_filter, "comma-separated local ranks whose output reaches the console; empty: all (files always get every rank)")
-            .must("empty, or comma-separated local ranks", check_index_list));
-  s.add(key("launch.tty", &C::launch, &LaunchConfig::tty, "give one worker a pseudo-terminal for stdout and stderr, so isatty() holds and tqdm/rich draw live: auto (local rank 0, for each of its streams shown on a launcher terminal), on (local rank 0), off, or a local rank")
-            .must("auto, on, off, or a local rank", check_tty));
-  s.add(key("launch.gpu_ids", &C::launch, &LaunchConfig::gpu_ids, "GPUs to use, e.g. 0,2 (local rank i gets the i-th); auto: the nproc GPUs with the most free memory; empty: all visible")
-            .must("empty, auto, or comma-separated GPU indices", check_gpu_ids));
+  s.add(key("launch.tee", &C::launch, &LaunchConfig::tee, "torchrun's --tee: streams shown on the console and written to files (0 none, 1 stdout, 2 stderr, 3 both; or rank:mode,...)"));
+  s.add(key("launch.redirect", &C::launch, &LaunchConfig::redirect, "torchrun's --redirects: streams written to files only, kept off the console (same values as tee)"));
+  s.add(key("launch.local_ranks_filter", &C::launch, &LaunchConfig::local_ranks_filter, "comma-separated local ranks whose output reaches the console; empty: all (files always get every rank)"));
+  s.add(key("launch.tty", &C::launch, &LaunchConfig::tty, "give one worker a pseudo-terminal for stdout and stderr, so isatty() holds and tqdm/rich draw live: auto (local rank 0, for each of its streams shown on a launcher terminal), on (local rank 0), off, or a local rank"));
+  s.add(key("launch.gpu_ids", &C::launch, &LaunchConfig::gpu_ids, "GPUs to use, e.g. 0,2 or GPU-<uuid>,... (local rank i gets the i-th; indices count the visible GPUs, GPU-/MIG- UUIDs are used as they are); auto: the nproc GPUs with the most free memory; empty: all visible"));
   s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period, "seconds between SIGTERM and SIGKILL when stopping workers (torchrun's default 30)").range(0, 3600));
   s.add(key("launch.standalone", &C::launch, &LaunchConfig::standalone, "single-node job on localhost with a free port (torchrun --standalone)"));
   s.add(key("launch.slurm", &C::launch, &LaunchConfig::slurm, "inside a SLURM job: auto fills nnodes, node_rank, master_addr, master_port, run_id and nproc from SLURM_* when not given (docs/slurm.md); off ignores SLURM"));
@@ -159,8 +71,7 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.python", &C::launch, &LaunchConfig::python, "interpreter that runs a launched .py script or -m module; empty: $PYTHON_EXEC when set (as torchrun), else python3 on PATH"));
   s.add(key("launch.role", &C::launch, &LaunchConfig::role, "torchrun's --role: the workers' ROLE_NAME")
             .must("a name without blanks", [](const std::string& v) { return check_plain_word(v, false); }));
-  s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); HOST:0 with nnodes 1: a single node on a free port; empty: static ranks from node_rank")
-            .must("empty, or HOST[:PORT]", check_endpoint));
+  s.add(key("launch.rdzv_endpoint", &C::launch, &LaunchConfig::rdzv_endpoint, "HOST[:PORT] of the dynamic rendezvous (torchrun's c10d): node ranks are assigned on arrival; the node that can bind it hosts it (port default 29400); HOST:0 with nnodes 1: a single node on a free port; empty: static ranks from node_rank"));
   s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend, "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); both use mgtrain's own protocol"));
   s.add(key("launch.join_timeout", &C::launch, &LaunchConfig::join_timeout, "multi-node: seconds for the nodes to meet (every node static, at least MIN dynamic) before the job fails naming the missing ones").range(0.01, 1e6));
   s.add(key("launch.last_call_timeout", &C::launch, &LaunchConfig::last_call_timeout, "dynamic rendezvous: seconds a round waits for more nodes once MIN have arrived (it closes at once with MAX)").range(0, 1e6));

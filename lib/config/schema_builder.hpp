@@ -1,7 +1,8 @@
 // Private to lib/config (not used outside it; only config_schema.cpp and config_schema_keys.cpp include it):
 // the machinery the schema table is written with. ValueType<T> converts YAML nodes to and from each value
-// type used in Config, Key<Section, T> is a key under construction (`key(...)` then modifiers such as
-// range() or must()), and SchemaBuilder::add turns it into a KeyDef whose assign/read are bound to the member.
+// type used in Config (a typed launch setting through its one parse function), Key<Section, T> is a key under
+// construction (`key(...)` then modifiers such as range() or must()), and SchemaBuilder::add turns it into a KeyDef
+// whose assign/read are bound to the member.
 #pragma once
 
 #include <cmath>
@@ -56,6 +57,25 @@ struct ValueType<E, std::enable_if_t<std::is_enum_v<E>>> {
     for (std::string_view name : EnumNames<E>::names) names.emplace_back(name);
     return names;
   }
+};
+
+// A launch setting with a grammar of its own (launch_settings.hpp): T::parse is the one parser, T::kAllowed the
+// allowed values (the key's "allowed" text in messages and docs), text() what config show writes back.
+template <class T, class = void>
+struct IsTextSetting : std::false_type {};
+template <class T>
+struct IsTextSetting<T, std::void_t<decltype(T::parse(std::string())), decltype(T::kAllowed)>> : std::true_type {};
+
+template <class T>
+struct ValueType<T, std::enable_if_t<IsTextSetting<T>::value>> {
+  static constexpr const char* kName = "string";
+  static T from(const YAML::Node& node) {
+    require_scalar(node, "a string");
+    const Parsed<T> parsed = T::parse(node.Scalar());
+    if (!parsed.ok()) throw ValueError{fmt::format("{} (allowed: {})", parsed.error(), T::kAllowed)};
+    return parsed.value();
+  }
+  static YAML::Node to(const T& value) { return YAML::Node(value.text()); }
 };
 
 template <>
@@ -204,6 +224,7 @@ class SchemaBuilder {
     def.min = k.min;
     def.max = k.max;
     def.constraint = k.constraint;
+    if constexpr (IsTextSetting<T>::value) def.constraint = T::kAllowed;
     const std::string allowed = def.allowed_text();
     def.assign = [k, allowed, choices = def.choices](Config& config, const YAML::Node& node) {
       if constexpr (std::is_enum_v<T>) {

@@ -117,11 +117,11 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
                                                              const EnvMap& environment) {
   const LaunchConfig& launch = loaded.config.launch;
   const int nnodes = static_cast<int>(hosts.size());
-  if (loaded.origin_of("launch.nnodes") != "default" && launch.nnodes != std::to_string(nnodes)) {
+  if (loaded.origin_of("launch.nnodes") != "default" && launch.nnodes != NodeRange::exactly(nnodes)) {
     throw UsageError(fmt::format("launch.nnodes is {} but the host list names {} host{}: drop --nnodes, the hosts decide",
-                                 launch.nnodes, nnodes, nnodes == 1 ? "" : "s"));
+                                 launch.nnodes.text(), nnodes, nnodes == 1 ? "" : "s"));
   }
-  if (!trim(launch.rdzv_endpoint).empty()) {
+  if (!launch.rdzv_endpoint.empty()) {
     throw UsageError("--hosts/--hostfile start a static job (node ranks in host order): drop --rdzv-endpoint");
   }
   const bool slots_given = hosts.front().slots > 0;

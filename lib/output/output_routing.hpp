@@ -1,8 +1,8 @@
-// Which worker streams reach the launcher's console: torchrun's --tee / --redirect values and
-// --local-ranks-filter, resolved per local rank. Log files always receive both streams.
+// Which worker streams reach the launcher's console: torchrun's --tee / --redirect and --local-ranks-filter,
+// resolved per local rank (the launch plan, supervise/launch_plan.cpp, turns the config's typed values into the
+// per-rank sets this rule takes), and which worker gets a pseudo-terminal. Log files always receive both streams.
 #pragma once
 
-#include <string>
 #include <vector>
 
 namespace mgtrain {
@@ -13,24 +13,20 @@ struct StreamSet {
   bool err = false;
 };
 
-// Parses a torchrun stream selection: one value for every rank ("3"), or a per-local-rank
-// mapping ("0:1,1:3"; ranks not named get 0; ranks >= nproc are ignored, as torchrun does).
-// `setting` names the key or flag in error messages. Throws UsageError.
-std::vector<StreamSet> parse_stream_selection(const std::string& text, int nproc, const std::string& setting);
-
-// Parses "0" or "0,2": the local ranks whose output reaches the console. Empty text: every rank.
-// Throws UsageError for a rank outside [0, nproc).
-std::vector<bool> parse_local_ranks_filter(const std::string& text, int nproc);
+// The streams of a torchrun Std mode (0-3).
+StreamSet streams_of_std(int mode);
 
 struct ConsoleRouting {
   bool stdout_to_console = true;
   bool stderr_to_console = true;
 };
 
-// torchrun semantics: a stream reaches the console unless redirected; tee puts a redirected stream
-// back on the console. The filter then silences whole ranks. Throws UsageError.
-std::vector<ConsoleRouting> resolve_console_routing(const std::string& tee, const std::string& redirect,
-                                                    const std::string& local_ranks_filter, int nproc);
+// torchrun semantics, per local rank: a stream reaches the console unless redirected; tee puts a redirected stream
+// back on the console; a rank not `shown` (launch.local_ranks_filter) prints nothing. The three vectors have one
+// entry per local rank.
+std::vector<ConsoleRouting> resolve_console_routing(const std::vector<StreamSet>& tees,
+                                                    const std::vector<StreamSet>& redirects,
+                                                    const std::vector<bool>& shown);
 
 // launch.tty: which worker writes to a pseudo-terminal instead of pipes, so that isatty() holds in it and
 // tqdm/rich draw as on a terminal. auto: local rank 0, each of its streams that reaches the console while
@@ -40,10 +36,6 @@ struct TtyChoice {
   TtyMode mode = TtyMode::Auto;
   int local_rank = 0;  // the worker that gets it (on: 0)
 };
-
-// Parses "auto", "on", "off" or a local rank. Throws UsageError naming launch.tty for other text or a
-// local rank outside [0, nproc).
-TtyChoice parse_tty_choice(const std::string& text, int nproc);
 
 // Which of `local_rank`'s streams get a pseudo-terminal, given where they go and whether the launcher's
 // own stdout / stderr are terminals.

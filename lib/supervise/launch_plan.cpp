@@ -1,24 +1,16 @@
-// Validation and resolution of the launch settings into a LaunchPlan.
+// Resolution of the launch settings into a LaunchPlan: the typed values (config/launch_settings.hpp, checked by the
+// schema where they entered) against the host's facts, and the rules that involve several keys or the host.
+// Ranges of single keys are the schema's (config_schema_keys.cpp), not repeated here.
 #include "supervise/launch_plan.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <set>
-#include <tuple>
 
 #include "util/error.hpp"
-#include "util/value_parsing.hpp"
 #include "host/gpu_selection.hpp"
 
 namespace mgtrain {
 namespace {
-
-// A count written as 1 to 6 digits, above zero (a worker count, node count, GPU index or port).
-std::optional<int> positive_count(const std::string& text) {
-  const std::optional<std::uint64_t> value = parse_digits(text, 6);
-  if (!value || *value == 0) return std::nullopt;
-  return static_cast<int>(*value);
-}
 
 std::string plural(int count, const std::string& word) {
   return std::to_string(count) + " " + word + (count == 1 ? "" : "s");
@@ -29,121 +21,108 @@ std::string where_gpus_come_from(const HostFacts& host) {
                                        : "found (/proc/driver/nvidia/gpus, /dev/nvidia*)";
 }
 
-// launch.gpu_ids "0,2": indices into the visible GPUs, or GPU-/MIG- UUIDs used as they are.
-std::vector<std::string> resolve_gpu_ids(const std::string& text, const HostFacts& host) {
+// launch.gpu_ids listed: indices into the visible GPUs become what CUDA_VISIBLE_DEVICES holds for them; GPU-/MIG-
+// UUIDs are used as they are. Each GPU once.
+std::vector<std::string> resolve_gpu_ids(const GpuList& list, const HostFacts& host) {
   std::vector<std::string> devices;
   std::set<std::string> seen;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = text.find(',', start);
-    std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    entry.erase(0, entry.find_first_not_of(" \t"));
-    entry.erase(entry.find_last_not_of(" \t") + 1);
-    const std::optional<int> positive = positive_count(entry);
-    if (entry == "0" || positive) {
-      const int index = positive.value_or(0);
-      if (index >= static_cast<int>(host.visible_gpus.size())) {
-        throw UsageError("launch.gpu_ids: GPU " + entry + " does not exist: " +
-                         plural(static_cast<int>(host.visible_gpus.size()), "GPU") + " " +
-                         where_gpus_come_from(host) + "; list indices below that count, e.g. --gpu-ids 0,1");
-      }
-      entry = host.visible_gpus[index];
-    } else if (entry.rfind("GPU-", 0) != 0 && entry.rfind("MIG-", 0) != 0) {
-      throw UsageError("launch.gpu_ids: '" + entry + "' in '" + text +
-                       "' is not a GPU: write comma-separated indices (0,2) or GPU-/MIG- UUIDs");
+  const int visible = static_cast<int>(host.visible_gpus.size());
+  for (const GpuId& id : list.listed) {
+    if (id.is_index() && id.index >= visible) {
+      throw UsageError("launch.gpu_ids: GPU " + id.text() + " does not exist: " + plural(visible, "GPU") + " " +
+                       where_gpus_come_from(host) + "; list indices below that count, e.g. --gpu-ids 0,1");
     }
-    if (!seen.insert(entry).second) {
-      throw UsageError("launch.gpu_ids: GPU " + entry + " is listed twice in '" + text + "': give each worker its own GPU");
+    const std::string device = id.is_index() ? host.visible_gpus[id.index] : id.uuid;
+    if (!seen.insert(device).second) {
+      throw UsageError("launch.gpu_ids: GPU " + device + " is listed twice in '" + list.text() + "': give each worker its own GPU");
     }
-    devices.push_back(entry);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    devices.push_back(device);
   }
   return devices;
 }
 
-int resolve_nproc(const std::string& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
+int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
                   const HostFacts& host, std::string& reason) {
-  if (const std::optional<int> count = positive_count(nproc)) {
-    if (gpu_ids_given && *count != static_cast<int>(gpus.size())) {
-      throw UsageError("launch.nproc is " + nproc + " but launch.gpu_ids names " +
-                       plural(static_cast<int>(gpus.size()), "GPU") +
-                       ": give one GPU per worker, or set --nproc gpu to run one worker per listed GPU");
+  switch (nproc.kind) {
+    case NprocSpec::Kind::Count:
+      if (gpu_ids_given && nproc.count != static_cast<int>(gpus.size())) {
+        throw UsageError("launch.nproc is " + nproc.text() + " but launch.gpu_ids names " +
+                         plural(static_cast<int>(gpus.size()), "GPU") +
+                         ": give one GPU per worker, or set --nproc gpu to run one worker per listed GPU");
+      }
+      reason = "nproc " + nproc.text();
+      return nproc.count;
+    case NprocSpec::Kind::Gpu:
+    case NprocSpec::Kind::Auto: {
+      if (gpu_ids_given) {
+        reason = nproc.text() + ": " + plural(static_cast<int>(gpus.size()), "GPU") + " in launch.gpu_ids";
+        return static_cast<int>(gpus.size());
+      }
+      const int visible = static_cast<int>(host.visible_gpus.size());
+      if (visible > 0) {
+        reason = nproc.text() + ": " + plural(visible, "GPU") + " " + where_gpus_come_from(host);
+        return visible;
+      }
+      if (nproc.kind == NprocSpec::Kind::Gpu) {
+        throw UsageError("launch.nproc is 'gpu' but no NVIDIA GPU was " + where_gpus_come_from(host) +
+                         ": use --nproc N or --nproc cpu on a machine without GPUs");
+      }
+      reason = "auto: no GPU found, 1 worker";
+      return 1;
     }
-    reason = "nproc " + nproc;
-    return *count;
+    case NprocSpec::Kind::Cpu:
+      break;
   }
-  if (nproc == "gpu" || nproc == "auto") {
-    if (gpu_ids_given) {
-      reason = nproc + ": " + plural(static_cast<int>(gpus.size()), "GPU") + " in launch.gpu_ids";
-      return static_cast<int>(gpus.size());
-    }
-    int visible = static_cast<int>(host.visible_gpus.size());
-    if (visible > 0) {
-      reason = nproc + ": " + plural(visible, "GPU") + " " + where_gpus_come_from(host);
-      return visible;
-    }
-    if (nproc == "gpu") {
-      throw UsageError("launch.nproc is 'gpu' but no NVIDIA GPU was " + where_gpus_come_from(host) +
-                       ": use --nproc N or --nproc cpu on a machine without GPUs");
-    }
-    reason = "auto: no GPU found, 1 worker";
-    return 1;
-  }
-  if (nproc == "cpu") {
-    reason = "cpu: " + plural(host.cpu_count, "CPU");
-    return host.cpu_count > 0 ? host.cpu_count : 1;
-  }
-  throw UsageError("launch.nproc: '" + nproc + "' is not a worker count: use a positive number, auto, gpu or cpu");
+  reason = "cpu: " + plural(host.cpu_count, "CPU");
+  return host.cpu_count > 0 ? host.cpu_count : 1;
 }
 
-// "N" or "MIN:MAX".
-std::pair<int, int> resolve_nnodes(const std::string& text) {
-  if (const std::optional<int> count = positive_count(text)) return {*count, *count};
-  std::size_t colon = text.find(':');
-  if (colon != std::string::npos) {
-    const std::optional<int> low = positive_count(text.substr(0, colon));
-    const std::optional<int> high = positive_count(text.substr(colon + 1));
-    if (low && high && *low <= *high) return {*low, *high};
-  }
-  throw UsageError("launch.nnodes: '" + text + "' is not a node count: use a positive number such as 2, or MIN:MAX");
+// A local rank named by `key` (launch.local_ranks_filter, launch.tty) must be one of this node's workers.
+void check_local_rank(int rank, int nproc, const char* key) {
+  if (rank < nproc) return;
+  throw UsageError(std::string(key) + ": local rank " + std::to_string(rank) + " does not exist (this node runs " +
+                   plural(nproc, "worker") + ", local ranks 0.." + std::to_string(nproc - 1) + ")");
 }
 
-// "host", "host:port", "[v6]:port" -> host and port (default_port when absent; 0 when written as 0: a free port).
-std::pair<std::string, int> split_endpoint(const std::string& text, int default_port) {
-  std::string host = text, port;
-  if (!text.empty() && text.front() == '[') {
-    std::size_t close = text.find(']');
-    host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) port = text.substr(close + 2);
-  } else if (std::size_t colon = text.rfind(':'); colon != std::string::npos) {
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
+// tee/redirect/local_ranks_filter per local rank, then torchrun's routing rule (output_routing.hpp).
+std::vector<ConsoleRouting> resolve_console(const LaunchConfig& launch, int nproc) {
+  std::vector<StreamSet> tees, redirects;
+  std::vector<bool> shown(nproc, launch.local_ranks_filter.all());
+  for (int rank : launch.local_ranks_filter.ranks) {
+    check_local_rank(rank, nproc, "launch.local_ranks_filter");
+    shown[rank] = true;
   }
-  const std::optional<int> given = port.empty() ? std::optional<int>(default_port) : port == "0" ? 0 : positive_count(port);
-  if (!given || *given > 65535) {
-    throw UsageError("launch.rdzv_endpoint '" + text + "' has no valid port: write HOST:PORT, e.g. node0:29400");
+  for (int rank = 0; rank < nproc; ++rank) {
+    tees.push_back(streams_of_std(launch.tee.mode_of(rank)));
+    redirects.push_back(streams_of_std(launch.redirect.mode_of(rank)));
   }
-  if (host.empty()) throw UsageError("launch.rdzv_endpoint '" + text + "' has no host: write HOST:PORT, e.g. node0:29400");
-  return {host, *given};
+  return resolve_console_routing(tees, redirects, shown);
 }
 
-constexpr int kDefaultRendezvousPort = 29400;  // torchrun's c10d default
+TtyChoice resolve_tty(const TtySpec& tty, int nproc) {
+  switch (tty.kind) {
+    case TtySpec::Kind::Auto: return TtyChoice{TtyMode::Auto, 0};
+    case TtySpec::Kind::On: return TtyChoice{TtyMode::On, 0};
+    case TtySpec::Kind::Off: return TtyChoice{TtyMode::Off, 0};
+    case TtySpec::Kind::Rank: break;
+  }
+  check_local_rank(tty.rank, nproc, "launch.tty");
+  return TtyChoice{TtyMode::On, tty.rank};
+}
 
 // launch.gpu_ids auto: as many GPUs as workers (all visible ones for nproc auto|gpu, and for dp), the ones with the
 // most free memory. No visible GPU: none, and the note says so.
-std::vector<std::string> choose_auto_gpus(const std::string& nproc, const HostFacts& host, bool data_parallel, std::string& note) {
+std::vector<std::string> choose_auto_gpus(const NprocSpec& nproc, const HostFacts& host, bool data_parallel, std::string& note) {
   const int visible = static_cast<int>(host.visible_gpus.size());
   if (visible == 0) {
     note = "mgtrain: --gpu-ids auto: no GPU " + where_gpus_come_from(host) + "; the workers get none";
     return {};
   }
   int count = visible;
-  const std::optional<int> workers = data_parallel ? std::nullopt : positive_count(nproc);
-  if (workers) {
-    count = *workers;
-  } else if (!data_parallel && nproc != "auto" && nproc != "gpu") {
-    throw UsageError("launch.gpu_ids auto picks one GPU per worker, but launch.nproc is '" + nproc +
+  if (!data_parallel && nproc.is_count()) {
+    count = nproc.count;
+  } else if (!data_parallel && nproc.kind == NprocSpec::Kind::Cpu) {
+    throw UsageError("launch.gpu_ids auto picks one GPU per worker, but launch.nproc is '" + nproc.text() +
                      "': use --nproc N, gpu or auto with it");
   }
   std::vector<GpuSample> samples;
@@ -168,19 +147,18 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.command = command;
   plan.hostname = host.hostname;
 
-  bool gpu_ids_given = launch.gpu_ids.find_first_not_of(" \t") != std::string::npos;
+  bool gpu_ids_given = launch.gpu_ids.kind == GpuList::Kind::Listed;
   const bool data_parallel = strategy == Strategy::Dp;
   std::vector<std::string> gpus;
-  if (trim(launch.gpu_ids) == "auto") {
+  if (launch.gpu_ids.kind == GpuList::Kind::Auto) {
     gpus = choose_auto_gpus(launch.nproc, host, data_parallel, plan.gpu_note);
     gpu_ids_given = !gpus.empty();
   } else if (gpu_ids_given) {
     gpus = resolve_gpu_ids(launch.gpu_ids, host);
   }
   if (data_parallel) {  // one process; CUDA_VISIBLE_DEVICES holds every selected GPU
-    const std::optional<int> count = positive_count(launch.nproc);
-    if (count && *count != 1) {
-      throw UsageError("ddp.strategy dp runs one process over all selected GPUs, but launch.nproc is " + launch.nproc +
+    if (launch.nproc.is_count() && launch.nproc.count != 1) {
+      throw UsageError("ddp.strategy dp runs one process over all selected GPUs, but launch.nproc is " + launch.nproc.text() +
                        ": use --nproc 1 (or auto), or ddp.strategy: ddp for one process per GPU");
     }
     plan.nproc = 1;
@@ -192,52 +170,52 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
     if (gpu_ids_given) plan.gpu_for_local_rank = gpus;
   }
 
-  std::tie(plan.min_nodes, plan.max_nodes) = resolve_nnodes(launch.nnodes);
+  plan.min_nodes = launch.nnodes.min;
+  plan.max_nodes = launch.nnodes.max;
   plan.nnodes = plan.max_nodes;
   // --standalone is torchrun's single-node shortcut: it overrides any rendezvous settings.
-  const bool endpoint_given = !launch.standalone && launch.rdzv_endpoint.find_first_not_of(" \t") != std::string::npos;
+  const RdzvEndpoint& endpoint = launch.rdzv_endpoint;
+  const bool endpoint_given = !launch.standalone && !endpoint.empty();
   // HOST:0 is torchrun's recipe for several single-node jobs on one host: the job runs on a free port of its own.
-  const bool free_port_endpoint = endpoint_given && split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort).second == 0;
+  const bool free_port_endpoint = endpoint_given && endpoint.port_or_default() == 0;
   if (free_port_endpoint && plan.max_nodes != 1) {
-    throw UsageError("launch.rdzv_endpoint '" + trim(launch.rdzv_endpoint) + "' asks for a free port (:0), which only a single node can use, but launch.nnodes is " +
-                     launch.nnodes + ": give the other nodes a fixed port to meet at, e.g. --rdzv-endpoint node0:29400, or use --nnodes 1");
+    throw UsageError("launch.rdzv_endpoint '" + endpoint.text() + "' asks for a free port (:0), which only a single node can use, but launch.nnodes is " +
+                     launch.nnodes.text() + ": give the other nodes a fixed port to meet at, e.g. --rdzv-endpoint node0:29400, or use --nnodes 1");
   }
   plan.dynamic = endpoint_given && !free_port_endpoint && launch.rdzv_backend == RdzvBackend::C10d;
   if (plan.min_nodes != plan.max_nodes && !plan.dynamic) {
-    throw UsageError("launch.nnodes " + launch.nnodes + " is a range: elastic jobs need the dynamic rendezvous, "
+    throw UsageError("launch.nnodes " + launch.nnodes.text() + " is a range: elastic jobs need the dynamic rendezvous, "
                      "--rdzv-endpoint HOST:PORT (with --rdzv-backend c10d, the default); or give a fixed count, e.g. --nnodes " +
                      std::to_string(plan.max_nodes));
   }
   if (launch.standalone && plan.nnodes != 1) {
-    throw UsageError("launch.standalone runs a single node, but launch.nnodes is " + launch.nnodes +
+    throw UsageError("launch.standalone runs a single node, but launch.nnodes is " + launch.nnodes.text() +
                      ": drop --standalone, or use --nnodes 1");
   }
   if (!plan.dynamic && (launch.node_rank < 0 || launch.node_rank >= plan.nnodes)) {
     throw UsageError("launch.node_rank " + std::to_string(launch.node_rank) + " is outside 0.." +
-                     std::to_string(plan.nnodes - 1) + " (launch.nnodes is " + launch.nnodes + ")");
+                     std::to_string(plan.nnodes - 1) + " (launch.nnodes is " + launch.nnodes.text() + ")");
   }
   if (data_parallel && plan.max_nodes > 1) {
-    throw UsageError("ddp.strategy dp runs on one node, but launch.nnodes is " + launch.nnodes + ": use ddp.strategy: ddp across nodes");
+    throw UsageError("ddp.strategy dp runs on one node, but launch.nnodes is " + launch.nnodes.text() + ": use ddp.strategy: ddp across nodes");
   }
   plan.node_rank = plan.dynamic ? 0 : static_cast<int>(launch.node_rank);  // dynamic: assigned by the rendezvous
   plan.world_size = plan.nnodes * plan.nproc;
 
   if (launch.master_addr.empty()) throw UsageError("launch.master_addr is empty: give the address of node 0, e.g. 127.0.0.1");
   plan.master_addr = launch.master_addr;
-  if (launch.master_port < 0 || launch.master_port > 65535) {
-    throw UsageError("launch.master_port " + std::to_string(launch.master_port) +
-                     " is not a TCP port: use 1..65535, or 0 to pick a free one");
-  }
   plan.master_port = static_cast<int>(launch.master_port);
   if (endpoint_given && !plan.dynamic) {  // static, or HOST:0 on one node: the endpoint is node 0's address and port
-    std::tie(plan.master_addr, plan.master_port) = split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort);
+    plan.master_addr = endpoint.host;
+    plan.master_port = endpoint.port_or_default();
   }
   if (plan.picks_port() && plan.nnodes > 1 && !plan.dynamic) {
-    throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes +
+    throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes.text() +
                      " every node must know the port of node 0's rendezvous; pass the same --master-port to all nodes");
   }
   if (plan.dynamic) {
-    std::tie(plan.rdzv_host, plan.rdzv_port) = split_endpoint(trim(launch.rdzv_endpoint), kDefaultRendezvousPort);
+    plan.rdzv_host = endpoint.host;
+    plan.rdzv_port = endpoint.port_or_default();
     plan.master_addr = plan.rdzv_host;  // the workers' store runs on the endpoint's host (node rank 0)
   } else {
     plan.rdzv_host = plan.master_addr;
@@ -246,18 +224,12 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.join_timeout_s = launch.join_timeout;
   plan.last_call_timeout_s = launch.last_call_timeout;
   plan.node_timeout_s = launch.node_timeout;
-  if (!(plan.join_timeout_s > 0) || !(plan.node_timeout_s > 0) || !(launch.node_heartbeat_interval > 0)) {
-    throw UsageError("launch.join_timeout, launch.node_timeout and launch.node_heartbeat_interval must be more than 0 seconds");
-  }
   plan.node_heartbeat_interval_s = std::min(launch.node_heartbeat_interval, launch.node_timeout / 3);
   plan.allow_uneven_nproc = launch.allow_uneven_nproc;
   plan.exit_with_stdin = launch.exit_with_stdin;
 
-  if (launch.max_restarts < 0) throw UsageError("launch.max_restarts must be 0 or more, not " + std::to_string(launch.max_restarts));
   plan.max_restarts = static_cast<int>(launch.max_restarts);
-  if (!(launch.grace_period >= 0)) throw UsageError("launch.grace_period must be 0 or more seconds");
   plan.grace_period_s = launch.grace_period;
-  if (!(launch.heartbeat_timeout >= 0)) throw UsageError("launch.heartbeat_timeout must be 0 (off) or more seconds");
   plan.heartbeat_timeout_s = launch.heartbeat_timeout;
   plan.status_server = launch.status_port > 0;
 
@@ -267,7 +239,6 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
                      "' cannot name a directory: use letters, digits, '-', '_' or '.', without '/'");
   }
   plan.run_id = launch.run_id;
-  if (launch.role.empty()) throw UsageError("launch.role is empty: give the workers' role name (ROLE_NAME), e.g. default");
   plan.role = launch.role;
   if (launch.log_dir.empty()) throw UsageError("launch.log_dir is empty: give a directory for logs, e.g. runs");
   std::string log_dir = launch.log_dir;
@@ -275,8 +246,8 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   while (log_dir.size() > 1 && log_dir.back() == '/') log_dir.pop_back();
   plan.run_dir = log_dir + "/" + plan.run_id;
 
-  plan.console = resolve_console_routing(launch.tee, launch.redirect, launch.local_ranks_filter, plan.nproc);
-  plan.tty = parse_tty_choice(launch.tty, plan.nproc);
+  plan.console = resolve_console(launch, plan.nproc);
+  plan.tty = resolve_tty(launch.tty, plan.nproc);
   return plan;
 }
 

@@ -1,5 +1,6 @@
 // Turns the `launch:` settings into a checked, fully resolved plan for this node: how many workers,
-// their ranks, port, console routing and GPUs. Pure: facts about the host come in as HostFacts.
+// their ranks, port, console routing and GPUs. Pure: facts about the host come in as HostFacts. The settings
+// arrive as typed values the config schema parsed once (config/launch_settings.hpp); the plan only resolves them.
 #pragma once
 
 #include <functional>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/launch_defaults.hpp"
 #include "host/nvml_library.hpp"
 #include "output/output_routing.hpp"
 
@@ -32,9 +34,9 @@ struct LaunchPlan {
   int master_port = 0;    // 0: a free port is picked for every attempt
   int max_restarts = 0;
   std::string run_id;
-  std::string role = "default";  // ROLE_NAME (launch.role, torchrun's --role)
+  std::string role = launch_defaults::kRole;  // ROLE_NAME (launch.role, torchrun's --role)
   std::string run_dir;    // absolute <log_dir>/<run_id>
-  double grace_period_s = 30.0;
+  double grace_period_s = launch_defaults::kGracePeriodS;
   double heartbeat_timeout_s = 0.0;  // 0: no hang watchdog
   bool status_server = false;        // the status API reads the workers' heartbeat files (launch.status_port)
   std::vector<ConsoleRouting> console;          // per local rank
@@ -55,10 +57,10 @@ struct LaunchPlan {
   int max_nodes = 1;
   std::string rdzv_host;        // where the rendezvous server listens: static master_addr, dynamic the endpoint
   int rdzv_port = 0;
-  double join_timeout_s = 600.0;
-  double last_call_timeout_s = 30.0;
-  double node_timeout_s = 30.0;
-  double node_heartbeat_interval_s = 5.0;  // already capped at node_timeout_s / 3
+  double join_timeout_s = launch_defaults::kJoinTimeoutS;
+  double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;
+  double node_timeout_s = launch_defaults::kNodeTimeoutS;
+  double node_heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;  // already capped at node_timeout_s / 3
   bool allow_uneven_nproc = false;
   bool exit_with_stdin = false;
 
@@ -76,8 +78,9 @@ struct LaunchPlan {
   int global_rank(int local_rank) const { return (first_rank >= 0 ? first_rank : node_rank * nproc) + local_rank; }
 };
 
-// Checks every launch setting and resolves nproc, gpu_ids, nnodes, tee/redirect/filter and paths.
-// `command` is the worker's argv (non-empty). Throws UsageError naming the setting and the fix.
+// Resolves nproc, gpu_ids, nnodes, tee/redirect/filter, tty and paths against the host, and checks what involves
+// several settings or the host (a GPU index beyond the visible ones, a local rank beyond nproc, node_rank against
+// nnodes, ...). `command` is the worker's argv (non-empty). Throws UsageError naming the setting and the fix.
 // launch.gpu_ids auto: the nproc GPUs with the most free memory (host.gpu_stats; see gpu_selection.hpp).
 // `strategy` is ddp.strategy: dp starts one worker that sees every selected GPU (nproc 1, one node).
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "config/launch_defaults.hpp"
 #include "util/exit_status.hpp"
 
 namespace mgtrain {
@@ -60,7 +61,7 @@ class SupervisionPolicy {
   struct Settings {
     int nproc = 1;
     int max_restarts = 0;
-    double grace_period_s = 30.0;      // SIGTERM -> SIGKILL
+    double grace_period_s = launch_defaults::kGracePeriodS;  // SIGTERM -> SIGKILL
     double heartbeat_timeout_s = 0.0;  // 0: watchdog off
     // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
     // still stops the local group on a failure or signal (node_agent.hpp).

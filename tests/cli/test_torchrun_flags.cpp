@@ -246,14 +246,14 @@ TEST_CASE("PET_ precedence: flag > PET_ > MGTRAIN_* and YAML > default, and orig
                       {"PET_NOT_AN_OPTION", "x"}};
   auto r = std::get<LaunchRequest>(parse_cli({"launch", "--max-restarts", "9", "launch.nnodes=3", "prog"}, env));
   LoadedConfig loaded = load_config_text("launch:\n  nnodes: 7\n  nproc: 3\n", "job.yaml", r.config, env);
-  CHECK(loaded.config.launch.nnodes == "2");  // PET_ over --set/bare override, MGTRAIN_* and YAML
+  CHECK(loaded.config.launch.nnodes == NodeRange::exactly(2));  // PET_ over --set/bare override, MGTRAIN_* and YAML
   CHECK(loaded.origin_of("launch.nnodes") == "environment PET_NNODES");
   CHECK(loaded.config.launch.max_restarts == 9);  // the flag wins
   CHECK(loaded.origin_of("launch.max_restarts") == "--max-restarts 9");
   CHECK(loaded.config.launch.standalone);
   CHECK(loaded.origin_of("launch.standalone") == "environment PET_STANDALONE");
-  CHECK(loaded.config.launch.tee == "2");  // MGTRAIN_* where no PET_ is set
-  CHECK(loaded.config.launch.nproc == "3");
+  CHECK(loaded.config.launch.tee.text() == "2");  // MGTRAIN_* where no PET_ is set
+  CHECK(loaded.config.launch.nproc == NprocSpec::workers(3));
   // config show sees the same.
   auto show = std::get<ConfigShowRequest>(parse_cli({"config", "show"}, env));
   CHECK(load_config(show.config, env).origin_of("launch.nnodes") == "environment PET_NNODES");

@@ -40,8 +40,8 @@ TEST_CASE("config init answers from flags and a prompt, re-asking after a bad an
   };
   std::ostringstream messages;
   Config c = answer_init_questions({{"model.type", "mlp", "--model"}}, &ask, messages);
-  CHECK(c.launch.nnodes == "3");
-  CHECK(c.launch.nproc == "1");
+  CHECK(c.launch.nnodes == NodeRange::exactly(3));
+  CHECK(c.launch.nproc == NprocSpec::workers(1));
   CHECK(c.train.device == DeviceOption::Cpu);
   CHECK(c.model.type == ModelType::Mlp);
   CHECK(messages.str().find("'banana' is not allowed") != std::string::npos);
@@ -57,5 +57,5 @@ TEST_CASE("the starter config loads back to the answered values", "[init]") {
   options.resolved = true;
   LoadedConfig loaded = load_config_text(yaml, "starter.yaml", {}, {}, options);
   CHECK(loaded.config.model.type == ModelType::Gpt);
-  CHECK(loaded.config.launch.nproc == "4");
+  CHECK(loaded.config.launch.nproc == NprocSpec::workers(4));
 }

@@ -35,8 +35,8 @@ HostFacts host_with(int count, std::vector<GpuSample> samples) {
 LaunchConfig launch_with(const std::string& nproc, const std::string& gpu_ids) {
   LaunchConfig launch;
   launch.run_id = "r1";
-  launch.nproc = nproc;
-  launch.gpu_ids = gpu_ids;
+  launch.nproc = NprocSpec::parse(nproc).value();
+  launch.gpu_ids = GpuList::parse(gpu_ids).value();
   return launch;
 }
 
@@ -111,7 +111,7 @@ TEST_CASE("launch plan: ddp.strategy dp starts one worker that sees every select
   CHECK(everything.gpu_for_local_rank.empty());  // CUDA_VISIBLE_DEVICES untouched: all visible GPUs
   CHECK_THROWS_WITH(make_launch_plan(launch_with("2", ""), kCommand, host, Strategy::Dp), Catch::Contains("--nproc 1"));
   LaunchConfig two_nodes = launch_with("1", "");
-  two_nodes.nnodes = "2";
+  two_nodes.nnodes = NodeRange::exactly(2);
   two_nodes.master_port = 29500;
   CHECK_THROWS_WITH(make_launch_plan(two_nodes, kCommand, host, Strategy::Dp), Catch::Contains("one node"));
 }

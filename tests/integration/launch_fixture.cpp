@@ -68,7 +68,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 LaunchConfig test_launch_config(const TempDir& dir, int nproc) {
   LaunchConfig launch;
-  launch.nproc = std::to_string(nproc);
+  launch.nproc = NprocSpec::workers(nproc);
   launch.run_id = "test-run";
   launch.log_dir = dir / "runs";
   launch.grace_period = 2.0;

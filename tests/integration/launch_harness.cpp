@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     std::string setting = argv[index];
     std::size_t equals = setting.find('=');
     std::string key = setting.substr(0, equals), value = equals == std::string::npos ? "" : setting.substr(equals + 1);
-    if (key == "nproc") launch.nproc = value;
+    if (key == "nproc") launch.nproc = mgtrain::NprocSpec::parse(value).value();
     else if (key == "max_restarts") launch.max_restarts = std::stoll(value);
     else if (key == "grace_period") launch.grace_period = std::stod(value);
     else if (key == "heartbeat_timeout") launch.heartbeat_timeout = std::stod(value);

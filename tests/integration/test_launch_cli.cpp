@@ -154,3 +154,21 @@ TEST_CASE("rdzv-endpoint localhost:0 with nnodes 1: two jobs run at once on one 
   CHECK(a != "0\n");
   CHECK(b != "0\n");
 }
+
+TEST_CASE("launch.gpu_ids takes GPU UUIDs from a config exactly as from --gpu-ids", "[binary][launch][gpu]") {
+  TempDir dir;
+  const std::string uuid = "GPU-5a3c8e2f-1b2c-4d5e-8f90-123456789abc";  // used as it is: no GPU needed here
+  std::ofstream(dir / "gpus.yaml") << "launch:\n  nproc: gpu\n  gpu_ids: " << uuid << ",MIG-bb\n  run_id: from-yaml\n";
+  const std::vector<std::string> program = {"--", "sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""};
+  std::vector<std::string> yaml_args = {dir / "gpus.yaml"}, flag_args = {"--nproc", "gpu", "--gpu-ids", uuid + ",MIG-bb", "--run-id", "from-flag"};
+  yaml_args.insert(yaml_args.end(), program.begin(), program.end());
+  flag_args.insert(flag_args.end(), program.begin(), program.end());
+  for (const auto& args : {yaml_args, flag_args}) {
+    CapturedRun run = mgtrain_launch(dir, args);
+    INFO(run.err);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Catch::Contains("[rank 0] " + uuid + "\n") && Catch::Contains("[rank 1] MIG-bb\n"));
+  }
+  // The resolved config the launcher writes (what a worker loads) keeps the list as written.
+  CHECK_THAT(read_text(dir / "runs/from-yaml/config.yaml"), Catch::Contains("gpu_ids: " + uuid + ",MIG-bb\n"));
+}

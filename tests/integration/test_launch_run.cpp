@@ -195,15 +195,15 @@ TEST_CASE("local_ranks_filter and redirect limit the console, never the files", 
   std::string worker = write_script(dir / "worker.sh", "echo \"out of $RANK\"; echo \"err of $RANK\" >&2");
   LaunchConfig launch = test_launch_config(dir, 2);
   SECTION("filter") {
-    launch.local_ranks_filter = "1";
+    launch.local_ranks_filter = LocalRanks::parse("1").value();
     LaunchOutcome outcome = launch_in_process(launch, {worker});
     CHECK(outcome.out == "[rank 1] out of 1\n");
     CHECK_THAT(outcome.err, Catch::Contains("[rank 1] err of 1") && !Catch::Contains("[rank 0]"));
     CHECK(read_text(outcome.run_dir + "/attempt_0/rank_0/stdout.log") == "out of 0\n");
   }
   SECTION("redirect stdout, tee rank 1 back") {
-    launch.redirect = "1";
-    launch.tee = "1:1";
+    launch.redirect = StdSpec::parse("1").value();
+    launch.tee = StdSpec::parse("1:1").value();
     LaunchOutcome outcome = launch_in_process(launch, {worker});
     CHECK(outcome.out == "[rank 1] out of 1\n");
     CHECK_THAT(outcome.err, Catch::Contains("[rank 0] err of 0") && Catch::Contains("[rank 1] err of 1"));
@@ -255,7 +255,7 @@ TEST_CASE("master port: 0 picks a free one, a busy explicit one is refused befor
   CHECK_THROWS_AS(launch_in_process(launch, {worker}), UsageError);
   CHECK_FALSE(file_exists(marker));
 
-  launch.nnodes = "2";  // node 0 of several hosts the node agents' rendezvous on that port: refused too
+  launch.nnodes = NodeRange::exactly(2);  // node 0 of several hosts the node agents' rendezvous on that port: refused too
   CHECK_THROWS_WITH(launch_in_process(launch, {worker}),
                     Catch::Contains("master_port " + std::to_string(busy_port) + " is already in use") &&
                         Catch::Contains("node 0 hosts mgtrain's rendezvous there"));

@@ -67,7 +67,7 @@ TEST_CASE("every agent gets its node rank, node 0's address, the run id and the 
   CHECK(std::vector<std::string>(args[0].end() - 3, args[0].end()) == std::vector<std::string>{"--", "python3", "train.py"});
   CHECK(std::find(args[0].begin(), args[0].end(), "launch.nproc=9") != args[0].end());  // no slots: --nproc applies
   loaded.origin["launch.nnodes"] = "--nnodes 3";
-  loaded.config.launch.nnodes = "3";
+  loaded.config.launch.nnodes = NodeRange::exactly(3);
   CHECK_THROWS_WITH(agent_launch_arguments(parse_hosts("a,b"), request, loaded, environment),
                     Catch::Contains("launch.nnodes is 3 but the host list names 2 hosts"));
 }

@@ -226,8 +226,8 @@ TEST_CASE("the job fingerprint compares what shapes the job, not per-node settin
   CHECK_THAT(job_fingerprint(a).lines, Catch::Contains("data.dataset=mnist"));  // "mn" is not replaced inside "mnist"
   b.checkpoint.dir = a.checkpoint.dir;
   b.launch.node_rank = 1;      // per node
-  b.launch.gpu_ids = "1";      // per node
-  b.launch.nproc = "4";        // compared on its own, with a better message
+  b.launch.gpu_ids = GpuList::parse("1").value();  // per node
+  b.launch.nproc = NprocSpec::workers(4);  // compared on its own, with a better message
   CHECK(job_fingerprint(a).hash == job_fingerprint(b).hash);
   b.train.max_steps = 30;
   b.optim.lr = 0.5;

@@ -195,7 +195,7 @@ TEST_CASE("a step with several tasks per node is refused with what to do", "[slu
                             Catch::Contains("launch.slurm: off"));
   CHECK_THROWS_WITH(load_with_slurm("", env), Catch::StartsWith("SLURM: this srun step runs 6 tasks on 2 nodes"));
   // ... unless detection is off.
-  CHECK(load_with_slurm("launch:\n  slurm: off\n", env).config.launch.nnodes == "1");
+  CHECK(load_with_slurm("launch:\n  slurm: off\n", env).config.launch.nnodes.text() == "1");
 }
 
 TEST_CASE("per-node task lists and the shared port and run id rules", "[slurm]") {
@@ -213,12 +213,12 @@ TEST_CASE("per-node task lists and the shared port and run id rules", "[slurm]")
 
 TEST_CASE("the config takes detected values only where no source gave one", "[slurm][config]") {
   LoadedConfig c = load_with_slurm("", step_on_node1());
-  CHECK(c.config.launch.nnodes == "2");
+  CHECK(c.config.launch.nnodes.text() == "2");
   CHECK(c.config.launch.node_rank == 1);
   CHECK(c.config.launch.master_addr == "node07");
   CHECK(c.config.launch.master_port == 24242);
   CHECK(c.config.launch.run_id == "slurm-4242");
-  CHECK(c.config.launch.nproc == "1");
+  CHECK(c.config.launch.nproc.text() == "1");
   CHECK(c.origin.at("launch.node_rank") == "SLURM (SLURM_NODEID)");
   CHECK(c.origin.at("launch.run_id") == "SLURM (SLURM_JOB_ID)");
   CHECK(is_slurm_origin(c.origin.at("launch.nnodes")));
@@ -246,13 +246,13 @@ TEST_CASE("launch.slurm: off and hand-picked GPUs keep detection out", "[slurm][
   ConfigRequest off;
   off.flags = {{"launch.slurm", "off", "--slurm"}};
   LoadedConfig c = load_with_slurm("", env, off);
-  CHECK(c.config.launch.nnodes == "1");
+  CHECK(c.config.launch.nnodes.text() == "1");
   CHECK(c.config.launch.run_id == "generated-id");
-  CHECK(load_with_slurm("", env).config.launch.nproc == "4");
+  CHECK(load_with_slurm("", env).config.launch.nproc.text() == "4");
   ConfigRequest gpus;
   gpus.flags = {{"launch.gpu_ids", "0,1", "--gpu-ids"}};
   LoadedConfig picked = load_with_slurm("", env, gpus);
-  CHECK(picked.config.launch.nproc == "1");
+  CHECK(picked.config.launch.nproc.text() == "1");
   CHECK(picked.origin.at("launch.nproc") == "default");
 }
 

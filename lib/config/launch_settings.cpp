@@ -1,0 +1,261 @@
+// The one parser and writer of each typed launch setting (see launch_settings.hpp).
+#include "config/launch_settings.hpp"
+
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "util/value_parsing.hpp"
+
+namespace mgtrain {
+namespace {
+
+constexpr std::size_t kCountDigits = 6;  // worker and node counts, GPU indices: up to 999999
+constexpr std::size_t kRankDigits = 9;   // local ranks: up to 999999999 (torchrun's "9:1" style values fit)
+
+// A run of 1 to `max_digits` ASCII digits as an int; nullopt for anything else (signs, blanks, too long).
+std::optional<int> digits(const std::string& text, std::size_t max_digits) {
+  const std::optional<std::uint64_t> value = parse_digits(text, max_digits);
+  if (!value) return std::nullopt;
+  return static_cast<int>(*value);
+}
+
+std::optional<int> positive_count(const std::string& text) {
+  const std::optional<int> value = digits(text, kCountDigits);
+  if (!value || *value == 0) return std::nullopt;
+  return value;
+}
+
+// The entries of a comma-separated list, each trimmed.
+std::vector<std::string> entries_of(const std::string& text) {
+  std::vector<std::string> entries = split(text, ',');
+  for (std::string& entry : entries) entry = trim(entry);
+  return entries;
+}
+
+// "'x'" for a list of one entry, "'x' in '0,x'" otherwise: what an error quotes.
+std::string quoted(const std::string& entry, const std::string& whole) {
+  return entry == whole ? fmt::format("'{}'", entry) : fmt::format("'{}' in '{}'", entry, whole);
+}
+
+template <class T, class Text>
+std::string joined(const std::vector<T>& items, Text text_of) {
+  std::string text;
+  for (const T& item : items) text += (text.empty() ? "" : ",") + text_of(item);
+  return text;
+}
+
+std::optional<int> std_mode(const std::string& text) {
+  const std::optional<int> mode = digits(text, 1);
+  if (!mode || *mode > 3) return std::nullopt;
+  return mode;
+}
+
+bool is_gpu_uuid(const std::string& entry) {
+  const bool prefixed = entry.rfind("GPU-", 0) == 0 || entry.rfind("MIG-", 0) == 0;
+  return prefixed && entry.size() > 4 && entry.find_first_of(" \t") == std::string::npos;
+}
+
+}  // namespace
+
+// ---- nproc ----------------------------------------------------------------------------------
+
+Parsed<NprocSpec> NprocSpec::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (text == "auto") return NprocSpec{Kind::Auto, 1};
+  if (text == "gpu") return NprocSpec{Kind::Gpu, 1};
+  if (text == "cpu") return NprocSpec{Kind::Cpu, 1};
+  if (const std::optional<int> count = positive_count(text)) return workers(*count);
+  return Parsed<NprocSpec>::failure(fmt::format("'{}' is not a process count", text));
+}
+
+std::string NprocSpec::text() const {
+  switch (kind) {
+    case Kind::Auto: return "auto";
+    case Kind::Gpu: return "gpu";
+    case Kind::Cpu: return "cpu";
+    case Kind::Count: break;
+  }
+  return std::to_string(count);
+}
+
+// ---- nnodes ---------------------------------------------------------------------------------
+
+Parsed<NodeRange> NodeRange::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (const std::optional<int> count = positive_count(text)) return exactly(*count);
+  const std::size_t colon = text.find(':');
+  if (colon != std::string::npos) {
+    const std::optional<int> low = positive_count(trim(text.substr(0, colon)));
+    const std::optional<int> high = positive_count(trim(text.substr(colon + 1)));
+    if (low && high && *low <= *high) return NodeRange{*low, *high};
+  }
+  return Parsed<NodeRange>::failure(fmt::format("'{}' is not a node count", text));
+}
+
+std::string NodeRange::text() const {
+  return min == max ? std::to_string(min) : fmt::format("{}:{}", min, max);
+}
+
+// ---- gpu_ids --------------------------------------------------------------------------------
+
+std::string GpuId::text() const { return is_index() ? std::to_string(index) : uuid; }
+
+Parsed<GpuList> GpuList::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (text.empty()) return GpuList{};
+  if (text == "auto") return GpuList{Kind::Auto, {}};
+  GpuList list{Kind::Listed, {}};
+  for (const std::string& entry : entries_of(text)) {
+    if (entry.empty()) return Parsed<GpuList>::failure(fmt::format("'{}' has an empty entry", text));
+    if (const std::optional<int> index = digits(entry, kCountDigits)) {
+      list.listed.push_back(GpuId{*index, ""});
+    } else if (is_gpu_uuid(entry)) {
+      list.listed.push_back(GpuId{-1, entry});
+    } else if (entry == "auto") {
+      return Parsed<GpuList>::failure(
+          fmt::format("{}: auto stands alone, it picks every GPU itself", quoted(entry, text)));
+    } else {
+      return Parsed<GpuList>::failure(fmt::format("{} is not a GPU index or a GPU-/MIG- UUID", quoted(entry, text)));
+    }
+  }
+  return list;
+}
+
+std::string GpuList::text() const {
+  if (kind == Kind::AllVisible) return "";
+  if (kind == Kind::Auto) return "auto";
+  return joined(listed, [](const GpuId& id) { return id.text(); });
+}
+
+// ---- tee / redirect -------------------------------------------------------------------------
+
+Parsed<StdSpec> StdSpec::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (text.find(':') == std::string::npos) {
+    if (const std::optional<int> mode = std_mode(text)) return StdSpec{*mode, {}};
+    return Parsed<StdSpec>::failure(fmt::format("'{}' is not a stream mapping", text));
+  }
+  StdSpec spec;
+  for (const std::string& entry : entries_of(text)) {
+    const std::size_t colon = entry.find(':');
+    const bool pair = colon != std::string::npos;
+    const std::optional<int> rank = pair ? digits(trim(entry.substr(0, colon)), kRankDigits) : std::nullopt;
+    const std::optional<int> mode = pair ? std_mode(trim(entry.substr(colon + 1))) : std::nullopt;
+    if (!rank || !mode) {
+      return Parsed<StdSpec>::failure(fmt::format("{} is not a stream mapping (LOCAL_RANK:MODE)", quoted(entry, text)));
+    }
+    spec.per_rank.emplace_back(*rank, *mode);
+  }
+  return spec;
+}
+
+std::string StdSpec::text() const {
+  if (per_rank.empty()) return std::to_string(all);
+  return joined(per_rank, [](const std::pair<int, int>& pair) {
+    return fmt::format("{}:{}", pair.first, pair.second);
+  });
+}
+
+int StdSpec::mode_of(int local_rank) const {
+  if (per_rank.empty()) return all;
+  int mode = 0;
+  for (const auto& [rank, rank_mode] : per_rank)
+    if (rank == local_rank) mode = rank_mode;
+  return mode;
+}
+
+// ---- local_ranks_filter ---------------------------------------------------------------------
+
+Parsed<LocalRanks> LocalRanks::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  LocalRanks filter;
+  if (text.empty()) return filter;
+  for (const std::string& entry : entries_of(text)) {
+    const std::optional<int> rank = digits(entry, kRankDigits);
+    if (!rank) return Parsed<LocalRanks>::failure(fmt::format("{} is not a local rank", quoted(entry, text)));
+    filter.ranks.push_back(*rank);
+  }
+  return filter;
+}
+
+std::string LocalRanks::text() const {
+  return joined(ranks, [](int rank) { return std::to_string(rank); });
+}
+
+// ---- tty ------------------------------------------------------------------------------------
+
+Parsed<TtySpec> TtySpec::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (text == "auto") return TtySpec{Kind::Auto, 0};
+  if (text == "on") return TtySpec{Kind::On, 0};
+  if (text == "off") return TtySpec{Kind::Off, 0};
+  if (const std::optional<int> rank = digits(text, kRankDigits)) return TtySpec{Kind::Rank, *rank};
+  return Parsed<TtySpec>::failure(fmt::format("'{}' is not auto, on, off or a local rank", text));
+}
+
+std::string TtySpec::text() const {
+  switch (kind) {
+    case Kind::Auto: return "auto";
+    case Kind::On: return "on";
+    case Kind::Off: return "off";
+    case Kind::Rank: break;
+  }
+  return std::to_string(rank);
+}
+
+// ---- rdzv_endpoint --------------------------------------------------------------------------
+
+Parsed<RdzvEndpoint> RdzvEndpoint::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (text.empty()) return RdzvEndpoint{};
+  auto fail = [&](const std::string& why) { return Parsed<RdzvEndpoint>::failure(fmt::format("'{}' {}", text, why)); };
+  RdzvEndpoint endpoint;
+  std::optional<std::string> port;  // the text after the host's ':'
+  if (text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string::npos || close == 1) return fail("is not HOST:PORT");
+    endpoint.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return fail("is not HOST:PORT");
+      port = text.substr(close + 2);
+    }
+  } else {
+    const std::size_t colon = text.rfind(':');
+    if (colon == 0) return fail("has no host");
+    if (colon != std::string::npos && text.find(':') != colon) {
+      return fail("has several ':': write an IPv6 address in brackets, e.g. [::1]:29400");
+    }
+    endpoint.host = text.substr(0, colon);
+    if (colon != std::string::npos) port = text.substr(colon + 1);
+  }
+  if (port) {
+    const std::optional<int> number = digits(*port, 5);
+    if (!number || *number > 65535) return fail("has no valid port (0-65535)");
+    endpoint.port = number;
+  }
+  return endpoint;
+}
+
+std::string RdzvEndpoint::text() const {
+  if (empty()) return "";
+  const std::string shown = host.find(':') == std::string::npos ? host : "[" + host + "]";
+  return port ? fmt::format("{}:{}", shown, *port) : shown;
+}
+
+// ---- equality: the same value, whatever text it came from ------------------------------------
+
+bool operator==(const NprocSpec& a, const NprocSpec& b) {
+  return a.kind == b.kind && (!a.is_count() || a.count == b.count);
+}
+bool operator==(const NodeRange& a, const NodeRange& b) { return a.min == b.min && a.max == b.max; }
+bool operator==(const GpuId& a, const GpuId& b) { return a.index == b.index && a.uuid == b.uuid; }
+bool operator==(const GpuList& a, const GpuList& b) { return a.kind == b.kind && a.listed == b.listed; }
+bool operator==(const StdSpec& a, const StdSpec& b) { return a.all == b.all && a.per_rank == b.per_rank; }
+bool operator==(const LocalRanks& a, const LocalRanks& b) { return a.ranks == b.ranks; }
+bool operator==(const RdzvEndpoint& a, const RdzvEndpoint& b) { return a.host == b.host && a.port == b.port; }
+bool operator==(const TtySpec& a, const TtySpec& b) {
+  return a.kind == b.kind && (a.kind != TtySpec::Kind::Rank || a.rank == b.rank);
+}
+
+}  // namespace mgtrain

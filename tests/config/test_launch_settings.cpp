@@ -1,0 +1,229 @@
+// The typed launch settings (config/launch_settings.hpp): each one parser, good and bad text in tables, through the
+// parser itself and through the schema (every source gets the same rule and names the key, the source and what is
+// allowed), and the text written back for `config show` / the worker's resolved config.yaml parsing to the same value.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "config/config_loader.hpp"
+#include "config/config_schema.hpp"
+#include "config/config_yaml.hpp"
+#include "config/launch_settings.hpp"
+#include "util/error.hpp"
+
+using namespace mgtrain;
+
+namespace {
+
+struct Good {
+  const char* key;
+  const char* text;
+  const char* written;  // what config show prints for it
+};
+
+// Every accepted form of every typed key, and its text once parsed.
+const Good kGood[] = {
+    {"launch.nproc", "4", "4"},
+    {"launch.nproc", " 12 ", "12"},
+    {"launch.nproc", "007", "7"},
+    {"launch.nproc", "999999", "999999"},
+    {"launch.nproc", "auto", "auto"},
+    {"launch.nproc", "gpu", "gpu"},
+    {"launch.nproc", "cpu", "cpu"},
+    {"launch.nnodes", "2", "2"},
+    {"launch.nnodes", "1:4", "1:4"},
+    {"launch.nnodes", "3:3", "3"},
+    {"launch.nnodes", "1 : 2", "1:2"},
+    {"launch.gpu_ids", "", ""},
+    {"launch.gpu_ids", "auto", "auto"},
+    {"launch.gpu_ids", "0,2", "0,2"},
+    {"launch.gpu_ids", "1, 3", "1,3"},
+    {"launch.gpu_ids", "GPU-5a3c8e2f-1b2c-4d5e-8f90-123456789abc", "GPU-5a3c8e2f-1b2c-4d5e-8f90-123456789abc"},
+    {"launch.gpu_ids", "MIG-GPU-5a3c/1/0,0", "MIG-GPU-5a3c/1/0,0"},
+    {"launch.tee", "0", "0"},
+    {"launch.tee", "3", "3"},
+    {"launch.tee", "0:3,1:1", "0:3,1:1"},
+    {"launch.redirect", "1:2, 9:3", "1:2,9:3"},
+    {"launch.local_ranks_filter", "", ""},
+    {"launch.local_ranks_filter", "0, 2", "0,2"},
+    {"launch.tty", "auto", "auto"},
+    {"launch.tty", "on", "on"},
+    {"launch.tty", "off", "off"},
+    {"launch.tty", "1", "1"},
+    {"launch.rdzv_endpoint", "", ""},
+    {"launch.rdzv_endpoint", "node0", "node0"},
+    {"launch.rdzv_endpoint", "node0:29400", "node0:29400"},
+    {"launch.rdzv_endpoint", "localhost:0", "localhost:0"},
+    {"launch.rdzv_endpoint", "[::1]:1234", "[::1]:1234"},
+    {"launch.rdzv_endpoint", "[fe80::1]", "[fe80::1]"},
+};
+
+struct Bad {
+  const char* key;
+  const char* text;
+  const char* problem;  // what the error says, between the key and "(allowed: ...)"
+};
+
+const Bad kBad[] = {
+    {"launch.nproc", "0", "'0' is not a process count"},
+    {"launch.nproc", "-1", "'-1' is not a process count"},
+    {"launch.nproc", "two", "'two' is not a process count"},
+    {"launch.nproc", "", "'' is not a process count"},
+    {"launch.nproc", "1000000", "'1000000' is not a process count"},
+    {"launch.nproc", "2.5", "'2.5' is not a process count"},
+    {"launch.nnodes", "0", "'0' is not a node count"},
+    {"launch.nnodes", "3:2", "'3:2' is not a node count"},
+    {"launch.nnodes", "1:", "'1:' is not a node count"},
+    {"launch.nnodes", "1:2:3", "'1:2:3' is not a node count"},
+    {"launch.gpu_ids", "0,x", "'x' in '0,x' is not a GPU index or a GPU-/MIG- UUID"},
+    {"launch.gpu_ids", "-1", "'-1' is not a GPU index or a GPU-/MIG- UUID"},
+    {"launch.gpu_ids", "GPU-", "'GPU-' is not a GPU index or a GPU-/MIG- UUID"},
+    {"launch.gpu_ids", "gpu-aa", "'gpu-aa' is not a GPU index or a GPU-/MIG- UUID"},
+    {"launch.gpu_ids", "0,,1", "'0,,1' has an empty entry"},
+    {"launch.gpu_ids", "auto,0", "'auto' in 'auto,0': auto stands alone, it picks every GPU itself"},
+    {"launch.tee", "4", "'4' is not a stream mapping"},
+    {"launch.tee", "out", "'out' is not a stream mapping"},
+    {"launch.tee", "", "'' is not a stream mapping"},
+    {"launch.redirect", "0:1,x:2", "'x:2' in '0:1,x:2' is not a stream mapping (LOCAL_RANK:MODE)"},
+    {"launch.redirect", "0:", "'0:' is not a stream mapping (LOCAL_RANK:MODE)"},
+    {"launch.redirect", "0:4", "'0:4' is not a stream mapping (LOCAL_RANK:MODE)"},
+    {"launch.local_ranks_filter", "a", "'a' is not a local rank"},
+    {"launch.local_ranks_filter", "0,-2", "'-2' in '0,-2' is not a local rank"},
+    {"launch.tty", "yes", "'yes' is not auto, on, off or a local rank"},
+    {"launch.tty", "-1", "'-1' is not auto, on, off or a local rank"},
+    {"launch.rdzv_endpoint", ":29400", "':29400' has no host"},
+    {"launch.rdzv_endpoint", "::1:29400",
+     "'::1:29400' has several ':': write an IPv6 address in brackets, e.g. [::1]:29400"},
+    {"launch.rdzv_endpoint", "node0:", "'node0:' has no valid port (0-65535)"},
+    {"launch.rdzv_endpoint", "node0:70000", "'node0:70000' has no valid port (0-65535)"},
+    {"launch.rdzv_endpoint", "node0:http", "'node0:http' has no valid port (0-65535)"},
+    {"launch.rdzv_endpoint", "[::1", "'[::1' is not HOST:PORT"},
+    {"launch.rdzv_endpoint", "[]:1", "'[]:1' is not HOST:PORT"},
+    {"launch.rdzv_endpoint", "[::1]1234", "'[::1]1234' is not HOST:PORT"},
+};
+
+LoadedConfig load_override(const std::string& key, const std::string& text) {
+  ConfigRequest request;
+  request.overrides = {key + "=" + text};
+  LoadOptions options;
+  options.make_run_id = [] { return std::string("r"); };
+  return load_config_text("", "", request, {}, options);
+}
+
+std::string written(const LoadedConfig& loaded, const std::string& key) {
+  return find_key(key)->read(loaded.config).Scalar();
+}
+
+}  // namespace
+
+TEST_CASE("every accepted form loads through the schema and is written back in its canonical text",
+          "[config][settings]") {
+  for (const Good& good : kGood) {
+    INFO(good.key << " = '" << good.text << "'");
+    const LoadedConfig loaded = load_override(good.key, good.text);
+    CHECK(written(loaded, good.key) == good.written);
+    // The written text is what the worker's resolved config.yaml holds: it loads back to the same value.
+    CHECK(written(load_override(good.key, good.written), good.key) == good.written);
+    LoadOptions resolved;
+    resolved.resolved = true;
+    const LoadedConfig worker = load_config_text(config_to_yaml(loaded.config), "config.yaml", {}, {}, resolved);
+    CHECK(written(worker, good.key) == good.written);
+  }
+}
+
+TEST_CASE("every refused form names the source, the key, the problem and what is allowed",
+          "[config][settings][errors]") {
+  for (const Bad& bad : kBad) {
+    INFO(bad.key << " = '" << bad.text << "'");
+    const std::string allowed = find_key(bad.key)->allowed_text();
+    const std::string expected =
+        fmt::format("override {}={}: {}: {} (allowed: {})", bad.key, bad.text, bad.key, bad.problem, allowed);
+    CHECK_THROWS_WITH(load_override(bad.key, bad.text), expected);
+  }
+  // A YAML file names the line and column; the allowed text is the type's.
+  CHECK_THROWS_WITH(load_config_text("launch:\n  tty: maybe\n", "job.yaml", {}, {}),
+                    "job.yaml:2:8: launch.tty: 'maybe' is not auto, on, off or a local rank "
+                    "(allowed: auto, on, off, or a local rank)");
+  CHECK(find_key("launch.gpu_ids")->allowed_text() == GpuList::kAllowed);
+}
+
+TEST_CASE("the parsers give typed values", "[config][settings]") {
+  CHECK(NprocSpec::parse("3").value() == NprocSpec::workers(3));
+  CHECK(NprocSpec::parse("gpu").value().kind == NprocSpec::Kind::Gpu);
+  CHECK(NprocSpec::parse("auto").value() != NprocSpec::parse("cpu").value());
+  const NodeRange elastic = NodeRange::parse("2:5").value();
+  CHECK((elastic.min == 2 && elastic.max == 5 && elastic.is_range()));
+  CHECK_FALSE(NodeRange::parse("4").value().is_range());
+
+  const GpuList gpus = GpuList::parse("2,GPU-aa").value();
+  REQUIRE(gpus.kind == GpuList::Kind::Listed);
+  REQUIRE(gpus.listed.size() == 2);
+  CHECK((gpus.listed[0].is_index() && gpus.listed[0].index == 2));
+  CHECK((!gpus.listed[1].is_index() && gpus.listed[1].uuid == "GPU-aa"));
+  CHECK(GpuList::parse("").value().kind == GpuList::Kind::AllVisible);
+  CHECK(GpuList::parse("auto").value().kind == GpuList::Kind::Auto);
+
+  const StdSpec all = StdSpec::parse("2").value();
+  CHECK((all.mode_of(0) == 2 && all.mode_of(7) == 2));
+  const StdSpec mapped = StdSpec::parse("0:1,1:3,0:2").value();  // the last entry of a rank wins
+  CHECK(mapped.mode_of(0) == 2);
+  CHECK(mapped.mode_of(1) == 3);
+  CHECK(mapped.mode_of(2) == 0);  // not named: nothing
+
+  CHECK(LocalRanks::parse("").value().all());
+  CHECK(LocalRanks::parse("2,0").value().ranks == std::vector<int>{2, 0});
+  CHECK(TtySpec::parse("on").value() == (TtySpec{TtySpec::Kind::On, 0}));
+  CHECK(TtySpec::parse("0").value() == (TtySpec{TtySpec::Kind::Rank, 0}));  // a rank, written back as "0", not "on"
+  CHECK(TtySpec::parse("0").value().text() == "0");
+
+  const RdzvEndpoint v6 = RdzvEndpoint::parse("[::1]:0").value();
+  CHECK((v6.host == "::1" && v6.port == 0 && v6.port_or_default() == 0));
+  CHECK(RdzvEndpoint::parse("node0").value().port_or_default() == RdzvEndpoint::kDefaultPort);
+  CHECK(RdzvEndpoint::parse(" ").value().empty());
+
+  const Parsed<NprocSpec> failed = NprocSpec::parse("many");
+  CHECK_FALSE(failed.ok());
+  CHECK(failed.error() == "'many' is not a process count");
+  CHECK_THROWS_AS(failed.value(), Error);
+}
+
+TEST_CASE("the defaults are the typed settings' defaults, written as before", "[config][settings]") {
+  const Config defaults;
+  const std::pair<const char*, const char*> expected[] = {
+      {"launch.nproc", "1"}, {"launch.nnodes", "1"}, {"launch.gpu_ids", ""}, {"launch.tee", "0"},
+      {"launch.redirect", "0"}, {"launch.local_ranks_filter", ""}, {"launch.tty", "auto"},
+      {"launch.rdzv_endpoint", ""}};
+  for (const auto& [key, text] : expected) {
+    INFO(key);
+    CHECK(find_key(key)->read(defaults).Scalar() == text);
+    CHECK(find_key(key)->type_name == "string");
+  }
+}
+
+TEST_CASE("launch.gpu_ids GPU UUIDs: a config is accepted exactly like --gpu-ids", "[config][settings][gpu]") {
+  const std::string uuid = "GPU-5a3c8e2f-1b2c-4d5e-8f90-123456789abc";
+  LoadOptions options;
+  options.make_run_id = [] { return std::string("r"); };
+  const std::string yaml = "launch:\n  gpu_ids: " + uuid + ",MIG-bb\n";
+  const LoadedConfig from_yaml = load_config_text(yaml, "job.yaml", {}, {}, options);
+  ConfigRequest flag;
+  flag.flags = {{"launch.gpu_ids", uuid + ",MIG-bb", "--gpu-ids"}};
+  const LoadedConfig from_flag = load_config_text("", "", flag, {}, options);
+  CHECK(from_yaml.config.launch.gpu_ids == from_flag.config.launch.gpu_ids);
+  REQUIRE(from_yaml.config.launch.gpu_ids.listed.size() == 2);
+  CHECK(from_yaml.config.launch.gpu_ids.listed[0].uuid == uuid);
+  CHECK(from_yaml.config.launch.gpu_ids.text() == uuid + ",MIG-bb");
+  // The resolved config.yaml the launcher writes for the worker loads back to the same list.
+  LoadOptions resolved = options;
+  resolved.resolved = true;
+  const LoadedConfig worker = load_config_text(config_to_yaml(from_yaml.config), "config.yaml", {}, {}, resolved);
+  CHECK(worker.config.launch.gpu_ids == from_yaml.config.launch.gpu_ids);
+}
+
+TEST_CASE("an IPv6 endpoint from a flag or --set is text, not a YAML list", "[config][settings]") {
+  ConfigRequest request;
+  request.flags = {{"launch.rdzv_endpoint", "[::1]:29400", "--rdzv-endpoint"}};
+  request.overrides = {"model.hidden_sizes=[8, 4]"};  // a list key still takes a flow list
+  const LoadedConfig loaded = load_config_text("", "", request, {});
+  CHECK(loaded.config.launch.rdzv_endpoint == (RdzvEndpoint{"::1", 29400}));
+  CHECK(loaded.config.model.hidden_sizes == std::vector<std::int64_t>{8, 4});
+}
