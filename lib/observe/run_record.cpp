@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -62,9 +61,6 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
-// Seconds rounded to milliseconds, which is all run.json keeps.
-double millisecond_seconds(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
-
 // A key of `object`: nullptr when it is missing or null.
 const Json* member(const Json& object, const char* key) {
   const auto it = object.find(key);
@@ -112,8 +108,8 @@ std::string run_record_to_json(const RunRecord& r) {
   root["hosts"] = r.hosts;
   root["nnodes"] = r.nnodes;
   root["world_size"] = r.world_size;
-  root["start_time"] = millisecond_seconds(r.start_time);
-  root["end_time"] = r.end_time ? Json(millisecond_seconds(*r.end_time)) : Json(nullptr);
+  root["start_time"] = json_seconds(r.start_time);  // milliseconds are all run.json keeps
+  root["end_time"] = r.end_time ? json_seconds(*r.end_time) : Json(nullptr);
   root["attempts"] = r.attempts;
   root["config_file"] = r.config_file;
   Json launcher = Json::object();
