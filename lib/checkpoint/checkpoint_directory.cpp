@@ -95,7 +95,7 @@ std::string checkpoint_file_name(std::int64_t step) {
 
 std::optional<std::int64_t> checkpoint_step_from_file_name(const std::string& name) {
   if (name.size() < kNamePrefix.size() + kStepDigits + kNameSuffix.size() || !starts_with(name, kNamePrefix) ||
-      name.compare(name.size() - kNameSuffix.size(), kNameSuffix.size(), kNameSuffix) != 0) {
+      !ends_with(name, kNameSuffix)) {
     return std::nullopt;
   }
   const std::string digits = name.substr(kNamePrefix.size(), name.size() - kNamePrefix.size() - kNameSuffix.size());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,22 @@ class PrometheusMetric {
   std::string name_, help_, type_, samples_;
 };
 
+// The metrics of one exposition, written in the order they were added.
+class PrometheusExposition {
+ public:
+  PrometheusMetric& add(std::string name, std::string help, std::string type = "gauge") {
+    return metrics_.emplace_back(std::move(name), std::move(help), std::move(type));
+  }
+  std::string text() const {
+    std::string out;
+    for (const PrometheusMetric& metric : metrics_) metric.write(out);
+    return out;
+  }
+
+ private:
+  std::deque<PrometheusMetric> metrics_;  // a deque: the references add() gave stay valid
+};
+
 }  // namespace
 
 std::string metrics_curves_json(std::string_view text, std::size_t max_points) {
@@ -138,20 +155,25 @@ std::string prometheus_label_value(std::string_view text) {
 
 std::string status_to_prometheus(const StatusSnapshot& s) {
   const std::string run = "run_id=\"" + prometheus_label_value(s.run_id) + "\"";
-  PrometheusMetric attempt("mgtrain_attempt", "Current attempt of the worker group (0 = first start).");
-  PrometheusMetric restarts("mgtrain_restarts_total", "Restarts of the worker group so far.", "counter");
-  PrometheusMetric max_restarts("mgtrain_max_restarts", "Restarts allowed (launch.max_restarts).");
-  PrometheusMetric up("mgtrain_rank_up", "1 while the rank's worker process runs, else 0.");
-  PrometheusMetric step("mgtrain_rank_step", "Last training step the rank reported in its heartbeat.");
-  PrometheusMetric loss("mgtrain_rank_loss", "Training loss of the rank's last heartbeat.");
-  PrometheusMetric beat("mgtrain_rank_last_heartbeat_timestamp_seconds", "Unix time of the rank's last heartbeat.");
-  PrometheusMetric cpu("mgtrain_rank_cpu_percent", "CPU use of the rank's worker process (100 = one core).");
-  PrometheusMetric rss("mgtrain_rank_resident_memory_bytes", "Resident memory of the rank's worker process.");
-  PrometheusMetric gpu_util("mgtrain_gpu_utilization_percent", "GPU busy time over the driver's sample period.");
-  PrometheusMetric gpu_used("mgtrain_gpu_memory_used_bytes", "GPU memory in use.");
-  PrometheusMetric gpu_total("mgtrain_gpu_memory_total_bytes", "GPU memory in total.");
-  PrometheusMetric gpu_temp("mgtrain_gpu_temperature_celsius", "GPU temperature.");
-  PrometheusMetric gpu_power("mgtrain_gpu_power_watts", "GPU power draw.");
+  PrometheusExposition metrics;
+  PrometheusMetric& attempt = metrics.add("mgtrain_attempt", "Current attempt of the worker group (0 = first start).");
+  PrometheusMetric& restarts = metrics.add("mgtrain_restarts_total", "Restarts of the worker group so far.", "counter");
+  PrometheusMetric& max_restarts = metrics.add("mgtrain_max_restarts", "Restarts allowed (launch.max_restarts).");
+  PrometheusMetric& up = metrics.add("mgtrain_rank_up", "1 while the rank's worker process runs, else 0.");
+  PrometheusMetric& step = metrics.add("mgtrain_rank_step", "Last training step the rank reported in its heartbeat.");
+  PrometheusMetric& loss = metrics.add("mgtrain_rank_loss", "Training loss of the rank's last heartbeat.");
+  PrometheusMetric& beat =
+      metrics.add("mgtrain_rank_last_heartbeat_timestamp_seconds", "Unix time of the rank's last heartbeat.");
+  PrometheusMetric& cpu =
+      metrics.add("mgtrain_rank_cpu_percent", "CPU use of the rank's worker process (100 = one core).");
+  PrometheusMetric& rss =
+      metrics.add("mgtrain_rank_resident_memory_bytes", "Resident memory of the rank's worker process.");
+  PrometheusMetric& gpu_util =
+      metrics.add("mgtrain_gpu_utilization_percent", "GPU busy time over the driver's sample period.");
+  PrometheusMetric& gpu_used = metrics.add("mgtrain_gpu_memory_used_bytes", "GPU memory in use.");
+  PrometheusMetric& gpu_total = metrics.add("mgtrain_gpu_memory_total_bytes", "GPU memory in total.");
+  PrometheusMetric& gpu_temp = metrics.add("mgtrain_gpu_temperature_celsius", "GPU temperature.");
+  PrometheusMetric& gpu_power = metrics.add("mgtrain_gpu_power_watts", "GPU power draw.");
 
   attempt.add(run, s.attempt);
   restarts.add(run, s.attempt);
@@ -175,12 +197,7 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
     if (g.temperature_c >= 0) gpu_temp.add(labels, g.temperature_c);
     if (g.power_w >= 0) gpu_power.add(labels, g.power_w);
   }
-  std::string out;
-  for (const PrometheusMetric* m : {&attempt, &restarts, &max_restarts, &up, &step, &loss, &beat, &cpu, &rss, &gpu_util,
-                                    &gpu_used, &gpu_total, &gpu_temp, &gpu_power}) {
-    m->write(out);
-  }
-  return out;
+  return metrics.text();
 }
 
 std::string resources_row_json(double time, int node_rank, const std::vector<RankStatus>& ranks,
