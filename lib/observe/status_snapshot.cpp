@@ -58,6 +58,15 @@ Json gpu_json(const GpuSample& gpu, bool with_uuid) {
   return out;
 }
 
+// The fields a rank starts with in both the /status JSON and a resources.jsonl row.
+Json rank_json(const RankStatus& r) {
+  Json out = Json::object();
+  out["rank"] = r.rank;
+  out["local_rank"] = r.local_rank;
+  out["pid"] = r.pid;
+  return out;
+}
+
 // Collects the samples of one metric so HELP and TYPE come once, before all of them.
 class PrometheusMetric {
  public:
@@ -122,10 +131,7 @@ std::string status_to_json(const StatusSnapshot& s) {
   out["time"] = rounded(s.time);
   Json ranks = Json::array();
   for (const RankStatus& r : s.ranks) {
-    Json rank = Json::object();
-    rank["rank"] = r.rank;
-    rank["local_rank"] = r.local_rank;
-    rank["pid"] = r.pid;
+    Json rank = rank_json(r);
     rank["state"] = r.state;
     rank["step"] = r.heartbeat ? Json(r.heartbeat->step) : Json(nullptr);
     rank["loss"] = r.heartbeat ? rounded(r.heartbeat->loss) : Json(nullptr);
@@ -209,10 +215,7 @@ std::string resources_row_json(double time, int node_rank, const std::vector<Ran
   Json sampled = Json::array();
   for (const RankStatus& r : ranks) {
     if (!r.cpu_percent || !r.rss_bytes) continue;  // not sampled (exited, or the first reading)
-    Json rank = Json::object();
-    rank["rank"] = r.rank;
-    rank["local_rank"] = r.local_rank;
-    rank["pid"] = r.pid;
+    Json rank = rank_json(r);
     rank["cpu_percent"] = rounded(*r.cpu_percent, 4);
     rank["rss_bytes"] = *r.rss_bytes;
     sampled.push_back(std::move(rank));
