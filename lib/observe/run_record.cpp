@@ -14,6 +14,7 @@
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/file_io.hpp"
+#include "util/strings.hpp"
 #include "util/time_format.hpp"
 #include "util/value_parsing.hpp"
 
@@ -49,16 +50,7 @@ std::string host_name() {
 }
 
 std::vector<std::string> own_command_line() {
-  const std::string text = read_small_file("/proc/self/cmdline");
-  std::vector<std::string> args;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\0', start);
-    if (end == std::string::npos) end = text.size();
-    args.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return args;
+  return split_lines(read_small_file("/proc/self/cmdline"), '\0');
 }
 
 // A key of `object`: nullptr when it is missing or null.

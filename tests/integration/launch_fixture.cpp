@@ -40,18 +40,6 @@ std::string read_text(const std::string& path) {
 
 bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
-
 LaunchConfig test_launch_config(const TempDir& dir, int nproc) {
   LaunchConfig launch;
   launch.nproc = std::to_string(nproc);

@@ -15,6 +15,7 @@
 #include "config/config.hpp"
 #include "support/temp_dir.hpp"
 #include "util/run_capture.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain::testing {
 
@@ -24,7 +25,6 @@ std::string read_text(const std::string& path);
 bool file_exists(const std::string& path);
 // A socket listening on a kernel-chosen loopback port (stored in `port`); the caller closes it.
 int listening_socket(int& port);
-std::vector<std::string> split_lines(const std::string& text);
 
 // Launch settings for tests: a run id, logs inside `dir`, a short grace period.
 LaunchConfig test_launch_config(const TempDir& dir, int nproc);

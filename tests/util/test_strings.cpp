@@ -19,6 +19,15 @@ TEST_CASE("prefixes and suffixes, including empty and longer-than-text ones", "[
   CHECK_FALSE(ends_with("curves.svg.png", ".svg"));
 }
 
+TEST_CASE("text cut into lines: the last may lack its terminator, empty lines stay", "[strings]") {
+  using Lines = std::vector<std::string>;
+  CHECK(split_lines("a\n\nb") == Lines{"a", "", "b"});
+  CHECK(split_lines("a\nb\n") == Lines{"a", "b"});
+  CHECK(split_lines("\n") == Lines{""});
+  CHECK(split_lines("").empty());
+  CHECK(split_lines(std::string("mgtrain\0launch\0", 15), '\0') == Lines{"mgtrain", "launch"});
+}
+
 TEST_CASE("a shape as text", "[strings]") {
   CHECK(shape_text({2, 3}) == "[2, 3]");
   CHECK(shape_text({}) == "[]");
