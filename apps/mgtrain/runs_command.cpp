@@ -69,7 +69,8 @@ void print_table(const std::vector<RunSummary>& runs) {
     std::string status = r.status;
     if (r.record && r.record->exit_code && *r.record->exit_code != 0) status += fmt::format(" ({})", *r.record->exit_code);
     rows.push_back({r.run_id, status, r.start_time ? local_time_text(*r.start_time) : "-",
-                    r.duration_s ? format_duration(*r.duration_s, DurationPrecision::Tenths) : "-", r.steps ? std::to_string(*r.steps) : "-", best_text(r.best)});
+                    r.duration_s ? format_duration(*r.duration_s, DurationPrecision::Tenths) : "-",
+                    r.steps ? std::to_string(*r.steps) : "-", best_text(r.best)});
   }
   std::vector<std::size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {

@@ -327,7 +327,10 @@ Message workers_failed_message(const NodeFailure& failure) {
 }
 
 Message workers_ended_message(int round, const std::string& outcome, int exit_code) {
-  return Message::of(MessageType::kWorkersEnded).set("round", round).set("outcome", outcome).set("exit_code", exit_code);
+  return Message::of(MessageType::kWorkersEnded)
+      .set("round", round)
+      .set("outcome", outcome)
+      .set("exit_code", exit_code);
 }
 
 Message stop_message(int round, const std::string& reason) {

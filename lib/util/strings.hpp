@@ -1,5 +1,6 @@
 // Small text helpers that every library needs (C++17 has no std::string::starts_with): prefix and suffix tests,
-// text cut into lines, and a tensor shape as text. Parsing text into values is in value_parsing.hpp; JSON strings in json_text.hpp.
+// text cut into lines, and a tensor shape as text. Parsing text into values is in value_parsing.hpp; JSON strings
+// in json_text.hpp.
 #pragma once
 
 #include <cstdint>

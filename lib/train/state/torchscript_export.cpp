@@ -404,7 +404,8 @@ std::string check_saved_module(const std::string& data, const ScriptedModel& scr
       throw Error(fmt::format("internal error: the exported module's forward differs from the model's by up to {} on a {} input",
                               diff, shape_text(scripted.input.sizes().vec())));
     }
-    return fmt::format("forward matches the model on a {} input (max |diff| {:g})", shape_text(scripted.input.sizes().vec()), diff);
+    return fmt::format("forward matches the model on a {} input (max |diff| {:g})",
+                       shape_text(scripted.input.sizes().vec()), diff);
   }
   std::size_t count = 0;
   for (const auto& p : loaded.named_parameters(/*recurse=*/true)) {
