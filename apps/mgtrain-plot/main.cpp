@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
@@ -75,7 +74,7 @@ std::string read_stdin() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return mgtrain::log::run_main("mgtrain-plot", [&] {
     const Options options = parse_arguments(std::vector<std::string>(argv + 1, argv + argc));
     mgtrain::plot::format_of(options.output);  // refuse a bad name before reading anything
     const mgtrain::PlotSpec spec = mgtrain::parse_plot_spec(read_stdin());
@@ -86,11 +85,5 @@ int main(int argc, char** argv) {
     mgtrain::log::progress("wrote {} ({}x{}, {} series, {} points)", options.output, options.width, options.height,
                            spec.series.size(), points);
     return mgtrain::exit_code::kSuccess;
-  } catch (const mgtrain::Error& e) {
-    mgtrain::log::fatal("mgtrain-plot", e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    mgtrain::log::fatal("mgtrain-plot", e.what(), /*internal=*/true);
-    return mgtrain::exit_code::kFailure;
-  }
+  });
 }

@@ -16,6 +16,7 @@
 
 #include "axis_ticks.hpp"
 #include "util/error.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain::plot {
 namespace {
@@ -28,10 +29,6 @@ struct Rgb {
 constexpr Rgb kPalette[] = {{0.122, 0.467, 0.706}, {1.000, 0.498, 0.055}, {0.173, 0.627, 0.173}, {0.839, 0.153, 0.157},
                             {0.580, 0.404, 0.741}, {0.549, 0.337, 0.294}, {0.890, 0.467, 0.761}, {0.498, 0.498, 0.498},
                             {0.737, 0.741, 0.133}, {0.090, 0.745, 0.812}};
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 double text_width(cairo_t* cr, const std::string& text) {
   cairo_text_extents_t extents;

@@ -5,7 +5,6 @@
 // otherwise it loads the config and runs the trainer. Errors become one message
 // and a documented exit code.
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
@@ -20,7 +19,7 @@
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  try {
+  return mgtrain::log::run_main("mgtrain-worker", [&] {
     const bool training = args.empty() || (args[0] != "--probe" && args[0] != "--export-torchscript");
     // Rank 0 (or a worker outside any launcher) says what the whole job does.
     const bool first_rank =
@@ -34,11 +33,5 @@ int main(int argc, char** argv) {
       return mgtrain::run_torchscript_export(std::vector<std::string>(args.begin() + 1, args.end()));
     }
     return mgtrain::run_worker(args);
-  } catch (const mgtrain::Error& e) {
-    mgtrain::log::fatal("mgtrain-worker", e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    mgtrain::log::fatal("mgtrain-worker", e.what(), /*internal=*/true);
-    return mgtrain::exit_code::kFailure;
-  }
+  });
 }

@@ -1,7 +1,6 @@
 // Entry point of the launcher `mgtrain`: parse the command line, run the subcommand, and turn any
 // error into one message on stderr and its documented exit code (docs/exit-codes.md).
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
@@ -44,14 +43,8 @@ int dispatch(const mgtrain::CliRequest& request) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return mgtrain::log::run_main("mgtrain", [&] {
     std::vector<std::string> args(argv + 1, argv + argc);
     return dispatch(mgtrain::parse_cli(args, mgtrain::current_environment()));
-  } catch (const mgtrain::Error& e) {
-    mgtrain::log::fatal("mgtrain", e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    mgtrain::log::fatal("mgtrain", e.what(), /*internal=*/true);
-    return mgtrain::exit_code::kFailure;
-  }
+  });
 }

@@ -21,6 +21,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 #include "observe/metrics_reader.hpp"
 #include "observe/plot_series.hpp"
 #include "observe/run_history.hpp"
@@ -28,10 +29,6 @@
 
 namespace mgtrain {
 namespace {
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string default_output(const std::string& metric) {
   std::string name;

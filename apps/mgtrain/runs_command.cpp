@@ -1,6 +1,5 @@
 // `mgtrain runs [--log-dir DIR] [--json]`: the run history, newest first — id, status, start, duration, steps
 // and the best evaluation metric (eval.accuracy's maximum, else eval.loss's minimum). docs/monitoring.md#run-history
-#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -29,15 +28,6 @@ std::string local_time_text(double unix_seconds) {
   return buffer;
 }
 
-std::string duration_text(double seconds) {
-  if (seconds < 0) seconds = 0;
-  if (seconds < 60) return fmt::format("{:.1f}s", seconds);
-  const long long whole = static_cast<long long>(seconds);
-  if (whole < 3600) return fmt::format("{}m{:02}s", whole / 60, whole % 60);
-  if (whole < 86400) return fmt::format("{}h{:02}m", whole / 3600, (whole % 3600) / 60);
-  return fmt::format("{}d{:02}h", whole / 86400, (whole % 86400) / 3600);
-}
-
 std::string best_text(const std::optional<BestMetric>& best) {
   if (!best) return "-";
   return fmt::format("{} {:.4g} @{}", best->metric, best->value, best->step);
@@ -46,10 +36,7 @@ std::string best_text(const std::optional<BestMetric>& best) {
 using Json = nlohmann::ordered_json;
 
 // Seconds to the millisecond, or null.
-Json seconds_or_null(const std::optional<double>& value) {
-  if (!value || !std::isfinite(*value)) return nullptr;
-  return std::round(*value * 1000.0) / 1000.0;
-}
+Json seconds_or_null(const std::optional<double>& value) { return value ? json_seconds(*value) : Json(nullptr); }
 
 std::string runs_to_json(const std::vector<RunSummary>& runs) {
   Json out = Json::array();
@@ -82,7 +69,8 @@ void print_table(const std::vector<RunSummary>& runs) {
     std::string status = r.status;
     if (r.record && r.record->exit_code && *r.record->exit_code != 0) status += fmt::format(" ({})", *r.record->exit_code);
     rows.push_back({r.run_id, status, r.start_time ? local_time_text(*r.start_time) : "-",
-                    r.duration_s ? duration_text(*r.duration_s) : "-", r.steps ? std::to_string(*r.steps) : "-", best_text(r.best)});
+                    r.duration_s ? format_duration(*r.duration_s, DurationPrecision::Tenths) : "-",
+                    r.steps ? std::to_string(*r.steps) : "-", best_text(r.best)});
   }
   std::vector<std::size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {

@@ -19,15 +19,11 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/strings.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
-
-// `text` as a JSON string, for messages (invalid UTF-8 bytes become U+FFFD).
-std::string json_string(const std::string& text) {
-  return json_text(nlohmann::json(text));
-}
 
 constexpr std::string_view kNamePrefix = "checkpoint-step";
 constexpr std::string_view kNameSuffix = ".safetensors";
@@ -38,8 +34,6 @@ std::string join_path(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
-
-bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
 // The names of the entries of `dir` (without . and ..); a missing directory has none.
 std::vector<std::string> directory_entries(const std::string& dir) {
@@ -101,7 +95,7 @@ std::string checkpoint_file_name(std::int64_t step) {
 
 std::optional<std::int64_t> checkpoint_step_from_file_name(const std::string& name) {
   if (name.size() < kNamePrefix.size() + kStepDigits + kNameSuffix.size() || !starts_with(name, kNamePrefix) ||
-      name.compare(name.size() - kNameSuffix.size(), kNameSuffix.size(), kNameSuffix) != 0) {
+      !ends_with(name, kNameSuffix)) {
     return std::nullopt;
   }
   const std::string digits = name.substr(kNamePrefix.size(), name.size() - kNamePrefix.size() - kNameSuffix.size());

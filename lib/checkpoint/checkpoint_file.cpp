@@ -22,6 +22,8 @@
 #include "checkpoint/checkpoint_test_hook.hpp"
 #include "util/atomic_file.hpp"
 #include "util/fd.hpp"
+#include "util/json_text.hpp"
+#include "util/strings.hpp"
 #include "util/xxhash64.hpp"
 
 namespace mgtrain {
@@ -35,8 +37,6 @@ using checkpoint_header::kFormatKey;
 using checkpoint_header::kFormatVersion;
 using checkpoint_header::kMetadataKey;
 using checkpoint_header::kZeroDigits;
-using checkpoint_header::json_string;
-using checkpoint_header::shape_text;
 // Object keys stay within 1000 bytes JSON-escaped: mgtrain releases that parsed the header with yaml-cpp
 // (1024-byte implicit-key limit) can read every file this writes.
 constexpr std::size_t kMaxQuotedKeyBytes = 1000;

@@ -1,6 +1,7 @@
 // Building and parsing a checkpoint file's JSON header (see checkpoint_header.hpp).
 #include "checkpoint/checkpoint_header.hpp"
 #include "util/json_text.hpp"
+#include "util/strings.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -138,8 +139,6 @@ PlacedTensor parse_tensor(const std::string& path, const std::string& name, cons
 
 }  // namespace
 
-std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
-
 std::optional<std::uint64_t> byte_size(const std::vector<std::int64_t>& shape, std::size_t element_size) {
   std::uint64_t total = element_size;
   for (std::int64_t dim : shape) {
@@ -147,10 +146,6 @@ std::optional<std::uint64_t> byte_size(const std::vector<std::int64_t>& shape, s
     if (__builtin_mul_overflow(total, static_cast<std::uint64_t>(dim), &total)) return std::nullopt;
   }
   return total;
-}
-
-std::string json_string(std::string_view text) {
-  return json_text(Json(std::string(text)));
 }
 
 std::string build(const std::map<std::string, std::string>& metadata, const std::vector<TensorRecord>& tensors) {

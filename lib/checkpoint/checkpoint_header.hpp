@@ -20,11 +20,6 @@ inline constexpr const char* kChecksumKey = "mgtrain.checksum";
 inline constexpr const char* kFormatKey = "mgtrain.format";
 inline constexpr const char* kMetadataKey = "__metadata__";
 
-// `text` as a JSON string, exactly as the header spells it (invalid UTF-8 bytes become U+FFFD: for messages).
-std::string json_string(std::string_view text);
-
-// "[2, 3]", for messages.
-std::string shape_text(const std::vector<std::int64_t>& shape);
 // product(shape) * element_size, or nullopt on overflow / a negative dimension.
 std::optional<std::uint64_t> byte_size(const std::vector<std::int64_t>& shape, std::size_t element_size);
 

@@ -1,12 +1,9 @@
 // Marked progress lines: classification for the console, filtering for the log (see console_progress.hpp).
 #include "contract/console_progress.hpp"
 
+#include "util/strings.hpp"
+
 namespace mgtrain {
-namespace {
-
-bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-
-}  // namespace
 
 ConsoleLine classify_console_line(std::string_view line) {
   if (line.empty() || line[0] != '\x1e') return {ConsoleLineKind::Ordinary, line};

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "util/strings.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
@@ -20,12 +21,7 @@ bool has_all(const CpuDescription& cpu, std::initializer_list<const char*> flags
 
 CpuDescription parse_cpuinfo(std::string_view text) {
   CpuDescription cpu;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    std::size_t end = text.find('\n', at);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string line(text.substr(at, end - at));
-    at = end + 1;
+  for (const std::string& line : split_lines(text)) {
     if (trim(line).empty()) {
       if (!cpu.flags.empty() || !cpu.model_name.empty()) break;  // the end of the first processor's block
       continue;

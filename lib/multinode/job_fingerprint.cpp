@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "config/config_schema.hpp"
+#include "util/strings.hpp"
 #include "util/xxhash64.hpp"
 
 namespace mgtrain {
@@ -29,14 +30,9 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 
 std::map<std::string, std::string> parse_lines(const std::string& lines) {
   std::map<std::string, std::string> values;
-  std::size_t start = 0;
-  while (start < lines.size()) {
-    std::size_t end = lines.find('\n', start);
-    if (end == std::string::npos) end = lines.size();
-    std::string line = lines.substr(start, end - start);
+  for (const std::string& line : split_lines(lines)) {
     std::size_t equals = line.find('=');
     if (equals != std::string::npos) values[line.substr(0, equals)] = line.substr(equals + 1);
-    start = end + 1;
   }
   return values;
 }

@@ -203,8 +203,7 @@ std::optional<Message> MessageDecoder::next() {
 // ---- typed messages ------------------------------------------------------------------------
 
 Message JoinRequest::to_message() const {
-  Message m;
-  m.type = MessageType::kJoin;
+  Message m = Message::of(MessageType::kJoin);
   m.set("version", version).set("node_rank", node_rank).set("hostname", hostname).set("agent_id", agent_id);
   m.set("nproc", nproc).set("nnodes", nnodes).set("run_id", run_id).set("run_id_generated", run_id_generated);
   m.set("max_restarts", max_restarts).set("allow_uneven_nproc", allow_uneven_nproc);
@@ -239,8 +238,7 @@ int Assignment::first_rank(int node) const {
 }
 
 Message Assignment::to_message() const {
-  Message m;
-  m.type = MessageType::kAssign;
+  Message m = Message::of(MessageType::kAssign);
   std::string counts;
   for (std::size_t index = 0; index < nproc_per_node.size();) {
     std::size_t run = 1;
@@ -322,67 +320,48 @@ NodeFailure NodeFailure::read_from(const Message& m, const std::string& p) {
 }
 
 Message workers_failed_message(const NodeFailure& failure) {
-  Message m;
-  m.type = MessageType::kWorkersFailed;
+  Message m = Message::of(MessageType::kWorkersFailed);
   m.set("round", failure.round);
   failure.write_to(m, "cause.");
   return m;
 }
 
 Message workers_ended_message(int round, const std::string& outcome, int exit_code) {
-  Message m;
-  m.type = MessageType::kWorkersEnded;
-  m.set("round", round).set("outcome", outcome).set("exit_code", exit_code);
-  return m;
+  return Message::of(MessageType::kWorkersEnded)
+      .set("round", round)
+      .set("outcome", outcome)
+      .set("exit_code", exit_code);
 }
 
 Message stop_message(int round, const std::string& reason) {
-  Message m;
-  m.type = MessageType::kStop;
-  m.set("round", round).set("reason", reason);
-  return m;
+  return Message::of(MessageType::kStop).set("round", round).set("reason", reason);
 }
 
 Message regroup_message(int round, int nodes, const std::string& reason) {
-  Message m;
-  m.type = MessageType::kRegroup;
-  m.set("round", round).set("nodes", nodes).set("reason", reason);
-  return m;
+  return Message::of(MessageType::kRegroup).set("round", round).set("nodes", nodes).set("reason", reason);
 }
 
 Message finish_message(int exit_code, const std::string& text, const std::optional<NodeFailure>& root_cause) {
-  Message m;
-  m.type = MessageType::kFinish;
+  Message m = Message::of(MessageType::kFinish);
   m.set("exit_code", exit_code).set("text", text).set("has_cause", root_cause.has_value());
   if (root_cause) root_cause->write_to(m, "cause.");
   return m;
 }
 
 Message reject_message(int exit_code, const std::string& text) {
-  Message m;
-  m.type = MessageType::kReject;
-  m.set("exit_code", exit_code).set("text", text);
-  return m;
+  return Message::of(MessageType::kReject).set("exit_code", exit_code).set("text", text);
 }
 
 Message wait_message(const std::string& text) {
-  Message m;
-  m.type = MessageType::kWait;
-  m.set("text", text);
-  return m;
+  return Message::of(MessageType::kWait).set("text", text);
 }
 
 Message leave_message(int exit_code, const std::string& reason) {
-  Message m;
-  m.type = MessageType::kLeave;
-  m.set("exit_code", exit_code).set("reason", reason);
-  return m;
+  return Message::of(MessageType::kLeave).set("exit_code", exit_code).set("reason", reason);
 }
 
 Message heartbeat_message() {
-  Message m;
-  m.type = MessageType::kHeartbeat;
-  return m;
+  return Message::of(MessageType::kHeartbeat);
 }
 
 }  // namespace mgtrain::rdzv

@@ -47,6 +47,8 @@ struct Message {
   MessageType type = MessageType::kHeartbeat;
   std::map<std::string, std::string> fields;
 
+  // An empty message of `type`, for the typed builders: Message::of(MessageType::kStop).set("round", 3).
+  static Message of(MessageType type) { return Message{type, {}}; }
   Message& set(const std::string& name, const std::string& value);
   Message& set(const std::string& name, long long value);
   Message& set(const std::string& name, int value) { return set(name, static_cast<long long>(value)); }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -38,18 +39,14 @@ std::string plot_spec_to_text(const PlotSpec& spec) {
 
 PlotSpec parse_plot_spec(const std::string& text) {
   PlotSpec spec;
-  std::size_t start = 0;
   std::size_t line_number = 0;
   bool ended = false;
   auto fail = [&line_number](const std::string& why) -> UsageError {
     return UsageError(fmt::format("plot data (stdin) line {}: {}; mgtrain-plot reads what `mgtrain plot` writes "
                                   "(docs/monitoring.md#plots)", line_number, why));
   };
-  while (start < text.size() && !ended) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& line : split_lines(text)) {
+    if (ended) break;  // what follows 'end' is not read
     ++line_number;
     if (line_number == 1) {
       if (line != kHeader) throw fail(fmt::format("expected '{}', found '{}'", kHeader, line.substr(0, 40)));
@@ -57,7 +54,7 @@ PlotSpec parse_plot_spec(const std::string& text) {
     }
     auto after = [&line](const char* word) -> std::optional<std::string> {
       const std::string prefix = std::string(word) + " ";
-      if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+      if (starts_with(line, prefix)) return line.substr(prefix.size());
       if (line == word) return std::string();
       return std::nullopt;
     };

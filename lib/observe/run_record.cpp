@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -15,6 +14,7 @@
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/file_io.hpp"
+#include "util/strings.hpp"
 #include "util/time_format.hpp"
 #include "util/value_parsing.hpp"
 
@@ -50,20 +50,8 @@ std::string host_name() {
 }
 
 std::vector<std::string> own_command_line() {
-  const std::string text = read_small_file("/proc/self/cmdline");
-  std::vector<std::string> args;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\0', start);
-    if (end == std::string::npos) end = text.size();
-    args.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return args;
+  return split_lines(read_small_file("/proc/self/cmdline"), '\0');
 }
-
-// Seconds rounded to milliseconds, which is all run.json keeps.
-double millisecond_seconds(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
 
 // A key of `object`: nullptr when it is missing or null.
 const Json* member(const Json& object, const char* key) {
@@ -112,8 +100,8 @@ std::string run_record_to_json(const RunRecord& r) {
   root["hosts"] = r.hosts;
   root["nnodes"] = r.nnodes;
   root["world_size"] = r.world_size;
-  root["start_time"] = millisecond_seconds(r.start_time);
-  root["end_time"] = r.end_time ? Json(millisecond_seconds(*r.end_time)) : Json(nullptr);
+  root["start_time"] = json_seconds(r.start_time);  // milliseconds are all run.json keeps
+  root["end_time"] = r.end_time ? json_seconds(*r.end_time) : Json(nullptr);
   root["attempts"] = r.attempts;
   root["config_file"] = r.config_file;
   Json launcher = Json::object();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 
 #include <nlohmann/json.hpp>
 
@@ -57,6 +58,15 @@ Json gpu_json(const GpuSample& gpu, bool with_uuid) {
   return out;
 }
 
+// The fields a rank starts with in both the /status JSON and a resources.jsonl row.
+Json rank_json(const RankStatus& r) {
+  Json out = Json::object();
+  out["rank"] = r.rank;
+  out["local_rank"] = r.local_rank;
+  out["pid"] = r.pid;
+  return out;
+}
+
 // Collects the samples of one metric so HELP and TYPE come once, before all of them.
 class PrometheusMetric {
  public:
@@ -78,6 +88,22 @@ class PrometheusMetric {
     return buffer;
   }
   std::string name_, help_, type_, samples_;
+};
+
+// The metrics of one exposition, written in the order they were added.
+class PrometheusExposition {
+ public:
+  PrometheusMetric& add(std::string name, std::string help, std::string type = "gauge") {
+    return metrics_.emplace_back(std::move(name), std::move(help), std::move(type));
+  }
+  std::string text() const {
+    std::string out;
+    for (const PrometheusMetric& metric : metrics_) metric.write(out);
+    return out;
+  }
+
+ private:
+  std::deque<PrometheusMetric> metrics_;  // a deque: the references add() gave stay valid
 };
 
 }  // namespace
@@ -105,10 +131,7 @@ std::string status_to_json(const StatusSnapshot& s) {
   out["time"] = rounded(s.time);
   Json ranks = Json::array();
   for (const RankStatus& r : s.ranks) {
-    Json rank = Json::object();
-    rank["rank"] = r.rank;
-    rank["local_rank"] = r.local_rank;
-    rank["pid"] = r.pid;
+    Json rank = rank_json(r);
     rank["state"] = r.state;
     rank["step"] = r.heartbeat ? Json(r.heartbeat->step) : Json(nullptr);
     rank["loss"] = r.heartbeat ? rounded(r.heartbeat->loss) : Json(nullptr);
@@ -138,20 +161,25 @@ std::string prometheus_label_value(std::string_view text) {
 
 std::string status_to_prometheus(const StatusSnapshot& s) {
   const std::string run = "run_id=\"" + prometheus_label_value(s.run_id) + "\"";
-  PrometheusMetric attempt("mgtrain_attempt", "Current attempt of the worker group (0 = first start).");
-  PrometheusMetric restarts("mgtrain_restarts_total", "Restarts of the worker group so far.", "counter");
-  PrometheusMetric max_restarts("mgtrain_max_restarts", "Restarts allowed (launch.max_restarts).");
-  PrometheusMetric up("mgtrain_rank_up", "1 while the rank's worker process runs, else 0.");
-  PrometheusMetric step("mgtrain_rank_step", "Last training step the rank reported in its heartbeat.");
-  PrometheusMetric loss("mgtrain_rank_loss", "Training loss of the rank's last heartbeat.");
-  PrometheusMetric beat("mgtrain_rank_last_heartbeat_timestamp_seconds", "Unix time of the rank's last heartbeat.");
-  PrometheusMetric cpu("mgtrain_rank_cpu_percent", "CPU use of the rank's worker process (100 = one core).");
-  PrometheusMetric rss("mgtrain_rank_resident_memory_bytes", "Resident memory of the rank's worker process.");
-  PrometheusMetric gpu_util("mgtrain_gpu_utilization_percent", "GPU busy time over the driver's sample period.");
-  PrometheusMetric gpu_used("mgtrain_gpu_memory_used_bytes", "GPU memory in use.");
-  PrometheusMetric gpu_total("mgtrain_gpu_memory_total_bytes", "GPU memory in total.");
-  PrometheusMetric gpu_temp("mgtrain_gpu_temperature_celsius", "GPU temperature.");
-  PrometheusMetric gpu_power("mgtrain_gpu_power_watts", "GPU power draw.");
+  PrometheusExposition metrics;
+  PrometheusMetric& attempt = metrics.add("mgtrain_attempt", "Current attempt of the worker group (0 = first start).");
+  PrometheusMetric& restarts = metrics.add("mgtrain_restarts_total", "Restarts of the worker group so far.", "counter");
+  PrometheusMetric& max_restarts = metrics.add("mgtrain_max_restarts", "Restarts allowed (launch.max_restarts).");
+  PrometheusMetric& up = metrics.add("mgtrain_rank_up", "1 while the rank's worker process runs, else 0.");
+  PrometheusMetric& step = metrics.add("mgtrain_rank_step", "Last training step the rank reported in its heartbeat.");
+  PrometheusMetric& loss = metrics.add("mgtrain_rank_loss", "Training loss of the rank's last heartbeat.");
+  PrometheusMetric& beat =
+      metrics.add("mgtrain_rank_last_heartbeat_timestamp_seconds", "Unix time of the rank's last heartbeat.");
+  PrometheusMetric& cpu =
+      metrics.add("mgtrain_rank_cpu_percent", "CPU use of the rank's worker process (100 = one core).");
+  PrometheusMetric& rss =
+      metrics.add("mgtrain_rank_resident_memory_bytes", "Resident memory of the rank's worker process.");
+  PrometheusMetric& gpu_util =
+      metrics.add("mgtrain_gpu_utilization_percent", "GPU busy time over the driver's sample period.");
+  PrometheusMetric& gpu_used = metrics.add("mgtrain_gpu_memory_used_bytes", "GPU memory in use.");
+  PrometheusMetric& gpu_total = metrics.add("mgtrain_gpu_memory_total_bytes", "GPU memory in total.");
+  PrometheusMetric& gpu_temp = metrics.add("mgtrain_gpu_temperature_celsius", "GPU temperature.");
+  PrometheusMetric& gpu_power = metrics.add("mgtrain_gpu_power_watts", "GPU power draw.");
 
   attempt.add(run, s.attempt);
   restarts.add(run, s.attempt);
@@ -175,12 +203,7 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
     if (g.temperature_c >= 0) gpu_temp.add(labels, g.temperature_c);
     if (g.power_w >= 0) gpu_power.add(labels, g.power_w);
   }
-  std::string out;
-  for (const PrometheusMetric* m : {&attempt, &restarts, &max_restarts, &up, &step, &loss, &beat, &cpu, &rss, &gpu_util,
-                                    &gpu_used, &gpu_total, &gpu_temp, &gpu_power}) {
-    m->write(out);
-  }
-  return out;
+  return metrics.text();
 }
 
 std::string resources_row_json(double time, int node_rank, const std::vector<RankStatus>& ranks,
@@ -192,10 +215,7 @@ std::string resources_row_json(double time, int node_rank, const std::vector<Ran
   Json sampled = Json::array();
   for (const RankStatus& r : ranks) {
     if (!r.cpu_percent || !r.rss_bytes) continue;  // not sampled (exited, or the first reading)
-    Json rank = Json::object();
-    rank["rank"] = r.rank;
-    rank["local_rank"] = r.local_rank;
-    rank["pid"] = r.pid;
+    Json rank = rank_json(r);
     rank["cpu_percent"] = rounded(*r.cpu_percent, 4);
     rank["rss_bytes"] = *r.rss_bytes;
     sampled.push_back(std::move(rank));

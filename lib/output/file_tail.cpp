@@ -3,6 +3,8 @@
 
 #include <fstream>
 
+#include "util/strings.hpp"
+
 namespace mgtrain {
 
 std::vector<std::string> read_last_lines(const std::string& path, std::size_t count, std::size_t max_bytes) {
@@ -18,14 +20,7 @@ std::vector<std::string> read_last_lines(const std::string& path, std::size_t co
     std::size_t newline = text.find('\n');
     text.erase(0, newline == std::string::npos ? text.size() : newline + 1);
   }
-  std::vector<std::string> lines;
-  std::size_t begin = 0;
-  while (begin < text.size()) {
-    std::size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(begin, end - begin));
-    begin = end + 1;
-  }
+  std::vector<std::string> lines = split_lines(text);
   if (lines.size() > count) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(count));
   return lines;
 }

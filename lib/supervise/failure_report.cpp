@@ -8,21 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/log_layout.hpp"
+#include "util/strings.hpp"
 #include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
 
 void append_indented(std::string& out, const std::string& text, const std::string& indent) {
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    out += indent;
-    out.append(text, start, end - start);
-    out += '\n';
-    start = end + 1;
-  }
+  for (const std::string& line : split_lines(text)) out += indent + line + '\n';
 }
 
 nlohmann::ordered_json error_file_json(const FailedWorker& worker) {

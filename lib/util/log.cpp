@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include "util/error.hpp"
+
 namespace mgtrain::log {
 namespace {
 
@@ -60,9 +62,25 @@ void text(std::string_view text) {
   write_all(message_fd.load(), text);
 }
 
-void fatal(std::string_view program, std::string_view text, bool internal) {
+namespace {
+
+void fatal(std::string_view program, std::string_view text, bool internal = false) {
   flush_stdio();
   write_all(2, fmt::format("{}: {}error: {}\n", program, internal ? "internal " : "", text));
+}
+
+}  // namespace
+
+int run_main(std::string_view program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    fatal(program, e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    fatal(program, e.what(), /*internal=*/true);
+    return exit_code::kFailure;
+  }
 }
 
 ScopedOutput::ScopedOutput(int output, int message)

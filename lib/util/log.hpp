@@ -6,6 +6,7 @@
 // keep their order with anything printed through stdio.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -48,8 +49,10 @@ void progress(fmt::format_string<Args...> format, Args&&... args) {
   line(Level::Progress, fmt::format(format, std::forward<Args>(args)...));
 }
 
-// The top of a binary: "<program>: error: <text>" (or "internal error") to stderr.
-void fatal(std::string_view program, std::string_view text, bool internal = false);
+// The top of a binary, the one place its errors are caught: main() returns run_main("mgtrain", [&] { ... }).
+// Returns what `body` returns; an Error prints "<program>: error: <message>" to stderr and gives its exit code,
+// any other exception prints "<program>: internal error: <what>" and gives exit_code::kFailure.
+int run_main(std::string_view program, const std::function<int()>& body);
 
 // While alive, the message and output streams are these descriptors (a launch given a test's pipes).
 class ScopedOutput {

@@ -1,4 +1,4 @@
-// UTC time formatting (see time_format.hpp).
+// Dates (UTC) and durations as text (see time_format.hpp).
 #include "util/time_format.hpp"
 
 #include <chrono>
@@ -37,6 +37,16 @@ std::string format_utc_millis(long long unix_millis) {
 std::string format_seconds(double seconds) {
   if (seconds >= 10 || std::fabs(seconds - std::round(seconds)) < 0.05) return fmt::format("{:.0f} s", seconds);
   return fmt::format("{:.1f} s", seconds);
+}
+
+std::string format_duration(double seconds, DurationPrecision precision) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (precision == DurationPrecision::Tenths && seconds < 59.95) return fmt::format("{:.1f}s", seconds);
+  const auto s = static_cast<long long>(seconds + 0.5);
+  if (s >= 86400) return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
 }
 
 }  // namespace mgtrain

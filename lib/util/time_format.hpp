@@ -1,4 +1,4 @@
-// Wall-clock times as text, always in UTC. The one place mgtrain formats a date.
+// Times as text: wall-clock dates, always in UTC, and durations. The one place mgtrain formats either.
 #pragma once
 
 #include <string>
@@ -15,6 +15,12 @@ std::string format_utc_millis(long long unix_millis);
 std::string format_utc_seconds(long long unix_seconds);
 // A duration for messages: "30 s", "2.5 s" (whole seconds from 10 s up, or within 0.05 s of a whole one).
 std::string format_seconds(double seconds);
+
+// How format_duration shows a duration under a minute.
+enum class DurationPrecision { WholeSeconds, Tenths };
+// A duration for tables and progress lines, the largest two units: "45s" (or "44.6s" with Tenths), "3m07s",
+// "2h05m", "1d02h". Negative or not finite: "?".
+std::string format_duration(double seconds, DurationPrecision precision = DurationPrecision::WholeSeconds);
 // With a strftime pattern, e.g. "%Y%m%d-%H%M%S" (run ids) or "%Y-%m-%d %H:%M:%S" (tables).
 std::string format_utc(long long unix_seconds, const char* strftime_pattern);
 

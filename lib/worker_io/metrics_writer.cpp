@@ -3,7 +3,6 @@
 #include "util/json_text.hpp"
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -19,39 +18,37 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// JSON has no NaN or infinity: null. Times keep milliseconds.
-Json number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
-Json seconds(double value) { return number(std::round(value * 1000.0) / 1000.0); }
-
+// The keys every row starts with: kind, step, epoch, time.
+template <class Row>
+Json row_start(const char* kind, const Row& row) {
+  Json out = Json::object();
+  out["kind"] = kind;
+  out["step"] = row.step;
+  out["epoch"] = row.epoch;
+  out["time"] = json_seconds(row.time);
+  return out;
+}
 
 }  // namespace
 
 std::string train_metrics_json(const TrainMetricsRow& row) {
-  Json out = Json::object();
-  out["kind"] = "train";
-  out["step"] = row.step;
-  out["epoch"] = row.epoch;
-  out["time"] = seconds(row.time);
-  out["loss"] = number(row.loss);
-  out["lr"] = number(row.lr);
-  out["samples_per_s"] = number(row.samples_per_s);
-  out["step_time_ms"] = number(row.step_time_ms);
+  Json out = row_start("train", row);
+  out["loss"] = json_number(row.loss);
+  out["lr"] = json_number(row.lr);
+  out["samples_per_s"] = json_number(row.samples_per_s);
+  out["step_time_ms"] = json_number(row.step_time_ms);
   out["rss_bytes"] = row.rss_bytes;
   if (row.cuda_allocated_bytes) out["cuda_allocated_bytes"] = *row.cuda_allocated_bytes;
-  if (row.loss_scale) out["loss_scale"] = number(*row.loss_scale);
+  if (row.loss_scale) out["loss_scale"] = json_number(*row.loss_scale);
   out["attempt"] = row.attempt;
   return json_text(out);
 }
 
 std::string eval_metrics_json(const EvalMetricsRow& row) {
-  Json out = Json::object();
-  out["kind"] = "eval";
-  out["step"] = row.step;
-  out["epoch"] = row.epoch;
-  out["time"] = seconds(row.time);
-  out["eval.loss"] = number(row.loss);
-  out["eval.accuracy"] = number(row.accuracy);
-  if (row.perplexity) out["eval.perplexity"] = number(*row.perplexity);
+  Json out = row_start("eval", row);
+  out["eval.loss"] = json_number(row.loss);
+  out["eval.accuracy"] = json_number(row.accuracy);
+  if (row.perplexity) out["eval.perplexity"] = json_number(*row.perplexity);
   out["attempt"] = row.attempt;
   return json_text(out);
 }

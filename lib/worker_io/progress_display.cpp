@@ -6,15 +6,9 @@
 
 #include <fmt/format.h>
 
-namespace mgtrain {
+#include "util/time_format.hpp"
 
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<long long>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
+namespace mgtrain {
 
 std::string format_progress_line(const ProgressSnapshot& p) {
   return fmt::format("mgtrain: step {}/{} epoch {} loss {:.4f} lr {:.5g} {:.0f} samples/s eta {}", p.step, p.total_steps, p.epoch,

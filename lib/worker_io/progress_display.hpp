@@ -19,9 +19,6 @@ struct ProgressSnapshot {
   double elapsed_s = 0;          // time since training started (shown when done)
 };
 
-// "45s", "3m07s", "2h05m".
-std::string format_duration(double seconds);
-
 // The plain line, without a newline.
 std::string format_progress_line(const ProgressSnapshot& p);
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
+#include "util/json_text.hpp"
 
 namespace mgtrain {
 namespace {
@@ -88,22 +89,6 @@ std::string encode_utf8(uint32_t cp) {
     s += static_cast<char>(0x80 | (cp & 0x3f));
   }
   return s;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += fmt::format("\\u{:04x}", u);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 void write_file(const std::string& path, const void* data, size_t size) {

@@ -12,7 +12,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "util/error.hpp"
 #include "support/checkpoint_test_data.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -54,7 +54,8 @@ TEST_CASE("checkpoint directory: file names by step", "[checkpoint][directory]")
 }
 
 TEST_CASE("checkpoint directory: listing ignores temp and unrelated files", "[checkpoint][directory]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckptdir", "list");
+  const testing::TempDir temp_dir("mgtrain-ckptdir-list");
+  const fs::path dir = temp_dir.path();
   CHECK(list_checkpoints((dir / "missing").string()).empty());
   write_step(dir, 20);
   write_step(dir, 3);
@@ -69,11 +70,11 @@ TEST_CASE("checkpoint directory: listing ignores temp and unrelated files", "[ch
   CHECK(listed[2].step == 1000000000);
   CHECK(listed[1].name == "checkpoint-step000000020.safetensors");
   CHECK(listed[1].path == (dir / "checkpoint-step000000020.safetensors").string());
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint directory: newest valid falls back past corrupt and truncated files and says why", "[checkpoint][directory]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckptdir", "newest");
+  const testing::TempDir temp_dir("mgtrain-ckptdir-newest");
+  const fs::path dir = temp_dir.path();
   CHECK_FALSE(newest_valid_checkpoint(dir.string()).chosen);
   const std::string step1 = write_step(dir, 1), step2 = write_step(dir, 2), step3 = write_step(dir, 3);
 
@@ -104,11 +105,11 @@ TEST_CASE("checkpoint directory: newest valid falls back past corrupt and trunca
   CHECK_FALSE(newest.chosen);
   REQUIRE(newest.notes.size() == 2);
   CHECK_THAT(newest.notes[1], Contains(step2 + ": truncated") && Contains(", and no older checkpoint is valid"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint directory: latest pointer", "[checkpoint][directory]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckptdir", "latest");
+  const testing::TempDir temp_dir("mgtrain-ckptdir-latest");
+  const fs::path dir = temp_dir.path();
   CHECK_FALSE(read_latest_pointer(dir.string()));
   update_latest_pointer(dir.string(), checkpoint_file_name(5));
   std::ifstream in(dir / "latest");
@@ -120,11 +121,11 @@ TEST_CASE("checkpoint directory: latest pointer", "[checkpoint][directory]") {
   CHECK_THROWS_WITH(update_latest_pointer(dir.string(), "a/b"), Contains("is not a plain file name"));
   write_text(dir / "latest", "two\nlines\n");
   CHECK_THROWS_WITH(read_latest_pointer(dir.string()), Contains((dir / "latest").string() + ": expected one file name and a newline"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint directory: prune keeps the newest, the protected and the latest", "[checkpoint][directory]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckptdir", "prune");
+  const testing::TempDir temp_dir("mgtrain-ckptdir-prune");
+  const fs::path dir = temp_dir.path();
   for (int step : {1, 2, 3, 4, 5, 6}) write_step(dir, step);
   write_text(dir / "notes.txt", "x");
   update_latest_pointer(dir.string(), checkpoint_file_name(2));  // e.g. after falling back to step 2
@@ -138,11 +139,11 @@ TEST_CASE("checkpoint directory: prune keeps the newest, the protected and the l
   CHECK(prune_checkpoints(dir.string(), 1) == std::vector<std::string>{checkpoint_file_name(2), checkpoint_file_name(3), checkpoint_file_name(5)});
   CHECK(prune_checkpoints(dir.string(), 1).empty());
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(6), "latest", "notes.txt"});
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint directory: best pointer", "[checkpoint][directory]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckptdir", "best");
+  const testing::TempDir temp_dir("mgtrain-ckptdir-best");
+  const fs::path dir = temp_dir.path();
   CHECK_FALSE(read_best_pointer(dir.string()));
   update_best_pointer(dir.string(), {checkpoint_file_name(40), "val_loss", 0.1234567890123});
   std::ifstream in(dir / "best");
@@ -160,11 +161,11 @@ TEST_CASE("checkpoint directory: best pointer", "[checkpoint][directory]") {
   CHECK_THROWS_WITH(read_best_pointer(dir.string()), Contains((dir / "best").string() + ": malformed best-checkpoint pointer"));
   write_text(dir / "best", "{\"file\": [\n");
   CHECK_THROWS_WITH(read_best_pointer(dir.string()), Contains("malformed best-checkpoint pointer"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint directory: stale temp files of a killed writer are removed", "[checkpoint][directory]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckptdir", "stale");
+  const testing::TempDir temp_dir("mgtrain-ckptdir-stale");
+  const fs::path dir = temp_dir.path();
   CHECK(remove_stale_temp_files((dir / "missing").string()).empty());
   write_step(dir, 1);
   update_latest_pointer(dir.string(), checkpoint_file_name(1));
@@ -175,16 +176,15 @@ TEST_CASE("checkpoint directory: stale temp files of a killed writer are removed
   CHECK(remove_stale_temp_files(dir.string()) ==
         std::vector<std::string>{".best.tmp.17", ".checkpoint-step000000002.safetensors.tmp.4242", ".latest.tmp.4242"});
   CHECK(names_in(dir) == std::vector<std::string>{".other.tmp.1", checkpoint_file_name(1), "latest"});
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint directory: created with parents, clear error when a file is in the way", "[checkpoint][directory]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckptdir", "mkdir");
+  const testing::TempDir temp_dir("mgtrain-ckptdir-mkdir");
+  const fs::path dir = temp_dir.path();
   create_checkpoint_directory((dir / "a" / "b" / "c").string());
   CHECK(fs::is_directory(dir / "a" / "b" / "c"));
   create_checkpoint_directory((dir / "a" / "b" / "c").string() + "/");  // exists: fine
   write_text(dir / "file", "x");
   CHECK_THROWS_WITH(create_checkpoint_directory((dir / "file" / "sub").string()),
                     "create directory " + (dir / "file" / "sub").string() + ": " + (dir / "file").string() + " exists and is not a directory");
-  fs::remove_all(dir);
 }

@@ -21,7 +21,7 @@
 #include "util/error.hpp"
 #include "util/run_capture.hpp"
 #include "support/checkpoint_test_data.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -108,7 +108,8 @@ std::string error_of(Body body) {
 }  // namespace
 
 TEST_CASE("checkpoint file: round trip of dtypes, shapes, zero-size tensors and metadata", "[checkpoint][file]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "roundtrip");
+  const testing::TempDir temp_dir("mgtrain-ckpt-roundtrip");
+  const fs::path dir = temp_dir.path();
   for (const auto& checkpoint : {testing::make_test_checkpoint(7, 0.3), tricky_checkpoint()}) {
     const std::string path = (dir / "c.safetensors").string();
     write_checkpoint_file(path, checkpoint.metadata, checkpoint.records);
@@ -125,11 +126,11 @@ TEST_CASE("checkpoint file: round trip of dtypes, shapes, zero-size tensors and 
     CHECK(verify_checkpoint_file(path) == "");
   }
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);  // no temp file left
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: many tensors, and no tensors at all", "[checkpoint][file]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "many");
+  const testing::TempDir temp_dir("mgtrain-ckpt-many");
+  const fs::path dir = temp_dir.path();
   testing::TestCheckpoint checkpoint;
   checkpoint.buffers.reserve(1000);
   for (int i = 0; i < 1000; ++i) {
@@ -145,11 +146,11 @@ TEST_CASE("checkpoint file: many tensors, and no tensors at all", "[checkpoint][
   const CheckpointFile none = read_checkpoint_file((dir / "none").string());
   CHECK(none.tensors().empty());
   CHECK(none.metadata().empty());
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: the exact bytes are the safetensors layout, deterministic", "[checkpoint][file]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "layout");
+  const testing::TempDir temp_dir("mgtrain-ckpt-layout");
+  const fs::path dir = temp_dir.path();
   const float values[2] = {1.5f, -2.0f};
   const std::vector<TensorRecord> tensors = {{"x", "F32", {2}, values, sizeof values}, {"e", "U8", {0}, nullptr, 0}};
   write_checkpoint_file((dir / "long").string(), {}, {{std::string(998, 'n'), "F32", {2}, values, sizeof values}});
@@ -171,11 +172,11 @@ TEST_CASE("checkpoint file: the exact bytes are the safetensors layout, determin
   CHECK(header_size - json.size() < 8);
   CHECK(std::memcmp(bytes.data() + 8 + header_size, values, sizeof values) == 0);
   CHECK(fmt::format("{:016x}", read_checkpoint_file((dir / "a").string()).checksum()) == digits);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: an independent reader of the safetensors layout agrees", "[checkpoint][file]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "independent");
+  const testing::TempDir temp_dir("mgtrain-ckpt-independent");
+  const fs::path dir = temp_dir.path();
   const testing::TestCheckpoint checkpoint = tricky_checkpoint();
   const std::string path = (dir / "c.safetensors").string();
   write_checkpoint_file(path, checkpoint.metadata, checkpoint.records);
@@ -197,7 +198,6 @@ TEST_CASE("checkpoint file: an independent reader of the safetensors layout agre
     CHECK(offsets[1] - offsets[0] == record.nbytes);
     CHECK(hex(bytes.data() + 8 + header_size + offsets[0], offsets[1] - offsets[0]) == hex(record.data, record.nbytes));
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: Python's json module (and safetensors, when installed) read it", "[checkpoint][file][python]") {
@@ -206,7 +206,8 @@ TEST_CASE("checkpoint file: Python's json module (and safetensors, when installe
     WARN("SKIP: " << python << " not found; the header is checked by the C++ reader only");
     return;
   }
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "python");
+  const testing::TempDir temp_dir("mgtrain-ckpt-python");
+  const fs::path dir = temp_dir.path();
   const testing::TestCheckpoint checkpoint = tricky_checkpoint();
   const std::string path = (dir / "c.safetensors").string();
   write_checkpoint_file(path, checkpoint.metadata, checkpoint.records);
@@ -266,11 +267,11 @@ else:
   } else {
     CHECK(safetensors_line == "safetensors ok");
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: invalid input is refused before anything is written", "[checkpoint][file]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "invalid");
+  const testing::TempDir temp_dir("mgtrain-ckpt-invalid");
+  const fs::path dir = temp_dir.path();
   const std::string path = (dir / "c").string();
   const float data[6] = {};
   const auto write = [&](std::vector<TensorRecord> tensors, std::map<std::string, std::string> metadata = {}) {
@@ -289,11 +290,11 @@ TEST_CASE("checkpoint file: invalid input is refused before anything is written"
   CHECK_THAT(write({}, {{"mgtrain.checksum", "0"}}), Contains("metadata key mgtrain.checksum is reserved"));
   CHECK_THAT(write({}, {{"k", "bad \xc3"}}), Contains("not valid UTF-8"));
   CHECK(fs::is_empty(dir));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: every single-byte flip is detected", "[checkpoint][file][corruption]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "flips");
+  const testing::TempDir temp_dir("mgtrain-ckpt-flips");
+  const fs::path dir = temp_dir.path();
   const testing::TestCheckpoint checkpoint = testing::make_test_checkpoint(3, 0);
   const std::string good_path = (dir / "good").string(), bad_path = (dir / "bad").string();
   write_checkpoint_file(good_path, checkpoint.metadata, checkpoint.records);
@@ -316,11 +317,11 @@ TEST_CASE("checkpoint file: every single-byte flip is detected", "[checkpoint][f
     }
   }
   CHECK(undetected == 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: truncation at every length is detected", "[checkpoint][file][corruption]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "truncation");
+  const testing::TempDir temp_dir("mgtrain-ckpt-truncation");
+  const fs::path dir = temp_dir.path();
   const testing::TestCheckpoint checkpoint = testing::make_test_checkpoint(4, 0);
   const std::string good_path = (dir / "good").string(), bad_path = (dir / "bad").string();
   write_checkpoint_file(good_path, checkpoint.metadata, checkpoint.records);
@@ -338,11 +339,11 @@ TEST_CASE("checkpoint file: truncation at every length is detected", "[checkpoin
   }
   write_all(bad_path, good + "xyz");
   CHECK_THAT(verify_checkpoint_file(bad_path), Contains("3 unexpected bytes after the tensor data"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: clear errors for files that are not mgtrain checkpoints", "[checkpoint][file][corruption]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "foreign");
+  const testing::TempDir temp_dir("mgtrain-ckpt-foreign");
+  const fs::path dir = temp_dir.path();
   const std::string path = (dir / "x.safetensors").string();
   // A valid safetensors file written by someone else: no mgtrain checksum.
   const std::string json = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
@@ -355,11 +356,11 @@ TEST_CASE("checkpoint file: clear errors for files that are not mgtrain checkpoi
   CHECK_THROWS_AS(read_checkpoint_file((dir / "missing").string()), SystemError);
   CHECK_THAT(verify_checkpoint_file((dir / "missing").string()), Contains("open " + (dir / "missing").string() + ": No such file or directory"));
   CHECK_THAT(verify_checkpoint_file(dir.string()), Contains(dir.string() + ": not a regular file"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint file: a bad test pause hook value is a usage error", "[checkpoint][file]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt", "hook");
+  const testing::TempDir temp_dir("mgtrain-ckpt-hook");
+  const fs::path dir = temp_dir.path();
   ::setenv("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT", "after-lunch", 1);
   CHECK_THROWS_AS(write_checkpoint_file((dir / "c").string(), {}, {}), UsageError);
   ::unsetenv("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT");
@@ -367,5 +368,4 @@ TEST_CASE("checkpoint file: a bad test pause hook value is a usage error", "[che
   CHECK_THROWS_WITH(write_checkpoint_file((dir / "c").string(), {}, {}), Contains("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE=12x"));
   ::unsetenv("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE");
   CHECK(fs::is_empty(dir));
-  fs::remove_all(dir);
 }

@@ -11,7 +11,7 @@
 #include "contract/hostlist.hpp"
 #include "util/run_capture.hpp"
 #include "util/value_parsing.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using Hosts = std::vector<std::string>;
@@ -114,7 +114,8 @@ TEST_CASE("the same hosts as scontrol show hostnames", "[hostlist][scontrol]") {
     WARN("SKIP: scontrol is not installed (apt-get install slurm-client), the cross-check did not run");
     return;
   }
-  const auto dir = mgtrain::testing::scratch_dir("hostlist", "scontrol");
+  const mgtrain::testing::TempDir temp_dir("mgtrain-hostlist-scontrol");
+  const std::filesystem::path dir = temp_dir.path();
   const std::string conf = (dir / "slurm.conf").string();
   std::ofstream(conf) << "ClusterName=hostlist-check\nSlurmctldHost=localhost\n";
   // Forms SLURM accepts: both give the same hosts in the same order.
@@ -134,5 +135,4 @@ TEST_CASE("the same hosts as scontrol show hostnames", "[hostlist][scontrol]") {
     CHECK_FALSE(scontrol_hostnames(expression, conf));
     CHECK_THROWS_AS(expand_hostlist(expression), UsageError);
   }
-  std::filesystem::remove_all(dir);
 }

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host/blas_core.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "util/file_io.hpp"
 #include "util/run_capture.hpp"
 
@@ -110,7 +110,8 @@ TEST_CASE("blas core: the worker restarts itself with the core a fake CPU descri
     WARN("skipped: the restart case forces Haswell kernels, which this CPU (no AVX2/FMA) cannot run");
     return;
   }
-  const auto dir = testing::scratch_dir("mgtrain-blas", "restart");
+  const testing::TempDir temp_dir("mgtrain-blas-restart");
+  const std::filesystem::path dir = temp_dir.path();
   const std::string fake = (dir / "cpuinfo").string();
   std::ofstream(fake) << "processor\t: 0\nmodel name\t: Fake CPU 9000\nflags\t\t: " << kHaswellFlags << "\n\n";
   const std::map<std::string, std::string> fallback{{"MGTRAIN_TEST_OPENBLAS_CORE", "Prescott"},

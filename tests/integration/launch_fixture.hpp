@@ -1,6 +1,6 @@
-// Helpers for the launcher's integration tests: temporary directories, worker scripts, running
-// run_launch in-process with a captured console, starting a launcher process to send it signals,
-// and finding processes of a job that are still alive.
+// Helpers for the launcher's integration tests: worker scripts, running run_launch in-process with a captured
+// console, starting a launcher process to send it signals, and finding processes of a job that are still alive.
+// Their temporary directory is support/temp_dir.hpp's TempDir.
 #pragma once
 
 #include <sys/types.h>
@@ -13,23 +13,11 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "support/temp_dir.hpp"
 #include "util/run_capture.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain::testing {
-
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it when destroyed.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // Writes an executable /bin/sh script and returns its path.
 std::string write_script(const std::string& path, const std::string& body);
@@ -37,7 +25,6 @@ std::string read_text(const std::string& path);
 bool file_exists(const std::string& path);
 // A socket listening on a kernel-chosen loopback port (stored in `port`); the caller closes it.
 int listening_socket(int& port);
-std::vector<std::string> split_lines(const std::string& text);
 
 // Launch settings for tests: a run id, logs inside `dir`, a short grace period.
 LaunchConfig test_launch_config(const TempDir& dir, int nproc);

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "util/run_capture.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;
@@ -25,7 +25,6 @@ CapturedRun run_mgtrain(std::vector<std::string> args, CaptureOptions options = 
 }
 
 // A fresh empty directory under the build tree's temp area.
-fs::path scratch_dir(const std::string& name) { return testing::scratch_dir("mgtrain-test", name); }
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path);
@@ -45,14 +44,14 @@ TEST_CASE("config show prints the merged config with overrides", "[binary][confi
 }
 
 TEST_CASE("a misspelled key exits 2 naming line, column and the suggestion", "[binary][config]") {
-  fs::path dir = scratch_dir("typo");
+  const testing::TempDir temp_dir("mgtrain-test-typo");
+  fs::path dir = temp_dir.path();
   write_file(dir / "bad.yaml", "train:\n  epochs: 2\n\n  batch_sise: 32\n");
   auto run = run_mgtrain({"config", "show", (dir / "bad.yaml").string()});
   CHECK(run.exit_code == 2);
   CHECK(run.out.empty());
   CHECK(run.err == "mgtrain: error: " + (dir / "bad.yaml").string() +
                        ":4:3: train.batch_sise: unknown key (did you mean train.batch_size?)\n");
-  fs::remove_all(dir);
 }
 
 TEST_CASE("environment variables and flags reach the config through the binary", "[binary][config]") {
@@ -85,7 +84,8 @@ TEST_CASE("every shipped config validates", "[binary][config]") {
 }
 
 TEST_CASE("config init writes a loadable file and never overwrites without --force", "[binary][config]") {
-  fs::path dir = scratch_dir("init");
+  const testing::TempDir temp_dir("mgtrain-test-init");
+  fs::path dir = temp_dir.path();
   const std::string path = (dir / "new.yaml").string();
   auto run = run_mgtrain({"config", "init", path, "--nproc", "3", "--model", "mlp", "--yes"});
   INFO(run.err);
@@ -101,7 +101,6 @@ TEST_CASE("config init writes a loadable file and never overwrites without --for
   auto bad = run_mgtrain({"config", "init", (dir / "other.yaml").string(), "--nproc", "zero", "--yes"});
   CHECK(bad.exit_code == 2);
   CHECK_FALSE(fs::exists(dir / "other.yaml"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("usage errors exit 2 and --help/--version exit 0", "[binary][cli]") {
@@ -138,11 +137,11 @@ TEST_CASE("mgtrain env reports torch facts from the worker", "[binary][env]") {
   CHECK(run.out.find("127.0.0.1") != std::string::npos);
   // Valid JSON, checked by a real parser where Python is present.
   if (access("/usr/bin/python3", X_OK) == 0) {
-    fs::path dir = scratch_dir("env-json");
+    const testing::TempDir temp_dir("mgtrain-test-env-json");
+    fs::path dir = temp_dir.path();
     write_file(dir / "env.json", run.out);
     auto parsed = run_and_capture({"/usr/bin/python3", "-c", "import json,sys; json.load(open(sys.argv[1]))", (dir / "env.json").string()});
     CHECK(parsed.exit_code == 0);
-    fs::remove_all(dir);
   }
 }
 
@@ -172,7 +171,8 @@ TEST_CASE("the launcher links no cairo, httplib, OpenSSL, brotli, xxhash or nloh
 
 TEST_CASE("cmake --install produces a usable prefix", "[binary][install]") {
   if (!worker_built()) return;
-  fs::path prefix = scratch_dir("prefix");
+  const testing::TempDir temp_prefix("mgtrain-test-prefix");
+  fs::path prefix = temp_prefix.path();
   auto install = run_and_capture({"cmake", "--install", fs::path(MGTRAIN_BIN_DIR).parent_path().string(), "--prefix", prefix.string()});
   INFO(install.out << install.err);
   REQUIRE(install.exit_code == 0);
@@ -182,11 +182,11 @@ TEST_CASE("cmake --install produces a usable prefix", "[binary][install]") {
   // The installed launcher finds the installed worker next to itself.
   auto env = run_and_capture({(prefix / "bin/mgtrain").string(), "env"});
   CHECK(env.out.find((prefix / "bin/mgtrain-worker").string()) != std::string::npos);
-  fs::remove_all(prefix);
 }
 
 TEST_CASE("launching the same run id again keeps the earlier launch's logs", "[binary][launch]") {
-  fs::path dir = scratch_dir("relaunch");
+  const testing::TempDir temp_dir("mgtrain-test-relaunch");
+  fs::path dir = temp_dir.path();
   for (const char* word : {"first", "second"}) {
     auto run = run_mgtrain({"launch", "--nproc", "1", "--log-dir", dir.string(), "--run-id", "same", "--", "sh", "-c",
                             std::string("echo ") + word});
@@ -199,5 +199,4 @@ TEST_CASE("launching the same run id again keeps the earlier launch's logs", "[b
   CHECK(read(dir / "same/attempt_0/rank_0/stdout.log") == "second\n");
   CHECK(read(dir / "same/earlier/1/attempt_0/rank_0/stdout.log") == "first\n");
   CHECK(fs::exists(dir / "same/earlier/1/config.yaml"));
-  fs::remove_all(dir);
 }

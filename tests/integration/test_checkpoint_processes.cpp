@@ -28,7 +28,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "support/checkpoint_test_data.hpp"
 #include "support/directory_listing.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using mgtrain::testing::names_in;
@@ -146,8 +146,10 @@ std::string enter_private_mount_namespace() {
 }  // namespace
 
 TEST_CASE("checkpoint writer SIGKILLed at any instant leaves a valid newest checkpoint", "[checkpoint][process]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt-kill", "run");
-  const fs::path reference_dir = testing::scratch_dir("mgtrain-ckpt-kill", "reference");
+  const testing::TempDir temp_dir("mgtrain-ckpt-kill-run");
+  const fs::path dir = temp_dir.path();
+  const testing::TempDir temp_reference_dir("mgtrain-ckpt-kill-reference");
+  const fs::path reference_dir = temp_reference_dir.path();
   write_with_tool(dir, 1);
   write_with_tool(reference_dir, 2);
   const std::string name1 = checkpoint_file_name(1), name2 = checkpoint_file_name(2);
@@ -213,12 +215,11 @@ TEST_CASE("checkpoint writer SIGKILLed at any instant leaves a valid newest chec
   CHECK(names_in(dir) == std::vector<std::string>{name2, checkpoint_file_name(3), "latest"});
   CHECK(read_latest_pointer(dir.string()) == checkpoint_file_name(3));
   CHECK(newest_valid_checkpoint(dir.string()).chosen->step == 3);
-  fs::remove_all(dir);
-  fs::remove_all(reference_dir);
 }
 
 TEST_CASE("checkpoint writer over RLIMIT_FSIZE fails naming the temp file and File too large", "[checkpoint][process][disk]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt-disk", "fsize");
+  const testing::TempDir temp_dir("mgtrain-ckpt-disk-fsize");
+  const fs::path dir = temp_dir.path();
   write_with_tool(dir, 1, 0.01);
   ToolOptions options;
   options.file_size_limit = 64 * 1024;
@@ -231,7 +232,6 @@ TEST_CASE("checkpoint writer over RLIMIT_FSIZE fails naming the temp file and Fi
                                  std::to_string(pid) + ": File too large"));
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(1), "latest"});
   CHECK(newest_valid_checkpoint(dir.string()).chosen->step == 1);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint writer on a full file system (1 MiB tmpfs) fails naming the temp file and ENOSPC", "[checkpoint][process][disk]") {
@@ -240,10 +240,10 @@ TEST_CASE("checkpoint writer on a full file system (1 MiB tmpfs) fails naming th
     WARN("SKIP: cannot mount a tiny tmpfs on this machine (" << why_not << ")");
     return;
   }
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt-disk", "enospc");
+  const testing::TempDir temp_dir("mgtrain-ckpt-disk-enospc");
+  const fs::path dir = temp_dir.path();
   if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) {
     WARN("SKIP: mount -t tmpfs -o size=1m: " << std::strerror(errno));
-    fs::remove_all(dir);
     return;
   }
   write_with_tool(dir, 1, 0.25);
@@ -257,7 +257,6 @@ TEST_CASE("checkpoint writer on a full file system (1 MiB tmpfs) fails naming th
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(1), "latest"});
   CHECK(newest_valid_checkpoint(dir.string()).chosen->step == 1);
   ::umount2(dir.c_str(), MNT_DETACH);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint writer on a read-only mount fails naming the temp file and EROFS", "[checkpoint][process][disk]") {
@@ -266,13 +265,13 @@ TEST_CASE("checkpoint writer on a read-only mount fails naming the temp file and
     WARN("SKIP: cannot make a read-only bind mount on this machine (" << why_not << ")");
     return;
   }
-  const fs::path dir = testing::scratch_dir("mgtrain-ckpt-disk", "erofs");
+  const testing::TempDir temp_dir("mgtrain-ckpt-disk-erofs");
+  const fs::path dir = temp_dir.path();
   write_with_tool(dir, 1, 0.01);
   if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
       ::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
     WARN("SKIP: read-only bind mount: " << std::strerror(errno));
     ::umount2(dir.c_str(), MNT_DETACH);
-    fs::remove_all(dir);
     return;
   }
   ToolProcess tool(dir.string(), 2, 0.01);
@@ -284,5 +283,4 @@ TEST_CASE("checkpoint writer on a read-only mount fails naming the temp file and
                                  std::to_string(pid) + ": Read-only file system"));
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(1), "latest"});
   ::umount2(dir.c_str(), MNT_DETACH);
-  fs::remove_all(dir);
 }

@@ -23,7 +23,7 @@
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
 #include "util/run_capture.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "train/models/model.hpp"
 #include "train/state/train_state.hpp"
 
@@ -37,7 +37,6 @@ const std::string kSource = MGTRAIN_SOURCE_DIR;
 const std::string kPython = "/usr/bin/python3";
 const std::string kCheckScript = kSource + "/tests/integration/export_check.py";
 
-fs::path scratch_dir(const std::string& name) { return testing::scratch_dir("mgtrain-export-test", name); }
 
 CapturedRun run(const std::vector<std::string>& args, double timeout_s = 120) {
   CaptureOptions options;
@@ -253,17 +252,18 @@ int exit_code_of(const std::vector<std::string>& args, std::string* err = nullpt
 }  // namespace
 
 TEST_CASE("export: mlp checkpoint as safetensors and TorchScript", "[export][python]") {
-  const fs::path dir = scratch_dir("mlp");
+  const testing::TempDir temp_dir("mgtrain-export-test-mlp");
+  const fs::path dir = temp_dir.path();
   const std::string checkpoint =
       train_checkpoint(dir, kSource + "/configs/bench/mlp-64.yaml", {"data.synthetic_samples=1024", "model.dropout=0.2"});
   const ModelInput input{{1, 28, 28}, 10};
   check_safetensors_export(checkpoint, dir, input);
   check_torchscript_export(checkpoint, dir, input, false);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("export: cnn checkpoint with BatchNorm and dropout on non-square images", "[export][python]") {
-  const fs::path dir = scratch_dir("cnn");
+  const testing::TempDir temp_dir("mgtrain-export-test-cnn");
+  const fs::path dir = temp_dir.path();
   const std::string checkpoint =
       train_checkpoint(dir, "", {"model.type=cnn", "model.channels=4,8", "model.batch_norm=true", "model.fc_sizes=16",
                                  "model.dropout=0.1", "data.dataset=synthetic", "data.input_shape=2,12,8", "data.num_classes=5",
@@ -278,22 +278,22 @@ TEST_CASE("export: cnn checkpoint with BatchNorm and dropout on non-square image
   std::memcpy(&batches, stored.bytes(*counter), sizeof batches);
   CHECK(batches == 20);
   check_torchscript_export(checkpoint, dir, input, false);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("export: resnet checkpoint as TorchScript", "[export][python]") {
-  const fs::path dir = scratch_dir("resnet");
+  const testing::TempDir temp_dir("mgtrain-export-test-resnet");
+  const fs::path dir = temp_dir.path();
   const std::string checkpoint =
       train_checkpoint(dir, "", {"model.type=resnet", "model.resnet_blocks=1", "data.dataset=synthetic", "data.input_shape=3,8,8",
                                  "data.synthetic_samples=256", "train.batch_size=8", "train.eval_at_epoch_end=false"});
   const ModelInput input{{3, 8, 8}, 10};
   check_safetensors_export(checkpoint, dir, input);
   check_torchscript_export(checkpoint, dir, input, false);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("export: gpt checkpoint as TorchScript", "[export][python]") {
-  const fs::path dir = scratch_dir("gpt");
+  const testing::TempDir temp_dir("mgtrain-export-test-gpt");
+  const fs::path dir = temp_dir.path();
   {
     std::ofstream text(dir / "input.txt");
     for (int i = 0; i < 200; ++i) text << "the quick brown fox jumps over the lazy dog " << i << "\n";
@@ -310,7 +310,6 @@ TEST_CASE("export: gpt checkpoint as TorchScript", "[export][python]") {
   const ModelInput input{{8}, vocab};
   check_safetensors_export(checkpoint, dir, input);
   check_torchscript_export(checkpoint, dir, input, true);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("export: a user's torchscript model gets the trained weights", "[export][python]") {
@@ -318,7 +317,8 @@ TEST_CASE("export: a user's torchscript model gets the trained weights", "[expor
     WARN("skipped: " << kPython << " cannot import torch, which writes the user's module");
     return;
   }
-  const fs::path dir = scratch_dir("torchscript");
+  const testing::TempDir temp_dir("mgtrain-export-test-torchscript");
+  const fs::path dir = temp_dir.path();
   const std::string module_path = (dir / "net.pt").string();
   // torch.jit.script reads the class's source, so it must live in a file.
   const fs::path script = dir / "make_net.py";
@@ -342,11 +342,11 @@ TEST_CASE("export: a user's torchscript model gets the trained weights", "[expor
   const ModelInput input{{1, 8, 8}, 10};
   check_safetensors_export(checkpoint, dir, input);
   check_torchscript_export(checkpoint, dir, input, false);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("export: bad inputs exit 2 with clear messages", "[export]") {
-  const fs::path dir = scratch_dir("errors");
+  const testing::TempDir temp_dir("mgtrain-export-test-errors");
+  const fs::path dir = temp_dir.path();
   // A checkpoint-layout file without a training run behind it is enough for the launcher-side checks.
   const float weights[6] = {1, 2, 3, 4, 5, 6};
   const std::string checkpoint = (dir / "checkpoint-step000000007.safetensors").string();
@@ -419,7 +419,6 @@ TEST_CASE("export: bad inputs exit 2 with clear messages", "[export]") {
   fs::resize_file(damaged, fs::file_size(damaged) - 5);  // truncated
   CHECK(exit_code_of({"export", damaged, "-o", (dir / "d.safetensors").string()}, &err) == 2);
   CHECK(err.find("damaged.safetensors") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("export: command-line parsing", "[export][cli]") {

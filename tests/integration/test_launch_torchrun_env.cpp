@@ -53,7 +53,7 @@ Run run_in(const TempDir& dir, const std::string& cwd, const std::vector<std::st
 
 std::map<std::string, std::string> read_env_file(const std::string& path) {
   std::map<std::string, std::string> env;
-  for (const std::string& line : split_lines(read_text(path))) {
+  for (const std::string& line : mgtrain::split_lines(read_text(path))) {
     const std::size_t equals = line.find('=');
     if (equals != std::string::npos && equals > 0) env[line.substr(0, equals)] = line.substr(equals + 1);
   }

@@ -120,7 +120,7 @@ TEST_CASE("static: the trainer runs DDP across two namespaces (Gloo between host
   REQUIRE(code0 == 0);
   REQUIRE(code1 == 0);
   std::string summary;
-  for (const std::string& line : split_lines(read_text(rank_log(dir, 0, 0, 0)))) {
+  for (const std::string& line : mgtrain::split_lines(read_text(rank_log(dir, 0, 0, 0)))) {
     if (line.rfind("{\"summary\"", 0) == 0) summary = line;
   }
   REQUIRE_FALSE(summary.empty());

@@ -318,7 +318,7 @@ TEST_CASE("mgtrain status: the live table, and the files when no launcher serves
     mgtrain::CapturedRun live = mgtrain::run_and_capture({kMgtrain, "status", "--log-dir", log_dir});
     CHECK(live.exit_code == 0);
     CHECK_THAT(live.out, Catch::Contains("run live: running") && Catch::Contains("rank") && Catch::Contains("running"));
-    const std::vector<std::string> lines = split_lines(live.out);
+    const std::vector<std::string> lines = mgtrain::split_lines(live.out);
     int rank_rows = 0;
     for (const std::string& line : lines) rank_rows += line.rfind("0     0 ", 0) == 0 || line.rfind("1     1 ", 0) == 0;
     CHECK(rank_rows == 2);

@@ -12,7 +12,7 @@
 
 #include "supervise/port_probe.hpp"
 #include "util/run_capture.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "support/summary_line.hpp"
 
 using namespace mgtrain;
@@ -24,7 +24,6 @@ namespace {
 const std::string kBin = MGTRAIN_BIN_DIR;
 const std::string kSource = MGTRAIN_SOURCE_DIR;
 
-fs::path scratch_dir(const std::string& name) { return testing::scratch_dir("mgtrain-worker-test", name); }
 
 // A small learnable synthetic job: a few seconds on 2 CPUs.
 std::vector<std::string> small_job(const fs::path& dir) {
@@ -41,7 +40,8 @@ std::vector<std::string> with(std::vector<std::string> base, const std::vector<s
 }  // namespace
 
 TEST_CASE("two workers under mgtrain launch train and report one summary", "[worker][launch]") {
-  fs::path dir = scratch_dir("launch");
+  const testing::TempDir temp_dir("mgtrain-worker-test-launch");
+  fs::path dir = temp_dir.path();
   auto args = with({kBin + "/mgtrain", "launch", "--nproc", "2", "--run-id", "r1"}, small_job(dir));
   CapturedRun run = run_and_capture(args, {});
   INFO(run.out << run.err);
@@ -54,11 +54,11 @@ TEST_CASE("two workers under mgtrain launch train and report one summary", "[wor
   CHECK(run.out.find("[rank 1] {\"summary\":") == std::string::npos);  // only rank 0 reports
   CHECK(fs::exists(dir / "r1/config.yaml"));
   CHECK(fs::file_size(dir / "r1/attempt_0/rank_1/stdout.log") == 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a worker started alone trains as world size 1", "[worker]") {
-  fs::path dir = scratch_dir("alone");
+  const testing::TempDir temp_dir("mgtrain-worker-test-alone");
+  fs::path dir = temp_dir.path();
   CaptureOptions options;
   options.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
   auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
@@ -67,11 +67,11 @@ TEST_CASE("a worker started alone trains as world size 1", "[worker]") {
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "world_size") == 1);
   CHECK(summary_number(run.out, "steps") == 128);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("ddp.force_process_group: a world of 1 trains through a real process group", "[worker]") {
-  fs::path dir = scratch_dir("forced-group");
+  const testing::TempDir temp_dir("mgtrain-worker-test-forced-group");
+  fs::path dir = temp_dir.path();
   SocketPortProbe ports;
   CaptureOptions options;
   options.unset_env = {"LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
@@ -84,7 +84,6 @@ TEST_CASE("ddp.force_process_group: a world of 1 trains through a real process g
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "world_size") == 1);
   CHECK(run.out.find("\"backend\":\"gloo\"") != std::string::npos);  // not "none (world size 1)"
-  fs::remove_all(dir);
 }
 
 // The torchrun of the worker's own torch (Debian's 1.13 for the default flavour, the venv's 2.x for the LibTorch 2.x
@@ -97,7 +96,8 @@ TEST_CASE("the worker runs under its torch's torchrun", "[worker][torchrun]") {
                                                               "LibTorch 2.x flavour: scripts/build-torch2.sh sets the venv's)");
     return;
   }
-  fs::path dir = scratch_dir("torchrun");
+  const testing::TempDir temp_dir("mgtrain-worker-test-torchrun");
+  fs::path dir = temp_dir.path();
   // Static rendezvous on a free port (--standalone would always use port 29400). Debian's torchrun 1.13 crashes on
   // Python 3.11 unless --redirects/--tee get a per-rank mapping; 9:1 names no rank of these two.
   SocketPortProbe ports;
@@ -114,11 +114,11 @@ TEST_CASE("the worker runs under its torch's torchrun", "[worker][torchrun]") {
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "world_size") == 2);
   CHECK(summary_number(run.out, "steps") == 64);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("the worker takes its rank from srun's variables", "[worker][slurm]") {
-  fs::path dir = scratch_dir("srun");
+  const testing::TempDir temp_dir("mgtrain-worker-test-srun");
+  fs::path dir = temp_dir.path();
   // SLURM derives the store port from the job id (20000 + id % 20000): find a free one in that range.
   SocketPortProbe ports;
   int port = 20000 + static_cast<int>(getpid() % 19000);
@@ -140,11 +140,11 @@ TEST_CASE("the worker takes its rank from srun's variables", "[worker][slurm]") 
   REQUIRE(zero.exit_code == 0);
   REQUIRE(one.exit_code == 0);
   CHECK(summary_number(zero.out, "world_size") == 2);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a malformed data file stops the job with the file named", "[worker][errors]") {
-  fs::path dir = scratch_dir("baddata");
+  const testing::TempDir temp_dir("mgtrain-worker-test-baddata");
+  fs::path dir = temp_dir.path();
   fs::create_directories(dir / "data");
   for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
     std::ofstream(dir / "data" / name) << "not an idx file";
@@ -156,11 +156,11 @@ TEST_CASE("a malformed data file stops the job with the file named", "[worker][e
   CHECK(run.exit_code == 2);
   CHECK(run.err.find((dir / "data/train-images-idx3-ubyte").string()) != std::string::npos);
   CHECK(run.err.find("job failed") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("an unreachable store and a missing peer are clear errors, not hangs", "[worker][errors]") {
-  fs::path dir = scratch_dir("rendezvous");
+  const testing::TempDir temp_dir("mgtrain-worker-test-rendezvous");
+  fs::path dir = temp_dir.path();
   SocketPortProbe ports;
   const int port = ports.pick_free_port();
   CaptureOptions client;
@@ -177,11 +177,11 @@ TEST_CASE("an unreachable store and a missing peer are clear errors, not hangs",
   CapturedRun lonely_server = run_and_capture(args, server);
   CHECK(lonely_server.exit_code == 1);
   CHECK(lonely_server.err.find("timed out after 2 s: ranks 0 arrived, ranks 1 did not") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("mgtrain tokenize feeds a GPT that learns a repeating text", "[worker][gpt][tokens]") {
-  fs::path dir = scratch_dir("gpt");
+  const testing::TempDir temp_dir("mgtrain-worker-test-gpt");
+  fs::path dir = temp_dir.path();
   {
     std::ofstream text(dir / "input.txt");
     for (int i = 0; i < 3000; ++i) text << "the quick brown fox. ";
@@ -201,7 +201,6 @@ TEST_CASE("mgtrain tokenize feeds a GPT that learns a repeating text", "[worker]
   const double perplexity = summary_number(run.out, "perplexity");
   CHECK(perplexity > 0);
   CHECK(perplexity < 3.0);  // 15 distinct characters: chance would be ~15
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a TorchScript module scripted in Python trains under mgtrain launch", "[worker][torchscript]") {
@@ -209,7 +208,8 @@ TEST_CASE("a TorchScript module scripted in Python trains under mgtrain launch",
     WARN("skipped: /usr/bin/python3 cannot import torch (apt-get install python3-torch)");
     return;
   }
-  fs::path dir = scratch_dir("torchscript");
+  const testing::TempDir temp_dir("mgtrain-worker-test-torchscript");
+  fs::path dir = temp_dir.path();
   const std::string module = (dir / "net.pt").string();
   const std::string script =
       "import torch, torch.nn as nn\n"
@@ -232,11 +232,11 @@ TEST_CASE("a TorchScript module scripted in Python trains under mgtrain launch",
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "accuracy") > 0.6);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("the CIFAR ResNet trains on 3x32x32 inputs", "[worker][resnet]") {
-  fs::path dir = scratch_dir("resnet");
+  const testing::TempDir temp_dir("mgtrain-worker-test-resnet");
+  fs::path dir = temp_dir.path();
   CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/cifar10_resnet.yaml",
                                      "data.dataset=synthetic", "data.input_shape=3,32,32", "data.synthetic_samples=256",
                                      "model.resnet_blocks=1", "train.max_steps=4", "train.batch_size=16",
@@ -245,5 +245,4 @@ TEST_CASE("the CIFAR ResNet trains on 3x32x32 inputs", "[worker][resnet]") {
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "steps") == 4);
-  fs::remove_all(dir);
 }

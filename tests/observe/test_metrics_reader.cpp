@@ -10,7 +10,7 @@
 #include <string>
 
 #include "observe/metrics_reader.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -108,7 +108,8 @@ TEST_CASE("metrics reader: lines that are not rows are skipped and described", "
 }
 
 TEST_CASE("metrics reader: following a growing file reads only what is new", "[metrics]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-metrics", "follow");
+  const testing::TempDir temp_dir("mgtrain-metrics-follow");
+  const fs::path dir = temp_dir.path();
   const fs::path path = dir / "metrics.jsonl";
   MetricsFileReader reader(path.string());
   CHECK_FALSE(reader.refresh());
@@ -140,5 +141,4 @@ TEST_CASE("metrics reader: following a growing file reads only what is new", "[m
 
   CHECK(read_metrics_file(path.string()).size() == 1);
   CHECK(read_metrics_file((dir / "missing.jsonl").string()).empty());
-  fs::remove_all(dir);
 }

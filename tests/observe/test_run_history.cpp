@@ -7,7 +7,7 @@
 
 #include "util/error.hpp"
 #include "observe/run_history.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -32,7 +32,8 @@ void write_record(const fs::path& dir, const std::string& id, const std::string&
 }  // namespace
 
 TEST_CASE("run history: summaries newest first with steps and the best metric", "[run-history]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-run-history", "list");
+  const testing::TempDir temp_dir("mgtrain-run-history-list");
+  const fs::path dir = temp_dir.path();
   write_record(dir, "old", "succeeded", 1000, 1100);
   write_record(dir, "new", "running", 3000, 0);
   write_record(dir, "mid", "failed", 2000, 2005.5);
@@ -68,11 +69,11 @@ TEST_CASE("run history: summaries newest first with steps and the best metric", 
   CHECK(runs[3].best->metric == "eval.accuracy");  // accuracy wins over loss, its maximum
   CHECK(runs[3].best->value == Approx(0.7));
   CHECK(runs[3].best->step == 50);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("run history: a run is found by id or path, an unknown one lists the others", "[run-history]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-run-history", "resolve");
+  const testing::TempDir temp_dir("mgtrain-run-history-resolve");
+  const fs::path dir = temp_dir.path();
   write_record(dir, "alpha", "succeeded", 1, 2);
   write_record(dir, "beta", "succeeded", 1, 2);
   CHECK(resolve_run_directory("alpha", dir.string()) == (dir / "alpha").string());
@@ -82,5 +83,4 @@ TEST_CASE("run history: a run is found by id or path, an unknown one lists the o
                     Contains("unknown run 'alpah'") && Contains("did you mean alpha?") && Contains("alpha, beta"));
   CHECK_THROWS_WITH(resolve_run_directory("x", (dir / "missing").string()), Contains("no log directory"));
   CHECK_THROWS_WITH(list_runs((dir / "missing").string(), 0), Contains("--log-dir"));
-  fs::remove_all(dir);
 }

@@ -12,14 +12,15 @@
 
 #include "util/error.hpp"
 #include "observe/run_record.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 TEST_CASE("run record: written atomically and read back field by field", "[run-record]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-run-record", "roundtrip");
+  const testing::TempDir temp_dir("mgtrain-run-record-roundtrip");
+  const fs::path dir = temp_dir.path();
   RunRecord record = start_run_record("r1", {"node-a", "node-b"}, 2, 8);
   CHECK(record.status == "running");
   CHECK(record.launcher.pid == getpid());
@@ -57,7 +58,6 @@ TEST_CASE("run record: written atomically and read back field by field", "[run-r
   int files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file();
   CHECK(files == 1);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("run record: the status of a finished launch", "[run-record]") {
@@ -109,7 +109,8 @@ TEST_CASE("run record: running with a launcher that is gone reads as interrupted
 }
 
 TEST_CASE("run record: a relaunch keeps the earlier record", "[run-record]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-run-record", "relaunch");
+  const testing::TempDir temp_dir("mgtrain-run-record-relaunch");
+  const fs::path dir = temp_dir.path();
   CHECK(keep_earlier_run_record(dir.string(), "").empty());  // nothing to keep
   RunRecord first = start_run_record("r3", {"here"}, 1, 1);
   finish_run_record(first, "failed", 1, 1);
@@ -125,11 +126,11 @@ TEST_CASE("run record: a relaunch keeps the earlier record", "[run-record]") {
     CHECK(read_run_record((dir / "earlier" / "2").string())->status == "failed");
   }
   CHECK_FALSE(fs::exists(dir / "run.json"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("run record: a damaged file is an error naming it", "[run-record]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-run-record", "damaged");
+  const testing::TempDir temp_dir("mgtrain-run-record-damaged");
+  const fs::path dir = temp_dir.path();
   CHECK_FALSE(read_run_record(dir.string()));
   std::ofstream(dir / "run.json") << "{\"run_id\": \"x\", \"status\": ";
   CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("run.json") && Contains("not valid JSON"));
@@ -137,5 +138,4 @@ TEST_CASE("run record: a damaged file is an error naming it", "[run-record]") {
   CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("run.json") && Contains("\"status\" is missing"));
   std::ofstream(dir / "run.json") << "[1, 2]";
   CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("not a JSON object"));
-  fs::remove_all(dir);
 }

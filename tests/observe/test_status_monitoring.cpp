@@ -24,7 +24,7 @@
 #include "observe/status_token.hpp"
 #include "supervise/worker_env.hpp"
 #include "support/prometheus_text.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
@@ -87,12 +87,12 @@ StatusSnapshot sample_snapshot() {
 }  // namespace
 
 TEST_CASE("open_nvml gives nullptr for a library that is not NVML, or none", "[nvml]") {
-  auto dir = scratch_dir("nvml", "not-a-library");
+  const testing::TempDir temp_dir("mgtrain-nvml-not-a-library");
+  std::filesystem::path dir = temp_dir.path();
   std::ofstream(dir / "libnvidia-ml.so.1") << "this is not an ELF file\n";
   CHECK(open_nvml((dir / "libnvidia-ml.so.1").string()) == nullptr);
   CHECK(open_nvml("libc.so.6") == nullptr);  // a real shared library without NVML's symbols
   CHECK(open_nvml((dir / "missing.so").string()) == nullptr);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("/proc stat and statm parsing, including a command name with spaces and parentheses", "[process_stats]") {
@@ -135,7 +135,8 @@ TEST_CASE("the status token: 64 hex digits, a 0600 file created afresh, constant
   CHECK(a.size() == 64);
   CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
   CHECK(a != b);
-  auto dir = scratch_dir("token", "file");
+  const testing::TempDir temp_dir("mgtrain-token-file");
+  std::filesystem::path dir = temp_dir.path();
   const std::string path = (dir / "status_token").string();
   std::ofstream(path) << "old";
   chmod(path.c_str(), 0644);
@@ -156,11 +157,11 @@ TEST_CASE("the status token: 64 hex digits, a 0600 file created afresh, constant
   CHECK_FALSE(tokens_equal(a, a + "0"));
   CHECK_FALSE(tokens_equal(a, ""));
   CHECK_FALSE(tokens_equal("", ""));  // no token configured accepts nothing
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("heartbeat lines: written at a fixed size, read back with step, loss and time", "[heartbeat]") {
-  auto dir = scratch_dir("heartbeat", "line");
+  const testing::TempDir temp_dir("mgtrain-heartbeat-line");
+  std::filesystem::path dir = temp_dir.path();
   const std::string path = (dir / "heartbeat").string();
   {
     HeartbeatWriter writer(path, 0);
@@ -183,7 +184,6 @@ TEST_CASE("heartbeat lines: written at a fixed size, read back with step, loss a
   CHECK(round->step == 5);
   CHECK(*round->loss == 1.5);
   CHECK(round->time == Approx(1763800000.125).margin(1e-3));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("/status JSON: every field of the schema, escaped strings, null for unknowns", "[status]") {
@@ -269,7 +269,8 @@ TEST_CASE("dashboard curves from metrics.jsonl: last row per step, torn last lin
 }
 
 TEST_CASE("the resource sampler fills CPU% and RSS of live ranks and appends resources.jsonl rows", "[resources]") {
-  auto dir = scratch_dir("resources", "sampler");
+  const testing::TempDir temp_dir("mgtrain-resources-sampler");
+  std::filesystem::path dir = temp_dir.path();
   FakeGpus gpus;
   ResourceSampler sampler(&gpus, 3, (dir / "resources.jsonl").string());
   RankStatus self;
@@ -302,7 +303,6 @@ TEST_CASE("the resource sampler fills CPU% and RSS of live ranks and appends res
   REQUIRE(row["gpus"].size() == 2);
   CHECK(row["gpus"][0]["temperature_c"].get<int>() == 61);
   CHECK(row["gpus"][1]["power_w"].is_null());
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the GPU health line groups equal GPUs and names the driver", "[nvml]") {

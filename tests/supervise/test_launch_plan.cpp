@@ -4,6 +4,7 @@
 #include "util/error.hpp"
 #include "host/gpu_inventory.hpp"
 #include "supervise/launch_plan.hpp"
+#include "support/temp_dir.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -90,8 +91,8 @@ TEST_CASE("CUDA_VISIBLE_DEVICES is read the way CUDA reads it", "[gpu]") {
 
 TEST_CASE("GPUs are counted from the driver's files", "[gpu]") {
   namespace fs = std::filesystem;
-  fs::path root = fs::temp_directory_path() / ("mgtrain-gpu-" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const mgtrain::testing::TempDir temp_dir("mgtrain-gpu-files");
+  const fs::path root = fs::path(temp_dir.path()) / "root";
   fs::create_directories(root / "dev");
   CHECK(count_nvidia_gpus(root.string()) == 0);
   for (const char* node : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null"}) std::ofstream(root / "dev" / node);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "util/strings.hpp"
+
 namespace mgtrain::testing {
 
 struct PrometheusSample {
@@ -35,12 +37,8 @@ inline std::vector<std::string> prometheus_text_problems(const std::string& text
     value = std::strtod(token.c_str(), &end);
     return !token.empty() && end == token.c_str() + token.size() && token.find_first_of("xXpP") == std::string::npos;
   };
-  std::size_t line_number = 0, start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
+  std::size_t line_number = 0;
+  for (const std::string& line : split_lines(text)) {
     ++line_number;
     const std::string where = "line " + std::to_string(line_number) + ": ";
     if (line.empty()) continue;

@@ -68,10 +68,10 @@ DataConfig config_for(const std::string& dataset, const std::string& path) {
 
 // A valid MNIST-format directory: 5 train and 3 test images of 4x3; the train images gzip-compressed.
 void write_small_mnist(const TempDir& dir) {
-  write_bytes(dir.file("train-images-idx3-ubyte.gz"), gzip(idx_images(5, 4, 3)));
-  write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels(5));
-  write_bytes(dir.file("t10k-images-idx3-ubyte"), idx_images(3, 4, 3, 100));
-  write_bytes(dir.file("t10k-labels-idx1-ubyte.gz"), gzip(idx_labels(3)));
+  write_bytes(dir / "train-images-idx3-ubyte.gz", gzip(idx_images(5, 4, 3)));
+  write_bytes(dir / "train-labels-idx1-ubyte", idx_labels(5));
+  write_bytes(dir / "t10k-images-idx3-ubyte", idx_images(3, 4, 3, 100));
+  write_bytes(dir / "t10k-labels-idx1-ubyte.gz", gzip(idx_labels(3)));
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -120,7 +120,7 @@ TEST_CASE("mnist: malformed files give errors naming the file and the problem") 
   TempDir dir;
   write_small_mnist(dir);
   const auto open_train = [&] { mgtrain::open_data_source(config_for("mnist", dir.path()), Split::Train, 0, 0); };
-  const std::string images = dir.file("train-images-idx3-ubyte.gz");
+  const std::string images = dir / "train-images-idx3-ubyte.gz";
 
   SECTION("bad magic") {
     auto bytes = idx_images(5, 4, 3);
@@ -164,17 +164,17 @@ TEST_CASE("mnist: malformed files give errors naming the file and the problem") 
     CHECK_THAT(error_of(open_train), Contains(images + ": corrupt gzip stream"));
   }
   SECTION("images and labels disagree on the count") {
-    write_bytes(dir.file("train-labels-idx1-ubyte"), idx_labels(4));
-    CHECK(error_of(open_train) == dir.file("train-labels-idx1-ubyte") + ": 4 labels, but " + images + " has 5 images");
+    write_bytes(dir / "train-labels-idx1-ubyte", idx_labels(4));
+    CHECK(error_of(open_train) == dir / "train-labels-idx1-ubyte" + ": 4 labels, but " + images + " has 5 images");
   }
   SECTION("missing file") {
-    std::filesystem::remove(dir.file("train-labels-idx1-ubyte"));
-    CHECK(error_of(open_train) == dir.file("train-labels-idx1-ubyte") + ": no such file (nor " + dir.file("train-labels-idx1-ubyte") +
+    std::filesystem::remove(dir / "train-labels-idx1-ubyte");
+    CHECK(error_of(open_train) == dir / "train-labels-idx1-ubyte" + ": no such file (nor " + dir / "train-labels-idx1-ubyte" +
                                       ".gz)");
   }
   SECTION("missing directory") {
-    CHECK_THAT(error_of([&] { mgtrain::open_data_source(config_for("mnist", dir.file("nope")), Split::Train, 0, 0); }),
-               Contains(dir.file("nope") + ": no such directory"));
+    CHECK_THAT(error_of([&] { mgtrain::open_data_source(config_for("mnist", dir / "nope"), Split::Train, 0, 0); }),
+               Contains(dir / "nope" + ": no such directory"));
   }
 }
 
@@ -214,8 +214,8 @@ std::vector<uint8_t> cifar_records(int count, int file, int bad_label_at = -1) {
 }
 
 void write_small_cifar(const TempDir& dir) {
-  for (int i = 1; i <= 5; ++i) write_bytes(dir.file("data_batch_" + std::to_string(i) + ".bin"), cifar_records(2, i));
-  write_bytes(dir.file("test_batch.bin"), cifar_records(3, 0));
+  for (int i = 1; i <= 5; ++i) write_bytes(dir / ("data_batch_" + std::to_string(i) + ".bin"), cifar_records(2, i));
+  write_bytes(dir / "test_batch.bin", cifar_records(3, 0));
 }
 
 }  // namespace
@@ -246,18 +246,18 @@ TEST_CASE("cifar10: malformed batches give errors naming the file") {
   SECTION("size not a multiple of the record") {
     auto bytes = cifar_records(2, 3);
     bytes.resize(bytes.size() - 100);
-    write_bytes(dir.file("data_batch_3.bin"), bytes);
-    CHECK(error_of(open_train) == dir.file("data_batch_3.bin") +
+    write_bytes(dir / "data_batch_3.bin", bytes);
+    CHECK(error_of(open_train) == dir / "data_batch_3.bin" +
                                       ": size 6046 bytes is not a positive multiple of the 3073-byte CIFAR-10 record (1 label byte + "
                                       "3x32x32 pixel bytes); 2973 bytes left over after 1 records");
   }
   SECTION("label out of range") {
-    write_bytes(dir.file("data_batch_4.bin"), cifar_records(2, 4, 1));
-    CHECK_THAT(error_of(open_train), Contains(dir.file("data_batch_4.bin") + ": record 1 has label 12"));
+    write_bytes(dir / "data_batch_4.bin", cifar_records(2, 4, 1));
+    CHECK_THAT(error_of(open_train), Contains(dir / "data_batch_4.bin" + ": record 1 has label 12"));
   }
   SECTION("missing batch") {
-    std::filesystem::remove(dir.file("data_batch_5.bin"));
-    CHECK_THAT(error_of(open_train), Contains(dir.file("data_batch_5.bin") + ": no such file"));
+    std::filesystem::remove(dir / "data_batch_5.bin");
+    CHECK_THAT(error_of(open_train), Contains(dir / "data_batch_5.bin" + ": no such file"));
   }
 }
 
@@ -279,8 +279,8 @@ std::vector<uint16_t> ramp(int n, int offset = 0) {
 
 TEST_CASE("tokens: windows of context_length + 1, the 90/10 split without val.bin") {
   TempDir dir;
-  write_tokens(dir.file("train.bin"), ramp(100, 300));  // ids 300..399: exercises the high byte
-  const auto cfg = config_for("tokens", dir.file("train.bin"));
+  write_tokens(dir / "train.bin", ramp(100, 300));  // ids 300..399: exercises the high byte
+  const auto cfg = config_for("tokens", dir / "train.bin");
   const auto train = mgtrain::open_data_source(cfg, Split::Train, 4, 0);
   const auto test = mgtrain::open_data_source(cfg, Split::Test, 4, 0);
   CHECK(train->size() == (90 - 1) / 4);
@@ -298,9 +298,9 @@ TEST_CASE("tokens: windows of context_length + 1, the 90/10 split without val.bi
 
 TEST_CASE("tokens: val.bin beside the train file is the test split, meta.json gives the vocabulary") {
   TempDir dir;
-  write_tokens(dir.file("train.bin"), ramp(40));
-  write_tokens(dir.file("val.bin"), ramp(9, 50));
-  const auto cfg = config_for("tokens", dir.file("train.bin"));
+  write_tokens(dir / "train.bin", ramp(40));
+  write_tokens(dir / "val.bin", ramp(9, 50));
+  const auto cfg = config_for("tokens", dir / "train.bin");
   const auto train = mgtrain::open_data_source(cfg, Split::Train, 8, 0);
   const auto test = mgtrain::open_data_source(cfg, Split::Test, 8, 0);
   CHECK(train->size() == 4);
@@ -308,42 +308,42 @@ TEST_CASE("tokens: val.bin beside the train file is the test split, meta.json gi
   CHECK(train->num_classes() == 59);  // largest id of both files + 1
   CHECK(test->make_batch({0}).targets[0][7].item<int64_t>() == 58);
 
-  write_bytes(dir.file("meta.json"), {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '7', '0', '}'});
+  write_bytes(dir / "meta.json", {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '7', '0', '}'});
   CHECK(mgtrain::open_data_source(cfg, Split::Train, 8, 0)->num_classes() == 70);
-  write_bytes(dir.file("meta.json"), {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '5', '5', '}'});
+  write_bytes(dir / "meta.json", {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '5', '5', '}'});
   CHECK(error_of([&] { mgtrain::open_data_source(cfg, Split::Train, 8, 0); }) ==
-        dir.file("val.bin") + ": token id 55 at position 5 is outside the vocabulary of 55 declared by " + dir.file("meta.json"));
+        dir / "val.bin" + ": token id 55 at position 5 is outside the vocabulary of 55 declared by " + dir / "meta.json");
 }
 
 TEST_CASE("tokens: malformed token files") {
   TempDir dir;
-  const auto cfg = config_for("tokens", dir.file("train.bin"));
+  const auto cfg = config_for("tokens", dir / "train.bin");
   const auto open = [&] { mgtrain::open_data_source(cfg, Split::Train, 8, 0); };
   SECTION("odd size") {
-    write_bytes(dir.file("train.bin"), std::vector<uint8_t>(201, 1));
+    write_bytes(dir / "train.bin", std::vector<uint8_t>(201, 1));
     CHECK(error_of(open) ==
-          dir.file("train.bin") + ": size 201 bytes is odd; a token file holds little-endian uint16 token ids (2 bytes each)");
+          dir / "train.bin" + ": size 201 bytes is odd; a token file holds little-endian uint16 token ids (2 bytes each)");
   }
   SECTION("empty") {
-    write_bytes(dir.file("train.bin"), {});
-    CHECK(error_of(open) == dir.file("train.bin") + ": empty token file");
+    write_bytes(dir / "train.bin", {});
+    CHECK(error_of(open) == dir / "train.bin" + ": empty token file");
   }
   SECTION("shorter than one sample") {
-    write_tokens(dir.file("train.bin"), ramp(8));
-    write_tokens(dir.file("val.bin"), ramp(20));
-    CHECK(error_of(open) == dir.file("train.bin") + ": 8 tokens are fewer than one sample of context_length + 1 = 9 tokens");
+    write_tokens(dir / "train.bin", ramp(8));
+    write_tokens(dir / "val.bin", ramp(20));
+    CHECK(error_of(open) == dir / "train.bin" + ": 8 tokens are fewer than one sample of context_length + 1 = 9 tokens");
   }
-  SECTION("missing") { CHECK(error_of(open) == dir.file("train.bin") + ": no such file"); }
+  SECTION("missing") { CHECK(error_of(open) == dir / "train.bin" + ": no such file"); }
 }
 
 TEST_CASE("tokens: a char-level file from the tokenizer opens with its vocabulary") {
   TempDir dir;
   std::string text;
   for (int i = 0; i < 50; ++i) text += "to be or not to be, ";
-  write_bytes(dir.file("input.txt"), std::vector<uint8_t>(text.begin(), text.end()));
+  write_bytes(dir / "input.txt", std::vector<uint8_t>(text.begin(), text.end()));
   mgtrain::TokenizeOptions options;
-  options.input_path = dir.file("input.txt");
-  options.output_dir = dir.file("out");
+  options.input_path = dir / "input.txt";
+  options.output_dir = dir / "out";
   const auto result = mgtrain::tokenize_text_file(options);
   const auto train = mgtrain::open_data_source(config_for("tokens", result.train_path), Split::Train, 16, 0);
   const auto test = mgtrain::open_data_source(config_for("tokens", result.train_path), Split::Test, 16, 0);

@@ -18,7 +18,7 @@
 #include "util/error.hpp"
 #include "util/run_capture.hpp"
 #include "contract/worker_identity.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "train/data/batch_loader.hpp"
 #include "train/dist/data_parallel.hpp"
 #include "train/dist/device_setup.hpp"
@@ -52,7 +52,8 @@ bool gpu_or_skip(int needed = 1) {
 }
 
 CapturedRun run_worker(const std::vector<std::string>& settings, const std::string& name) {
-  const auto dir = testing::scratch_dir("mgtrain-gpu", name);
+  const testing::TempDir temp_dir("mgtrain-gpu-" + name);
+  const std::filesystem::path dir = temp_dir.path();
   std::vector<std::string> argv{kBin + "/mgtrain-worker", "model.type=mlp", "model.hidden_sizes=64", "data.dataset=synthetic",
                                 "data.input_shape=1,8,8", "data.synthetic_samples=4096", "train.epochs=2", "train.batch_size=64",
                                 "optim.lr=0.05", "checkpoint.dir=", "launch.log_dir=" + dir.string()};
@@ -172,7 +173,8 @@ TEST_CASE("gpu: train.gpu_memory_fraction caps the caching allocator", "[gpu]") 
 
 // Two ranks launched on a machine's one GPU (or on one GPU chosen for both).
 CapturedRun launch_two_ranks_on_one_gpu(const std::string& backend, const std::string& name) {
-  const auto dir = testing::scratch_dir("mgtrain-gpu", name);
+  const testing::TempDir temp_dir("mgtrain-gpu-" + name);
+  const std::filesystem::path dir = temp_dir.path();
   CaptureOptions options;
   options.timeout_s = 300;
   options.set_env = {{"CUDA_VISIBLE_DEVICES", "0"}};
@@ -257,7 +259,8 @@ TEST_CASE("gpu: the bf16 autocast scope runs linear in bf16 on CUDA and restores
 
 TEST_CASE("gpu: NCCL at world size 1 through the reducer (ddp.force_process_group)", "[gpu]") {
   if (!gpu_or_skip()) return;
-  const auto dir = testing::scratch_dir("mgtrain-gpu", "nccl-world-1");
+  const testing::TempDir temp_dir("mgtrain-gpu-nccl-world-1");
+  const std::filesystem::path dir = temp_dir.path();
   CaptureOptions options;
   options.timeout_s = 300;
   const CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "1", "model.type=mlp", "data.dataset=synthetic",
@@ -273,7 +276,8 @@ TEST_CASE("gpu: NCCL at world size 1 through the reducer (ddp.force_process_grou
 
 TEST_CASE("gpu: two ranks over NCCL on two GPUs", "[gpu]") {
   if (!gpu_or_skip(2)) return;
-  const auto dir = testing::scratch_dir("mgtrain-gpu", "nccl");
+  const testing::TempDir temp_dir("mgtrain-gpu-nccl");
+  const std::filesystem::path dir = temp_dir.path();
   CaptureOptions options;
   options.timeout_s = 300;
   const CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", "--gpu-ids", "auto", "model.type=mlp",

@@ -13,7 +13,7 @@
 
 #include "util/error.hpp"
 #include "util/run_capture.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "train/loop/mixed_precision.hpp"
 #include "train/torch/torch_compat.hpp"
 #include "support/summary_line.hpp"
@@ -93,7 +93,8 @@ TEST_CASE("precision: bf16 training on the CPU converges on the MLP config like 
     WARN("skipped: Fashion-MNIST is not installed under /usr/share/datasets/fashion-mnist (configs/fashion_mnist_mlp.yaml)");
     return;
   }
-  const auto dir = testing::scratch_dir("mgtrain-precision", "bf16");
+  const testing::TempDir temp_dir("mgtrain-precision-bf16");
+  const std::filesystem::path dir = temp_dir.path();
   const CapturedRun bf16 = run_worker_on_mlp_config("bf16", dir);
   INFO(bf16.out << bf16.err);
   REQUIRE(bf16.exit_code == 0);
@@ -110,11 +111,11 @@ TEST_CASE("precision: bf16 training on the CPU converges on the MLP config like 
   const double fp32_accuracy = summary_number(fp32.out, "accuracy");
   CHECK(std::abs(bf16_accuracy - fp32_accuracy) < 0.03);
   std::printf("bf16 accuracy %.4f, fp32 accuracy %.4f after 500 steps\n", bf16_accuracy, fp32_accuracy);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("precision: fp16 asked for on the CPU stops the worker with exit 2 and says to use bf16", "[precision][worker]") {
-  const auto dir = testing::scratch_dir("mgtrain-precision", "fp16");
+  const testing::TempDir temp_dir("mgtrain-precision-fp16");
+  const std::filesystem::path dir = temp_dir.path();
   CaptureOptions options;
   options.timeout_s = 120;
   const CapturedRun run = run_and_capture({kBin + "/mgtrain-worker", "model.type=mlp", "data.dataset=synthetic",
@@ -125,5 +126,4 @@ TEST_CASE("precision: fp16 asked for on the CPU stops the worker with exit 2 and
   CHECK(run.exit_code == 2);
   CHECK(run.err.find("train.precision: fp16 needs a CUDA device") != std::string::npos);
   CHECK(run.err.find("bf16") != std::string::npos);
-  std::filesystem::remove_all(dir);
 }

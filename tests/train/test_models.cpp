@@ -97,13 +97,13 @@ with open(sys.argv[1], 'wb') as f:
     f.write(net(x).detach().numpy().tobytes())
 print(' '.join(name for name, _ in net.named_parameters()))
 )";
-  const auto out = mgtrain::test::run_reference_python(script, {dir.file("reference.bin")});
+  const auto out = mgtrain::test::run_reference_python(script, {dir / "reference.bin"});
   REQUIRE(out);
   ModelConfig config = config_of("mlp");
   config.hidden_sizes = {1024, 1024};
   auto model = build(config, ModelInput{{1, 28, 28}, 10}, 7);
   CHECK(fmt::format("{}\n", fmt::join(names_of(model->named_parameters()), " ")) == *out);
-  const auto reference = mgtrain::test::read_bytes(dir.file("reference.bin"));
+  const auto reference = mgtrain::test::read_bytes(dir / "reference.bin");
   size_t offset = 0;
   for (const auto& [name, p] : model->named_parameters()) {
     const size_t bytes = p.numel() * sizeof(float);
@@ -221,7 +221,7 @@ TEST_CASE("torchscript: a scripted module loads, trains and reports its names") 
   config.path = "/nonexistent/model.pt";
   CHECK_THROWS_WITH(mgtrain::build_model(config, {}), "model.path /nonexistent/model.pt: no such file");
   mgtrain::test::TempDir dir;
-  config.path = dir.file("garbage.pt");
+  config.path = dir / "garbage.pt";
   mgtrain::test::write_bytes(config.path, {'n', 'o', 't', ' ', 'a', ' ', 'z', 'i', 'p'});
   CHECK_THROWS_WITH(mgtrain::build_model(config, {}), Contains(config.path + ": not a loadable TorchScript module"));
 
@@ -242,7 +242,7 @@ class Net(nn.Module):
         return self.head(self.body(x))
 torch.jit.script(Net()).save(sys.argv[1])
 )";
-  config.path = dir.file("net.pt");
+  config.path = dir / "net.pt";
   REQUIRE(mgtrain::test::run_reference_python(script, {config.path}));
   auto model = mgtrain::build_model(config, ModelInput{{3, 4}, 3});
   CHECK(names_of(model->named_parameters()) ==

@@ -107,7 +107,7 @@ struct SyncRun {
 
 SyncRun run_sync_check(const test::TempDir& dir, const std::string& name, int world, const std::string& rows, bool sync = true,
                        const std::map<std::string, std::string>& env = {}) {
-  const std::string prefix = dir.file(name);
+  const std::string prefix = dir / name;
   std::vector<std::string> args = {prefix, "--sync-bn", "--rows", rows};
   if (!sync) args.push_back("--no-sync");
   RankRuns runs = run_ranks(world, args, env, 90);
@@ -364,7 +364,7 @@ TEST_CASE("sync batch norm: the trainer under mgtrain launch --nproc 2 synchroni
     if (entry.is_regular_file() && name.size() > 12 && name.rfind(".safetensors") == name.size() - 12) checkpoint = entry.path();
   }
   REQUIRE_FALSE(checkpoint.empty());
-  CapturedRun exported = run_and_capture({kBin + "/mgtrain", "export", checkpoint, "--format", "torchscript", "-o", dir.file("m.pt")}, options);
+  CapturedRun exported = run_and_capture({kBin + "/mgtrain", "export", checkpoint, "--format", "torchscript", "-o", dir / "m.pt"}, options);
   INFO(exported.out << exported.err);
   CHECK(exported.exit_code == 0);
   CHECK(exported.out.find("forward matches the model") != std::string::npos);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
+#include "support/temp_dir.hpp"
 #include "support/tfevents_reader.hpp"
 #include "train/loop/trainer.hpp"
 #include "train/loop/training_reporter.hpp"
@@ -23,16 +24,6 @@ using namespace mgtrain;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "mgtrain-reporter-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()));
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -74,12 +65,12 @@ TEST_CASE("the progress goes where log.progress, the launcher and the terminal s
 }
 
 TEST_CASE("metrics rows hold means since the previous row, and TensorBoard the same numbers", "[reporter]") {
-  TempDir dir;
+  const testing::TempDir dir("mgtrain-reporter");
   Config config;
   config.log.progress = ProgressMode::Off;
   config.log.metrics_every_steps = 2;
   config.log.tensorboard = true;
-  const EnvMap env{{"MGTRAIN_RUN_DIR", dir.path.string()}, {"TORCHELASTIC_RESTART_COUNT", "3"}};
+  const EnvMap env{{"MGTRAIN_RUN_DIR", dir.path()}, {"TORCHELASTIC_RESTART_COUNT", "3"}};
   {
     TrainingReporter reporter(config, /*rank=*/0, /*total_steps=*/5, /*samples_per_step=*/64, /*is_cuda=*/false, env);
     for (int step = 1; step <= 5; ++step) {
@@ -100,7 +91,7 @@ TEST_CASE("metrics rows hold means since the previous row, and TensorBoard the s
   }
   const std::vector<std::string> rows = [&] {
     std::vector<std::string> lines;
-    std::istringstream in(read_file(dir.path / "metrics.jsonl"));
+    std::istringstream in(read_file(dir / "metrics.jsonl"));
     for (std::string line; std::getline(in, line);) lines.push_back(line);
     return lines;
   }();
@@ -125,7 +116,7 @@ TEST_CASE("metrics rows hold means since the previous row, and TensorBoard the s
   CHECK(field(rows[3], "eval.perplexity") == "<none>");
 
   std::vector<fs::path> event_files;
-  for (const auto& entry : fs::directory_iterator(dir.path / "tensorboard")) event_files.push_back(entry.path());
+  for (const auto& entry : fs::directory_iterator(dir / "tensorboard")) event_files.push_back(entry.path());
   REQUIRE(event_files.size() == 1);
   const std::vector<std::string> records = testing::read_records(read_file(event_files[0]));
   REQUIRE(records.size() == 5);
@@ -142,15 +133,15 @@ TEST_CASE("metrics rows hold means since the previous row, and TensorBoard the s
 }
 
 TEST_CASE("ranks other than 0 write no metrics files", "[reporter]") {
-  TempDir dir;
+  const testing::TempDir dir("mgtrain-reporter");
   Config config;
   config.log.progress = ProgressMode::Lines;
   {
-    TrainingReporter reporter(config, /*rank=*/1, 10, 64, false, {{"MGTRAIN_RUN_DIR", dir.path.string()}});
+    TrainingReporter reporter(config, /*rank=*/1, 10, 64, false, {{"MGTRAIN_RUN_DIR", dir.path()}});
     StepReport report;
     report.step = 10;
     report.loss = 1;
     reporter.on_step(report);
   }
-  CHECK(fs::is_empty(dir.path));
+  CHECK(fs::is_empty(dir.path()));
 }

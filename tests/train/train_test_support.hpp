@@ -1,5 +1,5 @@
-// Helpers for the data and model tests: a self-deleting temporary directory, file writers, and running scripts with
-// Debian's Python torch (/usr/bin/python3) as a reference, with a reason to print when it is unavailable.
+// Helpers for the data and model tests: the temporary directory (support/temp_dir.hpp), file writers, and running
+// scripts with Debian's Python torch (/usr/bin/python3) as a reference, with a reason to print when it is unavailable.
 #pragma once
 
 #include <cstdint>
@@ -13,29 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
 #include "util/run_capture.hpp"
 
 namespace mgtrain::test {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "mgtrain-test-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -65,7 +48,7 @@ inline std::string python_torch_unavailable_reason() {
 // stdout, or nullopt and prints stderr when it fails.
 inline std::optional<std::string> run_reference_python(const std::string& script, const std::vector<std::string>& args = {}) {
   TempDir dir;
-  const std::string script_path = dir.file("reference.py");
+  const std::string script_path = dir / "reference.py";
   write_bytes(script_path, std::vector<uint8_t>(script.begin(), script.end()));
   std::vector<std::string> argv{kReferencePython, script_path};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -13,7 +13,7 @@
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "support/directory_listing.hpp"
-#include "support/scratch_dir.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using mgtrain::testing::names_in;
@@ -26,7 +26,8 @@ namespace {
 }  // namespace
 
 TEST_CASE("atomic file: commit renames the temp file onto the final path", "[checkpoint][atomic]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-atomic", "commit");
+  const testing::TempDir temp_dir("mgtrain-atomic-commit");
+  const fs::path dir = temp_dir.path();
   const std::string path = (dir / "out.bin").string();
   std::ofstream(path) << "old content";
   {
@@ -46,11 +47,11 @@ TEST_CASE("atomic file: commit renames the temp file onto the final path", "[che
   CHECK(read_all(path) == "Hello, world");
   CHECK(names_in(dir) == std::vector<std::string>{"out.bin"});
   CHECK((fs::status(path).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("atomic file: without commit the temp file is removed and the old file stays", "[checkpoint][atomic]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-atomic", "abandon");
+  const testing::TempDir temp_dir("mgtrain-atomic-abandon");
+  const fs::path dir = temp_dir.path();
   const std::string path = (dir / "out.bin").string();
   std::ofstream(path) << "old content";
   {
@@ -59,11 +60,11 @@ TEST_CASE("atomic file: without commit the temp file is removed and the old file
   }
   CHECK(read_all(path) == "old content");
   CHECK(names_in(dir) == std::vector<std::string>{"out.bin"});
-  fs::remove_all(dir);
 }
 
 TEST_CASE("atomic file: large writes and the small-file helper", "[checkpoint][atomic]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-atomic", "large");
+  const testing::TempDir temp_dir("mgtrain-atomic-large");
+  const fs::path dir = temp_dir.path();
   std::string big(48 << 20, 'x');
   for (std::size_t i = 0; i < big.size(); i += 997) big[i] = static_cast<char>(i);
   {
@@ -76,11 +77,11 @@ TEST_CASE("atomic file: large writes and the small-file helper", "[checkpoint][a
   write_file_atomically((dir / "latest").string(), "other\n");
   CHECK(read_all(dir / "latest") == "other\n");
   CHECK(names_in(dir) == std::vector<std::string>{"big", "latest"});
-  fs::remove_all(dir);
 }
 
 TEST_CASE("atomic file: failures name the path and the errno text", "[checkpoint][atomic]") {
-  const fs::path dir = testing::scratch_dir("mgtrain-atomic", "errors");
+  const testing::TempDir temp_dir("mgtrain-atomic-errors");
+  const fs::path dir = temp_dir.path();
   SECTION("missing directory") {
     const std::string path = (dir / "missing" / "out.bin").string();
     CHECK_THROWS_WITH(AtomicFileWriter(path), Contains("create " + (dir / "missing").string() + "/.out.bin.tmp.") &&
@@ -120,5 +121,4 @@ TEST_CASE("atomic file: failures name the path and the errno text", "[checkpoint
     CHECK_THAT(message, Contains("write " + (dir / ".big.tmp.").string()) && Contains("File too large"));
     CHECK(names_in(dir).empty());
   }
-  fs::remove_all(dir);
 }

@@ -1,8 +1,16 @@
-// Suggestions, strict value parsing and the worker's identity from its environment.
+// Suggestions, strict value parsing, the worker's identity from its environment, and run_main (a binary's errors).
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <string>
 
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "util/value_parsing.hpp"
 #include "contract/worker_identity.hpp"
 
@@ -75,4 +83,39 @@ TEST_CASE("inconsistent rank variables are errors naming the variable", "[identi
                     "environment: RANK='x' is not an integer >= 0");
   CHECK_THROWS_WITH(worker_identity_from_environment({{"RANK", "0"}}),
                     "environment: WORLD_SIZE is not set (needed with the other rank variables)");
+}
+
+namespace {
+
+// What `body` wrote to stderr (fd 2) while it ran.
+std::string stderr_of(const std::function<void()>& body) {
+  std::FILE* capture = std::tmpfile();
+  REQUIRE(capture);
+  const int saved = ::dup(2);
+  ::dup2(::fileno(capture), 2);
+  body();
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text;
+  std::rewind(capture);
+  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture)) text += static_cast<char>(c);
+  std::fclose(capture);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("run_main: a binary's errors caught once, as one line and an exit code", "[helpers]") {
+  int code = -1;
+  CHECK(stderr_of([&] { code = log::run_main("prog", [] { return 3; }); }).empty());
+  CHECK(code == 3);
+  CHECK(stderr_of([&] { code = log::run_main("prog", []() -> int { throw UsageError("bad flag --x"); }); }) ==
+        "prog: error: bad flag --x\n");
+  CHECK(code == exit_code::kUsage);
+  CHECK(stderr_of([&] { code = log::run_main("prog", []() -> int { throw Error("disk gone", 75); }); }) ==
+        "prog: error: disk gone\n");
+  CHECK(code == 75);
+  CHECK(stderr_of([&] { code = log::run_main("prog", []() -> int { throw std::out_of_range("vector"); }); }) ==
+        "prog: internal error: vector\n");
+  CHECK(code == exit_code::kFailure);
 }

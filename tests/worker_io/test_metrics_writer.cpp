@@ -9,18 +9,13 @@
 #include <unistd.h>
 
 #include "support/directory_listing.hpp"
-#include "support/temporary_directory.hpp"
+#include "support/temp_dir.hpp"
 #include "worker_io/metrics_writer.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Each test's own directory, removed afterwards.
-struct TempDir : testing::TemporaryDirectory {
-  TempDir() : TemporaryDirectory("mgtrain-metrics") {}
-};
 
 TrainMetricsRow train_row() {
   TrainMetricsRow row;
@@ -63,8 +58,8 @@ TEST_CASE("train and eval rows are the agreed JSON", "[metrics]") {
 }
 
 TEST_CASE("a second writer appends, and a torn last line is ended first", "[metrics]") {
-  TempDir dir;
-  const fs::path path = dir.path / "metrics.jsonl";
+  const testing::TempDir dir("mgtrain-metrics");
+  const fs::path path = dir / "metrics.jsonl";
   {
     MetricsWriter writer(path.string());
     writer.append(R"({"a":1})");
@@ -85,8 +80,8 @@ TEST_CASE("a second writer appends, and a torn last line is ended first", "[metr
 }
 
 TEST_CASE("a metrics file that cannot be opened is named in the error", "[metrics]") {
-  TempDir dir;
-  CHECK_THROWS_WITH(MetricsWriter((dir.path / "missing" / "metrics.jsonl").string()),
+  const testing::TempDir dir("mgtrain-metrics");
+  CHECK_THROWS_WITH(MetricsWriter(dir / "missing/metrics.jsonl"),
                     Catch::Contains("missing/metrics.jsonl") && Catch::Contains("log.metrics_every_steps"));
 }
 

@@ -55,9 +55,6 @@ TEST_CASE("the plain progress line keeps the format scripts grep for", "[progres
   long_run.eta_s = 7500;
   long_run.lr = 0.000123456;
   CHECK(format_progress_line(long_run) == "mgtrain: step 120/1000 epoch 1 loss 0.5312 lr 0.00012346 5012 samples/s eta 2h05m");
-  CHECK(format_duration(44.6) == "45s");
-  CHECK(format_duration(187) == "3m07s");
-  CHECK(format_duration(-1) == "?");
 }
 
 TEST_CASE("the bar fills the width it is given, at most 40 columns of bar", "[progress]") {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "support/directory_listing.hpp"
-#include "support/temporary_directory.hpp"
+#include "support/temp_dir.hpp"
 #include "worker_io/crc32c.hpp"
 #include "worker_io/tfevents_writer.hpp"
 #include "support/tfevents_reader.hpp"
@@ -24,11 +24,6 @@ using namespace mgtrain::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Each test's own directory, removed afterwards.
-struct TempDir : testing::TemporaryDirectory {
-  TempDir() : TemporaryDirectory("mgtrain-tfevents") {}
-};
 
 }  // namespace
 
@@ -46,10 +41,10 @@ TEST_CASE("crc32c matches the published Castagnoli vectors", "[tfevents]") {
 }
 
 TEST_CASE("an event file reads back: version record, scalars, both CRCs of every record", "[tfevents]") {
-  TempDir dir;
+  const testing::TempDir dir("mgtrain-tfevents");
   std::string path;
   {
-    TfEventsWriter writer((dir.path / "tensorboard").string());
+    TfEventsWriter writer(dir / "tensorboard");
     path = writer.path();
     writer.add_scalars(10, {{"train/loss", 2.25f}, {"train/lr", 0.01f}, {"train/samples_per_s", 5012.5f}}, 1763800000.25);
     writer.add_scalars(20, {{"train/loss", 1.5f}}, 1763800001.5);
@@ -57,7 +52,7 @@ TEST_CASE("an event file reads back: version record, scalars, both CRCs of every
     writer.add_scalars(400, {}, 1763800003.0);  // nothing to write: no record
   }
   const fs::path file(path);
-  CHECK(file.parent_path() == dir.path / "tensorboard");
+  CHECK(file.parent_path() == fs::path(dir / "tensorboard"));
   const std::string name = file.filename().string();
   CHECK(name.rfind("events.out.tfevents.", 0) == 0);
   CHECK(name.substr(name.size() - std::to_string(getpid()).size()) == std::to_string(getpid()));

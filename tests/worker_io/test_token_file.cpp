@@ -7,6 +7,7 @@
 #include <iterator>
 #include <string>
 
+#include "support/temp_dir.hpp"
 #include "util/error.hpp"
 #include "worker_io/token_file.hpp"
 
@@ -15,20 +16,6 @@ using mgtrain::TokenLevel;
 using Catch::Matchers::Contains;
 
 namespace {
-
-struct ScratchDir {
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "mgtrain-tokens-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()));
-    path = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
@@ -49,11 +36,11 @@ std::vector<uint16_t> read_tokens(const std::string& path) {
 }  // namespace
 
 TEST_CASE("tokenize: byte level") {
-  ScratchDir dir;
-  write_text(dir.file("in.txt"), "hello world");
+  const mgtrain::testing::TempDir dir("mgtrain-tokens");
+  write_text(dir / "in.txt", "hello world");
   TokenizeOptions options;
-  options.input_path = dir.file("in.txt");
-  options.output_dir = dir.file("out");
+  options.input_path = dir / "in.txt";
+  options.output_dir = dir / "out";
   options.level = TokenLevel::Byte;
   options.val_fraction = 0.25;
   const auto result = mgtrain::tokenize_text_file(options);
@@ -68,40 +55,40 @@ TEST_CASE("tokenize: byte level") {
 }
 
 TEST_CASE("tokenize: char level with UTF-8, vocabulary in meta.json") {
-  ScratchDir dir;
-  write_text(dir.file("in.txt"), "b\"a\nb\xc3\xa9" "a");  // b " a \n b é a
+  const mgtrain::testing::TempDir dir("mgtrain-tokens");
+  write_text(dir / "in.txt", "b\"a\nb\xc3\xa9" "a");  // b " a \n b é a
   TokenizeOptions options;
-  options.input_path = dir.file("in.txt");
-  options.output_dir = dir.path;
+  options.input_path = dir / "in.txt";
+  options.output_dir = dir.path();
   options.val_fraction = 0;
-  write_text(dir.file("val.bin"), "stale");
+  write_text(dir / "val.bin", "stale");
   const auto result = mgtrain::tokenize_text_file(options);
   // Sorted code points: \n (0), " (1), a (2), b (3), é (4).
   CHECK(result.vocab_size == 5);
   CHECK(read_tokens(result.train_path) == std::vector<uint16_t>{3, 1, 2, 0, 3, 4, 2});
   CHECK(result.val_path.empty());
-  CHECK_FALSE(std::filesystem::exists(dir.file("val.bin")));
+  CHECK_FALSE(std::filesystem::exists(dir / "val.bin"));
   const std::string meta = read_all(result.meta_path);
   CHECK_THAT(meta, Contains("\"vocab_size\": 5"));
-  CHECK_THAT(meta, Contains("\"chars\": [\"\\u000a\", \"\\\"\", \"a\", \"b\", \"\xc3\xa9\"]"));
+  CHECK_THAT(meta, Contains("\"chars\": [\"\\n\", \"\\\"\", \"a\", \"b\", \"\xc3\xa9\"]"));
 }
 
 TEST_CASE("tokenize: errors") {
-  ScratchDir dir;
+  const mgtrain::testing::TempDir dir("mgtrain-tokens");
   TokenizeOptions options;
-  options.output_dir = dir.file("out");
-  options.input_path = dir.file("missing.txt");
-  CHECK_THROWS_WITH(mgtrain::tokenize_text_file(options), dir.file("missing.txt") + ": no such file");
-  write_text(dir.file("empty.txt"), "");
-  options.input_path = dir.file("empty.txt");
-  CHECK_THROWS_WITH(mgtrain::tokenize_text_file(options), dir.file("empty.txt") + ": empty file, nothing to tokenize");
-  write_text(dir.file("latin1.txt"), "caf\xe9 au lait");
-  options.input_path = dir.file("latin1.txt");
+  options.output_dir = dir / "out";
+  options.input_path = dir / "missing.txt";
+  CHECK_THROWS_WITH(mgtrain::tokenize_text_file(options), dir / "missing.txt" + ": no such file");
+  write_text(dir / "empty.txt", "");
+  options.input_path = dir / "empty.txt";
+  CHECK_THROWS_WITH(mgtrain::tokenize_text_file(options), dir / "empty.txt" + ": empty file, nothing to tokenize");
+  write_text(dir / "latin1.txt", "caf\xe9 au lait");
+  options.input_path = dir / "latin1.txt";
   CHECK_THROWS_WITH(mgtrain::tokenize_text_file(options), Contains("latin1.txt: invalid UTF-8 at byte offset 3"));
   options.level = TokenLevel::Byte;
   CHECK_NOTHROW(mgtrain::tokenize_text_file(options));
-  write_text(dir.file("one.txt"), "x");
-  options.input_path = dir.file("one.txt");
+  write_text(dir / "one.txt", "x");
+  options.input_path = dir / "one.txt";
   CHECK_THROWS_AS(mgtrain::tokenize_text_file(options), mgtrain::UsageError);  // cannot split 1 token
   CHECK(mgtrain::parse_token_level("char") == TokenLevel::Char);
   CHECK_THROWS_AS(mgtrain::parse_token_level("bpe"), mgtrain::UsageError);

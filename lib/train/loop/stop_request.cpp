@@ -15,13 +15,20 @@ void record(int signal) { g_requested = signal; }
 volatile std::sig_atomic_t g_save_requested = 0;
 void record_save_request(int) { g_save_requested = 1; }
 
+// An action that runs `handler` (or SIG_IGN) with SA_RESTART: blocking calls go on; the loop looks at the flags
+// between steps.
+struct sigaction action_for(void (*handler)(int)) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  return action;
+}
+
 }  // namespace
 
 StopRequestHandler::StopRequestHandler() {
-  struct sigaction action {};
-  action.sa_handler = record;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // blocking calls go on; the loop looks at the flag between steps
+  const struct sigaction action = action_for(record);
   sigaction(SIGTERM, &action, &g_previous_term);
   sigaction(SIGUSR1, &action, &g_previous_usr1);
 }
@@ -36,18 +43,13 @@ int StopRequestHandler::requested() { return g_requested; }
 
 void StopRequestHandler::stop_agreed() {
   g_stop_agreed = true;
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
+  const struct sigaction ignore = action_for(SIG_IGN);
   sigaction(SIGTERM, &ignore, nullptr);
   sigaction(SIGUSR1, &ignore, nullptr);
 }
 
 void StopRequestHandler::record_early_warning() {
-  struct sigaction action {};
-  action.sa_handler = record;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
+  const struct sigaction action = action_for(record);
   sigaction(SIGUSR1, &action, nullptr);
 }
 
@@ -57,10 +59,7 @@ void StopRequestHandler::release_early_warning() {
 }
 
 void SaveRequest::install() {
-  struct sigaction action {};
-  action.sa_handler = record_save_request;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
+  const struct sigaction action = action_for(record_save_request);
   sigaction(SIGUSR2, &action, nullptr);
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "util/error.hpp"
+#include "util/strings.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model_builders.hpp"
 
@@ -118,9 +119,6 @@ class Gpt final : public layers::Layer {
     // nanoGPT's init: N(0, 0.02) for weights and embeddings, zero biases, residual projections (c_proj) with std
     // 0.02/sqrt(2*layers); LayerNorms keep weight 1 and bias 0.
     at::NoGradGuard no_grad;
-    const auto ends_with = [](const std::string& s, const std::string& tail) {
-      return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-    };
     for (auto& named : named_parameters(/*recurse=*/true)) {
       const std::string& name = named.key();
       at::Tensor& p = named.value();

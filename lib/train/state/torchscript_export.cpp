@@ -25,6 +25,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
+#include "util/strings.hpp"
 #include "util/value_parsing.hpp"
 #include "train/data/data_file.hpp"
 #include "train/models/layer_model.hpp"
@@ -36,13 +37,7 @@ namespace mgtrain {
 namespace {
 
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-std::string shape_text(at::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 // ---- the model and its weights -------------------------------------------------------------------------------
 
@@ -105,7 +100,7 @@ void copy_weights(const NamedTensors& tensors, const CheckpointFile& file, const
     const std::string dtype = dtype_name(tensor.scalar_type());
     if (entry->dtype != dtype || at::IntArrayRef(entry->shape) != tensor.sizes()) {
       throw UsageError(fmt::format("{}: model/{} is {} {} in the checkpoint and {} {} in {}", file.path(), name, entry->dtype,
-                                   shape_text(entry->shape), dtype, shape_text(tensor.sizes()), what));
+                                   shape_text(entry->shape), dtype, shape_text(tensor.sizes().vec()), what));
     }
   }
   for (const auto& [name, entry] : model_entries(file)) {
@@ -401,15 +396,16 @@ std::string check_saved_module(const std::string& data, const ScriptedModel& scr
     const at::Tensor got = run_forward(loaded, scripted.input, out_path);
     if (got.sizes() != scripted.expected.sizes()) {
       throw Error(fmt::format("internal error: the exported module's forward gives shape {} where the model gives {}",
-                              shape_text(got.sizes()), shape_text(scripted.expected.sizes())));
+                              shape_text(got.sizes().vec()), shape_text(scripted.expected.sizes().vec())));
     }
     const double diff = (got - scripted.expected).abs().max().item<double>();
     const double scale = scripted.expected.abs().max().item<double>();
     if (!(diff <= 1e-5 * std::max(1.0, scale))) {
       throw Error(fmt::format("internal error: the exported module's forward differs from the model's by up to {} on a {} input",
-                              diff, shape_text(scripted.input.sizes())));
+                              diff, shape_text(scripted.input.sizes().vec())));
     }
-    return fmt::format("forward matches the model on a {} input (max |diff| {:g})", shape_text(scripted.input.sizes()), diff);
+    return fmt::format("forward matches the model on a {} input (max |diff| {:g})",
+                       shape_text(scripted.input.sizes().vec()), diff);
   }
   std::size_t count = 0;
   for (const auto& p : loaded.named_parameters(/*recurse=*/true)) {

@@ -23,6 +23,7 @@
 #endif
 
 #include "util/error.hpp"
+#include "util/strings.hpp"
 #include "train/torch/torch_compat.hpp"
 
 namespace mgtrain {
@@ -31,10 +32,6 @@ namespace {
 constexpr const char* kModelPrefix = "model/";
 constexpr const char* kOptimPrefix = "optim/";
 constexpr const char* kShapeHint = " (were the model: settings changed?)";
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
-
-std::string shape_text(at::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 size_t nbytes_of(const std::vector<int64_t>& shape, c10::ScalarType type) {
   int64_t numel = 1;
@@ -121,7 +118,7 @@ void check_stored(const TensorLookup& stored, const std::string& name, c10::Scal
   if (!view) throw UsageError(fmt::format("checkpoint does not match the {0}: {1} is in the {0} but not in the checkpoint{2}", owner, name, hint));
   if (view->shape != shape.vec()) {
     throw UsageError(fmt::format("checkpoint does not match the {}: {} has shape {} in the checkpoint and {} in the {}{}", owner, name,
-                                 shape_text(view->shape), shape_text(shape), owner, hint));
+                                 shape_text(view->shape), shape_text(shape.vec()), owner, hint));
   }
   if (view->dtype != dtype_name(type)) {
     throw UsageError(fmt::format("checkpoint does not match the {}: {} has dtype {} in the checkpoint and {} in the {}", owner, name,

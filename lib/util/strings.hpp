@@ -1,0 +1,24 @@
+// Small text helpers that every library needs (C++17 has no std::string::starts_with): prefix and suffix tests,
+// text cut into lines, and a tensor shape as text. Parsing text into values is in value_parsing.hpp; JSON strings
+// in json_text.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mgtrain {
+
+bool starts_with(std::string_view text, std::string_view prefix);
+bool ends_with(std::string_view text, std::string_view suffix);
+
+// The lines of `text`, each ended by `terminator` (the last one may lack it), without their terminators:
+// "a\n\nb" -> {"a", "", "b"}, "a\n" -> {"a"}, "" -> {}. '\0' cuts /proc's argv-style files.
+// (value_parsing's split(text, ',') is for separated lists: "a," -> {"a", ""}.)
+std::vector<std::string> split_lines(std::string_view text, char terminator = '\n');
+
+// "[2, 3]", "[]" for a scalar: a tensor's shape in messages. Torch-free: LibTorch callers pass sizes().vec().
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
+}  // namespace mgtrain
