@@ -24,6 +24,7 @@
 #include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/worker_binary.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -77,7 +78,7 @@ int export_safetensors(const ExportRequest& request, const std::string& out) {
   std::vector<TensorRecord> records;
   std::uint64_t total_bytes = 0;
   for (const TensorEntry& t : file.tensors()) {
-    if (t.name.rfind("model/", 0) != 0) continue;
+    if (!starts_with(t.name, "model/")) continue;
     records.push_back({t.name.substr(6), t.dtype, t.shape, file.bytes(t), static_cast<std::size_t>(t.nbytes)});
     total_bytes += t.nbytes;
   }

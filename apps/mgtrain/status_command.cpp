@@ -17,6 +17,7 @@
 #include "util/file_io.hpp"
 #include "util/time_format.hpp"
 #include "util/value_parsing.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -140,7 +141,7 @@ void print_from_files(const fs::path& run_dir) {
   int attempt = -1;
   for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("attempt_", 0) == 0) attempt = std::max(attempt, static_cast<int>(parse_int(name.substr(8)).value_or(-1)));
+    if (starts_with(name, "attempt_")) attempt = std::max(attempt, static_cast<int>(parse_int(name.substr(8)).value_or(-1)));
   }
   if (attempt >= 0) {
     std::printf("attempt %d, last heartbeats:\n", attempt + 1);

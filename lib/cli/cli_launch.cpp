@@ -14,6 +14,7 @@
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
 #include "util/value_parsing.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain::cli_detail {
 namespace {
@@ -71,16 +72,14 @@ std::vector<std::string> names_of(const std::string& spec) { return split(spec, 
 
 std::string canonical_name(const std::string& spec) {
   for (const auto& n : names_of(spec))
-    if (n.rfind("--", 0) == 0) return n;
+    if (starts_with(n, "--")) return n;
   return names_of(spec).front();
 }
 
 bool is_yaml_path(const std::string& arg) {
-  auto ends_with = [&](const char* suffix) {
-    std::string s(suffix);
-    return arg.size() > s.size() && arg.compare(arg.size() - s.size(), s.size(), s) == 0;
-  };
-  return ends_with(".yaml") || ends_with(".yml");
+  // a name before the suffix: ".yaml" alone is not a config path
+  auto named = [&](std::string_view suffix) { return arg.size() > suffix.size() && ends_with(arg, suffix); };
+  return named(".yaml") || named(".yml");
 }
 
 // "train.epochs=3": a KEY=VALUE whose key is a dotted config path (a program's "a=b" argument is not).
@@ -288,7 +287,7 @@ void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const Env
 // After `--` (`verbatim`) only -m and --run-path put it under launch.python.
 void set_program(const std::vector<std::string>& program, const TorchrunExtras& extras, bool verbatim, LaunchRequest& request) {
   const std::string& first = program.front();
-  const bool python_script = !verbatim && first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0;
+  const bool python_script = !verbatim && first.size() > 3 && ends_with(first, ".py");
   if (extras.module && extras.run_path) throw UsageError("launch: -m and --run-path cannot be combined");
   if (extras.module && extras.no_python) throw UsageError("launch: -m and --no-python cannot be combined");
   // torchrun: --run-path wins over --no-python.

@@ -9,6 +9,7 @@
 
 #include "util/error.hpp"
 #include "util/value_parsing.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain::cli_detail {
 namespace {
@@ -308,7 +309,7 @@ namespace mgtrain {
 std::vector<TorchrunVariable> describe_torchrun_variables(const EnvMap& env) {
   std::vector<TorchrunVariable> found;
   for (const auto& [name, value] : env) {
-    if (name.rfind("PET_", 0) != 0) continue;
+    if (!starts_with(name, "PET_")) continue;
     const cli_detail::TorchrunOption* option = nullptr;
     for (const auto& candidate : cli_detail::torchrun_options())
       if (candidate.reads_pet && cli_detail::pet_name(candidate) == name) option = &candidate;

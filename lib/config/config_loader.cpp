@@ -21,6 +21,7 @@
 #include "util/error.hpp"
 #include "config/path_variables.hpp"
 #include "util/value_parsing.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -137,7 +138,7 @@ class Merger {
   static bool names_config_section(const std::string& env_name) {
     for (const auto& s : config_sections()) {
       std::string prefix = env_name_for_key(s) + "_";
-      if (env_name.rfind(prefix, 0) == 0) return true;
+      if (starts_with(env_name, prefix)) return true;
     }
     return false;
   }

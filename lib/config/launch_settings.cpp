@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "util/value_parsing.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -52,7 +53,7 @@ std::optional<int> std_mode(const std::string& text) {
 }
 
 bool is_gpu_uuid(const std::string& entry) {
-  const bool prefixed = entry.rfind("GPU-", 0) == 0 || entry.rfind("MIG-", 0) == 0;
+  const bool prefixed = starts_with(entry, "GPU-") || starts_with(entry, "MIG-");
   return prefixed && entry.size() > 4 && entry.find_first_of(" \t") == std::string::npos;
 }
 

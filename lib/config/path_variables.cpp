@@ -5,6 +5,7 @@
 
 #include "config/config_schema.hpp"
 #include "util/did_you_mean.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 
@@ -27,7 +28,7 @@ std::string expand_variables(const std::string& text, const VariableScope& scope
     const auto close = text.find('}', i + 2);
     if (close == std::string::npos) throw ValueError{fmt::format("unterminated variable in '{}' (write $$ for a literal $)", text)};
     const std::string name = text.substr(i + 2, close - i - 2);
-    if (name.rfind("env:", 0) == 0) {
+    if (starts_with(name, "env:")) {
       const std::string var = name.substr(4);
       auto value = scope.env ? scope.env(var) : std::nullopt;
       if (!value) throw ValueError{fmt::format("${{{}}}: environment variable {} is not set", name, var)};

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "util/value_parsing.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -38,7 +39,7 @@ int count_nvidia_gpus(const std::string& root) {
   }
   int from_dev = 0;
   for_each_entry(join_path(root, "dev"), [&](const std::string& name) {
-    if (name.rfind("nvidia", 0) == 0 && all_digits(name.substr(6))) ++from_dev;
+    if (starts_with(name, "nvidia") && all_digits(name.substr(6))) ++from_dev;
   });
   return from_dev;
 }
@@ -60,7 +61,7 @@ std::vector<std::string> visible_gpus(int physical_gpu_count, const std::optiona
       valid = entry.size() < 6 && std::stoi(entry) < physical_gpu_count;
       if (valid) entry = std::to_string(std::stoi(entry));
     } else {
-      valid = entry.rfind("GPU-", 0) == 0 || entry.rfind("MIG-", 0) == 0;
+      valid = starts_with(entry, "GPU-") || starts_with(entry, "MIG-");
     }
     if (!valid || !seen.insert(entry).second) break;  // CUDA ignores everything from the first bad entry on
     visible.push_back(entry);

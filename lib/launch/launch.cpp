@@ -31,6 +31,7 @@
 #include "supervise/supervision_policy.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/worker_binary.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -180,7 +181,7 @@ LoadedConfig with_writable_log_dir(const LoadedConfig& loaded, const EnvMap& env
   const std::string fallback = log_layout::temp_log_dir(environment);
   adjusted.config.launch.log_dir = fallback;
   std::string& checkpoints = adjusted.config.checkpoint.dir;
-  if (loaded.origin_of("checkpoint.dir") == "default" && checkpoints.rfind(log_dir + "/", 0) == 0) {
+  if (loaded.origin_of("checkpoint.dir") == "default" && starts_with(checkpoints, log_dir + "/")) {
     checkpoints = fallback + checkpoints.substr(log_dir.size());
   }
   log::note("the current directory is not writable: logs go to {} (choose another place with --log-dir)", fallback);

@@ -10,6 +10,7 @@
 #include "util/exit_status.hpp"
 #include "util/time_format.hpp"
 #include "multinode/job_fingerprint.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain::rdzv {
 namespace {
@@ -22,7 +23,7 @@ double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::dur
 
 
 bool is_loopback(const std::string& address) {
-  return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
+  return starts_with(address, "127.") || address == "::1" || starts_with(address, "::ffff:127.");
 }
 
 std::string join_texts(const std::vector<std::string>& items, const std::string& separator) {

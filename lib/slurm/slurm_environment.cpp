@@ -7,6 +7,7 @@
 
 #include "util/error.hpp"
 #include "util/value_parsing.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -165,7 +166,7 @@ std::function<std::vector<DetectedSetting>(const LoadedConfig&)> slurm_launch_de
   };
 }
 
-bool is_slurm_origin(const std::string& origin) { return origin.rfind("SLURM (", 0) == 0; }
+bool is_slurm_origin(const std::string& origin) { return starts_with(origin, "SLURM ("); }
 
 std::string slurm_launch_summary(const SlurmDetection& d, const SlurmLaunchFacts& facts,
                                  const std::map<std::string, std::string>& origin) {
@@ -201,7 +202,7 @@ RequeueDecision decide_slurm_requeue(const SlurmDetection& d, bool requeue_enabl
   if (failed) return {false, "a worker failed"};
   if (!workers_saved_and_stopped) return {false, "the workers did not stop after saving a checkpoint"};
   if (node_rank != 0) return {false, "node 0 requeues the job"};
-  if (job && job->state.rfind("CANCELLED", 0) == 0) return {false, "the job was cancelled (scancel)"};
+  if (job && starts_with(job->state, "CANCELLED")) return {false, "the job was cancelled (scancel)"};
   if (!after_sigterm) return {true, ""};
   if (!job || job->state.empty()) {
     return {false, "SIGTERM, and scontrol could not say whether the job reached its time limit"};

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 
@@ -21,7 +22,7 @@ std::string prepare_run_directory(const std::string& run_dir) {
   std::vector<fs::path> earlier;
   for (const auto& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name == "config.yaml" || name == "failure.json" || name.rfind("attempt_", 0) == 0) earlier.push_back(entry.path());
+    if (name == "config.yaml" || name == "failure.json" || starts_with(name, "attempt_")) earlier.push_back(entry.path());
   }
   if (earlier.empty()) return "";
   fs::path archive;

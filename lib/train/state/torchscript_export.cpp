@@ -45,7 +45,7 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 std::vector<std::pair<std::string, const TensorEntry*>> model_entries(const CheckpointFile& file) {
   std::vector<std::pair<std::string, const TensorEntry*>> out;
   for (const TensorEntry& t : file.tensors())
-    if (t.name.rfind("model/", 0) == 0) out.emplace_back(t.name.substr(6), &t);
+    if (starts_with(t.name, "model/")) out.emplace_back(t.name.substr(6), &t);
   return out;
 }
 
