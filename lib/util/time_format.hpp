@@ -1,4 +1,5 @@
-// Wall-clock times as text, always in UTC. The one place mgtrain formats a date.
+// Wall-clock times as text, always in UTC: the epoch clock, ISO 8601 stamps, strftime patterns, durations for
+// messages.
 #pragma once
 
 #include <string>
