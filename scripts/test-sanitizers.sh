@@ -1,27 +1,25 @@
 #!/usr/bin/env bash
 # The torch-free libraries, the launcher and their unit tests built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (-DMGTRAIN_SANITIZE=ON, -O1 -g) in their own build directory, then run: every
-# unit test binary, plus the launcher itself on one node and as two node agents on loopback. Any sanitizer
-# report fails (ASan aborts; UBSan is not recoverable). The slow process/namespace suites are left to
-# scripts/test.sh. Re-runs are incremental. Exit code 0 only when everything passed.
+# UndefinedBehaviorSanitizer (-DMGTRAIN_SANITIZE=ON, -O1 -g, warnings as errors) in their own build directory, then
+# run: every test labelled `unit` (the target mgtrain_unit_tests builds their binaries), plus the launcher itself on
+# one node and as two node agents on loopback. Any sanitizer report fails (ASan aborts; UBSan is not recoverable).
+# The process/namespace suites (label integration) are left to scripts/test.sh. Re-runs are incremental. Exit code 0
+# only when everything passed.
 # Usage: scripts/test-sanitizers.sh [build dir, default build-asan]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${1:-${MGTRAIN_ASAN_BUILD_DIR:-build-asan}}
 start=$(date +%s)
-units=(test_config test_cli test_slurm test_gpu_selection test_launcher_units test_rendezvous test_metrics_files
-       test_status_units test_checkpoint test_run_history test_token_file)
 generator=()
 if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DMGTRAIN_BUILD_WORKER=OFF -DMGTRAIN_SANITIZE=ON >/dev/null
-cmake --build "$build" -j "$(nproc)" --target mgtrain "${units[@]}"
+  -DMGTRAIN_BUILD_WORKER=OFF -DMGTRAIN_SANITIZE=ON -DMGTRAIN_WERROR=ON >/dev/null
+cmake --build "$build" -j "$(nproc)" --target mgtrain mgtrain_unit_tests
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
-pattern="^($(IFS='|'; echo "${units[*]}")):"
-(cd "$build" && ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -R "$pattern") || status=$?
+(cd "$build" && ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -L unit) || status=$?
 
 # The launcher under the sanitizers: one node, then two node agents meeting on loopback.
 work=$(mktemp -d)

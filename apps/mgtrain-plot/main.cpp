@@ -1,5 +1,5 @@
 // Entry point of `mgtrain-plot`, the renderer behind `mgtrain plot`: reads the curves from stdin
-// (core/plot_series.hpp), draws them with cairo and writes OUT.png or OUT.svg. A separate binary so that the
+// (observe/plot_series.hpp), draws them with cairo and writes OUT.png or OUT.svg. A separate binary so that the
 // launcher `mgtrain` never loads cairo (docs/monitoring.md#plots). Usage:
 //   mgtrain-plot --output OUT.png|OUT.svg [--width PX] [--height PX] < data
 #include <unistd.h>

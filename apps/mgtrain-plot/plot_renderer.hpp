@@ -1,4 +1,4 @@
-// Draws a PlotSpec (core/plot_series.hpp) with cairo: title, axes with ticks and labels, grid, one coloured
+// Draws a PlotSpec (observe/plot_series.hpp) with cairo: title, axes with ticks and labels, grid, one coloured
 // line per series, and a legend; and writes it as PNG or SVG.
 #pragma once
 

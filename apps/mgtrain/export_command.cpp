@@ -4,7 +4,7 @@
 //               names, Python's), with __metadata__ {"format": "pt", "mgtrain.model", "mgtrain.step",
 //               "mgtrain.source"}; safetensors.torch.load_file(OUT) gives a state_dict for the same Python model.
 //  torchscript: exec()s `mgtrain-worker --export-torchscript CHECKPOINT OUT [--force]` (LibTorch lives only there;
-//               lib/train/torchscript_export.hpp) after the checks below, so its exit code is ours.
+//               lib/train/state/torchscript_export.hpp) after the checks below, so its exit code is ours.
 // A missing or damaged checkpoint, an existing OUT without --force, OUT naming the checkpoint itself: exit 2.
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,6 +1,7 @@
 // The policy over a directory of checkpoint files: names by global step, choosing the newest valid one (with
 // a note for every damaged one skipped), the `latest` and `best` pointer files, pruning to keep_last, and
-// cleaning up temporary files left by a killed writer. Torch-free; the files themselves are core/checkpoint_file.
+// cleaning up temporary files left by a killed writer. Torch-free; the files themselves are
+// checkpoint/checkpoint_file.
 //
 // Layout of a checkpoint directory:
 //   checkpoint-step000001200.safetensors   one per saved step (9-digit zero-padded global step; more digits

@@ -147,7 +147,7 @@ class Merger {
     std::set<std::string> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
       // Copies (cheap handles): it-> returns a temporary proxy, and references into it dangle (ASan:
-      // stack-use-after-scope, found by tests/fuzz/config_fuzzer).
+      // stack-use-after-scope, found by tests/fuzz/config_fuzzer.cpp).
       const YAML::Node key_node = it->first;
       const YAML::Node value = it->second;
       const std::string where = yaml_location(file, key_node.Mark());

@@ -1,4 +1,4 @@
-// Reading whole files. The one place mgtrain reads a file into memory in one piece.
+// Reading a whole file into a string: read_file throws on failure, try_read_file returns nothing.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,5 @@
-// Times as text: wall-clock dates, always in UTC, and durations. The one place mgtrain formats either.
+// Times as text, always in UTC: the epoch clock, ISO 8601 stamps, strftime patterns; and durations for people
+// (format_duration: "3m07s").
 #pragma once
 
 #include <string>

@@ -24,9 +24,9 @@ struct TokenizeOptions {
 };
 
 struct TokenizeResult {
-  std::string train_path;  // output_dir/train.bin
-  std::string val_path;    // output_dir/val.bin, or empty
-  std::string meta_path;   // output_dir/meta.json
+  std::string train_path;  // <output_dir>/train.bin
+  std::string val_path;    // <output_dir>/val.bin, or empty
+  std::string meta_path;   // <output_dir>/meta.json
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   int64_t vocab_size = 0;

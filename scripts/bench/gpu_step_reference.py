@@ -44,7 +44,7 @@ class Attention(nn.Module):
         self.attn_dropout = nn.Dropout(dropout)
         self.resid_dropout = nn.Dropout(dropout)
 
-    def forward(self, x):  # the same operations as lib/train/gpt_model.cpp (no fused attention)
+    def forward(self, x):  # the same operations as lib/train/models/gpt_model.cpp (no fused attention)
         b, t, d = x.shape
         q, k, v = self.c_attn(x).split(d, 2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))

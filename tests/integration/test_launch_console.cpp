@@ -138,7 +138,7 @@ TEST_CASE("launch --tty auto gives local rank 0 a terminal when the launcher run
   const std::string command = kMgtrain + " launch --log-dir " + dir / "runs" + " --run-id auto --nproc 2 -- python3 " +
                               dir / "probe.py";
   SECTION("on a terminal (script -q)") {
-    CapturedRun run = run_and_capture({"script", "-q", "-e", "-c", command, "/dev/null"}, CaptureOptions{60});
+    CapturedRun run = run_and_capture({"script", "-q", "-e", "-c", command, "/dev/null"}, CaptureOptions{});
     INFO(run.out + run.err);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.out, Catch::Contains("[rank 0] rank 0 stdout True stderr True") &&
@@ -146,7 +146,7 @@ TEST_CASE("launch --tty auto gives local rank 0 a terminal when the launcher run
     CHECK(read_text(dir / "runs/auto/attempt_0/rank_0/stderr.log") == "100%|##########|\n");
   }
   SECTION("on pipes") {
-    CapturedRun run = run_and_capture({"sh", "-c", command}, CaptureOptions{60});
+    CapturedRun run = run_and_capture({"sh", "-c", command}, CaptureOptions{});
     INFO(run.out + run.err);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.out, Catch::Contains("[rank 0] rank 0 stdout False stderr False"));

@@ -1,5 +1,5 @@
-// Runs `world` ranks of tests/ddp_test_worker as separate processes with torchrun's variables (a free port on
-// loopback, OMP_NUM_THREADS=1) and collects what each printed: the multi-process DDP and SyncBatchNorm tests.
+// Runs `world` ranks of ddp_test_worker (tests/train/ddp_test_worker.cpp) as separate processes with torchrun's
+// variables (a free port on loopback, OMP_NUM_THREADS=1) and collects what each printed: the multi-process DDP and SyncBatchNorm tests.
 #pragma once
 
 #include <future>

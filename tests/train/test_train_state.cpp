@@ -1,4 +1,4 @@
-// Checkpoint state (lib/train/train_state): capturing model + optimizer state, the one-buffer snapshot, restoring
+// Checkpoint state (lib/train/state/train_state): capturing model + optimizer state, the one-buffer snapshot, restoring
 // into a freshly built model and optimizer with bit-identical continuation (sgd, nesterov, adam, adamw, amsgrad,
 // dropout with the RNG state, BatchNorm buffers), and the mismatch errors.
 #include "catch_with_torch.hpp"

@@ -1,8 +1,8 @@
 // Checkpoints for the trainer: what goes into one (model, optimizer, every rank's RNG, position, resolved
 // config), the snapshot that training waits for, the background write on rank 0 (at most one in flight),
 // the keep_last / best / latest bookkeeping, and resuming from the newest valid (or a named) checkpoint.
-// The file format and directory policy are torch-free (core/checkpoint_file.hpp, core/checkpoint_directory.hpp);
-// the tensors come from train/train_state.hpp.
+// The file format and directory policy are torch-free (checkpoint/checkpoint_file.hpp,
+// checkpoint/checkpoint_directory.hpp); the tensors come from train/state/train_state.hpp.
 #pragma once
 
 #include <chrono>

@@ -15,7 +15,7 @@
 // the data: section, and the weights' shapes are then checked against the rebuilt model, tensor by tensor.
 // The module is saved in eval mode, with an extra file "mgtrain.json" ({"model", "step", "source"}). Before the
 // file is written the saved bytes are loaded back and their forward is compared with the C++ model's on a fixed
-// random input of two samples (an Error if they differ). The file is written atomically (core/atomic_file.hpp); an
+// random input of two samples (an Error if they differ). The file is written atomically (util/atomic_file.hpp); an
 // existing OUT is an error without `force`.
 #pragma once
 
