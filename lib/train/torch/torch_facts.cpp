@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "train/torch/torch_compat.hpp"
+#include "util/json_text.hpp"
 
 #ifdef MGTRAIN_WITH_CUDA
 // LibTorch's own accessors (its CUDA runtime and the NCCL it was built with), not the toolkit's headers.
@@ -14,18 +15,6 @@
 #endif
 
 namespace mgtrain {
-namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 std::string torch_facts_json() {
   const bool cuda = torch::cuda::is_available();
