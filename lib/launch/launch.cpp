@@ -214,7 +214,7 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
   const PythonInterpreter python =
       choose_python(original.config.launch.python, original.origin_of("launch.python"), environment);
   // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
-  if (!trim(original.config.launch.hosts).empty() || !trim(original.config.launch.hostfile).empty()) {
+  if (!original.config.launch.hosts.empty() || !trim(original.config.launch.hostfile).empty()) {
     return run_hosts_launch(with_interpreter(original_request, python, false), original, environment, outside.stdout_fd,
                             outside.stderr_fd);
   }
