@@ -11,14 +11,13 @@
 
 #include <fmt/format.h>
 
+#include "contract/worker_identity.hpp"
 #include "util/error.hpp"
 #include "util/file_io.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
-
-constexpr int kDefaultMasterPort = 29500;  // torchrun's
 
 // Keys this launcher sets for every agent itself, or that make no sense to pass on.
 const std::set<std::string> kOwnKeys = {"launch.hosts",     "launch.hostfile",    "launch.remote_shell",
@@ -105,7 +104,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
   }
   const bool uneven = slot_counts.size() > 1;
   const std::string master_addr = loaded.origin_of("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
-  const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kDefaultMasterPort;
+  const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kTorchDefaultMasterPort;
 
   // What every agent gets besides its node rank: the user's settings, as --set so that any spelling works.
   std::vector<std::string> shared;
