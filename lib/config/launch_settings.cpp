@@ -290,7 +290,9 @@ Parsed<HostList> HostList::parse_hostfile(const std::string& text, const std::st
             fmt::format("{}:{}: unexpected '{}': write lines like `node0 slots=4`", name, number, word));
       }
       const std::optional<int> count = host_slots(word.substr(6));
-      if (!count) return Parsed<HostList>::failure(fmt::format("{}:{}: {}", name, number, slots_problem(word.substr(6))));
+      if (!count) {
+        return Parsed<HostList>::failure(fmt::format("{}:{}: {}", name, number, slots_problem(word.substr(6))));
+      }
       host.slots = *count;
     }
     list.hosts.push_back(host);

@@ -113,7 +113,8 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
   // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
-  requeue_after_preemption(slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
+  requeue_after_preemption(slurm, launch,
+                           {agent.node_rank, agent.workers_saved_and_stopped, false, code == stopped_exit_code(SIGTERM)},
                            default_command_runner());
   return code;
 }

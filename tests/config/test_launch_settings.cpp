@@ -245,8 +245,8 @@ TEST_CASE("an IPv6 endpoint from a flag or --set is text, not a YAML list", "[co
 }
 
 TEST_CASE("a hostfile: DeepSpeed-style lines, errors naming the file and line", "[config][settings][hosts]") {
-  const HostList file =
-      HostList::parse_hostfile("# the cluster\nnode0 slots=8\n\n  node1   slots=8  # second\nnode2\n", "hosts.txt").value();
+  const std::string text = "# the cluster\nnode0 slots=8\n\n  node1   slots=8  # second\nnode2\n";
+  const HostList file = HostList::parse_hostfile(text, "hosts.txt").value();
   CHECK(file.hosts == std::vector<HostSlots>{{"node0", 8}, {"node1", 8}, {"node2", 0}});
   CHECK(file.text() == "node0:8,node1:8,node2");  // the same list as --hosts writes it
   CHECK(HostList::parse(file.text()).value() == file);
