@@ -2,15 +2,16 @@
 // every agent is told. The host list grammar itself is tested with the other typed settings (test_launch_settings).
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "util/error.hpp"
 #include "multinode/hosts_launch.hpp"
+#include "support/temporary_directory.hpp"
 
 using namespace mgtrain;
 
@@ -18,13 +19,9 @@ namespace {
 
 std::vector<HostSlots> hosts(const std::string& text) { return HostList::parse(text).value().hosts; }
 
-std::string temporary_file(const std::string& text) {
-  char path[] = "/tmp/mgtrain_hostfile_XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-  close(fd);
-  return path;
+std::string write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path.string();
 }
 
 }  // namespace
@@ -33,17 +30,17 @@ TEST_CASE("the hosts to start: the parsed --hosts, or the hostfile read at launc
   LaunchConfig launch;
   launch.hosts = HostList::parse("a:2,b:3").value();
   CHECK(hosts_of(launch) == hosts("a:2,b:3"));
-  const std::string file = temporary_file("# the cluster\nnode0 slots=8\nnode1\n");
+  const testing::TemporaryDirectory dir("mgtrain-hostfile");
+  const std::string file = write_file(dir.path / "hosts.txt", "# the cluster\nnode0 slots=8\nnode1\n");
   launch.hostfile = file;
   CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("either with --hosts or with --hostfile, not both"));
   launch.hosts = {};
   CHECK(hosts_of(launch) == std::vector<HostSlots>{{"node0", 8}, {"node1", 0}});
   std::remove(file.c_str());
   CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("launch.hostfile " + file + ": cannot read it"));
-  const std::string bad = temporary_file("node0 slots=8\nnode1 gpus=8\n");
+  const std::string bad = write_file(dir.path / "bad.txt", "node0 slots=8\nnode1 gpus=8\n");
   launch.hostfile = bad;
   CHECK_THROWS_WITH(hosts_of(launch), bad + ":2: unexpected 'gpus=8': write lines like `node0 slots=4`");
-  std::remove(bad.c_str());
 }
 
 TEST_CASE("the remote command: template words with {host}, then one shell-quoted command line", "[hosts]") {
