@@ -1,6 +1,7 @@
 // The defaults of the launch settings that more than one struct starts from: LaunchConfig (config.hpp) holds them
-// as the keys' defaults, and the launch plan (supervise/launch_plan.hpp) and the supervision policy
-// (supervise/supervision_policy.hpp) start their own fields from the same constants instead of repeating them.
+// as the keys' defaults, and the launch plan (supervise/launch_plan.hpp), the supervision policy
+// (supervise/supervision_policy.hpp) and the rendezvous rounds (multinode/rendezvous_rounds.hpp) start their own
+// fields from the same constants instead of repeating them. lib/output, below config, gets the role from its caller.
 #pragma once
 
 namespace mgtrain::launch_defaults {

@@ -2,6 +2,7 @@
 #include "config/launch_settings.hpp"
 
 #include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -55,6 +56,13 @@ std::optional<int> std_mode(const std::string& text) {
 bool is_gpu_uuid(const std::string& entry) {
   const bool prefixed = starts_with(entry, "GPU-") || starts_with(entry, "MIG-");
   return prefixed && entry.size() > 4 && entry.find_first_of(" \t") == std::string::npos;
+}
+
+// The one rule for a host's slots in both forms (--hosts' "host:4", a hostfile's "slots=4"): a positive count.
+std::optional<int> host_slots(const std::string& text) { return positive_count(trim(text)); }
+
+std::string slots_problem(const std::string& text) {
+  return fmt::format("'{}' is not a number of workers (slots): use a positive number", text);
 }
 
 }  // namespace
@@ -244,6 +252,65 @@ std::string RdzvEndpoint::text() const {
   return port ? fmt::format("{}:{}", shown, *port) : shown;
 }
 
+// ---- hosts / hostfile -----------------------------------------------------------------------
+
+Parsed<HostList> HostList::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  HostList list;
+  if (text.empty()) return list;
+  for (const std::string& entry : entries_of(text)) {
+    if (entry.empty()) return Parsed<HostList>::failure(fmt::format("'{}' has an empty entry", text));
+    const std::size_t colon = entry.rfind(':');
+    HostSlots host{trim(entry.substr(0, colon)), 0};
+    if (host.host.empty()) return Parsed<HostList>::failure(fmt::format("{} has no host name", quoted(entry, text)));
+    if (host.host.find_first_of(" \t") != std::string::npos) {
+      return Parsed<HostList>::failure(fmt::format("{} has blanks in its host name", quoted(entry, text)));
+    }
+    if (colon != std::string::npos) {
+      const std::string slots = entry.substr(colon + 1);
+      const std::optional<int> count = host_slots(slots);
+      if (!count) return Parsed<HostList>::failure(fmt::format("{}: {}", quoted(entry, text), slots_problem(slots)));
+      host.slots = *count;
+    }
+    list.hosts.push_back(host);
+  }
+  return list;
+}
+
+Parsed<HostList> HostList::parse_hostfile(const std::string& text, const std::string& name) {
+  HostList list;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    HostSlots host;
+    if (!(words >> host.host)) continue;
+    for (std::string word; words >> word;) {
+      if (word.rfind("slots=", 0) != 0) {
+        return Parsed<HostList>::failure(
+            fmt::format("{}:{}: unexpected '{}': write lines like `node0 slots=4`", name, number, word));
+      }
+      const std::optional<int> count = host_slots(word.substr(6));
+      if (!count) {
+        return Parsed<HostList>::failure(fmt::format("{}:{}: {}", name, number, slots_problem(word.substr(6))));
+      }
+      host.slots = *count;
+    }
+    list.hosts.push_back(host);
+  }
+  if (list.empty()) {
+    return Parsed<HostList>::failure(
+        fmt::format("{}: the hostfile names no host: write one line per host, e.g. `node0 slots=4`", name));
+  }
+  return list;
+}
+
+std::string HostList::text() const {
+  return joined(hosts, [](const HostSlots& host) {
+    return host.slots > 0 ? fmt::format("{}:{}", host.host, host.slots) : host.host;
+  });
+}
+
 // ---- equality: the same value, whatever text it came from ------------------------------------
 
 bool operator==(const NprocSpec& a, const NprocSpec& b) {
@@ -255,6 +322,8 @@ bool operator==(const GpuList& a, const GpuList& b) { return a.kind == b.kind &&
 bool operator==(const StdSpec& a, const StdSpec& b) { return a.all == b.all && a.per_rank == b.per_rank; }
 bool operator==(const LocalRanks& a, const LocalRanks& b) { return a.ranks == b.ranks; }
 bool operator==(const RdzvEndpoint& a, const RdzvEndpoint& b) { return a.host == b.host && a.port == b.port; }
+bool operator==(const HostSlots& a, const HostSlots& b) { return a.host == b.host && a.slots == b.slots; }
+bool operator==(const HostList& a, const HostList& b) { return a.hosts == b.hosts; }
 bool operator==(const TtySpec& a, const TtySpec& b) {
   return a.kind == b.kind && (a.kind != TtySpec::Kind::Rank || a.rank == b.rank);
 }

@@ -1,6 +1,7 @@
 // The launch settings whose text has a grammar of its own, as typed values: launch.nproc (NprocSpec), nnodes
 // (NodeRange), gpu_ids (GpuList), tee and redirect (StdSpec), local_ranks_filter (LocalRanks), tty (TtySpec) and
-// rdzv_endpoint (RdzvEndpoint).
+// rdzv_endpoint (RdzvEndpoint), hosts (HostList; a hostfile's text, read at launch time, through HostList's other
+// parser).
 // Each type has ONE parse function; the schema (config_schema_keys.cpp) calls it for every source (YAML, MGTRAIN_*,
 // --set, flags, PET_* variables, SLURM's detected values), so a value is checked once, where it enters, and its
 // error names the key and the source. text() writes the value back (`config show`, the resolved config.yaml the
@@ -134,6 +135,27 @@ struct RdzvEndpoint {
   int port_or_default() const { return port.value_or(kDefaultPort); }
 };
 
+// One host of launch.hosts or a hostfile: where a node agent runs ([user@]host, for the remote shell) and how many
+// workers it runs.
+struct HostSlots {
+  std::string host;
+  int slots = 0;  // 1 to 999999 workers on that host; 0: not given (launch.nproc applies)
+};
+
+// launch.hosts: empty (no --hosts), or "host[:slots],..." (e.g. node0:4,node1:4), one node agent per host, node ranks
+// in this order. The last ':' of an entry starts its slots. A hostfile holds the same list as DeepSpeed-style lines.
+struct HostList {
+  static constexpr const char* kAllowed = "empty, or host[:slots],...";
+  std::vector<HostSlots> hosts;
+
+  static Parsed<HostList> parse(const std::string& text);
+  // A hostfile's text: lines "host slots=4" ("host" alone: no count), '#' starts a comment, at least one host.
+  // `name` (the file) and the line number start each error, e.g. "hosts.txt:2: unexpected 'gpus=8': ...".
+  static Parsed<HostList> parse_hostfile(const std::string& text, const std::string& name);
+  std::string text() const;  // entries joined by ","
+  bool empty() const { return hosts.empty(); }
+};
+
 bool operator==(const NprocSpec& a, const NprocSpec& b);
 bool operator==(const NodeRange& a, const NodeRange& b);
 bool operator==(const GpuId& a, const GpuId& b);
@@ -142,6 +164,8 @@ bool operator==(const StdSpec& a, const StdSpec& b);
 bool operator==(const LocalRanks& a, const LocalRanks& b);
 bool operator==(const TtySpec& a, const TtySpec& b);
 bool operator==(const RdzvEndpoint& a, const RdzvEndpoint& b);
+bool operator==(const HostSlots& a, const HostSlots& b);
+bool operator==(const HostList& a, const HostList& b);
 inline bool operator!=(const NprocSpec& a, const NprocSpec& b) { return !(a == b); }
 inline bool operator!=(const NodeRange& a, const NodeRange& b) { return !(a == b); }
 inline bool operator!=(const GpuList& a, const GpuList& b) { return !(a == b); }
@@ -149,6 +173,7 @@ inline bool operator!=(const StdSpec& a, const StdSpec& b) { return !(a == b); }
 inline bool operator!=(const LocalRanks& a, const LocalRanks& b) { return !(a == b); }
 inline bool operator!=(const TtySpec& a, const TtySpec& b) { return !(a == b); }
 inline bool operator!=(const RdzvEndpoint& a, const RdzvEndpoint& b) { return !(a == b); }
+inline bool operator!=(const HostList& a, const HostList& b) { return !(a == b); }
 
 template <class T>
 const T& Parsed<T>::value() const {

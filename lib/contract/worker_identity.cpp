@@ -29,7 +29,7 @@ std::string string_variable(const EnvMap& env, const std::string& name, const st
 int port_from_slurm_job(const EnvMap& env) {
   auto it = env.find("SLURM_JOB_ID");
   auto id = it == env.end() ? std::nullopt : parse_int(it->second);
-  return id ? slurm_port_for_job(*id) : 29500;
+  return id ? slurm_port_for_job(*id) : kTorchDefaultMasterPort;
 }
 
 // Tasks of this step on this node: SLURM_STEP_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID, else
@@ -55,7 +55,7 @@ WorkerIdentity worker_identity_from_environment(const EnvMap& env) {
     id.local_rank = env.count("LOCAL_RANK") ? int_variable(env, "LOCAL_RANK", 0) : id.rank;
     id.local_world_size = env.count("LOCAL_WORLD_SIZE") ? int_variable(env, "LOCAL_WORLD_SIZE", 1) : id.world_size;
     id.master_addr = string_variable(env, "MASTER_ADDR", "127.0.0.1");
-    id.master_port = env.count("MASTER_PORT") ? int_variable(env, "MASTER_PORT", 1) : 29500;
+    id.master_port = env.count("MASTER_PORT") ? int_variable(env, "MASTER_PORT", 1) : kTorchDefaultMasterPort;
     id.agent_hosts_store = string_variable(env, "TORCHELASTIC_USE_AGENT_STORE", "") == "True";
     id.restart_count = env.count("TORCHELASTIC_RESTART_COUNT") ? int_variable(env, "TORCHELASTIC_RESTART_COUNT", 0) : 0;
   } else if (env.count("SLURM_PROCID") && env.count("SLURM_NTASKS")) {

@@ -9,6 +9,10 @@
 
 namespace mgtrain {
 
+// torch's MASTER_PORT when nothing gives one (torchrun's --master-port default): a worker started without
+// MASTER_PORT, a SLURM job without SLURM_JOB_ID, and the `--hosts` launcher when launch.master_port is 0.
+inline constexpr int kTorchDefaultMasterPort = 29500;
+
 struct WorkerIdentity {
   int rank = 0;
   int local_rank = 0;

@@ -114,7 +114,8 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
   // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
-  requeue_after_preemption(slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == 128 + SIGTERM},
+  requeue_after_preemption(slurm, launch,
+                           {agent.node_rank, agent.workers_saved_and_stopped, false, code == stopped_exit_code(SIGTERM)},
                            default_command_runner());
   return code;
 }
@@ -215,7 +216,7 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
   const PythonInterpreter python =
       choose_python(original.config.launch.python, original.origin_of("launch.python"), environment);
   // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
-  if (!trim(original.config.launch.hosts).empty() || !trim(original.config.launch.hostfile).empty()) {
+  if (!original.config.launch.hosts.empty() || !trim(original.config.launch.hostfile).empty()) {
     return run_hosts_launch(with_interpreter(original_request, python, false), original, environment, outside.stdout_fd,
                             outside.stderr_fd);
   }

@@ -1,33 +1,29 @@
 // What each host's node agent is started with for `mgtrain launch --hosts/--hostfile` (see hosts_launch.hpp):
-// the host list, the remote-shell command line and every agent's `mgtrain launch` arguments.
+// the host list (the parsed --hosts, or the hostfile read now), the remote-shell command line and every agent's
+// `mgtrain launch` arguments.
 #include "multinode/hosts_launch.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "contract/worker_identity.hpp"
 #include "util/error.hpp"
+#include "util/file_io.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
-
-constexpr int kDefaultMasterPort = 29500;  // torchrun's
 
 // Keys this launcher sets for every agent itself, or that make no sense to pass on.
 const std::set<std::string> kOwnKeys = {"launch.hosts",     "launch.hostfile",    "launch.remote_shell",
                                         "launch.nnodes",    "launch.node_rank",   "launch.master_addr",
                                         "launch.master_port", "launch.run_id",    "launch.exit_with_stdin",
                                         "launch.rdzv_endpoint", "launch.rdzv_backend"};
-
-int parse_slots(const std::string& text, const std::string& where) {
-  auto value = parse_int(trim(text));
-  if (!value || *value < 1 || *value > 1 << 20) {
-    throw UsageError(fmt::format("{}: '{}' is not a number of workers (slots): use a positive number", where, text));
-  }
-  return static_cast<int>(*value);
-}
 
 std::string address_of(const std::string& host) {
   std::size_t at = host.find('@');  // user@host for ssh
@@ -36,45 +32,18 @@ std::string address_of(const std::string& host) {
 
 }  // namespace
 
-std::vector<HostSlots> parse_hosts(const std::string& text) {
-  std::vector<HostSlots> hosts;
-  for (const std::string& part : split(text, ',')) {
-    std::string entry = trim(part);
-    if (entry.empty()) continue;
-    HostSlots slot;
-    std::size_t colon = entry.rfind(':');
-    slot.host = colon == std::string::npos ? entry : entry.substr(0, colon);
-    if (colon != std::string::npos) slot.slots = parse_slots(entry.substr(colon + 1), "launch.hosts entry '" + entry + "'");
-    if (slot.host.empty()) throw UsageError("launch.hosts entry '" + entry + "' has no host name");
-    hosts.push_back(slot);
+std::vector<HostSlots> hosts_of(const LaunchConfig& launch) {
+  const bool from_file = !trim(launch.hostfile).empty();
+  if (!launch.hosts.empty() && from_file) {
+    throw UsageError("give the hosts either with --hosts or with --hostfile, not both");
   }
-  if (hosts.empty()) throw UsageError("launch.hosts '" + text + "' names no host: write e.g. --hosts node0:4,node1:4");
-  return hosts;
-}
-
-std::vector<HostSlots> parse_hostfile(const std::string& text, const std::string& name) {
-  std::vector<HostSlots> hosts;
-  std::istringstream lines(text);
-  std::string line;
-  for (int number = 1; std::getline(lines, line); ++number) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream words(line);
-    std::string host, word;
-    if (!(words >> host)) continue;
-    HostSlots slot;
-    slot.host = host;
-    const std::string where = fmt::format("{}:{}", name, number);
-    while (words >> word) {
-      if (word.rfind("slots=", 0) == 0) {
-        slot.slots = parse_slots(word.substr(6), where);
-      } else {
-        throw UsageError(fmt::format("{}: unexpected '{}': write lines like `node0 slots=4`", where, word));
-      }
-    }
-    hosts.push_back(slot);
-  }
-  if (hosts.empty()) throw UsageError(name + ": the hostfile names no host: write one line per host, e.g. `node0 slots=4`");
-  return hosts;
+  if (!launch.hosts.empty()) return launch.hosts.hosts;
+  if (!from_file) throw UsageError("no hosts to start node agents on: give --hosts or --hostfile");
+  const std::optional<std::string> text = try_read_file(launch.hostfile);
+  if (!text) throw UsageError("launch.hostfile " + launch.hostfile + ": cannot read it: " + std::strerror(errno));
+  const Parsed<HostList> hosts = HostList::parse_hostfile(*text, launch.hostfile);
+  if (!hosts.ok()) throw UsageError(hosts.error());
+  return hosts.value().hosts;
 }
 
 std::string shell_quote(const std::string& text) {
@@ -135,7 +104,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
   }
   const bool uneven = slot_counts.size() > 1;
   const std::string master_addr = loaded.origin_of("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
-  const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kDefaultMasterPort;
+  const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kTorchDefaultMasterPort;
 
   // What every agent gets besides its node rank: the user's settings, as --set so that any spelling works.
   std::vector<std::string> shared;

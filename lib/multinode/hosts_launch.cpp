@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -21,8 +20,6 @@
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/fd.hpp"
-#include "util/file_io.hpp"
-#include "util/value_parsing.hpp"
 #include "util/worker_binary.hpp"
 
 namespace mgtrain {
@@ -75,17 +72,6 @@ class PrefixedOutput final : public ChildOutput {
   ConsoleWriter& console_;
   LiveLineSplitter splitter_;
 };
-
-// The hosts given by --hosts or --hostfile.
-std::vector<HostSlots> hosts_of(const LaunchConfig& launch) {
-  if (!trim(launch.hosts).empty() && !trim(launch.hostfile).empty()) {
-    throw UsageError("give the hosts either with --hosts or with --hostfile, not both");
-  }
-  if (!trim(launch.hosts).empty()) return parse_hosts(launch.hosts);
-  const std::optional<std::string> text = try_read_file(launch.hostfile);
-  if (!text) throw UsageError("launch.hostfile " + launch.hostfile + ": cannot read it: " + std::strerror(errno));
-  return parse_hostfile(*text, launch.hostfile);
-}
 
 // One node agent per host as the loop's children: their output prefixed with the host, signals passed on,
 // the others stopped after the first failure, the job's exit code at the end.

@@ -16,15 +16,10 @@
 
 namespace mgtrain {
 
-struct HostSlots {
-  std::string host;
-  int slots = 0;  // workers on that host; 0: not given (launch.nproc applies)
-};
-
-// "a:4,b:4" or "a,b". Throws UsageError naming the bad entry.
-std::vector<HostSlots> parse_hosts(const std::string& text);
-// DeepSpeed-style lines "host slots=4" ("host" alone: no count); '#' starts a comment. `name` is for messages.
-std::vector<HostSlots> parse_hostfile(const std::string& text, const std::string& name);
+// The hosts to start agents on: launch.hosts as the config parsed it, or the list in the file launch.hostfile,
+// read now (HostList::parse_hostfile). Throws UsageError when both or neither are given, or the file is unreadable
+// or wrong (naming the file and line).
+std::vector<HostSlots> hosts_of(const LaunchConfig& launch);
 
 // The argument in single quotes for a POSIX shell ("it's" -> 'it'\''s').
 std::string shell_quote(const std::string& text);

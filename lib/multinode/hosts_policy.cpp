@@ -65,7 +65,7 @@ std::optional<HostsPolicy::Time> HostsPolicy::next_deadline() const {
 }
 
 int HostsPolicy::exit_code() const {
-  if (launcher_signal_) return 128 + *launcher_signal_;
+  if (launcher_signal_) return stopped_exit_code(*launcher_signal_);
   if (first_failure_) return ended_[*first_failure_]->as_exit_code();
   for (const std::optional<ExitStatus>& ended : ended_) {
     if (ended && !ended->signaled && ended->value == mgtrain::exit_code::kStoppedAfterCheckpoint) {

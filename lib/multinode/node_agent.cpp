@@ -341,7 +341,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
                        Clock::now());
     }
     if (client_->state() == RendezvousClient::State::kConnected) {
-      client_->send(rdzv::leave_message(128 + signal, why));
+      client_->send(rdzv::leave_message(stopped_exit_code(signal), why));
     } else {
       client_->close();
     }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "config/launch_defaults.hpp"
 #include "multinode/recency_list.hpp"
 #include "multinode/rendezvous_message.hpp"
 
@@ -23,10 +24,10 @@ struct RoundsSettings {
   bool dynamic = false;
   int min_nodes = 1;                 // static: min == max == nnodes
   int max_nodes = 1;
-  double join_timeout_s = 600;       // torchrun's default
-  double last_call_timeout_s = 30;   // dynamic: how long a round waits for more nodes once MIN are there
-  double node_timeout_s = 30;        // a node that sends nothing for this long is dead
-  double heartbeat_interval_s = 5;   // the server's heartbeats to each agent
+  double join_timeout_s = launch_defaults::kJoinTimeoutS;
+  double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;  // dynamic: more nodes once MIN are there
+  double node_timeout_s = launch_defaults::kNodeTimeoutS;           // a node silent this long is dead
+  double heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;  // the server's heartbeats to each agent
   int max_restarts = 0;              // new rounds after failures, for the whole job
   std::string master_addr;           // MASTER_ADDR for the workers: the server's host as the others reach it
   std::string host_agent_id;         // dynamic: the agent on the server's host gets node rank 0 (its rank 0

@@ -19,7 +19,12 @@ bool stops_the_job(int signal) {
   return signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGQUIT;
 }
 
-bool stopped_by_signal(int exit_code) { return exit_code > 128 && stops_the_job(exit_code - 128); }
+int stopped_exit_code(int signal) { return ExitStatus::killed_by(signal).as_exit_code(); }
+
+bool stopped_by_signal(int exit_code) {
+  const int signal = exit_code - 128;  // stopped_exit_code's inverse
+  return signal > 0 && stops_the_job(signal);
+}
 
 bool failed_exit(const ExitStatus& status) {
   return !status.success() && (status.signaled || status.value != exit_code::kStoppedAfterCheckpoint);
@@ -207,7 +212,7 @@ std::optional<std::size_t> SupervisionPolicy::root_cause() const {
 }
 
 int SupervisionPolicy::exit_code() const {
-  if (launcher_signal_) return 128 + *launcher_signal_;
+  if (launcher_signal_) return stopped_exit_code(*launcher_signal_);
   if (coordinated_exit_code_) return *coordinated_exit_code_;
   std::optional<std::size_t> cause = root_cause();
   if (!cause) return stopped_after_checkpoint_ ? exit_code::kStoppedAfterCheckpoint : 0;

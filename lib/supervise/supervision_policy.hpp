@@ -23,7 +23,10 @@ struct WorkerFailure;
 // SIGQUIT stop the job (a second one kills at once); SIGUSR1 (save and stop) and SIGUSR2 (save and go
 // on) are only passed on to the workers.
 bool stops_the_job(int signal);
-// An exit code 128+N of a launcher that a signal N stopped.
+// The exit code of a launcher (or a node agent leaving the rendezvous) that signal N stopped: 128+N, the shell's
+// code for a death by N (ExitStatus::as_exit_code).
+int stopped_exit_code(int signal);
+// An exit code stopped_exit_code gives for a signal that stops the job.
 bool stopped_by_signal(int exit_code);
 // Neither success nor exit_code::kStoppedAfterCheckpoint (75: saved a checkpoint and stopped on request).
 bool failed_exit(const ExitStatus& status);

@@ -143,7 +143,7 @@ void Supervisor::start_workers(int attempt) {
       workers_.push_back(std::move(worker));
       pids_by_attempt_[attempt][local_rank] = process.pid;
 
-      const std::string prefix = line_prefix_.render(PrefixFields{"default", global_rank, local_rank, plan_.hostname});
+      const std::string prefix = line_prefix_.render(PrefixFields{plan_.role, global_rank, local_rank, plan_.hostname});
       loop_.add_output(std::make_unique<CapturedOutput>(std::move(process.stdout_pipe),
           StreamCaptureSettings{log_layout::stdout_log(rank_directory), false, routing.stdout_to_console, prefix, terminal.out}, console_));
       loop_.add_output(std::make_unique<CapturedOutput>(std::move(process.stderr_pipe),

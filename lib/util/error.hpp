@@ -15,8 +15,8 @@ inline constexpr int kUsage = 2;        // bad flags, config, environment or inp
 // A worker asked to stop (SIGTERM, SIGUSR1) saved a checkpoint and stopped; rerunning resumes. The launcher
 // passes it on when that is why the job ended, and never counts it as a failure to restart from.
 inline constexpr int kStoppedAfterCheckpoint = 75;  // EX_TEMPFAIL: try again later
-inline constexpr int kInterrupted = 130;  // the launcher got SIGINT (128 + 2)
-inline constexpr int kTerminated = 143;   // the launcher got SIGTERM (128 + 15)
+// A launcher stopped by signal N exits 128+N (130 SIGINT, 143 SIGTERM): supervise/supervision_policy.hpp's
+// stopped_exit_code, the one rule.
 }  // namespace exit_code
 
 // Base of every error mgtrain raises on purpose. The message is complete and user-facing.

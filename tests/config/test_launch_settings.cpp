@@ -1,6 +1,7 @@
 // The typed launch settings (config/launch_settings.hpp): each one parser, good and bad text in tables, through the
 // parser itself and through the schema (every source gets the same rule and names the key, the source and what is
-// allowed), and the text written back for `config show` / the worker's resolved config.yaml parsing to the same value.
+// allowed), and the text written back for `config show` / the worker's resolved config.yaml parsing to the same value;
+// the hostfile form of the host list through its own parser.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -55,6 +56,10 @@ const Good kGood[] = {
     {"launch.rdzv_endpoint", "localhost:0", "localhost:0"},
     {"launch.rdzv_endpoint", "[::1]:1234", "[::1]:1234"},
     {"launch.rdzv_endpoint", "[fe80::1]", "[fe80::1]"},
+    {"launch.hosts", "", ""},
+    {"launch.hosts", "node0:4, node1:2", "node0:4,node1:2"},
+    {"launch.hosts", "a,b", "a,b"},
+    {"launch.hosts", "user@b:03", "user@b:3"},
 };
 
 struct Bad {
@@ -99,6 +104,13 @@ const Bad kBad[] = {
     {"launch.rdzv_endpoint", "[::1", "'[::1' is not HOST:PORT"},
     {"launch.rdzv_endpoint", "[]:1", "'[]:1' is not HOST:PORT"},
     {"launch.rdzv_endpoint", "[::1]1234", "'[::1]1234' is not HOST:PORT"},
+    {"launch.hosts", "a:x", "'a:x': 'x' is not a number of workers (slots): use a positive number"},
+    {"launch.hosts", "a:2,b:0", "'b:0' in 'a:2,b:0': '0' is not a number of workers (slots): use a positive number"},
+    {"launch.hosts", "a:", "'a:': '' is not a number of workers (slots): use a positive number"},
+    {"launch.hosts", "a,,b", "'a,,b' has an empty entry"},
+    {"launch.hosts", "a,b,", "'a,b,' has an empty entry"},
+    {"launch.hosts", ":4", "':4' has no host name"},
+    {"launch.hosts", "node 0:4", "'node 0:4' has blanks in its host name"},
 };
 
 LoadedConfig load_override(const std::string& key, const std::string& text) {
@@ -180,6 +192,10 @@ TEST_CASE("the parsers give typed values", "[config][settings]") {
   CHECK(RdzvEndpoint::parse("node0").value().port_or_default() == RdzvEndpoint::kDefaultPort);
   CHECK(RdzvEndpoint::parse(" ").value().empty());
 
+  const HostList hosts = HostList::parse("node0:4, user@node1").value();
+  CHECK(hosts.hosts == std::vector<HostSlots>{{"node0", 4}, {"user@node1", 0}});  // 0: launch.nproc applies
+  CHECK(HostList::parse(" ").value().empty());
+
   const Parsed<NprocSpec> failed = NprocSpec::parse("many");
   CHECK_FALSE(failed.ok());
   CHECK(failed.error() == "'many' is not a process count");
@@ -191,7 +207,7 @@ TEST_CASE("the defaults are the typed settings' defaults, written as before", "[
   const std::pair<const char*, const char*> expected[] = {
       {"launch.nproc", "1"}, {"launch.nnodes", "1"}, {"launch.gpu_ids", ""}, {"launch.tee", "0"},
       {"launch.redirect", "0"}, {"launch.local_ranks_filter", ""}, {"launch.tty", "auto"},
-      {"launch.rdzv_endpoint", ""}};
+      {"launch.rdzv_endpoint", ""}, {"launch.hosts", ""}};
   for (const auto& [key, text] : expected) {
     INFO(key);
     CHECK(find_key(key)->read(defaults).Scalar() == text);
@@ -226,4 +242,23 @@ TEST_CASE("an IPv6 endpoint from a flag or --set is text, not a YAML list", "[co
   const LoadedConfig loaded = load_config_text("", "", request, {});
   CHECK(loaded.config.launch.rdzv_endpoint == (RdzvEndpoint{"::1", 29400}));
   CHECK(loaded.config.model.hidden_sizes == std::vector<std::int64_t>{8, 4});
+}
+
+TEST_CASE("a hostfile: DeepSpeed-style lines, errors naming the file and line", "[config][settings][hosts]") {
+  const std::string text = "# the cluster\nnode0 slots=8\n\n  node1   slots=8  # second\nnode2\n";
+  const HostList file = HostList::parse_hostfile(text, "hosts.txt").value();
+  CHECK(file.hosts == std::vector<HostSlots>{{"node0", 8}, {"node1", 8}, {"node2", 0}});
+  CHECK(file.text() == "node0:8,node1:8,node2");  // the same list as --hosts writes it
+  CHECK(HostList::parse(file.text()).value() == file);
+  const std::pair<const char*, const char*> bad[] = {
+      {"node0 slots=8\nnode1 gpus=8\n", "hosts.txt:2: unexpected 'gpus=8': write lines like `node0 slots=4`"},
+      {"node0 slots=x\n", "hosts.txt:1: 'x' is not a number of workers (slots): use a positive number"},
+      {"node0\n\nnode1 slots=0\n", "hosts.txt:3: '0' is not a number of workers (slots): use a positive number"},
+      {"# nothing\n", "hosts.txt: the hostfile names no host: write one line per host, e.g. `node0 slots=4`"},
+      {"", "hosts.txt: the hostfile names no host: write one line per host, e.g. `node0 slots=4`"},
+  };
+  for (const auto& [text, error] : bad) {
+    INFO(text);
+    CHECK(HostList::parse_hostfile(text, "hosts.txt").error() == error);
+  }
 }

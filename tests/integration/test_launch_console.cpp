@@ -180,6 +180,10 @@ TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the console prefix, a typo
   CHECK_THAT(run.out, Catch::Contains(std::string(host) + "|[default1/1]:out\n"));
   CHECK_THAT(run.err, Catch::Contains(std::string(host) + "|[default0/0]:err\n"));
   CHECK(read_text(dir / "runs/prefix/attempt_0/rank_1/stdout.log") == "out\n");  // files are never prefixed
+  // ${role_name} is the workers' ROLE_NAME, launch.role (torch's tail_log uses the worker spec's role).
+  CapturedRun role = mgtrain_launch(dir, {"--role", "trainer", "--run-id", "role", "--", "sh", "-c", "echo out"}, options);
+  CHECK(role.exit_code == 0);
+  CHECK_THAT(role.out, Catch::Contains(std::string(host) + "|[trainer0/0]:out\n"));
 
   options.set_env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[${local_rnak}]";
   CapturedRun typo = mgtrain_launch(dir, {"--", "true"}, options);

@@ -1,34 +1,46 @@
-// --hosts/--hostfile: host lists, the remote command line and what every agent is told (pure parts).
+// --hosts/--hostfile: which hosts (the parsed list or the hostfile, a real file), the remote command line and what
+// every agent is told. The host list grammar itself is tested with the other typed settings (test_launch_settings).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "util/error.hpp"
 #include "multinode/hosts_launch.hpp"
+#include "support/temporary_directory.hpp"
 
 using namespace mgtrain;
 
-TEST_CASE("host lists: --hosts and DeepSpeed-style hostfiles", "[hosts]") {
-  auto hosts = parse_hosts("node0:4, node1:2");
-  REQUIRE(hosts.size() == 2);
-  CHECK(hosts[0].host == "node0");
-  CHECK(hosts[0].slots == 4);
-  CHECK(hosts[1].host == "node1");
-  CHECK(hosts[1].slots == 2);
-  CHECK(parse_hosts("a,b")[1].slots == 0);
-  CHECK_THROWS_WITH(parse_hosts("a:x"), Catch::Contains("'x' is not a number of workers"));
-  CHECK_THROWS_AS(parse_hosts(" , "), UsageError);
+namespace {
 
-  auto file = parse_hostfile("# the cluster\nnode0 slots=8\n\n  node1   slots=8  # second\nnode2\n", "hosts.txt");
-  REQUIRE(file.size() == 3);
-  CHECK(file[1].host == "node1");
-  CHECK(file[1].slots == 8);
-  CHECK(file[2].slots == 0);
-  CHECK_THROWS_WITH(parse_hostfile("node0 slots=8\nnode1 gpus=8\n", "hosts.txt"),
-                    Catch::Contains("hosts.txt:2: unexpected 'gpus=8'"));
-  CHECK_THROWS_WITH(parse_hostfile("# nothing\n", "hosts.txt"), Catch::Contains("names no host"));
+std::vector<HostSlots> hosts(const std::string& text) { return HostList::parse(text).value().hosts; }
+
+std::string write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("the hosts to start: the parsed --hosts, or the hostfile read at launch time", "[hosts]") {
+  LaunchConfig launch;
+  launch.hosts = HostList::parse("a:2,b:3").value();
+  CHECK(hosts_of(launch) == hosts("a:2,b:3"));
+  const testing::TemporaryDirectory dir("mgtrain-hostfile");
+  const std::string file = write_file(dir.path / "hosts.txt", "# the cluster\nnode0 slots=8\nnode1\n");
+  launch.hostfile = file;
+  CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("either with --hosts or with --hostfile, not both"));
+  launch.hosts = {};
+  CHECK(hosts_of(launch) == std::vector<HostSlots>{{"node0", 8}, {"node1", 0}});
+  std::remove(file.c_str());
+  CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("launch.hostfile " + file + ": cannot read it"));
+  const std::string bad = write_file(dir.path / "bad.txt", "node0 slots=8\nnode1 gpus=8\n");
+  launch.hostfile = bad;
+  CHECK_THROWS_WITH(hosts_of(launch), bad + ":2: unexpected 'gpus=8': write lines like `node0 slots=4`");
 }
 
 TEST_CASE("the remote command: template words with {host}, then one shell-quoted command line", "[hosts]") {
@@ -52,7 +64,7 @@ TEST_CASE("every agent gets its node rank, node 0's address, the run id and the 
   loaded.origin["launch.run_id"] = "generated";
   loaded.origin["optim.lr"] = "environment MGTRAIN_OPTIM_LR";
   EnvMap environment = {{"MGTRAIN_OPTIM_LR", "0.5"}};
-  auto args = agent_launch_arguments(parse_hosts("a:2,user@b:3"), request, loaded, environment);
+  auto args = agent_launch_arguments(hosts("a:2,user@b:3"), request, loaded, environment);
   REQUIRE(args.size() == 2);
   const std::vector<std::string> expected = {"--nnodes", "2", "--node-rank", "1", "--master-addr", "a", "--master-port", "29500",
                                              "--run-id", "r1", "--exit-with-stdin", "--nproc", "3", "--allow-uneven-nproc",
@@ -62,12 +74,12 @@ TEST_CASE("every agent gets its node rank, node 0's address, the run id and the 
   request.command = {"python3", "train.py"};
   loaded.origin["launch.master_addr"] = "--master-addr 10.0.0.1";
   loaded.config.launch.master_addr = "10.0.0.1";
-  args = agent_launch_arguments(parse_hosts("a,b"), request, loaded, environment);
+  args = agent_launch_arguments(hosts("a,b"), request, loaded, environment);
   CHECK(args[0][5] == "10.0.0.1");
   CHECK(std::vector<std::string>(args[0].end() - 3, args[0].end()) == std::vector<std::string>{"--", "python3", "train.py"});
   CHECK(std::find(args[0].begin(), args[0].end(), "launch.nproc=9") != args[0].end());  // no slots: --nproc applies
   loaded.origin["launch.nnodes"] = "--nnodes 3";
   loaded.config.launch.nnodes = NodeRange::exactly(3);
-  CHECK_THROWS_WITH(agent_launch_arguments(parse_hosts("a,b"), request, loaded, environment),
+  CHECK_THROWS_WITH(agent_launch_arguments(hosts("a,b"), request, loaded, environment),
                     Catch::Contains("launch.nnodes is 3 but the host list names 2 hosts"));
 }

@@ -298,7 +298,11 @@ TEST_CASE("the one rule: which signals stop the job, which exits fail it", "[pol
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
     CHECK(stops_the_job(signal));
     CHECK(stopped_by_signal(128 + signal));
+    CHECK(stopped_exit_code(signal) == 128 + signal);
+    CHECK(stopped_by_signal(stopped_exit_code(signal)));
   }
+  CHECK(stopped_exit_code(SIGINT) == 130);
+  CHECK(stopped_exit_code(SIGTERM) == 143);
   for (int signal : {SIGUSR1, SIGUSR2, SIGCHLD, SIGKILL}) CHECK_FALSE(stops_the_job(signal));
   CHECK_FALSE(stopped_by_signal(128 + SIGKILL));
   CHECK_FALSE(stopped_by_signal(0));
