@@ -18,8 +18,9 @@ build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli
 # target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm);
 # chromium: the status dashboard's screenshot test (tests/integration/dashboard_screenshot.sh).
 # python3-protobuf: test_run_metrics parses the TensorBoard event files with the real protobuf library.
+# clang-format clang-tidy: the house style and the static checks (.clang-format, .clang-tidy; scripts/check).
 test_packages=(python3-torch iproute2 procps time clang libclang-rt-14-dev slurmctld slurmd slurm-client munge chromium
-               python3-protobuf)
+               python3-protobuf clang-format clang-tidy)
 
 wanted=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then wanted+=("${test_packages[@]}"); fi
