@@ -260,8 +260,22 @@ Parsed<HostList> HostList::parse(const std::string& raw) {
   if (text.empty()) return list;
   for (const std::string& entry : entries_of(text)) {
     if (entry.empty()) return Parsed<HostList>::failure(fmt::format("'{}' has an empty entry", text));
-    const std::size_t colon = entry.rfind(':');
-    HostSlots host{trim(entry.substr(0, colon)), 0};
+    // An IPv6 address takes its slots in brackets ([fe80::1]:4); without brackets it has none (fe80::1).
+    std::size_t colon = entry.rfind(':');
+    std::string name = entry.substr(0, colon);
+    if (starts_with(entry, "[")) {
+      const std::size_t close = entry.find(']');
+      if (close == std::string::npos || (close + 1 < entry.size() && entry[close + 1] != ':')) {
+        return Parsed<HostList>::failure(
+            fmt::format("{}: write an IPv6 address as [ADDRESS] or [ADDRESS]:SLOTS", quoted(entry, text)));
+      }
+      name = entry.substr(1, close - 1);
+      colon = close + 1 < entry.size() ? close + 1 : std::string::npos;
+    } else if (colon != std::string::npos && entry.find(':') != colon) {
+      name = entry;
+      colon = std::string::npos;
+    }
+    HostSlots host{trim(name), 0};
     if (host.host.empty()) return Parsed<HostList>::failure(fmt::format("{} has no host name", quoted(entry, text)));
     if (host.host.find_first_of(" \t") != std::string::npos) {
       return Parsed<HostList>::failure(fmt::format("{} has blanks in its host name", quoted(entry, text)));
@@ -307,7 +321,9 @@ Parsed<HostList> HostList::parse_hostfile(const std::string& text, const std::st
 
 std::string HostList::text() const {
   return joined(hosts, [](const HostSlots& host) {
-    return host.slots > 0 ? fmt::format("{}:{}", host.host, host.slots) : host.host;
+    const bool ipv6 = host.host.find(':') != std::string::npos;
+    if (host.slots == 0) return host.host;
+    return ipv6 ? fmt::format("[{}]:{}", host.host, host.slots) : fmt::format("{}:{}", host.host, host.slots);
   });
 }
 

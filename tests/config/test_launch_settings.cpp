@@ -60,6 +60,7 @@ const Good kGood[] = {
     {"launch.hosts", "node0:4, node1:2", "node0:4,node1:2"},
     {"launch.hosts", "a,b", "a,b"},
     {"launch.hosts", "user@b:03", "user@b:3"},
+    {"launch.hosts", "fe80::1,[fe80::2]:4,[::1]", "fe80::1,[fe80::2]:4,::1"},
 };
 
 struct Bad {
@@ -111,6 +112,8 @@ const Bad kBad[] = {
     {"launch.hosts", "a,b,", "'a,b,' has an empty entry"},
     {"launch.hosts", ":4", "':4' has no host name"},
     {"launch.hosts", "node 0:4", "'node 0:4' has blanks in its host name"},
+    {"launch.hosts", "[fe80::1:4", "'[fe80::1:4': write an IPv6 address as [ADDRESS] or [ADDRESS]:SLOTS"},
+    {"launch.hosts", "[]:4", "'[]:4' has no host name"},
 };
 
 LoadedConfig load_override(const std::string& key, const std::string& text) {
