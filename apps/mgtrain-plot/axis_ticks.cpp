@@ -26,7 +26,8 @@ AxisTicks nice_ticks(double minimum, double maximum, int wanted) {
   ticks.step = step;
   ticks.low = std::floor(minimum / step + 1e-9) * step;
   ticks.high = std::ceil(maximum / step - 1e-9) * step;
-  for (double v = ticks.low; v <= ticks.high + step * 1e-6; v += step) ticks.values.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  for (double v = ticks.low; v <= ticks.high + step * 1e-6; v += step)
+    ticks.values.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
   return ticks;
 }
 

@@ -7,8 +7,8 @@
 namespace mgtrain::plot {
 
 struct AxisTicks {
-  double low = 0;    // the axis starts here (a tick, at or below the data's minimum)
-  double high = 1;   // and ends here (a tick, at or above the maximum)
+  double low = 0;   // the axis starts here (a tick, at or below the data's minimum)
+  double high = 1;  // and ends here (a tick, at or above the maximum)
   double step = 1;
   std::vector<double> values;
 };

@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "util/error.hpp"
-#include "util/log.hpp"
 #include "observe/plot_series.hpp"
 #include "plot_renderer.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace {
 
@@ -49,9 +49,10 @@ Options parse_arguments(const std::vector<std::string>& args) {
     } else if (arg == "--height" && has_value) {
       options.height = size_argument(arg, args[++i]);
     } else {
-      throw mgtrain::UsageError(fmt::format("unexpected argument '{}'; usage: mgtrain-plot --output OUT.png|OUT.svg [--width PX] "
-                                            "[--height PX] < data (normally run by `mgtrain plot`)",
-                                            arg));
+      throw mgtrain::UsageError(
+          fmt::format("unexpected argument '{}'; usage: mgtrain-plot --output OUT.png|OUT.svg [--width PX] "
+                      "[--height PX] < data (normally run by `mgtrain plot`)",
+                      arg));
     }
   }
   if (options.output.empty()) throw mgtrain::UsageError("give the image to write with --output OUT.png or OUT.svg");

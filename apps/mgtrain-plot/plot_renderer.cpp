@@ -43,7 +43,9 @@ void show_text_at(cairo_t* cr, const std::string& text, double x, double y, doub
   cairo_show_text(cr, text.c_str());
 }
 
-const Rgb& colour_of(std::size_t series_index) { return kPalette[series_index % (sizeof kPalette / sizeof kPalette[0])]; }
+const Rgb& colour_of(std::size_t series_index) {
+  return kPalette[series_index % (sizeof kPalette / sizeof kPalette[0])];
+}
 
 // Where the plot area is and how data maps into it.
 struct PlotArea {
@@ -71,7 +73,8 @@ PlotArea layout_plot_area(cairo_t* cr, const PlotSpec& spec, double width, doubl
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
   cairo_set_font_size(cr, 12);
   double y_label_width = 0;
-  for (double v : area.y_ticks.values) y_label_width = std::max(y_label_width, text_width(cr, tick_label(v, area.y_ticks.step)));
+  for (double v : area.y_ticks.values)
+    y_label_width = std::max(y_label_width, text_width(cr, tick_label(v, area.y_ticks.step)));
   const double right = 24, bottom = 58;
   area.left = 40 + y_label_width + 10;
   area.top = 48;
@@ -141,8 +144,10 @@ void draw_curves(cairo_t* cr, const PlotSpec& spec, const PlotArea& a) {
     cairo_set_line_width(cr, 2);
     for (std::size_t p = 0; p < series.points.size(); ++p) {
       const double x = a.px(series.points[p].first), y = a.py(series.points[p].second);
-      if (p == 0) cairo_move_to(cr, x, y);
-      else cairo_line_to(cr, x, y);
+      if (p == 0)
+        cairo_move_to(cr, x, y);
+      else
+        cairo_line_to(cr, x, y);
     }
     cairo_stroke(cr);
     if (series.points.size() <= 40) {
@@ -159,8 +164,10 @@ void draw_curves(cairo_t* cr, const PlotSpec& spec, const PlotArea& a) {
 std::pair<double, double> legend_corner(const PlotSpec& spec, const PlotArea& a, double box_w, double box_h) {
   double box_x = 0, box_y = 0;
   std::size_t fewest = std::numeric_limits<std::size_t>::max();
-  const double corners[4][2] = {{a.left + a.width - box_w - 10, a.top + 10}, {a.left + a.width - box_w - 10, a.top + a.height - box_h - 10},
-                                {a.left + 10, a.top + 10}, {a.left + 10, a.top + a.height - box_h - 10}};
+  const double corners[4][2] = {{a.left + a.width - box_w - 10, a.top + 10},
+                                {a.left + a.width - box_w - 10, a.top + a.height - box_h - 10},
+                                {a.left + 10, a.top + 10},
+                                {a.left + 10, a.top + a.height - box_h - 10}};
   for (const auto& corner : corners) {
     std::size_t hidden = 0;
     auto inside = [&](double cx, double cy) {
@@ -172,7 +179,8 @@ std::pair<double, double> legend_corner(const PlotSpec& spec, const PlotArea& a,
         hidden += inside(x1, y1);
         if (p == 0) continue;
         const double x0 = a.px(series.points[p - 1].first), y0 = a.py(series.points[p - 1].second);
-        for (int k = 1; k < 8; ++k) hidden += inside(x0 + (x1 - x0) * k / 8.0, y0 + (y1 - y0) * k / 8.0);  // the line too
+        for (int k = 1; k < 8; ++k)
+          hidden += inside(x0 + (x1 - x0) * k / 8.0, y0 + (y1 - y0) * k / 8.0);  // the line too
       }
     }
     if (hidden < fewest) {
@@ -219,7 +227,8 @@ void draw(cairo_t* cr, const PlotSpec& spec, double width, double height) {
 }
 
 void check(cairo_status_t status, const std::string& what, const std::string& path) {
-  if (status != CAIRO_STATUS_SUCCESS) throw Error(fmt::format("cannot {} {}: {} (cairo)", what, path, cairo_status_to_string(status)));
+  if (status != CAIRO_STATUS_SUCCESS)
+    throw Error(fmt::format("cannot {} {}: {} (cairo)", what, path, cairo_status_to_string(status)));
 }
 
 }  // namespace

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "contract/worker_identity.hpp"
+#include "train/loop/blas_setup.hpp"
+#include "train/loop/worker_main.hpp"
+#include "train/state/torchscript_export.hpp"
+#include "train/torch/torch_facts.hpp"
 #include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
-#include "train/torch/torch_facts.hpp"
-#include "train/state/torchscript_export.hpp"
-#include "train/loop/blas_setup.hpp"
-#include "train/loop/worker_main.hpp"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -12,8 +12,8 @@
 #include "config/config_docs.hpp"
 #include "config/config_loader.hpp"
 #include "config/config_yaml.hpp"
-#include "util/error.hpp"
 #include "config/starter_config.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 
@@ -33,7 +33,8 @@ int run_config_init(const ConfigInitRequest& request) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(request.path, ec) && !request.force) {
-    throw UsageError(fmt::format("config init: {} already exists; choose another path or add --force to overwrite it", request.path));
+    throw UsageError(fmt::format("config init: {} already exists; choose another path or add --force to overwrite it",
+                                 request.path));
   }
   AskFunction ask = [](const std::string& prompt) -> std::optional<std::string> {
     std::cout << prompt << std::flush;

@@ -11,19 +11,19 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "util/json_text.hpp"
-#include "util/build_info.hpp"
 #include "config/config_loader.hpp"
-#include "util/error.hpp"
-#include "util/log.hpp"
-#include "util/value_parsing.hpp"
-#include "util/run_capture.hpp"
 #include "launch/python_interpreter.hpp"
 #include "slurm/slurm_environment.hpp"
+#include "util/build_info.hpp"
+#include "util/error.hpp"
+#include "util/json_text.hpp"
+#include "util/log.hpp"
+#include "util/run_capture.hpp"
+#include "util/value_parsing.hpp"
 #include "util/worker_binary.hpp"
 
 namespace mgtrain {
@@ -109,8 +109,10 @@ YAML::Node to_yaml(const Json& json, int depth = 0, int flow_depth = 3) {
     YAML::Node node(json.is_object() ? YAML::NodeType::Map : YAML::NodeType::Sequence);
     for (const auto& [key, value] : json.items()) {
       const int inner_flow_depth = depth == 0 && key == "torch" ? 2 : flow_depth;
-      if (json.is_object()) node[key] = to_yaml(value, depth + 1, inner_flow_depth);
-      else node.push_back(to_yaml(value, depth + 1, flow_depth));
+      if (json.is_object())
+        node[key] = to_yaml(value, depth + 1, inner_flow_depth);
+      else
+        node.push_back(to_yaml(value, depth + 1, flow_depth));
     }
     if (depth >= flow_depth) node.SetStyle(YAML::EmitterStyle::Flow);
     return node;
@@ -137,11 +139,12 @@ int run_env_command(const EnvRequest& request) {
                                    {"build_type", build_info::kBuildType},
                                    {"compiler", build_info::kCompiler},
                                    {"worker", worker_path.empty() ? "not found" : worker_path}});
-  // The interpreter `mgtrain launch train.py` would use (no config file here: launch.python from MGTRAIN_LAUNCH_PYTHON).
+  // The interpreter `mgtrain launch train.py` would use (no config file here: launch.python from
+  // MGTRAIN_LAUNCH_PYTHON).
   const EnvMap environment = current_environment();
   const auto configured = environment.find("MGTRAIN_LAUNCH_PYTHON");
-  const PythonInterpreter python = choose_python(configured == environment.end() ? "" : configured->second,
-                                                 "MGTRAIN_LAUNCH_PYTHON", environment);
+  const PythonInterpreter python =
+      choose_python(configured == environment.end() ? "" : configured->second, "MGTRAIN_LAUNCH_PYTHON", environment);
   facts["python"] = Json::object({{"command", python.command},
                                   {"path", python.path.empty() ? Json(nullptr) : Json(python.path)},
                                   {"chosen_by", python.source}});

@@ -19,12 +19,12 @@
 
 #include <fmt/format.h>
 
-#include "commands.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "commands.hpp"
 #include "util/environment.hpp"
 #include "util/error.hpp"
-#include "util/worker_binary.hpp"
 #include "util/strings.hpp"
+#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {
@@ -45,18 +45,21 @@ std::string default_output(const std::string& checkpoint, const std::string& for
 void check_paths(const std::string& checkpoint, const std::string& out, bool force) {
   struct stat in_stat {};
   if (::stat(checkpoint.c_str(), &in_stat) != 0) {
-    throw UsageError(fmt::format("export: {}: {}", checkpoint, errno == ENOENT ? "no such file" : std::strerror(errno)));
+    throw UsageError(
+        fmt::format("export: {}: {}", checkpoint, errno == ENOENT ? "no such file" : std::strerror(errno)));
   }
   if (S_ISDIR(in_stat.st_mode)) {
-    throw UsageError(fmt::format("export: {} is a directory; give one checkpoint file (the directory's `latest` names the newest)",
-                                 checkpoint));
+    throw UsageError(fmt::format(
+        "export: {} is a directory; give one checkpoint file (the directory's `latest` names the newest)", checkpoint));
   }
   struct stat out_stat {};
   if (::stat(out.c_str(), &out_stat) == 0) {
     if (out_stat.st_dev == in_stat.st_dev && out_stat.st_ino == in_stat.st_ino) {
       throw UsageError(fmt::format("export: the output {} is the checkpoint itself; choose another file with -o", out));
     }
-    if (!force) throw UsageError(fmt::format("export: {} exists; add --force to overwrite it, or choose another file with -o", out));
+    if (!force)
+      throw UsageError(
+          fmt::format("export: {} exists; add --force to overwrite it, or choose another file with -o", out));
   }
 }
 
@@ -83,7 +86,8 @@ int export_safetensors(const ExportRequest& request, const std::string& out) {
     total_bytes += t.nbytes;
   }
   if (records.empty()) {
-    throw UsageError(fmt::format("export: {}: no model/ tensors; is it a checkpoint written by mgtrain's trainer?", request.checkpoint));
+    throw UsageError(fmt::format("export: {}: no model/ tensors; is it a checkpoint written by mgtrain's trainer?",
+                                 request.checkpoint));
   }
   // Wider dtypes first (as the safetensors library orders them), each group in the model's order: every tensor then
   // starts at a multiple of its element size, e.g. BatchNorm's int64 num_batches_tracked after float32 weights.
@@ -97,9 +101,10 @@ int export_safetensors(const ExportRequest& request, const std::string& out) {
       {"mgtrain.source", file_name_of(request.checkpoint)},
   };
   write_checkpoint_file(out, metadata, records);
-  const std::string size = total_bytes < 1000000 ? fmt::format("{} bytes", total_bytes) : fmt::format("{:.1f} MB", static_cast<double>(total_bytes) / 1e6);
-  std::printf("%s: %zu tensors, %s, from %s (step %s)\n", out.c_str(), records.size(), size.c_str(), request.checkpoint.c_str(),
-              metadata_or(file, "mgtrain.step", "?").c_str());
+  const std::string size = total_bytes < 1000000 ? fmt::format("{} bytes", total_bytes)
+                                                 : fmt::format("{:.1f} MB", static_cast<double>(total_bytes) / 1e6);
+  std::printf("%s: %zu tensors, %s, from %s (step %s)\n", out.c_str(), records.size(), size.c_str(),
+              request.checkpoint.c_str(), metadata_or(file, "mgtrain.step", "?").c_str());
   return exit_code::kSuccess;
 }
 

@@ -3,10 +3,10 @@
 #include <cstdlib>
 
 #include "commands.hpp"
-#include "util/error.hpp"
 #include "config/config_loader.hpp"
 #include "launch/launch.hpp"
 #include "slurm/slurm_environment.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 

@@ -17,14 +17,14 @@
 
 #include "commands.hpp"
 #include "contract/log_layout.hpp"
+#include "observe/metrics_reader.hpp"
+#include "observe/plot_series.hpp"
+#include "observe/run_history.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
-#include "observe/metrics_reader.hpp"
-#include "observe/plot_series.hpp"
-#include "observe/run_history.hpp"
 #include "util/worker_binary.hpp"
 
 namespace mgtrain {
@@ -32,7 +32,8 @@ namespace {
 
 std::string default_output(const std::string& metric) {
   std::string name;
-  for (char c : metric) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  for (char c : metric)
+    name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
   return name + ".png";
 }
 
@@ -48,15 +49,16 @@ PlotSeries series_of(const std::string& run, const std::string& directory, const
   MetricsFileReader reader(path);
   reader.refresh();
   if (!reader.exists()) {
-    throw UsageError(fmt::format("run '{}' has no metrics file {}: it was not launched by mgtrain with the built-in trainer, "
-                                 "log.metrics_every_steps was 0, or it stopped before its first row",
-                                 run, path));
+    throw UsageError(
+        fmt::format("run '{}' has no metrics file {}: it was not launched by mgtrain with the built-in trainer, "
+                    "log.metrics_every_steps was 0, or it stopped before its first row",
+                    run, path));
   }
   const MetricsLog& log = reader.log();
   if (log.empty()) {
     throw UsageError(fmt::format("run '{}': {} has no rows yet (empty data){}", run, path,
-                                 log.problem_count() ? fmt::format("; {} lines could not be read, first: {}", log.problem_count(),
-                                                                   log.problems().front())
+                                 log.problem_count() ? fmt::format("; {} lines could not be read, first: {}",
+                                                                   log.problem_count(), log.problems().front())
                                                      : ""));
   }
   PlotSeries series;
@@ -72,12 +74,13 @@ PlotSeries series_of(const std::string& run, const std::string& directory, const
   }
   if (points.empty()) {
     const std::vector<std::string> present = log.metric_names();
-    throw UsageError(fmt::format("run '{}' has no metric '{}'{} in {}; metrics present: {} (choose one with --metric)", run, metric,
-                                 did_you_mean_suffix(metric, present), path, joined(present)));
+    throw UsageError(fmt::format("run '{}' has no metric '{}'{} in {}; metrics present: {} (choose one with --metric)",
+                                 run, metric, did_you_mean_suffix(metric, present), path, joined(present)));
   }
   if (series.points.empty()) {
-    throw UsageError(fmt::format("run '{}': every value of '{}' in {} is NaN or infinite ({} rows): nothing to draw (empty data)",
-                                 run, metric, path, non_finite));
+    throw UsageError(
+        fmt::format("run '{}': every value of '{}' in {} is NaN or infinite ({} rows): nothing to draw (empty data)",
+                    run, metric, path, non_finite));
   }
   if (non_finite) {
     log::info("run '{}': {} value{} of '{}' that are NaN or infinite are left out of the plot", run, non_finite,
@@ -89,9 +92,10 @@ PlotSeries series_of(const std::string& run, const std::string& directory, const
 std::string renderer_path() {
   const std::string path = executable_directory() + "/mgtrain-plot";
   if (access(path.c_str(), X_OK) != 0) {
-    throw UsageError(fmt::format("the plot renderer {} is not there ({}): it is built only when cairo is found; install "
-                                 "libcairo2-dev (scripts/install-deps.sh) and build again (cmake --build <build dir>)",
-                                 path, std::strerror(errno)));
+    throw UsageError(
+        fmt::format("the plot renderer {} is not there ({}): it is built only when cairo is found; install "
+                    "libcairo2-dev (scripts/install-deps.sh) and build again (cmake --build <build dir>)",
+                    path, std::strerror(errno)));
   }
   return path;
 }
@@ -107,7 +111,8 @@ void stdin_from_text(const std::string& text) {
     if (n < 0) throw SystemError("cannot write the plot data (memfd)", errno);
     done += static_cast<std::size_t>(n);
   }
-  if (lseek(fd.get(), 0, SEEK_SET) != 0 || dup2(fd.get(), 0) != 0) throw SystemError("cannot hand the plot data to mgtrain-plot", errno);
+  if (lseek(fd.get(), 0, SEEK_SET) != 0 || dup2(fd.get(), 0) != 0)
+    throw SystemError("cannot hand the plot data to mgtrain-plot", errno);
 }
 
 }  // namespace
@@ -116,9 +121,11 @@ int run_plot_command(const PlotRequest& request) {
   const std::string log_dir = request.log_dir.empty() ? log_layout::default_log_dir() : request.log_dir;
   const std::string output = request.output.empty() ? default_output(request.metric) : request.output;
   if (!ends_with(output, ".png") && !ends_with(output, ".svg")) {
-    throw UsageError(fmt::format("plot: cannot tell the image format of '{}': name the output file .png or .svg (-o)", output));
+    throw UsageError(
+        fmt::format("plot: cannot tell the image format of '{}': name the output file .png or .svg (-o)", output));
   }
-  if (request.metric.empty()) throw UsageError("plot: --metric is empty; give a column of metrics.jsonl such as loss or eval.accuracy");
+  if (request.metric.empty())
+    throw UsageError("plot: --metric is empty; give a column of metrics.jsonl such as loss or eval.accuracy");
 
   PlotSpec spec;
   std::vector<std::string> names;

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "util/json_text.hpp"
 #include "contract/log_layout.hpp"
 #include "observe/run_history.hpp"
 #include "util/error.hpp"
+#include "util/json_text.hpp"
 #include "util/log.hpp"
 #include "util/time_format.hpp"
 
@@ -67,7 +67,8 @@ void print_table(const std::vector<RunSummary>& runs) {
   std::vector<std::vector<std::string>> rows = {{"RUN ID", "STATUS", "STARTED", "DURATION", "STEPS", "BEST"}};
   for (const RunSummary& r : runs) {
     std::string status = r.status;
-    if (r.record && r.record->exit_code && *r.record->exit_code != 0) status += fmt::format(" ({})", *r.record->exit_code);
+    if (r.record && r.record->exit_code && *r.record->exit_code != 0)
+      status += fmt::format(" ({})", *r.record->exit_code);
     rows.push_back({r.run_id, status, r.start_time ? local_time_text(*r.start_time) : "-",
                     r.duration_s ? format_duration(*r.duration_s, DurationPrecision::Tenths) : "-",
                     r.steps ? std::to_string(*r.steps) : "-", best_text(r.best)});

@@ -15,9 +15,9 @@
 #include "observe/status_snapshot.hpp"
 #include "util/error.hpp"
 #include "util/file_io.hpp"
+#include "util/strings.hpp"
 #include "util/time_format.hpp"
 #include "util/value_parsing.hpp"
-#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -60,7 +60,8 @@ fs::path find_run_directory(const StatusRequest& request) {
       newest_time = time;
     }
   }
-  if (newest.empty()) throw UsageError("no runs under " + log_dir.string() + ": give --log-dir DIR (launch.log_dir of the run)");
+  if (newest.empty())
+    throw UsageError("no runs under " + log_dir.string() + ": give --log-dir DIR (launch.log_dir of the run)");
   return newest;
 }
 
@@ -87,19 +88,20 @@ void print_live(const Json& s, const std::string& endpoint) {
   const int attempt = s.at("attempt").get<int>();
   std::printf("run %s: %s, attempt %d of %d (restarts %d), %s node %d\nstatus API http://%s/  run directory %s\n\n",
               s.at("run_id").get<std::string>().c_str(), s.at("phase").get<std::string>().c_str(), attempt + 1,
-              s.at("max_restarts").get<int>() + 1, s.at("restarts").get<int>(), s.at("hostname").get<std::string>().c_str(),
-              s.at("node_rank").get<int>(), endpoint.c_str(), s.at("run_dir").get<std::string>().c_str());
+              s.at("max_restarts").get<int>() + 1, s.at("restarts").get<int>(),
+              s.at("hostname").get<std::string>().c_str(), s.at("node_rank").get<int>(), endpoint.c_str(),
+              s.at("run_dir").get<std::string>().c_str());
   const double now = s.at("time").get<double>();
-  std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", "rank", "local", "pid", "state", "step", "loss", "heartbeat",
-              "CPU%", "RSS");
+  std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", "rank", "local", "pid", "state", "step", "loss",
+              "heartbeat", "CPU%", "RSS");
   for (const Json& r : s.at("ranks")) {
     const Json& last = field(r, "last_heartbeat");
     const std::string beat = last.is_number() ? fmt::format("{:.1f} s ago", now - last.get<double>()) : "-";
     std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", text_or_dash(field(r, "rank")).c_str(),
                 text_or_dash(field(r, "local_rank")).c_str(), text_or_dash(field(r, "pid")).c_str(),
                 text_or_dash(field(r, "state")).c_str(), text_or_dash(field(r, "step")).c_str(),
-                text_or_dash(field(r, "loss"), 4).c_str(), beat.c_str(), text_or_dash(field(r, "cpu_percent"), 0).c_str(),
-                bytes_text(field(r, "rss_bytes")).c_str());
+                text_or_dash(field(r, "loss"), 4).c_str(), beat.c_str(),
+                text_or_dash(field(r, "cpu_percent"), 0).c_str(), bytes_text(field(r, "rss_bytes")).c_str());
   }
   const Json& gpus = field(s, "gpus");
   if (gpus.empty()) {
@@ -141,17 +143,20 @@ void print_from_files(const fs::path& run_dir) {
   int attempt = -1;
   for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (starts_with(name, "attempt_")) attempt = std::max(attempt, static_cast<int>(parse_int(name.substr(8)).value_or(-1)));
+    if (starts_with(name, "attempt_"))
+      attempt = std::max(attempt, static_cast<int>(parse_int(name.substr(8)).value_or(-1)));
   }
   if (attempt >= 0) {
     std::printf("attempt %d, last heartbeats:\n", attempt + 1);
     const fs::path attempt_dir = run_dir / ("attempt_" + std::to_string(attempt));
     for (const fs::directory_entry& entry : fs::directory_iterator(attempt_dir, error)) {
       std::optional<HeartbeatInfo> beat = parse_heartbeat_line(file_text(entry.path() / "heartbeat"));
-      std::printf("  %-8s %s\n", entry.path().filename().c_str(),
-                  beat ? fmt::format("step {} loss {} ({:.0f} s ago)", beat->step, beat->loss ? fmt::format("{:.4f}", *beat->loss) : "-",
-                                     unix_seconds_now() - beat->time).c_str()
-                       : "no heartbeat");
+      std::printf(
+          "  %-8s %s\n", entry.path().filename().c_str(),
+          beat ? fmt::format("step {} loss {} ({:.0f} s ago)", beat->step,
+                             beat->loss ? fmt::format("{:.4f}", *beat->loss) : "-", unix_seconds_now() - beat->time)
+                     .c_str()
+               : "no heartbeat");
     }
   }
   const std::string resources = last_complete_line(file_text(run_dir / "resources.jsonl"));

@@ -15,7 +15,8 @@ int run_tokenize_command(const TokenizeRequest& request) {
   options.val_fraction = request.val_fraction;
   TokenizeResult result = tokenize_text_file(options);
   std::printf("%s: %lld tokens, vocabulary %lld (%s level)\n", result.train_path.c_str(),
-              static_cast<long long>(result.train_tokens), static_cast<long long>(result.vocab_size), request.level.c_str());
+              static_cast<long long>(result.train_tokens), static_cast<long long>(result.vocab_size),
+              request.level.c_str());
   if (!result.val_path.empty()) {
     std::printf("%s: %lld tokens\n", result.val_path.c_str(), static_cast<long long>(result.val_tokens));
   }

@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "util/atomic_file.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/strings.hpp"
@@ -135,7 +135,8 @@ NewestValidCheckpoint newest_valid_checkpoint(const std::string& dir) {
 
 void update_latest_pointer(const std::string& dir, const std::string& file_name) {
   if (!is_plain_file_name(file_name)) {
-    throw Error(fmt::format("update {}: {} is not a plain file name", join_path(dir, "latest"), json_string(file_name)));
+    throw Error(
+        fmt::format("update {}: {} is not a plain file name", join_path(dir, "latest"), json_string(file_name)));
   }
   write_file_atomically(join_path(dir, "latest"), file_name + "\n");
 }
@@ -152,8 +153,10 @@ std::optional<std::string> read_latest_pointer(const std::string& dir) {
   return name;
 }
 
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep_last, const std::set<std::string>& protect) {
-  if (keep_last < 1) throw Error(fmt::format("prune checkpoints in {}: keep_last is {}, it must be at least 1", dir, keep_last));
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep_last,
+                                           const std::set<std::string>& protect) {
+  if (keep_last < 1)
+    throw Error(fmt::format("prune checkpoints in {}: keep_last is {}, it must be at least 1", dir, keep_last));
   std::vector<CheckpointListing> all = list_checkpoints(dir);
   const std::optional<std::string> latest = read_latest_pointer(dir);
   std::vector<std::string> removed;
@@ -170,7 +173,8 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep_last
 std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
   std::vector<std::string> removed;
   for (const std::string& name : directory_entries(dir)) {
-    const bool checkpoint_temp = starts_with(name, "." + std::string(kNamePrefix)) && name.find(".tmp.") != std::string::npos;
+    const bool checkpoint_temp =
+        starts_with(name, "." + std::string(kNamePrefix)) && name.find(".tmp.") != std::string::npos;
     const bool pointer_temp = starts_with(name, ".latest.tmp.") || starts_with(name, ".best.tmp.");
     if (!checkpoint_temp && !pointer_temp) continue;
     remove_file(join_path(dir, name));
@@ -182,9 +186,11 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
 
 void update_best_pointer(const std::string& dir, const BestCheckpoint& best) {
   const std::string path = join_path(dir, "best");
-  if (!is_plain_file_name(best.file_name)) throw Error(fmt::format("update {}: {} is not a plain file name", path, json_string(best.file_name)));
+  if (!is_plain_file_name(best.file_name))
+    throw Error(fmt::format("update {}: {} is not a plain file name", path, json_string(best.file_name)));
   if (best.metric.empty()) throw Error(fmt::format("update {}: the metric name is empty", path));
-  if (!std::isfinite(best.value)) throw Error(fmt::format("update {}: {} = {} is not a finite number", path, best.metric, best.value));
+  if (!std::isfinite(best.value))
+    throw Error(fmt::format("update {}: {} = {} is not a finite number", path, best.metric, best.value));
   nlohmann::ordered_json pointer;
   pointer["file"] = best.file_name;
   pointer["metric"] = best.metric;
@@ -197,7 +203,9 @@ std::optional<BestCheckpoint> read_best_pointer(const std::string& dir) {
   const auto text = read_pointer_file(path);
   if (!text) return std::nullopt;
   const auto malformed = [&](const std::string& why) {
-    return Error(fmt::format("{}: malformed best-checkpoint pointer ({}); expected {{\"file\":...,\"metric\":...,\"value\":...}}", path, why));
+    return Error(fmt::format(
+        "{}: malformed best-checkpoint pointer ({}); expected {{\"file\":...,\"metric\":...,\"value\":...}}", path,
+        why));
   };
   BestCheckpoint best;
   const nlohmann::json root = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);

@@ -56,7 +56,8 @@ std::optional<std::string> read_latest_pointer(const std::string& dir);
 
 // Removes the oldest checkpoint files so that the newest `keep_last` (>= 1, else Error) remain, never one
 // named in `protect` (e.g. the best one) nor the one `latest` names. Returns the removed file names.
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep_last, const std::set<std::string>& protect = {});
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep_last,
+                                           const std::set<std::string>& protect = {});
 
 // Removes temporary files a killed writer left (.checkpoint-step*.tmp.*, .latest.tmp.*, .best.tmp.*) and
 // returns their names. Call it when no writer is active in `dir` (e.g. at start, before resuming).

@@ -96,8 +96,8 @@ void check_tensors(const std::string& path, const std::map<std::string, std::str
     if (!is_valid_utf8(key)) fail(fmt::format("metadata key {} is not valid UTF-8", json_string(key)));
     if (!is_valid_utf8(value)) fail(fmt::format("metadata value of {} is not valid UTF-8", json_string(key)));
     if (json_string(key).size() > kMaxQuotedKeyBytes) {
-      fail(fmt::format("metadata key {}... is too long ({} bytes JSON-escaped, at most {})", json_string(key.substr(0, 40)),
-                       json_string(key).size(), kMaxQuotedKeyBytes));
+      fail(fmt::format("metadata key {}... is too long ({} bytes JSON-escaped, at most {})",
+                       json_string(key.substr(0, 40)), json_string(key).size(), kMaxQuotedKeyBytes));
     }
   }
   std::set<std::string_view> names;
@@ -107,8 +107,8 @@ void check_tensors(const std::string& path, const std::map<std::string, std::str
     if (tensor.name == kMetadataKey) fail("a tensor cannot be named __metadata__");
     if (!is_valid_utf8(tensor.name)) fail(fmt::format("tensor name {} is not valid UTF-8", name));
     if (name.size() > kMaxQuotedKeyBytes) {
-      fail(fmt::format("tensor name {}... is too long ({} bytes JSON-escaped, at most {})", json_string(tensor.name.substr(0, 40)),
-                       name.size(), kMaxQuotedKeyBytes));
+      fail(fmt::format("tensor name {}... is too long ({} bytes JSON-escaped, at most {})",
+                       json_string(tensor.name.substr(0, 40)), name.size(), kMaxQuotedKeyBytes));
     }
     if (!names.insert(tensor.name).second) fail(fmt::format("two tensors are named {}", name));
     const std::size_t element_size = checkpoint_dtype_size(tensor.dtype);
@@ -158,11 +158,13 @@ MappedBytes map_checkpoint(const std::string& path) {
 std::uint64_t checked_header_size(const std::string& path, const unsigned char* bytes, std::uint64_t size) {
   const std::uint64_t header_size = get_le64(bytes);
   if (header_size > kMaxHeaderSize) {
-    corrupt(path, fmt::format("damaged header length field: {} bytes (safetensors allows at most {})", header_size, kMaxHeaderSize));
+    corrupt(path, fmt::format("damaged header length field: {} bytes (safetensors allows at most {})", header_size,
+                              kMaxHeaderSize));
   }
   if (header_size > size - 8) {
-    corrupt(path, fmt::format("truncated: the header length field says {} bytes of JSON header, the file has {} bytes after it",
-                              header_size, size - 8));
+    corrupt(path, fmt::format(
+                      "truncated: the header length field says {} bytes of JSON header, the file has {} bytes after it",
+                      header_size, size - 8));
   }
   return header_size;
 }
@@ -174,17 +176,22 @@ std::uint64_t stored_checksum_digits(const std::string& path, std::string_view h
                               kCheckpointHeaderPrefix));
   }
   const std::string_view digits = header.substr(kChecksumDigitsOffsetInHeader, kChecksumDigits);
-  const bool digits_ok = digits.size() == kChecksumDigits && header.size() > kChecksumDigitsOffsetInHeader + kChecksumDigits &&
+  const bool digits_ok = digits.size() == kChecksumDigits &&
+                         header.size() > kChecksumDigitsOffsetInHeader + kChecksumDigits &&
                          header[kChecksumDigitsOffsetInHeader + kChecksumDigits] == '"' &&
-                         std::all_of(digits.begin(), digits.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-  if (!digits_ok) corrupt(path, fmt::format("damaged checksum field: {} is not 16 lowercase hex digits", json_string(digits)));
+                         std::all_of(digits.begin(), digits.end(),
+                                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  if (!digits_ok)
+    corrupt(path, fmt::format("damaged checksum field: {} is not 16 lowercase hex digits", json_string(digits)));
   return std::strtoull(std::string(digits).c_str(), nullptr, 16);
 }
 
 // Offsets contiguous from 0 (sorting `tensors` by them), ending exactly at the end of the file's data region.
-void check_data_offsets(const std::string& path, std::vector<checkpoint_header::PlacedTensor>& tensors, std::uint64_t data_size) {
+void check_data_offsets(const std::string& path, std::vector<checkpoint_header::PlacedTensor>& tensors,
+                        std::uint64_t data_size) {
   using checkpoint_header::PlacedTensor;
-  std::stable_sort(tensors.begin(), tensors.end(), [](const PlacedTensor& a, const PlacedTensor& b) { return a.begin < b.begin; });
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const PlacedTensor& a, const PlacedTensor& b) { return a.begin < b.begin; });
   std::uint64_t expected_begin = 0;
   for (const PlacedTensor& tensor : tensors) {
     if (tensor.begin != expected_begin) {
@@ -194,11 +201,14 @@ void check_data_offsets(const std::string& path, std::vector<checkpoint_header::
     expected_begin = tensor.end;
   }
   if (data_size < expected_begin) {
-    corrupt(path, fmt::format("truncated: the header says {} bytes of tensor data, the file has {}", expected_begin, data_size));
+    corrupt(path, fmt::format("truncated: the header says {} bytes of tensor data, the file has {}", expected_begin,
+                              data_size));
   }
   if (data_size > expected_begin) {
-    corrupt(path, fmt::format("{} unexpected bytes after the tensor data (the header says {} bytes of tensor data, the file has {})",
-                              data_size - expected_begin, expected_begin, data_size));
+    corrupt(path,
+            fmt::format(
+                "{} unexpected bytes after the tensor data (the header says {} bytes of tensor data, the file has {})",
+                data_size - expected_begin, expected_begin, data_size));
   }
 }
 
@@ -211,7 +221,8 @@ void check_checksum(const std::string& path, const unsigned char* bytes, std::ui
   hash.update(bytes + digits_at + kChecksumDigits, size - digits_at - kChecksumDigits);
   const std::uint64_t computed = hash.digest();
   if (computed != stored) {
-    corrupt(path, fmt::format("checksum mismatch: stored {:016x}, computed {:016x} (the file is damaged)", stored, computed));
+    corrupt(path,
+            fmt::format("checksum mismatch: stored {:016x}, computed {:016x} (the file is damaged)", stored, computed));
   }
 }
 

@@ -92,7 +92,9 @@ void parse_metadata(const std::string& path, const Json& node, Parsed& parsed) {
 }
 
 PlacedTensor parse_tensor(const std::string& path, const std::string& name, const Json& node) {
-  const auto fail = [&](const std::string& what) { corrupt(path, fmt::format("tensor {}: {}", json_string(name), what)); };
+  const auto fail = [&](const std::string& what) {
+    corrupt(path, fmt::format("tensor {}: {}", json_string(name), what));
+  };
   if (!node.is_object()) fail(fmt::format("{}, not an object", describe(node)));
   PlacedTensor tensor;
   TensorEntry& entry = tensor.entry;
@@ -109,7 +111,8 @@ PlacedTensor parse_tensor(const std::string& path, const std::string& name, cons
       if (!value.is_array()) fail(fmt::format("shape is {}, not an array", describe(value)));
       for (const Json& dim : value) {
         const auto size = as_uint(dim);
-        if (!size || *size > static_cast<std::uint64_t>(INT64_MAX)) fail(fmt::format("invalid dimension {} in shape", describe(dim)));
+        if (!size || *size > static_cast<std::uint64_t>(INT64_MAX))
+          fail(fmt::format("invalid dimension {} in shape", describe(dim)));
         entry.shape.push_back(static_cast<std::int64_t>(*size));
       }
       have_shape = true;

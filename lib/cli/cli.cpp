@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/subcommands.hpp"
 #include "cli/torchrun_options.hpp"
@@ -49,10 +49,13 @@ std::string version_text() {
 void check_subcommand(const CLI::App& app, const std::vector<std::string>& args) {
   if (args.empty()) throw UsageError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
   if (args[0].empty() || args[0][0] != '-') {
-    const std::vector<std::string> subcommands = {"launch", "config", "env", "tokenize", "export", "runs", "plot", "status"};
+    const std::vector<std::string> subcommands = {"launch", "config", "env",  "tokenize",
+                                                  "export", "runs",   "plot", "status"};
     if (std::find(subcommands.begin(), subcommands.end(), args[0]) == subcommands.end()) {
-      throw UsageError(fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export, runs, plot, status (mgtrain --help)", args[0],
-                                   did_you_mean_suffix(args[0], subcommands)));
+      throw UsageError(
+          fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export, runs, plot, "
+                      "status (mgtrain --help)",
+                      args[0], did_you_mean_suffix(args[0], subcommands)));
     }
   }
 }
@@ -113,8 +116,10 @@ CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env) {
     std::optional<CliRequest> request = subcommand->request();
     if (!request) continue;
     // `config show/validate` show and check what `launch` would run: with the PET_* variables.
-    if (auto* show = std::get_if<ConfigShowRequest>(&*request)) show->config.environment = cli_detail::pet_settings(env);
-    if (auto* check = std::get_if<ConfigValidateRequest>(&*request)) check->config.environment = cli_detail::pet_settings(env);
+    if (auto* show = std::get_if<ConfigShowRequest>(&*request))
+      show->config.environment = cli_detail::pet_settings(env);
+    if (auto* check = std::get_if<ConfigValidateRequest>(&*request))
+      check->config.environment = cli_detail::pet_settings(env);
     return *request;
   }
   throw UsageError("give a subcommand (launch, config, env); see mgtrain --help");

@@ -35,7 +35,7 @@ struct ConfigDocsRequest {};
 struct TokenizeRequest {
   std::string input;
   std::string output_dir;
-  std::string level = "char";   // char | byte
+  std::string level = "char";  // char | byte
   double val_fraction = 0.1;
 };
 
@@ -44,8 +44,8 @@ struct TokenizeRequest {
 struct ExportRequest {
   std::string checkpoint;
   std::string format = "safetensors";  // safetensors | torchscript
-  std::string output;                  // empty: next to the checkpoint, <stem>.model.safetensors / <stem>.torchscript.pt
-  bool force = false;                  // overwrite an existing output
+  std::string output;  // empty: next to the checkpoint, <stem>.model.safetensors / <stem>.torchscript.pt
+  bool force = false;  // overwrite an existing output
 };
 
 // `mgtrain runs [--log-dir DIR] [--json]`: the run history under the log directory, newest first.
@@ -58,8 +58,8 @@ struct RunsRequest {
 struct PlotRequest {
   std::vector<std::string> runs;  // run ids under the log directory, or run directory paths
   std::string metric = "loss";
-  std::string output;             // empty: <metric>.png in the current directory
-  std::string log_dir;            // as for RunsRequest
+  std::string output;   // empty: <metric>.png in the current directory
+  std::string log_dir;  // as for RunsRequest
 };
 
 // `mgtrain status [RUN] [--log-dir DIR] [--json]`: a run's live state from its launcher's status API, or
@@ -79,9 +79,9 @@ struct PrintRequest {
   std::string text;
 };
 
-using CliRequest = std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest,
-                                ConfigInitRequest, ConfigDocsRequest, EnvRequest, TokenizeRequest, ExportRequest, RunsRequest,
-                                PlotRequest, StatusRequest, PrintRequest>;
+using CliRequest =
+    std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest, ConfigInitRequest, ConfigDocsRequest,
+                 EnvRequest, TokenizeRequest, ExportRequest, RunsRequest, PlotRequest, StatusRequest, PrintRequest>;
 
 // Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
 // `env` is the environment the command runs in, for torchrun's PET_* variables (launch, config show/validate):
@@ -92,7 +92,7 @@ CliRequest parse_cli(const std::vector<std::string>& args);
 
 // One PET_* variable of an environment and what `mgtrain launch` does with it (for `mgtrain env`).
 struct TorchrunVariable {
-  std::string name;    // "PET_NNODES"
+  std::string name;  // "PET_NNODES"
   std::string value;
   std::string effect;  // "launch.nnodes = 2", "ignored: ...", "refused: ..."
 };

@@ -5,16 +5,16 @@
 #include <map>
 #include <set>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/subcommands.hpp"
 #include "cli/torchrun_options.hpp"
 #include "config/config_schema.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
-#include "util/value_parsing.hpp"
 #include "util/strings.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain::cli_detail {
 namespace {
@@ -90,7 +90,8 @@ bool looks_like_config_override(const std::string& arg) {
   return key.find('.') != std::string::npos && key.find('/') == std::string::npos;
 }
 
-const char* kLaunchFooter = R"(The config's launch: section, MGTRAIN_LAUNCH_* variables and --set launch.KEY=VALUE set the
+const char* kLaunchFooter =
+    R"(The config's launch: section, MGTRAIN_LAUNCH_* variables and --set launch.KEY=VALUE set the
 same values; torchrun's PET_* variables (PET_NNODES, PET_NPROC_PER_NODE ...) win over those, and a flag wins over
 all of them. Every torchrun 2.15 flag is accepted with its meaning, or refused saying what to use (docs/torchrun.md).
 
@@ -135,8 +136,8 @@ struct LaunchSplit {
   std::vector<std::string> option_tokens;  // handed to CLI11
   std::optional<std::string> config_path;
   std::vector<std::string> bare_overrides;
-  std::vector<std::string> program;        // the script/program and its arguments (no "--" form)
-  std::vector<std::string> after_dashes;   // what followed "--"
+  std::vector<std::string> program;       // the script/program and its arguments (no "--" form)
+  std::vector<std::string> after_dashes;  // what followed "--"
   bool had_dashes = false;
 };
 
@@ -185,8 +186,10 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args) {
     } else if (looks_like_config_override(arg)) {
       split.bare_overrides.push_back(arg);
     } else if (split.config_path) {
-      throw UsageError(fmt::format("launch: unexpected argument '{}' after {} (overrides look like KEY=VALUE, "
-                                   "a program goes after --)", arg, *split.config_path));
+      throw UsageError(
+          fmt::format("launch: unexpected argument '{}' after {} (overrides look like KEY=VALUE, "
+                      "a program goes after --)",
+                      arg, *split.config_path));
     } else {
       split.program.assign(it, dashes);  // a script or program: the rest is its own arguments
       break;
@@ -195,9 +198,10 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args) {
   return split;
 }
 
-// Collects `--set` values, the config-key flags of `launch` and torchrun's other options from a parsed CLI11 subcommand.
+// Collects `--set` values, the config-key flags of `launch` and torchrun's other options from a parsed CLI11
+// subcommand.
 struct LaunchOptions {
-  std::map<std::string, std::string> values;    // canonical name -> value
+  std::map<std::string, std::string> values;  // canonical name -> value
   std::vector<std::string> set_overrides;
   std::map<std::string, std::string> torchrun;  // dest -> value ("1" for a flag) of torchrun's options without a key
 };
@@ -209,8 +213,9 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
     std::string help = key ? key->doc : "";
     if (key && !key->allowed_text().empty()) help += " [" + key->allowed_text() + "]";
     if (f.takes_value) {
-      launch.add_option_function<std::string>(
-                f.names, [&opts, canonical](const std::string& v) { opts.values[canonical] = v; }, help)
+      launch
+          .add_option_function<std::string>(
+              f.names, [&opts, canonical](const std::string& v) { opts.values[canonical] = v; }, help)
           ->type_name("VALUE");
     } else {
       const std::string value = f.flag_value;
@@ -227,10 +232,12 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
     const std::string dest = option.dest;
     const std::string help = option.help;
     if (option.store_true) {
-      launch.add_flag_function(option.names, [&opts, dest](std::int64_t) { opts.torchrun[dest] = "1"; }, help);
+      launch.add_flag_function(
+          option.names, [&opts, dest](std::int64_t) { opts.torchrun[dest] = "1"; }, help);
     } else {
-      launch.add_option_function<std::string>(
-                option.names, [&opts, dest](const std::string& v) { opts.torchrun[dest] = v; }, help)
+      launch
+          .add_option_function<std::string>(
+              option.names, [&opts, dest](const std::string& v) { opts.torchrun[dest] = v; }, help)
           ->type_name("VALUE");
     }
   }
@@ -276,7 +283,8 @@ void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const Env
 
   TorchrunExtras from_env;
   read_pet_variables(env, given_keys, given_dests, request.config.environment, from_env);
-  request.config.environment.insert(request.config.environment.begin(), from_env.settings.begin(), from_env.settings.end());
+  request.config.environment.insert(request.config.environment.begin(), from_env.settings.begin(),
+                                    from_env.settings.end());
   extras.module = extras.module || from_env.module;
   extras.no_python = extras.no_python || from_env.no_python;
   extras.run_path = extras.run_path || from_env.run_path;
@@ -285,7 +293,8 @@ void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const Env
 
 // How the program runs: a .py script (or any with --run-path) and -m under launch.python, else itself.
 // After `--` (`verbatim`) only -m and --run-path put it under launch.python.
-void set_program(const std::vector<std::string>& program, const TorchrunExtras& extras, bool verbatim, LaunchRequest& request) {
+void set_program(const std::vector<std::string>& program, const TorchrunExtras& extras, bool verbatim,
+                 LaunchRequest& request) {
   const std::string& first = program.front();
   const bool python_script = !verbatim && first.size() > 3 && ends_with(first, ".py");
   if (extras.module && extras.run_path) throw UsageError("launch: -m and --run-path cannot be combined");
@@ -304,22 +313,27 @@ LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions
   LaunchRequest request;
   request.config.path = split.config_path;
   request.config.overrides = opts.set_overrides;
-  request.config.overrides.insert(request.config.overrides.end(), split.bare_overrides.begin(), split.bare_overrides.end());
+  request.config.overrides.insert(request.config.overrides.end(), split.bare_overrides.begin(),
+                                  split.bare_overrides.end());
   TorchrunExtras extras;
   add_settings(split, opts, env, request, extras);
   request.log_line_prefix_template = extras.log_line_prefix_template;
   if (split.had_dashes) {
-    if (split.after_dashes.empty()) throw UsageError("launch: nothing follows --; give the program to run, e.g. -- python3 train.py");
+    if (split.after_dashes.empty())
+      throw UsageError("launch: nothing follows --; give the program to run, e.g. -- python3 train.py");
     set_program(split.after_dashes, extras, true, request);
     return request;
   }
   if (split.program.empty()) {
     if (!split.config_path && split.bare_overrides.empty() && opts.set_overrides.empty()) {
-      throw UsageError("launch: give a config (mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml) "
-                       "or a program (mgtrain launch --nproc 2 -- python3 train.py)");
+      throw UsageError(
+          "launch: give a config (mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml) "
+          "or a program (mgtrain launch --nproc 2 -- python3 train.py)");
     }
     if (extras.module || extras.no_python || extras.run_path) {
-      throw UsageError("launch: -m/--no-python/--run-path (or PET_MODULE/PET_NO_PYTHON/PET_RUN_PATH) apply to a program, and none was given");
+      throw UsageError(
+          "launch: -m/--no-python/--run-path (or PET_MODULE/PET_NO_PYTHON/PET_RUN_PATH) apply to a program, and none "
+          "was given");
     }
     return request;
   }
@@ -352,6 +366,8 @@ class Launch final : public LaunchSubcommand {
 
 }  // namespace
 
-std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env) { return std::make_unique<Launch>(app, env); }
+std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env) {
+  return std::make_unique<Launch>(app, env);
+}
 
 }  // namespace mgtrain::cli_detail

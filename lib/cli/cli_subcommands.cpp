@@ -2,8 +2,8 @@
 // export, runs, plot and status. Each class registers its options with CLI11 and builds its request.
 #include <map>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/subcommands.hpp"
 #include "config/starter_config.hpp"
@@ -30,9 +30,12 @@ class ConfigShow final : public Subcommand {
   explicit ConfigShow(CLI::App& config)
       : cmd_(config.add_subcommand("show", "print the merged, validated config as YAML (what will run)")) {
     cmd_->add_option("args", positionals_, "CONFIG.yaml and KEY=VALUE overrides")->type_name("");
-    cmd_->add_option("--set", sets_, "set a key: --set train.batch_size=32 (repeatable)")->type_name("KEY=VALUE")->allow_extra_args(false);
+    cmd_->add_option("--set", sets_, "set a key: --set train.batch_size=32 (repeatable)")
+        ->type_name("KEY=VALUE")
+        ->allow_extra_args(false);
     cmd_->add_flag("--show-origin", show_.show_origin, "annotate each value with where it came from");
-    cmd_->footer("Example:\n  mgtrain config show configs/fashion_mnist_cnn.yaml --set train.batch_size=32 --show-origin");
+    cmd_->footer(
+        "Example:\n  mgtrain config show configs/fashion_mnist_cnn.yaml --set train.batch_size=32 --show-origin");
   }
   std::optional<CliRequest> request() override {
     if (!cmd_->parsed()) return std::nullopt;
@@ -75,10 +78,12 @@ class ConfigInit final : public Subcommand {
       : cmd_(config.add_subcommand("init", "write a commented starter config (asks questions on a terminal)")) {
     cmd_->add_option("path", init_.path, "file to write (default mgtrain.yaml)");
     cmd_->add_flag("--force", init_.force, "overwrite an existing file");
-    cmd_->add_flag("-y,--yes,--non-interactive", non_interactive_, "do not ask; unanswered questions take their defaults");
+    cmd_->add_flag("-y,--yes,--non-interactive", non_interactive_,
+                   "do not ask; unanswered questions take their defaults");
     for (const auto& q : init_questions()) {
       std::string key = q.key;
-      cmd_->add_option_function<std::string>(q.flag, [this, key](const std::string& v) { answers_[key] = v; }, q.question)
+      cmd_->add_option_function<std::string>(
+              q.flag, [this, key](const std::string& v) { answers_[key] = v; }, q.question)
           ->type_name("VALUE");
     }
     cmd_->footer("Example:\n  mgtrain config init my.yaml --nproc 4 --model cnn --dataset mnist --yes");
@@ -118,7 +123,8 @@ class ConfigDocs final : public Subcommand {
 template <class Request>
 class PlainSubcommand final : public Subcommand {
  public:
-  PlainSubcommand(CLI::App& app, const char* name, const char* description) : cmd_(app.add_subcommand(name, description)) {}
+  PlainSubcommand(CLI::App& app, const char* name, const char* description)
+      : cmd_(app.add_subcommand(name, description)) {}
   CLI::App& cmd() { return *cmd_; }
   Request& fields() { return request_; }
   std::optional<CliRequest> request() override {
@@ -164,8 +170,9 @@ std::unique_ptr<Subcommand> add_tokenize(CLI::App& app) {
       ->check(CLI::IsMember({"char", "byte"}));
   cmd.add_option("--val-fraction", tokenize.val_fraction, "last fraction of the tokens that goes to val.bin (0: none)")
       ->check(CLI::Range(0.0, 0.99));
-  cmd.footer("Example:\n  mgtrain tokenize input.txt data/shakespeare_char\n"
-             "  mgtrain launch --nproc 2 configs/tokens_gpt.yaml data.path=data/shakespeare_char/train.bin");
+  cmd.footer(
+      "Example:\n  mgtrain tokenize input.txt data/shakespeare_char\n"
+      "  mgtrain launch --nproc 2 configs/tokens_gpt.yaml data.path=data/shakespeare_char/train.bin");
   return sub;
 }
 
@@ -182,10 +189,11 @@ std::unique_ptr<Subcommand> add_export(CLI::App& app) {
   cmd.add_option("-o,--output", request.output,
                  "file to write (default: next to the checkpoint, <stem>.model.safetensors or <stem>.torchscript.pt)");
   cmd.add_flag("--force", request.force, "overwrite an existing output file");
-  cmd.footer("Examples:\n  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors\n"
-             "  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors --format torchscript -o model.pt\n"
-             "In Python: safetensors.torch.load_file(OUT) gives the state_dict; torch.jit.load(OUT) the module.\n"
-             "Docs: docs/checkpoints.md#export");
+  cmd.footer(
+      "Examples:\n  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors\n"
+      "  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors --format torchscript -o model.pt\n"
+      "In Python: safetensors.torch.load_file(OUT) gives the state_dict; torch.jit.load(OUT) the module.\n"
+      "Docs: docs/checkpoints.md#export");
   return sub;
 }
 
@@ -195,7 +203,8 @@ std::unique_ptr<Subcommand> add_runs(CLI::App& app) {
       app, "runs", "list past runs: id, status, start, duration, steps, best metric (newest first)");
   CLI::App& cmd = sub->cmd();
   RunsRequest& request = sub->fields();
-  cmd.add_option("--log-dir,--log_dir", request.log_dir, "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
+  cmd.add_option("--log-dir,--log_dir", request.log_dir,
+                 "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
   cmd.add_flag("--json", request.json, "machine-readable output (one JSON array)");
   cmd.footer("Example:\n  mgtrain runs --log-dir runs\nDocs: docs/monitoring.md#run-history");
   return sub;
@@ -207,11 +216,14 @@ std::unique_ptr<Subcommand> add_plot(CLI::App& app) {
   CLI::App& cmd = sub->cmd();
   PlotRequest& request = sub->fields();
   cmd.add_option("runs", request.runs, "run ids under the log directory, or run directory paths")->required();
-  cmd.add_option("--metric", request.metric, "loss (default), lr, samples_per_s, eval.loss, eval.accuracy, ... (any column of metrics.jsonl)");
+  cmd.add_option("--metric", request.metric,
+                 "loss (default), lr, samples_per_s, eval.loss, eval.accuracy, ... (any column of metrics.jsonl)");
   cmd.add_option("-o,--output", request.output, "the image: .png or .svg (default: <metric>.png here)");
-  cmd.add_option("--log-dir,--log_dir", request.log_dir, "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
-  cmd.footer("Examples:\n  mgtrain plot r1 r2 --metric eval.accuracy -o accuracy.svg\n  mgtrain plot runs/r1 -o loss.png\n"
-             "Docs: docs/monitoring.md#plots");
+  cmd.add_option("--log-dir,--log_dir", request.log_dir,
+                 "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
+  cmd.footer(
+      "Examples:\n  mgtrain plot r1 r2 --metric eval.accuracy -o accuracy.svg\n  mgtrain plot runs/r1 -o loss.png\n"
+      "Docs: docs/monitoring.md#plots");
   return sub;
 }
 
@@ -221,11 +233,14 @@ std::unique_ptr<Subcommand> add_status(CLI::App& app) {
   CLI::App& cmd = sub->cmd();
   StatusRequest& request = sub->fields();
   cmd.add_option("run", request.run, "run id under the log directory, or a run directory (default: the newest run)");
-  cmd.add_option("--log-dir,--log_dir", request.log_dir, "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
+  cmd.add_option("--log-dir,--log_dir", request.log_dir,
+                 "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
   cmd.add_flag("--json", request.json, "the /status JSON as the launcher serves it");
-  cmd.footer("The launcher serves it with --status-port PORT (launch.status_port); without a live launcher the\n"
-             "command says so and shows what the run's files say.\nExamples:\n  mgtrain status\n  mgtrain status my-run --json\n"
-             "Docs: docs/monitoring.md#status-api-and-dashboard");
+  cmd.footer(
+      "The launcher serves it with --status-port PORT (launch.status_port); without a live launcher the\n"
+      "command says so and shows what the run's files say.\nExamples:\n  mgtrain status\n  mgtrain status my-run "
+      "--json\n"
+      "Docs: docs/monitoring.md#status-api-and-dashboard");
   return sub;
 }
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
-#include "util/value_parsing.hpp"
 #include "util/strings.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain::cli_detail {
 namespace {
@@ -27,8 +27,9 @@ void check_nproc_value(const ValueSource& source, const std::string& value, Torc
 void check_rdzv_backend(const ValueSource& source, const std::string& value, TorchrunExtras&) {
   const std::string backend = trim(value);
   if (backend == "etcd" || backend == "etcd-v2") {
-    refuse(source, "mgtrain has its own rendezvous and no etcd client: use --rdzv-backend c10d --rdzv-endpoint HOST:PORT "
-                   "(the node that can bind HOST:PORT hosts the rendezvous; docs/multinode.md)");
+    refuse(source,
+           "mgtrain has its own rendezvous and no etcd client: use --rdzv-backend c10d --rdzv-endpoint HOST:PORT "
+           "(the node that can bind HOST:PORT hosts the rendezvous; docs/multinode.md)");
   }
 }
 
@@ -59,26 +60,30 @@ void apply_prefix_template(const ValueSource&, const std::string& value, Torchru
 
 void refuse_duplicate_filters(const ValueSource& source, const std::string& value, TorchrunExtras&) {
   if (trim(value).empty()) return;  // an empty filter list duplicates nothing, in torchrun too
-  refuse(source, "mgtrain does not copy filtered lines to another file: every rank's whole output is in "
-                 "<log dir>/<run id>/attempt_N/rank_R/{stdout,stderr}.log; filter those, e.g. "
-                 "grep -h -e apple runs/RUN/attempt_0/rank_*/stdout.log");
+  refuse(source,
+         "mgtrain does not copy filtered lines to another file: every rank's whole output is in "
+         "<log dir>/<run id>/attempt_N/rank_R/{stdout,stderr}.log; filter those, e.g. "
+         "grep -h -e apple runs/RUN/attempt_0/rank_*/stdout.log");
 }
 
 void refuse_logs_specs(const ValueSource& source, const std::string&, TorchrunExtras&) {
-  refuse(source, "LogsSpecs plugins are Python entry points, which mgtrain's launcher (no Python) cannot load: use "
-                 "--log-dir, --tee, --redirects and --local-ranks-filter; every rank's output is in "
-                 "<log dir>/<run id>/attempt_N/rank_R/");
+  refuse(source,
+         "LogsSpecs plugins are Python entry points, which mgtrain's launcher (no Python) cannot load: use "
+         "--log-dir, --tee, --redirects and --local-ranks-filter; every rank's output is in "
+         "<log dir>/<run id>/attempt_N/rank_R/");
 }
 
 void refuse_numa_binding(const ValueSource& source, const std::string&, TorchrunExtras&) {
-  refuse(source, "mgtrain does not bind workers to NUMA nodes: run the program under numactl, e.g. "
-                 "-- numactl --cpunodebind=${local_rank} --membind=${local_rank} python3 train.py "
-                 "(${local_rank} is replaced per worker)");
+  refuse(source,
+         "mgtrain does not bind workers to NUMA nodes: run the program under numactl, e.g. "
+         "-- numactl --cpunodebind=${local_rank} --membind=${local_rank} python3 train.py "
+         "(${local_rank} is replaced per worker)");
 }
 
 void refuse_virtual_local_rank(const ValueSource& source, const std::string&, TorchrunExtras&) {
-  refuse(source, "mgtrain always sets the real LOCAL_RANK: use --gpu-ids 0,1,... to give each worker only its own GPU "
-                 "(CUDA_VISIBLE_DEVICES per worker), which it then sees as cuda:0");
+  refuse(source,
+         "mgtrain always sets the real LOCAL_RANK: use --gpu-ids 0,1,... to give each worker only its own GPU "
+         "(CUDA_VISIBLE_DEVICES per worker), which it then sees as cuda:0");
 }
 
 void refuse_print_completion(const ValueSource& source, const std::string&, TorchrunExtras&) {
@@ -99,9 +104,10 @@ void check_signals(const ValueSource& source, const std::string& value, Torchrun
   if (refused.empty()) return;
   std::string list;
   for (const auto& name : refused) list += (list.empty() ? "" : ", ") + name;
-  refuse(source, fmt::format("mgtrain cannot handle {}: its launcher always handles SIGTERM, SIGINT, SIGHUP and SIGQUIT "
-                             "(stop the workers, exit 128+N) and forwards SIGUSR1 and SIGUSR2 to them; list only those",
-                             list));
+  refuse(source,
+         fmt::format("mgtrain cannot handle {}: its launcher always handles SIGTERM, SIGINT, SIGHUP and SIGQUIT "
+                     "(stop the workers, exit 128+N) and forwards SIGUSR1 and SIGUSR2 to them; list only those",
+                     list));
 }
 
 const std::vector<TorchrunOption> kOptions = {
@@ -124,9 +130,11 @@ const std::vector<TorchrunOption> kOptions = {
     {"start_method", "--start-method,--start_method", true, false, nullptr, check_start_method,
      "accepted (spawn, fork or forkserver), no effect: every worker is a new process, fork+exec"},
     {"event_log_handler", "--event-log-handler,--event_log_handler", true, false, nullptr, accept_any,
-     "accepted, no effect: mgtrain records the run's events (start, restarts, failures, outcome) in <run dir>/run.json"},
+     "accepted, no effect: mgtrain records the run's events (start, restarts, failures, outcome) in <run "
+     "dir>/run.json"},
     {"role", "--role", true, false, "launch.role", nullptr, ""},
-    {"module", "-m,--module", true, true, nullptr, apply_module, "the program is a Python module: python3 -u -m MODULE"},
+    {"module", "-m,--module", true, true, nullptr, apply_module,
+     "the program is a Python module: python3 -u -m MODULE"},
     {"no_python", "--no-python,--no_python", true, true, nullptr, apply_no_python,
      "run the program itself, not under launch.python"},
     {"run_path", "--run-path,--run_path", true, true, nullptr, apply_run_path,
@@ -135,8 +143,10 @@ const std::vector<TorchrunOption> kOptions = {
     {"redirects", "-r,--redirects", true, false, "launch.redirect", nullptr, ""},
     {"tee", "-t,--tee", true, false, "launch.tee", nullptr, ""},
     {"log_line_prefix_template", "--log-line-prefix-template,--log_line_prefix_template", true, false, nullptr,
-     apply_prefix_template, "the console line prefix: the launcher runs with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it"},
-    {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter", true, false, "launch.local_ranks_filter", nullptr, ""},
+     apply_prefix_template,
+     "the console line prefix: the launcher runs with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it"},
+    {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter", true, false, "launch.local_ranks_filter",
+     nullptr, ""},
     {"duplicate_stdout_filters", "--duplicate-stdout-filters,--duplicate_stdout_filters", true, false, nullptr,
      refuse_duplicate_filters, "refused unless empty: every rank's whole output is in its log files; grep those"},
     {"duplicate_stderr_filters", "--duplicate-stderr-filters,--duplicate_stderr_filters", true, false, nullptr,
@@ -162,7 +172,8 @@ const std::vector<TorchrunOption> kOptions = {
 bool pet_flag_value(const std::string& name, const std::string& value) {
   const auto number = parse_int(trim(value));
   if (!number) {
-    throw UsageError(fmt::format("environment {}={}: torchrun reads {} as an integer: 1 (on) or 0 (off)", name, value, name));
+    throw UsageError(
+        fmt::format("environment {}={}: torchrun reads {} as an integer: 1 (on) or 0 (off)", name, value, name));
   }
   return *number != 0;
 }
@@ -224,20 +235,24 @@ std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std
       refuse(source, "rank: give the node's rank with --node-rank (static rendezvous)");
     } else if (name == "is_host" && !parse_bool(value)) {
       refuse(source, fmt::format("is_host '{}' is not a boolean (true/false, 1/0)", value));
-    } else if (!kRdzvNoEffect.count(name) && name != "timeout" && name != "store_type" && name != "keep_alive_max_attempt") {
+    } else if (!kRdzvNoEffect.count(name) && name != "timeout" && name != "store_type" &&
+               name != "keep_alive_max_attempt") {
       unknown.push_back(name);
     }
   }
   if (!unknown.empty()) {
     std::string list;
     for (const auto& name : unknown) list += (list.empty() ? "" : ", ") + name;
-    refuse(source, fmt::format("unknown rendezvous option{} {}: mgtrain understands join_timeout, last_call_timeout, timeout, "
-                               "keep_alive_interval, keep_alive_max_attempt, close_timeout, read_timeout, is_host, use_libuv "
-                               "and store_type=tcp (docs/torchrun.md)", unknown.size() == 1 ? "" : "s", list));
+    refuse(source,
+           fmt::format("unknown rendezvous option{} {}: mgtrain understands join_timeout, last_call_timeout, timeout, "
+                       "keep_alive_interval, keep_alive_max_attempt, close_timeout, read_timeout, is_host, use_libuv "
+                       "and store_type=tcp (docs/torchrun.md)",
+                       unknown.size() == 1 ? "" : "s", list));
   }
   if (auto attempts = conf.find("keep_alive_max_attempt"); attempts != conf.end()) {
     const auto count = parse_int(attempts->second);
-    if (!count || *count < 1) refuse(source, fmt::format("keep_alive_max_attempt '{}' is not a positive integer", attempts->second));
+    if (!count || *count < 1)
+      refuse(source, fmt::format("keep_alive_max_attempt '{}' is not a positive integer", attempts->second));
     const double seconds = static_cast<double>(*count) * interval;
     const bool whole = seconds == static_cast<double>(static_cast<std::int64_t>(seconds));
     set("launch.node_timeout", whole ? std::to_string(static_cast<std::int64_t>(seconds)) : format_number(seconds),
@@ -246,8 +261,9 @@ std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std
   return settings;
 }
 
-void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys, const std::set<std::string>& given_dests,
-                        std::vector<FlagSetting>& settings, TorchrunExtras& extras) {
+void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys,
+                        const std::set<std::string>& given_dests, std::vector<FlagSetting>& settings,
+                        TorchrunExtras& extras) {
   for (const auto& option : kOptions) {
     if (!option.reads_pet) continue;
     const std::string name = pet_name(option);
@@ -294,7 +310,8 @@ std::string describe_one(const TorchrunOption& option, const std::string& name, 
   if (extras.module) effect = "the program is a Python module (-m)";
   if (extras.no_python) effect = "the program runs itself (--no-python)";
   if (extras.run_path) effect = "the program runs under launch.python (--run-path)";
-  if (extras.log_line_prefix_template) effect = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE = " + *extras.log_line_prefix_template;
+  if (extras.log_line_prefix_template)
+    effect = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE = " + *extras.log_line_prefix_template;
   if (!effect.empty()) return effect;
   if (option.store_true) return "off";
   return option.help;

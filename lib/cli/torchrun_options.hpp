@@ -16,9 +16,9 @@ namespace mgtrain::cli_detail {
 
 // What torchrun's options that set no config key directly ask for.
 struct TorchrunExtras {
-  bool module = false;     // -m: python -m MODULE
-  bool no_python = false;  // run the program itself
-  bool run_path = false;   // run the program under the interpreter, whatever its name
+  bool module = false;                // -m: python -m MODULE
+  bool no_python = false;             // run the program itself
+  bool run_path = false;              // run the program under the interpreter, whatever its name
   std::vector<FlagSetting> settings;  // launch keys that --rdzv-conf maps to
   std::optional<std::string> log_line_prefix_template;
 };
@@ -51,8 +51,9 @@ std::string pet_name(const TorchrunOption& option);  // "PET_NPROC_PER_NODE"
 // The PET_* variables of `env` for the options the command line did not give: settings for launch keys go to
 // `settings` (origin "environment PET_X"), the rest to `extras`. `given_keys` are keys a flag set, `given_dests`
 // the other torchrun options given as flags. Unknown PET_ names are ignored, as torchrun does.
-void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys, const std::set<std::string>& given_dests,
-                        std::vector<FlagSetting>& settings, TorchrunExtras& extras);
+void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys,
+                        const std::set<std::string>& given_dests, std::vector<FlagSetting>& settings,
+                        TorchrunExtras& extras);
 
 // The config settings of every PET_* variable (config show/validate: no flags); refusals throw as for launch.
 std::vector<FlagSetting> pet_settings(const EnvMap& env);

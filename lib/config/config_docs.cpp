@@ -49,8 +49,8 @@ String values may use variables: `${run_id}` (the run id), `${log_dir}` (`launch
 `mgtrain config show CONFIG [overrides] --show-origin` prints what will run and where each value came from.
 )";
   for (const auto& section : config_sections()) {
-    out += fmt::format("\n## {}\n\n{}\n\n| key | type | default | allowed | description |\n|---|---|---|---|---|\n", section,
-                       section_doc(section));
+    out += fmt::format("\n## {}\n\n{}\n\n| key | type | default | allowed | description |\n|---|---|---|---|---|\n",
+                       section, section_doc(section));
     for (const auto& key : config_schema()) {
       if (key.section() != section) continue;
       std::string def = YAML::Dump(key.read(defaults));

@@ -15,21 +15,21 @@
 
 namespace mgtrain {
 
-enum class SlurmMode { Auto, Off };                              // launch.slurm
-enum class RdzvBackend { C10d, Static };                         // launch.rdzv_backend
-enum class ModelType { Mlp, Cnn, Resnet, Gpt, Torchscript };     // model.type
-enum class DatasetKind { Synthetic, Mnist, Cifar10, Tokens };    // data.dataset
-enum class DeviceOption { Auto, Cpu, Cuda };                     // train.device
-enum class PrecisionMode { Fp32, Bf16, Fp16 };                       // train.precision
-enum class OptimizerName { Sgd, Adam, Adamw };                   // optim.name
-enum class LrScheduleKind { Constant, Step, Cosine, Linear };    // optim.schedule
-enum class BackendChoice { Auto, Gloo, Nccl };                   // ddp.backend
-enum class Strategy { Ddp, Dp };                                 // ddp.strategy
+enum class SlurmMode { Auto, Off };                                      // launch.slurm
+enum class RdzvBackend { C10d, Static };                                 // launch.rdzv_backend
+enum class ModelType { Mlp, Cnn, Resnet, Gpt, Torchscript };             // model.type
+enum class DatasetKind { Synthetic, Mnist, Cifar10, Tokens };            // data.dataset
+enum class DeviceOption { Auto, Cpu, Cuda };                             // train.device
+enum class PrecisionMode { Fp32, Bf16, Fp16 };                           // train.precision
+enum class OptimizerName { Sgd, Adam, Adamw };                           // optim.name
+enum class LrScheduleKind { Constant, Step, Cosine, Linear };            // optim.schedule
+enum class BackendChoice { Auto, Gloo, Nccl };                           // ddp.backend
+enum class Strategy { Ddp, Dp };                                         // ddp.strategy
 enum class BestMetric { None, EvalLoss, EvalAccuracy, EvalPerplexity };  // checkpoint.best_metric
-enum class WhenBusy { Wait, Skip };                              // checkpoint.when_busy
-enum class OnWriteError { Stop, Continue };                      // checkpoint.on_write_error
-enum class LogLevel { Debug, Info, Warn, Error };                // log.level
-enum class ProgressMode { Auto, Bar, Lines, Off };               // log.progress
+enum class WhenBusy { Wait, Skip };                                      // checkpoint.when_busy
+enum class OnWriteError { Stop, Continue };                              // checkpoint.on_write_error
+enum class LogLevel { Debug, Info, Warn, Error };                        // log.level
+enum class ProgressMode { Auto, Bar, Lines, Off };                       // log.progress
 
 // EnumNames<E>::names[i] is the config spelling of the enumerator with value i.
 template <class E>
@@ -40,10 +40,10 @@ struct HasEnumNames : std::false_type {};
 template <class E>
 struct HasEnumNames<E, std::void_t<decltype(EnumNames<E>::names)>> : std::true_type {};
 
-#define MGTRAIN_ENUM_NAMES(E, ...)                                                  \
-  template <>                                                                       \
-  struct EnumNames<E> {                                                             \
-    static constexpr std::array names{__VA_ARGS__};                                 \
+#define MGTRAIN_ENUM_NAMES(E, ...)                  \
+  template <>                                       \
+  struct EnumNames<E> {                             \
+    static constexpr std::array names{__VA_ARGS__}; \
   }
 
 MGTRAIN_ENUM_NAMES(SlurmMode, std::string_view("auto"), std::string_view("off"));

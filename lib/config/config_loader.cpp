@@ -17,11 +17,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/config_schema.hpp"
+#include "config/path_variables.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
-#include "config/path_variables.hpp"
-#include "util/value_parsing.hpp"
 #include "util/strings.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -100,8 +100,9 @@ class Merger {
         if (env_name_for_key(k.path) == name) key = &k;
       const std::string where = "environment " + name;
       if (!key) {
-        throw UsageError(fmt::format("{}: not a config key{} (mgtrain reads MGTRAIN_<SECTION>_<KEY>; unset it or fix the name)",
-                                     where, did_you_mean_suffix(name, known_names)));
+        throw UsageError(
+            fmt::format("{}: not a config key{} (mgtrain reads MGTRAIN_<SECTION>_<KEY>; unset it or fix the name)",
+                        where, did_you_mean_suffix(name, known_names)));
       }
       apply(*key, node_from_text(value, where, *key), where);
     }
@@ -115,7 +116,8 @@ class Merger {
     const std::string path = trim(assignment.substr(0, eq));
     const std::string where = "override " + assignment;
     const KeyDef* key = find_key(path);
-    if (!key) throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, did_you_mean_suffix(path, all_key_paths())));
+    if (!key)
+      throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, did_you_mean_suffix(path, all_key_paths())));
     apply(*key, node_from_text(assignment.substr(eq + 1), where, *key), where);
   }
 
@@ -154,12 +156,16 @@ class Merger {
       if (!key_node.IsScalar()) throw UsageError(fmt::format("{}: keys must be plain names", where));
       const std::string name = key_node.Scalar();
       const std::string path = prefix.empty() ? name : prefix + "." + name;
-      if (!seen.insert(name).second) throw UsageError(fmt::format("{}: {}: duplicate key (it is already set above in the same mapping)", where, path));
+      if (!seen.insert(name).second)
+        throw UsageError(
+            fmt::format("{}: {}: duplicate key (it is already set above in the same mapping)", where, path));
       if (const KeyDef* key = find_key(path)) {
         apply(*key, value, yaml_location(file, value.IsNull() ? key_node.Mark() : value.Mark()));
       } else if (is_section(path)) {
         if (value.IsNull()) continue;  // "train:" with nothing below it
-        if (!value.IsMap()) throw UsageError(fmt::format("{}: {}: is a section; expected keys below it (e.g. {}.<key>: value)", where, path, path));
+        if (!value.IsMap())
+          throw UsageError(
+              fmt::format("{}: {}: is a section; expected keys below it (e.g. {}.<key>: value)", where, path, path));
         walk(value, path, file);
       } else {
         std::vector<std::string> candidates = all_key_paths();
@@ -174,7 +180,8 @@ class Merger {
 
 // Replaces ${...} in every string value; run_id and log_dir first since others refer to them.
 // With `log_dir_as`, other keys get that text for ${log_dir} instead of launch.log_dir's value.
-void expand_all_variables(LoadedConfig& loaded, const EnvMap& env, const std::optional<std::string>& log_dir_as = std::nullopt) {
+void expand_all_variables(LoadedConfig& loaded, const EnvMap& env,
+                          const std::optional<std::string>& log_dir_as = std::nullopt) {
   VariableScope scope;
   scope.env = [&env](const std::string& name) -> std::optional<std::string> {
     auto it = env.find(name);
@@ -210,14 +217,15 @@ void apply_torchrun_backend_default(LoadedConfig& loaded) {
   if (loaded.origin["launch.rdzv_backend"] != "default" || loaded.origin["launch.node_rank"] == "default") return;
   if (launch.rdzv_endpoint.empty()) return;
   launch.rdzv_backend = RdzvBackend::Static;
-  loaded.origin["launch.rdzv_backend"] = "torchrun's default, as launch.node_rank is set (" + loaded.origin["launch.node_rank"] + ")";
+  loaded.origin["launch.rdzv_backend"] =
+      "torchrun's default, as launch.node_rank is set (" + loaded.origin["launch.node_rank"] + ")";
 }
 
 void check_combinations(const LoadedConfig& loaded) {
   const Config& c = loaded.config;
   if (c.model.type == ModelType::Gpt && c.model.d_model % c.model.heads != 0) {
-    throw UsageError(fmt::format("{}: model.heads: {} does not divide model.d_model = {}", loaded.origin.at("model.heads"),
-                                 c.model.heads, c.model.d_model));
+    throw UsageError(fmt::format("{}: model.heads: {} does not divide model.d_model = {}",
+                                 loaded.origin.at("model.heads"), c.model.heads, c.model.d_model));
   }
   if (c.launch.run_id.find('/') != std::string::npos || c.launch.run_id == "." || c.launch.run_id == "..") {
     throw UsageError(fmt::format("{}: launch.run_id: '{}' must be a plain name (it becomes a directory name)",
@@ -227,7 +235,8 @@ void check_combinations(const LoadedConfig& loaded) {
 
 std::string read_file_or_throw(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) throw UsageError(fmt::format("{}: is a directory, expected a YAML config file", path));
+  if (fs::is_directory(path, ec))
+    throw UsageError(fmt::format("{}: is a directory, expected a YAML config file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UsageError(fmt::format("{}: cannot read the config file: {}", path, std::strerror(errno)));
@@ -249,8 +258,8 @@ std::string generate_run_id() {
   return fmt::format("{}-{:04x}", stamp, random() & 0xffffu);
 }
 
-LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name, const ConfigRequest& request,
-                              const EnvMap& env, const LoadOptions& options) {
+LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name,
+                              const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {
   LoadedConfig loaded;
   Merger merger(loaded);
   if (!display_name.empty()) {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config_request.hpp"
 #include "config/config.hpp"
+#include "config/config_request.hpp"
 #include "util/environment.hpp"
 
 namespace mgtrain {
@@ -20,7 +20,7 @@ namespace mgtrain {
 struct LoadedConfig {
   Config config;
   std::map<std::string, std::string> origin;  // key path -> where its value came from
-  std::string config_dir;                      // absolute directory of the YAML file (or the cwd)
+  std::string config_dir;                     // absolute directory of the YAML file (or the cwd)
   // The config with the per-node key launch.log_dir kept as the text "${log_dir}" wherever another key
   // refers to it (the default checkpoint.dir, "${log_dir}/${run_id}/checkpoints"): what the nodes of a
   // multi-node job compare (multinode/job_fingerprint.hpp). Unset for a resolved config: use `config`.
@@ -35,14 +35,14 @@ struct LoadedConfig {
 
 // A value for a key that no source set, found in the surroundings (e.g. a SLURM allocation).
 struct DetectedSetting {
-  std::string key;     // "launch.nnodes"
+  std::string key;  // "launch.nnodes"
   std::string value;
   std::string origin;  // recorded in LoadedConfig::origin, e.g. "SLURM (SLURM_NNODES)"
 };
 
 struct LoadOptions {
   bool resolved = false;  // a resolved config written by the launcher: no environment layer, no ${} expansion
-  std::function<std::string()> make_run_id;    // used when launch.run_id is empty; default: time + random
+  std::function<std::string()> make_run_id;  // used when launch.run_id is empty; default: time + random
   // Called once every source is applied, with the config so far; its settings fill the keys still at their
   // default, before the run id is generated and ${...} is expanded. Unset: nothing is detected.
   std::function<std::vector<DetectedSetting>(const LoadedConfig&)> detect;
@@ -53,8 +53,7 @@ LoadedConfig load_config(const ConfigRequest& request, const EnvMap& env, const 
 
 // Same, with the YAML document given as text (`display_name` is used in messages).
 LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name,
-                              const ConfigRequest& request, const EnvMap& env,
-                              const LoadOptions& options = {});
+                              const ConfigRequest& request, const EnvMap& env, const LoadOptions& options = {});
 
 // A fresh run id: UTC date-time plus 4 random hex digits, e.g. 20261122-035012-a3f9.
 std::string generate_run_id();

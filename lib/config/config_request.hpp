@@ -14,8 +14,13 @@ namespace mgtrain {
 // PET_* variables, e.g. {"launch.nnodes", "2", "PET_NNODES", "environment PET_NNODES", "environment PET_NNODES=2"}.
 struct FlagSetting {
   FlagSetting() = default;
-  FlagSetting(std::string key_, std::string value_, std::string flag_, std::string origin_ = "", std::string where_ = "")
-      : key(std::move(key_)), value(std::move(value_)), flag(std::move(flag_)), origin(std::move(origin_)), where(std::move(where_)) {}
+  FlagSetting(std::string key_, std::string value_, std::string flag_, std::string origin_ = "",
+              std::string where_ = "")
+      : key(std::move(key_)),
+        value(std::move(value_)),
+        flag(std::move(flag_)),
+        origin(std::move(origin_)),
+        where(std::move(where_)) {}
 
   std::string key;
   std::string value;
@@ -29,17 +34,17 @@ struct FlagSetting {
 
 // Where the config comes from and what overrides it; shared by launch and config show/validate.
 struct ConfigRequest {
-  std::optional<std::string> path;      // the YAML file, if any
-  std::vector<std::string> overrides;   // "a.b=c" from --set and bare arguments, in order
-  std::vector<FlagSetting> environment; // torchrun's PET_* variables: above overrides, below flags
-  std::vector<FlagSetting> flags;       // highest precedence
+  std::optional<std::string> path;       // the YAML file, if any
+  std::vector<std::string> overrides;    // "a.b=c" from --set and bare arguments, in order
+  std::vector<FlagSetting> environment;  // torchrun's PET_* variables: above overrides, below flags
+  std::vector<FlagSetting> flags;        // highest precedence
 };
 
 // `mgtrain launch [flags] [CONFIG.yaml [a.b=c ...]] [-- COMMAND ARGS...]`
 struct LaunchRequest {
   ConfigRequest config;
-  std::vector<std::string> command;     // empty: run the built-in trainer (mgtrain-worker)
-  bool run_under_python = false;        // command is "-u [-m] script args": prefix it with launch.python
+  std::vector<std::string> command;  // empty: run the built-in trainer (mgtrain-worker)
+  bool run_under_python = false;     // command is "-u [-m] script args": prefix it with launch.python
   // torchrun's --log-line-prefix-template (or PET_LOG_LINE_PREFIX_TEMPLATE): the launcher runs with
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it, as torchrun prefers the flag over that variable.
   std::optional<std::string> log_line_prefix_template;

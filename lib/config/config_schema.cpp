@@ -19,7 +19,8 @@ std::string KeyDef::allowed_text() const {
     return "one of " + text;
   }
   const std::string what = type_name == "list of integers" ? "each element " : "";
-  if (min && max) return fmt::format("{}{} to {}", what, schema_detail::format_bound(*min), schema_detail::format_bound(*max));
+  if (min && max)
+    return fmt::format("{}{} to {}", what, schema_detail::format_bound(*min), schema_detail::format_bound(*max));
   if (min) return fmt::format("{}>= {}", what, schema_detail::format_bound(*min));
   if (max) return fmt::format("{}<= {}", what, schema_detail::format_bound(*max));
   return "";
@@ -37,7 +38,8 @@ const KeyDef* find_key(const std::string& path) {
 }
 
 const std::vector<std::string>& config_sections() {
-  static const std::vector<std::string> sections = {"launch", "model", "data", "train", "optim", "ddp", "checkpoint", "log"};
+  static const std::vector<std::string> sections = {"launch", "model", "data",       "train",
+                                                    "optim",  "ddp",   "checkpoint", "log"};
   return sections;
 }
 

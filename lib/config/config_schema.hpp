@@ -20,13 +20,13 @@ struct ValueError {
 };
 
 struct KeyDef {
-  std::string path;                      // "train.batch_size"
-  std::string type_name;                 // "integer", "number", "boolean", "string", "list of integers"
-  std::string doc;                       // one line
-  std::vector<std::string> choices;      // non-empty: the value must be one of these
-  bool choices_open = false;             // true: choices are suggestions, any other value also passes the check
-  std::optional<double> min, max;        // inclusive bounds for numbers (and list elements)
-  std::string constraint;                // human text for a custom check, e.g. "N, auto, gpu or cpu"
+  std::string path;                  // "train.batch_size"
+  std::string type_name;             // "integer", "number", "boolean", "string", "list of integers"
+  std::string doc;                   // one line
+  std::vector<std::string> choices;  // non-empty: the value must be one of these
+  bool choices_open = false;         // true: choices are suggestions, any other value also passes the check
+  std::optional<double> min, max;    // inclusive bounds for numbers (and list elements)
+  std::string constraint;            // human text for a custom check, e.g. "N, auto, gpu or cpu"
   // Converts `node`, validates it and stores it into `config`. Throws ValueError.
   std::function<void(Config&, const YAML::Node&)> assign;
   // The current value as a YAML node.

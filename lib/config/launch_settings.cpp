@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "util/value_parsing.hpp"
 #include "util/strings.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -80,10 +80,14 @@ Parsed<NprocSpec> NprocSpec::parse(const std::string& raw) {
 
 std::string NprocSpec::text() const {
   switch (kind) {
-    case Kind::Auto: return "auto";
-    case Kind::Gpu: return "gpu";
-    case Kind::Cpu: return "cpu";
-    case Kind::Count: break;
+    case Kind::Auto:
+      return "auto";
+    case Kind::Gpu:
+      return "gpu";
+    case Kind::Cpu:
+      return "cpu";
+    case Kind::Count:
+      break;
   }
   return std::to_string(count);
 }
@@ -102,9 +106,7 @@ Parsed<NodeRange> NodeRange::parse(const std::string& raw) {
   return Parsed<NodeRange>::failure(fmt::format("'{}' is not a node count", text));
 }
 
-std::string NodeRange::text() const {
-  return min == max ? std::to_string(min) : fmt::format("{}:{}", min, max);
-}
+std::string NodeRange::text() const { return min == max ? std::to_string(min) : fmt::format("{}:{}", min, max); }
 
 // ---- gpu_ids --------------------------------------------------------------------------------
 
@@ -161,9 +163,8 @@ Parsed<StdSpec> StdSpec::parse(const std::string& raw) {
 
 std::string StdSpec::text() const {
   if (per_rank.empty()) return std::to_string(all);
-  return joined(per_rank, [](const std::pair<int, int>& pair) {
-    return fmt::format("{}:{}", pair.first, pair.second);
-  });
+  return joined(per_rank,
+                [](const std::pair<int, int>& pair) { return fmt::format("{}:{}", pair.first, pair.second); });
 }
 
 int StdSpec::mode_of(int local_rank) const {
@@ -205,10 +206,14 @@ Parsed<TtySpec> TtySpec::parse(const std::string& raw) {
 
 std::string TtySpec::text() const {
   switch (kind) {
-    case Kind::Auto: return "auto";
-    case Kind::On: return "on";
-    case Kind::Off: return "off";
-    case Kind::Rank: break;
+    case Kind::Auto:
+      return "auto";
+    case Kind::On:
+      return "on";
+    case Kind::Off:
+      return "off";
+    case Kind::Rank:
+      break;
   }
   return std::to_string(rank);
 }

@@ -91,7 +91,7 @@ struct GpuList {
 // streams: 0 none, 1 stdout, 2 stderr, 3 both.
 struct StdSpec {
   static constexpr const char* kAllowed = "0-3, or rank:mode pairs like 0:3,1:1";
-  int all = 0;                               // without pairs: every local rank's mode
+  int all = 0;                                // without pairs: every local rank's mode
   std::vector<std::pair<int, int>> per_rank;  // (local rank, mode), in the order written; the last one of a rank wins
 
   static Parsed<StdSpec> parse(const std::string& text);

@@ -26,7 +26,8 @@ std::string expand_variables(const std::string& text, const VariableScope& scope
       continue;
     }
     const auto close = text.find('}', i + 2);
-    if (close == std::string::npos) throw ValueError{fmt::format("unterminated variable in '{}' (write $$ for a literal $)", text)};
+    if (close == std::string::npos)
+      throw ValueError{fmt::format("unterminated variable in '{}' (write $$ for a literal $)", text)};
     const std::string name = text.substr(i + 2, close - i - 2);
     if (starts_with(name, "env:")) {
       const std::string var = name.substr(4);
@@ -47,7 +48,8 @@ std::string expand_variables(const std::string& text, const VariableScope& scope
       if (!found) {
         std::string list;
         for (const auto& n : known) list += "${" + n + "}, ";
-        throw ValueError{fmt::format("unknown variable ${{{}}}{} (known: {}${{env:NAME}})", name, did_you_mean_suffix(name, known), list)};
+        throw ValueError{fmt::format("unknown variable ${{{}}}{} (known: {}${{env:NAME}})", name,
+                                     did_you_mean_suffix(name, known), list)};
       }
     }
     i = close;

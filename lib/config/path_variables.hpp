@@ -10,7 +10,7 @@
 namespace mgtrain {
 
 struct VariableScope {
-  std::vector<std::pair<std::string, std::string>> values;           // name -> value
+  std::vector<std::pair<std::string, std::string>> values;            // name -> value
   std::function<std::optional<std::string>(const std::string&)> env;  // ${env:NAME}
 };
 

@@ -5,8 +5,8 @@
 // whose assign/read are bound to the member.
 #pragma once
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -131,7 +131,8 @@ struct ValueType<std::vector<std::int64_t>> {
     std::vector<std::int64_t> values;
     if (node.IsSequence()) {
       for (const auto& item : node) {
-        if (!item.IsScalar()) throw ValueError{fmt::format("expected a list of integers, got an element that is {}", describe_node(item))};
+        if (!item.IsScalar())
+          throw ValueError{fmt::format("expected a list of integers, got an element that is {}", describe_node(item))};
         auto value = parse_int(item.Scalar());
         if (!value) throw ValueError{fmt::format("expected a list of integers, got element '{}'", item.Scalar())};
         values.push_back(*value);
@@ -177,9 +178,19 @@ struct Key {
   std::string constraint;
   std::function<std::optional<std::string>(const T&)> check;  // returns an error text
 
-  Key& range(double lo, double hi) { min = lo; max = hi; return *this; }
-  Key& at_least(double lo) { min = lo; return *this; }
-  Key& one_of(std::vector<std::string> values) { choices = std::move(values); return *this; }
+  Key& range(double lo, double hi) {
+    min = lo;
+    max = hi;
+    return *this;
+  }
+  Key& at_least(double lo) {
+    min = lo;
+    return *this;
+  }
+  Key& one_of(std::vector<std::string> values) {
+    choices = std::move(values);
+    return *this;
+  }
   // Choices that are suggested, plus any value `extra` accepts (e.g. checkpoint.resume: auto | never | PATH).
   Key& one_of_or(std::vector<std::string> values, std::string description) {
     choices = std::move(values);
@@ -204,7 +215,8 @@ void check_bounds(const T& value, const std::optional<double>& min, const std::o
                   const std::string& allowed) {
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
     const double v = static_cast<double>(value);
-    if ((min && v < *min) || (max && v > *max)) throw ValueError{fmt::format("{} is out of range (allowed: {})", format_bound(v), allowed)};
+    if ((min && v < *min) || (max && v > *max))
+      throw ValueError{fmt::format("{} is out of range (allowed: {})", format_bound(v), allowed)};
   } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
     for (auto element : value) check_bounds(element, min, max, allowed);
   }
@@ -237,7 +249,8 @@ class SchemaBuilder {
       if constexpr (std::is_same_v<T, std::string>) {
         if (!k.choices.empty() && !k.choices_open &&
             std::find(k.choices.begin(), k.choices.end(), value) == k.choices.end()) {
-          throw ValueError{fmt::format("'{}' is not allowed (allowed: {}){}", value, allowed, did_you_mean_suffix(value, k.choices))};
+          throw ValueError{fmt::format("'{}' is not allowed (allowed: {}){}", value, allowed,
+                                       did_you_mean_suffix(value, k.choices))};
         }
       }
       if (k.check) {

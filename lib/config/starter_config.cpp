@@ -43,7 +43,8 @@ Config answer_init_questions(const std::vector<FlagSetting>& answers, const AskF
   for (const auto& a : answers) {
     const KeyDef* key = find_key(a.key);
     if (!key) throw Error(fmt::format("internal error: config init flag {} maps to unknown key {}", a.flag, a.key));
-    if (auto problem = try_assign(*key, a.value)) throw UsageError(fmt::format("config init: {} {}: {}", a.flag, a.value, *problem));
+    if (auto problem = try_assign(*key, a.value))
+      throw UsageError(fmt::format("config init: {} {}: {}", a.flag, a.value, *problem));
     answered.push_back(a.key);
   }
   for (const auto& question : init_questions()) {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config_request.hpp"
 #include "config/config.hpp"
+#include "config/config_request.hpp"
 
 namespace mgtrain {
 

@@ -40,7 +40,8 @@ std::string ProgressLogFilter::feed(std::string_view data) {
         } else if (held == kLogOnlyMarker) {
           held_.clear();
           mode_ = Mode::Copy;
-        } else if (!starts_with(kBarMarker, held) && !starts_with(kBarEndMarker, held) && !starts_with(kLogOnlyMarker, held)) {
+        } else if (!starts_with(kBarMarker, held) && !starts_with(kBarEndMarker, held) &&
+                   !starts_with(kLogOnlyMarker, held)) {
           out += held_;
           held_.clear();
           mode_ = c == '\n' ? Mode::LineStart : Mode::Copy;

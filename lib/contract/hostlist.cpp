@@ -45,7 +45,8 @@ std::vector<std::string> expand_group(const std::string& body, const std::string
     const std::string hi_text = dash == std::string::npos ? lo_text : item.substr(dash + 1);
     if (!all_digits(lo_text) || !all_digits(hi_text)) {
       fail(expression, fmt::format("'{}' inside [...] is not a number or a range like 01-04 (SLURM hostlists "
-                                   "range over numbers only)", item));
+                                   "range over numbers only)",
+                                   item));
     }
     if (dash == std::string::npos) {
       to_number(lo_text, expression);  // only checks the size
@@ -67,7 +68,8 @@ std::vector<std::string> expand_group(const std::string& body, const std::string
 }
 
 // One host expression (no top-level separators): literal text and bracket groups, multiplied out.
-void expand_one(const std::string& text, const std::string& expression, std::size_t limit, std::vector<std::string>& out) {
+void expand_one(const std::string& text, const std::string& expression, std::size_t limit,
+                std::vector<std::string>& out) {
   std::vector<std::string> partial = {""};
   std::size_t i = 0;
   while (i < text.size()) {

@@ -29,7 +29,8 @@ inline std::string default_log_dir() {
   if (from_environment && *from_environment) return from_environment;
   if (access("runs", F_OK) == 0 || access(".", W_OK) == 0) return "runs";
   const char* tmpdir = std::getenv("TMPDIR");
-  return temp_log_dir(tmpdir ? std::map<std::string, std::string>{{"TMPDIR", tmpdir}} : std::map<std::string, std::string>{});
+  return temp_log_dir(tmpdir ? std::map<std::string, std::string>{{"TMPDIR", tmpdir}}
+                             : std::map<std::string, std::string>{});
 }
 
 inline std::string config_file(const std::string& run_dir) { return run_dir + "/config.yaml"; }

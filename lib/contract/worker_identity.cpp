@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "contract/slurm_task.hpp"
+#include "util/error.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
@@ -12,7 +12,8 @@ namespace {
 
 int int_variable(const EnvMap& env, const std::string& name, int min_value) {
   auto it = env.find(name);
-  if (it == env.end()) throw UsageError(fmt::format("environment: {} is not set (needed with the other rank variables)", name));
+  if (it == env.end())
+    throw UsageError(fmt::format("environment: {} is not set (needed with the other rank variables)", name));
   auto value = parse_int(it->second);
   if (!value || *value < min_value || *value > 1'000'000) {
     throw UsageError(fmt::format("environment: {}='{}' is not an integer >= {}", name, it->second, min_value));
@@ -66,7 +67,8 @@ WorkerIdentity worker_identity_from_environment(const EnvMap& env) {
     if (auto local = tasks_on_this_node(env); local && *local >= 1) {
       id.local_world_size = *local;
     } else {
-      id.local_world_size = env.count("SLURM_NTASKS_PER_NODE") ? int_variable(env, "SLURM_NTASKS_PER_NODE", 1) : id.world_size;
+      id.local_world_size =
+          env.count("SLURM_NTASKS_PER_NODE") ? int_variable(env, "SLURM_NTASKS_PER_NODE", 1) : id.world_size;
     }
     id.master_addr = string_variable(env, "MASTER_ADDR", "");
     if (id.master_addr.empty()) {
@@ -80,10 +82,12 @@ WorkerIdentity worker_identity_from_environment(const EnvMap& env) {
     return id;
   }
   if (id.rank >= id.world_size) {
-    throw UsageError(fmt::format("environment: rank {} is not below the world size {} ({})", id.rank, id.world_size, id.source));
+    throw UsageError(
+        fmt::format("environment: rank {} is not below the world size {} ({})", id.rank, id.world_size, id.source));
   }
   if (id.local_rank >= id.local_world_size) {
-    throw UsageError(fmt::format("environment: local rank {} is not below the local world size {}", id.local_rank, id.local_world_size));
+    throw UsageError(fmt::format("environment: local rank {} is not below the local world size {}", id.local_rank,
+                                 id.local_world_size));
   }
   return id;
 }

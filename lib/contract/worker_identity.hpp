@@ -19,10 +19,11 @@ struct WorkerIdentity {
   int world_size = 1;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;           // 0: no store needed (world 1) or to be derived
-  bool agent_hosts_store = false; // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves the store, rank 0 too connects
-  int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT: keys in a long-lived store are kept apart per attempt
-  std::string source;            // "torchrun/mgtrain environment", "SLURM", "single process"
+  int master_port = 0;  // 0: no store needed (world 1) or to be derived
+  bool agent_hosts_store =
+      false;              // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves the store, rank 0 too connects
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: keys in a long-lived store are kept apart per attempt
+  std::string source;     // "torchrun/mgtrain environment", "SLURM", "single process"
 };
 
 // Throws UsageError naming the variable when a value is malformed or inconsistent.

@@ -6,8 +6,8 @@
 
 namespace mgtrain {
 
-inline constexpr const char* kRunDirVariable = "MGTRAIN_RUN_DIR";              // <log_dir>/<run_id>
-inline constexpr const char* kConfigFileVariable = "MGTRAIN_CONFIG_FILE";      // the resolved config.yaml
-inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE"; // contract/heartbeat_line.hpp
+inline constexpr const char* kRunDirVariable = "MGTRAIN_RUN_DIR";                // <log_dir>/<run_id>
+inline constexpr const char* kConfigFileVariable = "MGTRAIN_CONFIG_FILE";        // the resolved config.yaml
+inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE";  // contract/heartbeat_line.hpp
 
 }  // namespace mgtrain

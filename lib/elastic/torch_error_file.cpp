@@ -54,7 +54,8 @@ TorchErrorRecord parse_torch_error_file(const std::string& text) {
     record.timestamp = scalar_or_empty(*extra, "timestamp");
   }
   if (record.message.empty() && record.traceback.empty()) {
-    return not_understood(text, "the error file's \"message\" object has neither \"message\" nor \"extraInfo.py_callstack\"");
+    return not_understood(text,
+                          "the error file's \"message\" object has neither \"message\" nor \"extraInfo.py_callstack\"");
   }
   return record;
 }

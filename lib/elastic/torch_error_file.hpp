@@ -1,6 +1,7 @@
 // Reading the JSON a torch worker writes to TORCHELASTIC_ERROR_FILE when its entry point is wrapped
 // in torch.distributed.elastic.multiprocessing.errors.record:
-//   {"message": {"message": "RuntimeError: ...", "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1700000000"}}}
+//   {"message": {"message": "RuntimeError: ...", "extraInfo": {"py_callstack": "Traceback ...", "timestamp":
+//   "1700000000"}}}
 // Older writers put a plain string in "message" and the timestamp next to it.
 #pragma once
 

@@ -15,8 +15,8 @@
 namespace mgtrain {
 
 struct CpuDescription {
-  std::string model_name;          // "model name" of the first processor
-  std::set<std::string> flags;     // its "flags"
+  std::string model_name;       // "model name" of the first processor
+  std::set<std::string> flags;  // its "flags"
 };
 
 // The first processor block of /proc/cpuinfo's text.

@@ -1,12 +1,12 @@
 // GPU discovery from the NVIDIA driver's files; no CUDA runtime involved.
 #include "host/gpu_inventory.hpp"
 
-#include <cctype>
 #include <dirent.h>
+#include <cctype>
 #include <set>
 
-#include "util/value_parsing.hpp"
 #include "util/strings.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {

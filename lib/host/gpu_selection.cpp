@@ -14,7 +14,8 @@ namespace {
 const GpuSample* sample_for(const std::string& entry, const std::vector<GpuSample>& samples) {
   for (const auto& sample : samples) {
     if (!sample.uuid.empty() && sample.uuid == entry) return &sample;
-    if (entry.find_first_not_of("0123456789") == std::string::npos && !entry.empty() && std::to_string(sample.index) == entry) {
+    if (entry.find_first_not_of("0123456789") == std::string::npos && !entry.empty() &&
+        std::to_string(sample.index) == entry) {
       return &sample;
     }
   }
@@ -23,19 +24,22 @@ const GpuSample* sample_for(const std::string& entry, const std::vector<GpuSampl
 
 }  // namespace
 
-GpuSelection select_gpus_by_free_memory(int count, const std::vector<std::string>& visible, const std::vector<GpuSample>& samples) {
+GpuSelection select_gpus_by_free_memory(int count, const std::vector<std::string>& visible,
+                                        const std::vector<GpuSample>& samples) {
   const int available = static_cast<int>(visible.size());
   if (count < 1 || count > available) {
-    throw UsageError(fmt::format("launch.gpu_ids auto: {} worker(s) need {} GPU(s), but {} GPU(s) are visible: lower --nproc, or "
-                                 "make more GPUs visible (CUDA_VISIBLE_DEVICES)",
-                                 count, count, available));
+    throw UsageError(
+        fmt::format("launch.gpu_ids auto: {} worker(s) need {} GPU(s), but {} GPU(s) are visible: lower --nproc, or "
+                    "make more GPUs visible (CUDA_VISIBLE_DEVICES)",
+                    count, count, available));
   }
   GpuSelection selection;
   if (samples.empty()) {
     selection.devices.assign(visible.begin(), visible.begin() + count);
-    selection.note = fmt::format("mgtrain: --gpu-ids auto: no GPU statistics (NVML could not be loaded); using the first {} visible "
-                                 "GPU(s): {}",
-                                 count, fmt::join(selection.devices, ","));
+    selection.note = fmt::format(
+        "mgtrain: --gpu-ids auto: no GPU statistics (NVML could not be loaded); using the first {} visible "
+        "GPU(s): {}",
+        count, fmt::join(selection.devices, ","));
     return selection;
   }
   struct Candidate {
@@ -52,9 +56,11 @@ GpuSelection select_gpus_by_free_memory(int count, const std::vector<std::string
     }
     candidates.push_back({i, sample, free_bytes});
   }
-  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.free_bytes > b.free_bytes; });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.free_bytes > b.free_bytes; });
   candidates.resize(static_cast<std::size_t>(count));
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.position < b.position; });
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.position < b.position; });
   std::vector<std::string> described;
   for (const auto& c : candidates) {
     const bool has_uuid = c.sample && !c.sample->uuid.empty();
@@ -63,8 +69,8 @@ GpuSelection select_gpus_by_free_memory(int count, const std::vector<std::string
                                                         static_cast<double>(c.free_bytes) / (1024.0 * 1024.0 * 1024.0))
                                           : fmt::format("{} (free memory unknown)", visible[c.position]));
   }
-  selection.note = fmt::format("mgtrain: --gpu-ids auto: the {} of {} visible GPU(s) with the most free memory: {}", count, available,
-                               fmt::join(described, ", "));
+  selection.note = fmt::format("mgtrain: --gpu-ids auto: the {} of {} visible GPU(s) with the most free memory: {}",
+                               count, available, fmt::join(described, ", "));
   return selection;
 }
 

@@ -19,6 +19,7 @@ struct GpuSelection {
 // nothing about (or without memory figures) come after those it measured; ties keep the visible order. The
 // chosen GPUs are returned in visible order. `samples` empty (no NVML): the first `count` visible GPUs, and the
 // note says so. count < 1 or more than visible is a UsageError naming both numbers.
-GpuSelection select_gpus_by_free_memory(int count, const std::vector<std::string>& visible, const std::vector<GpuSample>& samples);
+GpuSelection select_gpus_by_free_memory(int count, const std::vector<std::string>& visible,
+                                        const std::vector<GpuSample>& samples);
 
 }  // namespace mgtrain

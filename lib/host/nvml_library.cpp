@@ -15,7 +15,7 @@ using NvmlReturn = int;
 using NvmlDevice = struct NvmlDeviceOpaque*;
 constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr unsigned kNvmlTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
-struct NvmlMemory {                        // nvmlMemory_t (v1): bytes
+struct NvmlMemory {                          // nvmlMemory_t (v1): bytes
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
@@ -80,9 +80,11 @@ class NvmlStats final : public GpuStatsSource {
         gpu.memory_total_bytes = static_cast<std::int64_t>(memory.total);
       }
       NvmlUtilization utilization{};
-      if (f_.utilization(device, &utilization) == kNvmlSuccess) gpu.utilization_percent = static_cast<int>(utilization.gpu);
+      if (f_.utilization(device, &utilization) == kNvmlSuccess)
+        gpu.utilization_percent = static_cast<int>(utilization.gpu);
       unsigned int value = 0;
-      if (f_.temperature(device, kNvmlTemperatureGpu, &value) == kNvmlSuccess) gpu.temperature_c = static_cast<int>(value);
+      if (f_.temperature(device, kNvmlTemperatureGpu, &value) == kNvmlSuccess)
+        gpu.temperature_c = static_cast<int>(value);
       if (f_.power_mw(device, &value) == kNvmlSuccess) gpu.power_w = value / 1000.0;
       gpus.push_back(std::move(gpu));
     }
@@ -106,15 +108,14 @@ std::unique_ptr<GpuStatsSource> open_nvml(const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) return nullptr;
   NvmlFunctions f{};
-  const bool complete = bind(handle, "nvmlInit_v2", f.init) && bind(handle, "nvmlShutdown", f.shutdown) &&
-                        bind(handle, "nvmlDeviceGetCount_v2", f.device_count) &&
-                        bind(handle, "nvmlDeviceGetHandleByIndex_v2", f.handle_by_index) &&
-                        bind(handle, "nvmlDeviceGetName", f.name) && bind(handle, "nvmlDeviceGetUUID", f.uuid) &&
-                        bind(handle, "nvmlDeviceGetMemoryInfo", f.memory) &&
-                        bind(handle, "nvmlDeviceGetUtilizationRates", f.utilization) &&
-                        bind(handle, "nvmlDeviceGetTemperature", f.temperature) &&
-                        bind(handle, "nvmlDeviceGetPowerUsage", f.power_mw) &&
-                        bind(handle, "nvmlSystemGetDriverVersion", f.driver_version);
+  const bool complete =
+      bind(handle, "nvmlInit_v2", f.init) && bind(handle, "nvmlShutdown", f.shutdown) &&
+      bind(handle, "nvmlDeviceGetCount_v2", f.device_count) &&
+      bind(handle, "nvmlDeviceGetHandleByIndex_v2", f.handle_by_index) && bind(handle, "nvmlDeviceGetName", f.name) &&
+      bind(handle, "nvmlDeviceGetUUID", f.uuid) && bind(handle, "nvmlDeviceGetMemoryInfo", f.memory) &&
+      bind(handle, "nvmlDeviceGetUtilizationRates", f.utilization) &&
+      bind(handle, "nvmlDeviceGetTemperature", f.temperature) && bind(handle, "nvmlDeviceGetPowerUsage", f.power_mw) &&
+      bind(handle, "nvmlSystemGetDriverVersion", f.driver_version);
   if (!complete || f.init() != kNvmlSuccess) {
     dlclose(handle);
     return nullptr;

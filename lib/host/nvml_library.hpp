@@ -13,12 +13,12 @@ namespace mgtrain {
 
 // One GPU at one moment. Fields NVML could not read are negative (or empty for strings).
 struct GpuSample {
-  int index = -1;                     // NVML index (the driver's order, as nvidia-smi shows it)
-  std::string name;                   // "NVIDIA H100 80GB HBM3"
-  std::string uuid;                   // "GPU-...", as CUDA_VISIBLE_DEVICES accepts it
+  int index = -1;    // NVML index (the driver's order, as nvidia-smi shows it)
+  std::string name;  // "NVIDIA H100 80GB HBM3"
+  std::string uuid;  // "GPU-...", as CUDA_VISIBLE_DEVICES accepts it
   std::int64_t memory_used_bytes = -1;
   std::int64_t memory_total_bytes = -1;
-  int utilization_percent = -1;       // GPU busy time over the driver's last sample period
+  int utilization_percent = -1;  // GPU busy time over the driver's last sample period
   int temperature_c = -1;
   double power_w = -1.0;
 };

@@ -11,8 +11,8 @@
 namespace mgtrain {
 
 struct ProcessStats {
-  double cpu_seconds = 0;       // utime + stime so far
-  std::int64_t rss_bytes = 0;   // resident set size
+  double cpu_seconds = 0;      // utime + stime so far
+  std::int64_t rss_bytes = 0;  // resident set size
 };
 
 // Parses the text of /proc/<pid>/stat (the command name may hold spaces and parentheses) and

@@ -10,32 +10,31 @@
 #include <filesystem>
 
 #include "config/config_yaml.hpp"
-#include "output/console_writer.hpp"
-#include "util/error.hpp"
-#include "util/exit_status.hpp"
-#include "util/log.hpp"
-#include "util/fd.hpp"
-#include "util/value_parsing.hpp"
-#include "supervise/host_probe.hpp"
+#include "contract/log_layout.hpp"
+#include "elastic/file_timer_pipe.hpp"
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
-#include "output/file_tail.hpp"
-#include "elastic/file_timer_pipe.hpp"
-#include "supervise/launch_plan.hpp"
-#include "supervise/run_directory.hpp"
-#include "observe/run_record.hpp"
-#include "slurm/slurm_launch.hpp"
-#include "contract/log_layout.hpp"
 #include "multinode/hosts_launch.hpp"
 #include "multinode/node_agent.hpp"
+#include "observe/run_record.hpp"
+#include "output/console_writer.hpp"
+#include "output/file_tail.hpp"
+#include "slurm/slurm_launch.hpp"
+#include "supervise/host_probe.hpp"
+#include "supervise/launch_plan.hpp"
+#include "supervise/run_directory.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/supervisor.hpp"
-#include "util/worker_binary.hpp"
+#include "util/error.hpp"
+#include "util/exit_status.hpp"
+#include "util/fd.hpp"
+#include "util/log.hpp"
 #include "util/strings.hpp"
+#include "util/value_parsing.hpp"
+#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {
-
 
 int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
   if (plan.picks_port()) return ports.pick_free_port();
@@ -67,7 +66,8 @@ LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, co
   const bool builtin_trainer = request.command.empty();
   const std::vector<std::string> command =
       builtin_trainer ? std::vector<std::string>{find_worker_binary(launch.worker)} : request.command;
-  LaunchPlan plan = make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp);
+  LaunchPlan plan =
+      make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp);
   plan.builtin_trainer = builtin_trainer;
   return plan;
 }
@@ -81,8 +81,8 @@ void write_launcher_error_file(const FailureReport& report, const EnvMap& enviro
     const std::string& log = report.root_cause.stderr_log;
     root_text = read_small_file(log.substr(0, log.rfind('/') + 1) + "error.json");
   }
-  const long long now = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
+  const long long now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   try {
     write_run_file(named->second, launcher_error_file_json(report, root_text, now));
   } catch (const Error& error) {
@@ -104,19 +104,20 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
   const NodeAgentResult agent =
-      run_node_agent(plan, loaded, environment, NodeAgentOutside{outside.stdout_fd, outside.stderr_fd, outside.reload_with_run_id}, ports);
+      run_node_agent(plan, loaded, environment,
+                     NodeAgentOutside{outside.stdout_fd, outside.stderr_fd, outside.reload_with_run_id}, ports);
   const int code = agent.exit_code;
   if (agent.failure) write_launcher_error_file(*agent.failure, environment);
   if (job_record) {
-    const std::string warning =
-        job_record->finish(finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
+    const std::string warning = job_record->finish(
+        finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
     if (!warning.empty()) say_line(warning);
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
   // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
-  requeue_after_preemption(slurm, launch,
-                           {agent.node_rank, agent.workers_saved_and_stopped, false, code == stopped_exit_code(SIGTERM)},
-                           default_command_runner());
+  requeue_after_preemption(
+      slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == stopped_exit_code(SIGTERM)},
+      default_command_runner());
   return code;
 }
 
@@ -131,8 +132,10 @@ void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, c
     log::info("stopped by {}; all workers of run {} have exited (exit code {})", signal_name(*result.launcher_signal),
               plan.run_id, result.exit_code);
   } else if (result.stopped_after_checkpoint && !result.failure) {
-    log::info("the workers of run {} saved a checkpoint and stopped on request; run the same command again to resume "
-              "(exit code {})", plan.run_id, result.exit_code);
+    log::info(
+        "the workers of run {} saved a checkpoint and stopped on request; run the same command again to resume "
+        "(exit code {})",
+        plan.run_id, result.exit_code);
   }
 }
 
@@ -156,16 +159,17 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
   LaunchMonitoring monitoring(supervisor, plan, loaded.config);
   SupervisionResult result = supervisor.run();
-  const std::string record_warning = run_record.finish(
-      finished_status(result.exit_code, result.launcher_signal.has_value(), result.stopped_after_checkpoint && !result.failure),
-      result.exit_code, result.attempts);
+  const std::string record_warning =
+      run_record.finish(finished_status(result.exit_code, result.launcher_signal.has_value(),
+                                        result.stopped_after_checkpoint && !result.failure),
+                        result.exit_code, result.attempts);
   if (!record_warning.empty()) say_line(record_warning);
   report_single_node_end(plan, result, environment);
   // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
-  requeue_after_preemption(slurm, loaded.config.launch,
-                           {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(),
-                            result.launcher_signal == SIGTERM},
-                           default_command_runner());
+  requeue_after_preemption(
+      slurm, loaded.config.launch,
+      {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(), result.launcher_signal == SIGTERM},
+      default_command_runner());
   return result.exit_code;
 }
 

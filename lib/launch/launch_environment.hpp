@@ -14,10 +14,10 @@
 namespace mgtrain {
 
 struct LaunchEnvironment {
-  int stdout_fd = 1;                                  // the console
+  int stdout_fd = 1;  // the console
   int stderr_fd = 2;
-  PortProbe* ports = nullptr;                         // nullptr: real sockets
-  const EnvMap* environment = nullptr;        // nullptr: this process's environment
+  PortProbe* ports = nullptr;           // nullptr: real sockets
+  const EnvMap* environment = nullptr;  // nullptr: this process's environment
   // Multi-node: the config loaded again with another run id, for a node that was started without
   // one and adopts node 0's (so ${run_id} expands to it). Unset: only launch.run_id changes.
   std::function<LoadedConfig(const std::string& run_id)> reload_with_run_id;

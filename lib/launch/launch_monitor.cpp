@@ -6,10 +6,10 @@
 #include <fstream>
 #include <map>
 
-#include "util/error.hpp"
-#include "util/log.hpp"
 #include "contract/log_layout.hpp"
 #include "observe/status_token.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 namespace {
@@ -20,11 +20,11 @@ using Clock = std::chrono::steady_clock;
 // resources.jsonl gets rows more rarely (or none).
 constexpr auto kStatusSampleInterval = std::chrono::seconds(2);
 
-Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
+
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -73,8 +73,9 @@ void LaunchMonitor::refresh_ranks() {
     rank.local_rank = worker.local_rank;
     rank.pid = worker.pid;
     rank.state = worker.alive ? "running" : "exited";
-    rank.heartbeat_file =
-        server_ ? log_layout::heartbeat_file(log_layout::rank_dir(plan_.run_dir, supervisor_.policy().attempt(), worker.global_rank)) : "";
+    rank.heartbeat_file = server_ ? log_layout::heartbeat_file(log_layout::rank_dir(
+                                        plan_.run_dir, supervisor_.policy().attempt(), worker.global_rank))
+                                  : "";
     for (const RankStatus& old : ranks_) {  // keep the last sample's figures of the same process
       if (old.pid == rank.pid && worker.alive) {
         rank.cpu_percent = old.cpu_percent;
@@ -97,7 +98,8 @@ void LaunchMonitor::on_time(Clock::time_point now) {
     sampled = true;
   }
   if (!server_) return;
-  std::string signature = std::to_string(supervisor_.policy().attempt()) + (supervisor_.policy().attempt_running() ? "r" : "s");
+  std::string signature =
+      std::to_string(supervisor_.policy().attempt()) + (supervisor_.policy().attempt_running() ? "r" : "s");
   for (const RankStatus& rank : ranks_) signature += "," + std::to_string(rank.pid) + rank.state;
   if (sampled || signature != published_signature_) {
     published_signature_ = signature;
@@ -142,7 +144,8 @@ std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::strin
   std::vector<std::pair<std::string, int>> kinds;
   for (const GpuSample& gpu : gpus) {
     char memory[32] = "";
-    if (gpu.memory_total_bytes > 0) std::snprintf(memory, sizeof memory, " (%.1f GiB)", gpu.memory_total_bytes / 1073741824.0);
+    if (gpu.memory_total_bytes > 0)
+      std::snprintf(memory, sizeof memory, " (%.1f GiB)", gpu.memory_total_bytes / 1073741824.0);
     const std::string kind = (gpu.name.empty() ? std::string("unknown GPU") : gpu.name) + memory;
     if (!kinds.empty() && kinds.back().first == kind) {
       ++kinds.back().second;
@@ -151,7 +154,8 @@ std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::strin
     }
   }
   std::string line = "mgtrain: GPUs (NVML): ";
-  for (std::size_t i = 0; i < kinds.size(); ++i) line += (i ? ", " : "") + std::to_string(kinds[i].second) + " x " + kinds[i].first;
+  for (std::size_t i = 0; i < kinds.size(); ++i)
+    line += (i ? ", " : "") + std::to_string(kinds[i].second) + " x " + kinds[i].first;
   if (!driver_version.empty()) line += ", driver " + driver_version;
   return line;
 }

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "supervise/launch_plan.hpp"
 #include "observe/resource_sampler.hpp"
 #include "observe/status_server.hpp"
+#include "supervise/launch_plan.hpp"
 #include "supervise/supervisor.hpp"
 
 namespace mgtrain {

@@ -49,5 +49,4 @@ PythonInterpreter choose_python(const std::string& configured, const std::string
   return python;
 }
 
-
 }  // namespace mgtrain

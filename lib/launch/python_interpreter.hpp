@@ -20,5 +20,4 @@ PythonInterpreter choose_python(const std::string& configured, const std::string
 // The executable `command` names: itself when it has a '/', else the first executable match on `path_variable`.
 std::string find_executable(const std::string& command, const std::string& path_variable);
 
-
 }  // namespace mgtrain

@@ -20,9 +20,9 @@ namespace mgtrain {
 namespace {
 
 // Keys this launcher sets for every agent itself, or that make no sense to pass on.
-const std::set<std::string> kOwnKeys = {"launch.hosts",     "launch.hostfile",    "launch.remote_shell",
-                                        "launch.nnodes",    "launch.node_rank",   "launch.master_addr",
-                                        "launch.master_port", "launch.run_id",    "launch.exit_with_stdin",
+const std::set<std::string> kOwnKeys = {"launch.hosts",         "launch.hostfile",    "launch.remote_shell",
+                                        "launch.nnodes",        "launch.node_rank",   "launch.master_addr",
+                                        "launch.master_port",   "launch.run_id",      "launch.exit_with_stdin",
                                         "launch.rdzv_endpoint", "launch.rdzv_backend"};
 
 std::string address_of(const std::string& host) {
@@ -87,8 +87,9 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
   const LaunchConfig& launch = loaded.config.launch;
   const int nnodes = static_cast<int>(hosts.size());
   if (loaded.origin_of("launch.nnodes") != "default" && launch.nnodes != NodeRange::exactly(nnodes)) {
-    throw UsageError(fmt::format("launch.nnodes is {} but the host list names {} host{}: drop --nnodes, the hosts decide",
-                                 launch.nnodes.text(), nnodes, nnodes == 1 ? "" : "s"));
+    throw UsageError(
+        fmt::format("launch.nnodes is {} but the host list names {} host{}: drop --nnodes, the hosts decide",
+                    launch.nnodes.text(), nnodes, nnodes == 1 ? "" : "s"));
   }
   if (!launch.rdzv_endpoint.empty()) {
     throw UsageError("--hosts/--hostfile start a static job (node ranks in host order): drop --rdzv-endpoint");
@@ -97,20 +98,22 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
   std::set<int> slot_counts;
   for (const HostSlots& host : hosts) {
     if ((host.slots > 0) != slots_given) {
-      throw UsageError("give a number of workers for every host or for none (" + hosts.front().host + " vs " + host.host +
-                       "); without one, --nproc applies to every host");
+      throw UsageError("give a number of workers for every host or for none (" + hosts.front().host + " vs " +
+                       host.host + "); without one, --nproc applies to every host");
     }
     slot_counts.insert(host.slots);
   }
   const bool uneven = slot_counts.size() > 1;
-  const std::string master_addr = loaded.origin_of("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
+  const std::string master_addr =
+      loaded.origin_of("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
   const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kTorchDefaultMasterPort;
 
   // What every agent gets besides its node rank: the user's settings, as --set so that any spelling works.
   std::vector<std::string> shared;
   std::set<std::string> passed;
   auto pass = [&](const std::string& key, const std::string& value) {
-    if (kOwnKeys.count(key) || (slots_given && key == "launch.nproc") || (uneven && key == "launch.allow_uneven_nproc")) return;
+    if (kOwnKeys.count(key) || (slots_given && key == "launch.nproc") || (uneven && key == "launch.allow_uneven_nproc"))
+      return;
     shared.push_back("--set");
     shared.push_back(key + "=" + value);
     passed.insert(key);
@@ -131,9 +134,12 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
 
   std::vector<std::vector<std::string>> all;
   for (int rank = 0; rank < nnodes; ++rank) {
-    std::vector<std::string> args = {"--nnodes", std::to_string(nnodes), "--node-rank", std::to_string(rank),
-                                     "--master-addr", master_addr, "--master-port", std::to_string(master_port),
-                                     "--run-id", launch.run_id, "--exit-with-stdin"};
+    std::vector<std::string> args = {"--nnodes",         std::to_string(nnodes),
+                                     "--node-rank",      std::to_string(rank),
+                                     "--master-addr",    master_addr,
+                                     "--master-port",    std::to_string(master_port),
+                                     "--run-id",         launch.run_id,
+                                     "--exit-with-stdin"};
     if (slots_given) {
       args.push_back("--nproc");
       args.push_back(std::to_string(hosts[rank].slots));

@@ -134,8 +134,8 @@ void HostsLaunch::carry_out(const HostsOrder& order) {
   }
 }
 
-void HostsLaunch::start_agents(const std::vector<HostSlots>& hosts, const std::vector<std::vector<std::string>>& arguments,
-                               const EnvMap& environment) {
+void HostsLaunch::start_agents(const std::vector<HostSlots>& hosts,
+                               const std::vector<std::vector<std::string>>& arguments, const EnvMap& environment) {
   const std::string mgtrain = executable_directory() + "/mgtrain";
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd) == nullptr) throw SystemError("getcwd()", errno);
@@ -145,13 +145,16 @@ void HostsLaunch::start_agents(const std::vector<HostSlots>& hosts, const std::v
     for (std::size_t rank = 0; rank < hosts.size(); ++rank) {
       Pipe stdin_pipe = make_pipe();
       WorkerProcessSpec spec;
-      spec.argv = remote_agent_argv(launch_.remote_shell, hosts[rank].host, agent_command_line(cwd, mgtrain, arguments[rank]));
+      spec.argv =
+          remote_agent_argv(launch_.remote_shell, hosts[rank].host, agent_command_line(cwd, mgtrain, arguments[rank]));
       spec.environment = environ_strings;
       spec.stdin_fd = stdin_pipe.read.get();  // the child gets a copy
       WorkerProcess process = loop_.start_child(std::move(spec));
       agents_.push_back(RemoteAgent{hosts[rank].host, process.pid, std::move(stdin_pipe.write)});
-      loop_.add_output(std::make_unique<PrefixedOutput>(std::move(process.stdout_pipe), false, hosts[rank].host, console_));
-      loop_.add_output(std::make_unique<PrefixedOutput>(std::move(process.stderr_pipe), true, hosts[rank].host, console_));
+      loop_.add_output(
+          std::make_unique<PrefixedOutput>(std::move(process.stdout_pipe), false, hosts[rank].host, console_));
+      loop_.add_output(
+          std::make_unique<PrefixedOutput>(std::move(process.stderr_pipe), true, hosts[rank].host, console_));
       started += fmt::format("{}{} (node {}{})", rank ? ", " : "", hosts[rank].host, rank,
                              hosts[rank].slots ? fmt::format(", {} workers", hosts[rank].slots) : "");
     }
@@ -173,8 +176,10 @@ void HostsLaunch::on_child_exits(const std::vector<ChildExit>& exits, Clock::tim
       agent.stdin_pipe.reset();
       const HostsOrder order = policy_->on_agent_exit(index, exit.status, now);
       if (order.action == HostsAction::kWaitForOthers) {
-        say(fmt::format("the agent on {} ended with {}; the others should follow within seconds (stopped in {:.0f} s "
-                        "otherwise)", agent.host, exit.status.describe(), policy_->settle_seconds()));
+        say(
+            fmt::format("the agent on {} ended with {}; the others should follow within seconds (stopped in {:.0f} s "
+                        "otherwise)",
+                        agent.host, exit.status.describe(), policy_->settle_seconds()));
       }
       carry_out(order);
     }
@@ -184,10 +189,13 @@ void HostsLaunch::on_child_exits(const std::vector<ChildExit>& exits, Clock::tim
 int HostsLaunch::exit_code() {
   const int code = policy_->exit_code();
   if (policy_->launcher_signal()) {
-    say(fmt::format("stopped by {}; every node agent has exited (exit code {})", signal_name(*policy_->launcher_signal()), code));
+    say(fmt::format("stopped by {}; every node agent has exited (exit code {})",
+                    signal_name(*policy_->launcher_signal()), code));
   } else if (policy_->first_failure()) {
-    say(fmt::format("job failed on {} host{} (exit code {}; each agent's report is above, its files in its "
-                    "node_<rank> directory)", agents_.size(), agents_.size() == 1 ? "" : "s", code));
+    say(
+        fmt::format("job failed on {} host{} (exit code {}; each agent's report is above, its files in its "
+                    "node_<rank> directory)",
+                    agents_.size(), agents_.size() == 1 ? "" : "s", code));
   }
   return code;
 }

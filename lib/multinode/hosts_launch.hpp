@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "config/config_loader.hpp"
-#include "util/environment.hpp"
 #include "config/config_request.hpp"
+#include "util/environment.hpp"
 
 namespace mgtrain {
 

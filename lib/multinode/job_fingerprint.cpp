@@ -61,7 +61,8 @@ std::string with_adopted_run_id(const std::string& lines, const std::string& gen
   return result;
 }
 
-std::vector<std::string> fingerprint_differences(const std::string& ours, const std::string& theirs, std::size_t limit) {
+std::vector<std::string> fingerprint_differences(const std::string& ours, const std::string& theirs,
+                                                 std::size_t limit) {
   std::map<std::string, std::string> a = parse_lines(ours), b = parse_lines(theirs);
   std::vector<std::string> differences;
   auto show = [](const std::map<std::string, std::string>& values, const std::string& key) {
@@ -80,7 +81,8 @@ std::vector<std::string> fingerprint_differences(const std::string& ours, const 
   for (const auto& [key, unused] : keys) ordered.push_back(key);
   for (const std::string& key : ordered) {
     if (differences.size() >= limit) break;
-    if (show(a, key) != show(b, key)) differences.push_back(fmt::format("{}: {} vs {}", key, show(a, key), show(b, key)));
+    if (show(a, key) != show(b, key))
+      differences.push_back(fmt::format("{}: {} vs {}", key, show(a, key), show(b, key)));
   }
   return differences;
 }

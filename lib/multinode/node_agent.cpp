@@ -9,20 +9,20 @@
 
 #include <fmt/format.h>
 
-#include "util/build_info.hpp"
 #include "config/config_yaml.hpp"
-#include "output/console_writer.hpp"
-#include "util/error.hpp"
-#include "util/time_format.hpp"
+#include "contract/log_layout.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/node_failure.hpp"
-#include "multinode/rendezvous_hosting.hpp"
-#include "contract/log_layout.hpp"
 #include "multinode/rendezvous_client.hpp"
+#include "multinode/rendezvous_hosting.hpp"
 #include "multinode/rendezvous_server.hpp"
+#include "output/console_writer.hpp"
 #include "supervise/run_directory.hpp"
 #include "supervise/supervisor.hpp"
 #include "supervise/worker_env.hpp"
+#include "util/build_info.hpp"
+#include "util/error.hpp"
+#include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
@@ -63,8 +63,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   // This node's plan as of the last round (node rank, ranks, run directory from the rendezvous).
   const LaunchPlan& plan() const { return plan_; }
 
-  void attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server, std::unique_ptr<RendezvousClient> client,
-              std::string agent_id) {
+  void attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server,
+              std::unique_ptr<RendezvousClient> client, std::string agent_id) {
     supervisor_ = &supervisor;
     server_ = std::move(server);
     client_ = std::move(client);
@@ -90,10 +90,12 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       client_->on_poll(&ready, 1, now, messages);
     } catch (const rdzv::ProtocolError& error) {
       if (!ending_) {
-        end_job(exit_code::kUsage,
-                fmt::format("{} is not an mgtrain rendezvous server of this version: {}; check --master-addr/--master-port "
-                            "(--rdzv-endpoint) and that every node runs the same mgtrain", client_->endpoint(), error.what()),
-                std::nullopt, true);
+        end_job(
+            exit_code::kUsage,
+            fmt::format("{} is not an mgtrain rendezvous server of this version: {}; check --master-addr/--master-port "
+                        "(--rdzv-endpoint) and that every node runs the same mgtrain",
+                        client_->endpoint(), error.what()),
+            std::nullopt, true);
       }
       return;
     }
@@ -102,7 +104,10 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       try {
         handle(message);
       } catch (const rdzv::ProtocolError& error) {
-        if (!ending_) end_job(exit_code::kUsage, fmt::format("bad message from the rendezvous server {}: {}", client_->endpoint(), error.what()), std::nullopt, true);
+        if (!ending_)
+          end_job(exit_code::kUsage,
+                  fmt::format("bad message from the rendezvous server {}: {}", client_->endpoint(), error.what()),
+                  std::nullopt, true);
       }
     }
     check_client();
@@ -134,7 +139,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         if (!finished_at_) finished_at_ = now;
         if (!client_->has_output() || now >= *finished_at_ + kFlushLinger) client_->close();
       } else {
-        if (now - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s)) client_->send(rdzv::heartbeat_message());
+        if (now - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s))
+          client_->send(rdzv::heartbeat_message());
         double quiet = std::chrono::duration<double>(now - client_->last_heard()).count();
         if (!ending_ && quiet >= plan_.node_timeout_s) {
           server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
@@ -150,7 +156,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (round_ < 0 || ending_) return;
     FailedWorker worker = supervisor_->describe_failure(failure);
     rdzv::NodeFailure report = node_failure_from(worker, round_, plan_.node_rank, node_name());
-    say(fmt::format("{} failed ({}); telling the other nodes", fmt::format("rank {}", worker.global_rank), worker.outcome()));
+    say(fmt::format("{} failed ({}); telling the other nodes", fmt::format("rank {}", worker.global_rank),
+                    worker.outcome()));
     client_->send(rdzv::workers_failed_message(report));
   }
 
@@ -200,8 +207,9 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
                   signal_name(*result.launcher_signal), client_->endpoint(), code);
         return code;
       }
-      log::info("stopped by {}; the workers of this node (run {}) have exited and the other nodes were told (exit code {})",
-                signal_name(*result.launcher_signal), plan_.run_id, code);
+      log::info(
+          "stopped by {}; the workers of this node (run {}) have exited and the other nodes were told (exit code {})",
+          signal_name(*result.launcher_signal), plan_.run_id, code);
       return code;
     }
     if (!ending_) return code;
@@ -216,8 +224,10 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     }
     if (!ending.cause) {
       if (code == exit_code::kStoppedAfterCheckpoint) {
-        log::info("the workers of run {} saved a checkpoint and stopped on request; run the same command on every node "
-                  "again to resume (exit code {})", plan_.run_id, code);
+        log::info(
+            "the workers of run {} saved a checkpoint and stopped on request; run the same command on every node "
+            "again to resume (exit code {})",
+            plan_.run_id, code);
       }
       return code;
     }
@@ -323,7 +333,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), std::nullopt, true);
         return;
       default:
-        throw rdzv::ProtocolError("the server sent a " + rdzv::type_name(message.type) + " message, which only agents send");
+        throw rdzv::ProtocolError("the server sent a " + rdzv::type_name(message.type) +
+                                  " message, which only agents send");
     }
   }
 
@@ -336,9 +347,10 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (server_) {
       std::string who = plan_.dynamic ? fmt::format("the agent on {}, which hosts the rendezvous,", plan_.hostname)
                                       : fmt::format("node 0 ({}), which hosts the rendezvous,", plan_.hostname);
-      server_->abandon(kNodeLostExitCode,
-                       fmt::format("{} {} before the job started; start `mgtrain launch` on every node again", who, why),
-                       Clock::now());
+      server_->abandon(
+          kNodeLostExitCode,
+          fmt::format("{} {} before the job started; start `mgtrain launch` on every node again", who, why),
+          Clock::now());
     }
     if (client_->state() == RendezvousClient::State::kConnected) {
       client_->send(rdzv::leave_message(stopped_exit_code(signal), why));
@@ -350,17 +362,19 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   void start_round(const rdzv::Assignment& assignment) {
     if (ending_ || !supervisor_->policy().waiting()) return;
     if (assignment.nproc_per_node.at(assignment.node_rank) != plan_.nproc) {
-      throw rdzv::ProtocolError(fmt::format("assignment gives node {} {} workers, this node runs {}", assignment.node_rank,
-                                            assignment.nproc_per_node.at(assignment.node_rank), plan_.nproc));
+      throw rdzv::ProtocolError(fmt::format("assignment gives node {} {} workers, this node runs {}",
+                                            assignment.node_rank, assignment.nproc_per_node.at(assignment.node_rank),
+                                            plan_.nproc));
     }
     round_ = assignment.round;
     node_name_ = assignment.node_name;
     plan_ = plan_for_round(plan_, assignment);
     if (!run_ready_) prepare_run(assignment.run_id);
-    std::string ranks = plan_.nproc == 1 ? fmt::format("rank {}", plan_.first_rank)
-                                         : fmt::format("ranks {}-{}", plan_.first_rank, plan_.first_rank + plan_.nproc - 1);
-    say(fmt::format("round {}: {} of {} ({} of {}), workers' store {}:{}", round_, node_name(), assignment.nnodes(), ranks,
-                    plan_.world_size, plan_.master_addr, plan_.master_port));
+    std::string ranks = plan_.nproc == 1
+                            ? fmt::format("rank {}", plan_.first_rank)
+                            : fmt::format("ranks {}-{}", plan_.first_rank, plan_.first_rank + plan_.nproc - 1);
+    say(fmt::format("round {}: {} of {} ({} of {}), workers' store {}:{}", round_, node_name(), assignment.nnodes(),
+                    ranks, plan_.world_size, plan_.master_addr, plan_.master_port));
     try {
       supervisor_->begin_attempt(round_, plan_, config_file_);
     } catch (const Error& error) {
@@ -387,8 +401,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     }
     std::string log_dir = parent_directory(plan_.run_dir);
     plan_.run_id = run_id;
-    std::string node_directory = plan_.dynamic ? fmt::format("agent_{}_{}", plan_.hostname, getpid())
-                                               : fmt::format("node_{}", plan_.node_rank);
+    std::string node_directory =
+        plan_.dynamic ? fmt::format("agent_{}_{}", plan_.hostname, getpid()) : fmt::format("node_{}", plan_.node_rank);
     plan_.run_dir = log_dir + "/" + run_id + "/" + node_directory;
     const std::string archived = prepare_run_directory(plan_.run_dir);
     if (!archived.empty()) say("run " + run_id + " was launched before on this node; its logs are kept in " + archived);
@@ -428,19 +442,21 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   void check_client() {
     if (ending_) return;
     if (client_->state() == RendezvousClient::State::kUnreachable) {
-      end_job(kNodeLostExitCode,
-              fmt::format("could not reach the rendezvous server at {} within launch.join_timeout ({}): {}. Is `mgtrain launch` "
-                          "running on {} with the same {}? Raise --join-timeout if it starts later.",
-                          client_->endpoint(), format_seconds(plan_.join_timeout_s), client_->problem(),
-                          plan_.dynamic ? "the endpoint's host" : "node 0",
-                          plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
-              std::nullopt, false);
+      end_job(
+          kNodeLostExitCode,
+          fmt::format(
+              "could not reach the rendezvous server at {} within launch.join_timeout ({}): {}. Is `mgtrain launch` "
+              "running on {} with the same {}? Raise --join-timeout if it starts later.",
+              client_->endpoint(), format_seconds(plan_.join_timeout_s), client_->problem(),
+              plan_.dynamic ? "the endpoint's host" : "node 0",
+              plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
+          std::nullopt, false);
     } else if (client_->state() == RendezvousClient::State::kLost && !supervisor_->policy().finished()) {
       server_lost(client_->problem());
     }
   }
 
-  LaunchPlan plan_;         // this node's own; each round's copy goes to the supervisor with begin_attempt
+  LaunchPlan plan_;          // this node's own; each round's copy goes to the supervisor with begin_attempt
   std::string config_file_;  // <run_dir>/config.yaml, once the run id is final
   const LoadedConfig& loaded_;
   std::optional<LoadedConfig> adopted_;
@@ -472,15 +488,18 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   Supervisor supervisor(plan, environment, "", ports, 0, outside.stdout_fd, outside.stderr_fd);
   std::unique_ptr<RendezvousServer> server;
   if (listener) {
-    server = std::make_unique<RendezvousServer>(std::move(listener), rounds_settings(plan, agent_id), ports,
-                                                [&agent](const std::string& line) { agent.say(line); }, now);
+    server = std::make_unique<RendezvousServer>(
+        std::move(listener), rounds_settings(plan, agent_id), ports,
+        [&agent](const std::string& line) { agent.say(line); }, now);
     log::info("hosting the rendezvous on port {} for {} node{}", plan.rdzv_port, nnodes_text(plan),
               plan.max_nodes == 1 ? "" : "s");
   }
-  auto client = std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + seconds(plan.join_timeout_s), now);
+  auto client =
+      std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + seconds(plan.join_timeout_s), now);
   if (!server) {
-    log::info("joining the rendezvous at {} as {}", client->endpoint(),
-              plan.dynamic ? "a node (rank assigned on arrival)" : fmt::format("node {} of {}", plan.node_rank, plan.nnodes));
+    log::info(
+        "joining the rendezvous at {} as {}", client->endpoint(),
+        plan.dynamic ? "a node (rank assigned on arrival)" : fmt::format("node {} of {}", plan.node_rank, plan.nnodes));
   }
   agent.attach(supervisor, std::move(server), std::move(client), agent_id);
   supervisor.set_coordinator(&agent);

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "config/config_loader.hpp"
-#include "util/environment.hpp"
 #include "config/config_request.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/port_probe.hpp"
+#include "util/environment.hpp"
 
 namespace mgtrain {
 
@@ -31,11 +31,11 @@ struct NodeAgentOutside {
 
 // How this node's part of the job ended.
 struct NodeAgentResult {
-  int exit_code = 0;                      // the launcher's exit code (docs/exit-codes.md)
-  int node_rank = 0;                      // this node's rank in the last round (dynamic: assigned on arrival)
-  bool workers_saved_and_stopped = false; // this node's workers of the last round all exited 75, none failed:
-                                          // on node 0 that means global rank 0 finished writing its checkpoint
-  std::optional<FailureReport> failure;   // the failure report this node printed (its own workers' or the job's)
+  int exit_code = 0;                       // the launcher's exit code (docs/exit-codes.md)
+  int node_rank = 0;                       // this node's rank in the last round (dynamic: assigned on arrival)
+  bool workers_saved_and_stopped = false;  // this node's workers of the last round all exited 75, none failed:
+                                           // on node 0 that means global rank 0 finished writing its checkpoint
+  std::optional<FailureReport> failure;    // the failure report this node printed (its own workers' or the job's)
 };
 
 // Runs this node's part of the job described by `plan` (plan.multi_node()). Each round's plan (node

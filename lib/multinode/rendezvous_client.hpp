@@ -58,7 +58,7 @@ class RendezvousClient {
   bool connected_event_ = false;
   rdzv::SteadyTime last_heard_{};
   rdzv::SteadyTime last_sent_{};
-  int polled_ = 0;  // fds added by the last add_poll_fds
+  int polled_ = 0;            // fds added by the last add_poll_fds
   std::size_t rotation_ = 0;  // which of the host's addresses to try next
 };
 

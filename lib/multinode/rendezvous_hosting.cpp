@@ -22,13 +22,15 @@ Fd host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
     Fd listener = listen_on_any(plan.rdzv_port);
     if (listener) return listener;
     if (errno == EADDRINUSE) {
-      throw UsageError(fmt::format("launch.master_port {} is already in use on this machine (another job, or a leftover "
-                                   "process?): node 0 hosts mgtrain's rendezvous there; choose another --master-port and "
-                                   "pass it to every node", plan.rdzv_port));
+      throw UsageError(
+          fmt::format("launch.master_port {} is already in use on this machine (another job, or a leftover "
+                      "process?): node 0 hosts mgtrain's rendezvous there; choose another --master-port and "
+                      "pass it to every node",
+                      plan.rdzv_port));
     }
     if (errno == EACCES) {
-      throw UsageError(fmt::format("launch.master_port {} may not be used by this user (ports below 1024 need privileges)",
-                                   plan.rdzv_port));
+      throw UsageError(fmt::format(
+          "launch.master_port {} may not be used by this user (ports below 1024 need privileges)", plan.rdzv_port));
     }
     throw SystemError(fmt::format("listening on port {} for the rendezvous", plan.rdzv_port), errno);
   }
@@ -42,8 +44,10 @@ Fd host_rendezvous(const LaunchPlan& plan, std::string& connect_host) {
       return listener;
     }
     if (errno == EACCES) {
-      throw UsageError(fmt::format("launch.rdzv_endpoint port {} may not be used by this user (ports below 1024 need "
-                                   "privileges)", plan.rdzv_port));
+      throw UsageError(
+          fmt::format("launch.rdzv_endpoint port {} may not be used by this user (ports below 1024 need "
+                      "privileges)",
+                      plan.rdzv_port));
     }
   }
   return Fd();  // not resolvable here either: the client retries until the join timeout and says why

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "multinode/job_fingerprint.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/time_format.hpp"
-#include "multinode/job_fingerprint.hpp"
 
 namespace mgtrain::rdzv {
 
@@ -56,7 +56,8 @@ std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, c
                        a.version, B, b.version);
   }
   if (a.nnodes != b.nnodes) {
-    return fmt::format("{} has --nnodes {}, {} has --nnodes {}; pass the same --nnodes on every node", A, a.nnodes, B, b.nnodes);
+    return fmt::format("{} has --nnodes {}, {} has --nnodes {}; pass the same --nnodes on every node", A, a.nnodes, B,
+                       b.nnodes);
   }
   if (a.allow_uneven_nproc != b.allow_uneven_nproc) {
     auto said = [](bool on) { return on ? "--allow-uneven-nproc" : "no --allow-uneven-nproc"; };
@@ -64,27 +65,34 @@ std::optional<std::string> RendezvousRounds::disagreement(const Node& joining, c
                        said(b.allow_uneven_nproc));
   }
   if (a.nproc != b.nproc && !a.allow_uneven_nproc) {
-    return fmt::format("{} has --nproc {}, {} has --nproc {}; pass the same --nproc on every node, or --allow-uneven-nproc",
-                       A, a.nproc, B, b.nproc);
+    return fmt::format(
+        "{} has --nproc {}, {} has --nproc {}; pass the same --nproc on every node, or --allow-uneven-nproc", A,
+        a.nproc, B, b.nproc);
   }
   if (a.run_id != b.run_id && !a.run_id_generated && !b.run_id_generated) {
-    return fmt::format("{} has --run-id {}, {} has --run-id {}; pass the same --run-id (--rdzv-id) on every node, or "
-                       "give it on node 0 only", A, a.run_id, B, b.run_id);
+    return fmt::format(
+        "{} has --run-id {}, {} has --run-id {}; pass the same --run-id (--rdzv-id) on every node, or "
+        "give it on node 0 only",
+        A, a.run_id, B, b.run_id);
   }
   if (a.max_restarts != b.max_restarts) {
-    return fmt::format("{} has --max-restarts {}, {} has --max-restarts {}; pass the same --max-restarts on every node", A,
-                       a.max_restarts, B, b.max_restarts);
+    return fmt::format("{} has --max-restarts {}, {} has --max-restarts {}; pass the same --max-restarts on every node",
+                       A, a.max_restarts, B, b.max_restarts);
   }
   std::string lines_a = a.config_lines, lines_b = b.config_lines;
   if (a.run_id != b.run_id) {  // one of them adopts the other's run id: compare what it will then run
-    if (a.run_id_generated) lines_a = with_adopted_run_id(lines_a, a.run_id, b.run_id);
-    else if (b.run_id_generated) lines_b = with_adopted_run_id(lines_b, b.run_id, a.run_id);
+    if (a.run_id_generated)
+      lines_a = with_adopted_run_id(lines_a, a.run_id, b.run_id);
+    else if (b.run_id_generated)
+      lines_b = with_adopted_run_id(lines_b, b.run_id, a.run_id);
   }
   if (lines_a != lines_b) {
     std::vector<std::string> keys = fingerprint_differences(lines_a, lines_b);
-    return fmt::format("{} runs a different config than {} ({}{}); pass the same config file and overrides on every node", A, B,
-                       keys.empty() ? "config hash " + a.config_hash + " vs " + b.config_hash : fmt::format("{}", fmt::join(keys, "; ")),
-                       keys.empty() ? "" : fmt::format("; {}'s value first, {}'s second", A, B));
+    return fmt::format(
+        "{} runs a different config than {} ({}{}); pass the same config file and overrides on every node", A, B,
+        keys.empty() ? "config hash " + a.config_hash + " vs " + b.config_hash
+                     : fmt::format("{}", fmt::join(keys, "; ")),
+        keys.empty() ? "" : fmt::format("; {}'s value first, {}'s second", A, B));
   }
   return std::nullopt;
 }
@@ -108,8 +116,8 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
   }
   // static
   if (join.node_rank < 0 || join.node_rank >= settings_.max_nodes) {
-    std::string text = fmt::format("{} asked for node rank {}, outside 0..{} (--nnodes {})", describe(node), join.node_rank,
-                                   settings_.max_nodes - 1, settings_.max_nodes);
+    std::string text = fmt::format("{} asked for node rank {}, outside 0..{} (--nnodes {})", describe(node),
+                                   join.node_rank, settings_.max_nodes - 1, settings_.max_nodes);
     send(node, reject_message(exit_code::kUsage, text));
     outbox_.close(node.id, true);
     erase_node(node.id);
@@ -120,15 +128,16 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
                                   join.node_rank, host_part(*other), host_part(node)));
   }
   if (phase_ != Phase::kGathering) {
-    std::string text = fmt::format("{} joined while round {} runs with all {}; a static job takes no new nodes", describe(node),
-                                   round_, nodes_text(settings_.max_nodes));
+    std::string text = fmt::format("{} joined while round {} runs with all {}; a static job takes no new nodes",
+                                   describe(node), round_, nodes_text(settings_.max_nodes));
     send(node, reject_message(exit_code::kUsage, text));
     outbox_.close(node.id, true);
     erase_node(node.id);
     return;
   }
   static_ranks_[join.node_rank] = node.id;
-  outbox_.note(fmt::format("rendezvous: {} joined ({} of {})", describe(node), static_ranks_.size(), settings_.max_nodes));
+  outbox_.note(
+      fmt::format("rendezvous: {} joined ({} of {})", describe(node), static_ranks_.size(), settings_.max_nodes));
   check_gathering();
 }
 
@@ -183,8 +192,9 @@ void RendezvousRounds::check_gathering() {
     start_round(candidates);
     return;
   }
-  if (!last_call_deadline_) last_call_deadline_ = now_ + std::chrono::duration_cast<SteadyTime::duration>(
-      std::chrono::duration<double>(settings_.last_call_timeout_s));
+  if (!last_call_deadline_)
+    last_call_deadline_ = now_ + std::chrono::duration_cast<SteadyTime::duration>(
+                                     std::chrono::duration<double>(settings_.last_call_timeout_s));
 }
 
 void RendezvousRounds::start_round(const std::vector<Node*>& members) {
@@ -229,9 +239,9 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
     if (!node->member) send(*node, wait_message(standby_text()));
   }
   phase_ = Phase::kRunning;
-  outbox_.note(fmt::format("rendezvous: round {} started{}: {}, {} workers, store {}:{}", round_, scale_up ? " (scale-up)" : "",
-                           nodes_text(static_cast<int>(members.size())), assignment.world_size(), assignment.master_addr,
-                           assignment.master_port));
+  outbox_.note(fmt::format("rendezvous: round {} started{}: {}, {} workers, store {}:{}", round_,
+                           scale_up ? " (scale-up)" : "", nodes_text(static_cast<int>(members.size())),
+                           assignment.world_size(), assignment.master_addr, assignment.master_port));
 }
 
 }  // namespace mgtrain::rdzv
@@ -246,12 +256,15 @@ RendezvousRounds::Arrival RendezvousRounds::arrival_during(Phase phase, int memb
 }
 
 int RendezvousRounds::member_count() const {
-  return static_cast<int>(std::count_if(nodes_.begin(), nodes_.end(), [](const auto& entry) { return entry.second.member; }));
+  return static_cast<int>(
+      std::count_if(nodes_.begin(), nodes_.end(), [](const auto& entry) { return entry.second.member; }));
 }
 
 std::string RendezvousRounds::standby_text() const {
-  return fmt::format("round {} runs with the maximum of {}; this node waits as a standby and joins when a round restarts "
-                     "(after a failure or a lost node)", round_, nodes_text(settings_.max_nodes));
+  return fmt::format(
+      "round {} runs with the maximum of {}; this node waits as a standby and joins when a round restarts "
+      "(after a failure or a lost node)",
+      round_, nodes_text(settings_.max_nodes));
 }
 
 // A dynamic node that joined while a round is under way.
@@ -260,8 +273,8 @@ void RendezvousRounds::handle_late_join(Node& node) {
     case Arrival::kScaleUp:
       return scale_up(node);
     case Arrival::kStandby:
-      outbox_.note(fmt::format("rendezvous: {} joined as a standby (round {} has the maximum of {})", describe(node), round_,
-                               nodes_text(settings_.max_nodes)));
+      outbox_.note(fmt::format("rendezvous: {} joined as a standby (round {} has the maximum of {})", describe(node),
+                               round_, nodes_text(settings_.max_nodes)));
       send(node, wait_message(standby_text()));
       return;
     case Arrival::kNextRound:
@@ -278,8 +291,10 @@ void RendezvousRounds::scale_up(Node& newcomer) {
   const int next = std::min(static_cast<int>(joined_nodes().size()), settings_.max_nodes);
   phase_ = Phase::kStopping;
   scaling_up_ = true;
-  const std::string reason = fmt::format("a new node ({}) arrived; restarting the round with {} (elastic scale-up, "
-                                         "not counted against --max-restarts)", host_part(newcomer), nodes_text(next));
+  const std::string reason = fmt::format(
+      "a new node ({}) arrived; restarting the round with {} (elastic scale-up, "
+      "not counted against --max-restarts)",
+      host_part(newcomer), nodes_text(next));
   outbox_.note("rendezvous: " + reason);
   send(newcomer, wait_message(fmt::format("round {} runs with {} of at most {}; it restarts to admit this node", round_,
                                           nodes_text(members), settings_.max_nodes)));
@@ -303,15 +318,17 @@ void RendezvousRounds::after_scale_up_stop() {
     return finish_round_well(members);
   }
   phase_ = Phase::kGathering;
-  join_deadline_ = now_ + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(settings_.join_timeout_s));
+  join_deadline_ =
+      now_ + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(settings_.join_timeout_s));
   last_call_deadline_.reset();
   check_gathering();
   if (phase_ != Phase::kGathering) return;
   const int count = static_cast<int>(joined_nodes().size());
-  const std::string text = count < settings_.min_nodes
-      ? fmt::format("the round restarts once at least {} are here", nodes_text(settings_.min_nodes))
-      : fmt::format("the round restarts with {} after the last call ({}) unless more nodes come", nodes_text(count),
-                    format_seconds(settings_.last_call_timeout_s));
+  const std::string text =
+      count < settings_.min_nodes
+          ? fmt::format("the round restarts once at least {} are here", nodes_text(settings_.min_nodes))
+          : fmt::format("the round restarts with {} after the last call ({}) unless more nodes come", nodes_text(count),
+                        format_seconds(settings_.last_call_timeout_s));
   outbox_.note("rendezvous: " + text);
   for (Node* node : joined_nodes()) send(*node, wait_message(text));
 }

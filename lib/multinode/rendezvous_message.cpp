@@ -64,17 +64,28 @@ std::vector<std::string> split_list(const std::string& text, char separator) {
 
 std::string type_name(MessageType type) {
   switch (type) {
-    case MessageType::kJoin: return "join";
-    case MessageType::kAssign: return "assign";
-    case MessageType::kWait: return "wait";
-    case MessageType::kReject: return "reject";
-    case MessageType::kHeartbeat: return "heartbeat";
-    case MessageType::kWorkersFailed: return "workers-failed";
-    case MessageType::kWorkersEnded: return "workers-ended";
-    case MessageType::kStop: return "stop";
-    case MessageType::kFinish: return "finish";
-    case MessageType::kLeave: return "leave";
-    case MessageType::kRegroup: return "regroup";
+    case MessageType::kJoin:
+      return "join";
+    case MessageType::kAssign:
+      return "assign";
+    case MessageType::kWait:
+      return "wait";
+    case MessageType::kReject:
+      return "reject";
+    case MessageType::kHeartbeat:
+      return "heartbeat";
+    case MessageType::kWorkersFailed:
+      return "workers-failed";
+    case MessageType::kWorkersEnded:
+      return "workers-ended";
+    case MessageType::kStop:
+      return "stop";
+    case MessageType::kFinish:
+      return "finish";
+    case MessageType::kLeave:
+      return "leave";
+    case MessageType::kRegroup:
+      return "regroup";
   }
   return fmt::format("type {}", static_cast<int>(type));
 }
@@ -89,19 +100,23 @@ Message& Message::set(const std::string& name, bool value) { return set(name, st
 
 const std::string& Message::text(const std::string& name) const {
   auto found = fields.find(name);
-  if (found == fields.end()) throw ProtocolError(fmt::format("{} message without the field '{}'", type_name(type), name));
+  if (found == fields.end())
+    throw ProtocolError(fmt::format("{} message without the field '{}'", type_name(type), name));
   return found->second;
 }
 
 long long Message::integer(const std::string& name) const {
   auto value = parse_int(text(name));
-  if (!value) throw ProtocolError(fmt::format("{} message: field '{}' is not an integer: '{}'", type_name(type), name, text(name)));
+  if (!value)
+    throw ProtocolError(
+        fmt::format("{} message: field '{}' is not an integer: '{}'", type_name(type), name, text(name)));
   return *value;
 }
 
 double Message::number(const std::string& name) const {
   auto value = parse_number(text(name));
-  if (!value) throw ProtocolError(fmt::format("{} message: field '{}' is not a number: '{}'", type_name(type), name, text(name)));
+  if (!value)
+    throw ProtocolError(fmt::format("{} message: field '{}' is not a number: '{}'", type_name(type), name, text(name)));
   return *value;
 }
 
@@ -155,8 +170,10 @@ std::optional<Message> MessageDecoder::next() {
   const auto* header = reinterpret_cast<const unsigned char*>(start);
   std::uint16_t version = get_u16(header + 4);
   if (version != kProtocolVersion) {
-    throw ProtocolError(fmt::format("the peer speaks rendezvous protocol version {}, this mgtrain speaks version {}: "
-                                    "install the same mgtrain version on every node", version, kProtocolVersion));
+    throw ProtocolError(
+        fmt::format("the peer speaks rendezvous protocol version {}, this mgtrain speaks version {}: "
+                    "install the same mgtrain version on every node",
+                    version, kProtocolVersion));
   }
   std::uint16_t type = get_u16(header + 6);
   if (type == 0 || type > kLastType) throw ProtocolError(fmt::format("unknown rendezvous message type {}", type));
@@ -243,7 +260,8 @@ Message Assignment::to_message() const {
   for (std::size_t index = 0; index < nproc_per_node.size();) {
     std::size_t run = 1;
     while (index + run < nproc_per_node.size() && nproc_per_node[index + run] == nproc_per_node[index]) ++run;
-    counts += (counts.empty() ? "" : ",") + std::to_string(nproc_per_node[index]) + (run > 1 ? "*" + std::to_string(run) : "");
+    counts += (counts.empty() ? "" : ",") + std::to_string(nproc_per_node[index]) +
+              (run > 1 ? "*" + std::to_string(run) : "");
     index += run;
   }
   m.set("round", round).set("restart_count", restart_count).set("node_rank", node_rank).set("nproc_per_node", counts);
@@ -352,16 +370,12 @@ Message reject_message(int exit_code, const std::string& text) {
   return Message::of(MessageType::kReject).set("exit_code", exit_code).set("text", text);
 }
 
-Message wait_message(const std::string& text) {
-  return Message::of(MessageType::kWait).set("text", text);
-}
+Message wait_message(const std::string& text) { return Message::of(MessageType::kWait).set("text", text); }
 
 Message leave_message(int exit_code, const std::string& reason) {
   return Message::of(MessageType::kLeave).set("exit_code", exit_code).set("reason", reason);
 }
 
-Message heartbeat_message() {
-  return Message::of(MessageType::kHeartbeat);
-}
+Message heartbeat_message() { return Message::of(MessageType::kHeartbeat); }
 
 }  // namespace mgtrain::rdzv

@@ -81,39 +81,39 @@ class MessageDecoder {
 // ---- typed messages ------------------------------------------------------------------------
 
 struct JoinRequest {
-  std::string version;           // mgtrain version
-  int node_rank = -1;            // static: --node-rank; -1: assigned on arrival (dynamic)
+  std::string version;  // mgtrain version
+  int node_rank = -1;   // static: --node-rank; -1: assigned on arrival (dynamic)
   std::string hostname;
-  std::string agent_id;          // unique per agent: hostname:pid
+  std::string agent_id;  // unique per agent: hostname:pid
   int nproc = 1;
-  std::string nnodes;            // as configured: "2" or "1:4"
+  std::string nnodes;  // as configured: "2" or "1:4"
   std::string run_id;
-  bool run_id_generated = false; // no run id was given: adopt the others'
+  bool run_id_generated = false;  // no run id was given: adopt the others'
   int max_restarts = 0;
   bool allow_uneven_nproc = false;
-  std::string config_hash;       // of config_lines
-  std::string config_lines;      // "key=value\n" for every key that must agree (job_fingerprint.hpp)
+  std::string config_hash;   // of config_lines
+  std::string config_lines;  // "key=value\n" for every key that must agree (job_fingerprint.hpp)
 
   Message to_message() const;
   static JoinRequest from(const Message& message);
 };
 
 struct Assignment {
-  int round = 0;                         // the job's round: attempt_<round>/ of the logs
-  int restart_count = 0;                 // TORCHELASTIC_RESTART_COUNT: restarts after failures so far
-                                         // (a scale-up round is a new round but no restart, as in torchrun)
-  int node_rank = 0;                     // the receiver's
-  std::vector<int> nproc_per_node;       // by node rank; on the wire run-length coded ("2*63,1"): an
-                                         // assignment stays small however many nodes the job has
-  std::string node_name;                 // the receiver's, "node 1 (hostB, 10.77.0.2)", for messages
-  std::string master_addr;               // the workers' store (global rank 0's node)
+  int round = 0;                    // the job's round: attempt_<round>/ of the logs
+  int restart_count = 0;            // TORCHELASTIC_RESTART_COUNT: restarts after failures so far
+                                    // (a scale-up round is a new round but no restart, as in torchrun)
+  int node_rank = 0;                // the receiver's
+  std::vector<int> nproc_per_node;  // by node rank; on the wire run-length coded ("2*63,1"): an
+                                    // assignment stays small however many nodes the job has
+  std::string node_name;            // the receiver's, "node 1 (hostB, 10.77.0.2)", for messages
+  std::string master_addr;          // the workers' store (global rank 0's node)
   int master_port = 0;
   std::string run_id;
   int max_restarts = 0;
 
   int nnodes() const { return static_cast<int>(nproc_per_node.size()); }
   int world_size() const;
-  int first_rank(int node) const;        // sum of nproc of the nodes before `node`
+  int first_rank(int node) const;  // sum of nproc of the nodes before `node`
   Message to_message() const;
   static Assignment from(const Message& message);
 };
@@ -124,21 +124,21 @@ inline constexpr int kMaxAssignedNodes = 1 << 20;
 struct NodeFailure {
   int round = 0;
   int node_rank = -1;
-  std::string node;              // "node 1 (hostB, 10.77.0.2)"
-  std::string host;              // hostname
-  bool node_lost = false;        // the node itself went away (silent, disconnected, stopped); no rank
+  std::string node;        // "node 1 (hostB, 10.77.0.2)"
+  std::string host;        // hostname
+  bool node_lost = false;  // the node itself went away (silent, disconnected, stopped); no rank
   int global_rank = -1;
   int local_rank = -1;
   long pid = 0;
-  int exit_code = 1;             // what every agent exits with when this ends the job
-  int signal = 0;                // the worker died by this signal; 0: it exited
+  int exit_code = 1;  // what every agent exits with when this ends the job
+  int signal = 0;     // the worker died by this signal; 0: it exited
   bool hung = false;
   double silent_s = 0.0;
-  std::string outcome;           // "exit code 3", "sent nothing for 10 s"
+  std::string outcome;  // "exit code 3", "sent nothing for 10 s"
   std::string time_utc;
-  std::string stderr_log;        // on that host
+  std::string stderr_log;  // on that host
   std::vector<std::string> stderr_tail;
-  std::string error_message;     // from TORCHELASTIC_ERROR_FILE
+  std::string error_message;  // from TORCHELASTIC_ERROR_FILE
 
   // One line: "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 3".
   std::string summary() const;
@@ -150,7 +150,7 @@ struct NodeFailure {
 inline constexpr const char* kEndedSuccess = "success";        // every worker exited 0
 inline constexpr const char* kEndedCheckpoint = "checkpoint";  // saved a checkpoint and stopped (75)
 inline constexpr const char* kEndedFailed = "failed";
-inline constexpr const char* kEndedStopped = "stopped";        // stopped on the server's request
+inline constexpr const char* kEndedStopped = "stopped";  // stopped on the server's request
 
 Message workers_failed_message(const NodeFailure& failure);
 Message workers_ended_message(int round, const std::string& outcome, int exit_code);

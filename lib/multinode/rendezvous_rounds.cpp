@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "multinode/job_fingerprint.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
-#include "util/time_format.hpp"
-#include "multinode/job_fingerprint.hpp"
 #include "util/strings.hpp"
+#include "util/time_format.hpp"
 
 namespace mgtrain::rdzv {
 namespace {
@@ -20,7 +20,6 @@ SteadyTime::duration seconds(double value) {
 }
 
 double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
-
 
 bool is_loopback(const std::string& address) {
   return starts_with(address, "127.") || address == "::1" || starts_with(address, "::ffff:127.");
@@ -35,7 +34,10 @@ std::string join_texts(const std::vector<std::string>& items, const std::string&
 }  // namespace
 
 RendezvousRounds::RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox, SteadyTime now)
-    : settings_(std::move(settings)), outbox_(outbox), now_(now), join_deadline_(now + seconds(settings_.join_timeout_s)) {}
+    : settings_(std::move(settings)),
+      outbox_(outbox),
+      now_(now),
+      join_deadline_(now + seconds(settings_.join_timeout_s)) {}
 
 RendezvousRounds::Node* RendezvousRounds::find(ConnectionId connection) {
   auto found = nodes_.find(connection);
@@ -81,7 +83,9 @@ std::string RendezvousRounds::describe(const Node& node) const {
   return fmt::format("the agent on {}", host_part(node));
 }
 
-std::string RendezvousRounds::nodes_text(int count) const { return fmt::format("{} node{}", count, count == 1 ? "" : "s"); }
+std::string RendezvousRounds::nodes_text(int count) const {
+  return fmt::format("{} node{}", count, count == 1 ? "" : "s");
+}
 
 void RendezvousRounds::send(Node& node, const Message& message) {
   outbox_.send(node.id, message);
@@ -279,12 +283,14 @@ void RendezvousRounds::decide_after_round() {
       if (!present[rank]) missing.push_back(std::to_string(rank));
     }
     if (!missing.empty()) {
-      return finish(code, fmt::format("{}; a static job restarts only with all {}, and node rank{} {} {} gone (elastic jobs: "
-                                      "--rdzv-endpoint with --nnodes MIN:MAX)", cause, nodes_text(settings_.max_nodes),
-                                      missing.size() == 1 ? "" : "s", join_texts(missing, ", "),
-                                      missing.size() == 1 ? "is" : "are"));
+      return finish(code,
+                    fmt::format("{}; a static job restarts only with all {}, and node rank{} {} {} gone (elastic jobs: "
+                                "--rdzv-endpoint with --nnodes MIN:MAX)",
+                                cause, nodes_text(settings_.max_nodes), missing.size() == 1 ? "" : "s",
+                                join_texts(missing, ", "), missing.size() == 1 ? "is" : "are"));
     }
-    outbox_.note(fmt::format("rendezvous: restarting every node (restart {} of {})", restarts_used_ + 1, settings_.max_restarts));
+    outbox_.note(fmt::format("rendezvous: restarting every node (restart {} of {})", restarts_used_ + 1,
+                             settings_.max_restarts));
     return start_round(present);
   }
   std::vector<Node*> candidates = ordered_candidates();
@@ -306,7 +312,8 @@ void RendezvousRounds::regather(const std::string& why) {
   outbox_.note(fmt::format("rendezvous: {}; waiting up to {} for at least {} before restarting", why,
                            format_seconds(settings_.join_timeout_s), nodes_text(settings_.min_nodes)));
   for (Node* node : joined_nodes()) {
-    send(*node, wait_message(fmt::format("{}; waiting for at least {} to restart", why, nodes_text(settings_.min_nodes))));
+    send(*node,
+         wait_message(fmt::format("{}; waiting for at least {} to restart", why, nodes_text(settings_.min_nodes))));
   }
 }
 
@@ -363,17 +370,20 @@ std::string RendezvousRounds::join_timeout_text() {
     for (int rank = 0; rank < settings_.max_nodes; ++rank) {
       if (!here[rank]) missing.push_back(std::to_string(rank));
     }
-    return fmt::format("not every node arrived within launch.join_timeout ({}): arrived: {}; missing: node rank{} {}. "
-                       "Start `mgtrain launch` on every node with the same --master-addr and --master-port, or raise "
-                       "--join-timeout", format_seconds(settings_.join_timeout_s), arrived.empty() ? "none" : join_texts(arrived, ", "),
-                       missing.size() == 1 ? "" : "s", join_texts(missing, ", "));
+    return fmt::format(
+        "not every node arrived within launch.join_timeout ({}): arrived: {}; missing: node rank{} {}. "
+        "Start `mgtrain launch` on every node with the same --master-addr and --master-port, or raise "
+        "--join-timeout",
+        format_seconds(settings_.join_timeout_s), arrived.empty() ? "none" : join_texts(arrived, ", "),
+        missing.size() == 1 ? "" : "s", join_texts(missing, ", "));
   }
   std::vector<std::string> arrived;
   for (Node* node : ordered_candidates()) arrived.push_back(host_part(*node));
-  return fmt::format("only {} arrived within launch.join_timeout ({}), fewer than the minimum of {} (--nnodes {}:{}): "
-                     "arrived: {}. Start more nodes with the same --rdzv-endpoint and --rdzv-id, or raise --join-timeout",
-                     nodes_text(static_cast<int>(joined.size())), format_seconds(settings_.join_timeout_s), settings_.min_nodes,
-                     settings_.min_nodes, settings_.max_nodes, arrived.empty() ? "none" : join_texts(arrived, ", "));
+  return fmt::format(
+      "only {} arrived within launch.join_timeout ({}), fewer than the minimum of {} (--nnodes {}:{}): "
+      "arrived: {}. Start more nodes with the same --rdzv-endpoint and --rdzv-id, or raise --join-timeout",
+      nodes_text(static_cast<int>(joined.size())), format_seconds(settings_.join_timeout_s), settings_.min_nodes,
+      settings_.min_nodes, settings_.max_nodes, arrived.empty() ? "none" : join_texts(arrived, ", "));
 }
 
 void RendezvousRounds::on_time(SteadyTime now) {
@@ -388,8 +398,10 @@ void RendezvousRounds::on_time(SteadyTime now) {
     if (!node) continue;
     double quiet = seconds_between(node->last_heard, now);
     if (quiet < settings_.node_timeout_s) continue;  // rounding at the boundary: not yet
-    lose_node(id, fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
-                              format_seconds(settings_.node_timeout_s)), kNodeLostExitCode);
+    lose_node(id,
+              fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
+                          format_seconds(settings_.node_timeout_s)),
+              kNodeLostExitCode);
     if (phase_ == Phase::kFinished) return;
   }
   if (phase_ == Phase::kGathering) {

@@ -22,16 +22,16 @@ namespace mgtrain::rdzv {
 
 struct RoundsSettings {
   bool dynamic = false;
-  int min_nodes = 1;                 // static: min == max == nnodes
+  int min_nodes = 1;  // static: min == max == nnodes
   int max_nodes = 1;
   double join_timeout_s = launch_defaults::kJoinTimeoutS;
-  double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;  // dynamic: more nodes once MIN are there
-  double node_timeout_s = launch_defaults::kNodeTimeoutS;           // a node silent this long is dead
+  double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;         // dynamic: more nodes once MIN are there
+  double node_timeout_s = launch_defaults::kNodeTimeoutS;                  // a node silent this long is dead
   double heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;  // the server's heartbeats to each agent
-  int max_restarts = 0;              // new rounds after failures, for the whole job
-  std::string master_addr;           // MASTER_ADDR for the workers: the server's host as the others reach it
-  std::string host_agent_id;         // dynamic: the agent on the server's host gets node rank 0 (its rank 0
-                                     // worker hosts the store on a port the server picked there)
+  int max_restarts = 0;       // new rounds after failures, for the whole job
+  std::string master_addr;    // MASTER_ADDR for the workers: the server's host as the others reach it
+  std::string host_agent_id;  // dynamic: the agent on the server's host gets node rank 0 (its rank 0
+                              // worker hosts the store on a port the server picked there)
 };
 
 // The side effects RendezvousRounds orders.
@@ -97,10 +97,10 @@ class RendezvousRounds {
     SteadyTime last_heard{};
     SteadyTime last_sent{};
     std::optional<JoinRequest> join;
-    long arrival = 0;           // join order
-    bool member = false;        // in the current round
-    int node_rank = -1;         // in the current round (static: from the join)
-    bool ended = false;         // its workers of the current round have all exited
+    long arrival = 0;     // join order
+    bool member = false;  // in the current round
+    int node_rank = -1;   // in the current round (static: from the join)
+    bool ended = false;   // its workers of the current round have all exited
     std::string outcome;
   };
 
@@ -150,23 +150,23 @@ class RendezvousRounds {
   std::map<ConnectionId, Node> nodes_;
   std::map<int, ConnectionId> static_ranks_;  // static: node rank -> the connection that joined with it
   // Indexes that keep each message O(log nodes) with 10,000 agents (docs/PERFORMANCE.md):
-  RecencyList heard_;                     // nodes by the last time the server heard from them
-  RecencyList sent_;                      // nodes by the last time the server sent them anything
-  std::set<ConnectionId> references_;     // joined nodes that every other node is compared with (is_reference)
-  int joined_count_ = 0;                  // nodes with a join
-  int unended_members_ = 0;               // members of the current round whose workers have not all exited
+  RecencyList heard_;                  // nodes by the last time the server heard from them
+  RecencyList sent_;                   // nodes by the last time the server sent them anything
+  std::set<ConnectionId> references_;  // joined nodes that every other node is compared with (is_reference)
+  int joined_count_ = 0;               // nodes with a join
+  int unended_members_ = 0;            // members of the current round whose workers have not all exited
   long next_arrival_ = 0;
-  int round_ = -1;              // -1 before the first round
+  int round_ = -1;  // -1 before the first round
   int restarts_used_ = 0;
-  bool scaling_up_ = false;     // the current stop (and the gathering after it) admits new nodes: no restart used
-  std::string run_id_;          // fixed by the first round
+  bool scaling_up_ = false;  // the current stop (and the gathering after it) admits new nodes: no restart used
+  std::string run_id_;       // fixed by the first round
   std::optional<NodeFailure> root_cause_;  // of the current round
   SteadyTime join_deadline_{};
   std::optional<SteadyTime> last_call_deadline_;
   std::optional<int> final_exit_code_;
   std::optional<Message> final_message_;  // the finish or reject every agent got
   bool answer_latecomers_ = false;
-  std::vector<bool> told_ranks_;          // static: node ranks that got the final message
+  std::vector<bool> told_ranks_;  // static: node ranks that got the final message
 };
 
 }  // namespace mgtrain::rdzv

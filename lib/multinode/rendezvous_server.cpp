@@ -106,10 +106,9 @@ void RendezvousServer::on_poll(const pollfd* fds, std::size_t count, rdzv::Stead
         if (listener_) accept_all(now);
         continue;
       }
-      short revents = static_cast<short>(((events[index].events & EPOLLIN) ? POLLIN : 0) |
-                                         ((events[index].events & EPOLLOUT) ? POLLOUT : 0) |
-                                         ((events[index].events & EPOLLHUP) ? POLLHUP : 0) |
-                                         ((events[index].events & EPOLLERR) ? POLLERR : 0));
+      short revents = static_cast<short>(
+          ((events[index].events & EPOLLIN) ? POLLIN : 0) | ((events[index].events & EPOLLOUT) ? POLLOUT : 0) |
+          ((events[index].events & EPOLLHUP) ? POLLHUP : 0) | ((events[index].events & EPOLLERR) ? POLLERR : 0));
       on_ready(static_cast<rdzv::ConnectionId>(events[index].data.u64), revents, now);
     }
     if (ready < kBatch) break;
@@ -126,8 +125,7 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
   if (connection.closing) {  // what it still sends does not matter any more
     try {
       connection.socket->on_ready(revents, messages_);
-    } catch (const rdzv::ProtocolError&) {
-    }
+    } catch (const rdzv::ProtocolError&) {}
     return;
   }
   try {
@@ -135,7 +133,8 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
   } catch (const rdzv::ProtocolError& error) {
     std::vector<rdzv::Message> messages = std::move(messages_);
     for (const rdzv::Message& message : messages) rounds_.on_message(id, message, now);
-    rounds_.on_disconnect(id, std::string("sent bytes that are not mgtrain's rendezvous protocol: ") + error.what(), now);
+    rounds_.on_disconnect(id, std::string("sent bytes that are not mgtrain's rendezvous protocol: ") + error.what(),
+                          now);
     return;
   }
   // Moved out: handling a message may send, close or (through rounds) reach this server again.

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "supervise/port_probe.hpp"
 #include "multinode/rendezvous_rounds.hpp"
 #include "multinode/tcp_socket.hpp"
+#include "supervise/port_probe.hpp"
 
 namespace mgtrain {
 
@@ -51,8 +51,8 @@ class RendezvousServer : private rdzv::RoundsOutbox {
  private:
   struct Connection {
     std::unique_ptr<MessageConnection> socket;
-    bool closing = false;  // send what is queued, then half-close and read until the agent hangs up
-    bool shut = false;     // half-closed
+    bool closing = false;          // send what is queued, then half-close and read until the agent hangs up
+    bool shut = false;             // half-closed
     bool watching_output = false;  // EPOLLOUT is registered (output waits for the socket)
   };
 

@@ -65,7 +65,8 @@ std::string SocketAddress::host_text() const { return host_of(storage); }
 
 std::string SocketAddress::text() const {
   std::string host = host_text();
-  if (storage.ss_family == AF_INET6 && host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port_of(storage));
+  if (storage.ss_family == AF_INET6 && host.find(':') != std::string::npos)
+    return fmt::format("[{}]:{}", host, port_of(storage));
   return fmt::format("{}:{}", host, port_of(storage));
 }
 

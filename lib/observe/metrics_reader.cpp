@@ -110,26 +110,41 @@ class FlatObjectScanner {
       if (pos_ >= text_.size()) return false;
       char e = text_[pos_++];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           if (pos_ + 4 > text_.size()) return false;
           unsigned code = 0;
           for (int i = 0; i < 4; ++i) {
             char h = text_[pos_++];
             code <<= 4;
-            if (h >= '0' && h <= '9') code |= static_cast<unsigned>(h - '0');
-            else if (h >= 'a' && h <= 'f') code |= static_cast<unsigned>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') code |= static_cast<unsigned>(h - 'A' + 10);
-            else return false;
+            if (h >= '0' && h <= '9')
+              code |= static_cast<unsigned>(h - '0');
+            else if (h >= 'a' && h <= 'f')
+              code |= static_cast<unsigned>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+              code |= static_cast<unsigned>(h - 'A' + 10);
+            else
+              return false;
           }
           append_utf8(out, code);  // surrogate pairs are not needed for metric names
           break;
         }
-        default: out += e;  // \" \\ \/
+        default:
+          out += e;  // \" \\ \/
       }
     }
     return false;
@@ -329,7 +344,8 @@ bool MetricsFileReader::refresh() {
   }
   buffer.resize(have);
   const std::size_t consumed = log_.add_lines(buffer, next_line_);
-  next_line_ += static_cast<std::size_t>(std::count(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(consumed), '\n'));
+  next_line_ += static_cast<std::size_t>(
+      std::count(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(consumed), '\n'));
   offset_ += consumed;
   pending_bytes_ = buffer.size() - consumed;
   return log_.accepted_rows() != before;

@@ -87,7 +87,7 @@ class MetricsFileReader {
  private:
   std::string path_;
   MetricsLog log_;
-  std::uint64_t offset_ = 0;       // bytes consumed (complete lines)
+  std::uint64_t offset_ = 0;  // bytes consumed (complete lines)
   std::size_t next_line_ = 1;
   std::size_t pending_bytes_ = 0;
   bool exists_ = false;

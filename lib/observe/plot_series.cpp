@@ -42,8 +42,10 @@ PlotSpec parse_plot_spec(const std::string& text) {
   std::size_t line_number = 0;
   bool ended = false;
   auto fail = [&line_number](const std::string& why) -> UsageError {
-    return UsageError(fmt::format("plot data (stdin) line {}: {}; mgtrain-plot reads what `mgtrain plot` writes "
-                                  "(docs/monitoring.md#plots)", line_number, why));
+    return UsageError(
+        fmt::format("plot data (stdin) line {}: {}; mgtrain-plot reads what `mgtrain plot` writes "
+                    "(docs/monitoring.md#plots)",
+                    line_number, why));
   };
   for (const std::string& line : split_lines(text)) {
     if (ended) break;  // what follows 'end' is not read
@@ -75,7 +77,8 @@ PlotSpec parse_plot_spec(const std::string& text) {
       char* after_y = nullptr;
       const double x = std::strtod(begin, &after_x);
       const double y = std::strtod(after_x, &after_y);
-      if (after_x == begin || after_y == after_x || *after_y != '\0') throw fail(fmt::format("'{}' is not 'x y'", line.substr(0, 40)));
+      if (after_x == begin || after_y == after_x || *after_y != '\0')
+        throw fail(fmt::format("'{}' is not 'x y'", line.substr(0, 40)));
       if (!std::isfinite(x) || !std::isfinite(y)) throw fail("a point that is not finite");
       spec.series.back().points.emplace_back(x, y);
     }

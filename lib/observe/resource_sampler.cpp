@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 
-
 namespace mgtrain {
 
 ResourceSampler::ResourceSampler(GpuStatsSource* gpus, int node_rank, std::string jsonl_path)
@@ -28,8 +27,8 @@ void ResourceSampler::sample(std::vector<RankStatus>& ranks, bool write_row) {
     rank.rss_bytes = stats->rss_bytes;
     auto before = previous_.find(rank.pid);
     if (before != previous_.end()) {
-      rank.cpu_percent = cpu_percent(before->second.stats, *stats,
-                                     std::chrono::duration<double>(now - before->second.when).count());
+      rank.cpu_percent =
+          cpu_percent(before->second.stats, *stats, std::chrono::duration<double>(now - before->second.when).count());
     }
     current[rank.pid] = Reading{*stats, now};
   }
@@ -43,8 +42,8 @@ void ResourceSampler::sample(std::vector<RankStatus>& ranks, bool write_row) {
   const int error = errno;
   if (!ok && !write_failed_) {
     write_failed_ = true;
-    log::warn("cannot append to {}: {}; resource samples are not recorded (the status API still shows them)", jsonl_path_,
-              std::strerror(error));
+    log::warn("cannot append to {}: {}; resource samples are not recorded (the status API still shows them)",
+              jsonl_path_, std::strerror(error));
   }
 }
 

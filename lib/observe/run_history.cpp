@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "observe/metrics_reader.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
-#include "observe/metrics_reader.hpp"
 
 namespace mgtrain {
 namespace fs = std::filesystem;
@@ -36,7 +36,8 @@ std::optional<BestMetric> best_of(const MetricsLog& log) {
     std::optional<BestMetric> best;
     for (const MetricPoint& point : log.series(metric)) {
       if (!std::isfinite(point.value)) continue;
-      if (!best || (maximise ? point.value > best->value : point.value < best->value)) best = BestMetric{metric, point.value, point.step};
+      if (!best || (maximise ? point.value > best->value : point.value < best->value))
+        best = BestMetric{metric, point.value, point.step};
     }
     if (best) return best;
   }
@@ -96,12 +97,14 @@ RunSummary summarize_run(const std::string& run_id, const std::string& directory
 std::vector<RunSummary> list_runs(const std::string& log_dir, double now_unix_seconds) {
   std::error_code error;
   if (!fs::is_directory(log_dir, error)) {
-    throw UsageError(fmt::format("no log directory {}: runs are kept where `mgtrain launch` put them (launch.log_dir, "
-                                 "default runs/ under the directory it ran in); give it with --log-dir",
-                                 log_dir));
+    throw UsageError(
+        fmt::format("no log directory {}: runs are kept where `mgtrain launch` put them (launch.log_dir, "
+                    "default runs/ under the directory it ran in); give it with --log-dir",
+                    log_dir));
   }
   std::vector<RunSummary> runs;
-  for (const std::string& name : run_names(log_dir)) runs.push_back(summarize_run(name, (fs::path(log_dir) / name).string(), now_unix_seconds));
+  for (const std::string& name : run_names(log_dir))
+    runs.push_back(summarize_run(name, (fs::path(log_dir) / name).string(), now_unix_seconds));
   std::stable_sort(runs.begin(), runs.end(), [](const RunSummary& a, const RunSummary& b) {
     return a.start_time.value_or(0) > b.start_time.value_or(0);
   });
@@ -126,8 +129,8 @@ std::string resolve_run_directory(const std::string& run, const std::string& log
     if (shown < names.size()) list += fmt::format(" and {} more (mgtrain runs)", names.size() - shown);
     known = fmt::format("runs in {}: {}", log_dir, list);
   }
-  throw UsageError(fmt::format("unknown run '{}'{}: neither {} nor {} is a directory; {}", run, did_you_mean_suffix(run, names),
-                               under_log_dir.string(), run, known));
+  throw UsageError(fmt::format("unknown run '{}'{}: neither {} nor {} is a directory; {}", run,
+                               did_you_mean_suffix(run, names), under_log_dir.string(), run, known));
 }
 
 }  // namespace mgtrain

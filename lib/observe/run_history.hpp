@@ -20,14 +20,14 @@ struct BestMetric {
 };
 
 struct RunSummary {
-  std::string run_id;                // the directory's name
-  std::string directory;             // <log_dir>/<run_id>
-  std::string status;                // effective status (run_record.hpp), or "unknown" without a run.json
-  std::optional<RunRecord> record;   // absent: no run.json (a run from before run history, or not node 0)
-  std::string record_problem;        // run.json exists but could not be read: why
-  std::optional<double> start_time;  // Unix seconds: run.json's, else config.yaml's modification time
-  std::optional<double> duration_s;  // end - start; while running: now - start; interrupted: last metric row - start
-  std::optional<std::int64_t> steps; // last train step in metrics.jsonl
+  std::string run_id;                 // the directory's name
+  std::string directory;              // <log_dir>/<run_id>
+  std::string status;                 // effective status (run_record.hpp), or "unknown" without a run.json
+  std::optional<RunRecord> record;    // absent: no run.json (a run from before run history, or not node 0)
+  std::string record_problem;         // run.json exists but could not be read: why
+  std::optional<double> start_time;   // Unix seconds: run.json's, else config.yaml's modification time
+  std::optional<double> duration_s;   // end - start; while running: now - start; interrupted: last metric row - start
+  std::optional<std::int64_t> steps;  // last train step in metrics.jsonl
   std::optional<BestMetric> best;
   std::size_t metrics_problems = 0;  // metrics.jsonl lines that could not be read
 };

@@ -49,9 +49,7 @@ std::string host_name() {
   return buffer;
 }
 
-std::vector<std::string> own_command_line() {
-  return split_lines(read_small_file("/proc/self/cmdline"), '\0');
-}
+std::vector<std::string> own_command_line() { return split_lines(read_small_file("/proc/self/cmdline"), '\0'); }
 
 // A key of `object`: nullptr when it is missing or null.
 const Json* member(const Json& object, const char* key) {
@@ -61,16 +59,20 @@ const Json* member(const Json& object, const char* key) {
 
 template <class T>
 bool has_type(const Json& value) {
-  if constexpr (std::is_same_v<T, std::string>) return value.is_string();
-  else if constexpr (std::is_floating_point_v<T>) return value.is_number();
-  else return value.is_number_integer();
+  if constexpr (std::is_same_v<T, std::string>)
+    return value.is_string();
+  else if constexpr (std::is_floating_point_v<T>)
+    return value.is_number();
+  else
+    return value.is_number_integer();
 }
 
 template <class T>
 T read_as(const Json& root, const char* key, const std::string& source, bool required = true, T fallback = T()) {
   const Json* value = member(root, key);
   if (!value) {
-    if (required) throw Error(fmt::format("{}: \"{}\" is missing: the file is not a run record (or a damaged one)", source, key));
+    if (required)
+      throw Error(fmt::format("{}: \"{}\" is missing: the file is not a run record (or a damaged one)", source, key));
     return fallback;
   }
   if (!has_type<T>(*value)) throw Error(fmt::format("{}: \"{}\" has the wrong type", source, key));
@@ -118,8 +120,9 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
   try {
     root = Json::parse(text);
   } catch (const Json::parse_error& error) {
-    throw Error(fmt::format("{}: not valid JSON ({}): a torn or edited run record; move it away to list the run without it",
-                            source, error.what()));
+    throw Error(
+        fmt::format("{}: not valid JSON ({}): a torn or edited run record; move it away to list the run without it",
+                    source, error.what()));
   }
   if (!root.is_object()) throw Error(source + ": not a JSON object: this is not a run record");
   RunRecord r;
@@ -167,7 +170,8 @@ LauncherIdentity this_launcher() {
   return self;
 }
 
-RunRecord start_run_record(const std::string& run_id, const std::vector<std::string>& hosts, int nnodes, int world_size) {
+RunRecord start_run_record(const std::string& run_id, const std::vector<std::string>& hosts, int nnodes,
+                           int world_size) {
   RunRecord r;
   r.run_id = run_id;
   r.status = "running";
@@ -213,7 +217,8 @@ std::string keep_earlier_run_record(const std::string& run_dir, const std::strin
   return archive.string();
 }
 
-RunRecorder::RunRecorder(std::string run_dir, RunRecord record) : run_dir_(std::move(run_dir)), record_(std::move(record)) {
+RunRecorder::RunRecorder(std::string run_dir, RunRecord record)
+    : run_dir_(std::move(run_dir)), record_(std::move(record)) {
   write_run_record(run_dir_, record_);
 }
 
@@ -222,8 +227,7 @@ RunRecorder::~RunRecorder() {
   try {
     finish_run_record(record_, "failed", 1, record_.attempts);
     write_run_record(run_dir_, record_);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 std::string RunRecorder::finish(const std::string& status, int exit_code, int attempts) {

@@ -16,8 +16,8 @@ namespace mgtrain {
 // Which process holds a running record: enough to tell later whether it still runs.
 struct LauncherIdentity {
   long pid = 0;
-  std::string host;        // gethostname()
-  std::string boot_id;     // /proc/sys/kernel/random/boot_id
+  std::string host;           // gethostname()
+  std::string boot_id;        // /proc/sys/kernel/random/boot_id
   long long start_ticks = 0;  // the process's start time since boot, in clock ticks (/proc/<pid>/stat field 22)
 };
 
@@ -51,7 +51,8 @@ std::optional<RunRecord> read_run_record(const std::string& run_dir);
 
 // The record of a launch starting now in this process: run id, this process's command line
 // (/proc/self/cmdline), working directory, start time and launcher identity; status "running".
-RunRecord start_run_record(const std::string& run_id, const std::vector<std::string>& hosts, int nnodes, int world_size);
+RunRecord start_run_record(const std::string& run_id, const std::vector<std::string>& hosts, int nnodes,
+                           int world_size);
 // The status of a launch that ended with `exit_code`: "succeeded" (0), "stopped" (the launcher got a signal
 // such as Ctrl-C or SIGTERM, or the workers saved a checkpoint and stopped on request: exit 75), else "failed".
 std::string finished_status(int exit_code, bool launcher_signalled, bool stopped_after_checkpoint);

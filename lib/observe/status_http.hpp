@@ -40,7 +40,8 @@ class HttpServer {
 struct StatusHttpModule {
   HttpServer* (*create_server)();
   // GET http://host:port/path: true with the status and body of any answer, false with `error` when none came.
-  bool (*get)(const std::string& host, int port, const std::string& path, int& status, std::string& body, std::string& error);
+  bool (*get)(const std::string& host, int port, const std::string& path, int& status, std::string& body,
+              std::string& error);
 };
 
 // The module, loaded once: next to the running executable (build tree), else in ../lib/mgtrain (installed).

@@ -45,9 +45,8 @@ class HttplibServer final : public HttpServer {
     server_.Get(".*", answer);
     // With a content reader httplib hands POSTs over without reading a body first, so `curl -X POST` (no
     // Content-Length) works instead of getting 400; the API's POSTs take no body.
-    server_.Post(".*", [answer](const httplib::Request& request, httplib::Response& response, const httplib::ContentReader&) {
-      answer(request, response);
-    });
+    server_.Post(".*", [answer](const httplib::Request& request, httplib::Response& response,
+                                const httplib::ContentReader&) { answer(request, response); });
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
 
@@ -59,7 +58,8 @@ class HttplibServer final : public HttpServer {
 
 HttpServer* create_server() { return new HttplibServer(); }
 
-bool get(const std::string& host, int port, const std::string& path, int& status, std::string& body, std::string& error) {
+bool get(const std::string& host, int port, const std::string& path, int& status, std::string& body,
+         std::string& error) {
   httplib::Client client(host, port);
   client.set_connection_timeout(2, 0);
   client.set_read_timeout(5, 0);

@@ -3,8 +3,8 @@
 
 #include <mutex>
 
-#include "util/error.hpp"
 #include "observe/status_http.hpp"
+#include "util/error.hpp"
 #include "util/worker_binary.hpp"
 
 #ifndef MGTRAIN_STATUS_HTTP_INSTALL_DIR
@@ -41,8 +41,9 @@ const StatusHttpModule& status_http_module() {
     module = entry();  // the handle stays open for the life of the process
     return *module;
   }
-  throw Error("the status API's HTTP module is missing or broken; tried:" + tried +
-              "\n(it is built and installed with mgtrain; it needs libcpp-httplib: apt-get install libcpp-httplib-dev)");
+  throw Error(
+      "the status API's HTTP module is missing or broken; tried:" + tried +
+      "\n(it is built and installed with mgtrain; it needs libcpp-httplib: apt-get install libcpp-httplib-dev)");
 }
 
 }  // namespace mgtrain

@@ -9,14 +9,14 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "observe/status_http.hpp"
+#include "observe/status_page.hpp"
+#include "observe/status_token.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/file_io.hpp"
 #include "util/time_format.hpp"
 #include "util/value_parsing.hpp"
-#include "observe/status_http.hpp"
-#include "observe/status_page.hpp"
-#include "observe/status_token.hpp"
 
 namespace mgtrain {
 namespace {
@@ -63,9 +63,10 @@ struct StatusServer::State {
     const bool authorized = request.authorization.compare(0, prefix.size(), prefix) == 0 &&
                             tokens_equal(options.token, std::string_view(request.authorization).substr(prefix.size()));
     if (!authorized) {
-      HttpAnswer answer = json_answer(401,
-                                      "{\"error\":\"missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-                                      "token from <run dir>/status_token\"}\n");
+      HttpAnswer answer =
+          json_answer(401,
+                      "{\"error\":\"missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+                      "token from <run dir>/status_token\"}\n");
       answer.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"mgtrain\"");
       return answer;
     }
@@ -96,8 +97,8 @@ struct StatusServer::State {
       if (path == "/checkpoint") return command(request, StatusCommand::kCheckpoint, "checkpoint");
       if (path == "/stop") return command(request, StatusCommand::kStop, "stop");
     }
-    const bool known = path == "/healthz" || path == "/status" || path == "/metrics" || path == "/api/metrics" || path == "/" ||
-                       path == "/checkpoint" || path == "/stop";
+    const bool known = path == "/healthz" || path == "/status" || path == "/metrics" || path == "/api/metrics" ||
+                       path == "/" || path == "/checkpoint" || path == "/stop";
     if (known) return json_answer(405, "{\"error\":\"method not allowed\"}\n");
     return json_answer(404, "{\"error\":\"no such page: try /, /status, /metrics, /healthz\"}\n");
   }

@@ -32,7 +32,6 @@ Json known(double value) { return value < 0 ? Json(nullptr) : rounded(value); }
 Json known(std::int64_t value) { return value < 0 ? Json(nullptr) : Json(value); }
 Json known(int value) { return value < 0 ? Json(nullptr) : Json(value); }
 
-
 Json curve_json(const std::vector<MetricPoint>& points, std::size_t max_points) {
   Json out = Json::array();
   const std::size_t n = points.size();
@@ -151,10 +150,14 @@ std::string status_to_json(const StatusSnapshot& s) {
 std::string prometheus_label_value(std::string_view text) {
   std::string out;
   for (char c : text) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -185,7 +188,8 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
   restarts.add(run, s.attempt);
   max_restarts.add(run, s.max_restarts);
   for (const RankStatus& r : s.ranks) {
-    const std::string labels = run + ",rank=\"" + std::to_string(r.rank) + "\",local_rank=\"" + std::to_string(r.local_rank) + "\"";
+    const std::string labels =
+        run + ",rank=\"" + std::to_string(r.rank) + "\",local_rank=\"" + std::to_string(r.local_rank) + "\"";
     up.add(labels, r.state == "running" ? 1 : 0);
     if (r.heartbeat) {
       step.add(labels, static_cast<double>(r.heartbeat->step));
@@ -196,7 +200,8 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
     if (r.rss_bytes) rss.add(labels, static_cast<double>(*r.rss_bytes));
   }
   for (const GpuSample& g : s.gpus) {
-    const std::string labels = "gpu=\"" + std::to_string(g.index) + "\",name=\"" + prometheus_label_value(g.name) + "\"";
+    const std::string labels =
+        "gpu=\"" + std::to_string(g.index) + "\",name=\"" + prometheus_label_value(g.name) + "\"";
     if (g.utilization_percent >= 0) gpu_util.add(labels, g.utilization_percent);
     if (g.memory_used_bytes >= 0) gpu_used.add(labels, static_cast<double>(g.memory_used_bytes));
     if (g.memory_total_bytes >= 0) gpu_total.add(labels, static_cast<double>(g.memory_total_bytes));

@@ -21,10 +21,10 @@ struct RankStatus {
   int rank = 0;
   int local_rank = 0;
   pid_t pid = -1;
-  std::string state;                   // "running" or "exited"
-  std::string heartbeat_file;          // where its heartbeat is read from (not rendered)
+  std::string state;           // "running" or "exited"
+  std::string heartbeat_file;  // where its heartbeat is read from (not rendered)
   std::optional<HeartbeatInfo> heartbeat;
-  std::optional<double> cpu_percent;   // from the latest resource sample
+  std::optional<double> cpu_percent;  // from the latest resource sample
   std::optional<std::int64_t> rss_bytes;
 };
 
@@ -33,10 +33,10 @@ struct StatusSnapshot {
   std::string run_dir;
   std::string hostname;
   int node_rank = 0;
-  int attempt = 0;       // 0-based; restarts = attempt
+  int attempt = 0;  // 0-based; restarts = attempt
   int max_restarts = 0;
-  std::string phase;     // "running", "stopping", "finished"
-  double time = 0;       // Unix seconds the snapshot was taken (heartbeats are read at request time)
+  std::string phase;  // "running", "stopping", "finished"
+  double time = 0;    // Unix seconds the snapshot was taken (heartbeats are read at request time)
   double start_time = 0;
   std::vector<RankStatus> ranks;
   std::vector<GpuSample> gpus;

@@ -40,7 +40,8 @@ void write_status_token_file(const std::string& path, const std::string& token) 
   Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) throw SystemError("cannot create the status token file " + path, errno);
   const std::string text = token + "\n";
-  bool ok = fchmod(fd.get(), 0600) == 0 && write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  bool ok =
+      fchmod(fd.get(), 0600) == 0 && write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
   int saved = errno;
   if (!fd.close() && ok) {  // close() can report a deferred write error
     ok = false;

@@ -1,18 +1,19 @@
 // Buffered, line-atomic console output of the launcher.
 #include "output/console_writer.hpp"
 
-#include <cerrno>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
 
 namespace mgtrain {
 namespace {
 
 // Whether two descriptors lead to the same place (one terminal, one pipe or one file).
 bool same_destination(int a, int b) {
-  struct stat first{}, second{};
+  struct stat first {
+  }, second{};
   if (fstat(a, &first) != 0 || fstat(b, &second) != 0) return false;
   if (S_ISCHR(first.st_mode) && S_ISCHR(second.st_mode)) return first.st_rdev == second.st_rdev;
   return first.st_dev == second.st_dev && first.st_ino == second.st_ino;
@@ -105,7 +106,8 @@ void ConsoleWriter::flush() {
   if (!status_.empty() && (!status_on_screen_ || status_changed_) && !out_.broken && !open_line_on_stdout()) {
     std::string text = status_;
     const int columns = stdout_terminal_columns();
-    if (columns > 1 && text.size() >= static_cast<std::size_t>(columns)) text.resize(static_cast<std::size_t>(columns - 1));
+    if (columns > 1 && text.size() >= static_cast<std::size_t>(columns))
+      text.resize(static_cast<std::size_t>(columns - 1));
     out_.pending = "\r" + text + "\x1b[K";
     flush_stream(out_);
     status_on_screen_ = true;

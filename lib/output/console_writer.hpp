@@ -1,9 +1,9 @@
 // The launcher's console: collects prefixed lines for its stdout and stderr and writes them in large blocks.
 // A worker's unfinished line is shown live (add_piece): its prefix in front, and again after each '\r' that
 // more text follows. Anything else written to that destination meanwhile ends the shown part with a newline;
-// the line then continues on a new line behind its prefix. A closed console (EPIPE, e.g. `| head`) silences it without stopping the job.
-// On a terminal it can also keep one live status line (rank 0's progress bar, console_progress.hpp) at the
-// bottom: redrawn in place with '\r', cleared before other lines are written and drawn again after them.
+// the line then continues on a new line behind its prefix. A closed console (EPIPE, e.g. `| head`) silences it without
+// stopping the job. On a terminal it can also keep one live status line (rank 0's progress bar, console_progress.hpp)
+// at the bottom: redrawn in place with '\r', cleared before other lines are written and drawn again after them.
 #pragma once
 
 #include <string>
@@ -73,7 +73,7 @@ class ConsoleWriter {
 
   Stream out_;
   Stream err_;
-  bool shared_ = false;  // stdout and stderr are the same terminal, pipe or file
+  bool shared_ = false;            // stdout and stderr are the same terminal, pipe or file
   std::string status_;             // "" : none
   bool status_on_screen_ = false;  // drawn and the cursor still on its line
   bool status_changed_ = false;

@@ -11,7 +11,8 @@ std::vector<std::string> read_last_lines(const std::string& path, std::size_t co
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file) return {};
   std::streamoff size = file.tellg();
-  std::streamoff start = size > static_cast<std::streamoff>(max_bytes) ? size - static_cast<std::streamoff>(max_bytes) : 0;
+  std::streamoff start =
+      size > static_cast<std::streamoff>(max_bytes) ? size - static_cast<std::streamoff>(max_bytes) : 0;
   file.seekg(start);
   std::string text(static_cast<std::size_t>(size - start), '\0');
   file.read(text.data(), static_cast<std::streamsize>(text.size()));

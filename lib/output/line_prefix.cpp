@@ -15,11 +15,13 @@ const std::vector<std::string> kPlaceholders = {"role_name", "rank", "local_rank
 bool identifier_start(char c) { return c == '_' || std::isalpha(static_cast<unsigned char>(c)) != 0; }
 bool identifier_char(char c) { return identifier_start(c) || std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
-void check_known(const std::string& name, const std::string& spelled, const std::string& text, const std::string& source) {
+void check_known(const std::string& name, const std::string& spelled, const std::string& text,
+                 const std::string& source) {
   for (const std::string& known : kPlaceholders) {
     if (name == known) return;
   }
-  throw UsageError(source + ": unknown placeholder " + spelled + " in '" + text + "'" + did_you_mean_suffix(name, kPlaceholders) +
+  throw UsageError(source + ": unknown placeholder " + spelled + " in '" + text + "'" +
+                   did_you_mean_suffix(name, kPlaceholders) +
                    ": use ${role_name}, ${rank}, ${local_rank} or ${hostname}, and $$ for a literal $");
 }
 

@@ -15,7 +15,7 @@ inline constexpr const char* kLogLinePrefixTemplateVariable = "TORCHELASTIC_LOG_
 // What a template may refer to, for one worker.
 struct PrefixFields {
   std::string role_name;  // the workers' ROLE_NAME (launch.role)
-  int rank = 0;        // global rank
+  int rank = 0;           // global rank
   int local_rank = 0;
   std::string hostname;
 };

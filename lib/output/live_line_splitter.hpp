@@ -22,7 +22,7 @@ class LiveLineSplitter {
  public:
   using Clock = std::chrono::steady_clock;
   struct Piece {
-    std::string_view text;  // no '\n'; may contain '\r'
+    std::string_view text;   // no '\n'; may contain '\r'
     bool ends_line = false;  // the line is complete after this piece
     bool whole = false;      // the piece is the entire line (nothing of it was delivered before)
   };
@@ -48,8 +48,8 @@ class LiveLineSplitter {
 
   Clock::duration hold_;
   std::size_t max_line_bytes_;
-  std::string held_;     // the current line's bytes not delivered yet
-  bool started_ = false; // part of the current line was delivered
+  std::string held_;      // the current line's bytes not delivered yet
+  bool started_ = false;  // part of the current line was delivered
   std::optional<Clock::time_point> due_;
 };
 

@@ -17,7 +17,10 @@ bool LogLineCleaner::in_escape(char c) {
       }
       return c == kBel;
     case Escape::Start:  // ESC [ (CSI), ESC ] (OSC), ESC + intermediates + final, or ESC + one final byte
-      escape_ = c == '[' ? Escape::Csi : c == ']' ? Escape::Osc : (byte >= 0x20 && byte <= 0x2F) ? Escape::Intermediate : Escape::None;
+      escape_ = c == '['                         ? Escape::Csi
+                : c == ']'                       ? Escape::Osc
+                : (byte >= 0x20 && byte <= 0x2F) ? Escape::Intermediate
+                                                 : Escape::None;
       return true;
     case Escape::Csi:  // parameters and intermediates up to a final byte 0x40-0x7E
       if (byte >= 0x40 && byte <= 0x7E) escape_ = Escape::None;

@@ -31,8 +31,8 @@ class LogLineCleaner {
   bool strip_escapes_;
   std::size_t max_line_bytes_;
   Escape escape_ = Escape::None;
-  std::string line_;         // the current line's text since its last '\r'
-  bool carriage_ = false;    // a '\r' ended the text so far: more text replaces it
+  std::string line_;       // the current line's text since its last '\r'
+  bool carriage_ = false;  // a '\r' ended the text so far: more text replaces it
 };
 
 }  // namespace mgtrain

@@ -1,9 +1,9 @@
 // Worker stream -> log file + prefixed, live console output.
 #include "output/stream_capture.hpp"
 
-#include <cerrno>
 #include <fcntl.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include "util/error.hpp"
 
@@ -20,7 +20,8 @@ StreamCapture::StreamCapture(Fd source, StreamCaptureSettings settings)
 
 void StreamCapture::write_log(std::string_view bytes) {
   if (bytes.empty() || !log_) return;
-  if (!write_fully(log_.get(), bytes).empty()) log_.reset();  // disk full or similar: keep the job and the console going
+  if (!write_fully(log_.get(), bytes).empty())
+    log_.reset();  // disk full or similar: keep the job and the console going
 }
 
 void StreamCapture::read_available(ConsoleWriter& console) {

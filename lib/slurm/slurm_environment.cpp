@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
-#include "util/value_parsing.hpp"
 #include "util/strings.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -54,10 +54,14 @@ std::optional<int> parse_slurm_gpu_count(const std::string& text) {
 
 std::string describe_layout(SlurmLayout layout) {
   switch (layout) {
-    case SlurmLayout::kNone: return "not inside a SLURM job";
-    case SlurmLayout::kJobShell: return "job shell (sbatch script or salloc, not an srun step): this node only";
-    case SlurmLayout::kLauncherPerNode: return "launcher per node (srun step with one task per node)";
-    case SlurmLayout::kSeveralTasksPerNode: return "srun step with several tasks per node";
+    case SlurmLayout::kNone:
+      return "not inside a SLURM job";
+    case SlurmLayout::kJobShell:
+      return "job shell (sbatch script or salloc, not an srun step): this node only";
+    case SlurmLayout::kLauncherPerNode:
+      return "launcher per node (srun step with one task per node)";
+    case SlurmLayout::kSeveralTasksPerNode:
+      return "srun step with several tasks per node";
   }
   return "";
 }
@@ -81,17 +85,20 @@ SlurmDetection detect_slurm(const EnvMap& env) {
     d.layout = SlurmLayout::kJobShell;
     auto nodes = count_of(slurm_first_variable(env, {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}));
     if (nodes && *nodes > 1) {
-      d.notes.push_back(fmt::format(
-          "this is the job shell of a {}-node job, not an srun step: mgtrain launch uses this node only; "
-          "start one launcher per node with `srun --ntasks-per-node=1 mgtrain launch ...`", *nodes));
+      d.notes.push_back(
+          fmt::format("this is the job shell of a {}-node job, not an srun step: mgtrain launch uses this node only; "
+                      "start one launcher per node with `srun --ntasks-per-node=1 mgtrain launch ...`",
+                      *nodes));
     }
     std::vector<std::string> gpu_notes;
     if (auto gpus = gpus_on_node(env, gpu_notes)) {
       d.nproc = gpus;
-    } else if (auto tasks = slurm_first_variable(env, {"SLURM_NTASKS_PER_NODE"}); tasks && count_of(tasks).value_or(0) > 0) {
+    } else if (auto tasks = slurm_first_variable(env, {"SLURM_NTASKS_PER_NODE"});
+               tasks && count_of(tasks).value_or(0) > 0) {
       d.nproc = tasks;  // the job asked for N tasks per node: the launcher runs them as N workers
     } else if (auto per_node = slurm_first_variable(env, {"SLURM_TASKS_PER_NODE"})) {
-      if (auto n = slurm_tasks_on_node(per_node->value, 0); n && *n > 0) d.nproc = SlurmValue{std::to_string(*n), per_node->source};
+      if (auto n = slurm_tasks_on_node(per_node->value, 0); n && *n > 0)
+        d.nproc = SlurmValue{std::to_string(*n), per_node->source};
     }
     d.notes.insert(d.notes.end(), gpu_notes.begin(), gpu_notes.end());
     return d;
@@ -124,8 +131,9 @@ SlurmDetection detect_slurm(const EnvMap& env) {
   if (auto gpus = gpus_on_node(env, d.notes)) {
     d.nproc = gpus;
   } else {
-    d.nproc_note = "no GPUs in the allocation (SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE): one worker per node "
-                   "unless launch.nproc says otherwise (--nproc N, or --nproc cpu for one per CPU)";
+    d.nproc_note =
+        "no GPUs in the allocation (SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE): one worker per node "
+        "unless launch.nproc says otherwise (--nproc N, or --nproc cpu for one per CPU)";
   }
   return d;
 }
@@ -159,8 +167,9 @@ std::function<std::vector<DetectedSetting>(const LoadedConfig&)> slurm_launch_de
     settings = slurm_launch_settings(detection);
     // GPUs chosen by hand decide the worker count (launch_plan checks nproc against them).
     if (so_far.origin_of("launch.gpu_ids") != "default") {
-      settings.erase(std::remove_if(settings.begin(), settings.end(), [](const auto& s) { return s.key == "launch.nproc"; }),
-                     settings.end());
+      settings.erase(
+          std::remove_if(settings.begin(), settings.end(), [](const auto& s) { return s.key == "launch.nproc"; }),
+          settings.end());
     }
     return settings;
   };
@@ -207,11 +216,12 @@ RequeueDecision decide_slurm_requeue(const SlurmDetection& d, bool requeue_enabl
   if (!job || job->state.empty()) {
     return {false, "SIGTERM, and scontrol could not say whether the job reached its time limit"};
   }
-  const bool time_limit = job->state == "TIMEOUT" ||
-                          (job->run_time_s && job->time_limit_s && *job->run_time_s >= *job->time_limit_s);
+  const bool time_limit =
+      job->state == "TIMEOUT" || (job->run_time_s && job->time_limit_s && *job->run_time_s >= *job->time_limit_s);
   if (!time_limit) {
-    return {false, "SIGTERM before the time limit (scancel, or a preemption that cancels the job); a time limit or "
-                   "a warning signal (#SBATCH --signal=USR1@90) requeues it"};
+    return {false,
+            "SIGTERM before the time limit (scancel, or a preemption that cancels the job); a time limit or "
+            "a warning signal (#SBATCH --signal=USR1@90) requeues it"};
   }
   return {true, ""};
 }

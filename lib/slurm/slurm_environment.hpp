@@ -26,8 +26,8 @@ enum class SlurmLayout {
 
 struct SlurmDetection {
   SlurmLayout layout = SlurmLayout::kNone;
-  std::string job_id;             // SLURM_JOB_ID
-  int restart_count = 0;          // SLURM_RESTART_COUNT: > 0 when the job was requeued
+  std::string job_id;     // SLURM_JOB_ID
+  int restart_count = 0;  // SLURM_RESTART_COUNT: > 0 when the job was requeued
   // What `mgtrain launch` fills in for launch.<key> when no source gave it.
   std::optional<SlurmValue> nnodes, node_rank, master_addr, master_port, run_id, nproc;
   std::vector<std::string> notes;  // things worth saying, e.g. a job shell of a multi-node job uses one node
@@ -83,7 +83,7 @@ struct RequeueDecision {
 
 // What `scontrol -o show job ID` says about the job (fields absent or unreadable stay empty).
 struct SlurmJobState {
-  std::string state;                 // JobState: RUNNING, COMPLETING, TIMEOUT, CANCELLED, ...
+  std::string state;                      // JobState: RUNNING, COMPLETING, TIMEOUT, CANCELLED, ...
   std::optional<long long> run_time_s;    // RunTime
   std::optional<long long> time_limit_s;  // TimeLimit; nullopt also for UNLIMITED
 };

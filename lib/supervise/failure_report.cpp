@@ -26,7 +26,8 @@ nlohmann::ordered_json error_file_json(const FailedWorker& worker) {
   const TorchErrorRecord& error = *worker.error_file;
   nlohmann::ordered_json problem = nullptr;
   if (!error.problem.empty()) problem = error.problem;
-  return {{"message", error.message}, {"traceback", error.traceback}, {"timestamp", error.timestamp}, {"problem", problem}};
+  return {
+      {"message", error.message}, {"traceback", error.traceback}, {"timestamp", error.timestamp}, {"problem", problem}};
 }
 
 nlohmann::ordered_json worker_json(const FailedWorker& worker) {
@@ -54,9 +55,9 @@ nlohmann::ordered_json worker_json(const FailedWorker& worker) {
   json["stderr_log"] = worker.stderr_log;
   json["stderr_tail"] = worker.stderr_tail;
   json["error_file"] = error_file_json(worker);
-  json["expired_timer"] = worker.expired_timer_scope.empty()
-                              ? ordered_json(nullptr)
-                              : ordered_json{{"scope_id", worker.expired_timer_scope}, {"pid", worker.expired_timer_pid}};
+  json["expired_timer"] = worker.expired_timer_scope.empty() ? ordered_json(nullptr)
+                                                             : ordered_json{{"scope_id", worker.expired_timer_scope},
+                                                                            {"pid", worker.expired_timer_pid}};
   json["hint"] = worker.hint.empty() ? ordered_json(nullptr) : ordered_json(worker.hint);
   return json;
 }
@@ -74,16 +75,18 @@ std::string error_file_path(const FailedWorker& worker) {
 // One entry of torch's ChildFailedError text (_FAILURE_FORMAT_TEMPLATE).
 std::string torch_failure_text(std::size_t index, const FailedWorker& worker) {
   std::string signal = worker.status.signaled ? " (" + signal_name(worker.status.value) + ")" : "";
-  std::string message = worker.error_file && worker.error_file->problem.empty()
-                            ? (worker.error_file->traceback.empty() ? worker.error_file->message : worker.error_file->traceback)
-                            : worker.outcome();
+  std::string message =
+      worker.error_file && worker.error_file->problem.empty()
+          ? (worker.error_file->traceback.empty() ? worker.error_file->message : worker.error_file->traceback)
+          : worker.outcome();
   std::string indented;
   append_indented(indented, message, "  ");
   if (!indented.empty()) indented = indented.substr(2, indented.size() - 3);  // first line follows the label
-  return fmt::format("[{}]:\n  time      : {}\n  host      : {}\n  rank      : {} (local_rank: {})\n"
-                     "  exitcode  : {} (pid: {}){}\n  error_file: {}\n  traceback : {}",
-                     index, worker.time_utc, worker.host, worker.global_rank, worker.local_rank, torch_exit_code(worker),
-                     worker.pid, signal, error_file_path(worker), indented);
+  return fmt::format(
+      "[{}]:\n  time      : {}\n  host      : {}\n  rank      : {} (local_rank: {})\n"
+      "  exitcode  : {} (pid: {}){}\n  error_file: {}\n  traceback : {}",
+      index, worker.time_utc, worker.host, worker.global_rank, worker.local_rank, torch_exit_code(worker), worker.pid,
+      signal, error_file_path(worker), indented);
 }
 
 std::string child_failed_text(const FailureReport& report) {
@@ -100,7 +103,8 @@ std::string child_failed_text(const FailureReport& report) {
 
 }  // namespace
 
-std::string launcher_error_file_json(const FailureReport& report, const std::optional<std::string>& root_cause_error_text,
+std::string launcher_error_file_json(const FailureReport& report,
+                                     const std::optional<std::string>& root_cause_error_text,
                                      long long unix_seconds_now) {
   using nlohmann::ordered_json;
   ordered_json root;
@@ -111,9 +115,10 @@ std::string launcher_error_file_json(const FailureReport& report, const std::opt
   const int code = torch_exit_code(report.root_cause);
   if (root.is_null()) {
     root = ordered_json::object();
-    root["message"] = {{"message", "ChildFailedError: " + child_failed_text(report)},
-                       {"extraInfo", {{"py_callstack", child_failed_text(report)}, {"timestamp", std::to_string(unix_seconds_now)}}},
-                       {"errorCode", code}};
+    root["message"] = {
+        {"message", "ChildFailedError: " + child_failed_text(report)},
+        {"extraInfo", {{"py_callstack", child_failed_text(report)}, {"timestamp", std::to_string(unix_seconds_now)}}},
+        {"errorCode", code}};
   } else if (root["message"].is_object() && code != 0) {
     root["message"]["errorCode"] = code;  // torch's override_error_code_in_rootcause_data
   }
@@ -185,15 +190,16 @@ std::string format_failure_report(const FailureReport& report) {
   } else if (cause.stderr_tail.empty()) {
     out += "  (nothing on stderr)\n";
   } else {
-    out += fmt::format("  last {} line{} of stderr:\n", cause.stderr_tail.size(), cause.stderr_tail.size() == 1 ? "" : "s");
+    out += fmt::format("  last {} line{} of stderr:\n", cause.stderr_tail.size(),
+                       cause.stderr_tail.size() == 1 ? "" : "s");
     for (const std::string& line : cause.stderr_tail) out += "    | " + line + "\n";
   }
   if (!report.other_failures.empty()) {
     out += std::string(72, '-') + "\n";
     out += "Other failures:\n";
     for (const FailedWorker& worker : report.other_failures) {
-      out += fmt::format("  rank {} (local rank {}) on {}, pid {}: {} at {}{}\n", worker.global_rank,
-                         worker.local_rank, worker.node.empty() ? worker.host : worker.node, worker.pid, worker.outcome(), worker.time_utc,
+      out += fmt::format("  rank {} (local rank {}) on {}, pid {}: {} at {}{}\n", worker.global_rank, worker.local_rank,
+                         worker.node.empty() ? worker.host : worker.node, worker.pid, worker.outcome(), worker.time_utc,
                          worker.during_teardown ? " (while the group was being stopped)" : "");
     }
   }
@@ -204,8 +210,8 @@ std::string format_failure_report(const FailureReport& report) {
   return out;
 }
 
-std::string missing_torch_hint(const std::string& stderr_text, double seconds_after_start, const std::string& python_path,
-                               const std::string& python_source) {
+std::string missing_torch_hint(const std::string& stderr_text, double seconds_after_start,
+                               const std::string& python_path, const std::string& python_source) {
   if (python_path.empty() || seconds_after_start < 0 || seconds_after_start > kQuickFailureSeconds) return "";
   if (stderr_text.find("ModuleNotFoundError: No module named 'torch'") == std::string::npos) return "";
   return "the interpreter " + python_path + " (chosen by " + python_source +

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "util/exit_status.hpp"
 #include "elastic/torch_error_file.hpp"
+#include "util/exit_status.hpp"
 
 namespace mgtrain {
 
@@ -17,25 +17,25 @@ struct FailedWorker {
   int attempt = 0;
   std::string host;
   long pid = 0;
-  ExitStatus status;            // how the process ended (unused when `hung`)
-  bool hung = false;            // stopped sending heartbeats
+  ExitStatus status;  // how the process ended (unused when `hung`)
+  bool hung = false;  // stopped sending heartbeats
   double silent_s = 0.0;
-  std::string time_utc;         // ISO 8601, when the launcher saw the failure
-  std::string stderr_log;       // path of the rank's stderr.log
-  std::vector<std::string> stderr_tail;       // last lines of stderr.log
+  std::string time_utc;                        // ISO 8601, when the launcher saw the failure
+  std::string stderr_log;                      // path of the rank's stderr.log
+  std::vector<std::string> stderr_tail;        // last lines of stderr.log
   std::optional<TorchErrorRecord> error_file;  // TORCHELASTIC_ERROR_FILE, when the worker wrote it
-  bool during_teardown = false;  // failed while the launcher was already stopping the group
+  bool during_teardown = false;                // failed while the launcher was already stopping the group
   // Multi-node jobs only (docs/multinode.md):
-  int node_rank = -1;            // the node of the failure; -1: a single-node job
-  std::string node;              // "node 1 (hostB, 10.77.0.2)"
-  bool node_lost = false;        // the node itself went away: no rank, `node_problem` says how
-  std::string node_problem;      // "sent nothing for 10 s (launch.node_timeout 10 s)"
-  std::string error_message;     // a remote worker's TORCHELASTIC_ERROR_FILE message (no traceback)
+  int node_rank = -1;         // the node of the failure; -1: a single-node job
+  std::string node;           // "node 1 (hostB, 10.77.0.2)"
+  bool node_lost = false;     // the node itself went away: no rank, `node_problem` says how
+  std::string node_problem;   // "sent nothing for 10 s (launch.node_timeout 10 s)"
+  std::string error_message;  // a remote worker's TORCHELASTIC_ERROR_FILE message (no traceback)
   // The launcher signalled this worker because its file timer expired (file_timer_table.hpp); "" otherwise.
   std::string expired_timer_scope;
   long expired_timer_pid = 0;
-  double after_start_s = -1;     // seconds from its attempt's start to the failure; -1: unknown
-  std::string hint;              // what to try, e.g. another interpreter when torch cannot be imported
+  double after_start_s = -1;  // seconds from its attempt's start to the failure; -1: unknown
+  std::string hint;           // what to try, e.g. another interpreter when torch cannot be imported
 
   // "exit code 3", "signal SIGSEGV (11)", "no heartbeat for 30 s", or the node's problem.
   std::string outcome() const;
@@ -44,8 +44,8 @@ struct FailedWorker {
 struct FailureReport {
   std::string run_id;
   std::string run_dir;
-  int exit_code = 1;     // the launcher's exit code
-  int attempt = 0;       // the attempt that failed (TORCHELASTIC_RESTART_COUNT)
+  int exit_code = 1;  // the launcher's exit code
+  int attempt = 0;    // the attempt that failed (TORCHELASTIC_RESTART_COUNT)
   int max_restarts = 0;
   FailedWorker root_cause;
   std::vector<FailedWorker> other_failures;
@@ -61,13 +61,14 @@ std::string failure_report_to_json(const FailureReport& report);
 // the root cause's error file copied with "errorCode" set to its exit code (torch's: -N for signal N) when the
 // worker wrote one (`root_cause_error_text`), else a record in torch's format whose message is torch's
 // ChildFailedError text. "other_failures" (mgtrain's addition) lists every other failed rank.
-std::string launcher_error_file_json(const FailureReport& report, const std::optional<std::string>& root_cause_error_text,
+std::string launcher_error_file_json(const FailureReport& report,
+                                     const std::optional<std::string>& root_cause_error_text,
                                      long long unix_seconds_now);
 
 // For the failure report of a Python program: when a worker ended within `kQuickFailureSeconds` of its start and its
 // stderr says torch is missing, the sentence naming the interpreter and how to choose another; "" otherwise.
 inline constexpr double kQuickFailureSeconds = 30.0;
-std::string missing_torch_hint(const std::string& stderr_text, double seconds_after_start, const std::string& python_path,
-                               const std::string& python_source);
+std::string missing_torch_hint(const std::string& stderr_text, double seconds_after_start,
+                               const std::string& python_path, const std::string& python_source);
 
 }  // namespace mgtrain

@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <climits>
 
-#include "util/error.hpp"
 #include "host/gpu_inventory.hpp"
 #include "host/nvml_library.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 

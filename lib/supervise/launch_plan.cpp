@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <set>
 
-#include "util/error.hpp"
 #include "host/gpu_selection.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -34,7 +34,8 @@ std::vector<std::string> resolve_gpu_ids(const GpuList& list, const HostFacts& h
     }
     const std::string device = id.is_index() ? host.visible_gpus[id.index] : id.uuid;
     if (!seen.insert(device).second) {
-      throw UsageError("launch.gpu_ids: GPU " + device + " is listed twice in '" + list.text() + "': give each worker its own GPU");
+      throw UsageError("launch.gpu_ids: GPU " + device + " is listed twice in '" + list.text() +
+                       "': give each worker its own GPU");
     }
     devices.push_back(device);
   }
@@ -101,10 +102,14 @@ std::vector<ConsoleRouting> resolve_console(const LaunchConfig& launch, int npro
 
 TtyChoice resolve_tty(const TtySpec& tty, int nproc) {
   switch (tty.kind) {
-    case TtySpec::Kind::Auto: return TtyChoice{TtyMode::Auto, 0};
-    case TtySpec::Kind::On: return TtyChoice{TtyMode::On, 0};
-    case TtySpec::Kind::Off: return TtyChoice{TtyMode::Off, 0};
-    case TtySpec::Kind::Rank: break;
+    case TtySpec::Kind::Auto:
+      return TtyChoice{TtyMode::Auto, 0};
+    case TtySpec::Kind::On:
+      return TtyChoice{TtyMode::On, 0};
+    case TtySpec::Kind::Off:
+      return TtyChoice{TtyMode::Off, 0};
+    case TtySpec::Kind::Rank:
+      break;
   }
   check_local_rank(tty.rank, nproc, "launch.tty");
   return TtyChoice{TtyMode::On, tty.rank};
@@ -112,7 +117,8 @@ TtyChoice resolve_tty(const TtySpec& tty, int nproc) {
 
 // launch.gpu_ids auto: as many GPUs as workers (all visible ones for nproc auto|gpu, and for dp), the ones with the
 // most free memory. No visible GPU: none, and the note says so.
-std::vector<std::string> choose_auto_gpus(const NprocSpec& nproc, const HostFacts& host, bool data_parallel, std::string& note) {
+std::vector<std::string> choose_auto_gpus(const NprocSpec& nproc, const HostFacts& host, bool data_parallel,
+                                          std::string& note) {
   const int visible = static_cast<int>(host.visible_gpus.size());
   if (visible == 0) {
     note = "mgtrain: --gpu-ids auto: no GPU " + where_gpus_come_from(host) + "; the workers get none";
@@ -140,8 +146,8 @@ std::string join_with_commas(const std::vector<std::string>& items) {
 
 }  // namespace
 
-LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
-                            const HostFacts& host, Strategy strategy) {
+LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,
+                            Strategy strategy) {
   if (command.empty()) throw UsageError("launch: no command to run: give one after `--`, or a config for the trainer");
   LaunchPlan plan;
   plan.command = command;
@@ -158,8 +164,8 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   }
   if (data_parallel) {  // one process; CUDA_VISIBLE_DEVICES holds every selected GPU
     if (launch.nproc.is_count() && launch.nproc.count != 1) {
-      throw UsageError("ddp.strategy dp runs one process over all selected GPUs, but launch.nproc is " + launch.nproc.text() +
-                       ": use --nproc 1 (or auto), or ddp.strategy: ddp for one process per GPU");
+      throw UsageError("ddp.strategy dp runs one process over all selected GPUs, but launch.nproc is " +
+                       launch.nproc.text() + ": use --nproc 1 (or auto), or ddp.strategy: ddp for one process per GPU");
     }
     plan.nproc = 1;
     const int gpu_count = gpu_ids_given ? static_cast<int>(gpus.size()) : static_cast<int>(host.visible_gpus.size());
@@ -179,14 +185,18 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   // HOST:0 is torchrun's recipe for several single-node jobs on one host: the job runs on a free port of its own.
   const bool free_port_endpoint = endpoint_given && endpoint.port_or_default() == 0;
   if (free_port_endpoint && plan.max_nodes != 1) {
-    throw UsageError("launch.rdzv_endpoint '" + endpoint.text() + "' asks for a free port (:0), which only a single node can use, but launch.nnodes is " +
-                     launch.nnodes.text() + ": give the other nodes a fixed port to meet at, e.g. --rdzv-endpoint node0:29400, or use --nnodes 1");
+    throw UsageError(
+        "launch.rdzv_endpoint '" + endpoint.text() +
+        "' asks for a free port (:0), which only a single node can use, but launch.nnodes is " + launch.nnodes.text() +
+        ": give the other nodes a fixed port to meet at, e.g. --rdzv-endpoint node0:29400, or use --nnodes 1");
   }
   plan.dynamic = endpoint_given && !free_port_endpoint && launch.rdzv_backend == RdzvBackend::C10d;
   if (plan.min_nodes != plan.max_nodes && !plan.dynamic) {
-    throw UsageError("launch.nnodes " + launch.nnodes.text() + " is a range: elastic jobs need the dynamic rendezvous, "
-                     "--rdzv-endpoint HOST:PORT (with --rdzv-backend c10d, the default); or give a fixed count, e.g. --nnodes " +
-                     std::to_string(plan.max_nodes));
+    throw UsageError(
+        "launch.nnodes " + launch.nnodes.text() +
+        " is a range: elastic jobs need the dynamic rendezvous, "
+        "--rdzv-endpoint HOST:PORT (with --rdzv-backend c10d, the default); or give a fixed count, e.g. --nnodes " +
+        std::to_string(plan.max_nodes));
   }
   if (launch.standalone && plan.nnodes != 1) {
     throw UsageError("launch.standalone runs a single node, but launch.nnodes is " + launch.nnodes.text() +
@@ -197,12 +207,14 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
                      std::to_string(plan.nnodes - 1) + " (launch.nnodes is " + launch.nnodes.text() + ")");
   }
   if (data_parallel && plan.max_nodes > 1) {
-    throw UsageError("ddp.strategy dp runs on one node, but launch.nnodes is " + launch.nnodes.text() + ": use ddp.strategy: ddp across nodes");
+    throw UsageError("ddp.strategy dp runs on one node, but launch.nnodes is " + launch.nnodes.text() +
+                     ": use ddp.strategy: ddp across nodes");
   }
   plan.node_rank = plan.dynamic ? 0 : static_cast<int>(launch.node_rank);  // dynamic: assigned by the rendezvous
   plan.world_size = plan.nnodes * plan.nproc;
 
-  if (launch.master_addr.empty()) throw UsageError("launch.master_addr is empty: give the address of node 0, e.g. 127.0.0.1");
+  if (launch.master_addr.empty())
+    throw UsageError("launch.master_addr is empty: give the address of node 0, e.g. 127.0.0.1");
   plan.master_addr = launch.master_addr;
   plan.master_port = static_cast<int>(launch.master_port);
   if (endpoint_given && !plan.dynamic) {  // static, or HOST:0 on one node: the endpoint is node 0's address and port
@@ -210,7 +222,8 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
     plan.master_port = endpoint.port_or_default();
   }
   if (plan.picks_port() && plan.nnodes > 1 && !plan.dynamic) {
-    throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " + launch.nnodes.text() +
+    throw UsageError("launch.master_port 0 (pick a free port) works on one node only: with --nnodes " +
+                     launch.nnodes.text() +
                      " every node must know the port of node 0's rendezvous; pass the same --master-port to all nodes");
   }
   if (plan.dynamic) {

@@ -18,44 +18,44 @@ namespace mgtrain {
 struct HostFacts {
   std::vector<std::string> visible_gpus;  // what CUDA would enumerate, after CUDA_VISIBLE_DEVICES
   bool cuda_visible_devices_set = false;
-  int cpu_count = 1;                      // CPUs this process may run on (affinity mask)
+  int cpu_count = 1;  // CPUs this process may run on (affinity mask)
   std::string hostname;
-  std::string cwd;                        // absolute; relative log_dir is resolved against it
+  std::string cwd;  // absolute; relative log_dir is resolved against it
   // Per-GPU statistics for `--gpu-ids auto` (NVML); called only then. Unset or empty result: no statistics.
   std::function<std::vector<GpuSample>()> gpu_stats;
 };
 
 struct LaunchPlan {
-  int nproc = 1;          // workers on this node (LOCAL_WORLD_SIZE)
-  int nnodes = 1;         // GROUP_WORLD_SIZE
-  int node_rank = 0;      // GROUP_RANK
-  int world_size = 1;     // nnodes * nproc
+  int nproc = 1;       // workers on this node (LOCAL_WORLD_SIZE)
+  int nnodes = 1;      // GROUP_WORLD_SIZE
+  int node_rank = 0;   // GROUP_RANK
+  int world_size = 1;  // nnodes * nproc
   std::string master_addr;
-  int master_port = 0;    // 0: a free port is picked for every attempt
+  int master_port = 0;  // 0: a free port is picked for every attempt
   int max_restarts = 0;
   std::string run_id;
   std::string role = launch_defaults::kRole;  // ROLE_NAME (launch.role, torchrun's --role)
-  std::string run_dir;    // absolute <log_dir>/<run_id>
+  std::string run_dir;                        // absolute <log_dir>/<run_id>
   double grace_period_s = launch_defaults::kGracePeriodS;
-  double heartbeat_timeout_s = 0.0;  // 0: no hang watchdog
-  bool status_server = false;        // the status API reads the workers' heartbeat files (launch.status_port)
-  std::vector<ConsoleRouting> console;          // per local rank
-  TtyChoice tty;                                // which worker writes to a pseudo-terminal (launch.tty)
+  double heartbeat_timeout_s = 0.0;     // 0: no hang watchdog
+  bool status_server = false;           // the status API reads the workers' heartbeat files (launch.status_port)
+  std::vector<ConsoleRouting> console;  // per local rank
+  TtyChoice tty;                        // which worker writes to a pseudo-terminal (launch.tty)
   std::vector<std::string> gpu_for_local_rank;  // per local rank; empty: CUDA_VISIBLE_DEVICES untouched
   std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker
   bool builtin_trainer = false;                 // `command` is the trainer, run with the config file (worker_command)
   std::string hostname;
-  std::string nproc_reason;                     // how nproc was chosen, e.g. "auto: 2 visible GPUs"
-  std::string gpu_note;                         // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
+  std::string nproc_reason;  // how nproc was chosen, e.g. "auto: 2 visible GPUs"
+  std::string gpu_note;      // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
 
   // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
-  int first_rank = -1;          // global rank of local rank 0; -1: node_rank * nproc
-  int restart_count = -1;       // the round's TORCHELASTIC_RESTART_COUNT (restarts after failures; an elastic
-                                // scale-up starts a round without one, as in torchrun); -1: the attempt number
-  bool dynamic = false;         // node ranks assigned on arrival (rdzv_endpoint with c10d)
-  int min_nodes = 1;            // nnodes MIN:MAX (static: both nnodes)
+  int first_rank = -1;     // global rank of local rank 0; -1: node_rank * nproc
+  int restart_count = -1;  // the round's TORCHELASTIC_RESTART_COUNT (restarts after failures; an elastic
+                           // scale-up starts a round without one, as in torchrun); -1: the attempt number
+  bool dynamic = false;    // node ranks assigned on arrival (rdzv_endpoint with c10d)
+  int min_nodes = 1;       // nnodes MIN:MAX (static: both nnodes)
   int max_nodes = 1;
-  std::string rdzv_host;        // where the rendezvous server listens: static master_addr, dynamic the endpoint
+  std::string rdzv_host;  // where the rendezvous server listens: static master_addr, dynamic the endpoint
   int rdzv_port = 0;
   double join_timeout_s = launch_defaults::kJoinTimeoutS;
   double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;
@@ -83,7 +83,7 @@ struct LaunchPlan {
 // nnodes, ...). `command` is the worker's argv (non-empty). Throws UsageError naming the setting and the fix.
 // launch.gpu_ids auto: the nproc GPUs with the most free memory (host.gpu_stats; see gpu_selection.hpp).
 // `strategy` is ddp.strategy: dp starts one worker that sees every selected GPU (nproc 1, one node).
-LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command,
-                            const HostFacts& host, Strategy strategy = Strategy::Ddp);
+LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,
+                            Strategy strategy = Strategy::Ddp);
 
 }  // namespace mgtrain

@@ -1,12 +1,12 @@
 // The orphan guard process: a forked copy of the launcher reading process-group ids from a pipe.
 #include "supervise/orphan_guard.hpp"
 
-#include <cerrno>
-#include <csignal>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
 
 #include <set>
 
@@ -64,8 +64,7 @@ OrphanGuard::OrphanGuard() {
 OrphanGuard::~OrphanGuard() {
   pipe_write_.reset();
   if (guard_pid_ > 0) {
-    while (waitpid(guard_pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(guard_pid_, nullptr, 0) < 0 && errno == EINTR) {}
   }
 }
 

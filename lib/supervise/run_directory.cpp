@@ -22,7 +22,8 @@ std::string prepare_run_directory(const std::string& run_dir) {
   std::vector<fs::path> earlier;
   for (const auto& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name == "config.yaml" || name == "failure.json" || starts_with(name, "attempt_")) earlier.push_back(entry.path());
+    if (name == "config.yaml" || name == "failure.json" || starts_with(name, "attempt_"))
+      earlier.push_back(entry.path());
   }
   if (earlier.empty()) return "";
   fs::path archive;

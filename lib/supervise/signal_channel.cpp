@@ -1,9 +1,9 @@
 // signalfd set-up and tear-down for the supervisor.
 #include "supervise/signal_channel.hpp"
 
-#include <cerrno>
 #include <sys/signalfd.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include "util/error.hpp"
 

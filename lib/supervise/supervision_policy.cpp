@@ -134,8 +134,8 @@ void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
     control_.attempt_ended();
     return;
   }
-  bool restart = phase_ == Phase::kStopping && stopping_for_failure_ && !launcher_signal_ &&
-                 attempt_ < settings_.max_restarts;
+  bool restart =
+      phase_ == Phase::kStopping && stopping_for_failure_ && !launcher_signal_ && attempt_ < settings_.max_restarts;
   if (restart) {
     ++attempt_;
     start_attempt(now);

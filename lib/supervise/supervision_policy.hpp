@@ -50,9 +50,9 @@ class WorkerGroupControl {
 struct WorkerFailure {
   int local_rank = 0;
   int attempt = 0;
-  ExitStatus status;        // unused when `hung`
+  ExitStatus status;  // unused when `hung`
   bool hung = false;
-  double silent_s = 0.0;    // seconds without heartbeat, when `hung`
+  double silent_s = 0.0;  // seconds without heartbeat, when `hung`
   SteadyTime time{};
   bool during_teardown = false;  // failed after the launcher had begun stopping the group
 };
@@ -65,7 +65,7 @@ class SupervisionPolicy {
     int nproc = 1;
     int max_restarts = 0;
     double grace_period_s = launch_defaults::kGracePeriodS;  // SIGTERM -> SIGKILL
-    double heartbeat_timeout_s = 0.0;  // 0: watchdog off
+    double heartbeat_timeout_s = 0.0;                        // 0: watchdog off
     // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
     // still stops the local group on a failure or signal (node_agent.hpp).
     bool coordinated = false;
@@ -139,7 +139,7 @@ class SupervisionPolicy {
   std::vector<bool> running_;
   std::vector<std::optional<SteadyTime>> last_heartbeat_;
   std::vector<WorkerFailure> failures_;
-  bool attempt_clean_ = false;             // coordinated: the attempt ended without failure or stop
+  bool attempt_clean_ = false;  // coordinated: the attempt ended without failure or stop
   std::optional<int> coordinated_exit_code_;
 };
 

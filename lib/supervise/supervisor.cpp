@@ -12,13 +12,13 @@
 #include <ctime>
 #include <filesystem>
 
-#include "util/error.hpp"
+#include "contract/log_layout.hpp"
 #include "output/file_tail.hpp"
 #include "output/stream_capture.hpp"
+#include "supervise/worker_process.hpp"
+#include "util/error.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
-#include "contract/log_layout.hpp"
-#include "supervise/worker_process.hpp"
 
 namespace mgtrain {
 namespace {
@@ -87,15 +87,16 @@ bool stdin_closed() {
 
 }  // namespace
 
-Supervisor::Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string config_file,
-                       PortProbe& ports, int first_port, int console_stdout_fd, int console_stderr_fd)
+Supervisor::Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string config_file, PortProbe& ports,
+                       int first_port, int console_stdout_fd, int console_stderr_fd)
     : plan_(std::move(plan)),
       parent_environment_(std::move(parent_environment)),
       config_file_(std::move(config_file)),
       ports_(ports),
       first_port_(first_port),
       console_(console_stdout_fd, console_stderr_fd),
-      line_prefix_(LinePrefix::from_environment(environment_value(parent_environment_, kLogLinePrefixTemplateVariable))),
+      line_prefix_(
+          LinePrefix::from_environment(environment_value(parent_environment_, kLogLinePrefixTemplateVariable))),
       policy_(policy_settings(plan_), *this),
       loop_(*this) {}
 
@@ -106,8 +107,9 @@ Supervisor::~Supervisor() {
 
 void Supervisor::start_workers(int attempt) {
   if (attempt > 0 && !coordinator_) announce_restart(attempt);
-  int port = coordinator_ ? plan_.master_port
-                  : attempt == 0 ? first_port_ : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
+  int port = coordinator_   ? plan_.master_port
+             : attempt == 0 ? first_port_
+                            : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
   workers_.clear();
   pids_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
   pids_by_attempt_[attempt].assign(plan_.nproc, -1);
@@ -127,7 +129,8 @@ void Supervisor::start_workers(int attempt) {
       spec.argv = expand_worker_command(worker_command(plan_, config_file_), local_rank);
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
       const ConsoleRouting& routing = plan_.console[local_rank];
-      const StreamSet terminal = terminal_streams(plan_.tty, local_rank, routing, console_.is_terminal(false), console_.is_terminal(true));
+      const StreamSet terminal =
+          terminal_streams(plan_.tty, local_rank, routing, console_.is_terminal(false), console_.is_terminal(true));
       spec.stdout_terminal = terminal.out;
       spec.stderr_terminal = terminal.err;
       spec.terminal_size = console_.terminal_size();
@@ -144,10 +147,16 @@ void Supervisor::start_workers(int attempt) {
       pids_by_attempt_[attempt][local_rank] = process.pid;
 
       const std::string prefix = line_prefix_.render(PrefixFields{plan_.role, global_rank, local_rank, plan_.hostname});
-      loop_.add_output(std::make_unique<CapturedOutput>(std::move(process.stdout_pipe),
-          StreamCaptureSettings{log_layout::stdout_log(rank_directory), false, routing.stdout_to_console, prefix, terminal.out}, console_));
-      loop_.add_output(std::make_unique<CapturedOutput>(std::move(process.stderr_pipe),
-          StreamCaptureSettings{log_layout::stderr_log(rank_directory), true, routing.stderr_to_console, prefix, terminal.err}, console_));
+      loop_.add_output(
+          std::make_unique<CapturedOutput>(std::move(process.stdout_pipe),
+                                           StreamCaptureSettings{log_layout::stdout_log(rank_directory), false,
+                                                                 routing.stdout_to_console, prefix, terminal.out},
+                                           console_));
+      loop_.add_output(
+          std::make_unique<CapturedOutput>(std::move(process.stderr_pipe),
+                                           StreamCaptureSettings{log_layout::stderr_log(rank_directory), true,
+                                                                 routing.stderr_to_console, prefix, terminal.err},
+                                           console_));
     }
   } catch (...) {
     loop_.kill_children();
@@ -175,7 +184,8 @@ void Supervisor::stop_workers_on_request() { policy_.stop_on_request(Clock::now(
 
 void Supervisor::finish(int exit_code) { policy_.finish_coordinated(exit_code); }
 
-// The loop's running children are the current attempt's running workers: an attempt starts only after the last one ended.
+// The loop's running children are the current attempt's running workers: an attempt starts only after the last one
+// ended.
 void Supervisor::signal_running_workers(int signal) { loop_.signal_children(signal); }
 
 void Supervisor::on_child_exits(const std::vector<ChildExit>& exits, Clock::time_point now) {
@@ -280,8 +290,10 @@ void Supervisor::check_file_timers() {
     }
     if (!owner && kill(static_cast<pid_t>(timer.pid), 0) != 0 && errno == ESRCH) continue;  // it has ended
     if (!owner) {
-      console_.message(log::Level::Warning, "file timer \"{}\" of pid {} expired, but that pid is not one of this job's "
-                       "running workers: not signalled", timer.scope_id, timer.pid);
+      console_.message(log::Level::Warning,
+                       "file timer \"{}\" of pid {} expired, but that pid is not one of this job's "
+                       "running workers: not signalled",
+                       timer.scope_id, timer.pid);
       continue;
     }
     console_.message(log::Level::Warning, "{} (pid {}): file timer \"{}\" expired; sending it {}",
@@ -319,7 +331,8 @@ void Supervisor::announce_restart(int attempt) {
   std::string why;
   for (const WorkerFailure& failure : policy_.failures()) {
     if (failure.attempt != attempt - 1 || failure.during_teardown) continue;
-    why = failure.hung ? fmt_rank(failure.local_rank) + " hung" : fmt_rank(failure.local_rank) + " " + failure.status.describe();
+    why = failure.hung ? fmt_rank(failure.local_rank) + " hung"
+                       : fmt_rank(failure.local_rank) + " " + failure.status.describe();
     break;
   }
   console_.message(log::Level::Info, "restarting all workers (attempt {} of {}){}; the failed attempt's logs are in {}",
@@ -346,9 +359,10 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
     worker.expired_timer_scope = timer->second.scope_id;
     worker.expired_timer_pid = timer->second.pid;
   }
-  auto wall = started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(failure.time - started_steady_);
-  worker.time_utc = format_utc_millis(
-      std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count());
+  auto wall =
+      started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(failure.time - started_steady_);
+  worker.time_utc =
+      format_utc_millis(std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count());
   std::string rank_directory = log_layout::rank_dir(plan_.run_dir, failure.attempt, worker.global_rank);
   worker.stderr_log = log_layout::stderr_log(rank_directory);
   worker.stderr_tail = read_last_lines(worker.stderr_log, kStderrTailLines);

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "elastic/file_timer_pipe.hpp"
 #include "output/console_writer.hpp"
 #include "output/line_prefix.hpp"
-#include "supervise/failure_report.hpp"
-#include "elastic/file_timer_pipe.hpp"
 #include "supervise/event_loop.hpp"
+#include "supervise/failure_report.hpp"
 #include "supervise/heartbeat_file.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/port_probe.hpp"
@@ -54,8 +54,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
  public:
   // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
   // fresh port through `ports` when plan.picks_port(). The supervisor keeps its own copy of `plan`.
-  Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string config_file, PortProbe& ports,
-             int first_port, int console_stdout_fd = 1, int console_stderr_fd = 2);
+  Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string config_file, PortProbe& ports, int first_port,
+             int console_stdout_fd = 1, int console_stderr_fd = 2);
   // Whatever still runs (after an exception) is killed and reaped.
   ~Supervisor() override;
 
@@ -134,12 +134,12 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   EventLoop loop_;  // after console_: its outputs show on it
   bool watch_stdin_ = false;
 
-  std::vector<Worker> workers_;                         // the current attempt's
-  std::vector<std::vector<pid_t>> pids_by_attempt_;     // for the report
+  std::vector<Worker> workers_;                      // the current attempt's
+  std::vector<std::vector<pid_t>> pids_by_attempt_;  // for the report
   std::chrono::steady_clock::time_point started_steady_;
   std::chrono::system_clock::time_point started_wall_;
   std::optional<std::chrono::steady_clock::time_point> next_heartbeat_probe_;
-  std::unique_ptr<FileTimerWatch> file_timers_;         // TORCHELASTIC_ENABLE_FILE_TIMER=1 (plan_.timer_file)
+  std::unique_ptr<FileTimerWatch> file_timers_;                  // TORCHELASTIC_ENABLE_FILE_TIMER=1 (plan_.timer_file)
   std::map<std::pair<int, int>, ExpiredFileTimer> timer_kills_;  // (attempt, local rank) -> the timer that fired
   std::chrono::steady_clock::time_point attempt_started_;
   AttemptCoordinator* coordinator_ = nullptr;

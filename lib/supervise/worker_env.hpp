@@ -7,16 +7,16 @@
 #include <vector>
 
 #include "contract/worker_variables.hpp"
-#include "util/environment.hpp"
 #include "supervise/launch_plan.hpp"
+#include "util/environment.hpp"
 
 namespace mgtrain {
 
 struct WorkerSlot {
   int local_rank = 0;
-  int attempt = 0;           // attempt_<n>/ of the logs; TORCHELASTIC_RESTART_COUNT unless plan.restart_count is set
-  int master_port = 0;       // the port of this attempt
-  std::string config_file;   // MGTRAIN_CONFIG_FILE; empty: not set
+  int attempt = 0;          // attempt_<n>/ of the logs; TORCHELASTIC_RESTART_COUNT unless plan.restart_count is set
+  int master_port = 0;      // the port of this attempt
+  std::string config_file;  // MGTRAIN_CONFIG_FILE; empty: not set
   // Whether this worker's stdout reaches the launcher's console, and that console's terminal width (0: not a
   // terminal): MGTRAIN_CONSOLE_IS_TTY / MGTRAIN_CONSOLE_COLUMNS (console_progress.hpp), so rank 0 knows to
   // draw a progress bar. Workers whose stdout goes only to their log get neither.

@@ -1,17 +1,17 @@
 // fork/exec of a worker with the launcher's safety settings applied in the child before exec.
 #include "supervise/worker_process.hpp"
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
-#include "util/error.hpp"
 #include "supervise/orphan_guard.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -95,7 +95,8 @@ WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
-    exec_child(spec, argv.data(), envp.data(), parent, out.write.get(), err.write.get(), stdin_fd.get(), report.write.get());
+    exec_child(spec, argv.data(), envp.data(), parent, out.write.get(), err.write.get(), stdin_fd.get(),
+               report.write.get());
   }
   int fork_errno = errno;
   stdin_fd.reset();
@@ -148,8 +149,7 @@ bool peek_exit(pid_t pid, ExitStatus& status) {
 }
 
 void reap(pid_t pid) {
-  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {}
 }
 
 std::optional<ExitStatus> collect_exit(pid_t pid, OrphanGuard& guard) {

@@ -37,7 +37,9 @@ class AtomicFileWriter {
   // Called with "before-fsync", "before-rename" and "before-dir-fsync" at those points of commit(). Only for
   // tests: the checkpoint writer's one test seam (checkpoint/checkpoint_test_hook.hpp) pauses there; unset, commit()
   // calls nothing.
-  void set_commit_stage_callback(std::function<void(std::string_view stage)> callback) { on_stage_ = std::move(callback); }
+  void set_commit_stage_callback(std::function<void(std::string_view stage)> callback) {
+    on_stage_ = std::move(callback);
+  }
 
   const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }

@@ -10,8 +10,8 @@ namespace mgtrain {
 // Documented process exit codes of mgtrain and mgtrain-worker.
 namespace exit_code {
 inline constexpr int kSuccess = 0;
-inline constexpr int kFailure = 1;      // a runtime failure of mgtrain itself (I/O, system call, ...)
-inline constexpr int kUsage = 2;        // bad flags, config, environment or input files
+inline constexpr int kFailure = 1;  // a runtime failure of mgtrain itself (I/O, system call, ...)
+inline constexpr int kUsage = 2;    // bad flags, config, environment or input files
 // A worker asked to stop (SIGTERM, SIGUSR1) saved a checkpoint and stopped; rerunning resumes. The launcher
 // passes it on when that is why the job ended, and never counts it as a failure to restart from.
 inline constexpr int kStoppedAfterCheckpoint = 75;  // EX_TEMPFAIL: try again later

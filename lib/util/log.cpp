@@ -18,11 +18,15 @@ std::atomic<int> message_fd{2};
 
 std::string_view prefix(Level level) {
   switch (level) {
-    case Level::Note: return "mgtrain: note: ";
-    case Level::Warning: return "mgtrain: warning: ";
-    case Level::Error: return "mgtrain: error: ";
+    case Level::Note:
+      return "mgtrain: note: ";
+    case Level::Warning:
+      return "mgtrain: warning: ";
+    case Level::Error:
+      return "mgtrain: error: ";
     case Level::Info:
-    case Level::Progress: break;
+    case Level::Progress:
+      break;
   }
   return "mgtrain: ";
 }

@@ -79,7 +79,8 @@ void drain_output(Child& child, double timeout_s, CapturedRun& result) {
   int open_count = 2;
   char buffer[8192];
   while (open_count > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       result.timed_out = true;
       kill(child.group ? -child.pid : child.pid, SIGKILL);
@@ -111,8 +112,7 @@ CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureO
   child.out.reset();
   child.err.reset();
   int status = 0;
-  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {}
   if (WIFEXITED(status) && !result.timed_out) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;

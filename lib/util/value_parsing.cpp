@@ -5,8 +5,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -39,7 +39,8 @@ std::optional<std::uint64_t> parse_digits(std::string_view text) {
   if (!all_digits(text)) return std::nullopt;
   std::uint64_t value = 0;
   for (char c : text) {
-    if (__builtin_mul_overflow(value, 10u, &value) || __builtin_add_overflow(value, static_cast<unsigned>(c - '0'), &value)) {
+    if (__builtin_mul_overflow(value, 10u, &value) ||
+        __builtin_add_overflow(value, static_cast<unsigned>(c - '0'), &value)) {
       return std::nullopt;
     }
   }

@@ -11,8 +11,8 @@
 namespace mgtrain {
 
 std::optional<std::int64_t> parse_int(const std::string& text);
-std::optional<double> parse_number(const std::string& text);   // finite values only
-std::optional<bool> parse_bool(const std::string& text);       // true/false, yes/no, on/off, 1/0
+std::optional<double> parse_number(const std::string& text);  // finite values only
+std::optional<bool> parse_bool(const std::string& text);      // true/false, yes/no, on/off, 1/0
 // The shortest text that parses back to exactly `value` (0.01 -> "0.01", 1e-08 -> "1e-08").
 std::string format_number(double value);
 std::string trim(const std::string& text);

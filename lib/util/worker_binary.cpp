@@ -22,9 +22,10 @@ std::string executable_directory() {
 std::string find_worker_binary(const std::string& configured) {
   const std::string path = configured.empty() ? executable_directory() + "/mgtrain-worker" : configured;
   if (access(path.c_str(), X_OK) != 0) {
-    throw UsageError(fmt::format("worker binary {} is not executable ({}); build it (cmake --build build) or point "
-                                 "launch.worker / MGTRAIN_LAUNCH_WORKER / --worker at it",
-                                 path, std::strerror(errno)));
+    throw UsageError(
+        fmt::format("worker binary {} is not executable ({}); build it (cmake --build build) or point "
+                    "launch.worker / MGTRAIN_LAUNCH_WORKER / --worker at it",
+                    path, std::strerror(errno)));
   }
   return path;
 }

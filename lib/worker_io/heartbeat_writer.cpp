@@ -9,9 +9,9 @@
 #include <cstring>
 #include <optional>
 
+#include "contract/heartbeat_line.hpp"
 #include "util/error.hpp"
 #include "util/time_format.hpp"
-#include "contract/heartbeat_line.hpp"
 
 namespace mgtrain {
 

@@ -2,11 +2,11 @@
 #include "worker_io/metrics_writer.hpp"
 #include "util/json_text.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -64,7 +64,9 @@ std::int64_t resident_set_bytes() {
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!fd_) throw SystemError("cannot open the metrics file " + path + " (set log.metrics_every_steps: 0 to go without)", errno);
+  if (!fd_)
+    throw SystemError("cannot open the metrics file " + path + " (set log.metrics_every_steps: 0 to go without)",
+                      errno);
   // A writer that died mid-line left a torn row: end it so ours start on a line of their own.
   char last = '\n';
   const off_t size = ::lseek(fd_.get(), 0, SEEK_END);

@@ -18,14 +18,14 @@ namespace mgtrain {
 
 struct TrainMetricsRow {
   std::int64_t step = 0;
-  std::int64_t epoch = 0;       // 1-based, as the progress line shows it
-  double time = 0;              // Unix seconds
-  double loss = 0;              // mean over the steps since the previous train row
+  std::int64_t epoch = 0;  // 1-based, as the progress line shows it
+  double time = 0;         // Unix seconds
+  double loss = 0;         // mean over the steps since the previous train row
   double lr = 0;
   double samples_per_s = 0;
   double step_time_ms = 0;
   std::int64_t rss_bytes = 0;
-  int attempt = 0;              // TORCHELASTIC_RESTART_COUNT
+  int attempt = 0;  // TORCHELASTIC_RESTART_COUNT
   std::optional<std::int64_t> cuda_allocated_bytes;
   std::optional<double> loss_scale;
 };

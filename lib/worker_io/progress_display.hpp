@@ -9,14 +9,14 @@
 namespace mgtrain {
 
 struct ProgressSnapshot {
-  std::int64_t step = 0;         // steps done
+  std::int64_t step = 0;  // steps done
   std::int64_t total_steps = 0;
-  std::int64_t epoch = 1;        // 1-based
+  std::int64_t epoch = 1;  // 1-based
   double loss = 0;
   double lr = 0;
   double samples_per_s = 0;
-  double eta_s = 0;              // time left
-  double elapsed_s = 0;          // time since training started (shown when done)
+  double eta_s = 0;      // time left
+  double elapsed_s = 0;  // time since training started (shown when done)
 };
 
 // The plain line, without a newline.

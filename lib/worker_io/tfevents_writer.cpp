@@ -2,17 +2,17 @@
 #include "worker_io/tfevents_writer.hpp"
 #include "util/log.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fcntl.h>
 #include <filesystem>
 #include <system_error>
-#include <unistd.h>
 
-#include "worker_io/crc32c.hpp"
 #include "util/error.hpp"
+#include "worker_io/crc32c.hpp"
 
 namespace mgtrain {
 namespace {
@@ -28,7 +28,9 @@ void put_varint(std::string& out, std::uint64_t value) {
   out += static_cast<char>(value);
 }
 
-void put_tag(std::string& out, int field, int wire_type) { put_varint(out, static_cast<std::uint64_t>(field) << 3 | wire_type); }
+void put_tag(std::string& out, int field, int wire_type) {
+  put_varint(out, static_cast<std::uint64_t>(field) << 3 | wire_type);
+}
 
 void put_little_endian(std::string& out, std::uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
@@ -106,12 +108,17 @@ std::string frame_tfrecord(std::string_view data) {
 TfEventsWriter::TfEventsWriter(const std::string& directory) {
   std::error_code error;
   std::filesystem::create_directories(directory, error);
-  if (error) throw SystemError("cannot create the TensorBoard directory " + directory + " (set log.tensorboard: false to go without)", error.value());
+  if (error)
+    throw SystemError(
+        "cannot create the TensorBoard directory " + directory + " (set log.tensorboard: false to go without)",
+        error.value());
   const double now = static_cast<double>(std::time(nullptr));
   path_ = directory + "/events.out.tfevents." + std::to_string(static_cast<long long>(now)) + "." + hostname() + "." +
           std::to_string(getpid());
   fd_.reset(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!fd_) throw SystemError("cannot create the TensorBoard event file " + path_ + " (set log.tensorboard: false to go without)", errno);
+  if (!fd_)
+    throw SystemError(
+        "cannot create the TensorBoard event file " + path_ + " (set log.tensorboard: false to go without)", errno);
   write_record(encode_file_version_event(now, "brain.Event:2"));
 }
 

@@ -39,7 +39,8 @@ std::vector<uint32_t> decode_utf8(const std::string& text, const std::string& pa
   out.reserve(text.size());
   size_t i = 0;
   const auto bad = [&](size_t at) {
-    return UsageError(fmt::format("{}: invalid UTF-8 at byte offset {} (use the byte level for non-UTF-8 text)", path, at));
+    return UsageError(
+        fmt::format("{}: invalid UTF-8 at byte offset {} (use the byte level for non-UTF-8 text)", path, at));
   };
   while (i < text.size()) {
     const auto b0 = static_cast<unsigned char>(text[i]);
@@ -135,8 +136,9 @@ TokenizeResult tokenize_text_file(const TokenizeOptions& options) {
     std::map<uint32_t, uint16_t> ids;
     for (uint32_t cp : points) ids.emplace(cp, 0);
     if (ids.size() > 65536) {
-      throw UsageError(fmt::format("{}: {} distinct characters do not fit uint16 token ids (at most 65536); use the byte level",
-                                   options.input_path, ids.size()));
+      throw UsageError(
+          fmt::format("{}: {} distinct characters do not fit uint16 token ids (at most 65536); use the byte level",
+                      options.input_path, ids.size()));
     }
     for (auto& [cp, id] : ids) {
       id = static_cast<uint16_t>(chars.size());
@@ -148,7 +150,8 @@ TokenizeResult tokenize_text_file(const TokenizeOptions& options) {
   }
 
   const auto n = static_cast<int64_t>(tokens.size());
-  const auto n_train = options.val_fraction > 0 ? static_cast<int64_t>(static_cast<double>(n) * (1.0 - options.val_fraction)) : n;
+  const auto n_train =
+      options.val_fraction > 0 ? static_cast<int64_t>(static_cast<double>(n) * (1.0 - options.val_fraction)) : n;
   if (n_train < 1 || (options.val_fraction > 0 && n_train >= n)) {
     throw UsageError(fmt::format("{}: {} tokens are too few to split into train and validation parts with fraction {}",
                                  options.input_path, n, options.val_fraction));

@@ -16,8 +16,8 @@ enum class TokenLevel {
 TokenLevel parse_token_level(const std::string& text);
 
 struct TokenizeOptions {
-  std::string input_path;     // the text file
-  std::string output_dir;     // created if missing
+  std::string input_path;  // the text file
+  std::string output_dir;  // created if missing
   TokenLevel level = TokenLevel::Char;
   double val_fraction = 0.1;  // [0, 1): this last fraction of the tokens goes to val.bin; 0: no val.bin (a stale
                               // val.bin in output_dir is removed, so the data set falls back to its own 90/10 split)

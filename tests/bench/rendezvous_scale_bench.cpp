@@ -20,8 +20,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
   double steady_cpu_start = 0, join_cpu = 0, failed_cpu = 0, agents_cpu_join = 0;
   long steady_wakeups_start = 0, steady_wakeups = 0, steady_heartbeats = 0, steady_heartbeats_start = 0;
   Clock::time_point steady_start;
-  const auto hard_limit = start + std::chrono::seconds(120) + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(steady_s));
+  const auto hard_limit = start + std::chrono::seconds(120) +
+                          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(steady_s));
   const auto beat = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval));
   const auto half_beat = beat / 2;
   // The simulated agents' loop: one epoll set (the agents must not cost O(agents) per wake-up, or they, not
@@ -187,7 +188,8 @@ int main(int argc, char** argv) {
       agent.watched_fd = -1;  // closed: the kernel dropped it from the set
       return;
     }
-    std::uint32_t events = ((single[0].events & POLLIN) ? EPOLLIN : 0u) | ((single[0].events & POLLOUT) ? EPOLLOUT : 0u);
+    std::uint32_t events =
+        ((single[0].events & POLLIN) ? EPOLLIN : 0u) | ((single[0].events & POLLOUT) ? EPOLLOUT : 0u);
     if (single[0].fd == agent.watched_fd && events == agent.watched_events) return;
     epoll_event event{};
     event.events = events;
@@ -237,12 +239,14 @@ int main(int argc, char** argv) {
   while (phase != Phase::kDone) {
     Clock::time_point now = Clock::now();
     if (now > hard_limit) {
-      std::fprintf(stderr, "bench: gave up (phase %d, %d assigned, %d finished)\n", static_cast<int>(phase), assigned, finished);
+      std::fprintf(stderr, "bench: gave up (phase %d, %d assigned, %d finished)\n", static_cast<int>(phase), assigned,
+                   finished);
       return 1;
     }
     // Connect in batches: more than the listen backlog at once would wait for SYN retransmits.
     while (created < agents && connecting < 512) {
-      nodes[created].client = std::make_unique<RendezvousClient>("127.0.0.1", port, now + std::chrono::seconds(60), now);
+      nodes[created].client =
+          std::make_unique<RendezvousClient>("127.0.0.1", port, now + std::chrono::seconds(60), now);
       sync(created);
       ++created;
       ++connecting;
@@ -266,17 +270,17 @@ int main(int argc, char** argv) {
         if (was_connecting || agent.client->has_output()) sync(index);
       }
     }
-    int timeout_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count());
+    int timeout_ms =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count());
     int ready = epoll_wait(agents_epoll.get(), events.data(), static_cast<int>(events.size()), std::max(timeout_ms, 0));
     now = Clock::now();
     for (int slot = 0; slot < ready; ++slot) {
       const int rank = static_cast<int>(events[slot].data.u32);
       Agent& agent = nodes[rank];
       pollfd polled{agent.watched_fd, 0, 0};
-      polled.revents = static_cast<short>(((events[slot].events & EPOLLIN) ? POLLIN : 0) |
-                                          ((events[slot].events & EPOLLOUT) ? POLLOUT : 0) |
-                                          ((events[slot].events & EPOLLHUP) ? POLLHUP : 0) |
-                                          ((events[slot].events & EPOLLERR) ? POLLERR : 0));
+      polled.revents = static_cast<short>(
+          ((events[slot].events & EPOLLIN) ? POLLIN : 0) | ((events[slot].events & EPOLLOUT) ? POLLOUT : 0) |
+          ((events[slot].events & EPOLLHUP) ? POLLHUP : 0) | ((events[slot].events & EPOLLERR) ? POLLERR : 0));
       agent.client->add_poll_fds(single);  // the client polls only what add_poll_fds reported
       single.clear();
       bool was_connecting = agent.client->state() == RendezvousClient::State::kConnecting;

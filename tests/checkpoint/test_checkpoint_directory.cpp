@@ -10,9 +10,9 @@
 
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
-#include "util/error.hpp"
 #include "support/checkpoint_test_data.hpp"
 #include "support/temp_dir.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -45,9 +45,11 @@ TEST_CASE("checkpoint directory: file names by step", "[checkpoint][directory]")
   CHECK_THROWS_AS(checkpoint_file_name(-1), Error);
   CHECK(checkpoint_step_from_file_name("checkpoint-step000001200.safetensors") == 1200);
   CHECK(checkpoint_step_from_file_name("checkpoint-step12345678901.safetensors") == 12345678901);
-  for (const char* other : {"checkpoint-step1200.safetensors", "checkpoint-step0000001200.safetensors", "checkpoint-step00000120x.safetensors",
-                            ".checkpoint-step000001200.safetensors.tmp.42", "checkpoint-step000001200.safetensors.bak", "latest", "best",
-                            "checkpoint-step-00000001.safetensors", "checkpoint-step99999999999999999999.safetensors"}) {
+  for (const char* other :
+       {"checkpoint-step1200.safetensors", "checkpoint-step0000001200.safetensors",
+        "checkpoint-step00000120x.safetensors", ".checkpoint-step000001200.safetensors.tmp.42",
+        "checkpoint-step000001200.safetensors.bak", "latest", "best", "checkpoint-step-00000001.safetensors",
+        "checkpoint-step99999999999999999999.safetensors"}) {
     INFO(other);
     CHECK_FALSE(checkpoint_step_from_file_name(other));
   }
@@ -72,7 +74,8 @@ TEST_CASE("checkpoint directory: listing ignores temp and unrelated files", "[ch
   CHECK(listed[1].path == (dir / "checkpoint-step000000020.safetensors").string());
 }
 
-TEST_CASE("checkpoint directory: newest valid falls back past corrupt and truncated files and says why", "[checkpoint][directory]") {
+TEST_CASE("checkpoint directory: newest valid falls back past corrupt and truncated files and says why",
+          "[checkpoint][directory]") {
   const testing::TempDir temp_dir("mgtrain-ckptdir-newest");
   const fs::path dir = temp_dir.path();
   CHECK_FALSE(newest_valid_checkpoint(dir.string()).chosen);
@@ -113,14 +116,16 @@ TEST_CASE("checkpoint directory: latest pointer", "[checkpoint][directory]") {
   CHECK_FALSE(read_latest_pointer(dir.string()));
   update_latest_pointer(dir.string(), checkpoint_file_name(5));
   std::ifstream in(dir / "latest");
-  CHECK(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) == "checkpoint-step000000005.safetensors\n");
+  CHECK(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) ==
+        "checkpoint-step000000005.safetensors\n");
   CHECK(read_latest_pointer(dir.string()) == checkpoint_file_name(5));
   update_latest_pointer(dir.string(), checkpoint_file_name(6));
   CHECK(read_latest_pointer(dir.string()) == checkpoint_file_name(6));
   CHECK(names_in(dir) == std::vector<std::string>{"latest"});
   CHECK_THROWS_WITH(update_latest_pointer(dir.string(), "a/b"), Contains("is not a plain file name"));
   write_text(dir / "latest", "two\nlines\n");
-  CHECK_THROWS_WITH(read_latest_pointer(dir.string()), Contains((dir / "latest").string() + ": expected one file name and a newline"));
+  CHECK_THROWS_WITH(read_latest_pointer(dir.string()),
+                    Contains((dir / "latest").string() + ": expected one file name and a newline"));
 }
 
 TEST_CASE("checkpoint directory: prune keeps the newest, the protected and the latest", "[checkpoint][directory]") {
@@ -133,10 +138,12 @@ TEST_CASE("checkpoint directory: prune keeps the newest, the protected and the l
 
   const auto removed = prune_checkpoints(dir.string(), 2, {checkpoint_file_name(3)});
   CHECK(removed == std::vector<std::string>{checkpoint_file_name(1), checkpoint_file_name(4)});
-  CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(2), checkpoint_file_name(3), checkpoint_file_name(5),
-                                                  checkpoint_file_name(6), "latest", "notes.txt"});
+  CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(2), checkpoint_file_name(3),
+                                                  checkpoint_file_name(5), checkpoint_file_name(6), "latest",
+                                                  "notes.txt"});
   update_latest_pointer(dir.string(), checkpoint_file_name(6));
-  CHECK(prune_checkpoints(dir.string(), 1) == std::vector<std::string>{checkpoint_file_name(2), checkpoint_file_name(3), checkpoint_file_name(5)});
+  CHECK(prune_checkpoints(dir.string(), 1) ==
+        std::vector<std::string>{checkpoint_file_name(2), checkpoint_file_name(3), checkpoint_file_name(5)});
   CHECK(prune_checkpoints(dir.string(), 1).empty());
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(6), "latest", "notes.txt"});
 }
@@ -156,9 +163,11 @@ TEST_CASE("checkpoint directory: best pointer", "[checkpoint][directory]") {
   CHECK(best->value == 0.1234567890123);
   update_best_pointer(dir.string(), {checkpoint_file_name(50), "accuracy", -1e-300});
   CHECK(read_best_pointer(dir.string())->value == -1e-300);
-  CHECK_THROWS_WITH(update_best_pointer(dir.string(), {checkpoint_file_name(50), "loss", std::nan("")}), Contains("is not a finite number"));
+  CHECK_THROWS_WITH(update_best_pointer(dir.string(), {checkpoint_file_name(50), "loss", std::nan("")}),
+                    Contains("is not a finite number"));
   write_text(dir / "best", "{\"file\":\"x\"}\n");
-  CHECK_THROWS_WITH(read_best_pointer(dir.string()), Contains((dir / "best").string() + ": malformed best-checkpoint pointer"));
+  CHECK_THROWS_WITH(read_best_pointer(dir.string()),
+                    Contains((dir / "best").string() + ": malformed best-checkpoint pointer"));
   write_text(dir / "best", "{\"file\": [\n");
   CHECK_THROWS_WITH(read_best_pointer(dir.string()), Contains("malformed best-checkpoint pointer"));
 }
@@ -178,7 +187,8 @@ TEST_CASE("checkpoint directory: stale temp files of a killed writer are removed
   CHECK(names_in(dir) == std::vector<std::string>{".other.tmp.1", checkpoint_file_name(1), "latest"});
 }
 
-TEST_CASE("checkpoint directory: created with parents, clear error when a file is in the way", "[checkpoint][directory]") {
+TEST_CASE("checkpoint directory: created with parents, clear error when a file is in the way",
+          "[checkpoint][directory]") {
   const testing::TempDir temp_dir("mgtrain-ckptdir-mkdir");
   const fs::path dir = temp_dir.path();
   create_checkpoint_directory((dir / "a" / "b" / "c").string());
@@ -186,5 +196,6 @@ TEST_CASE("checkpoint directory: created with parents, clear error when a file i
   create_checkpoint_directory((dir / "a" / "b" / "c").string() + "/");  // exists: fine
   write_text(dir / "file", "x");
   CHECK_THROWS_WITH(create_checkpoint_directory((dir / "file" / "sub").string()),
-                    "create directory " + (dir / "file" / "sub").string() + ": " + (dir / "file").string() + " exists and is not a directory");
+                    "create directory " + (dir / "file" / "sub").string() + ": " + (dir / "file").string() +
+                        " exists and is not a directory");
 }

@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_file.hpp"
-#include "util/error.hpp"
-#include "util/run_capture.hpp"
 #include "support/checkpoint_test_data.hpp"
 #include "support/temp_dir.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -76,8 +76,9 @@ testing::TestCheckpoint tricky_checkpoint() {
       "~",
       std::string(990, 'n') + ".long",  // long names up to the limit of 1000 bytes JSON-escaped
   };
-  const std::vector<std::pair<std::string, std::size_t>> dtypes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
-                                                                    {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1}};
+  const std::vector<std::pair<std::string, std::size_t>> dtypes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},
+                                                                   {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+                                                                   {"U8", 1},  {"BOOL", 1}};
   const std::vector<std::vector<std::int64_t>> shapes = {{3}, {2, 3}, {}, {0}, {1, 1, 5}, {4, 0, 2}, {7}};
   checkpoint.buffers.reserve(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -136,7 +137,11 @@ TEST_CASE("checkpoint file: many tensors, and no tensors at all", "[checkpoint][
   for (int i = 0; i < 1000; ++i) {
     checkpoint.buffers.emplace_back(static_cast<std::size_t>(4 * (i % 17)));
     testing::fill_test_bytes(checkpoint.buffers.back(), static_cast<std::uint64_t>(i));
-    checkpoint.records.push_back({fmt::format("layers.{}.weight", i), "F32", {i % 17}, checkpoint.buffers.back().data(), checkpoint.buffers.back().size()});
+    checkpoint.records.push_back({fmt::format("layers.{}.weight", i),
+                                  "F32",
+                                  {i % 17},
+                                  checkpoint.buffers.back().data(),
+                                  checkpoint.buffers.back().size()});
   }
   write_checkpoint_file((dir / "many").string(), {{"k", "v"}}, checkpoint.records);
   checkpoint.metadata = {{"k", "v"}};
@@ -165,9 +170,10 @@ TEST_CASE("checkpoint file: the exact bytes are the safetensors layout, determin
   CHECK(bytes.size() == 8 + header_size + 8);
   const std::string header = bytes.substr(8, header_size);
   const std::string digits = header.substr(kChecksumDigitsOffsetInHeader, 16);
-  const std::string json = R"({"__metadata__":{"mgtrain.checksum":")" + digits +
-                           R"(","mgtrain.format":"1","a":"1","b":"c\"d"},)"
-                           R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"e":{"dtype":"U8","shape":[0],"data_offsets":[8,8]}})";
+  const std::string json =
+      R"({"__metadata__":{"mgtrain.checksum":")" + digits +
+      R"(","mgtrain.format":"1","a":"1","b":"c\"d"},)"
+      R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"e":{"dtype":"U8","shape":[0],"data_offsets":[8,8]}})";
   CHECK(header == json + std::string(header_size - json.size(), ' '));
   CHECK(header_size - json.size() < 8);
   CHECK(std::memcmp(bytes.data() + 8 + header_size, values, sizeof values) == 0);
@@ -186,7 +192,8 @@ TEST_CASE("checkpoint file: an independent reader of the safetensors layout agre
   REQUIRE(header.is_object());
   CHECK(header.size() == checkpoint.records.size() + 1);
   CHECK(header.at("__metadata__").at("mgtrain.format").get<std::string>() == "1");
-  for (const auto& [key, value] : checkpoint.metadata) CHECK(header.at("__metadata__").at(key).get<std::string>() == value);
+  for (const auto& [key, value] : checkpoint.metadata)
+    CHECK(header.at("__metadata__").at(key).get<std::string>() == value);
   for (const TensorRecord& record : checkpoint.records) {
     INFO(record.name);
     const nlohmann::json& info = header.at(record.name);
@@ -200,7 +207,8 @@ TEST_CASE("checkpoint file: an independent reader of the safetensors layout agre
   }
 }
 
-TEST_CASE("checkpoint file: Python's json module (and safetensors, when installed) read it", "[checkpoint][file][python]") {
+TEST_CASE("checkpoint file: Python's json module (and safetensors, when installed) read it",
+          "[checkpoint][file][python]") {
   const std::string python = "/usr/bin/python3";
   if (access(python.c_str(), X_OK) != 0) {
     WARN("SKIP: " << python << " not found; the header is checked by the C++ reader only");
@@ -244,9 +252,12 @@ else:
   std::vector<std::string> meta_lines, tensor_lines;
   std::string safetensors_line;
   while (std::getline(lines, line)) {
-    if (line.rfind("meta ", 0) == 0) meta_lines.push_back(line);
-    else if (line.rfind("tensor ", 0) == 0) tensor_lines.push_back(line);
-    else safetensors_line = line;
+    if (line.rfind("meta ", 0) == 0)
+      meta_lines.push_back(line);
+    else if (line.rfind("tensor ", 0) == 0)
+      tensor_lines.push_back(line);
+    else
+      safetensors_line = line;
   }
   std::map<std::string, std::string> expected_meta = checkpoint.metadata;
   expected_meta["mgtrain.format"] = "1";
@@ -258,8 +269,8 @@ else:
   CHECK(meta_lines == expected_meta_lines);
   std::vector<std::string> expected_tensor_lines;
   for (const TensorRecord& record : checkpoint.records) {
-    expected_tensor_lines.push_back(fmt::format("tensor {} {} {} {}", hex(record.name), record.dtype, fmt::join(record.shape, ","),
-                                                hex(record.data, record.nbytes)));
+    expected_tensor_lines.push_back(fmt::format("tensor {} {} {} {}", hex(record.name), record.dtype,
+                                                fmt::join(record.shape, ","), hex(record.data, record.nbytes)));
   }
   CHECK(tensor_lines == expected_tensor_lines);
   if (safetensors_line == "safetensors missing") {
@@ -277,16 +288,20 @@ TEST_CASE("checkpoint file: invalid input is refused before anything is written"
   const auto write = [&](std::vector<TensorRecord> tensors, std::map<std::string, std::string> metadata = {}) {
     return error_of([&] { write_checkpoint_file(path, metadata, tensors); });
   };
-  CHECK_THAT(write({{"w", "F32", {2, 3}, data, 20}}), Contains("write checkpoint " + path + ": tensor \"w\": 20 bytes given, shape [2, 3] of F32 needs 24"));
-  CHECK_THAT(write({{"w", "F32", {6}, data, 24}, {"w", "F32", {6}, data, 24}}), Contains("two tensors are named \"w\""));
+  CHECK_THAT(write({{"w", "F32", {2, 3}, data, 20}}),
+             Contains("write checkpoint " + path + ": tensor \"w\": 20 bytes given, shape [2, 3] of F32 needs 24"));
+  CHECK_THAT(write({{"w", "F32", {6}, data, 24}, {"w", "F32", {6}, data, 24}}),
+             Contains("two tensors are named \"w\""));
   CHECK_THAT(write({{"", "F32", {6}, data, 24}}), Contains("empty name"));
   CHECK_THAT(write({{"__metadata__", "F32", {6}, data, 24}}), Contains("__metadata__"));
   CHECK_THAT(write({{"w", "float32", {6}, data, 24}}), Contains("unknown dtype \"float32\""));
   CHECK_THAT(write({{"w", "F32", {-1, 6}, data, 24}}), Contains("invalid shape [-1, 6]"));
   CHECK_THAT(write({{"bad \xff utf8", "F32", {6}, data, 24}}), Contains("is not valid UTF-8"));
   CHECK_THAT(write({{"w", "F32", {6}, nullptr, 24}}), Contains("no data"));
-  CHECK_THAT(write({{std::string(999, 'n'), "F32", {6}, data, 24}}), Contains("is too long (1001 bytes JSON-escaped, at most 1000)"));
-  CHECK_THAT(write({}, {{std::string(500, '"'), "v"}}), Contains("metadata key") && Contains("is too long (1002 bytes JSON-escaped"));
+  CHECK_THAT(write({{std::string(999, 'n'), "F32", {6}, data, 24}}),
+             Contains("is too long (1001 bytes JSON-escaped, at most 1000)"));
+  CHECK_THAT(write({}, {{std::string(500, '"'), "v"}}),
+             Contains("metadata key") && Contains("is too long (1002 bytes JSON-escaped"));
   CHECK_THAT(write({}, {{"mgtrain.checksum", "0"}}), Contains("metadata key mgtrain.checksum is reserved"));
   CHECK_THAT(write({}, {{"k", "bad \xc3"}}), Contains("not valid UTF-8"));
   CHECK(fs::is_empty(dir));
@@ -332,16 +347,26 @@ TEST_CASE("checkpoint file: truncation at every length is detected", "[checkpoin
     const std::string message = verify_checkpoint_file(bad_path);
     INFO("length " << length);
     CHECK_THAT(message, StartsWith(bad_path + ": "));
-    if (length == 0) CHECK_THAT(message, Contains("empty file (0 bytes)"));
-    else if (length < 8) CHECK_THAT(message, Contains(fmt::format("truncated: {} bytes, less than the 8-byte header length field", length)));
-    else if (length < 8 + header_size) CHECK_THAT(message, Contains(fmt::format("truncated: the header length field says {} bytes of JSON header, the file has {} bytes after it", header_size, length - 8)));
-    else CHECK_THAT(message, Contains(fmt::format("truncated: the header says {} bytes of tensor data, the file has {}", checkpoint.data_bytes, length - 8 - header_size)));
+    if (length == 0)
+      CHECK_THAT(message, Contains("empty file (0 bytes)"));
+    else if (length < 8)
+      CHECK_THAT(message,
+                 Contains(fmt::format("truncated: {} bytes, less than the 8-byte header length field", length)));
+    else if (length < 8 + header_size)
+      CHECK_THAT(message,
+                 Contains(fmt::format(
+                     "truncated: the header length field says {} bytes of JSON header, the file has {} bytes after it",
+                     header_size, length - 8)));
+    else
+      CHECK_THAT(message, Contains(fmt::format("truncated: the header says {} bytes of tensor data, the file has {}",
+                                               checkpoint.data_bytes, length - 8 - header_size)));
   }
   write_all(bad_path, good + "xyz");
   CHECK_THAT(verify_checkpoint_file(bad_path), Contains("3 unexpected bytes after the tensor data"));
 }
 
-TEST_CASE("checkpoint file: clear errors for files that are not mgtrain checkpoints", "[checkpoint][file][corruption]") {
+TEST_CASE("checkpoint file: clear errors for files that are not mgtrain checkpoints",
+          "[checkpoint][file][corruption]") {
   const testing::TempDir temp_dir("mgtrain-ckpt-foreign");
   const fs::path dir = temp_dir.path();
   const std::string path = (dir / "x.safetensors").string();
@@ -350,11 +375,13 @@ TEST_CASE("checkpoint file: clear errors for files that are not mgtrain checkpoi
   std::string bytes(8, '\0');
   bytes[0] = static_cast<char>(json.size());
   write_all(path, bytes + json + "abcd");
-  CHECK_THROWS_MATCHES(read_checkpoint_file(path), CorruptCheckpoint,
-                       Catch::Matchers::Message(path + ": the header does not begin with {\"__metadata__\":{\"mgtrain.checksum\":\" "
-                                                       "(not an mgtrain checkpoint, or a damaged header)"));
+  CHECK_THROWS_MATCHES(
+      read_checkpoint_file(path), CorruptCheckpoint,
+      Catch::Matchers::Message(path + ": the header does not begin with {\"__metadata__\":{\"mgtrain.checksum\":\" "
+                                      "(not an mgtrain checkpoint, or a damaged header)"));
   CHECK_THROWS_AS(read_checkpoint_file((dir / "missing").string()), SystemError);
-  CHECK_THAT(verify_checkpoint_file((dir / "missing").string()), Contains("open " + (dir / "missing").string() + ": No such file or directory"));
+  CHECK_THAT(verify_checkpoint_file((dir / "missing").string()),
+             Contains("open " + (dir / "missing").string() + ": No such file or directory"));
   CHECK_THAT(verify_checkpoint_file(dir.string()), Contains(dir.string() + ": not a regular file"));
 }
 
@@ -365,7 +392,8 @@ TEST_CASE("checkpoint file: a bad test pause hook value is a usage error", "[che
   CHECK_THROWS_AS(write_checkpoint_file((dir / "c").string(), {}, {}), UsageError);
   ::unsetenv("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT");
   ::setenv("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE", "12x", 1);
-  CHECK_THROWS_WITH(write_checkpoint_file((dir / "c").string(), {}, {}), Contains("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE=12x"));
+  CHECK_THROWS_WITH(write_checkpoint_file((dir / "c").string(), {}, {}),
+                    Contains("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE=12x"));
   ::unsetenv("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE");
   CHECK(fs::is_empty(dir));
 }

@@ -52,9 +52,31 @@ TEST_CASE("overrides without a config run the built-in trainer on the defaults",
 }
 
 TEST_CASE("torchrun's spellings are aliases", "[cli]") {
-  auto r = launch({"--nproc_per_node=2", "--node_rank", "1", "--nnodes", "2", "--master_addr", "h", "--master_port", "29500",
-                   "--rdzv_id", "job7", "--max_restarts", "3", "--log_dir", "L", "--redirects", "3", "--tee", "1",
-                   "--local_ranks_filter", "0", "--monitor_interval", "0.1", "--standalone", "c.yml"});
+  auto r = launch({"--nproc_per_node=2",
+                   "--node_rank",
+                   "1",
+                   "--nnodes",
+                   "2",
+                   "--master_addr",
+                   "h",
+                   "--master_port",
+                   "29500",
+                   "--rdzv_id",
+                   "job7",
+                   "--max_restarts",
+                   "3",
+                   "--log_dir",
+                   "L",
+                   "--redirects",
+                   "3",
+                   "--tee",
+                   "1",
+                   "--local_ranks_filter",
+                   "0",
+                   "--monitor_interval",
+                   "0.1",
+                   "--standalone",
+                   "c.yml"});
   CHECK(flag_value(r, "launch.nproc") == "2");
   CHECK(flag_value(r, "launch.node_rank") == "1");
   CHECK(flag_value(r, "launch.master_addr") == "h");
@@ -72,8 +94,8 @@ TEST_CASE("torchrun's spellings are aliases", "[cli]") {
 
 TEST_CASE("multi-node flags: torchrun's rendezvous spellings and mgtrain's own", "[cli][multinode]") {
   auto r = launch({"--nnodes", "1:4", "--rdzv_endpoint", "node0:29400", "--rdzv-backend", "c10d", "--rdzv-id", "job7",
-                   "--join_timeout", "60", "--last-call-timeout", "5", "--node-timeout", "10", "--node_heartbeat_interval", "2",
-                   "--allow-uneven-nproc", "c.yml"});
+                   "--join_timeout", "60", "--last-call-timeout", "5", "--node-timeout", "10",
+                   "--node_heartbeat_interval", "2", "--allow-uneven-nproc", "c.yml"});
   CHECK(flag_value(r, "launch.nnodes") == "1:4");
   CHECK(flag_value(r, "launch.rdzv_endpoint") == "node0:29400");
   CHECK(flag_value(r, "launch.rdzv_backend") == "c10d");
@@ -83,7 +105,8 @@ TEST_CASE("multi-node flags: torchrun's rendezvous spellings and mgtrain's own",
   CHECK(flag_value(r, "launch.node_timeout") == "10");
   CHECK(flag_value(r, "launch.node_heartbeat_interval") == "2");
   CHECK(flag_value(r, "launch.allow_uneven_nproc") == "true");
-  auto hosts = launch({"--hosts", "a:4,b:4", "--remote-shell", "ip netns exec {host} sh -c", "--exit-with-stdin", "c.yml"});
+  auto hosts =
+      launch({"--hosts", "a:4,b:4", "--remote-shell", "ip netns exec {host} sh -c", "--exit-with-stdin", "c.yml"});
   CHECK(flag_value(hosts, "launch.hosts") == "a:4,b:4");
   CHECK(flag_value(hosts, "launch.remote_shell") == "ip netns exec {host} sh -c");
   CHECK(flag_value(hosts, "launch.exit_with_stdin") == "true");
@@ -121,7 +144,8 @@ TEST_CASE("launch usage errors name the problem", "[cli][errors]") {
   CHECK(usage_error({"launch"}).find("launch: give a config") == 0);
   CHECK(usage_error({"launch", "--nproc"}) == "launch: --nproc needs a value");
   CHECK(usage_error({"launch", "--"}).find("nothing follows --") != std::string::npos);
-  CHECK(usage_error({"launch", "c.yaml", "stray"}).find("unexpected argument 'stray' after c.yaml") != std::string::npos);
+  CHECK(usage_error({"launch", "c.yaml", "stray"}).find("unexpected argument 'stray' after c.yaml") !=
+        std::string::npos);
   CHECK(usage_error({"launch", "-m", "--no-python", "x"}) == "launch: -m and --no-python cannot be combined");
 }
 
@@ -141,7 +165,8 @@ TEST_CASE("help and version are printed, not errors", "[cli]") {
 }
 
 TEST_CASE("config show and validate take a path, --set and bare overrides", "[cli]") {
-  auto show = std::get<ConfigShowRequest>(parse_cli({"config", "show", "c.yaml", "a.b=1", "--set", "c.d=2", "--show-origin"}));
+  auto show =
+      std::get<ConfigShowRequest>(parse_cli({"config", "show", "c.yaml", "a.b=1", "--set", "c.d=2", "--show-origin"}));
   CHECK(show.config.path == std::optional<std::string>("c.yaml"));
   CHECK(show.config.overrides == std::vector<std::string>{"c.d=2", "a.b=1"});
   CHECK(show.show_origin);
@@ -151,7 +176,8 @@ TEST_CASE("config show and validate take a path, --set and bare overrides", "[cl
 }
 
 TEST_CASE("config init answers come from flags", "[cli]") {
-  auto init = std::get<ConfigInitRequest>(parse_cli({"config", "init", "out.yaml", "--nproc", "4", "--model", "mlp", "--yes"}));
+  auto init =
+      std::get<ConfigInitRequest>(parse_cli({"config", "init", "out.yaml", "--nproc", "4", "--model", "mlp", "--yes"}));
   CHECK(init.path == "out.yaml");
   CHECK_FALSE(init.interactive_allowed);
   REQUIRE(init.answers.size() == 2);

@@ -49,10 +49,14 @@ const std::map<std::string, Expected> kTorchrun = {
     {"log_dir", {"--log-dir,--log_dir", false, true, "L", "launch.log_dir", ""}},
     {"redirects", {"-r,--redirects", false, true, "3", "launch.redirect", ""}},
     {"tee", {"-t,--tee", false, true, "1", "launch.tee", ""}},
-    {"log_line_prefix_template", {"--log-line-prefix-template,--log_line_prefix_template", false, true, "${rank}: ", "prefix", ""}},
-    {"local_ranks_filter", {"--local-ranks-filter,--local_ranks_filter", false, true, "0", "launch.local_ranks_filter", ""}},
-    {"duplicate_stdout_filters", {"--duplicate-stdout-filters,--duplicate_stdout_filters", false, true, "apple", "", "", true}},
-    {"duplicate_stderr_filters", {"--duplicate-stderr-filters,--duplicate_stderr_filters", false, true, "apple", "", "", true}},
+    {"log_line_prefix_template",
+     {"--log-line-prefix-template,--log_line_prefix_template", false, true, "${rank}: ", "prefix", ""}},
+    {"local_ranks_filter",
+     {"--local-ranks-filter,--local_ranks_filter", false, true, "0", "launch.local_ranks_filter", ""}},
+    {"duplicate_stdout_filters",
+     {"--duplicate-stdout-filters,--duplicate_stdout_filters", false, true, "apple", "", "", true}},
+    {"duplicate_stderr_filters",
+     {"--duplicate-stderr-filters,--duplicate_stderr_filters", false, true, "apple", "", "", true}},
     {"node_rank", {"--node-rank,--node_rank", false, true, "1", "launch.node_rank", ""}},
     {"master_addr", {"--master-addr,--master_addr", false, true, "h", "launch.master_addr", ""}},
     {"master_port", {"--master-port,--master_port", false, true, "29501", "launch.master_port", ""}},
@@ -126,7 +130,7 @@ void check_option(const std::string& dest, const Expected& e) {
     const auto args = command_line(spelling, e);
     if (e.refused) {
       const std::string error = usage_error(args);
-      CHECK(error.rfind(spelling, 0) == 0);           // names what was given
+      CHECK(error.rfind(spelling, 0) == 0);               // names what was given
       CHECK(error.find("mgtrain") != std::string::npos);  // says how mgtrain differs
     } else {
       check_effect(std::get<LaunchRequest>(parse_cli(args)), e, false);
@@ -171,13 +175,15 @@ TEST_CASE("torchrun 2.15: every option, both spellings and its PET_ variable, is
   for (const auto& [dest, expected] : kTorchrun) check_option(dest, expected);
 }
 
-TEST_CASE("torchrun's run.py: every option its parser has is in the table and handled as the table says", "[cli][torchrun]") {
+TEST_CASE("torchrun's run.py: every option its parser has is in the table and handled as the table says",
+          "[cli][torchrun]") {
   const std::string run_py = find_run_py();
   if (run_py.empty()) {
     WARN("skipped: no torch run.py (scripts/torch2-env.sh makes the torch 2.15 venv; or apt install python3-torch)");
     return;
   }
-  CapturedRun listing = run_and_capture({"python3", std::string(MGTRAIN_SOURCE_DIR) + "/tests/cli/list_torchrun_options.py", run_py});
+  CapturedRun listing =
+      run_and_capture({"python3", std::string(MGTRAIN_SOURCE_DIR) + "/tests/cli/list_torchrun_options.py", run_py});
   INFO(run_py << "\n" << listing.err);
   REQUIRE(listing.exit_code == 0);
   std::istringstream lines(listing.out);
@@ -190,7 +196,9 @@ TEST_CASE("torchrun's run.py: every option its parser has is in the table and ha
     INFO("run.py option " << dest << " (" << fields[3] << ")");
     auto found = kTorchrun.find(dest);
     if (found == kTorchrun.end()) {
-      FAIL("a torchrun option the table does not know: decide what mgtrain does with it (torchrun_options.cpp, docs/torchrun.md)");
+      FAIL(
+          "a torchrun option the table does not know: decide what mgtrain does with it (torchrun_options.cpp, "
+          "docs/torchrun.md)");
       continue;
     }
     Expected e = found->second;
@@ -205,44 +213,65 @@ TEST_CASE("torchrun's run.py: every option its parser has is in the table and ha
 
 TEST_CASE("accepted values of options that torchrun and mgtrain treat differently", "[cli][torchrun]") {
   CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--duplicate-stdout-filters", "", "prog"})).config.flags.empty());
-  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}})).config.environment.empty());
-  CHECK(usage_error({"launch", "--signals-to-handle", "SIGTERM,SIGALRM", "prog"}).find("cannot handle SIGALRM") != std::string::npos);
-  CHECK(usage_error({"launch", "--rdzv-backend", "etcd-v2", "prog"}).find("use --rdzv-backend c10d --rdzv-endpoint") != std::string::npos);
-  CHECK(usage_error({"launch", "--nproc-per-node", "xpu", "prog"}).rfind("--nproc-per-node xpu: mgtrain runs workers on NVIDIA GPUs or CPUs", 0) == 0);
-  CHECK(usage_error({"launch", "--start-method", "thread", "prog"}) == "--start-method thread: 'thread' is not a start method: use spawn, fork or forkserver");
-  CHECK(usage_error({"launch", "--monitor_interval", "soon", "prog"}) == "--monitor_interval soon: 'soon' is not a number of seconds");
-  CHECK(usage_error({"launch", "--numa-binding", "node", "prog"}).find("numactl --cpunodebind=${local_rank}") != std::string::npos);
-  CHECK(usage_error({"launch", "--logs-specs", "x", "prog"}).find("--log-dir, --tee, --redirects") != std::string::npos);
+  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}}))
+            .config.environment.empty());
+  CHECK(usage_error({"launch", "--signals-to-handle", "SIGTERM,SIGALRM", "prog"}).find("cannot handle SIGALRM") !=
+        std::string::npos);
+  CHECK(usage_error({"launch", "--rdzv-backend", "etcd-v2", "prog"}).find("use --rdzv-backend c10d --rdzv-endpoint") !=
+        std::string::npos);
+  CHECK(usage_error({"launch", "--nproc-per-node", "xpu", "prog"})
+            .rfind("--nproc-per-node xpu: mgtrain runs workers on NVIDIA GPUs or CPUs", 0) == 0);
+  CHECK(usage_error({"launch", "--start-method", "thread", "prog"}) ==
+        "--start-method thread: 'thread' is not a start method: use spawn, fork or forkserver");
+  CHECK(usage_error({"launch", "--monitor_interval", "soon", "prog"}) ==
+        "--monitor_interval soon: 'soon' is not a number of seconds");
+  CHECK(usage_error({"launch", "--numa-binding", "node", "prog"}).find("numactl --cpunodebind=${local_rank}") !=
+        std::string::npos);
+  CHECK(usage_error({"launch", "--logs-specs", "x", "prog"}).find("--log-dir, --tee, --redirects") !=
+        std::string::npos);
 }
 
 TEST_CASE("rdzv-conf maps torchrun's rendezvous options onto launch keys and refuses unknown ones", "[cli][torchrun]") {
   auto r = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf",
-      "join_timeout=60,last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=4,close_timeout=3,read_timeout=9,"
-      "is_host=true,use_libuv=0,store_type=tcp", "prog"}));
+                                              "join_timeout=60,last_call_timeout=5,keep_alive_interval=2,keep_alive_"
+                                              "max_attempt=4,close_timeout=3,read_timeout=9,"
+                                              "is_host=true,use_libuv=0,store_type=tcp",
+                                              "prog"}));
   CHECK(setting(r.config.flags, "launch.join_timeout") == "60");
   CHECK(setting(r.config.flags, "launch.last_call_timeout") == "5");
   CHECK(setting(r.config.flags, "launch.node_heartbeat_interval") == "2");
   CHECK(setting(r.config.flags, "launch.node_timeout") == "8");  // 4 attempts x 2 s
   CHECK(r.config.flags.size() == 4);
-  auto timeout = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv_conf", "timeout=100,keep_alive_max_attempt=3", "prog"}));
+  auto timeout =
+      std::get<LaunchRequest>(parse_cli({"launch", "--rdzv_conf", "timeout=100,keep_alive_max_attempt=3", "prog"}));
   CHECK(setting(timeout.config.flags, "launch.join_timeout") == "100");
   CHECK(setting(timeout.config.flags, "launch.node_timeout") == "15");  // torchrun's 5 s interval
   // An explicit flag wins over the same key in --rdzv-conf.
-  auto both = std::get<LaunchRequest>(parse_cli({"launch", "--join-timeout", "7", "--rdzv-conf", "join_timeout=60", "prog"}));
+  auto both =
+      std::get<LaunchRequest>(parse_cli({"launch", "--join-timeout", "7", "--rdzv-conf", "join_timeout=60", "prog"}));
   CHECK(setting(both.config.flags, "launch.join_timeout") == "7");
   CHECK(usage_error({"launch", "--rdzv-conf", "foo=1,join_timeout=2,bar=3", "prog"})
-            .rfind("--rdzv-conf foo=1,join_timeout=2,bar=3: unknown rendezvous options bar, foo: mgtrain understands", 0) == 0);
-  CHECK(usage_error({"launch", "--rdzv-conf", "join_timeout", "prog"}).find("rendezvous option 'join_timeout' has no value") != std::string::npos);
+            .rfind("--rdzv-conf foo=1,join_timeout=2,bar=3: unknown rendezvous options bar, foo: mgtrain understands",
+                   0) == 0);
+  CHECK(usage_error({"launch", "--rdzv-conf", "join_timeout", "prog"})
+            .find("rendezvous option 'join_timeout' has no value") != std::string::npos);
   CHECK(usage_error({"launch", "--rdzv-conf", "store_type=file", "prog"}).find("TCP only") != std::string::npos);
-  CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_CONF", "rank=1"}}).rfind("environment PET_RDZV_CONF=rank=1: rank: give the node's rank with --node-rank", 0) == 0);
+  CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_CONF", "rank=1"}})
+            .rfind("environment PET_RDZV_CONF=rank=1: rank: give the node's rank with --node-rank", 0) == 0);
   // A bad number is caught where the key is loaded, naming the rendezvous option.
   auto bad = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf", "join_timeout=soon", "prog"}));
-  CHECK_THROWS_WITH(load_config(bad.config, {}), Catch::StartsWith("--rdzv-conf join_timeout=soon: launch.join_timeout:"));
+  CHECK_THROWS_WITH(load_config(bad.config, {}),
+                    Catch::StartsWith("--rdzv-conf join_timeout=soon: launch.join_timeout:"));
 }
 
-TEST_CASE("PET_ precedence: flag > PET_ > MGTRAIN_* and YAML > default, and origins name the variable", "[cli][torchrun][config]") {
-  const EnvMap env = {{"PET_NNODES", "2"}, {"PET_MAX_RESTARTS", "4"}, {"MGTRAIN_LAUNCH_NNODES", "5"},
-                      {"MGTRAIN_LAUNCH_MAX_RESTARTS", "6"}, {"MGTRAIN_LAUNCH_TEE", "2"}, {"PET_STANDALONE", "1"},
+TEST_CASE("PET_ precedence: flag > PET_ > MGTRAIN_* and YAML > default, and origins name the variable",
+          "[cli][torchrun][config]") {
+  const EnvMap env = {{"PET_NNODES", "2"},
+                      {"PET_MAX_RESTARTS", "4"},
+                      {"MGTRAIN_LAUNCH_NNODES", "5"},
+                      {"MGTRAIN_LAUNCH_MAX_RESTARTS", "6"},
+                      {"MGTRAIN_LAUNCH_TEE", "2"},
+                      {"PET_STANDALONE", "1"},
                       {"PET_NOT_AN_OPTION", "x"}};
   auto r = std::get<LaunchRequest>(parse_cli({"launch", "--max-restarts", "9", "launch.nnodes=3", "prog"}, env));
   LoadedConfig loaded = load_config_text("launch:\n  nnodes: 7\n  nproc: 3\n", "job.yaml", r.config, env);
@@ -264,15 +293,22 @@ TEST_CASE("bad PET_ values name the variable", "[cli][torchrun][errors]") {
   CHECK_THROWS_WITH(load_config(r.config, {}), Catch::StartsWith("environment PET_NNODES=abc: launch.nnodes: "));
   CHECK(usage_error({"launch", "prog"}, {{"PET_STANDALONE", "yes"}}) ==
         "environment PET_STANDALONE=yes: torchrun reads PET_STANDALONE as an integer: 1 (on) or 0 (off)");
-  CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_BACKEND", "etcd"}}).rfind("environment PET_RDZV_BACKEND=etcd: mgtrain has its own rendezvous", 0) == 0);
-  CHECK(usage_error({"launch", "c.yaml"}, {{"PET_MODULE", "1"}}).find("apply to a program, and none was given") != std::string::npos);
+  CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_BACKEND", "etcd"}})
+            .rfind("environment PET_RDZV_BACKEND=etcd: mgtrain has its own rendezvous", 0) == 0);
+  CHECK(usage_error({"launch", "c.yaml"}, {{"PET_MODULE", "1"}}).find("apply to a program, and none was given") !=
+        std::string::npos);
   // A flag given on the command line means the variable is not read at all.
-  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--nnodes", "1", "prog"}, {{"PET_NNODES", "abc"}})).config.environment.empty());
+  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--nnodes", "1", "prog"}, {{"PET_NNODES", "abc"}}))
+            .config.environment.empty());
 }
 
 TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
-  auto found = describe_torchrun_variables({{"PET_NNODES", "2"}, {"PET_FOO", "1"}, {"PET_VIRTUAL_LOCAL_RANK", "1"},
-                                            {"PET_MONITOR_INTERVAL", "1"}, {"PET_MODULE", "1"}, {"PATH", "/bin"}});
+  auto found = describe_torchrun_variables({{"PET_NNODES", "2"},
+                                            {"PET_FOO", "1"},
+                                            {"PET_VIRTUAL_LOCAL_RANK", "1"},
+                                            {"PET_MONITOR_INTERVAL", "1"},
+                                            {"PET_MODULE", "1"},
+                                            {"PATH", "/bin"}});
   REQUIRE(found.size() == 5);
   std::map<std::string, std::string> effect;
   for (const auto& v : found) effect[v.name] = v.effect;

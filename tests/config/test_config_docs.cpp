@@ -8,8 +8,8 @@
 #include "config/config_docs.hpp"
 #include "config/config_loader.hpp"
 #include "config/config_schema.hpp"
-#include "util/error.hpp"
 #include "config/starter_config.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 
@@ -49,10 +49,12 @@ TEST_CASE("config init answers from flags and a prompt, re-asking after a bad an
 }
 
 TEST_CASE("the starter config loads back to the answered values", "[init]") {
-  Config answered = answer_init_questions({{"model.type", "gpt", "--model"}, {"launch.nproc", "4", "--nproc"}}, nullptr, std::cerr);
+  Config answered =
+      answer_init_questions({{"model.type", "gpt", "--model"}, {"launch.nproc", "4", "--nproc"}}, nullptr, std::cerr);
   const std::string yaml = starter_config_yaml(answered);
-  CHECK(yaml.find("  # network the built-in trainer builds [one of mlp, cnn, resnet, gpt, torchscript]\n  type: gpt\n") !=
-        std::string::npos);
+  CHECK(
+      yaml.find("  # network the built-in trainer builds [one of mlp, cnn, resnet, gpt, torchscript]\n  type: gpt\n") !=
+      std::string::npos);
   LoadOptions options;
   options.resolved = true;
   LoadedConfig loaded = load_config_text(yaml, "starter.yaml", {}, {}, options);

@@ -68,7 +68,8 @@ TEST_CASE("file values carry their line and column as origin", "[config]") {
 
 TEST_CASE("lists come from YAML sequences, comma lists and flow lists", "[config]") {
   CHECK(load("model:\n  hidden_sizes: [64, 32]\n").config.model.hidden_sizes == std::vector<std::int64_t>{64, 32});
-  CHECK(load("model:\n  hidden_sizes:\n    - 5\n    - 6\n").config.model.hidden_sizes == std::vector<std::int64_t>{5, 6});
+  CHECK(load("model:\n  hidden_sizes:\n    - 5\n    - 6\n").config.model.hidden_sizes ==
+        std::vector<std::int64_t>{5, 6});
   ConfigRequest r;
   r.overrides = {"model.hidden_sizes=1,2,3"};
   CHECK(load("", r).config.model.hidden_sizes == std::vector<std::int64_t>{1, 2, 3});
@@ -99,11 +100,15 @@ TEST_CASE("unknown keys are errors with file, line, column and a suggestion", "[
 }
 
 TEST_CASE("wrong types are errors naming the value", "[config][errors]") {
-  CHECK(error_of("train:\n  batch_size: abc\n") == "configs/x.yaml:2:15: train.batch_size: expected an integer, got 'abc'");
-  CHECK(error_of("train:\n  batch_size: 1.5\n") == "configs/x.yaml:2:15: train.batch_size: expected an integer, got '1.5'");
+  CHECK(error_of("train:\n  batch_size: abc\n") ==
+        "configs/x.yaml:2:15: train.batch_size: expected an integer, got 'abc'");
+  CHECK(error_of("train:\n  batch_size: 1.5\n") ==
+        "configs/x.yaml:2:15: train.batch_size: expected an integer, got '1.5'");
   CHECK(error_of("optim:\n  lr: fast\n") == "configs/x.yaml:2:7: optim.lr: expected a number, got 'fast'");
-  CHECK(error_of("data:\n  shuffle: maybe\n") == "configs/x.yaml:2:12: data.shuffle: expected true or false, got 'maybe'");
-  CHECK(error_of("train:\n  batch_size: [1, 2]\n") == "configs/x.yaml:2:15: train.batch_size: expected an integer, got a list");
+  CHECK(error_of("data:\n  shuffle: maybe\n") ==
+        "configs/x.yaml:2:12: data.shuffle: expected true or false, got 'maybe'");
+  CHECK(error_of("train:\n  batch_size: [1, 2]\n") ==
+        "configs/x.yaml:2:15: train.batch_size: expected an integer, got a list");
   CHECK(error_of("model:\n  hidden_sizes: [1, x]\n") ==
         "configs/x.yaml:2:17: model.hidden_sizes: expected a list of integers, got element 'x'");
   CHECK(error_of("launch:\n  master_addr: {a: 1}\n") ==
@@ -122,14 +127,17 @@ TEST_CASE("out-of-range values and bad choices are errors", "[config][errors]") 
   CHECK(error_of("launch:\n  nproc: many\n") ==
         "configs/x.yaml:2:10: launch.nproc: 'many' is not a process count (allowed: N >= 1, auto, gpu or cpu)");
   CHECK(error_of("launch:\n  nnodes: 3:2\n") ==
-        "configs/x.yaml:2:11: launch.nnodes: '3:2' is not a node count (allowed: N >= 1, or MIN:MAX with 1 <= MIN <= MAX)");
+        "configs/x.yaml:2:11: launch.nnodes: '3:2' is not a node count (allowed: N >= 1, or MIN:MAX with 1 <= MIN <= "
+        "MAX)");
   CHECK(error_of("launch:\n  tee: 4\n").find("launch.tee: '4' is not a stream mapping") != std::string::npos);
-  CHECK(error_of("launch:\n  gpu_ids: 0,x\n").find("launch.gpu_ids: 'x' in '0,x' is not a GPU index or a GPU-/MIG- UUID") != std::string::npos);
+  CHECK(error_of("launch:\n  gpu_ids: 0,x\n")
+            .find("launch.gpu_ids: 'x' in '0,x' is not a GPU index or a GPU-/MIG- UUID") != std::string::npos);
 }
 
 TEST_CASE("valid special values pass the custom checks", "[config]") {
   ConfigRequest r;
-  r.overrides = {"launch.nproc=gpu", "launch.nnodes=1:4", "launch.tee=0:3,1:1", "launch.gpu_ids=0,2", "checkpoint.resume=/x/ck.pt"};
+  r.overrides = {"launch.nproc=gpu", "launch.nnodes=1:4", "launch.tee=0:3,1:1", "launch.gpu_ids=0,2",
+                 "checkpoint.resume=/x/ck.pt"};
   LoadedConfig c = load("", r);
   CHECK(c.config.launch.nnodes == (NodeRange{1, 4}));
   CHECK(c.config.checkpoint.resume == "/x/ck.pt");
@@ -168,7 +176,8 @@ TEST_CASE("environment and override errors name their source", "[config][errors]
         "environment MGTRAIN_TRAIN_BATCH_SIZE: train.batch_size: expected an integer, got 'x'");
   ConfigRequest r;
   r.overrides = {"train.batch_sise=3"};
-  CHECK(error_of("", r) == "override train.batch_sise=3: train.batch_sise: unknown key (did you mean train.batch_size?)");
+  CHECK(error_of("", r) ==
+        "override train.batch_sise=3: train.batch_sise: unknown key (did you mean train.batch_size?)");
   r.overrides = {"train.batch_size"};
   CHECK(error_of("", r) == "override 'train.batch_size': expected KEY=VALUE, e.g. train.batch_size=32");
   ConfigRequest f;
@@ -188,7 +197,8 @@ TEST_CASE("every key has a distinct environment name", "[config]") {
 
 TEST_CASE("path variables expand in string values", "[config][variables]") {
   ConfigRequest r;
-  r.overrides = {"launch.run_id=r1", "data.path=${config_dir}/data/${env:MG_TEST_VAR}", "launch.log_dir=/logs/${run_id}"};
+  r.overrides = {"launch.run_id=r1", "data.path=${config_dir}/data/${env:MG_TEST_VAR}",
+                 "launch.log_dir=/logs/${run_id}"};
   LoadedConfig c = load("", r, {{"MG_TEST_VAR", "fmnist"}});
   CHECK(c.config.data.path == c.config_dir + "/data/fmnist");
   CHECK(c.config.launch.log_dir == "/logs/r1");
@@ -211,8 +221,9 @@ TEST_CASE("bad variables are errors at the value's location", "[config][variable
   CHECK(error_of("checkpoint:\n  dir: ${confg_dir}/x\n") ==
         "configs/x.yaml:2:8: checkpoint.dir: unknown variable ${confg_dir} (did you mean config_dir?) "
         "(known: ${config_dir}, ${run_id}, ${log_dir}, ${env:NAME})");
-  CHECK(error_of("data:\n  path: ${env:MG_SURELY_UNSET_VAR}\n") ==
-        "configs/x.yaml:2:9: data.path: ${env:MG_SURELY_UNSET_VAR}: environment variable MG_SURELY_UNSET_VAR is not set");
+  CHECK(
+      error_of("data:\n  path: ${env:MG_SURELY_UNSET_VAR}\n") ==
+      "configs/x.yaml:2:9: data.path: ${env:MG_SURELY_UNSET_VAR}: environment variable MG_SURELY_UNSET_VAR is not set");
   CHECK(error_of("data:\n  path: ${run_id\n").find("unterminated variable") != std::string::npos);
 }
 
@@ -255,7 +266,8 @@ TEST_CASE("options with fixed values: every spelling round-trips, a wrong one is
 
 TEST_CASE("a node rank given with an endpoint and no backend means torchrun's static rendezvous", "[config]") {
   ConfigRequest request;
-  request.flags = {{"launch.rdzv_endpoint", "node0:29400", "--rdzv-endpoint"}, {"launch.node_rank", "1", "--node-rank"}};
+  request.flags = {{"launch.rdzv_endpoint", "node0:29400", "--rdzv-endpoint"},
+                   {"launch.node_rank", "1", "--node-rank"}};
   LoadedConfig torchrun_line = load("", request);
   CHECK(torchrun_line.config.launch.rdzv_backend == RdzvBackend::Static);
   CHECK(torchrun_line.origin_of("launch.rdzv_backend").find("torchrun's default") != std::string::npos);

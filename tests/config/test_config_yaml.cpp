@@ -9,8 +9,8 @@ using namespace mgtrain;
 
 TEST_CASE("the emitted YAML loads back to the same values", "[config][yaml]") {
   ConfigRequest r;
-  r.overrides = {"optim.lr=0.003", "model.hidden_sizes=[512, 3]", "launch.master_addr=10.0.0.1", "data.path=",
-                 "launch.run_id=abc", "optim.eps=1e-08"};
+  r.overrides = {"optim.lr=0.003", "model.hidden_sizes=[512, 3]", "launch.master_addr=10.0.0.1",
+                 "data.path=",     "launch.run_id=abc",           "optim.eps=1e-08"};
   LoadOptions o;
   LoadedConfig first = load_config_text("", "", r, {}, o);
   const std::string yaml = config_to_yaml(first.config);

@@ -2,8 +2,8 @@
 // parser itself and through the schema (every source gets the same rule and names the key, the source and what is
 // allowed), and the text written back for `config show` / the worker's resolved config.yaml parsing to the same value;
 // the hostfile form of the host list through its own parser.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "config/config_loader.hpp"
 #include "config/config_schema.hpp"
@@ -208,9 +208,9 @@ TEST_CASE("the parsers give typed values", "[config][settings]") {
 TEST_CASE("the defaults are the typed settings' defaults, written as before", "[config][settings]") {
   const Config defaults;
   const std::pair<const char*, const char*> expected[] = {
-      {"launch.nproc", "1"}, {"launch.nnodes", "1"}, {"launch.gpu_ids", ""}, {"launch.tee", "0"},
-      {"launch.redirect", "0"}, {"launch.local_ranks_filter", ""}, {"launch.tty", "auto"},
-      {"launch.rdzv_endpoint", ""}, {"launch.hosts", ""}};
+      {"launch.nproc", "1"},  {"launch.nnodes", "1"},       {"launch.gpu_ids", ""},
+      {"launch.tee", "0"},    {"launch.redirect", "0"},     {"launch.local_ranks_filter", ""},
+      {"launch.tty", "auto"}, {"launch.rdzv_endpoint", ""}, {"launch.hosts", ""}};
   for (const auto& [key, text] : expected) {
     INFO(key);
     CHECK(find_key(key)->read(defaults).Scalar() == text);

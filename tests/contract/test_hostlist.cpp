@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "util/error.hpp"
 #include "contract/hostlist.hpp"
+#include "support/temp_dir.hpp"
+#include "util/error.hpp"
 #include "util/run_capture.hpp"
 #include "util/value_parsing.hpp"
-#include "support/temp_dir.hpp"
 
 using namespace mgtrain;
 using Hosts = std::vector<std::string>;
@@ -47,8 +47,8 @@ TEST_CASE("several bracket groups multiply out, leftmost slowest", "[hostlist]")
   CHECK(expand_hostlist("r[1-2]n[1-2]") == Hosts{"r1n1", "r1n2", "r2n1", "r2n2"});
   CHECK(expand_hostlist("n[1-2]-[01-02]") == Hosts{"n1-01", "n1-02", "n2-01", "n2-02"});
   CHECK(expand_hostlist("n[1-2][3-4]") == Hosts{"n13", "n14", "n23", "n24"});
-  CHECK(expand_hostlist("rack[1-2]-node[01-02]-ib") ==
-        Hosts{"rack1-node01-ib", "rack1-node02-ib", "rack2-node01-ib", "rack2-node02-ib"});  // a suffix: beyond SLURM 22.05
+  CHECK(expand_hostlist("rack[1-2]-node[01-02]-ib") == Hosts{"rack1-node01-ib", "rack1-node02-ib", "rack2-node01-ib",
+                                                             "rack2-node02-ib"});  // a suffix: beyond SLURM 22.05
 }
 
 TEST_CASE("commas between host expressions, and inside brackets", "[hostlist]") {
@@ -59,9 +59,10 @@ TEST_CASE("malformed expressions are errors naming the expression", "[hostlist][
   CHECK_THROWS_WITH(expand_hostlist("node[1-2"), "hostlist 'node[1-2': '[' without ']'");
   CHECK_THROWS_WITH(expand_hostlist("node]1"), "hostlist 'node]1': ']' without '['");
   CHECK_THROWS_WITH(expand_hostlist("n[3-1]"), "hostlist 'n[3-1]': range '3-1' goes backwards");
-  CHECK_THROWS_WITH(expand_hostlist("n[a-c]"),
-                    "hostlist 'n[a-c]': 'a-c' inside [...] is not a number or a range like 01-04 (SLURM hostlists range "
-                    "over numbers only)");
+  CHECK_THROWS_WITH(
+      expand_hostlist("n[a-c]"),
+      "hostlist 'n[a-c]': 'a-c' inside [...] is not a number or a range like 01-04 (SLURM hostlists range "
+      "over numbers only)");
   CHECK_THROWS_WITH(expand_hostlist("gpu-[1-2]x-[a,b]"), Catch::Contains("'a' inside [...] is not a number"));
   CHECK_THROWS_WITH(expand_hostlist("n[1-]"), Catch::Contains("'1-' inside [...] is not a number"));
   CHECK_THROWS_WITH(expand_hostlist("n[-2]"), Catch::Contains("'-2' inside [...] is not a number"));
@@ -75,10 +76,12 @@ TEST_CASE("malformed expressions are errors naming the expression", "[hostlist][
   CHECK_THROWS_WITH(expand_hostlist("n[1 -2]"), "hostlist 'n[1 -2]': whitespace inside [...]");
   CHECK_THROWS_WITH(expand_hostlist(""), "hostlist '': no host names");
   CHECK_THROWS_WITH(expand_hostlist("  "), "hostlist '  ': no host names");
-  CHECK_THROWS_WITH(expand_hostlist("n[0-65536]"), "hostlist 'n[0-65536]': range '0-65536' spans more than 65536 hosts");
+  CHECK_THROWS_WITH(expand_hostlist("n[0-65536]"),
+                    "hostlist 'n[0-65536]': range '0-65536' spans more than 65536 hosts");
   CHECK_THROWS_WITH(expand_hostlist("n[0-99999999999999999999]"),
                     "hostlist 'n[0-99999999999999999999]': number '99999999999999999999' is too large");
-  CHECK_THROWS_WITH(expand_hostlist("n[0-999][0-999][0-999]"), "hostlist 'n[0-999][0-999][0-999]': more than 1000000 hosts");
+  CHECK_THROWS_WITH(expand_hostlist("n[0-999][0-999][0-999]"),
+                    "hostlist 'n[0-999][0-999][0-999]': more than 1000000 hosts");
   CHECK_THROWS_WITH(expand_hostlist("n[1-4]", 3), "hostlist 'n[1-4]': more than 3 hosts");
   CHECK_THROWS_AS(expand_hostlist("a[1-2],b[1-2]", 3), UsageError);
 }
@@ -93,7 +96,8 @@ std::optional<Hosts> scontrol_hostnames(const std::string& expression, const std
   options.timeout_s = 20;
   CapturedRun run = run_and_capture({"scontrol", "show", "hostnames", expression}, options);
   // SLURM 22.05 exits 0 even when it refuses; it says "Invalid hostlist" on stderr and prints nothing.
-  if (run.exit_code != 0 || run.err.find("Invalid hostlist") != std::string::npos || run.out.empty()) return std::nullopt;
+  if (run.exit_code != 0 || run.err.find("Invalid hostlist") != std::string::npos || run.out.empty())
+    return std::nullopt;
   Hosts hosts;
   for (const auto& line : split(run.out, '\n'))
     if (!line.empty()) hosts.push_back(line);
@@ -119,10 +123,28 @@ TEST_CASE("the same hosts as scontrol show hostnames", "[hostlist][scontrol]") {
   const std::string conf = (dir / "slurm.conf").string();
   std::ofstream(conf) << "ClusterName=hostlist-check\nSlurmctldHost=localhost\n";
   // Forms SLURM accepts: both give the same hosts in the same order.
-  for (const std::string expression :
-       {"node1", "a,b,c", "node[01-04,07]", "n[8-11]", "n[08-10]", "n[098-101]", "n[0]", "n[007]", "n[001-3]", "n[1-003]",
-        "n[1-3,2]", "[1-2]", "r[1-2]n[1-2]", "n[1-2]-[01-02]", "n[1-2][3-4]", "a[1-2],b[3,5],c", "node1 node2", "n1-3",
-        "n1,n1", "x[0-9][00-19]", "gpu-node[0001-0003,0100]", "a[1-2] b[3-4],c[5]"}) {
+  for (const std::string expression : {"node1",
+                                       "a,b,c",
+                                       "node[01-04,07]",
+                                       "n[8-11]",
+                                       "n[08-10]",
+                                       "n[098-101]",
+                                       "n[0]",
+                                       "n[007]",
+                                       "n[001-3]",
+                                       "n[1-003]",
+                                       "n[1-3,2]",
+                                       "[1-2]",
+                                       "r[1-2]n[1-2]",
+                                       "n[1-2]-[01-02]",
+                                       "n[1-2][3-4]",
+                                       "a[1-2],b[3,5],c",
+                                       "node1 node2",
+                                       "n1-3",
+                                       "n1,n1",
+                                       "x[0-9][00-19]",
+                                       "gpu-node[0001-0003,0100]",
+                                       "a[1-2] b[3-4],c[5]"}) {
     INFO(expression);
     auto expected = scontrol_hostnames(expression, conf);
     REQUIRE(expected);

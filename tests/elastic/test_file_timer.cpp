@@ -4,15 +4,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "supervise/failure_report.hpp"
 #include "elastic/file_timer_table.hpp"
+#include "supervise/failure_report.hpp"
 
 using namespace mgtrain;
 
 namespace {
 std::string request(long pid, const std::string& scope, double expiration, int signal = 9) {
-  return nlohmann::json{{"version", 1}, {"pid", pid}, {"scope_id", scope}, {"expiration_time", expiration}, {"signal", signal}}
-             .dump() + "\n";
+  return nlohmann::json{
+             {"version", 1}, {"pid", pid}, {"scope_id", scope}, {"expiration_time", expiration}, {"signal", signal}}
+             .dump() +
+         "\n";
 }
 }  // namespace
 
@@ -46,7 +48,8 @@ TEST_CASE("file timer: lines split across reads, and lines not understood are na
   CHECK(table.size() == 0);
   CHECK(table.feed(line.substr(10)).empty());
   CHECK(table.size() == 1);
-  std::vector<std::string> problems = table.feed("not json\n{\"version\": 2, \"pid\": 1}\n" + request(-3, "y", 1.0) + "\n");
+  std::vector<std::string> problems =
+      table.feed("not json\n{\"version\": 2, \"pid\": 1}\n" + request(-3, "y", 1.0) + "\n");
   REQUIRE(problems.size() == 3);
   CHECK_THAT(problems[0], Catch::StartsWith("line 2 of the timer pipe: not JSON"));
   CHECK_THAT(problems[1], Catch::Contains("\"version\" is not 1"));
@@ -55,7 +58,8 @@ TEST_CASE("file timer: lines split across reads, and lines not understood are na
   CHECK(table.size() == 0);
 }
 
-TEST_CASE("the launcher's error file copies the root cause's with errorCode, and lists the other failures", "[error_file]") {
+TEST_CASE("the launcher's error file copies the root cause's with errorCode, and lists the other failures",
+          "[error_file]") {
   FailureReport report;
   report.run_id = "r";
   FailedWorker& cause = report.root_cause;
@@ -69,7 +73,8 @@ TEST_CASE("the launcher's error file copies the root cause's with errorCode, and
   other.stderr_log = "/logs/r/attempt_0/rank_0/stderr.log";
   other.error_file = TorchErrorRecord{"KeyboardInterrupt: ", "", "", "", ""};
   report.other_failures.push_back(other);
-  const std::string child = R"({"message": {"message": "ValueError: bad", "extraInfo": {"py_callstack": "Traceback", "timestamp": "1700000000"}}})";
+  const std::string child =
+      R"({"message": {"message": "ValueError: bad", "extraInfo": {"py_callstack": "Traceback", "timestamp": "1700000000"}}})";
   nlohmann::json copied = nlohmann::json::parse(launcher_error_file_json(report, child, 1800000000));
   CHECK(copied["message"]["message"] == "ValueError: bad");
   CHECK(copied["message"]["extraInfo"]["py_callstack"] == "Traceback");
@@ -86,8 +91,9 @@ TEST_CASE("the launcher's error file copies the root cause's with errorCode, and
   const std::string message = own["message"]["message"];
   CHECK_THAT(message, Catch::StartsWith("ChildFailedError: \n====") && Catch::Contains("r FAILED") &&
                           Catch::Contains("Root Cause (first observed failure):\n[0]:") &&
-                          Catch::Contains("  rank      : 1 (local_rank: 0)") && Catch::Contains("exitcode  : 3 (pid: 0)") &&
-                          Catch::Contains("[1]:\n") && Catch::Contains("exitcode  : -15 (pid: 0) (SIGTERM)"));
+                          Catch::Contains("  rank      : 1 (local_rank: 0)") &&
+                          Catch::Contains("exitcode  : 3 (pid: 0)") && Catch::Contains("[1]:\n") &&
+                          Catch::Contains("exitcode  : -15 (pid: 0) (SIGTERM)"));
   CHECK(own["message"]["extraInfo"]["timestamp"] == "1800000000");
   CHECK(own["message"]["errorCode"] == 3);
 }

@@ -47,7 +47,8 @@ void write_all(const std::string& path, const std::uint8_t* data, std::size_t si
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string& path = scratch_path();
   try {
-    auto parsed = mgtrain::checkpoint_header::parse("fuzz.header", std::string_view(reinterpret_cast<const char*>(data), size));
+    auto parsed =
+        mgtrain::checkpoint_header::parse("fuzz.header", std::string_view(reinterpret_cast<const char*>(data), size));
     for (const auto& tensor : parsed.tensors) {
       if (tensor.end < tensor.begin) __builtin_trap();
     }

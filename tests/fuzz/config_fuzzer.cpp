@@ -30,7 +30,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     mgtrain::LoadedConfig loaded = mgtrain::load_config_text(yaml, "fuzz.yaml", request, env, options);
     if (loaded.config.launch.run_id.empty()) __builtin_trap();
-  } catch (const mgtrain::UsageError&) {
-  }
+  } catch (const mgtrain::UsageError&) {}
   return 0;
 }

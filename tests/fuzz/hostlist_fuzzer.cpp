@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "util/error.hpp"
 #include "contract/hostlist.hpp"
+#include "util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

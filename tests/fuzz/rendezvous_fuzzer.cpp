@@ -17,7 +17,9 @@ namespace {
 void typed(const Message& message) {
   try {
     switch (message.type) {
-      case MessageType::kJoin: (void)JoinRequest::from(message); break;
+      case MessageType::kJoin:
+        (void)JoinRequest::from(message);
+        break;
       case MessageType::kAssign: {
         Assignment assignment = Assignment::from(message);
         (void)assignment.world_size();
@@ -38,8 +40,7 @@ void typed(const Message& message) {
         (void)message.number("silent_s");
         (void)message.flag("has_cause");
     }
-  } catch (const ProtocolError&) {
-  }
+  } catch (const ProtocolError&) {}
 }
 
 }  // namespace
@@ -62,12 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::string frame = encode(*message);
         again.feed(frame.data(), frame.size());
         std::optional<Message> copy = again.next();
-        if (!copy || copy->type != message->type || copy->fields != message->fields || again.buffered() != 0) __builtin_trap();
+        if (!copy || copy->type != message->type || copy->fields != message->fields || again.buffered() != 0)
+          __builtin_trap();
       }
       // A peer cannot make the decoder hold more than one frame's worth of bytes.
       if (decoder.buffered() > kHeaderBytes + kMaxPayloadBytes + 256) __builtin_trap();
     }
-  } catch (const ProtocolError&) {
-  }
+  } catch (const ProtocolError&) {}
   return 0;
 }

@@ -56,13 +56,13 @@ TEST_CASE("blas core: only a Prescott fallback on a better CPU, and never over O
   const auto decision = decide_openblas_core("Prescott", modern, {});
   REQUIRE(decision);
   CHECK(decision->coretype == "Cooperlake");
-  CHECK_THAT(decision->reason, Catch::Contains("Test CPU") && Catch::Contains("Cooperlake") &&
-                                   Catch::Contains("OPENBLAS_CORETYPE"));
-  CHECK_FALSE(decide_openblas_core("Haswell", modern, {}));                              // OpenBLAS knew the CPU
-  CHECK_FALSE(decide_openblas_core("", modern, {}));                                     // not OpenBLAS
+  CHECK_THAT(decision->reason,
+             Catch::Contains("Test CPU") && Catch::Contains("Cooperlake") && Catch::Contains("OPENBLAS_CORETYPE"));
+  CHECK_FALSE(decide_openblas_core("Haswell", modern, {}));                                   // OpenBLAS knew the CPU
+  CHECK_FALSE(decide_openblas_core("", modern, {}));                                          // not OpenBLAS
   CHECK_FALSE(decide_openblas_core("Prescott", modern, {{"OPENBLAS_CORETYPE", "Haswell"}}));  // the user's choice
-  CHECK(decide_openblas_core("Prescott", modern, {{"OPENBLAS_CORETYPE", ""}}));         // empty: not a choice
-  CHECK_FALSE(decide_openblas_core("Prescott", cpu_with("sse sse2"), {}));              // really that old
+  CHECK(decide_openblas_core("Prescott", modern, {{"OPENBLAS_CORETYPE", ""}}));               // empty: not a choice
+  CHECK_FALSE(decide_openblas_core("Prescott", cpu_with("sse sse2"), {}));                    // really that old
 }
 
 namespace {
@@ -142,8 +142,9 @@ TEST_CASE("blas core: the worker restarts itself with the core a fake CPU descri
       options);
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
-  const std::string line = "mgtrain: note: OpenBLAS does not know this CPU (Fake CPU 9000) and fell back to its "
-                           "generic Prescott kernels; using its Haswell kernels";
+  const std::string line =
+      "mgtrain: note: OpenBLAS does not know this CPU (Fake CPU 9000) and fell back to its "
+      "generic Prescott kernels; using its Haswell kernels";
   const std::size_t first = run.err.find(line);
   CHECK(first != std::string::npos);
   CHECK(run.err.find(line, first + 1) == std::string::npos);

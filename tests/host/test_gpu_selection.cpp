@@ -2,10 +2,10 @@
 // ddp.strategy dp in the launch plan (one worker that sees every selected GPU).
 #include <catch2/catch.hpp>
 
-#include "util/error.hpp"
 #include "host/gpu_inventory.hpp"
 #include "host/gpu_selection.hpp"
 #include "supervise/launch_plan.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 
@@ -48,7 +48,8 @@ TEST_CASE("gpu selection: the N GPUs with the most free memory, in visible order
   const std::vector<GpuSample> samples{gpu(0, 70), gpu(1, 2), gpu(2, 40), gpu(3, 1)};
   GpuSelection two = select_gpus_by_free_memory(2, {"0", "1", "2", "3"}, samples);
   CHECK(two.devices == std::vector<std::string>{"GPU-1aaa", "GPU-3aaa"});
-  CHECK_THAT(two.note, Catch::Contains("most free memory") && Catch::Contains("1 (78.0 GiB free)") && Catch::Contains("3 (79.0 GiB free)"));
+  CHECK_THAT(two.note, Catch::Contains("most free memory") && Catch::Contains("1 (78.0 GiB free)") &&
+                           Catch::Contains("3 (79.0 GiB free)"));
   GpuSelection three = select_gpus_by_free_memory(3, {"0", "1", "2", "3"}, samples);
   CHECK(three.devices == std::vector<std::string>{"GPU-1aaa", "GPU-2aaa", "GPU-3aaa"});
 }
@@ -58,7 +59,8 @@ TEST_CASE("gpu selection: ties keep the visible order, unmeasured GPUs come last
   unknown.memory_used_bytes = -1;
   const std::vector<GpuSample> samples{unknown, gpu(1, 10), gpu(2, 10)};
   CHECK(select_gpus_by_free_memory(1, {"0", "1", "2"}, samples).devices == std::vector<std::string>{"GPU-1aaa"});
-  CHECK(select_gpus_by_free_memory(3, {"0", "1", "2"}, samples).devices.front() == "GPU-0aaa");  // still chosen when needed
+  CHECK(select_gpus_by_free_memory(3, {"0", "1", "2"}, samples).devices.front() ==
+        "GPU-0aaa");  // still chosen when needed
 }
 
 TEST_CASE("gpu selection: CUDA_VISIBLE_DEVICES entries are matched by index or UUID", "[gpu_selection]") {
@@ -88,7 +90,8 @@ TEST_CASE("launch plan: --gpu-ids auto gives each worker one of the emptiest GPU
   CHECK_THAT(plan.gpu_note, Catch::Contains("--gpu-ids auto"));
   LaunchPlan all = make_launch_plan(launch_with("gpu", "auto"), kCommand, host);
   CHECK(all.nproc == 4);
-  CHECK_THROWS_WITH(make_launch_plan(launch_with("cpu", "auto"), kCommand, host), Catch::Contains("--nproc N, gpu or auto"));
+  CHECK_THROWS_WITH(make_launch_plan(launch_with("cpu", "auto"), kCommand, host),
+                    Catch::Contains("--nproc N, gpu or auto"));
   CHECK_THROWS_AS(make_launch_plan(launch_with("5", "auto"), kCommand, host), UsageError);
 }
 

@@ -31,8 +31,8 @@ LaunchConfig test_launch_config(const TempDir& dir, int nproc);
 
 struct LaunchOutcome {
   int exit_code = -1;
-  std::string out;        // the launcher's console stdout
-  std::string err;        // the launcher's console stderr
+  std::string out;  // the launcher's console stdout
+  std::string err;  // the launcher's console stderr
   std::string run_dir;
 };
 

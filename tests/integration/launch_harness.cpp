@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "util/error.hpp"
 #include "launch/launch.hpp"
+#include "util/error.hpp"
 
 int main(int argc, char** argv) {
   mgtrain::LoadedConfig loaded;
@@ -18,13 +18,20 @@ int main(int argc, char** argv) {
     std::string setting = argv[index];
     std::size_t equals = setting.find('=');
     std::string key = setting.substr(0, equals), value = equals == std::string::npos ? "" : setting.substr(equals + 1);
-    if (key == "nproc") launch.nproc = mgtrain::NprocSpec::parse(value).value();
-    else if (key == "max_restarts") launch.max_restarts = std::stoll(value);
-    else if (key == "grace_period") launch.grace_period = std::stod(value);
-    else if (key == "heartbeat_timeout") launch.heartbeat_timeout = std::stod(value);
-    else if (key == "log_dir") launch.log_dir = value;
-    else if (key == "run_id") launch.run_id = value;
-    else if (key == "master_port") launch.master_port = std::stoll(value);
+    if (key == "nproc")
+      launch.nproc = mgtrain::NprocSpec::parse(value).value();
+    else if (key == "max_restarts")
+      launch.max_restarts = std::stoll(value);
+    else if (key == "grace_period")
+      launch.grace_period = std::stod(value);
+    else if (key == "heartbeat_timeout")
+      launch.heartbeat_timeout = std::stod(value);
+    else if (key == "log_dir")
+      launch.log_dir = value;
+    else if (key == "run_id")
+      launch.run_id = value;
+    else if (key == "master_port")
+      launch.master_port = std::stoll(value);
     else {
       std::fprintf(stderr, "launch_harness: unknown setting %s\n", key.c_str());
       return 2;

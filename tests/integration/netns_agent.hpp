@@ -16,12 +16,12 @@
 #include "netns_hosts.hpp"
 
 // Skips the rest of a test case (with the reason) where network namespaces cannot be made.
-#define REQUIRE_HOSTS(hosts)                                       \
-  do {                                                             \
-    if (!(hosts).skip_reason().empty()) {                          \
+#define REQUIRE_HOSTS(hosts)                                          \
+  do {                                                                \
+    if (!(hosts).skip_reason().empty()) {                             \
       WARN("SKIP: no network namespaces: " << (hosts).skip_reason()); \
-      return;                                                      \
-    }                                                              \
+      return;                                                         \
+    }                                                                 \
   } while (false)
 
 namespace mgtrain::testing {
@@ -30,7 +30,8 @@ namespace mgtrain::testing {
 // orphan guard) if the test ends before it does.
 class Agent {
  public:
-  Agent(const NetnsHosts& hosts, int host, const std::vector<std::string>& launch_args, const std::string& output_prefix) {
+  Agent(const NetnsHosts& hosts, int host, const std::vector<std::string>& launch_args,
+        const std::string& output_prefix) {
     std::vector<std::string> argv = hosts.exec_prefix(host);
     argv.push_back(std::string(MGTRAIN_BIN_DIR) + "/mgtrain");
     argv.push_back("launch");

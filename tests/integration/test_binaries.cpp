@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "util/run_capture.hpp"
 #include "support/temp_dir.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;
@@ -34,7 +34,8 @@ void write_file(const fs::path& path, const std::string& text) {
 }  // namespace
 
 TEST_CASE("config show prints the merged config with overrides", "[binary][config]") {
-  auto run = run_mgtrain({"config", "show", kSource + "/configs/fashion_mnist_cnn.yaml", "--set", "train.batch_size=32", "optim.lr=0.2"});
+  auto run = run_mgtrain(
+      {"config", "show", kSource + "/configs/fashion_mnist_cnn.yaml", "--set", "train.batch_size=32", "optim.lr=0.2"});
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("  batch_size: 32\n") != std::string::npos);
@@ -140,7 +141,8 @@ TEST_CASE("mgtrain env reports torch facts from the worker", "[binary][env]") {
     const testing::TempDir temp_dir("mgtrain-test-env-json");
     fs::path dir = temp_dir.path();
     write_file(dir / "env.json", run.out);
-    auto parsed = run_and_capture({"/usr/bin/python3", "-c", "import json,sys; json.load(open(sys.argv[1]))", (dir / "env.json").string()});
+    auto parsed = run_and_capture(
+        {"/usr/bin/python3", "-c", "import json,sys; json.load(open(sys.argv[1]))", (dir / "env.json").string()});
     CHECK(parsed.exit_code == 0);
   }
 }
@@ -158,12 +160,13 @@ TEST_CASE("the launcher does not link LibTorch, the worker does", "[binary][arch
 
 // The heavy or optional libraries stay out of the launcher: cairo lives in mgtrain-plot, cpp-httplib and OpenSSL/brotli
 // in the dlopen'ed status module, and xxHash and nlohmann::json are used header-only (ARCHITECTURE.md).
-TEST_CASE("the launcher links no cairo, httplib, OpenSSL, brotli, xxhash or nlohmann library", "[binary][architecture]") {
+TEST_CASE("the launcher links no cairo, httplib, OpenSSL, brotli, xxhash or nlohmann library",
+          "[binary][architecture]") {
   auto launcher = run_and_capture({"ldd", kMgtrain});
   INFO(launcher.out << launcher.err);
   REQUIRE(launcher.exit_code == 0);
-  for (const char* library : {"libtorch", "libc10", "libcairo", "httplib", "libssl", "libcrypto", "libbrotli", "libxxhash",
-                              "libnlohmann"}) {
+  for (const char* library :
+       {"libtorch", "libc10", "libcairo", "httplib", "libssl", "libcrypto", "libbrotli", "libxxhash", "libnlohmann"}) {
     INFO(library);
     CHECK(launcher.out.find(library) == std::string::npos);
   }
@@ -173,7 +176,8 @@ TEST_CASE("cmake --install produces a usable prefix", "[binary][install]") {
   if (!worker_built()) return;
   const testing::TempDir temp_prefix("mgtrain-test-prefix");
   fs::path prefix = temp_prefix.path();
-  auto install = run_and_capture({"cmake", "--install", fs::path(MGTRAIN_BIN_DIR).parent_path().string(), "--prefix", prefix.string()});
+  auto install = run_and_capture(
+      {"cmake", "--install", fs::path(MGTRAIN_BIN_DIR).parent_path().string(), "--prefix", prefix.string()});
   INFO(install.out << install.err);
   REQUIRE(install.exit_code == 0);
   CHECK(fs::exists(prefix / "bin/mgtrain"));

@@ -31,9 +31,9 @@
 #include "support/temp_dir.hpp"
 
 using namespace mgtrain;
+using Catch::Matchers::Contains;
 using mgtrain::testing::names_in;
 using mgtrain::testing::read_all;
-using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
@@ -89,7 +89,8 @@ struct ToolProcess {
   bool wait_for(const std::string& marker, double timeout_s = 60) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (text.find(marker) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
       if (left <= 0) return false;
       struct pollfd poll_fd = {output, POLLIN, 0};
       if (::poll(&poll_fd, 1, static_cast<int>(left)) <= 0) continue;
@@ -155,18 +156,32 @@ TEST_CASE("checkpoint writer SIGKILLed at any instant leaves a valid newest chec
   const std::string name1 = checkpoint_file_name(1), name2 = checkpoint_file_name(2);
   const std::string reference = read_all(reference_dir / name2);
   std::uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | static_cast<unsigned char>(reference[static_cast<std::size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    header_size = header_size << 8 | static_cast<unsigned char>(reference[static_cast<std::size_t>(i)]);
   // What the temp file holds before the final checksum digits are written: the digits are '0's.
   std::string reference_with_zero_digits = reference;
   reference_with_zero_digits.replace(8 + kChecksumDigitsOffsetInHeader, 16, 16, '0');
 
   const std::uint64_t size = reference.size(), data_start = 8 + header_size, mib = 1 << 20;
-  const std::vector<std::uint64_t> byte_points = {
-      0, 1, 4, 7, 8, 9,                                                     // the 8-byte length
-      8 + kChecksumDigitsOffsetInHeader + 5, 8 + header_size / 2,           // inside the JSON header
-      data_start - 1, data_start, data_start + 1, data_start + 4099,        // first data bytes
-      data_start + mib - 1, data_start + mib, data_start + mib + 1,         // around a write piece boundary
-      data_start + (size - data_start) / 2, size - 4096, size - 1, size};  // middle, last bytes, all bytes
+  const std::vector<std::uint64_t> byte_points = {0,
+                                                  1,
+                                                  4,
+                                                  7,
+                                                  8,
+                                                  9,  // the 8-byte length
+                                                  8 + kChecksumDigitsOffsetInHeader + 5,
+                                                  8 + header_size / 2,  // inside the JSON header
+                                                  data_start - 1,
+                                                  data_start,
+                                                  data_start + 1,
+                                                  data_start + 4099,  // first data bytes
+                                                  data_start + mib - 1,
+                                                  data_start + mib,
+                                                  data_start + mib + 1,  // around a write piece boundary
+                                                  data_start + (size - data_start) / 2,
+                                                  size - 4096,
+                                                  size - 1,
+                                                  size};  // middle, last bytes, all bytes
   std::vector<std::string> points;
   for (std::uint64_t byte : byte_points) points.push_back(std::to_string(byte));
   for (const char* stage : {"before-fsync", "before-rename", "before-dir-fsync"}) points.push_back(stage);
@@ -180,7 +195,8 @@ TEST_CASE("checkpoint writer SIGKILLed at any instant leaves a valid newest chec
     options.env = {{at_byte ? "MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE" : "MGTRAIN_TEST_CHECKPOINT_PAUSE_AT", point}};
     ToolProcess tool(dir.string(), 2, kMegabytes, options);
     const pid_t pid = tool.pid;
-    const bool paused = tool.wait_for("mgtrain-test: checkpoint write paused at " + std::string(at_byte ? "byte " : "") + point + "\n");
+    const bool paused =
+        tool.wait_for("mgtrain-test: checkpoint write paused at " + std::string(at_byte ? "byte " : "") + point + "\n");
     const int status = tool.kill_now();
     INFO("tool output: " << tool.text);
     REQUIRE(paused);
@@ -201,11 +217,14 @@ TEST_CASE("checkpoint writer SIGKILLed at any instant leaves a valid newest chec
     REQUIRE(newest.chosen);
     CHECK(newest.chosen->step == (renamed ? 2 : 1));
     CHECK(newest.notes.empty());
-    CHECK(testing::compare_with_checkpoint(read_checkpoint_file(newest.chosen->path), renamed ? expected2 : expected1) == "");
+    CHECK(testing::compare_with_checkpoint(read_checkpoint_file(newest.chosen->path),
+                                           renamed ? expected2 : expected1) == "");
     CHECK(read_latest_pointer(dir.string()) == name1);
 
-    CHECK(remove_stale_temp_files(dir.string()) == (renamed ? std::vector<std::string>{} : std::vector<std::string>{temp_name}));
-    CHECK(names_in(dir) == (renamed ? std::vector<std::string>{name1, name2, "latest"} : std::vector<std::string>{name1, "latest"}));
+    CHECK(remove_stale_temp_files(dir.string()) ==
+          (renamed ? std::vector<std::string>{} : std::vector<std::string>{temp_name}));
+    CHECK(names_in(dir) ==
+          (renamed ? std::vector<std::string>{name1, name2, "latest"} : std::vector<std::string>{name1, "latest"}));
     fs::remove(dir / name2);
   }
 
@@ -217,7 +236,8 @@ TEST_CASE("checkpoint writer SIGKILLed at any instant leaves a valid newest chec
   CHECK(newest_valid_checkpoint(dir.string()).chosen->step == 3);
 }
 
-TEST_CASE("checkpoint writer over RLIMIT_FSIZE fails naming the temp file and File too large", "[checkpoint][process][disk]") {
+TEST_CASE("checkpoint writer over RLIMIT_FSIZE fails naming the temp file and File too large",
+          "[checkpoint][process][disk]") {
   const testing::TempDir temp_dir("mgtrain-ckpt-disk-fsize");
   const fs::path dir = temp_dir.path();
   write_with_tool(dir, 1, 0.01);
@@ -228,13 +248,15 @@ TEST_CASE("checkpoint writer over RLIMIT_FSIZE fails naming the temp file and Fi
   const int status = tool.finish();
   INFO(tool.text);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 1));  // not killed by SIGXFSZ
-  CHECK_THAT(tool.text, Contains("checkpoint_write_tool: error: write " + (dir / ".checkpoint-step000000002.safetensors.tmp.").string() +
-                                 std::to_string(pid) + ": File too large"));
+  CHECK_THAT(tool.text, Contains("checkpoint_write_tool: error: write " +
+                                 (dir / ".checkpoint-step000000002.safetensors.tmp.").string() + std::to_string(pid) +
+                                 ": File too large"));
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(1), "latest"});
   CHECK(newest_valid_checkpoint(dir.string()).chosen->step == 1);
 }
 
-TEST_CASE("checkpoint writer on a full file system (1 MiB tmpfs) fails naming the temp file and ENOSPC", "[checkpoint][process][disk]") {
+TEST_CASE("checkpoint writer on a full file system (1 MiB tmpfs) fails naming the temp file and ENOSPC",
+          "[checkpoint][process][disk]") {
   const std::string why_not = enter_private_mount_namespace();
   if (!why_not.empty()) {
     WARN("SKIP: cannot mount a tiny tmpfs on this machine (" << why_not << ")");
@@ -252,14 +274,16 @@ TEST_CASE("checkpoint writer on a full file system (1 MiB tmpfs) fails naming th
   const int status = tool.finish();
   INFO(tool.text);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 1));
-  CHECK_THAT(tool.text, Contains("checkpoint_write_tool: error: write " + (dir / ".checkpoint-step000000002.safetensors.tmp.").string() +
-                                 std::to_string(pid) + ": No space left on device"));
+  CHECK_THAT(tool.text, Contains("checkpoint_write_tool: error: write " +
+                                 (dir / ".checkpoint-step000000002.safetensors.tmp.").string() + std::to_string(pid) +
+                                 ": No space left on device"));
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(1), "latest"});
   CHECK(newest_valid_checkpoint(dir.string()).chosen->step == 1);
   ::umount2(dir.c_str(), MNT_DETACH);
 }
 
-TEST_CASE("checkpoint writer on a read-only mount fails naming the temp file and EROFS", "[checkpoint][process][disk]") {
+TEST_CASE("checkpoint writer on a read-only mount fails naming the temp file and EROFS",
+          "[checkpoint][process][disk]") {
   const std::string why_not = enter_private_mount_namespace();
   if (!why_not.empty()) {
     WARN("SKIP: cannot make a read-only bind mount on this machine (" << why_not << ")");
@@ -279,8 +303,9 @@ TEST_CASE("checkpoint writer on a read-only mount fails naming the temp file and
   const int status = tool.finish();
   INFO(tool.text);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 1));
-  CHECK_THAT(tool.text, Contains("checkpoint_write_tool: error: create " + (dir / ".checkpoint-step000000002.safetensors.tmp.").string() +
-                                 std::to_string(pid) + ": Read-only file system"));
+  CHECK_THAT(tool.text, Contains("checkpoint_write_tool: error: create " +
+                                 (dir / ".checkpoint-step000000002.safetensors.tmp.").string() + std::to_string(pid) +
+                                 ": Read-only file system"));
   CHECK(names_in(dir) == std::vector<std::string>{checkpoint_file_name(1), "latest"});
   ::umount2(dir.c_str(), MNT_DETACH);
 }

@@ -54,12 +54,23 @@ constexpr int kEvery = 40;
 
 std::vector<std::string> job_args(const std::string& log_dir, const std::string& run_id, int nproc,
                                   const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {kBin + "/mgtrain", "launch", "--nproc", std::to_string(nproc), "--run-id", run_id,
-                                   "--log-dir", log_dir, kSource + "/configs/bench/mlp-64.yaml",
-                                   "checkpoint.dir=${log_dir}/${run_id}/checkpoints",  // the default; the bench config has none
-                                   "data.synthetic_samples=4096", "train.max_steps=" + std::to_string(kSteps),
-                                   "checkpoint.every_steps=" + std::to_string(kEvery), "checkpoint.every_epochs=0",
-                                   "checkpoint.keep_last=10", "log.every_steps=1"};
+  std::vector<std::string> args = {
+      kBin + "/mgtrain",
+      "launch",
+      "--nproc",
+      std::to_string(nproc),
+      "--run-id",
+      run_id,
+      "--log-dir",
+      log_dir,
+      kSource + "/configs/bench/mlp-64.yaml",
+      "checkpoint.dir=${log_dir}/${run_id}/checkpoints",  // the default; the bench config has none
+      "data.synthetic_samples=4096",
+      "train.max_steps=" + std::to_string(kSteps),
+      "checkpoint.every_steps=" + std::to_string(kEvery),
+      "checkpoint.every_epochs=0",
+      "checkpoint.keep_last=10",
+      "log.every_steps=1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -68,7 +79,9 @@ std::string checkpoint_dir(const std::string& log_dir, const std::string& run_id
   return log_dir + "/" + run_id + "/checkpoints";
 }
 
-std::string checkpoint_path(const std::string& dir, std::int64_t step) { return dir + "/" + checkpoint_file_name(step); }
+std::string checkpoint_path(const std::string& dir, std::int64_t step) {
+  return dir + "/" + checkpoint_file_name(step);
+}
 
 // A launcher process with stdout and stderr in files; OMP_NUM_THREADS=1; optionally RLIMIT_FSIZE.
 struct Launcher {
@@ -175,7 +188,7 @@ std::string metadata(const std::string& path, const std::string& key) {
 // Every tensor of `a` whose name starts with one of `prefixes` equals `b`'s byte for byte (dtype and shape too),
 // and `b` has no such tensor that `a` lacks. Returns how many tensors were compared.
 std::size_t check_same_tensors(const std::string& a_path, const std::string& b_path,
-                                 const std::vector<std::string>& prefixes) {
+                               const std::vector<std::string>& prefixes) {
   const CheckpointFile a = read_checkpoint_file(a_path);
   const CheckpointFile b = read_checkpoint_file(b_path);
   auto selected = [&](const std::string& name) {
@@ -195,7 +208,8 @@ std::size_t check_same_tensors(const std::string& a_path, const std::string& b_p
     }
   }
   for (const TensorEntry& entry : b.tensors()) {
-    if (selected(entry.name) && a.find(entry.name) == nullptr) different.push_back(entry.name + " (missing in the first)");
+    if (selected(entry.name) && a.find(entry.name) == nullptr)
+      different.push_back(entry.name + " (missing in the first)");
   }
   INFO(a_path << " vs " << b_path);
   CHECK(different == std::vector<std::string>{});
@@ -243,7 +257,8 @@ std::map<int, pid_t> worker_pids(pid_t launcher) {
 // A random generator whose seed is printed with any failure and can be fixed with MGTRAIN_TEST_SEED.
 std::mt19937 seeded_random() {
   const char* fixed = std::getenv("MGTRAIN_TEST_SEED");
-  const unsigned seed = fixed != nullptr ? static_cast<unsigned>(std::strtoul(fixed, nullptr, 10)) : std::random_device{}();
+  const unsigned seed =
+      fixed != nullptr ? static_cast<unsigned>(std::strtoul(fixed, nullptr, 10)) : std::random_device{}();
   UNSCOPED_INFO("random seed " << seed << " (repeat with MGTRAIN_TEST_SEED=" << seed << ")");
   return std::mt19937(seed);
 }
@@ -252,8 +267,8 @@ std::mt19937 seeded_random() {
 void wait_for_first_checkpoint_and_step(const std::string& run_dir, int at_least, const Launcher& launcher) {
   const std::string first = checkpoint_path(run_dir + "/checkpoints", kEvery);
   const std::string rank0_log = run_dir + "/attempt_0/rank_0/stdout.log";
-  const bool reached = wait_until(
-      [&] { return file_exists(first) && last_logged_step(read_text(rank0_log)) >= at_least; }, 60s);
+  const bool reached =
+      wait_until([&] { return file_exists(first) && last_logged_step(read_text(rank0_log)) >= at_least; }, 60s);
   INFO(launcher.out() << launcher.err());
   REQUIRE(reached);
 }
@@ -287,7 +302,8 @@ const Reference& reference() {
 // Copies the reference run's checkpoints of `steps` into `dir` (created).
 void copy_reference_checkpoints(const std::string& dir, const std::vector<std::int64_t>& steps) {
   fs::create_directories(dir);
-  for (std::int64_t step : steps) fs::copy_file(checkpoint_path(reference().checkpoints, step), checkpoint_path(dir, step));
+  for (std::int64_t step : steps)
+    fs::copy_file(checkpoint_path(reference().checkpoints, step), checkpoint_path(dir, step));
 }
 
 std::string regex_escape(const std::string& text) {
@@ -311,12 +327,13 @@ TEST_CASE("the reference run saves the full training state", "[checkpoint][resum
   const CheckpointFile file = read_checkpoint_file(ref.final_checkpoint);
   CHECK(file.metadata().at("mgtrain.step") == "240");
   CHECK(file.metadata().at("mgtrain.world_size") == "2");
-  CHECK(file.metadata().at("mgtrain.epoch") == "3");               // 64 steps per epoch: 240 = 3 epochs + 48 steps
+  CHECK(file.metadata().at("mgtrain.epoch") == "3");                // 64 steps per epoch: 240 = 3 epochs + 48 steps
   CHECK(file.metadata().at("mgtrain.samples_in_epoch") == "3072");  // 48 steps x 32 x 2 ranks
   CHECK(file.find("rank0/rng/cpu") != nullptr);
   CHECK(file.find("rank1/rng/cpu") != nullptr);
   CHECK(read_latest_pointer(ref.checkpoints) == checkpoint_file_name(kSteps));
-  CHECK_THAT(ref.out, Contains("mgtrain: checkpoint (every_steps) step 40: " + checkpoint_path(ref.checkpoints, 40) + ", "));
+  CHECK_THAT(ref.out,
+             Contains("mgtrain: checkpoint (every_steps) step 40: " + checkpoint_path(ref.checkpoints, 40) + ", "));
   CHECK(resume_lines(ref.out).empty());
 }
 
@@ -375,8 +392,9 @@ TEST_CASE("a worker SIGKILLed after the first checkpoint: the launcher restarts 
   check_same_training_state(ref.final_checkpoint, checkpoint_path(run_dir + "/checkpoints", kSteps));
 }
 
-TEST_CASE("SIGTERM to the launcher: the workers save at an agreed step and exit 75, the launcher 143, and a rerun resumes",
-          "[checkpoint][resume][signals]") {
+TEST_CASE(
+    "SIGTERM to the launcher: the workers save at an agreed step and exit 75, the launcher 143, and a rerun resumes",
+    "[checkpoint][resume][signals]") {
   const Reference& ref = reference();
   std::mt19937 random = seeded_random();
   const int stop_after_step = std::uniform_int_distribution<int>(kEvery + 1, kSteps - 100)(random);
@@ -397,8 +415,7 @@ TEST_CASE("SIGTERM to the launcher: the workers save at an agreed step and exit 
     CHECK(code == 143);
     CHECK_THAT(err, Contains("mgtrain: stopped by SIGTERM; all workers of run term have exited (exit code 143)"));
     CHECK_FALSE(fs::exists(run_dir + "/failure.json"));  // exit 75 is no failure
-    CHECK_THAT(read_text(run_dir + "/attempt_0/rank_0/stderr.log"),
-               Contains("SIGTERM: saved a checkpoint at step"));
+    CHECK_THAT(read_text(run_dir + "/attempt_0/rank_0/stderr.log"), Contains("SIGTERM: saved a checkpoint at step"));
   }
   const auto listing = list_checkpoints(checkpoints);
   REQUIRE(listing.size() >= 2);
@@ -592,8 +609,9 @@ TEST_CASE("resuming with another world size re-shards the epoch, and another mod
   }
 }
 
-TEST_CASE("a checkpoint that cannot be written (RLIMIT_FSIZE) stops the job, or only warns with on_write_error continue",
-          "[checkpoint][resume][disk]") {
+TEST_CASE(
+    "a checkpoint that cannot be written (RLIMIT_FSIZE) stops the job, or only warns with on_write_error continue",
+    "[checkpoint][resume][disk]") {
   TempDir dir;
   const std::string log_dir = dir / "runs";
   const std::string checkpoints = checkpoint_dir(log_dir, "fsize");
@@ -605,8 +623,8 @@ TEST_CASE("a checkpoint that cannot be written (RLIMIT_FSIZE) stops the job, or 
     Outcome run = run_job(args, dir / "stop", kLimit);
     INFO(run.out << run.err);
     CHECK(run.exit_code == 1);
-    const std::regex message(regex_escape("could not write checkpoint " + checkpoint_path(checkpoints, 20) + ": write " +
-                                          checkpoints + "/." + checkpoint_file_name(20) + ".tmp.") +
+    const std::regex message(regex_escape("could not write checkpoint " + checkpoint_path(checkpoints, 20) +
+                                          ": write " + checkpoints + "/." + checkpoint_file_name(20) + ".tmp.") +
                              "[0-9]+[^\n]*File too large");
     CHECK(std::regex_search(run.err, message));
     CHECK_THAT(run.err, Contains("(checkpoint.on_write_error: stop)"));
@@ -624,7 +642,9 @@ TEST_CASE("a checkpoint that cannot be written (RLIMIT_FSIZE) stops the job, or 
     INFO(run.out << run.err);
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.err, Contains("File too large"));
-    CHECK_THAT(run.err, Contains("mgtrain: warning: training goes on without that checkpoint (checkpoint.on_write_error: continue)"));
+    CHECK_THAT(
+        run.err,
+        Contains("mgtrain: warning: training goes on without that checkpoint (checkpoint.on_write_error: continue)"));
     CHECK(summary_number(run.out, "steps") == 60);
     CHECK(checkpoint_steps(checkpoints).empty());
   }
@@ -634,14 +654,16 @@ TEST_CASE("keep_last leaves the newest checkpoints and a latest pointer to the n
   TempDir dir;
   const std::string log_dir = dir / "runs";
   const std::string checkpoints = checkpoint_dir(log_dir, "keep");
-  Outcome run = run_job(job_args(log_dir, "keep", 1, {"train.max_steps=60", "checkpoint.every_steps=10", "checkpoint.keep_last=2"}),
-                        dir / "keep");
+  Outcome run = run_job(
+      job_args(log_dir, "keep", 1, {"train.max_steps=60", "checkpoint.every_steps=10", "checkpoint.keep_last=2"}),
+      dir / "keep");
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   for (int step = 10; step <= 60; step += 10) {
     CHECK_THAT(run.out, Contains("mgtrain: checkpoint (every_steps) step " + std::to_string(step) + ": "));
   }
-  CHECK(names_in(checkpoints) == std::vector<std::string>{checkpoint_file_name(50), checkpoint_file_name(60), "latest"});
+  CHECK(names_in(checkpoints) ==
+        std::vector<std::string>{checkpoint_file_name(50), checkpoint_file_name(60), "latest"});
   CHECK(read_latest_pointer(checkpoints) == checkpoint_file_name(60));
   CHECK(read_text(checkpoints + "/latest") == checkpoint_file_name(60) + "\n");
 }

@@ -21,11 +21,11 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "cli/cli.hpp"
 #include "config/config_loader.hpp"
-#include "util/error.hpp"
-#include "util/run_capture.hpp"
 #include "support/temp_dir.hpp"
 #include "train/models/model.hpp"
 #include "train/state/train_state.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;
@@ -36,7 +36,6 @@ const std::string kBin = MGTRAIN_BIN_DIR;
 const std::string kSource = MGTRAIN_SOURCE_DIR;
 const std::string kPython = "/usr/bin/python3";
 const std::string kCheckScript = kSource + "/tests/integration/export_check.py";
-
 
 CapturedRun run(const std::vector<std::string>& args, double timeout_s = 120) {
   CaptureOptions options;
@@ -90,7 +89,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   REQUIRE(data.size() >= 8);
   std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(data[static_cast<std::size_t>(i)]);  // little-endian
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | static_cast<unsigned char>(data[static_cast<std::size_t>(i)]);  // little-endian
   REQUIRE(8 + n <= data.size());
   const YAML::Node header = YAML::Load(data.substr(8, n));
   REQUIRE(header.IsMap());
@@ -106,7 +106,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
     SafetensorsFile::Tensor t;
     t.dtype = item.second["dtype"].as<std::string>();
     for (const auto& d : item.second["shape"]) t.shape.push_back(d.as<int64_t>());
-    const auto begin = item.second["data_offsets"][0].as<std::uint64_t>(), end = item.second["data_offsets"][1].as<std::uint64_t>();
+    const auto begin = item.second["data_offsets"][0].as<std::uint64_t>(),
+               end = item.second["data_offsets"][1].as<std::uint64_t>();
     REQUIRE(begin <= end);
     REQUIRE(end <= file.data_size);
     spans.emplace_back(begin, end);
@@ -126,7 +127,8 @@ std::unique_ptr<Model> model_from_checkpoint(const std::string& checkpoint, cons
   const CheckpointFile file = read_checkpoint_file(checkpoint);
   LoadOptions options;
   options.resolved = true;
-  const Config config = load_config_text(file.metadata().at("mgtrain.config"), "checkpoint", ConfigRequest{}, EnvMap{}, options).config;
+  const Config config =
+      load_config_text(file.metadata().at("mgtrain.config"), "checkpoint", ConfigRequest{}, EnvMap{}, options).config;
   auto model = build_model(config.model, input);
   at::NoGradGuard no_grad;
   NamedTensors all = model->named_parameters();
@@ -191,8 +193,10 @@ void check_safetensors_export(const std::string& checkpoint, const fs::path& dir
 }
 
 // The TorchScript export of `checkpoint`, loaded by Python: its forward on a fixed input against the C++ model's.
-void check_torchscript_export(const std::string& checkpoint, const fs::path& dir, const ModelInput& input, bool tokens) {
-  const std::string default_out = checkpoint.substr(0, checkpoint.size() - std::string(".safetensors").size()) + ".torchscript.pt";
+void check_torchscript_export(const std::string& checkpoint, const fs::path& dir, const ModelInput& input,
+                              bool tokens) {
+  const std::string default_out =
+      checkpoint.substr(0, checkpoint.size() - std::string(".safetensors").size()) + ".torchscript.pt";
   const CapturedRun exported = run_mgtrain({"export", checkpoint, "--format", "torchscript"});
   INFO(exported.out << exported.err);
   REQUIRE(exported.exit_code == 0);
@@ -204,8 +208,9 @@ void check_torchscript_export(const std::string& checkpoint, const fs::path& dir
   std::vector<int64_t> shape{3};
   shape.insert(shape.end(), input.sample_shape.begin(), input.sample_shape.end());
   auto generator = at::detail::createCPUGenerator(7);
-  const at::Tensor x = tokens ? at::randint(0, input.num_classes, shape, generator, at::TensorOptions().dtype(at::kLong))
-                              : at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor x = tokens
+                           ? at::randint(0, input.num_classes, shape, generator, at::TensorOptions().dtype(at::kLong))
+                           : at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
   at::Tensor y;
   {
     at::NoGradGuard no_grad;
@@ -254,8 +259,8 @@ int exit_code_of(const std::vector<std::string>& args, std::string* err = nullpt
 TEST_CASE("export: mlp checkpoint as safetensors and TorchScript", "[export][python]") {
   const testing::TempDir temp_dir("mgtrain-export-test-mlp");
   const fs::path dir = temp_dir.path();
-  const std::string checkpoint =
-      train_checkpoint(dir, kSource + "/configs/bench/mlp-64.yaml", {"data.synthetic_samples=1024", "model.dropout=0.2"});
+  const std::string checkpoint = train_checkpoint(dir, kSource + "/configs/bench/mlp-64.yaml",
+                                                  {"data.synthetic_samples=1024", "model.dropout=0.2"});
   const ModelInput input{{1, 28, 28}, 10};
   check_safetensors_export(checkpoint, dir, input);
   check_torchscript_export(checkpoint, dir, input, false);
@@ -265,9 +270,10 @@ TEST_CASE("export: cnn checkpoint with BatchNorm and dropout on non-square image
   const testing::TempDir temp_dir("mgtrain-export-test-cnn");
   const fs::path dir = temp_dir.path();
   const std::string checkpoint =
-      train_checkpoint(dir, "", {"model.type=cnn", "model.channels=4,8", "model.batch_norm=true", "model.fc_sizes=16",
-                                 "model.dropout=0.1", "data.dataset=synthetic", "data.input_shape=2,12,8", "data.num_classes=5",
-                                 "data.synthetic_samples=512", "train.batch_size=16", "train.eval_at_epoch_end=false"});
+      train_checkpoint(dir, "",
+                       {"model.type=cnn", "model.channels=4,8", "model.batch_norm=true", "model.fc_sizes=16",
+                        "model.dropout=0.1", "data.dataset=synthetic", "data.input_shape=2,12,8", "data.num_classes=5",
+                        "data.synthetic_samples=512", "train.batch_size=16", "train.eval_at_epoch_end=false"});
   const ModelInput input{{2, 12, 8}, 5};
   check_safetensors_export(checkpoint, dir, input);
   // BatchNorm's running statistics were trained (not the initial 0 and 1), so eval mode really uses them.
@@ -283,9 +289,10 @@ TEST_CASE("export: cnn checkpoint with BatchNorm and dropout on non-square image
 TEST_CASE("export: resnet checkpoint as TorchScript", "[export][python]") {
   const testing::TempDir temp_dir("mgtrain-export-test-resnet");
   const fs::path dir = temp_dir.path();
-  const std::string checkpoint =
-      train_checkpoint(dir, "", {"model.type=resnet", "model.resnet_blocks=1", "data.dataset=synthetic", "data.input_shape=3,8,8",
-                                 "data.synthetic_samples=256", "train.batch_size=8", "train.eval_at_epoch_end=false"});
+  const std::string checkpoint = train_checkpoint(
+      dir, "",
+      {"model.type=resnet", "model.resnet_blocks=1", "data.dataset=synthetic", "data.input_shape=3,8,8",
+       "data.synthetic_samples=256", "train.batch_size=8", "train.eval_at_epoch_end=false"});
   const ModelInput input{{3, 8, 8}, 10};
   check_safetensors_export(checkpoint, dir, input);
   check_torchscript_export(checkpoint, dir, input, false);
@@ -302,9 +309,10 @@ TEST_CASE("export: gpt checkpoint as TorchScript", "[export][python]") {
   INFO(tokenized.out << tokenized.err);
   REQUIRE(tokenized.exit_code == 0);
   const std::string checkpoint = train_checkpoint(
-      dir, "", {"model.type=gpt", "model.layers=2", "model.heads=2", "model.d_model=16", "model.context_length=8", "model.dropout=0.1",
-                "data.dataset=tokens", "data.path=" + (dir / "tokens/train.bin").string(), "train.batch_size=8",
-                "train.eval_at_epoch_end=false"});
+      dir, "",
+      {"model.type=gpt", "model.layers=2", "model.heads=2", "model.d_model=16", "model.context_length=8",
+       "model.dropout=0.1", "data.dataset=tokens", "data.path=" + (dir / "tokens/train.bin").string(),
+       "train.batch_size=8", "train.eval_at_epoch_end=false"});
   const CheckpointFile stored = read_checkpoint_file(checkpoint);
   const int64_t vocab = stored.find("model/lm_head.weight")->shape[0];
   const ModelInput input{{8}, vocab};
@@ -336,9 +344,10 @@ TEST_CASE("export: a user's torchscript model gets the trained weights", "[expor
   const CapturedRun scripted = run({kPython, script.string(), module_path});
   INFO(scripted.out << scripted.err);
   REQUIRE(scripted.exit_code == 0);
-  const std::string checkpoint =
-      train_checkpoint(dir, "", {"model.type=torchscript", "model.path=" + module_path, "data.dataset=synthetic", "data.input_shape=1,8,8",
-                                 "data.synthetic_samples=256", "train.batch_size=8", "train.eval_at_epoch_end=false"});
+  const std::string checkpoint = train_checkpoint(
+      dir, "",
+      {"model.type=torchscript", "model.path=" + module_path, "data.dataset=synthetic", "data.input_shape=1,8,8",
+       "data.synthetic_samples=256", "train.batch_size=8", "train.eval_at_epoch_end=false"});
   const ModelInput input{{1, 8, 8}, 10};
   check_safetensors_export(checkpoint, dir, input);
   check_torchscript_export(checkpoint, dir, input, false);
@@ -351,7 +360,8 @@ TEST_CASE("export: bad inputs exit 2 with clear messages", "[export]") {
   const float weights[6] = {1, 2, 3, 4, 5, 6};
   const std::string checkpoint = (dir / "checkpoint-step000000007.safetensors").string();
   write_checkpoint_file(checkpoint, {{"mgtrain.step", "7"}, {"mgtrain.model", "test"}},
-                        {{"model/1.weight", "F32", {2, 3}, weights, sizeof weights}, {"optim/1.weight/momentum_buffer", "F32", {2, 3}, weights, sizeof weights}});
+                        {{"model/1.weight", "F32", {2, 3}, weights, sizeof weights},
+                         {"optim/1.weight/momentum_buffer", "F32", {2, 3}, weights, sizeof weights}});
   std::string err;
 
   // Missing file (both formats).
@@ -427,7 +437,8 @@ TEST_CASE("export: command-line parsing", "[export][cli]") {
   CHECK(request.format == "safetensors");
   CHECK(request.output.empty());
   CHECK(!request.force);
-  const auto full = std::get<ExportRequest>(parse_cli({"export", "c", "--format", "torchscript", "-o", "m.pt", "--force"}));
+  const auto full =
+      std::get<ExportRequest>(parse_cli({"export", "c", "--format", "torchscript", "-o", "m.pt", "--force"}));
   CHECK(full.format == "torchscript");
   CHECK(full.output == "m.pt");
   CHECK(full.force);

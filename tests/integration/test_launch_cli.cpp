@@ -9,23 +9,22 @@
 
 #include <fstream>
 
-#include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("mgtrain launch --nproc 2 -- COMMAND runs two prefixed workers", "[binary][launch]") {
   TempDir dir;
-  CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "e2e", "--", "sh", "-c", "echo \"hello from $RANK of $WORLD_SIZE\"; echo \"err $LOCAL_RANK\" >&2"});
+  CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "e2e", "--", "sh", "-c",
+                                         "echo \"hello from $RANK of $WORLD_SIZE\"; echo \"err $LOCAL_RANK\" >&2"});
   INFO(run.err);
   CHECK(run.exit_code == 0);
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] hello from 0 of 2\n") && Catch::Contains("[rank 1] hello from 1 of 2\n"));
+  CHECK_THAT(run.out,
+             Catch::Contains("[rank 0] hello from 0 of 2\n") && Catch::Contains("[rank 1] hello from 1 of 2\n"));
   CHECK_THAT(run.err, Catch::Contains("[rank 1] err 1\n"));
   CHECK(read_text(dir / "runs/e2e/attempt_0/rank_1/stdout.log") == "hello from 1 of 2\n");
   CHECK(file_exists(dir / "runs/e2e/config.yaml"));
@@ -81,8 +80,10 @@ TEST_CASE("a busy --master-port exits 2 before any worker starts", "[binary][lau
 TEST_CASE("torchrun's --role, --run-path and a literal -- among the script's arguments", "[binary][launch][torchrun]") {
   TempDir dir;
   // No .py suffix: --run-path still runs it under launch.python (here sh, so no Python is needed).
-  std::ofstream(dir / "script") << "echo \"$ROLE_NAME $*\" > \"" << dir / "seen" << "\"\n";
-  CapturedRun run = mgtrain_launch(dir, {"--role", "trainer", "--python", "sh", "--run-path", dir / "script", "a", "--", "b"});
+  std::ofstream(dir / "script") << "echo \"$ROLE_NAME $*\" > \"" << dir / "seen"
+                                << "\"\n";
+  CapturedRun run =
+      mgtrain_launch(dir, {"--role", "trainer", "--python", "sh", "--run-path", dir / "script", "a", "--", "b"});
   INFO(run.err);
   CHECK(run.exit_code == 0);
   CHECK(read_text(dir / "seen") == "trainer a -- b\n");
@@ -103,18 +104,23 @@ TEST_CASE("a bad PET_ variable exits 2 naming it, before any worker starts", "[b
   CHECK_FALSE(file_exists(dir / "started"));
 }
 
-TEST_CASE("two launchers configured only by PET_* variables form one world of 2", "[binary][launch][torchrun][multinode]") {
+TEST_CASE("two launchers configured only by PET_* variables form one world of 2",
+          "[binary][launch][torchrun][multinode]") {
   TempDir dir;
   int port = 0;
   close(listening_socket(port));  // a port that was free a moment ago
   const std::string program = "echo \"$RANK $WORLD_SIZE $GROUP_RANK\" > \"" + dir.path() + "/rank.$RANK\"";
   std::vector<ChildProcess> nodes;
   for (int rank = 0; rank < 2; ++rank) {
-    const std::vector<std::pair<std::string, std::string>> env = {
-        {"PET_NNODES", "2"}, {"PET_NODE_RANK", std::to_string(rank)}, {"PET_MASTER_ADDR", "127.0.0.1"},
-        {"PET_MASTER_PORT", std::to_string(port)}, {"PET_NPROC_PER_NODE", "1"}, {"PET_RDZV_ID", "pet-world"},
-        {"PET_LOG_DIR", dir / "runs"}};
-    nodes.push_back(start_process({kMgtrain, "launch", "--", "sh", "-c", program}, dir / ("node" + std::to_string(rank)), env));
+    const std::vector<std::pair<std::string, std::string>> env = {{"PET_NNODES", "2"},
+                                                                  {"PET_NODE_RANK", std::to_string(rank)},
+                                                                  {"PET_MASTER_ADDR", "127.0.0.1"},
+                                                                  {"PET_MASTER_PORT", std::to_string(port)},
+                                                                  {"PET_NPROC_PER_NODE", "1"},
+                                                                  {"PET_RDZV_ID", "pet-world"},
+                                                                  {"PET_LOG_DIR", dir / "runs"}};
+    nodes.push_back(
+        start_process({kMgtrain, "launch", "--", "sh", "-c", program}, dir / ("node" + std::to_string(rank)), env));
   }
   for (const ChildProcess& node : nodes) {
     std::optional<int> code = wait_for_exit(node.pid, std::chrono::seconds(60));
@@ -132,14 +138,18 @@ TEST_CASE("rdzv-endpoint localhost:0 with nnodes 1: two jobs run at once on one 
           "[binary][launch][torchrun]") {
   TempDir dir;
   // Each worker records its MASTER_PORT, then waits until all four workers of both jobs have (so the jobs overlap).
-  const std::string program = "echo $MASTER_PORT > \"" + dir.path() + "/port.$JOB.$RANK\"; i=0; "
-                              "while [ $(ls \"" + dir.path() + "\" | grep -c '^port\\.') -lt 4 ] && [ $i -lt 200 ]; do "
+  const std::string program = "echo $MASTER_PORT > \"" + dir.path() +
+                              "/port.$JOB.$RANK\"; i=0; "
+                              "while [ $(ls \"" +
+                              dir.path() +
+                              "\" | grep -c '^port\\.') -lt 4 ] && [ $i -lt 200 ]; do "
                               "sleep 0.05; i=$((i+1)); done; [ $i -lt 200 ]";
   std::vector<ChildProcess> jobs;
   for (const char* job : {"a", "b"}) {
-    jobs.push_back(start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                                  "localhost:0", "--nnodes", "1", "--nproc", "2", "--", "sh", "-c", program},
-                                 dir / (std::string("job_") + job), {{"JOB", job}}));
+    jobs.push_back(
+        start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                       "localhost:0", "--nnodes", "1", "--nproc", "2", "--", "sh", "-c", program},
+                      dir / (std::string("job_") + job), {{"JOB", job}}));
   }
   for (const ChildProcess& job : jobs) {
     std::optional<int> code = wait_for_exit(job.pid, std::chrono::seconds(60));
@@ -160,7 +170,8 @@ TEST_CASE("launch.gpu_ids takes GPU UUIDs from a config exactly as from --gpu-id
   const std::string uuid = "GPU-5a3c8e2f-1b2c-4d5e-8f90-123456789abc";  // used as it is: no GPU needed here
   std::ofstream(dir / "gpus.yaml") << "launch:\n  nproc: gpu\n  gpu_ids: " << uuid << ",MIG-bb\n  run_id: from-yaml\n";
   const std::vector<std::string> program = {"--", "sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""};
-  std::vector<std::string> yaml_args = {dir / "gpus.yaml"}, flag_args = {"--nproc", "gpu", "--gpu-ids", uuid + ",MIG-bb", "--run-id", "from-flag"};
+  std::vector<std::string> yaml_args = {dir / "gpus.yaml"},
+                           flag_args = {"--nproc", "gpu", "--gpu-ids", uuid + ",MIG-bb", "--run-id", "from-flag"};
   yaml_args.insert(yaml_args.end(), program.begin(), program.end());
   flag_args.insert(flag_args.end(), program.begin(), program.end());
   for (const auto& args : {yaml_args, flag_args}) {

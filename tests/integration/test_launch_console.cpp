@@ -20,7 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
 // A launcher whose stdout is a pipe this test reads while it runs (stderr goes to a file).
 struct PipedLauncher {
   pid_t pid = -1;
@@ -73,14 +72,15 @@ print("\x1b[1mdone\x1b[0m")
 
 }  // namespace
 
-TEST_CASE("a partial line reaches the console before its newline, the log file gets the final state", "[binary][console]") {
+TEST_CASE("a partial line reaches the console before its newline, the log file gets the final state",
+          "[binary][console]") {
   TempDir dir;
   // The worker writes "a\r", then waits until the test has seen it on the console before it ends the line.
   const std::string go = dir / "go";
-  const std::string worker = write_script(
-      dir / "worker.sh", "printf 'a\\r'; while [ ! -e '" + go + "' ]; do sleep 0.02; done; printf 'b\\n'");
-  PipedLauncher launcher = start_piped({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "live", "--", worker},
-                                       dir / "err.txt");
+  const std::string worker =
+      write_script(dir / "worker.sh", "printf 'a\\r'; while [ ! -e '" + go + "' ]; do sleep 0.02; done; printf 'b\\n'");
+  PipedLauncher launcher =
+      start_piped({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "live", "--", worker}, dir / "err.txt");
   std::string console;
   const bool partial_seen = read_until(launcher.out.get(), console, "[rank 0] a", 20s);
   std::ofstream(go).put('x');  // only now may the worker go on: a held partial line could not have been seen
@@ -97,15 +97,16 @@ TEST_CASE("launch --hosts shows an agent's partial line before its newline", "[b
   TempDir dir;
   // Two agents on this host (the remote shell is plain `sh -c`); rank 0 writes "a\r" and waits for the test.
   const std::string go = dir / "go";
-  const std::string worker = write_script(
-      dir / "worker.sh", "[ \"$RANK\" = 0 ] || exit 0; printf 'a\\r'; while [ ! -e '" + go + "' ]; do sleep 0.02; done; printf 'b\\n'");
+  const std::string worker =
+      write_script(dir / "worker.sh", "[ \"$RANK\" = 0 ] || exit 0; printf 'a\\r'; while [ ! -e '" + go +
+                                          "' ]; do sleep 0.02; done; printf 'b\\n'");
   int port = 0;
   close(listening_socket(port));  // a free port for node 0's rendezvous
-  PipedLauncher launcher = start_piped({kMgtrain, "launch", "--hosts", "localhost:1,localhost:1", "--remote-shell",
-                                        "env MGTRAIN_TEST_HOST={host} sh -c", "--master-addr", "127.0.0.1", "--master-port",
-                                        std::to_string(port), "--log-dir", dir / "runs", "--run-id",
-                                        "hosts-live", "--", worker},
-                                       dir / "err.txt");
+  PipedLauncher launcher =
+      start_piped({kMgtrain, "launch", "--hosts", "localhost:1,localhost:1", "--remote-shell",
+                   "env MGTRAIN_TEST_HOST={host} sh -c", "--master-addr", "127.0.0.1", "--master-port",
+                   std::to_string(port), "--log-dir", dir / "runs", "--run-id", "hosts-live", "--", worker},
+                  dir / "err.txt");
   std::string console;
   const bool partial_seen = read_until(launcher.out.get(), console, "[localhost] [rank 0] a", 30s);
   std::ofstream(go).put('x');
@@ -116,15 +117,17 @@ TEST_CASE("launch --hosts shows an agent's partial line before its newline", "[b
   CHECK(exit_code == 0);
 }
 
-TEST_CASE("launch --tty on: rank 0 sees terminals, rank 1 pipes, the log file has no control bytes", "[binary][console][tty]") {
+TEST_CASE("launch --tty on: rank 0 sees terminals, rank 1 pipes, the log file has no control bytes",
+          "[binary][console][tty]") {
   TempDir dir;
   write_script(dir / "probe.py", kTtyProbe);
-  CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "tty", "--tty", "on", "--", "python3", dir / "probe.py"});
+  CapturedRun run =
+      mgtrain_launch(dir, {"--nproc", "2", "--run-id", "tty", "--tty", "on", "--", "python3", dir / "probe.py"});
   INFO(run.out + run.err);
   REQUIRE(run.exit_code == 0);
   CHECK_THAT(run.out, Catch::Contains("[rank 0] rank 0 stdout True stderr True\n") &&
                           Catch::Contains("[rank 1] rank 1 stdout False stderr False\n"));
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] size 80\n"));  // no terminal behind the launcher: 80 columns
+  CHECK_THAT(run.out, Catch::Contains("[rank 0] size 80\n"));     // no terminal behind the launcher: 80 columns
   CHECK_THAT(run.err, Catch::Contains("[rank 0] \x1b[32m 50%"));  // the console gets the bytes as written
   const std::string out_log = read_text(dir / "runs/tty/attempt_0/rank_0/stdout.log");
   const std::string err_log = read_text(dir / "runs/tty/attempt_0/rank_0/stderr.log");
@@ -135,8 +138,8 @@ TEST_CASE("launch --tty on: rank 0 sees terminals, rank 1 pipes, the log file ha
 TEST_CASE("launch --tty auto gives local rank 0 a terminal when the launcher runs on one", "[binary][console][tty]") {
   TempDir dir;
   write_script(dir / "probe.py", kTtyProbe);
-  const std::string command = kMgtrain + " launch --log-dir " + dir / "runs" + " --run-id auto --nproc 2 -- python3 " +
-                              dir / "probe.py";
+  const std::string command =
+      kMgtrain + " launch --log-dir " + dir / "runs" + " --run-id auto --nproc 2 -- python3 " + dir / "probe.py";
   SECTION("on a terminal (script -q)") {
     CapturedRun run = run_and_capture({"script", "-q", "-e", "-c", command, "/dev/null"}, CaptureOptions{});
     INFO(run.out + run.err);
@@ -159,7 +162,8 @@ TEST_CASE("launch --tty names a local rank, a wrong value is a usage error", "[b
   CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--tty", "1", "--", "python3", dir / "probe.py"});
   INFO(run.out + run.err);
   CHECK(run.exit_code == 0);
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] rank 0 stdout False") && Catch::Contains("[rank 1] rank 1 stdout True"));
+  CHECK_THAT(run.out,
+             Catch::Contains("[rank 0] rank 0 stdout False") && Catch::Contains("[rank 1] rank 1 stdout True"));
   CapturedRun wrong = mgtrain_launch(dir, {"--nproc", "2", "--tty", "2", "--", "true"});
   CHECK(wrong.exit_code == 2);
   CHECK_THAT(wrong.err, Catch::Contains("launch.tty: local rank 2 does not exist"));
@@ -168,25 +172,29 @@ TEST_CASE("launch --tty names a local rank, a wrong value is a usage error", "[b
   CHECK_THAT(word.err, Catch::Contains("maybe"));
 }
 
-TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the console prefix, a typo in it is refused", "[binary][console][prefix]") {
+TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the console prefix, a typo in it is refused",
+          "[binary][console][prefix]") {
   TempDir dir;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   CaptureOptions options;
   options.set_env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "${hostname}|[${role_name}${local_rank}/$rank]:";
-  CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "prefix", "--", "sh", "-c", "echo out; echo err >&2"}, options);
+  CapturedRun run =
+      mgtrain_launch(dir, {"--nproc", "2", "--run-id", "prefix", "--", "sh", "-c", "echo out; echo err >&2"}, options);
   INFO(run.out + run.err);
   CHECK(run.exit_code == 0);
   CHECK_THAT(run.out, Catch::Contains(std::string(host) + "|[default1/1]:out\n"));
   CHECK_THAT(run.err, Catch::Contains(std::string(host) + "|[default0/0]:err\n"));
   CHECK(read_text(dir / "runs/prefix/attempt_0/rank_1/stdout.log") == "out\n");  // files are never prefixed
   // ${role_name} is the workers' ROLE_NAME, launch.role (torch's tail_log uses the worker spec's role).
-  CapturedRun role = mgtrain_launch(dir, {"--role", "trainer", "--run-id", "role", "--", "sh", "-c", "echo out"}, options);
+  CapturedRun role =
+      mgtrain_launch(dir, {"--role", "trainer", "--run-id", "role", "--", "sh", "-c", "echo out"}, options);
   CHECK(role.exit_code == 0);
   CHECK_THAT(role.out, Catch::Contains(std::string(host) + "|[trainer0/0]:out\n"));
 
   options.set_env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "[${local_rnak}]";
   CapturedRun typo = mgtrain_launch(dir, {"--", "true"}, options);
   CHECK(typo.exit_code == 2);
-  CHECK_THAT(typo.err, Catch::Contains("unknown placeholder ${local_rnak}") && Catch::Contains("did you mean local_rank"));
+  CHECK_THAT(typo.err,
+             Catch::Contains("unknown placeholder ${local_rnak}") && Catch::Contains("did you mean local_rank"));
 }

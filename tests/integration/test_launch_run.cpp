@@ -7,13 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <yaml-cpp/yaml.h>
 #include <chrono>
 #include <map>
 #include <set>
-#include <yaml-cpp/yaml.h>
 
-#include "util/error.hpp"
 #include "launch_fixture.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
@@ -43,10 +43,12 @@ std::set<pid_t> recorded_groups(const std::string& run_dir, int nproc) {
 
 TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "[launch][env]") {
   TempDir dir;
-  std::string worker = write_script(dir / "worker.sh", "env > \"$MGTRAIN_RUN_DIR/env_$RANK\"; echo \"$1\" > \"$MGTRAIN_RUN_DIR/arg_$RANK\"");
+  std::string worker = write_script(
+      dir / "worker.sh", "env > \"$MGTRAIN_RUN_DIR/env_$RANK\"; echo \"$1\" > \"$MGTRAIN_RUN_DIR/arg_$RANK\"");
   LaunchConfig launch = test_launch_config(dir, 3);
   launch.max_restarts = 2;
-  LaunchOutcome outcome = launch_in_process(launch, {worker, "arg-${local_rank}"}, {{"MGTRAIN_TEST_SENTINEL", "s3nt!nel value"}});
+  LaunchOutcome outcome =
+      launch_in_process(launch, {worker, "arg-${local_rank}"}, {{"MGTRAIN_TEST_SENTINEL", "s3nt!nel value"}});
   REQUIRE(outcome.exit_code == 0);
   CHECK_THAT(outcome.err, Catch::Contains("OMP_NUM_THREADS=1"));
   std::set<std::string> ports;
@@ -54,7 +56,8 @@ TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "
     auto env = parse_env_dump(read_text(outcome.run_dir + "/env_" + std::to_string(rank)));
     INFO("rank " << rank);
     CHECK(env["RANK"] == std::to_string(rank));
-    CHECK(std::stoi(env["RANK"]) == std::stoi(env["GROUP_RANK"]) * std::stoi(env["LOCAL_WORLD_SIZE"]) + std::stoi(env["LOCAL_RANK"]));
+    CHECK(std::stoi(env["RANK"]) ==
+          std::stoi(env["GROUP_RANK"]) * std::stoi(env["LOCAL_WORLD_SIZE"]) + std::stoi(env["LOCAL_RANK"]));
     CHECK(env["LOCAL_RANK"] == std::to_string(rank));
     CHECK(env["ROLE_RANK"] == env["RANK"]);
     CHECK(env["ROLE_NAME"] == "default");
@@ -70,7 +73,8 @@ TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "
     CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
     CHECK(env["TORCHELASTIC_RUN_ID"] == "test-run");
-    CHECK(env["TORCHELASTIC_ERROR_FILE"] == outcome.run_dir + "/attempt_0/rank_" + std::to_string(rank) + "/error.json");
+    CHECK(env["TORCHELASTIC_ERROR_FILE"] ==
+          outcome.run_dir + "/attempt_0/rank_" + std::to_string(rank) + "/error.json");
     CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");  // rank 0 hosts the TCPStore, not the launcher
     CHECK(env["OMP_NUM_THREADS"] == "1");
     CHECK(env["MGTRAIN_TEST_SENTINEL"] == "s3nt!nel value");
@@ -85,10 +89,12 @@ TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "
 
 TEST_CASE("a worker exiting 3 fails the job with 3 and a report naming it", "[launch][failure]") {
   TempDir dir;
-  std::string worker = write_script(dir / "worker.sh",
-                                    "echo $$ > \"$MGTRAIN_RUN_DIR/pgid_$RANK\"\n"
-                                    "if [ \"$RANK\" = 1 ]; then while [ ! -s \"$MGTRAIN_RUN_DIR/pgid_0\" ]; do sleep 0.01; done; i=1; while [ $i -le 30 ]; do echo \"err line $i\" >&2; i=$((i+1)); done; exit 3; fi\n"
-                                    "sleep 30 &\nwait");
+  std::string worker =
+      write_script(dir / "worker.sh",
+                   "echo $$ > \"$MGTRAIN_RUN_DIR/pgid_$RANK\"\n"
+                   "if [ \"$RANK\" = 1 ]; then while [ ! -s \"$MGTRAIN_RUN_DIR/pgid_0\" ]; do sleep 0.01; done; i=1; "
+                   "while [ $i -le 30 ]; do echo \"err line $i\" >&2; i=$((i+1)); done; exit 3; fi\n"
+                   "sleep 30 &\nwait");
   auto started = std::chrono::steady_clock::now();
   LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {worker});
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));  // rank 0 was stopped, not waited for
@@ -143,13 +149,17 @@ TEST_CASE("restarts: failing only on attempt 0 succeeds with max_restarts 1 and 
   TempDir dir;
   // Rank 1 fails on attempt 0 only after rank 0 has printed its line (else the group stop may come first).
   const std::string ready = dir / "rank0-printed";
-  std::string worker = write_script(dir / "worker.sh",
-                                    "echo \"attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT\"\n"
-                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$LOCAL_RANK\" = 0 ]; then touch '" + ready +
-                                        "'; exec sleep 30; fi\n"
-                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then\n"
-                                    "  while [ ! -e '" + ready + "' ]; do sleep 0.01; done; exit 3\n"
-                                    "fi");
+  std::string worker =
+      write_script(dir / "worker.sh",
+                   "echo \"attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT\"\n"
+                   "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$LOCAL_RANK\" = 0 ]; then touch '" +
+                       ready +
+                       "'; exec sleep 30; fi\n"
+                       "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then\n"
+                       "  while [ ! -e '" +
+                       ready +
+                       "' ]; do sleep 0.01; done; exit 3\n"
+                       "fi");
   LaunchConfig launch = test_launch_config(dir, 2);
   SECTION("max_restarts 1") {
     launch.max_restarts = 1;
@@ -161,8 +171,10 @@ TEST_CASE("restarts: failing only on attempt 0 succeeds with max_restarts 1 and 
     CHECK_THAT(second, Catch::StartsWith("attempt 1 port "));
     CHECK(first.substr(15) != second.substr(15));  // an auto-picked port is picked again
     CHECK_FALSE(file_exists(outcome.run_dir + "/failure.json"));
-    CHECK_THAT(outcome.err, Catch::Contains("mgtrain: restarting all workers (attempt 2 of 2) after local rank 1 exit code 3; "
-                                            "the failed attempt's logs are in " + outcome.run_dir + "/attempt_0"));
+    CHECK_THAT(outcome.err,
+               Catch::Contains("mgtrain: restarting all workers (attempt 2 of 2) after local rank 1 exit code 3; "
+                               "the failed attempt's logs are in " +
+                               outcome.run_dir + "/attempt_0"));
   }
   SECTION("max_restarts 0") {
     launch.max_restarts = 0;
@@ -175,7 +187,8 @@ TEST_CASE("restarts: failing only on attempt 0 succeeds with max_restarts 1 and 
 
 TEST_CASE("log files per attempt and rank, console lines prefixed by rank", "[launch][output]") {
   TempDir dir;
-  std::string worker = write_script(dir / "worker.sh", "echo \"out of $RANK\"; echo \"err of $RANK\" >&2; printf 'no newline %s' \"$RANK\"");
+  std::string worker = write_script(
+      dir / "worker.sh", "echo \"out of $RANK\"; echo \"err of $RANK\" >&2; printf 'no newline %s' \"$RANK\"");
   LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {worker});
   REQUIRE(outcome.exit_code == 0);
   for (int rank = 0; rank < 2; ++rank) {
@@ -215,7 +228,8 @@ TEST_CASE("two ranks printing long lines fast never tear a line", "[launch][outp
   TempDir dir;
   // Each rank prints 400 lines of 5000 copies of its own digit, in large unaligned writes.
   std::string worker = write_script(
-      dir / "worker.sh", "awk -v r=\"$RANK\" 'BEGIN { s = \"\"; for (i = 0; i < 5000; i++) s = s r; for (j = 0; j < 400; j++) print s }'");
+      dir / "worker.sh",
+      "awk -v r=\"$RANK\" 'BEGIN { s = \"\"; for (i = 0; i < 5000; i++) s = s r; for (j = 0; j < 400; j++) print s }'");
   LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {worker});
   REQUIRE(outcome.exit_code == 0);
   std::vector<std::string> lines = split_lines(outcome.out);
@@ -232,7 +246,8 @@ TEST_CASE("two ranks printing long lines fast never tear a line", "[launch][outp
   CHECK(per_rank['1'] == 400);
 }
 
-TEST_CASE("master port: 0 picks a free one, a busy explicit one is refused before any worker starts", "[launch][port]") {
+TEST_CASE("master port: 0 picks a free one, a busy explicit one is refused before any worker starts",
+          "[launch][port]") {
   TempDir dir;
   std::string marker = dir / "started";
   std::string worker = write_script(dir / "worker.sh", "touch \"" + marker + "\"; echo \"$MASTER_PORT\"");
@@ -255,7 +270,8 @@ TEST_CASE("master port: 0 picks a free one, a busy explicit one is refused befor
   CHECK_THROWS_AS(launch_in_process(launch, {worker}), UsageError);
   CHECK_FALSE(file_exists(marker));
 
-  launch.nnodes = NodeRange::exactly(2);  // node 0 of several hosts the node agents' rendezvous on that port: refused too
+  launch.nnodes =
+      NodeRange::exactly(2);  // node 0 of several hosts the node agents' rendezvous on that port: refused too
   CHECK_THROWS_WITH(launch_in_process(launch, {worker}),
                     Catch::Contains("master_port " + std::to_string(busy_port) + " is already in use") &&
                         Catch::Contains("node 0 hosts mgtrain's rendezvous there"));
@@ -267,7 +283,8 @@ TEST_CASE("hang watchdog: a worker that opted in and went silent is stopped and 
   TempDir dir;
   std::string worker = write_script(dir / "worker.sh",
                                     "echo $$ > \"$MGTRAIN_RUN_DIR/pgid_$RANK\"\n"
-                                    "if [ \"$RANK\" = 1 ]; then while [ ! -s \"$MGTRAIN_RUN_DIR/pgid_0\" ]; do sleep 0.01; done; touch \"$MGTRAIN_HEARTBEAT_FILE\"; fi\n"
+                                    "if [ \"$RANK\" = 1 ]; then while [ ! -s \"$MGTRAIN_RUN_DIR/pgid_0\" ]; do sleep "
+                                    "0.01; done; touch \"$MGTRAIN_HEARTBEAT_FILE\"; fi\n"
                                     "sleep 30 &\nwait");
   LaunchConfig launch = test_launch_config(dir, 2);
   launch.heartbeat_timeout = 0.4;
@@ -288,7 +305,8 @@ TEST_CASE("hang watchdog: a worker that opted in and went silent is stopped and 
 TEST_CASE("hang watchdog: workers that beat, or never opted in, are left alone", "[launch][heartbeat]") {
   TempDir dir;
   std::string worker = write_script(dir / "worker.sh",
-                                    "if [ \"$RANK\" = 0 ]; then i=0; while [ $i -lt 20 ]; do echo $i > \"$MGTRAIN_HEARTBEAT_FILE\"; sleep 0.1; i=$((i+1)); done; exit 0; fi\n"
+                                    "if [ \"$RANK\" = 0 ]; then i=0; while [ $i -lt 20 ]; do echo $i > "
+                                    "\"$MGTRAIN_HEARTBEAT_FILE\"; sleep 0.1; i=$((i+1)); done; exit 0; fi\n"
                                     "sleep 2.2  # never opted in: silence is fine");
   LaunchConfig launch = test_launch_config(dir, 2);
   launch.heartbeat_timeout = 1.0;  // rank 0 beats for twice as long, every 0.1 s
@@ -299,26 +317,32 @@ TEST_CASE("hang watchdog: workers that beat, or never opted in, are left alone",
 TEST_CASE("a command that cannot run and a missing trainer binary give clear usage errors", "[launch][usage]") {
   TempDir dir;
   LaunchConfig launch = test_launch_config(dir, 2);
-  CHECK_THROWS_WITH(launch_in_process(launch, {"/nonexistent/program-xyz"}),
-                    Catch::Contains("cannot run worker command '/nonexistent/program-xyz'") && Catch::Contains("No such file"));
+  CHECK_THROWS_WITH(
+      launch_in_process(launch, {"/nonexistent/program-xyz"}),
+      Catch::Contains("cannot run worker command '/nonexistent/program-xyz'") && Catch::Contains("No such file"));
   CHECK_THROWS_AS(launch_in_process(launch, {"no-such-program-on-path-xyz"}), UsageError);
   launch.worker = dir / "missing-worker";
-  CHECK_THROWS_WITH(launch_in_process(launch, {}), Catch::Contains(dir / "missing-worker") && Catch::Contains("launch.worker"));
+  CHECK_THROWS_WITH(launch_in_process(launch, {}),
+                    Catch::Contains(dir / "missing-worker") && Catch::Contains("launch.worker"));
 }
 
 TEST_CASE("the built-in trainer mode runs the worker binary with the resolved config", "[launch][trainer]") {
   TempDir dir;
   LaunchConfig launch = test_launch_config(dir, 1);
-  launch.worker = write_script(dir / "fake-worker", "echo \"config $1\"; test \"$1\" = \"$MGTRAIN_CONFIG_FILE\" && test -s \"$1\"");
+  launch.worker =
+      write_script(dir / "fake-worker", "echo \"config $1\"; test \"$1\" = \"$MGTRAIN_CONFIG_FILE\" && test -s \"$1\"");
   LaunchOutcome outcome = launch_in_process(launch, {});
   CHECK(outcome.exit_code == 0);
   CHECK(outcome.out == "[rank 0] config " + outcome.run_dir + "/config.yaml\n");
 }
 
-TEST_CASE("launching again with the same run id does not inherit the old error or heartbeat files", "[launch][failure]") {
+TEST_CASE("launching again with the same run id does not inherit the old error or heartbeat files",
+          "[launch][failure]") {
   TempDir dir;
   LaunchConfig launch = test_launch_config(dir, 1);
-  std::string first = write_script(dir / "first.sh", "echo '{\"message\": \"old failure\"}' > \"$TORCHELASTIC_ERROR_FILE\"; touch \"$MGTRAIN_RUN_DIR/attempt_0/rank_0/heartbeat\"; exit 1");
+  std::string first = write_script(dir / "first.sh",
+                                   "echo '{\"message\": \"old failure\"}' > \"$TORCHELASTIC_ERROR_FILE\"; touch "
+                                   "\"$MGTRAIN_RUN_DIR/attempt_0/rank_0/heartbeat\"; exit 1");
   CHECK(launch_in_process(launch, {first}).exit_code == 1);
   std::string second = write_script(dir / "second.sh", "sleep 0.5; exit 2");
   launch.heartbeat_timeout = 0.2;  // a stale heartbeat file would count as an opt-in and a hang

@@ -7,8 +7,8 @@
 #include <set>
 #include <thread>
 
-#include "util/exit_status.hpp"
 #include "launch_fixture.hpp"
+#include "util/exit_status.hpp"
 
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;
@@ -17,8 +17,10 @@ namespace {
 
 // Each worker records its process group, starts a grandchild and waits; `traps` runs first.
 std::string worker_script(const TempDir& dir, const std::string& traps = "") {
-  return write_script(dir / "worker.sh", traps + "\necho $$ > \"$1/pgid_$RANK.tmp\" && mv \"$1/pgid_$RANK.tmp\" \"$1/pgid_$RANK\"\n"
-                                                 "sleep 30 &\nwait\nwait");
+  return write_script(dir / "worker.sh",
+                      traps +
+                          "\necho $$ > \"$1/pgid_$RANK.tmp\" && mv \"$1/pgid_$RANK.tmp\" \"$1/pgid_$RANK\"\n"
+                          "sleep 30 &\nwait\nwait");
 }
 
 std::set<pid_t> recorded_groups(const TempDir& dir, int nproc) {
@@ -31,8 +33,14 @@ std::set<pid_t> recorded_groups(const TempDir& dir, int nproc) {
 }
 
 ChildProcess start_launcher(const TempDir& dir, const std::string& worker, double grace = 2.0) {
-  std::vector<std::string> argv = {harness_path(), "nproc=2", "grace_period=" + std::to_string(grace),
-                                   "log_dir=" + (dir / "runs"), "run_id=sig", "--", worker, dir.path()};
+  std::vector<std::string> argv = {harness_path(),
+                                   "nproc=2",
+                                   "grace_period=" + std::to_string(grace),
+                                   "log_dir=" + (dir / "runs"),
+                                   "run_id=sig",
+                                   "--",
+                                   worker,
+                                   dir.path()};
   ChildProcess launcher = start_process(argv, dir / "launcher");
   bool ready = wait_until([&] { return file_exists(dir / "pgid_0") && file_exists(dir / "pgid_1"); }, 10s);
   if (!ready) {
@@ -111,15 +119,17 @@ TEST_CASE("SIGUSR1 is forwarded to the workers, which decide what to do", "[sign
   std::optional<int> code = wait_for_exit(launcher.pid, 10s);
   REQUIRE(code);
   CHECK(*code == 0);
-  CHECK_THAT(read_text(launcher.out_path), Catch::Contains("[rank 0] got usr1") && Catch::Contains("[rank 1] got usr1"));
+  CHECK_THAT(read_text(launcher.out_path),
+             Catch::Contains("[rank 0] got usr1") && Catch::Contains("[rank 1] got usr1"));
   require_no_job_process_left(dir, groups);
 }
 
 TEST_CASE("a worker ignoring SIGTERM is killed after the grace period", "[signals]") {
   TempDir dir;
-  std::string worker = write_script(dir / "stubborn.sh",
-                                    "if [ \"$RANK\" = 0 ]; then trap '' TERM; touch \"$1/ready\"; while :; do sleep 0.05; done; fi\n"
-                                    "while [ ! -e \"$1/ready\" ]; do sleep 0.01; done; exit 5");
+  std::string worker =
+      write_script(dir / "stubborn.sh",
+                   "if [ \"$RANK\" = 0 ]; then trap '' TERM; touch \"$1/ready\"; while :; do sleep 0.05; done; fi\n"
+                   "while [ ! -e \"$1/ready\" ]; do sleep 0.01; done; exit 5");
   ChildProcess launcher = start_process({harness_path(), "nproc=2", "grace_period=0.3", "log_dir=" + (dir / "runs"),
                                          "run_id=grace", "--", worker, dir.path()},
                                         dir / "launcher");
@@ -135,9 +145,10 @@ TEST_CASE("a worker ignoring SIGTERM is killed after the grace period", "[signal
 TEST_CASE("a launcher started with SIGCHLD ignored still sees its workers exit", "[signals]") {
   TempDir dir;
   // An ignored signal stays ignored across exec; some parents leave SIGCHLD so (perl-base is in every Debian).
-  ChildProcess launcher = start_process({"/usr/bin/perl", "-e", "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die", harness_path(), "nproc=2",
-                                         "log_dir=" + (dir / "runs"), "run_id=chld", "--", "sh", "-c", "exit $LOCAL_RANK"},
-                                        dir / "launcher");
+  ChildProcess launcher =
+      start_process({"/usr/bin/perl", "-e", "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die", harness_path(), "nproc=2",
+                     "log_dir=" + (dir / "runs"), "run_id=chld", "--", "sh", "-c", "exit $LOCAL_RANK"},
+                    dir / "launcher");
   std::optional<int> code = wait_for_exit(launcher.pid, 10s);
   REQUIRE(code);
   CHECK(*code == 1);

@@ -18,16 +18,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch_fixture.hpp"
 #include "supervise/port_probe.hpp"
 #include "util/run_capture.hpp"
-#include "launch_fixture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
 
 // A fake scontrol: appends its arguments to calls.txt; `show job` prints JobState=$FAKE_JOB_STATE and
 // RunTime=$FAKE_RUN_TIME of a 10-minute TimeLimit;
@@ -71,11 +70,13 @@ TEST_CASE("in a job shell: the run id is the job's, and exit 75 requeues the job
   CapturedRun run = launch(dir, {"--", "sh", "-c", "echo \"$TORCHELASTIC_RUN_ID\"; exit 75"}, job_shell_env(dir));
   INFO(run.err);
   CHECK(run.exit_code == 75);
-  CHECK_THAT(run.err, Catch::Contains("mgtrain: SLURM job 55: one node, 1 worker (default), run id slurm-55 (SLURM_JOB_ID)\n"));
+  CHECK_THAT(run.err,
+             Catch::Contains("mgtrain: SLURM job 55: one node, 1 worker (default), run id slurm-55 (SLURM_JOB_ID)\n"));
   CHECK_THAT(run.out, Catch::Contains("[rank 0] slurm-55\n"));
   CHECK(file_exists(dir / "runs/slurm-55/config.yaml"));
-  CHECK_THAT(run.err, Catch::Contains("mgtrain: requeueing SLURM job 55 (scontrol requeue 55): it will run again and resume "
-                                      "from run slurm-55\n"));
+  CHECK_THAT(run.err,
+             Catch::Contains("mgtrain: requeueing SLURM job 55 (scontrol requeue 55): it will run again and resume "
+                             "from run slurm-55\n"));
   CHECK(calls(dir) == "-o show job 55\nrequeue 55\n");
 }
 
@@ -96,7 +97,8 @@ TEST_CASE("requeue off by flag or key, and SLURM ignored with slurm: off", "[bin
   auto env = job_shell_env(dir);
   env["MGTRAIN_LAUNCH_SLURM_REQUEUE"] = "false";
   CHECK(launch(dir, {"--", "sh", "-c", "exit 75"}, env).exit_code == 75);
-  CapturedRun ignored = launch(dir, {"--slurm", "off", "--", "sh", "-c", "echo \"$TORCHELASTIC_RUN_ID\"; exit 75"}, job_shell_env(dir));
+  CapturedRun ignored =
+      launch(dir, {"--slurm", "off", "--", "sh", "-c", "echo \"$TORCHELASTIC_RUN_ID\"; exit 75"}, job_shell_env(dir));
   CHECK(ignored.exit_code == 75);
   CHECK_THAT(ignored.err, !Catch::Contains("SLURM"));
   CHECK_THAT(ignored.out, !Catch::Contains("slurm-55"));
@@ -110,41 +112,53 @@ TEST_CASE("a failing scontrol requeue is a warning with its message", "[binary][
   env["FAKE_REQUEUE_EXIT"] = "1";
   CapturedRun run = launch(dir, {"--", "sh", "-c", "exit 75"}, env);
   CHECK(run.exit_code == 75);
-  CHECK_THAT(run.err, Catch::Contains("mgtrain: warning: scontrol requeue 55 failed (exit code 1): scontrol: error: Requested "
-                                      "operation is presently disabled for job 55; submit the job again to resume\n"));
+  CHECK_THAT(run.err,
+             Catch::Contains("mgtrain: warning: scontrol requeue 55 failed (exit code 1): scontrol: error: Requested "
+                             "operation is presently disabled for job 55; submit the job again to resume\n"));
 }
 
 TEST_CASE("one launcher per node: settings from the step, explicit flags win", "[binary][slurm]") {
   TempDir dir;
   write_fake_scontrol(dir);
   auto env = job_shell_env(dir);
-  env.insert({{"SLURM_STEP_ID", "0"},         {"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_STEP_NUM_TASKS", "1"},
-              {"SLURM_STEP_NODELIST", "localhost"}, {"SLURM_GPUS_ON_NODE", "2"},   {"SLURM_RESTART_COUNT", "1"}});
+  env.insert({{"SLURM_STEP_ID", "0"},
+              {"SLURM_STEP_NUM_NODES", "1"},
+              {"SLURM_STEP_NUM_TASKS", "1"},
+              {"SLURM_STEP_NODELIST", "localhost"},
+              {"SLURM_GPUS_ON_NODE", "2"},
+              {"SLURM_RESTART_COUNT", "1"}});
   CapturedRun run = launch(dir, {"--", "sh", "-c", "echo \"$LOCAL_RANK/$LOCAL_WORLD_SIZE\""}, env);
   INFO(run.err);
   CHECK(run.exit_code == 0);
-  CHECK_THAT(run.err, Catch::Contains("mgtrain: SLURM job 55 (restart 1): one node, 2 workers (SLURM_GPUS_ON_NODE), run id "
-                                      "slurm-55 (SLURM_JOB_ID)\n"));
-  CHECK_THAT(run.err, Catch::Contains("mgtrain: SLURM_RESTART_COUNT=1: job 55 was requeued and this is a rerun of run slurm-55; "
-                                      "the program runs again with TORCHELASTIC_RUN_ID=slurm-55"));
+  CHECK_THAT(run.err,
+             Catch::Contains("mgtrain: SLURM job 55 (restart 1): one node, 2 workers (SLURM_GPUS_ON_NODE), run id "
+                             "slurm-55 (SLURM_JOB_ID)\n"));
+  CHECK_THAT(run.err,
+             Catch::Contains("mgtrain: SLURM_RESTART_COUNT=1: job 55 was requeued and this is a rerun of run slurm-55; "
+                             "the program runs again with TORCHELASTIC_RUN_ID=slurm-55"));
   CHECK_THAT(run.out, Catch::Contains("[rank 1] 1/2\n"));
 
   CapturedRun given = launch(dir, {"--nproc", "1", "--run-id", "mine", "--", "true"}, env);
   CHECK(given.exit_code == 0);
-  CHECK_THAT(given.err, Catch::Contains("mgtrain: SLURM job 55 (restart 1): one node, 1 worker (given), run id mine (given)\n"));
+  CHECK_THAT(given.err,
+             Catch::Contains("mgtrain: SLURM job 55 (restart 1): one node, 1 worker (given), run id mine (given)\n"));
 }
 
 TEST_CASE("several launchers per node are refused before anything starts", "[binary][slurm][errors]") {
   TempDir dir;
   auto env = job_shell_env(dir);
-  env.insert({{"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_STEP_NODELIST", "n[1-2]"}});
+  env.insert({{"SLURM_STEP_ID", "0"},
+              {"SLURM_STEP_NUM_NODES", "2"},
+              {"SLURM_STEP_NUM_TASKS", "8"},
+              {"SLURM_STEP_NODELIST", "n[1-2]"}});
   CapturedRun run = launch(dir, {"--", "true"}, env);
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::StartsWith("mgtrain: error: SLURM: this srun step runs 8 tasks on 2 nodes") &&
                           Catch::Contains("srun --ntasks=2 --ntasks-per-node=1"));
 }
 
-TEST_CASE("SIGTERM: the workers' exit 75 requeues the job at its time limit, not after scancel", "[binary][slurm][signals]") {
+TEST_CASE("SIGTERM: the workers' exit 75 requeues the job at its time limit, not after scancel",
+          "[binary][slurm][signals]") {
   for (const std::string run_time : {"00:10:00", "00:00:05"}) {
     DYNAMIC_SECTION("run time " << run_time << " of 00:10:00") {
       TempDir dir;
@@ -154,10 +168,10 @@ TEST_CASE("SIGTERM: the workers' exit 75 requeues the job at its time limit, not
       env["FAKE_RUN_TIME"] = run_time;
       std::vector<std::pair<std::string, std::string>> extra(env.begin(), env.end());
       // Workers that save and stop on SIGTERM, as the trainer does.
-      ChildProcess launcher = start_process(
-          {kMgtrain, "launch", "--log-dir", dir / "runs", "--nproc", "2", "--", "sh", "-c",
-           "trap 'exit 75' TERM; touch " + dir / "up.$RANK" + "; while :; do sleep 0.05; done"},
-          dir / "launcher", extra);
+      ChildProcess launcher =
+          start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--nproc", "2", "--", "sh", "-c",
+                         "trap 'exit 75' TERM; touch " + dir / "up.$RANK" + "; while :; do sleep 0.05; done"},
+                        dir / "launcher", extra);
       REQUIRE(wait_until([&] { return file_exists(dir / "up.0") && file_exists(dir / "up.1"); }, 20s));
       kill(launcher.pid, SIGTERM);
       CHECK(wait_for_exit(launcher.pid, 20s) == std::optional<int>(143));
@@ -177,8 +191,12 @@ TEST_CASE("SIGTERM: the workers' exit 75 requeues the job at its time limit, not
 TEST_CASE("mgtrain env shows what SLURM gives and from which variable", "[binary][slurm]") {
   TempDir dir;
   auto env = job_shell_env(dir);
-  env.insert({{"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},
-              {"SLURM_STEP_NODELIST", "gpu[07-08]"}, {"SLURM_GPUS_PER_NODE", "a100:4"}, {"MGTRAIN_LAUNCH_WORKER", "/nonexistent"}});
+  env.insert({{"SLURM_STEP_ID", "0"},
+              {"SLURM_STEP_NUM_NODES", "2"},
+              {"SLURM_STEP_NUM_TASKS", "2"},
+              {"SLURM_STEP_NODELIST", "gpu[07-08]"},
+              {"SLURM_GPUS_PER_NODE", "a100:4"},
+              {"MGTRAIN_LAUNCH_WORKER", "/nonexistent"}});
   env["SLURM_NODEID"] = "1";
   CaptureOptions options;
   options.set_env = env;
@@ -215,8 +233,8 @@ TEST_CASE("SLURM signals every process of the step and the launcher forwards too
          "data: {dataset: synthetic, input_shape: [32], num_classes: 4, synthetic_samples: 200000, loader_threads: 0}\n"
          "train: {epochs: 1, batch_size: 8, eval_at_epoch_end: false}\n"
          "checkpoint: {every_epochs: 0, at_end: false}\nlog: {every_steps: 10}\n";
-  ChildProcess launcher = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "dup", "--nproc", "2",
-                                         "--grace-period", "20", dir / "job.yaml"},
+  ChildProcess launcher = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "dup", "--nproc",
+                                         "2", "--grace-period", "20", dir / "job.yaml"},
                                         dir / "launcher");
   REQUIRE(wait_until([&] { return read_text(launcher.out_path).find("mgtrain: step 20/") != std::string::npos; }, 60s));
   // Like slurmstepd: the signal to the launcher and straight to every worker, again and again, also while they
@@ -243,16 +261,22 @@ TEST_CASE("two nodes at the time limit: SIGTERM on both, the workers exit 75, no
     env["SLURM_JOB_NODELIST"] = "localhost,localhost";
     env["SLURM_NODEID"] = env["SLURM_PROCID"] = std::to_string(node);
     env["SLURM_NTASKS"] = "2";
-    env.insert({{"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},
-                {"SLURM_STEP_NODELIST", "localhost,localhost"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "1"},
-                {"FAKE_JOB_STATE", "COMPLETING"}, {"FAKE_RUN_TIME", "00:10:00"}});
+    env.insert({{"SLURM_STEP_ID", "0"},
+                {"SLURM_STEP_NUM_NODES", "2"},
+                {"SLURM_STEP_NUM_TASKS", "2"},
+                {"SLURM_STEP_NODELIST", "localhost,localhost"},
+                {"SLURM_LOCALID", "0"},
+                {"SLURM_NTASKS_PER_NODE", "1"},
+                {"FAKE_JOB_STATE", "COMPLETING"},
+                {"FAKE_RUN_TIME", "00:10:00"}});
     return std::vector<std::pair<std::string, std::string>>(env.begin(), env.end());
   };
   // Workers that save and stop on SIGTERM, as the trainer does; settings from SLURM, the port given (free here).
   auto start_node = [&](int node) {
-    return start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--master-port", port, "--nproc", "1", "--", "sh",
-                          "-c", "trap 'exit 75' TERM; touch " + dir / "up.$RANK" + "; while :; do sleep 0.05; done"},
-                         dir / ("node" + std::to_string(node)), node_env(node));
+    return start_process(
+        {kMgtrain, "launch", "--log-dir", dir / "runs", "--master-port", port, "--nproc", "1", "--", "sh", "-c",
+         "trap 'exit 75' TERM; touch " + dir / "up.$RANK" + "; while :; do sleep 0.05; done"},
+        dir / ("node" + std::to_string(node)), node_env(node));
   };
   ChildProcess node0 = start_node(0);
   ChildProcess node1 = start_node(1);

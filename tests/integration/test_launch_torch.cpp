@@ -2,9 +2,9 @@
 // init_process_group + all_reduce under the launcher, and torch's @record error file in the report.
 #include <catch2/catch.hpp>
 
+#include <yaml-cpp/yaml.h>
 #include <cstdlib>
 #include <fstream>
-#include <yaml-cpp/yaml.h>
 
 #include "launch_fixture.hpp"
 
@@ -59,7 +59,8 @@ main()
 )");
   LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {kPython, program});
   INFO(outcome.err);
-  CHECK_THAT(outcome.out, Catch::Contains("[rank 0] rank 0 of 2: sum 3") && Catch::Contains("[rank 1] rank 1 of 2: sum 3"));
+  CHECK_THAT(outcome.out,
+             Catch::Contains("[rank 0] rank 0 of 2: sum 3") && Catch::Contains("[rank 1] rank 1 of 2: sum 3"));
   CHECK(outcome.exit_code == 1);
   CHECK_THAT(outcome.err, Catch::Contains("rank       1 (local rank 1)"));
   CHECK_THAT(outcome.err, Catch::Contains("error      ValueError: rank one is unhappy"));

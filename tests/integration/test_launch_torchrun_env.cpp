@@ -19,7 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
 std::string torch_venv() {
   return MGTRAIN_TORCH2_VENV;  // tests/CMakeLists.txt: scripts/torch2-env.sh's venv
 }
@@ -27,7 +26,8 @@ std::string torch_venv() {
 // A python that imports torch.distributed.elastic.timer: the torch 2.15 venv's, else Debian's python3-torch.
 std::string torch_python() {
   for (const std::string& python : {torch_venv() + "/bin/python", std::string("/usr/bin/python3")}) {
-    if (std::system((python + " -c 'import torch.distributed.elastic.timer' >/dev/null 2>&1").c_str()) == 0) return python;
+    if (std::system((python + " -c 'import torch.distributed.elastic.timer' >/dev/null 2>&1").c_str()) == 0)
+      return python;
   }
   return "";
 }
@@ -62,7 +62,8 @@ std::map<std::string, std::string> read_env_file(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("workers get the variables torch 2.15's torchrun sets, with the same values where they must match", "[torchrun_env]") {
+TEST_CASE("workers get the variables torch 2.15's torchrun sets, with the same values where they must match",
+          "[torchrun_env]") {
   const std::string torchrun = torch_venv() + "/bin/torchrun";
   if (access(torchrun.c_str(), X_OK) != 0) {
     WARN("skipped: no torch 2.15 venv at " + torch_venv() + " (scripts/torch2-env.sh creates it)");
@@ -91,10 +92,10 @@ TEST_CASE("workers get the variables torch 2.15's torchrun sets, with the same v
     }
     // Equal values; the rest differ by design (docs/launch.md): MASTER_ADDR/PORT, run id, error file path,
     // TORCHELASTIC_USE_AGENT_STORE (torchrun's agent hosts the store, mgtrain's rank 0 does).
-    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                             "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT",
-                             "TORCHELASTIC_MAX_RESTARTS", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
-                             "TORCHELASTIC_SIGNALS_TO_HANDLE"}) {
+    for (const char* name :
+         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+          "ROLE_NAME", "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+          "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "TORCHELASTIC_SIGNALS_TO_HANDLE"}) {
       INFO("rank " << rank << ": " << name);
       REQUIRE(expected.count(name) == 1);
       CHECK(actual.count(name) == 1);
@@ -104,7 +105,8 @@ TEST_CASE("workers get the variables torch 2.15's torchrun sets, with the same v
   }
 }
 
-TEST_CASE("an expired file timer: the launcher kills the worker and reports the timer, and a released one exits 0", "[file_timer]") {
+TEST_CASE("an expired file timer: the launcher kills the worker and reports the timer, and a released one exits 0",
+          "[file_timer]") {
   const std::string python = torch_python();
   if (python.empty()) {
     WARN("skipped: neither the torch 2.15 venv nor /usr/bin/python3 imports torch.distributed.elastic.timer");
@@ -122,18 +124,22 @@ with expires(after=float(sys.argv[1]), scope="step"):
 print("released", flush=True)
 )";
   }
-  const std::vector<std::pair<std::string, std::string>> env = {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
-                                                                {"TORCHELASTIC_TIMER_FILE", dir / "timer.fifo"},
-                                                                {"TORCHELASTIC_ERROR_FILE", dir / "launcher_error.json"}};
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+      {"TORCHELASTIC_TIMER_FILE", dir / "timer.fifo"},
+      {"TORCHELASTIC_ERROR_FILE", dir / "launcher_error.json"}};
   const auto started = std::chrono::steady_clock::now();
-  Run killed = run_in(dir, dir.path(), {kMgtrain, "launch", "--nproc", "1", "--log-dir", dir / "runs", "--run-id", "late",
-                                        "--", python, program, "1", "60"}, env);
+  Run killed = run_in(dir, dir.path(),
+                      {kMgtrain, "launch", "--nproc", "1", "--log-dir", dir / "runs", "--run-id", "late", "--", python,
+                       program, "1", "60"},
+                      env);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   INFO(killed.err);
   CHECK(killed.exit_code == 137);
   CHECK(took < 40);  // torch's import takes a few seconds; the sleep is 60 s
   CHECK_THAT(killed.err, Catch::Contains("file timer \"step\" expired; sending it SIGKILL"));
-  CHECK_THAT(killed.err, Catch::Contains("failure    signal SIGKILL (9), sent by the launcher: file timer \"step\" expired"));
+  CHECK_THAT(killed.err,
+             Catch::Contains("failure    signal SIGKILL (9), sent by the launcher: file timer \"step\" expired"));
   nlohmann::json report = nlohmann::json::parse(read_text(dir / "runs/late/failure.json"));
   CHECK(report["root_cause"]["expired_timer"]["scope_id"] == "step");
   CHECK(report["root_cause"]["expired_timer"]["pid"] == report["root_cause"]["pid"]);
@@ -142,8 +148,10 @@ print("released", flush=True)
   CHECK_THAT(launcher_error["message"]["message"].get<std::string>(), Catch::Contains("file timer \"step\" expired"));
   CHECK(!file_exists(dir / "timer.fifo"));  // the launcher created the pipe and removed it
 
-  Run in_time = run_in(dir, dir.path(), {kMgtrain, "launch", "--nproc", "2", "--log-dir", dir / "runs", "--run-id", "ok",
-                                         "--", python, program, "30", "0.2"}, env);
+  Run in_time = run_in(dir, dir.path(),
+                       {kMgtrain, "launch", "--nproc", "2", "--log-dir", dir / "runs", "--run-id", "ok", "--", python,
+                        program, "30", "0.2"},
+                       env);
   INFO(in_time.err);
   CHECK(in_time.exit_code == 0);
   CHECK_THAT(in_time.out, Catch::Contains("[rank 0] released") && Catch::Contains("[rank 1] released"));
@@ -153,21 +161,27 @@ print("released", flush=True)
 TEST_CASE("a .py script runs under PYTHON_EXEC, and a missing torch is blamed on that interpreter", "[python]") {
   TempDir dir;
   // A stand-in interpreter: records that it ran, then fails like a python without torch.
-  const std::string wrapper = write_script(dir / "fake-python", "echo \"ran $*\" >> \"$(dirname \"$0\")/ran.txt\"\n"
-                                                               "echo \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n");
+  const std::string wrapper = write_script(dir / "fake-python",
+                                           "echo \"ran $*\" >> \"$(dirname \"$0\")/ran.txt\"\n"
+                                           "echo \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n");
   std::ofstream(dir / "train.py") << "import torch\n";
-  Run run = run_in(dir, dir.path(), {kMgtrain, "launch", "--nproc", "1", "--log-dir", dir / "runs", "--run-id", "py",
-                                     "train.py", "--lr", "1"}, {{"PYTHON_EXEC", wrapper}});
+  Run run =
+      run_in(dir, dir.path(),
+             {kMgtrain, "launch", "--nproc", "1", "--log-dir", dir / "runs", "--run-id", "py", "train.py", "--lr", "1"},
+             {{"PYTHON_EXEC", wrapper}});
   INFO(run.err);
   CHECK(run.exit_code == 1);
   CHECK_THAT(read_text(dir / "ran.txt"), Catch::Contains("ran -u train.py --lr 1"));
-  CHECK_THAT(run.err, Catch::Contains("hint       the interpreter " + wrapper + " (chosen by PYTHON_EXEC) cannot import torch"));
+  CHECK_THAT(run.err,
+             Catch::Contains("hint       the interpreter " + wrapper + " (chosen by PYTHON_EXEC) cannot import torch"));
 
   // --python wins over PYTHON_EXEC; a name not on PATH is refused before anything starts.
-  Run missing = run_in(dir, dir.path(), {kMgtrain, "launch", "--log-dir", dir / "runs", "--python", "no-such-python-3",
-                                         "train.py"}, {{"PYTHON_EXEC", wrapper}});
+  Run missing = run_in(dir, dir.path(),
+                       {kMgtrain, "launch", "--log-dir", dir / "runs", "--python", "no-such-python-3", "train.py"},
+                       {{"PYTHON_EXEC", wrapper}});
   CHECK(missing.exit_code == 2);
-  CHECK_THAT(missing.err, Catch::Contains("cannot find the Python interpreter \"no-such-python-3\" (chosen by launch.python ("));
+  CHECK_THAT(missing.err,
+             Catch::Contains("cannot find the Python interpreter \"no-such-python-3\" (chosen by launch.python ("));
 }
 
 TEST_CASE("without --log-dir in a read-only directory, runs go to the temp directory", "[log_dir]") {
@@ -179,10 +193,12 @@ TEST_CASE("without --log-dir in a read-only directory, runs go to the temp direc
   std::filesystem::create_directories(dir / "ro");
   std::filesystem::create_directories(dir / "tmp");
   // A read-only bind mount of the directory in a private mount namespace: read-only even for root.
-  const std::string script = "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && cd \"$1\" && "
-                             "TMPDIR=\"$2\" exec \"$3\" launch --nproc 1 --run-id ro -- sh -c 'echo hello'";
-  Run run = run_in(dir, dir.path(), {"unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", dir / "ro",
-                                     dir / "tmp", kMgtrain});
+  const std::string script =
+      "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && cd \"$1\" && "
+      "TMPDIR=\"$2\" exec \"$3\" launch --nproc 1 --run-id ro -- sh -c 'echo hello'";
+  Run run = run_in(
+      dir, dir.path(),
+      {"unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", dir / "ro", dir / "tmp", kMgtrain});
   INFO(run.err);
   CHECK(run.exit_code == 0);
   CHECK_THAT(run.out, Catch::Contains("hello"));
@@ -195,17 +211,36 @@ TEST_CASE("without --log-dir in a read-only directory, runs go to the temp direc
   CHECK(!file_exists(dir / "ro/runs"));
 }
 
-TEST_CASE("multi-node: each node agent writes its TORCHELASTIC_ERROR_FILE with the job's root cause", "[error_file][multinode]") {
+TEST_CASE("multi-node: each node agent writes its TORCHELASTIC_ERROR_FILE with the job's root cause",
+          "[error_file][multinode]") {
   TempDir dir;
   int port = 0;
   close(listening_socket(port));  // a port that was free a moment ago
   std::vector<ChildProcess> nodes;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string node = "node" + std::to_string(rank);
-    nodes.push_back(start_process({kMgtrain, "launch", "--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
-                                   "127.0.0.1", "--master-port", std::to_string(port), "--nproc", "1", "--run-id", "errs",
-                                   "--log-dir", dir / "runs", "--grace-period", "1", "--",
-                                   "sh", "-c", "if [ \"$RANK\" = 1 ]; then echo broken >&2; exit 3; fi; sleep 30"},
+    nodes.push_back(start_process({kMgtrain,
+                                   "launch",
+                                   "--nnodes",
+                                   "2",
+                                   "--node-rank",
+                                   std::to_string(rank),
+                                   "--master-addr",
+                                   "127.0.0.1",
+                                   "--master-port",
+                                   std::to_string(port),
+                                   "--nproc",
+                                   "1",
+                                   "--run-id",
+                                   "errs",
+                                   "--log-dir",
+                                   dir / "runs",
+                                   "--grace-period",
+                                   "1",
+                                   "--",
+                                   "sh",
+                                   "-c",
+                                   "if [ \"$RANK\" = 1 ]; then echo broken >&2; exit 3; fi; sleep 30"},
                                   dir / node, {{"TORCHELASTIC_ERROR_FILE", dir / (node + "_error.json")}}));
   }
   for (const ChildProcess& node : nodes) {
@@ -219,6 +254,7 @@ TEST_CASE("multi-node: each node agent writes its TORCHELASTIC_ERROR_FILE with t
     REQUIRE(file_exists(dir / (std::string(node) + "_error.json")));
     nlohmann::json error = nlohmann::json::parse(read_text(dir / (std::string(node) + "_error.json")));
     CHECK(error["message"]["errorCode"] == 3);
-    CHECK_THAT(error["message"]["message"].get<std::string>(), Catch::Contains(": 1 (local_rank: 0)") && Catch::Contains("exitcode  : 3"));
+    CHECK_THAT(error["message"]["message"].get<std::string>(),
+               Catch::Contains(": 1 (local_rank: 0)") && Catch::Contains("exitcode  : 3"));
   }
 }

@@ -33,13 +33,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-
 // Flags of a static job: node 0 at the first namespace's address, rendezvous on port 29500
 // (every namespace has its own ports), short timeouts.
 std::vector<std::string> static_flags(const NetnsHosts& hosts, const TempDir& dir, int node_rank, int nproc = 2) {
-  return {"--nnodes", "2", "--node-rank", std::to_string(node_rank), "--master-addr", hosts.address(0),
-          "--master-port", "29500", "--nproc", std::to_string(nproc), "--run-id", "mn", "--log-dir", dir / "runs",
-          "--grace-period", "1", "--join-timeout", "20", "--node-timeout", "4"};
+  return {"--nnodes",       "2",
+          "--node-rank",    std::to_string(node_rank),
+          "--master-addr",  hosts.address(0),
+          "--master-port",  "29500",
+          "--nproc",        std::to_string(nproc),
+          "--run-id",       "mn",
+          "--log-dir",      dir / "runs",
+          "--grace-period", "1",
+          "--join-timeout", "20",
+          "--node-timeout", "4"};
 }
 
 // `args` plus `more`; a flag in `more` that `args` has already replaces its value there.
@@ -70,7 +76,8 @@ const char* kEnvScript =
 
 }  // namespace
 
-TEST_CASE("static: two nodes x two workers get torchrun's ranks in node order and one workers' store", "[multinode][static]") {
+TEST_CASE("static: two nodes x two workers get torchrun's ranks in node order and one workers' store",
+          "[multinode][static]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
@@ -93,8 +100,8 @@ TEST_CASE("static: two nodes x two workers get torchrun's ranks in node order an
     CHECK(fields["RUN_ID"] == "mn");
     ports.insert(fields["MASTER_PORT"]);
   }
-  REQUIRE(ports.size() == 1);                  // one store for the whole job ...
-  CHECK(*ports.begin() != "29500");            // ... on a port node 0 picked, not the rendezvous port
+  REQUIRE(ports.size() == 1);        // one store for the whole job ...
+  CHECK(*ports.begin() != "29500");  // ... on a port node 0 picked, not the rendezvous port
   CHECK_THAT(node1.out(), Catch::Contains("[rank 3] RANK=3"));
   CHECK_THAT(node0.err(), Catch::Contains("hosting the rendezvous on port 29500"));
   CHECK_THAT(node1.err(), Catch::Contains("round 0: node 1 (") && Catch::Contains("(ranks 2-3 of 4)"));
@@ -111,8 +118,12 @@ TEST_CASE("static: the trainer runs DDP across two namespaces (Gloo between host
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   std::string config = std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml";
-  std::vector<std::string> training = {config, "train.max_steps=30", "log.every_steps=10", "data.synthetic_samples=4096",
-                                       "ddp.connect_timeout_s=30", "data.loader_threads=0"};
+  std::vector<std::string> training = {config,
+                                       "train.max_steps=30",
+                                       "log.every_steps=10",
+                                       "data.synthetic_samples=4096",
+                                       "ddp.connect_timeout_s=30",
+                                       "data.loader_threads=0"};
   Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), training), dir / "node0");
   Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), training), dir / "node1");
   int code0 = node0.wait(120s), code1 = node1.wait(120s);
@@ -143,8 +154,10 @@ TEST_CASE("static: a different --nproc is a clear error on both nodes, not a han
   CHECK(node1.wait(25s) == 2);
   CHECK(seconds_since(started) < 15);  // not a hang until the join timeout (20 s); generous for a loaded machine
   for (const std::string& err : {node0.err(), node1.err()}) {
-    CHECK_THAT(err, Catch::Contains("mgtrain: error: node 1 (") && Catch::Contains(hosts.address(1) + ") has --nproc 4, node 0 (") &&
-                        Catch::Contains(") has --nproc 2; pass the same --nproc on every node, or --allow-uneven-nproc"));
+    CHECK_THAT(err,
+               Catch::Contains("mgtrain: error: node 1 (") &&
+                   Catch::Contains(hosts.address(1) + ") has --nproc 4, node 0 (") &&
+                   Catch::Contains(") has --nproc 2; pass the same --nproc on every node, or --allow-uneven-nproc"));
   }
   CHECK_FALSE(file_exists(marker));
 }
@@ -172,7 +185,8 @@ TEST_CASE("static: a node started without a run id adopts node 0's, config paths
   TempDir dir;
   std::string worker = write_script(dir / "env.sh", std::string(kEnvScript) + "; echo \"CONFIG=$MGTRAIN_CONFIG_FILE\"");
   auto flags1 = static_flags(hosts, dir, 1);
-  flags1.erase(std::find(flags1.begin(), flags1.end(), "--run-id"), std::find(flags1.begin(), flags1.end(), "--run-id") + 2);
+  flags1.erase(std::find(flags1.begin(), flags1.end(), "--run-id"),
+               std::find(flags1.begin(), flags1.end(), "--run-id") + 2);
   Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--", worker}), dir / "node0");
   Agent node1(hosts, 1, with(flags1, {"--", worker}), dir / "node1");
   REQUIRE(node0.wait(20s) == 0);
@@ -209,7 +223,8 @@ TEST_CASE("static: Ctrl-C on one node's agent stops every node, a killed agent i
   CHECK(wait_until([&] { return live_job_processes({}, dir / "w.sh").empty(); }, 5s));
 }
 
-TEST_CASE("static: the join timeout names the node ranks that arrived and those that did not", "[multinode][static][timeout]") {
+TEST_CASE("static: the join timeout names the node ranks that arrived and those that did not",
+          "[multinode][static][timeout]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
@@ -223,11 +238,13 @@ TEST_CASE("static: the join timeout names the node ranks that arrived and those 
   // A node whose rendezvous server never appears says whom it could not reach.
   Agent lonely(hosts, 1, with(static_flags(hosts, dir, 1), {"--join-timeout", "1", "--", "true"}), dir / "node1");
   CHECK(lonely.wait(15s) == 69);
-  CHECK_THAT(lonely.err(), Catch::Contains("could not reach the rendezvous server at " + hosts.address(0) + ":29500 within "
+  CHECK_THAT(lonely.err(), Catch::Contains("could not reach the rendezvous server at " + hosts.address(0) +
+                                           ":29500 within "
                                            "launch.join_timeout (1 s)"));
 }
 
-TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds, both restart and finish", "[multinode][fate]") {
+TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds, both restart and finish",
+          "[multinode][fate]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
@@ -247,12 +264,14 @@ TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds, 
   CHECK(code0 == 0);
   CHECK(code1 == 0);
   CHECK(seconds_since(started) < 15);  // not the workers' 60 s sleep
-  for (int rank = 0; rank < 4; ++rank) CHECK(read_text(rank_log(dir, rank / 2, 1, rank)) == "done " + std::to_string(rank) + "\n");
+  for (int rank = 0; rank < 4; ++rank)
+    CHECK(read_text(rank_log(dir, rank / 2, 1, rank)) == "done " + std::to_string(rank) + "\n");
   CHECK_THAT(node0.err(), Catch::Contains("stopping the workers of this node: rank 3 (local rank 1) on node 1"));
   CHECK_THAT(node0.err(), Catch::Contains("round 1: node 0"));
 }
 
-TEST_CASE("fate sharing without restarts: every node exits with the root cause's code and names it", "[multinode][fate]") {
+TEST_CASE("fate sharing without restarts: every node exits with the root cause's code and names it",
+          "[multinode][fate]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
@@ -266,8 +285,8 @@ TEST_CASE("fate sharing without restarts: every node exits with the root cause's
   CHECK(node1.wait(30s) == 7);
   CHECK(seconds_since(started) < 12);
   for (const std::string& err : {node0.err(), node1.err()}) {
-    CHECK_THAT(err, Catch::Contains("rank       2 (local rank 0) on node 1 (") && Catch::Contains("failure    exit code 7") &&
-                        Catch::Contains("| bad batch"));
+    CHECK_THAT(err, Catch::Contains("rank       2 (local rank 0) on node 1 (") &&
+                        Catch::Contains("failure    exit code 7") && Catch::Contains("| bad batch"));
   }
   for (int node : {0, 1}) {
     YAML::Node report = YAML::Load(read_text(dir / ("runs/mn/node_" + std::to_string(node) + "/failure.json")));
@@ -290,10 +309,12 @@ TEST_CASE("workers that saved a checkpoint and stopped (exit 75) on every node e
   CHECK(node1.wait(20s) == 75);
   CHECK_FALSE(file_exists(dir / "runs/mn/node_0/attempt_1"));
   CHECK_FALSE(file_exists(dir / "runs/mn/node_0/failure.json"));
-  CHECK_THAT(node1.err(), Catch::Contains("saved a checkpoint and stopped on request; run the same command on every node"));
+  CHECK_THAT(node1.err(),
+             Catch::Contains("saved a checkpoint and stopped on request; run the same command on every node"));
 }
 
-TEST_CASE("a node's link cut: the other side notices within the node timeout and both exit with a clear report", "[multinode][dead]") {
+TEST_CASE("a node's link cut: the other side notices within the node timeout and both exit with a clear report",
+          "[multinode][dead]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
@@ -313,7 +334,8 @@ TEST_CASE("a node's link cut: the other side notices within the node timeout and
   INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
   CHECK_THAT(node0.err(), Catch::Contains("node       node 1 (") && Catch::Contains("failure    sent nothing for 2") &&
                               Catch::Contains("a static job restarts only with all 2 nodes, and node rank 1 is gone"));
-  CHECK_THAT(node1.err(), Catch::Contains("the rendezvous server at " + hosts.address(0) + ":29500 (node 0) sent nothing for"));
+  CHECK_THAT(node1.err(),
+             Catch::Contains("the rendezvous server at " + hosts.address(0) + ":29500 (node 0) sent nothing for"));
   YAML::Node report = YAML::Load(read_text(dir / "runs/mn/node_0/failure.json"));
   CHECK(report["root_cause"]["node_lost"].as<bool>());
   CHECK(report["root_cause"]["node_rank"].as<int>() == 1);
@@ -327,13 +349,34 @@ TEST_CASE("dynamic: ranks on arrival, MIN nodes after the last call, a late node
   // Round 0: A (the endpoint's host) and B, closed at MIN after the last call; C comes late and the
   // round restarts with all three (a scale-up: TORCHELASTIC_RESTART_COUNT stays 0). B's agent is then
   // killed: round 2 (restart 1) runs A and C, whose workers finish at once.
-  std::string worker = write_script(dir / "w.sh",
-                                    std::string(kEnvScript) + " > \"$MGTRAIN_RUN_DIR/../env_${TORCHELASTIC_RESTART_COUNT}_$RANK\"\n"
-                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then sleep 60; fi");
-  const std::vector<std::string> flags = {"--nnodes", "2:3", "--rdzv-endpoint", hosts.address(0) + ":29400", "--rdzv-backend", "c10d",
-                                          "--rdzv-id", "mn", "--nproc", "1", "--log-dir", dir / "runs", "--grace-period", "1",
-                                          "--join-timeout", "20", "--last-call-timeout", "1", "--node-timeout", "4",
-                                          "--max-restarts", "1", "--", worker};
+  std::string worker =
+      write_script(dir / "w.sh", std::string(kEnvScript) +
+                                     " > \"$MGTRAIN_RUN_DIR/../env_${TORCHELASTIC_RESTART_COUNT}_$RANK\"\n"
+                                     "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then sleep 60; fi");
+  const std::vector<std::string> flags = {"--nnodes",
+                                          "2:3",
+                                          "--rdzv-endpoint",
+                                          hosts.address(0) + ":29400",
+                                          "--rdzv-backend",
+                                          "c10d",
+                                          "--rdzv-id",
+                                          "mn",
+                                          "--nproc",
+                                          "1",
+                                          "--log-dir",
+                                          dir / "runs",
+                                          "--grace-period",
+                                          "1",
+                                          "--join-timeout",
+                                          "20",
+                                          "--last-call-timeout",
+                                          "1",
+                                          "--node-timeout",
+                                          "4",
+                                          "--max-restarts",
+                                          "1",
+                                          "--",
+                                          worker};
   auto started = Clock::now();
   Agent b(hosts, 1, flags, dir / "b");
   Agent a(hosts, 0, flags, dir / "a");
@@ -377,11 +420,12 @@ TEST_CASE("dynamic: with fewer than MIN nodes the join timeout says how many cam
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   Agent a(hosts, 0,
-          {"--nnodes", "2:3", "--rdzv-endpoint", hosts.address(0) + ":29400", "--rdzv-id", "mn", "--log-dir", dir / "runs",
-           "--join-timeout", "1", "--", "true"},
+          {"--nnodes", "2:3", "--rdzv-endpoint", hosts.address(0) + ":29400", "--rdzv-id", "mn", "--log-dir",
+           dir / "runs", "--join-timeout", "1", "--", "true"},
           dir / "a");
   CHECK(a.wait(15s) == 69);
-  CHECK_THAT(a.err(), Catch::Contains("only 1 node arrived within launch.join_timeout (1 s), fewer than the minimum of 2"));
+  CHECK_THAT(a.err(),
+             Catch::Contains("only 1 node arrived within launch.join_timeout (1 s), fewer than the minimum of 2"));
 }
 
 // ---- one command for many hosts ----
@@ -390,29 +434,36 @@ namespace {
 
 std::vector<std::string> hosts_command(const NetnsHosts& hosts, const TempDir& dir, const std::string& remote_shell,
                                        const std::vector<std::string>& more) {
-  std::vector<std::string> argv = {kMgtrain, "launch", "--hosts", hosts.name(0) + ":2," + hosts.name(1) + ":2",
-                                   "--remote-shell", remote_shell, "--master-addr", hosts.address(0), "--run-id", "mn",
-                                   "--log-dir", dir / "runs", "--grace-period", "1", "--join-timeout", "20"};
+  std::vector<std::string> argv = {
+      kMgtrain,         "launch",     "--hosts",        hosts.name(0) + ":2," + hosts.name(1) + ":2",
+      "--remote-shell", remote_shell, "--master-addr",  hosts.address(0),
+      "--run-id",       "mn",         "--log-dir",      dir / "runs",
+      "--grace-period", "1",          "--join-timeout", "20"};
   argv.insert(argv.end(), more.begin(), more.end());
   return argv;
 }
 
 }  // namespace
 
-TEST_CASE("hosts (--hosts): one command starts an agent per host through `ip netns exec {host} sh -c` and streams their output",
-          "[multinode][hosts]") {
+TEST_CASE(
+    "hosts (--hosts): one command starts an agent per host through `ip netns exec {host} sh -c` and streams their "
+    "output",
+    "[multinode][hosts]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   std::string worker = write_script(dir / "env.sh", kEnvScript);
-  ChildProcess launcher = start_process(hosts_command(hosts, dir, "ip netns exec {host} sh -c", {"--", worker}), dir / "launcher");
+  ChildProcess launcher =
+      start_process(hosts_command(hosts, dir, "ip netns exec {host} sh -c", {"--", worker}), dir / "launcher");
   std::optional<int> code = wait_for_exit(launcher.pid, 30s);
   INFO("launcher stderr:\n" << read_text(launcher.err_path));
   REQUIRE(code == 0);
   std::string out = read_text(launcher.out_path);
-  CHECK_THAT(out, Catch::Contains("[" + hosts.name(0) + "] [rank 1] RANK=1 ") &&
-                      Catch::Contains("[" + hosts.name(1) + "] [rank 3] RANK=3 LOCAL_RANK=1 GROUP_RANK=1 WORLD_SIZE=4"));
-  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("started 2 node agents through `ip netns exec {host} sh -c`"));
+  CHECK_THAT(out,
+             Catch::Contains("[" + hosts.name(0) + "] [rank 1] RANK=1 ") &&
+                 Catch::Contains("[" + hosts.name(1) + "] [rank 3] RANK=3 LOCAL_RANK=1 GROUP_RANK=1 WORLD_SIZE=4"));
+  CHECK_THAT(read_text(launcher.err_path),
+             Catch::Contains("started 2 node agents through `ip netns exec {host} sh -c`"));
   CHECK(fields_of(read_text(rank_log(dir, 1, 0, 2)))["MASTER_ADDR"] == hosts.address(0));
 }
 
@@ -422,25 +473,27 @@ TEST_CASE("hosts (--hosts): a failure on one host ends the job everywhere with i
   TempDir dir;
   std::string worker = write_script(dir / "w.sh", "if [ \"$RANK\" = 3 ]; then sleep 0.3; exit 5; fi; sleep 60");
   auto started = Clock::now();
-  ChildProcess launcher = start_process(hosts_command(hosts, dir, "ip netns exec {host} sh -c", {"--", worker}), dir / "launcher");
+  ChildProcess launcher =
+      start_process(hosts_command(hosts, dir, "ip netns exec {host} sh -c", {"--", worker}), dir / "launcher");
   std::optional<int> code = wait_for_exit(launcher.pid, 30s);
   INFO("launcher stderr:\n" << read_text(launcher.err_path));
   CHECK(code == 5);
   CHECK(seconds_since(started) < 10);
-  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("[" + hosts.name(0) + "] ") &&
-                                               Catch::Contains("rank       3 (local rank 1) on node 1"));
+  CHECK_THAT(read_text(launcher.err_path),
+             Catch::Contains("[" + hosts.name(0) + "] ") && Catch::Contains("rank       3 (local rank 1) on node 1"));
   CHECK(wait_until([&] { return live_job_processes({}, dir.path()).empty(); }, 5s));
 }
 
-TEST_CASE("hosts (--hosts): when the launcher dies, agents that outlive their remote shell stop by themselves", "[multinode][hosts]") {
+TEST_CASE("hosts (--hosts): when the launcher dies, agents that outlive their remote shell stop by themselves",
+          "[multinode][hosts]") {
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   // `setsid -w` puts the agent in a session of its own, out of reach of the launcher's process
   // groups and death signal, as on a remote host behind ssh: only its closed stdin can tell it.
   std::string worker = write_script(dir / "w.sh", "touch \"$MGTRAIN_RUN_DIR/../up_$RANK\"; sleep 60");
-  ChildProcess launcher =
-      start_process(hosts_command(hosts, dir, "ip netns exec {host} setsid -w sh -c", {"--", worker}), dir / "launcher");
+  ChildProcess launcher = start_process(
+      hosts_command(hosts, dir, "ip netns exec {host} setsid -w sh -c", {"--", worker}), dir / "launcher");
   REQUIRE(wait_until([&] { return file_exists(dir / "runs/mn/up_0") && file_exists(dir / "runs/mn/up_3"); }, 20s));
   kill(launcher.pid, SIGKILL);
   wait_for_exit(launcher.pid, 5s);
@@ -474,9 +527,26 @@ TEST_CASE("loopback: two node agents on one machine meet and run a static job", 
   std::string worker = write_script(dir / "env.sh", kEnvScript);
   const std::string port = std::to_string(free_port());
   auto flags = [&](int rank) {
-    return std::vector<std::string>{kMgtrain, "launch", "--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
-                                    "127.0.0.1", "--master-port", port, "--nproc", "1", "--run-id", "mn", "--log-dir",
-                                    dir / "runs", "--join-timeout", "20", "--", worker};
+    return std::vector<std::string>{kMgtrain,
+                                    "launch",
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(rank),
+                                    "--master-addr",
+                                    "127.0.0.1",
+                                    "--master-port",
+                                    port,
+                                    "--nproc",
+                                    "1",
+                                    "--run-id",
+                                    "mn",
+                                    "--log-dir",
+                                    dir / "runs",
+                                    "--join-timeout",
+                                    "20",
+                                    "--",
+                                    worker};
   };
   ChildProcess node1 = start_process(flags(1), dir / "node1");
   ChildProcess node0 = start_process(flags(0), dir / "node0");
@@ -488,7 +558,8 @@ TEST_CASE("loopback: two node agents on one machine meet and run a static job", 
   CHECK(fields["MASTER_PORT"] != port);
 }
 
-TEST_CASE("loopback: a rendezvous port answered by another program is a clear error, not a hang", "[multinode][loopback]") {
+TEST_CASE("loopback: a rendezvous port answered by another program is a clear error, not a hang",
+          "[multinode][loopback]") {
   TempDir dir;
   int port = 0;
   int listener = listening_socket(port);
@@ -502,10 +573,10 @@ TEST_CASE("loopback: a rendezvous port answered by another program is a clear er
       close(connection);
     }
   });
-  ChildProcess node1 = start_process({kMgtrain, "launch", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
-                                      "--master-port", std::to_string(port), "--log-dir", dir / "runs", "--join-timeout", "10",
-                                      "--", "true"},
-                                     dir / "node1");
+  ChildProcess node1 = start_process(
+      {kMgtrain, "launch", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+       std::to_string(port), "--log-dir", dir / "runs", "--join-timeout", "10", "--", "true"},
+      dir / "node1");
   CHECK(wait_for_exit(node1.pid, 15s) == 2);
   impostor.join();
   close(listener);
@@ -520,9 +591,26 @@ TEST_CASE("loopback: a node that cannot start its workers reports its own error,
   std::string worker = write_script(dir / "sleep.sh", "sleep 60");
   const std::string port = std::to_string(free_port());
   auto flags = [&](int rank, const std::string& program) {
-    return std::vector<std::string>{kMgtrain, "launch", "--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
-                                    "127.0.0.1", "--master-port", port, "--nproc", "1", "--run-id", "mn", "--log-dir",
-                                    dir / "runs", "--join-timeout", "20", "--", program};
+    return std::vector<std::string>{kMgtrain,
+                                    "launch",
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(rank),
+                                    "--master-addr",
+                                    "127.0.0.1",
+                                    "--master-port",
+                                    port,
+                                    "--nproc",
+                                    "1",
+                                    "--run-id",
+                                    "mn",
+                                    "--log-dir",
+                                    dir / "runs",
+                                    "--join-timeout",
+                                    "20",
+                                    "--",
+                                    program};
   };
   auto started = Clock::now();
   // Each node runs its own program: node 1's does not exist (the config, and so the agreement check, is the same).
@@ -531,7 +619,8 @@ TEST_CASE("loopback: a node that cannot start its workers reports its own error,
   CHECK(wait_for_exit(node1.pid, 30s) == 2);
   CHECK(wait_for_exit(node0.pid, 30s) == 2);
   CHECK(seconds_since(started) < 25);  // node 0's worker (sleep 60) was stopped, not waited for
-  const std::string expected = "could not start its workers: cannot run worker command '" + (dir / "missing-program") + "'";
+  const std::string expected =
+      "could not start its workers: cannot run worker command '" + (dir / "missing-program") + "'";
   CHECK_THAT(read_text(node1.err_path), Catch::Contains("mgtrain: error: node 1 (") && Catch::Contains(expected));
   const std::string node0_err = read_text(node0.err_path);
   CHECK_THAT(node0_err, Catch::Contains(expected) && Catch::Contains("exit code 2"));

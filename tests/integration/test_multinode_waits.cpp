@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "supervise/port_probe.hpp"
@@ -25,7 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-
 int free_port() {
   mgtrain::SocketPortProbe ports;
   return ports.pick_free_port();
@@ -36,9 +35,14 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // `mgtrain launch` of node `rank` of a static job of `nnodes` on 127.0.0.1:`port`.
 std::vector<std::string> node_argv(const TempDir& dir, const std::string& port, int nnodes, int rank,
                                    const std::vector<std::string>& more = {}, const std::string& program = "true") {
-  std::vector<std::string> argv{kMgtrain, "launch", "--nnodes", std::to_string(nnodes), "--node-rank", std::to_string(rank),
-                                "--master-addr", "127.0.0.1", "--master-port", port, "--run-id", "mn", "--log-dir",
-                                dir / "runs", "--join-timeout", "60"};
+  std::vector<std::string> argv{kMgtrain,         "launch",
+                                "--nnodes",       std::to_string(nnodes),
+                                "--node-rank",    std::to_string(rank),
+                                "--master-addr",  "127.0.0.1",
+                                "--master-port",  port,
+                                "--run-id",       "mn",
+                                "--log-dir",      dir / "runs",
+                                "--join-timeout", "60"};
   argv.insert(argv.end(), more.begin(), more.end());
   if (std::find(more.begin(), more.end(), "--nproc") == more.end()) {
     argv.push_back("--nproc");
@@ -53,7 +57,8 @@ std::string output_of(const ChildProcess& process) { return read_text(process.ou
 
 // Sends `signal` once `ready` holds and returns how long the process took to exit after it, or
 // nullopt; `code` receives the exit code.
-std::optional<double> time_to_exit_after(pid_t pid, int signal, std::optional<int>& code, std::chrono::milliseconds limit) {
+std::optional<double> time_to_exit_after(pid_t pid, int signal, std::optional<int>& code,
+                                         std::chrono::milliseconds limit) {
   auto sent = Clock::now();
   kill(pid, signal);
   code = wait_for_exit(pid, limit);
@@ -108,7 +113,8 @@ TEST_CASE("waits: SIGHUP on a joined agent and SIGTERM on the hosting node 0 end
   auto rejoined = wait_for_exit(again.pid, 5s);
   REQUIRE(rejoined);
   CHECK(*rejoined == 69);  // node lost: the rendezvous went away with node 0
-  CHECK_THAT(read_text(again.err_path), Catch::Contains("node 0 (") && Catch::Contains("which hosts the rendezvous, was stopped by SIGTERM"));
+  CHECK_THAT(read_text(again.err_path),
+             Catch::Contains("node 0 (") && Catch::Contains("which hosts the rendezvous, was stopped by SIGTERM"));
 }
 
 TEST_CASE("waits: a refusal reaches an agent that is still trying to join, not only the joined ones",
@@ -124,7 +130,8 @@ TEST_CASE("waits: a refusal reaches an agent that is still trying to join, not o
   for (ChildProcess* node : {&node0, &node1, &node2}) CHECK(wait_for_exit(node->pid, 15s) == 2);
   CHECK(seconds_since(started) < 10);  // not the join timeout (60 s)
   for (ChildProcess* node : {&node0, &node1, &node2}) {
-    CHECK_THAT(read_text(node->err_path), Catch::Contains("has --nproc 2, node 0 (") && Catch::Contains(") has --nproc 1"));
+    CHECK_THAT(read_text(node->err_path),
+               Catch::Contains("has --nproc 2, node 0 (") && Catch::Contains(") has --nproc 1"));
   }
 }
 
@@ -156,7 +163,8 @@ bool enough_limits(int agents, std::string& why) {
     why = "RLIMIT_NOFILE " + std::to_string(files.rlim_cur);
     return false;
   }
-  if (geteuid() != 0 && processes.rlim_cur != RLIM_INFINITY && processes.rlim_cur < static_cast<rlim_t>(4 * agents + 256)) {
+  if (geteuid() != 0 && processes.rlim_cur != RLIM_INFINITY &&
+      processes.rlim_cur < static_cast<rlim_t>(4 * agents + 256)) {
     why = "RLIMIT_NPROC " + std::to_string(processes.rlim_cur);
     return false;
   }
@@ -182,8 +190,10 @@ TEST_CASE("scale: 64 agents of one static job on loopback join, run and exit cle
   int clean = 0;
   for (const ChildProcess& node : nodes) {
     auto code = wait_for_exit(node.pid, 45s);
-    if (code && *code == 0) ++clean;
-    else INFO(output_of(node));
+    if (code && *code == 0)
+      ++clean;
+    else
+      INFO(output_of(node));
   }
   CHECK(clean == kNodes);
   INFO("64 agents took " << seconds_since(started) << " s");
@@ -221,7 +231,8 @@ TEST_CASE("scale: node 0 refuses a late node of 64 (different --nproc) and every
   CHECK_THAT(read_text(nodes[1].err_path), Catch::Contains("node 63 (") && Catch::Contains("has --nproc 2, node 0 ("));
 }
 
-TEST_CASE("waits: the host's late-agent window after a refusal ends at once on SIGINT", "[multinode][loopback][waits]") {
+TEST_CASE("waits: the host's late-agent window after a refusal ends at once on SIGINT",
+          "[multinode][loopback][waits]") {
   TempDir dir;
   const std::string port = std::to_string(free_port());
   // Node 1 (--nproc 2) is refused; node 0 then keeps the rendezvous open 3 s for node 2, which never comes.
@@ -235,7 +246,7 @@ TEST_CASE("waits: the host's late-agent window after a refusal ends at once on S
   std::optional<int> code;
   std::optional<double> took = time_to_exit_after(node0.pid, SIGINT, code, 10s);
   REQUIRE(took);
-  CHECK(*code == 2);     // the job's end was decided (a refusal) before the signal
-  CHECK(*took < 1.5);    // not the rest of the 3 s window
+  CHECK(*code == 2);   // the job's end was decided (a refusal) before the signal
+  CHECK(*took < 1.5);  // not the rest of the 3 s window
   CHECK_THAT(output_of(node0), Catch::Contains("has --nproc 2"));
 }

@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "util/run_capture.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/tfevents_reader.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
@@ -38,9 +38,18 @@ namespace {
 const std::string kBin = MGTRAIN_BIN_DIR;
 const std::string kSource = MGTRAIN_SOURCE_DIR;
 
-std::vector<std::string> job_args(const TempDir& dir, const std::string& run_id, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {kBin + "/mgtrain", "launch", "--nproc", "2", "--run-id", run_id, "--log-dir", dir.path(),
-                                   kSource + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=4096"};
+std::vector<std::string> job_args(const TempDir& dir, const std::string& run_id,
+                                  const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {kBin + "/mgtrain",
+                                   "launch",
+                                   "--nproc",
+                                   "2",
+                                   "--run-id",
+                                   run_id,
+                                   "--log-dir",
+                                   dir.path(),
+                                   kSource + "/configs/bench/mlp-64.yaml",
+                                   "data.synthetic_samples=4096"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -134,15 +143,18 @@ std::string run_on_terminal(std::vector<std::string> argv, int columns, int& cod
   return console;
 }
 
-std::string checkpoint_line_regex(const std::string& reason) { return "mgtrain: checkpoint \\(" + reason + "\\) step ([0-9]+)"; }
+std::string checkpoint_line_regex(const std::string& reason) {
+  return "mgtrain: checkpoint \\(" + reason + "\\) step ([0-9]+)";
+}
 
 }  // namespace
 
 TEST_CASE("a launched run writes metrics.jsonl and one TensorBoard file, from rank 0 only", "[metrics]") {
   TempDir dir;
-  ChildProcess launcher = start_process(job_args(dir, "metrics", {"train.max_steps=40", "log.every_steps=10", "log.metrics_every_steps=10",
-                                                                  "train.eval_every_steps=20"}),
-                                        dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
+  ChildProcess launcher = start_process(
+      job_args(dir, "metrics",
+               {"train.max_steps=40", "log.every_steps=10", "log.metrics_every_steps=10", "train.eval_every_steps=20"}),
+      dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
   REQUIRE(wait_for_exit(launcher.pid, 120s) == 0);
   const std::string out = read_text(launcher.out_path);
   const std::string run_dir = dir / "metrics";
@@ -214,9 +226,11 @@ TEST_CASE("a launched run writes metrics.jsonl and one TensorBoard file, from ra
   // The same file through the real protobuf library (TensorBoard is not in Debian; python3-protobuf is).
   const std::string python = "/usr/bin/python3";
   if (access(python.c_str(), X_OK) != 0 || run_and_capture({python, "-c", "import google.protobuf"}).exit_code != 0) {
-    WARN("skipped the protobuf cross-check: " << python << " cannot import google.protobuf (apt-get install python3-protobuf)");
+    WARN("skipped the protobuf cross-check: " << python
+                                              << " cannot import google.protobuf (apt-get install python3-protobuf)");
   } else {
-    const CapturedRun checked = run_and_capture({python, kSource + "/tests/integration/tfevents_protobuf_check.py", files[0]});
+    const CapturedRun checked =
+        run_and_capture({python, kSource + "/tests/integration/tfevents_protobuf_check.py", files[0]});
     INFO(checked.out << checked.err);
     CHECK(checked.exit_code == 0);
     CHECK(checked.out.rfind("ok 7\n", 0) == 0);
@@ -224,8 +238,8 @@ TEST_CASE("a launched run writes metrics.jsonl and one TensorBoard file, from ra
   }
 
   // A second launch with the same run id (a resumed run) appends to the same metrics file.
-  ChildProcess again = start_process(job_args(dir, "metrics", {"train.max_steps=20", "log.metrics_every_steps=10"}), dir / "again",
-                                     {{"OMP_NUM_THREADS", "1"}});
+  ChildProcess again = start_process(job_args(dir, "metrics", {"train.max_steps=20", "log.metrics_every_steps=10"}),
+                                     dir / "again", {{"OMP_NUM_THREADS", "1"}});
   REQUIRE(wait_for_exit(again.pid, 120s) == 0);
   CHECK(split_lines(read_text(run_dir + "/metrics.jsonl")).size() == lines.size() + 2);
   CHECK(tensorboard_files(run_dir).size() == 2);  // a new event file per worker process, as TensorBoard expects
@@ -233,16 +247,17 @@ TEST_CASE("a launched run writes metrics.jsonl and one TensorBoard file, from ra
 
 TEST_CASE("no metrics files when they are switched off, and a note without the launcher", "[metrics]") {
   TempDir dir;
-  ChildProcess launcher = start_process(job_args(dir, "quiet", {"train.max_steps=10", "log.metrics_every_steps=0", "log.tensorboard=false"}),
-                                        dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
+  ChildProcess launcher = start_process(
+      job_args(dir, "quiet", {"train.max_steps=10", "log.metrics_every_steps=0", "log.tensorboard=false"}),
+      dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
   REQUIRE(wait_for_exit(launcher.pid, 120s) == 0);
   CHECK(fs::exists(dir / "quiet"));
   CHECK_FALSE(fs::exists(dir / "quiet/metrics.jsonl"));
   CHECK_FALSE(fs::exists(dir / "quiet/tensorboard"));
 
   // The worker on its own (world size 1, no MGTRAIN_RUN_DIR): says once that it writes no files, and writes none.
-  ChildProcess alone = start_process({kBin + "/mgtrain-worker", kSource + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=512",
-                                      "train.max_steps=5", "log.every_steps=1"},
+  ChildProcess alone = start_process({kBin + "/mgtrain-worker", kSource + "/configs/bench/mlp-64.yaml",
+                                      "data.synthetic_samples=512", "train.max_steps=5", "log.every_steps=1"},
                                      dir / "alone", {{"OMP_NUM_THREADS", "1"}, {"MGTRAIN_RUN_DIR", ""}});
   REQUIRE(wait_for_exit(alone.pid, 120s) == 0);
   const std::string out = read_text(alone.out_path);
@@ -253,7 +268,8 @@ TEST_CASE("no metrics files when they are switched off, and a note without the l
 
 TEST_CASE("on a terminal the launcher shows rank 0's live bar, the rank's log keeps plain lines", "[metrics][tty]") {
   TempDir dir;
-  std::vector<std::string> argv = job_args(dir, "bar", {"train.max_steps=200", "log.every_steps=50", "train.eval_every_steps=100"});
+  std::vector<std::string> argv =
+      job_args(dir, "bar", {"train.max_steps=200", "log.every_steps=50", "train.eval_every_steps=100"});
   int code = -1;
   const std::string console = run_on_terminal(argv, 120, code);
   INFO(console);
@@ -261,7 +277,10 @@ TEST_CASE("on a terminal the launcher shows rank 0's live bar, the rank's log ke
   // The bar is redrawn in place ("\r...\x1b[K") with the rank prefix and ends as an ordinary line at 100%.
   CHECK_THAT(console, Contains("\r[rank 0] epoch 1 step "));
   CHECK_THAT(console, Contains("\x1b[K"));
-  CHECK(std::regex_search(console, std::regex(R"(\[rank 0\] epoch [0-9]+ step 200/200 \[=+\] 100% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s in [0-9]+s\x1b\[K\r?\n)")));
+  CHECK(std::regex_search(
+      console,
+      std::regex(
+          R"(\[rank 0\] epoch [0-9]+ step 200/200 \[=+\] 100% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s in [0-9]+s\x1b\[K\r?\n)")));
   // Other lines clear the bar first and are whole.
   CHECK_THAT(console, Contains("\r\x1b[K[rank 0] mgtrain: eval (periodic, step 100)"));
   CHECK(console.find("mgtrain: step 50/200") == std::string::npos);  // the bar replaces the plain lines on the console
@@ -281,21 +300,24 @@ TEST_CASE("on a terminal the launcher shows rank 0's live bar, the rank's log ke
 
 TEST_CASE("the worker alone on a terminal draws the bar itself and keeps it at the end", "[metrics][tty]") {
   int code = -1;
-  const std::string console = run_on_terminal({kBin + "/mgtrain-worker", kSource + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=2048",
-                                               "train.max_steps=100", "train.eval_every_steps=50", "log.metrics_every_steps=0",
-                                               "log.tensorboard=false"},
-                                              100, code);
+  const std::string console = run_on_terminal(
+      {kBin + "/mgtrain-worker", kSource + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=2048",
+       "train.max_steps=100", "train.eval_every_steps=50", "log.metrics_every_steps=0", "log.tensorboard=false"},
+      100, code);
   INFO(console);
   REQUIRE(code == 0);
   CHECK(console.find("\x1e") == std::string::npos);
   CHECK(console.find("mgtrain: step 50/100") == std::string::npos);  // the bar instead of the lines
   // Drawn with the cursor left at its start ("\r<bar>\x1b[K\r"), so another line overwrites it; fitted to the
   // terminal's 100 columns.
-  CHECK(std::regex_search(console, std::regex("\repoch 1 step [0-9]+/100 \\[[ =>]+\\] +[0-9]+% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s "
-                                              "ETA [0-9]+s\x1b\\[K\r")));
+  CHECK(std::regex_search(
+      console, std::regex("\repoch 1 step [0-9]+/100 \\[[ =>]+\\] +[0-9]+% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s "
+                          "ETA [0-9]+s\x1b\\[K\r")));
   CHECK_THAT(console, Contains("\x1b[Kmgtrain: eval (periodic, step 50)"));  // the bar cleared for the eval line
-  CHECK(std::regex_search(console, std::regex("epoch [0-9]+ step 100/100 \\[=+\\] 100% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s in [0-9]+s"
-                                              "\x1b\\[K\r?\n")));
+  CHECK(std::regex_search(
+      console,
+      std::regex("epoch [0-9]+ step 100/100 \\[=+\\] 100% loss [0-9.]+ lr [0-9.e-]+ [0-9]+ samples/s in [0-9]+s"
+                 "\x1b\\[K\r?\n")));
   CHECK_THAT(console, Contains("{\"summary\""));
 }
 
@@ -303,11 +325,14 @@ TEST_CASE("SIGUSR2 saves a checkpoint at an agreed step and training goes on", "
   TempDir dir;
   const std::string checkpoints = dir / "ckpt";
   // Slow enough to signal mid-run: 1500 steps, a line per step to watch.
-  ChildProcess launcher = start_process(job_args(dir, "usr2", {"train.max_steps=1500", "log.every_steps=1", "checkpoint.dir=" + checkpoints,
-                                                               "checkpoint.every_steps=0", "checkpoint.every_epochs=0",
-                                                               "checkpoint.at_end=false", "checkpoint.keep_last=10"}),
-                                        dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
-  REQUIRE(wait_until([&] { return read_text(launcher.out_path).find("mgtrain: step 100/1500") != std::string::npos; }, 90s));
+  ChildProcess launcher =
+      start_process(job_args(dir, "usr2",
+                             {"train.max_steps=1500", "log.every_steps=1", "checkpoint.dir=" + checkpoints,
+                              "checkpoint.every_steps=0", "checkpoint.every_epochs=0", "checkpoint.at_end=false",
+                              "checkpoint.keep_last=10"}),
+                    dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
+  REQUIRE(wait_until([&] { return read_text(launcher.out_path).find("mgtrain: step 100/1500") != std::string::npos; },
+                     90s));
   SECTION("to the launcher, which forwards it to every worker") { REQUIRE(kill(launcher.pid, SIGUSR2) == 0); }
   SECTION("to rank 1 only: rank 0 still saves, at the step all ranks agreed on") {
     const pid_t rank1 = worker_pid(launcher.pid, 1);
@@ -326,7 +351,8 @@ TEST_CASE("SIGUSR2 saves a checkpoint at an agreed step and training goes on", "
   CHECK(step < 1500);
   CHECK(fs::exists(checkpoints));
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(checkpoints)) files += entry.path().extension() == ".safetensors" ? 1 : 0;
+  for (const auto& entry : fs::directory_iterator(checkpoints))
+    files += entry.path().extension() == ".safetensors" ? 1 : 0;
   CHECK(files == 1);  // one save for the one request, nothing else (every_steps, epoch end, at_end are off)
   CHECK_THAT(out, Contains("mgtrain: step 1500/1500"));  // it went on to the end
   CHECK_THAT(out, Contains("\"steps\":1500"));
@@ -334,28 +360,33 @@ TEST_CASE("SIGUSR2 saves a checkpoint at an agreed step and training goes on", "
 
 TEST_CASE("SIGUSR2 without checkpoints: a warning, and training goes on", "[metrics][sigusr2]") {
   TempDir dir;
-  ChildProcess launcher = start_process(job_args(dir, "nockpt", {"train.max_steps=1500", "log.every_steps=1"}),  // the bench config: dir ""
-                                        dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
-  REQUIRE(wait_until([&] { return read_text(launcher.out_path).find("mgtrain: step 100/1500") != std::string::npos; }, 90s));
+  ChildProcess launcher =
+      start_process(job_args(dir, "nockpt", {"train.max_steps=1500", "log.every_steps=1"}),  // the bench config: dir ""
+                    dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
+  REQUIRE(wait_until([&] { return read_text(launcher.out_path).find("mgtrain: step 100/1500") != std::string::npos; },
+                     90s));
   REQUIRE(kill(launcher.pid, SIGUSR2) == 0);
   const std::optional<int> code = wait_for_exit(launcher.pid, 120s);
   if (!code) kill(launcher.pid, SIGKILL);
   const std::string err = read_text(launcher.err_path);
   INFO(read_text(launcher.out_path) << err);
   REQUIRE(code == 0);
-  CHECK_THAT(err, Contains("SIGUSR2 asked for a checkpoint at step") && Contains("checkpoints are off (checkpoint.dir is empty)"));
+  CHECK_THAT(err, Contains("SIGUSR2 asked for a checkpoint at step") &&
+                      Contains("checkpoints are off (checkpoint.dir is empty)"));
   CHECK_THAT(read_text(launcher.out_path), Contains("\"steps\":1500"));
 }
 
 TEST_CASE("SIGUSR2 right after the start-up banner is not lost and kills nobody", "[metrics][sigusr2]") {
   TempDir dir;
   const std::string checkpoints = dir / "ckpt";
-  ChildProcess launcher = start_process(job_args(dir, "early", {"train.max_steps=50", "log.every_steps=1", "checkpoint.dir=" + checkpoints,
-                                                                "checkpoint.every_steps=0", "checkpoint.every_epochs=0",
-                                                                "checkpoint.at_end=false"}),
-                                        dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
+  ChildProcess launcher =
+      start_process(job_args(dir, "early",
+                             {"train.max_steps=50", "log.every_steps=1", "checkpoint.dir=" + checkpoints,
+                              "checkpoint.every_steps=0", "checkpoint.every_epochs=0", "checkpoint.at_end=false"}),
+                    dir / "launcher", {{"OMP_NUM_THREADS", "1"}});
   // The banner comes after the data and model are built, before the first step: signal right then.
-  REQUIRE(wait_until([&] { return read_text(launcher.out_path).find("[rank 0] mgtrain: ") != std::string::npos; }, 90s));
+  REQUIRE(
+      wait_until([&] { return read_text(launcher.out_path).find("[rank 0] mgtrain: ") != std::string::npos; }, 90s));
   REQUIRE(kill(launcher.pid, SIGUSR2) == 0);
   const std::optional<int> code = wait_for_exit(launcher.pid, 120s);
   if (!code) kill(launcher.pid, SIGKILL);

@@ -20,8 +20,8 @@
 #include <cairo.h>
 #endif
 
-#include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
@@ -40,20 +40,30 @@ CapturedRun run_mgtrain(const TempDir& dir, std::vector<std::string> args) {
 }
 
 CapturedRun launch(const TempDir& dir, const std::string& run_id, const std::string& script) {
-  return run_and_capture({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", run_id, "--nproc", "1", "--", "sh", "-c", script},
-                         CaptureOptions{60.0, {}, {}, ""});
+  return run_and_capture(
+      {kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", run_id, "--nproc", "1", "--", "sh", "-c", script},
+      CaptureOptions{60.0, {}, {}, ""});
 }
 
 // A worker script that appends metrics rows as rank 0 of the trainer does: train rows every step, eval rows
 // every 5 steps (eval.loss falling, eval.accuracy rising), then exits with `code` (negative: goes on to what follows).
 std::string metrics_script(const TempDir& dir, const std::string& run_id, int steps, double scale, int code) {
   const std::string file = dir / ("runs/" + run_id + "/metrics.jsonl");
-  return "i=1; while [ $i -le " + std::to_string(steps) + " ]; do "
-         "printf '{\"kind\":\"train\",\"step\":%d,\"epoch\":0,\"time\":%d.5,\"loss\":%s,\"lr\":0.01,\"samples_per_s\":5000,\"attempt\":0}\\n' "
-         "$i $((1763800000 + i)) $(awk \"BEGIN{print " + std::to_string(scale) + "/$i}\") >> " + file + "; "
-         "if [ $((i % 5)) = 0 ]; then printf '{\"kind\":\"eval\",\"step\":%d,\"time\":%d,\"eval.loss\":%s,\"eval.accuracy\":%s,\"attempt\":0}\\n' "
-         "$i $((1763800000 + i)) $(awk \"BEGIN{print 1/$i}\") $(awk \"BEGIN{print 1-1/$i}\") >> " + file + "; fi; "
-         "i=$((i + 1)); done" + (code >= 0 ? "; exit " + std::to_string(code) : std::string());
+  return "i=1; while [ $i -le " + std::to_string(steps) +
+         " ]; do "
+         "printf "
+         "'{\"kind\":\"train\",\"step\":%d,\"epoch\":0,\"time\":%d.5,\"loss\":%s,\"lr\":0.01,\"samples_per_s\":5000,"
+         "\"attempt\":0}\\n' "
+         "$i $((1763800000 + i)) $(awk \"BEGIN{print " +
+         std::to_string(scale) + "/$i}\") >> " + file +
+         "; "
+         "if [ $((i % 5)) = 0 ]; then printf "
+         "'{\"kind\":\"eval\",\"step\":%d,\"time\":%d,\"eval.loss\":%s,\"eval.accuracy\":%s,\"attempt\":0}\\n' "
+         "$i $((1763800000 + i)) $(awk \"BEGIN{print 1/$i}\") $(awk \"BEGIN{print 1-1/$i}\") >> " +
+         file +
+         "; fi; "
+         "i=$((i + 1)); done" +
+         (code >= 0 ? "; exit " + std::to_string(code) : std::string());
 }
 
 std::map<std::string, YAML::Node> runs_by_id(const CapturedRun& run) {
@@ -82,20 +92,22 @@ TEST_CASE("mgtrain runs lists succeeded, failed, stopped and interrupted runs ne
   REQUIRE(bad.exit_code == 3);
 
   // Stopped: SIGTERM to the launcher while the worker sleeps.
-  ChildProcess stopped = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "stopped", "--grace-period", "2",
-                                        "--", "sh", "-c", "exec sleep 60"},
+  ChildProcess stopped = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "stopped",
+                                        "--grace-period", "2", "--", "sh", "-c", "exec sleep 60"},
                                        dir / "stopped");
-  REQUIRE(wait_until([&] { return file_exists(dir / "runs/stopped/attempt_0/rank_0/stdout.log"); }, std::chrono::seconds(20)));
+  REQUIRE(wait_until([&] { return file_exists(dir / "runs/stopped/attempt_0/rank_0/stdout.log"); },
+                     std::chrono::seconds(20)));
   CHECK(runs_by_id(run_mgtrain(dir, {"runs", "--json"}))["stopped"]["status"].as<std::string>() == "running");
   kill(stopped.pid, SIGTERM);
   CHECK(wait_for_exit(stopped.pid, std::chrono::seconds(20)) == 143);
 
   // Interrupted: the launcher is SIGKILLed, so run.json still says "running", but no launcher holds it.
-  ChildProcess killed = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "killed", "--", "sh", "-c",
-                                       metrics_script(dir, "killed", 3, 1.0, -1) + "; exec sleep 60"},
+  ChildProcess killed = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "killed", "--", "sh",
+                                       "-c", metrics_script(dir, "killed", 3, 1.0, -1) + "; exec sleep 60"},
                                       dir / "killed");
-  REQUIRE(wait_until([&] { return read_text(dir / "runs/killed/metrics.jsonl").find("\"step\":3,") != std::string::npos; },
-                     std::chrono::seconds(20)));
+  REQUIRE(
+      wait_until([&] { return read_text(dir / "runs/killed/metrics.jsonl").find("\"step\":3,") != std::string::npos; },
+                 std::chrono::seconds(20)));
   kill(killed.pid, SIGKILL);
   CHECK(wait_for_exit(killed.pid, std::chrono::seconds(20)) == 128 + SIGKILL);
   CHECK_THAT(read_text(dir / "runs/killed/run.json"), Contains("\"status\": \"running\""));
@@ -127,8 +139,8 @@ TEST_CASE("mgtrain runs lists succeeded, failed, stopped and interrupted runs ne
   REQUIRE(table.exit_code == 0);
   const auto lines = split_lines(table.out);
   REQUIRE(lines.size() >= 5);
-  CHECK_THAT(lines[0], Contains("RUN ID") && Contains("STATUS") && Contains("STARTED") && Contains("DURATION") && Contains("STEPS") &&
-                           Contains("BEST"));
+  CHECK_THAT(lines[0], Contains("RUN ID") && Contains("STATUS") && Contains("STARTED") && Contains("DURATION") &&
+                           Contains("STEPS") && Contains("BEST"));
   CHECK(lines[1].rfind("killed ", 0) == 0);
   CHECK_THAT(lines[1], Contains("interrupted"));
   CHECK(lines[2].rfind("stopped ", 0) == 0);
@@ -223,7 +235,8 @@ TEST_CASE("mgtrain plot draws PNG and SVG curves and names what is missing", "[b
 #endif
 
   // SVG: a run directory path, another metric, the default name in the current directory is not used.
-  CapturedRun svg = run_mgtrain(dir, {"plot", dir / "runs/a", "b", "--metric", "eval.accuracy", "-o", dir / "accuracy.svg"});
+  CapturedRun svg =
+      run_mgtrain(dir, {"plot", dir / "runs/a", "b", "--metric", "eval.accuracy", "-o", dir / "accuracy.svg"});
   INFO(svg.err);
   REQUIRE(svg.exit_code == 0);
   const std::string text = read_text(dir / "accuracy.svg");
@@ -254,10 +267,11 @@ TEST_CASE("a real training run is listed and plotted from the metrics the traine
   CaptureOptions options;
   options.timeout_s = 120;
   options.set_env = {{"OMP_NUM_THREADS", "1"}};
-  CapturedRun run = run_and_capture({kMgtrain, "launch", "--nproc", "1", "--run-id", "real", "--log-dir", dir / "runs",
-                                     std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=512",
-                                     "train.max_steps=12", "log.metrics_every_steps=1", "train.eval_every_steps=6", "log.tensorboard=false"},
-                                    options);
+  CapturedRun run = run_and_capture(
+      {kMgtrain, "launch", "--nproc", "1", "--run-id", "real", "--log-dir", dir / "runs",
+       std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml", "data.synthetic_samples=512",
+       "train.max_steps=12", "log.metrics_every_steps=1", "train.eval_every_steps=6", "log.tensorboard=false"},
+      options);
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   auto runs = runs_by_id(run_mgtrain(dir, {"runs", "--json"}));

@@ -19,16 +19,15 @@
 #include <sstream>
 #include <thread>
 
-#include "util/run_capture.hpp"
 #include "launch_fixture.hpp"
 #include "support/prometheus_text.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
 
 struct HttpReply {
   int status = 0;  // 0: no connection
@@ -50,7 +49,8 @@ HttpReply http(const std::string& address, int port, const std::string& method, 
     return reply;
   }
   const std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + address + "\r\nConnection: close\r\n" +
-                              extra_headers + (method == "POST" && content_length ? "Content-Length: 0\r\n" : "") + "\r\n";
+                              extra_headers + (method == "POST" && content_length ? "Content-Length: 0\r\n" : "") +
+                              "\r\n";
   (void)!write(fd, request.data(), request.size());
   std::string text;
   char buffer[65536];
@@ -100,18 +100,21 @@ struct LiveRun {
 
   explicit LiveRun(const std::vector<std::string>& extra_flags = {}) {
     port = free_port();
-    std::vector<std::string> argv = {kMgtrain, "launch", "--nproc", "2", "--status-port", std::to_string(port),
-                                     "--log-dir", dir / "runs", "--run-id", "live", "--grace-period", "3"};
+    std::vector<std::string> argv = {
+        kMgtrain,    "launch",     "--nproc",  "2",    "--status-port",  std::to_string(port),
+        "--log-dir", dir / "runs", "--run-id", "live", "--grace-period", "3"};
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
     argv.push_back("--");
     argv.push_back(status_worker(dir));
     run_dir = dir / "runs/live";
     launcher = start_process(argv, dir / "launcher");
-    const bool up = wait_until([&] {
-      return http("127.0.0.1", port, "GET", "/healthz").status == 200 &&
-             read_text(run_dir + "/attempt_0/rank_1/heartbeat").find("step") != std::string::npos &&
-             read_text(run_dir + "/attempt_0/rank_0/heartbeat").find("step") != std::string::npos;
-    }, 20s);
+    const bool up = wait_until(
+        [&] {
+          return http("127.0.0.1", port, "GET", "/healthz").status == 200 &&
+                 read_text(run_dir + "/attempt_0/rank_1/heartbeat").find("step") != std::string::npos &&
+                 read_text(run_dir + "/attempt_0/rank_0/heartbeat").find("step") != std::string::npos;
+        },
+        20s);
     if (!up) {
       kill(launcher.pid, SIGKILL);
       wait_for_exit(launcher.pid, 5s);
@@ -135,7 +138,8 @@ struct LiveRun {
   std::size_t checkpoints() const {
     std::error_code error;
     if (!fs::is_directory(run_dir + "/checkpoints", error)) return 0;
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator(run_dir + "/checkpoints"), fs::directory_iterator()));
+    return static_cast<std::size_t>(
+        std::distance(fs::directory_iterator(run_dir + "/checkpoints"), fs::directory_iterator()));
   }
 };
 
@@ -165,7 +169,8 @@ std::vector<std::string> listening_addresses(int port) {
     std::istringstream fields(line);
     std::string slot, local, remote, state;
     fields >> slot >> local >> remote >> state;
-    if (state == "0A" && local.size() > 5 && local.substr(local.size() - 4) == port_hex) found.push_back(local.substr(0, 8));
+    if (state == "0A" && local.size() > 5 && local.substr(local.size() - 4) == port_hex)
+      found.push_back(local.substr(0, 8));
   }
   return found;
 }
@@ -203,14 +208,19 @@ TEST_CASE("status API: /healthz, the /status schema, the page and the curves of 
     CHECK(r["rss_bytes"].IsDefined());
   }
   const long long step_before = s["ranks"][0]["step"].as<long long>();
-  REQUIRE(wait_until([&] {
-    return YAML::Load(http("127.0.0.1", run.port, "GET", "/status").body)["ranks"][0]["step"].as<long long>() > step_before;
-  }, 10s));
+  REQUIRE(wait_until(
+      [&] {
+        return YAML::Load(http("127.0.0.1", run.port, "GET", "/status").body)["ranks"][0]["step"].as<long long>() >
+               step_before;
+      },
+      10s));
   // CPU% and RSS come from the sampler within a few seconds (two /proc readings).
-  CHECK(wait_until([&] {
-    YAML::Node r = YAML::Load(http("127.0.0.1", run.port, "GET", "/status").body)["ranks"][0];
-    return !r["cpu_percent"].IsNull() && r["rss_bytes"].as<long long>() > 0;
-  }, 10s));
+  CHECK(wait_until(
+      [&] {
+        YAML::Node r = YAML::Load(http("127.0.0.1", run.port, "GET", "/status").body)["ranks"][0];
+        return !r["cpu_percent"].IsNull() && r["rss_bytes"].as<long long>() > 0;
+      },
+      10s));
 
   YAML::Node curves = YAML::Load(http("127.0.0.1", run.port, "GET", "/api/metrics").body);
   CHECK(curves["train"].size() >= 1);
@@ -243,17 +253,20 @@ TEST_CASE("status API: /metrics is valid Prometheus text with the ranks' figures
   CHECK(steps == 2);
 }
 
-TEST_CASE("status API: POST without the right token is 401 and saves nothing, with it a checkpoint appears", "[status_api][token]") {
+TEST_CASE("status API: POST without the right token is 401 and saves nothing, with it a checkpoint appears",
+          "[status_api][token]") {
   LiveRun run;
   const std::string token = run.token();
   REQUIRE(token.size() == 64);
-  struct stat info{};
+  struct stat info {};
   REQUIRE(stat((run.run_dir + "/status_token").c_str(), &info) == 0);
   CHECK((info.st_mode & 0777) == 0600);
 
   CHECK(http("127.0.0.1", run.port, "POST", "/checkpoint").status == 401);
-  CHECK(http("127.0.0.1", run.port, "POST", "/checkpoint", "Authorization: Bearer " + std::string(64, '0') + "\r\n").status == 401);
-  CHECK(http("127.0.0.1", run.port, "POST", "/checkpoint", "Authorization: Bearer " + token.substr(0, 63) + "\r\n").status == 401);
+  CHECK(http("127.0.0.1", run.port, "POST", "/checkpoint", "Authorization: Bearer " + std::string(64, '0') + "\r\n")
+            .status == 401);
+  CHECK(http("127.0.0.1", run.port, "POST", "/checkpoint", "Authorization: Bearer " + token.substr(0, 63) + "\r\n")
+            .status == 401);
   CHECK(http("127.0.0.1", run.port, "POST", "/checkpoint", "Authorization: Basic " + token + "\r\n").status == 401);
   CHECK(http("127.0.0.1", run.port, "POST", "/stop", "Authorization: Bearer nope\r\n").status == 401);
   std::this_thread::sleep_for(500ms);  // a wrongly accepted command would have reached the workers by now
@@ -261,7 +274,8 @@ TEST_CASE("status API: POST without the right token is 401 and saves nothing, wi
   CHECK(kill(run.launcher.pid, 0) == 0);
 
   // As `curl -X POST` sends it: no Content-Length, no body.
-  HttpReply accepted = http("127.0.0.1", run.port, "POST", "/checkpoint", "Authorization: Bearer " + token + "\r\n", false);
+  HttpReply accepted =
+      http("127.0.0.1", run.port, "POST", "/checkpoint", "Authorization: Bearer " + token + "\r\n", false);
   CHECK(accepted.status == 202);
   CHECK(wait_until([&] { return run.checkpoints() == 2; }, 10s));  // one per rank, and the run goes on
   std::this_thread::sleep_for(200ms);

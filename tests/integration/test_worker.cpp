@@ -11,9 +11,9 @@
 #include <regex>
 
 #include "supervise/port_probe.hpp"
-#include "util/run_capture.hpp"
-#include "support/temp_dir.hpp"
 #include "support/summary_line.hpp"
+#include "support/temp_dir.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using mgtrain::testing::summary_number;
@@ -24,12 +24,18 @@ namespace {
 const std::string kBin = MGTRAIN_BIN_DIR;
 const std::string kSource = MGTRAIN_SOURCE_DIR;
 
-
 // A small learnable synthetic job: a few seconds on 2 CPUs.
 std::vector<std::string> small_job(const fs::path& dir) {
-  return {"model.type=mlp",          "model.hidden_sizes=32",     "data.dataset=synthetic", "data.input_shape=1,8,8",
-          "data.synthetic_samples=2048", "train.epochs=2",        "train.batch_size=32",    "optim.lr=0.05",
-          "log.every_steps=16",      "launch.log_dir=" + dir.string()};
+  return {"model.type=mlp",
+          "model.hidden_sizes=32",
+          "data.dataset=synthetic",
+          "data.input_shape=1,8,8",
+          "data.synthetic_samples=2048",
+          "train.epochs=2",
+          "train.batch_size=32",
+          "optim.lr=0.05",
+          "log.every_steps=16",
+          "launch.log_dir=" + dir.string()};
 }
 
 std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
@@ -47,7 +53,7 @@ TEST_CASE("two workers under mgtrain launch train and report one summary", "[wor
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "world_size") == 2);
-  CHECK(summary_number(run.out, "steps") == 64);  // 2048 samples / 2 ranks / 32 per batch * 2 epochs
+  CHECK(summary_number(run.out, "steps") == 64);     // 2048 samples / 2 ranks / 32 per batch * 2 epochs
   CHECK(summary_number(run.out, "accuracy") > 0.6);  // learnable synthetic classes; chance is 0.1
   CHECK(summary_number(run.out, "samples_per_s") > 0);
   CHECK(run.out.find("[rank 0] {\"summary\":") != std::string::npos);
@@ -60,7 +66,8 @@ TEST_CASE("a worker started alone trains as world size 1", "[worker]") {
   const testing::TempDir temp_dir("mgtrain-worker-test-alone");
   fs::path dir = temp_dir.path();
   CaptureOptions options;
-  options.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
+  options.unset_env = {"RANK",        "WORLD_SIZE",   "LOCAL_RANK",   "MASTER_ADDR",
+                       "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
   auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
   CapturedRun run = run_and_capture(args, options);
   INFO(run.out << run.err);
@@ -75,7 +82,10 @@ TEST_CASE("ddp.force_process_group: a world of 1 trains through a real process g
   SocketPortProbe ports;
   CaptureOptions options;
   options.unset_env = {"LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
-  options.set_env = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+  options.set_env = {{"RANK", "0"},
+                     {"WORLD_SIZE", "1"},
+                     {"LOCAL_WORLD_SIZE", "1"},
+                     {"MASTER_ADDR", "127.0.0.1"},
                      {"MASTER_PORT", std::to_string(ports.pick_free_port())}};
   auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
   args.push_back("ddp.force_process_group=true");
@@ -91,9 +101,10 @@ TEST_CASE("ddp.force_process_group: a world of 1 trains through a real process g
 TEST_CASE("the worker runs under its torch's torchrun", "[worker][torchrun]") {
   const std::string torchrun = MGTRAIN_REFERENCE_TORCHRUN;
   if (torchrun.empty() || access(torchrun.c_str(), X_OK) != 0) {
-    WARN("skipped: no torchrun of this build's torch at '" << torchrun
-                                                           << "' (default flavour: apt-get install python3-torch; "
-                                                              "LibTorch 2.x flavour: scripts/build-torch2.sh sets the venv's)");
+    WARN("skipped: no torchrun of this build's torch at '"
+         << torchrun
+         << "' (default flavour: apt-get install python3-torch; "
+            "LibTorch 2.x flavour: scripts/build-torch2.sh sets the venv's)");
     return;
   }
   const testing::TempDir temp_dir("mgtrain-worker-test-torchrun");
@@ -101,9 +112,10 @@ TEST_CASE("the worker runs under its torch's torchrun", "[worker][torchrun]") {
   // Static rendezvous on a free port (--standalone would always use port 29400). Debian's torchrun 1.13 crashes on
   // Python 3.11 unless --redirects/--tee get a per-rank mapping; 9:1 names no rank of these two.
   SocketPortProbe ports;
-  auto args = with({torchrun, "--nnodes", "1", "--master_port", std::to_string(ports.pick_free_port()), "--nproc_per_node",
-                    "2", "--monitor_interval", "0.1", "--redirects", "9:1", "--tee", "9:1", "--no_python", kBin + "/mgtrain-worker"},
-                   small_job(dir));
+  auto args =
+      with({torchrun, "--nnodes", "1", "--master_port", std::to_string(ports.pick_free_port()), "--nproc_per_node", "2",
+            "--monitor_interval", "0.1", "--redirects", "9:1", "--tee", "9:1", "--no_python", kBin + "/mgtrain-worker"},
+           small_job(dir));
   CaptureOptions options;
   options.set_env = {{"OMP_NUM_THREADS", "1"}};
   options.timeout_s = 120;
@@ -128,9 +140,12 @@ TEST_CASE("the worker takes its rank from srun's variables", "[worker][slurm]") 
   for (int r = 0; r < 2; ++r) {
     CaptureOptions options;
     options.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "MGTRAIN_CONFIG_FILE"};
-    options.set_env = {{"SLURM_PROCID", std::to_string(r)},       {"SLURM_NTASKS", "2"},
-                       {"SLURM_LOCALID", std::to_string(r)},      {"SLURM_NTASKS_PER_NODE", "2"},
-                       {"SLURM_JOB_NODELIST", "localhost"},       {"SLURM_JOB_ID", std::to_string(port - 20000 + 7 * 20000)},
+    options.set_env = {{"SLURM_PROCID", std::to_string(r)},
+                       {"SLURM_NTASKS", "2"},
+                       {"SLURM_LOCALID", std::to_string(r)},
+                       {"SLURM_NTASKS_PER_NODE", "2"},
+                       {"SLURM_JOB_NODELIST", "localhost"},
+                       {"SLURM_JOB_ID", std::to_string(port - 20000 + 7 * 20000)},
                        {"OMP_NUM_THREADS", "1"}};
     auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
     ranks.push_back(std::async(std::launch::async, [args, options] { return run_and_capture(args, options); }));
@@ -146,12 +161,14 @@ TEST_CASE("a malformed data file stops the job with the file named", "[worker][e
   const testing::TempDir temp_dir("mgtrain-worker-test-baddata");
   fs::path dir = temp_dir.path();
   fs::create_directories(dir / "data");
-  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+  for (const char* name :
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
     std::ofstream(dir / "data" / name) << "not an idx file";
   }
-  CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/fashion_mnist_mlp.yaml",
-                                     "data.path=" + (dir / "data").string(), "launch.log_dir=" + dir.string()},
-                                    {});
+  CapturedRun run =
+      run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/fashion_mnist_mlp.yaml",
+                       "data.path=" + (dir / "data").string(), "launch.log_dir=" + dir.string()},
+                      {});
   INFO(run.out << run.err);
   CHECK(run.exit_code == 2);
   CHECK(run.err.find((dir / "data/train-images-idx3-ubyte").string()) != std::string::npos);
@@ -165,12 +182,14 @@ TEST_CASE("an unreachable store and a missing peer are clear errors, not hangs",
   const int port = ports.pick_free_port();
   CaptureOptions client;
   client.unset_env = {"MGTRAIN_CONFIG_FILE"};
-  client.set_env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  client.set_env = {
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
   client.timeout_s = 60;
   auto args = with({kBin + "/mgtrain-worker"}, with(small_job(dir), {"ddp.connect_timeout_s=2"}));
   CapturedRun lonely_client = run_and_capture(args, client);
   CHECK(lonely_client.exit_code == 1);
-  CHECK(lonely_client.err.find("rank 1 cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  CHECK(lonely_client.err.find("rank 1 cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)) !=
+        std::string::npos);
 
   CaptureOptions server = client;
   server.set_env["RANK"] = "0";
@@ -186,15 +205,17 @@ TEST_CASE("mgtrain tokenize feeds a GPT that learns a repeating text", "[worker]
     std::ofstream text(dir / "input.txt");
     for (int i = 0; i < 3000; ++i) text << "the quick brown fox. ";
   }
-  CapturedRun tokenize = run_and_capture({kBin + "/mgtrain", "tokenize", (dir / "input.txt").string(), (dir / "tokens").string()});
+  CapturedRun tokenize =
+      run_and_capture({kBin + "/mgtrain", "tokenize", (dir / "input.txt").string(), (dir / "tokens").string()});
   INFO(tokenize.out << tokenize.err);
   REQUIRE(tokenize.exit_code == 0);
   CHECK(fs::exists(dir / "tokens/train.bin"));
   CHECK(fs::exists(dir / "tokens/meta.json"));
   CapturedRun run = run_and_capture(
-      {kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/tokens_gpt.yaml", "data.path=" + (dir / "tokens/train.bin").string(),
-       "model.layers=1", "model.d_model=32", "model.heads=2", "model.context_length=32", "model.dropout=0", "train.epochs=1",
-       "train.max_steps=60", "train.batch_size=16", "optim.lr=0.01", "optim.warmup_steps=5", "launch.log_dir=" + dir.string()},
+      {kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/tokens_gpt.yaml",
+       "data.path=" + (dir / "tokens/train.bin").string(), "model.layers=1", "model.d_model=32", "model.heads=2",
+       "model.context_length=32", "model.dropout=0", "train.epochs=1", "train.max_steps=60", "train.batch_size=16",
+       "optim.lr=0.01", "optim.warmup_steps=5", "launch.log_dir=" + dir.string()},
       {});
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
@@ -219,16 +240,17 @@ TEST_CASE("a TorchScript module scripted in Python trains under mgtrain launch",
       "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))\n"
       "    def forward(self, x):\n"
       "        return self.body(x)\n"
-      "torch.jit.script(Net()).save('" + module + "')\n";
+      "torch.jit.script(Net()).save('" +
+      module + "')\n";
   std::ofstream(dir / "make_net.py") << script;  // torch.jit.script reads the class's source from a file
   CapturedRun make = run_and_capture({"/usr/bin/python3", (dir / "make_net.py").string()});
   INFO(make.err);
   REQUIRE(make.exit_code == 0);
-  CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/torchscript_mnist.yaml",
-                                     "model.path=" + module, "data.dataset=synthetic", "data.input_shape=1,8,8",
-                                     "data.synthetic_samples=2048", "train.epochs=2", "train.batch_size=32", "optim.lr=0.01",
-                                     "launch.log_dir=" + dir.string()},
-                                    {});
+  CapturedRun run = run_and_capture(
+      {kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/torchscript_mnist.yaml", "model.path=" + module,
+       "data.dataset=synthetic", "data.input_shape=1,8,8", "data.synthetic_samples=2048", "train.epochs=2",
+       "train.batch_size=32", "optim.lr=0.01", "launch.log_dir=" + dir.string()},
+      {});
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "accuracy") > 0.6);
@@ -237,11 +259,12 @@ TEST_CASE("a TorchScript module scripted in Python trains under mgtrain launch",
 TEST_CASE("the CIFAR ResNet trains on 3x32x32 inputs", "[worker][resnet]") {
   const testing::TempDir temp_dir("mgtrain-worker-test-resnet");
   fs::path dir = temp_dir.path();
-  CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/cifar10_resnet.yaml",
-                                     "data.dataset=synthetic", "data.input_shape=3,32,32", "data.synthetic_samples=256",
-                                     "model.resnet_blocks=1", "train.max_steps=4", "train.batch_size=16",
-                                     "train.eval_at_epoch_end=false", "optim.warmup_steps=0", "launch.log_dir=" + dir.string()},
-                                    {});
+  CapturedRun run =
+      run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", kSource + "/configs/cifar10_resnet.yaml",
+                       "data.dataset=synthetic", "data.input_shape=3,32,32", "data.synthetic_samples=256",
+                       "model.resnet_blocks=1", "train.max_steps=4", "train.batch_size=16",
+                       "train.eval_at_epoch_end=false", "optim.warmup_steps=0", "launch.log_dir=" + dir.string()},
+                      {});
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "steps") == 4);

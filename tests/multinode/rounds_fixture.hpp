@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "util/exit_status.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_rounds.hpp"
+#include "util/exit_status.hpp"
 
 namespace mgtrain::rdzv::testing {
 
@@ -107,6 +107,5 @@ inline NodeFailure worker_failure(int round, int rank, int code) {
   failure.host = "hostB";
   return failure;
 }
-
 
 }  // namespace mgtrain::rdzv::testing

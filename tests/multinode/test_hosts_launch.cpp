@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "util/error.hpp"
 #include "multinode/hosts_launch.hpp"
 #include "support/temporary_directory.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 
@@ -50,14 +50,16 @@ TEST_CASE("the remote command: template words with {host}, then one shell-quoted
   CHECK(remote_agent_argv("ssh {host}", "node1", line) == std::vector<std::string>{"ssh", "node1", line});
   CHECK(remote_agent_argv("ip netns exec {host} sh -c", "ns1", line) ==
         std::vector<std::string>{"ip", "netns", "exec", "ns1", "sh", "-c", line});
-  CHECK(remote_agent_argv("ssh -p 2222 user@{host}", "n", "x") == std::vector<std::string>{"ssh", "-p", "2222", "user@n", "x"});
+  CHECK(remote_agent_argv("ssh -p 2222 user@{host}", "n", "x") ==
+        std::vector<std::string>{"ssh", "-p", "2222", "user@n", "x"});
 }
 
 TEST_CASE("every agent gets its node rank, node 0's address, the run id and the user's settings", "[hosts]") {
   LaunchRequest request;
   request.config.path = "configs/x.yaml";
   request.config.overrides = {"train.epochs=2"};
-  request.config.flags = {{"launch.hosts", "a:2,b:3", "--hosts"}, {"launch.max_restarts", "1", "--max-restarts"},
+  request.config.flags = {{"launch.hosts", "a:2,b:3", "--hosts"},
+                          {"launch.max_restarts", "1", "--max-restarts"},
                           {"launch.nproc", "9", "--nproc"}};
   LoadedConfig loaded;
   loaded.config.launch.run_id = "r1";
@@ -66,9 +68,26 @@ TEST_CASE("every agent gets its node rank, node 0's address, the run id and the 
   EnvMap environment = {{"MGTRAIN_OPTIM_LR", "0.5"}};
   auto args = agent_launch_arguments(hosts("a:2,user@b:3"), request, loaded, environment);
   REQUIRE(args.size() == 2);
-  const std::vector<std::string> expected = {"--nnodes", "2", "--node-rank", "1", "--master-addr", "a", "--master-port", "29500",
-                                             "--run-id", "r1", "--exit-with-stdin", "--nproc", "3", "--allow-uneven-nproc",
-                                             "--set", "optim.lr=0.5", "--set", "train.epochs=2", "--set", "launch.max_restarts=1",
+  const std::vector<std::string> expected = {"--nnodes",
+                                             "2",
+                                             "--node-rank",
+                                             "1",
+                                             "--master-addr",
+                                             "a",
+                                             "--master-port",
+                                             "29500",
+                                             "--run-id",
+                                             "r1",
+                                             "--exit-with-stdin",
+                                             "--nproc",
+                                             "3",
+                                             "--allow-uneven-nproc",
+                                             "--set",
+                                             "optim.lr=0.5",
+                                             "--set",
+                                             "train.epochs=2",
+                                             "--set",
+                                             "launch.max_restarts=1",
                                              "configs/x.yaml"};
   CHECK(args[1] == expected);  // the hosts' slots win over --nproc; MGTRAIN_* settings travel as --set
   request.command = {"python3", "train.py"};
@@ -76,7 +95,8 @@ TEST_CASE("every agent gets its node rank, node 0's address, the run id and the 
   loaded.config.launch.master_addr = "10.0.0.1";
   args = agent_launch_arguments(hosts("a,b"), request, loaded, environment);
   CHECK(args[0][5] == "10.0.0.1");
-  CHECK(std::vector<std::string>(args[0].end() - 3, args[0].end()) == std::vector<std::string>{"--", "python3", "train.py"});
+  CHECK(std::vector<std::string>(args[0].end() - 3, args[0].end()) ==
+        std::vector<std::string>{"--", "python3", "train.py"});
   CHECK(std::find(args[0].begin(), args[0].end(), "launch.nproc=9") != args[0].end());  // no slots: --nproc applies
   loaded.origin["launch.nnodes"] = "--nnodes 3";
   loaded.config.launch.nnodes = NodeRange::exactly(3);

@@ -15,7 +15,9 @@ namespace {
 
 const HostsPolicy::Time t0{};
 
-bool is(const HostsOrder& order, HostsAction action, int signal = 0) { return order.action == action && order.signal == signal; }
+bool is(const HostsOrder& order, HostsAction action, int signal = 0) {
+  return order.action == action && order.signal == signal;
+}
 
 }  // namespace
 
@@ -59,7 +61,8 @@ TEST_CASE("hosts: the others ending in time stop nobody", "[hosts-policy]") {
 
 TEST_CASE("hosts: exit 75 (saved and stopped on request) is not a failure", "[hosts-policy]") {
   HostsPolicy policy(2, 10);
-  CHECK(is(policy.on_agent_exit(0, ExitStatus::exited(exit_code::kStoppedAfterCheckpoint), t0 + 1s), HostsAction::kNone));
+  CHECK(
+      is(policy.on_agent_exit(0, ExitStatus::exited(exit_code::kStoppedAfterCheckpoint), t0 + 1s), HostsAction::kNone));
   CHECK(is(policy.on_agent_exit(1, ExitStatus::exited(0), t0 + 1s), HostsAction::kNone));
   CHECK_FALSE(policy.first_failure());
   CHECK(policy.exit_code() == exit_code::kStoppedAfterCheckpoint);

@@ -28,8 +28,7 @@ std::string error_of(const std::string& bytes) {
   MessageDecoder decoder;
   decoder.feed(bytes.data(), bytes.size());
   try {
-    while (decoder.next()) {
-    }
+    while (decoder.next()) {}
   } catch (const ProtocolError& error) {
     return error.what();
   }
@@ -99,7 +98,8 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
 
 TEST_CASE("regroup (elastic scale-up) and an assignment's restart count cross the wire, impossible counts are refused",
           "[rdzv][codec]") {
-  Message regroup = decode_one(encode(regroup_message(4, 3, "a new node (hostC, 10.0.0.3) arrived; restarting the round with 3 nodes")));
+  Message regroup = decode_one(
+      encode(regroup_message(4, 3, "a new node (hostC, 10.0.0.3) arrived; restarting the round with 3 nodes")));
   CHECK(regroup.type == MessageType::kRegroup);
   CHECK(type_name(regroup.type) == "regroup");
   CHECK(regroup.integer("round") == 4);
@@ -144,7 +144,8 @@ TEST_CASE("a failure report crosses the wire with its stderr tail", "[rdzv][code
 }
 
 TEST_CASE("the decoder cuts a byte stream into messages however it arrives", "[rdzv][codec]") {
-  std::string stream = encode(heartbeat_message()) + encode(stop_message(2, "rank 3 failed")) + encode(heartbeat_message());
+  std::string stream =
+      encode(heartbeat_message()) + encode(stop_message(2, "rank 3 failed")) + encode(heartbeat_message());
   MessageDecoder decoder;
   std::vector<Message> got;
   for (char byte : stream) {
@@ -169,16 +170,20 @@ TEST_CASE("garbage gives an error that says what arrived, at the first wrong byt
   newer[5] = 3;  // protocol version 3
   CHECK_THAT(error_of(newer), Catch::Contains("version 3") && Catch::Contains("speaks version 2") &&
                                   Catch::Contains("same mgtrain version"));
-  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(99) + be32(0)), Catch::Contains("unknown rendezvous message type 99"));
-  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(1u << 30)), Catch::Contains("more than the limit"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(99) + be32(0)),
+             Catch::Contains("unknown rendezvous message type 99"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(1u << 30)),
+             Catch::Contains("more than the limit"));
   // one field announced, its name cut short
   CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(5) + be16(1) + be16(9) + "a"),
              Catch::Contains("malformed heartbeat message") && Catch::Contains("field name"));
   // a value length beyond the payload
-  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(9) + be16(1) + be16(1) + "k" + be32(100)),
-             Catch::Contains("the value of 'k'"));
+  CHECK_THAT(
+      error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(9) + be16(1) + be16(1) + "k" + be32(100)),
+      Catch::Contains("the value of 'k'"));
   // bytes after the last field
-  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(3) + be16(0) + "z"), Catch::Contains("1 bytes left"));
+  CHECK_THAT(error_of(std::string("MGRV") + be16(kProtocolVersion) + be16(5) + be32(3) + be16(0) + "z"),
+             Catch::Contains("1 bytes left"));
   // a half-received valid frame is not an error yet
   CHECK(error_of(frame.substr(0, frame.size() - 1)).empty());
 }
@@ -206,7 +211,8 @@ TEST_CASE("the job fingerprint ignores values derived from the per-node log dire
   CHECK(job_fingerprint(node0).hash == job_fingerprint(node1).hash);
   CHECK_THAT(job_fingerprint(node0).lines, Catch::Contains("checkpoint.dir=${log_dir}/mn/checkpoints"));
   // A checkpoint.dir that really differs (or that names the log directory's path itself) still counts.
-  LoadedConfig explicit_dir = loaded({"launch.run_id=mn", "launch.log_dir=/scratch/other", "checkpoint.dir=/scratch/other/mn/checkpoints"});
+  LoadedConfig explicit_dir =
+      loaded({"launch.run_id=mn", "launch.log_dir=/scratch/other", "checkpoint.dir=/scratch/other/mn/checkpoints"});
   CHECK(job_fingerprint(explicit_dir).hash != job_fingerprint(node0).hash);
   auto differences = fingerprint_differences(job_fingerprint(explicit_dir).lines, job_fingerprint(node0).lines);
   REQUIRE(differences.size() == 1);
@@ -225,9 +231,9 @@ TEST_CASE("the job fingerprint compares what shapes the job, not per-node settin
   CHECK(with_adopted_run_id(job_fingerprint(b).lines, b.launch.run_id, "mn") == job_fingerprint(a).lines);
   CHECK_THAT(job_fingerprint(a).lines, Catch::Contains("data.dataset=mnist"));  // "mn" is not replaced inside "mnist"
   b.checkpoint.dir = a.checkpoint.dir;
-  b.launch.node_rank = 1;      // per node
+  b.launch.node_rank = 1;                          // per node
   b.launch.gpu_ids = GpuList::parse("1").value();  // per node
-  b.launch.nproc = NprocSpec::workers(4);  // compared on its own, with a better message
+  b.launch.nproc = NprocSpec::workers(4);          // compared on its own, with a better message
   CHECK(job_fingerprint(a).hash == job_fingerprint(b).hash);
   b.train.max_steps = 30;
   b.optim.lr = 0.5;

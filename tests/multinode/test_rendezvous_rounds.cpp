@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "util/exit_status.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_rounds.hpp"
+#include "util/exit_status.hpp"
 
 #include "rounds_fixture.hpp"
 
@@ -74,7 +74,8 @@ TEST_CASE("static: the message names node 0's value as the reference whatever th
   CHECK(out.last(3, MessageType::kReject).text("text") == out.last(1, MessageType::kReject).text("text"));
 }
 
-TEST_CASE("static: a refusal reaches agents that connect afterwards, until every node rank was told", "[rdzv][rounds]") {
+TEST_CASE("static: a refusal reaches agents that connect afterwards, until every node rank was told",
+          "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(3), out, t0);
   two_nodes_join(rounds, t0, 4);
@@ -97,7 +98,8 @@ TEST_CASE("the hosting agent stopped before the first round tells every agent at
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(3), out, t0);
   two_nodes_join(rounds, t0);
-  REQUIRE(rounds.abandon(kNodeLostExitCode, "node 0 (hostA), which hosts the rendezvous, was stopped by SIGINT", t0 + 1s));
+  REQUIRE(
+      rounds.abandon(kNodeLostExitCode, "node 0 (hostA), which hosts the rendezvous, was stopped by SIGINT", t0 + 1s));
   CHECK(rounds.finished());
   for (ConnectionId id : {1, 2}) {
     Message finish = out.last(id, MessageType::kFinish);
@@ -146,14 +148,16 @@ TEST_CASE("static: config, run id, duplicate ranks and versions must agree", "[r
   JoinRequest config = join_request(1, "hostB");
   config.config_lines = job_fingerprint(changed).lines;
   config.config_hash = job_fingerprint(changed).hash;
-  CHECK(reject_text(config) == "node 1 (hostB, 10.77.0.2) runs a different config than node 0 (hostA) (train.max_steps: 30 vs 0; "
-                               "node 1 (hostB, 10.77.0.2)'s value first, node 0 (hostA)'s second); pass the same config file "
-                               "and overrides on every node");
+  CHECK(reject_text(config) ==
+        "node 1 (hostB, 10.77.0.2) runs a different config than node 0 (hostA) (train.max_steps: 30 vs 0; "
+        "node 1 (hostB, 10.77.0.2)'s value first, node 0 (hostA)'s second); pass the same config file "
+        "and overrides on every node");
   JoinRequest run_id = join_request(1, "hostB");
   run_id.run_id = "other";
   CHECK_THAT(reject_text(run_id), Catch::Contains("has --run-id other, node 0 (hostA) has --run-id job"));
   JoinRequest duplicate = join_request(0, "hostB");
-  CHECK(reject_text(duplicate) == "node rank 0 was claimed twice: by hostA and by hostB, 10.77.0.2; give each node its own --node-rank");
+  CHECK(reject_text(duplicate) ==
+        "node rank 0 was claimed twice: by hostA and by hostB, 10.77.0.2; give each node its own --node-rank");
   JoinRequest version = join_request(1, "hostB");
   version.version = "0.2.0";
   CHECK_THAT(reject_text(version), Catch::Contains("runs mgtrain 0.2.0, node 0 (hostA) runs mgtrain 0.1.0"));
@@ -207,7 +211,8 @@ TEST_CASE("static: the join timeout names the nodes that arrived and those that 
                                       Catch::Contains("--join-timeout"));
 }
 
-TEST_CASE("fate sharing: one node's failure stops the others, restarts are global, then the root cause's code", "[rdzv][rounds]") {
+TEST_CASE("fate sharing: one node's failure stops the others, restarts are global, then the root cause's code",
+          "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2, 1), out, t0);
   two_nodes_join(rounds, t0);
@@ -264,7 +269,8 @@ TEST_CASE("a round where every node succeeds ends the job with 0, a checkpointed
   CHECK(out75.last(1, MessageType::kFinish).integer("exit_code") == 75);  // no restart: not a failure
 }
 
-TEST_CASE("a silent node is declared dead within the node timeout, a static job cannot restart without it", "[rdzv][rounds]") {
+TEST_CASE("a silent node is declared dead within the node timeout, a static job cannot restart without it",
+          "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2, 5), out, t0);
   two_nodes_join(rounds, t0);
@@ -285,7 +291,8 @@ TEST_CASE("a silent node is declared dead within the node timeout, a static job 
   REQUIRE(rounds.finished());
   Message finish = out.last(1, MessageType::kFinish);
   CHECK(finish.integer("exit_code") == kNodeLostExitCode);
-  CHECK_THAT(finish.text("text"), Catch::Contains("a static job restarts only with all 2 nodes, and node rank 1 is gone"));
+  CHECK_THAT(finish.text("text"),
+             Catch::Contains("a static job restarts only with all 2 nodes, and node rank 1 is gone"));
   NodeFailure cause = NodeFailure::read_from(finish, "cause.");
   CHECK(cause.node_lost);
   CHECK(cause.node_rank == 1);
@@ -302,7 +309,8 @@ TEST_CASE("a node that leaves on a signal ends the job with its code", "[rdzv][r
   CHECK(out.last(1, MessageType::kFinish).integer("exit_code") == 130);
 }
 
-TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last call, a late node scales it up", "[rdzv][rounds][dynamic]") {
+TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last call, a late node scales it up",
+          "[rdzv][rounds][dynamic]") {
   FakeOutbox out;
   RendezvousRounds rounds(dynamic_settings(2, 3, 1), out, t0);
   rounds.on_connect(2, "10.77.0.2", t0);
@@ -314,7 +322,8 @@ TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last cal
   CHECK(*rounds.next_deadline() <= t0 + 3s);  // last call: 2 s after MIN arrived
   rounds.on_time(t0 + 3s);
   REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
-  CHECK(Assignment::from(out.last(1, MessageType::kAssign)).node_rank == 0);  // the server's host: its rank 0 hosts the store
+  CHECK(Assignment::from(out.last(1, MessageType::kAssign)).node_rank ==
+        0);  // the server's host: its rank 0 hosts the store
   CHECK(Assignment::from(out.last(2, MessageType::kAssign)).node_rank == 1);
   // a late node: the round (2 of at most 3) restarts with 3, at once since that is MAX
   rounds.on_connect(3, "10.77.0.3", t0 + 4s);
@@ -341,7 +350,8 @@ TEST_CASE("dynamic: ranks on arrival, the round closes at MIN after the last cal
   CHECK(Assignment::from(out.last(2, MessageType::kAssign)).node_rank == 1);
 }
 
-TEST_CASE("dynamic: MAX nodes close the round at once, survivors >= MIN restart without a lost node", "[rdzv][rounds][dynamic]") {
+TEST_CASE("dynamic: MAX nodes close the round at once, survivors >= MIN restart without a lost node",
+          "[rdzv][rounds][dynamic]") {
   FakeOutbox out;
   RendezvousRounds rounds(dynamic_settings(2, 3, 1), out, t0);
   rounds.on_connect(1, "127.0.0.1", t0);
@@ -359,7 +369,8 @@ TEST_CASE("dynamic: MAX nodes close the round at once, survivors >= MIN restart 
   CHECK(Assignment::from(out.last(2, MessageType::kAssign)).nnodes() == 2);
 }
 
-TEST_CASE("dynamic: too few survivors wait for newcomers, then give up with the root cause", "[rdzv][rounds][dynamic]") {
+TEST_CASE("dynamic: too few survivors wait for newcomers, then give up with the root cause",
+          "[rdzv][rounds][dynamic]") {
   FakeOutbox out;
   RendezvousRounds rounds(dynamic_settings(2, 2, 2), out, t0);
   rounds.on_connect(1, "127.0.0.1", t0);

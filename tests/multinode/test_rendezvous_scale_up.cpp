@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "util/exit_status.hpp"
 #include "multinode/rendezvous_rounds.hpp"
+#include "util/exit_status.hpp"
 
 #include "rounds_fixture.hpp"
 
@@ -38,7 +38,8 @@ void node_b_arrives(RendezvousRounds& rounds, const std::string& nnodes, SteadyT
 
 }  // namespace
 
-TEST_CASE("scale-up decision: below MAX a running round restarts, at MAX the newcomer is a standby", "[rdzv][rounds][scale-up]") {
+TEST_CASE("scale-up decision: below MAX a running round restarts, at MAX the newcomer is a standby",
+          "[rdzv][rounds][scale-up]") {
   CHECK(RendezvousRounds::arrival_during(Phase::kRunning, 1, 2) == Arrival::kScaleUp);
   CHECK(RendezvousRounds::arrival_during(Phase::kRunning, 3, 4) == Arrival::kScaleUp);
   CHECK(RendezvousRounds::arrival_during(Phase::kRunning, 2, 2) == Arrival::kStandby);
@@ -60,9 +61,10 @@ TEST_CASE("scale-up: a node arriving below MAX stops the round and a larger one 
   Message regroup = out.last(1, MessageType::kRegroup);
   CHECK(regroup.integer("round") == 0);
   CHECK(regroup.integer("nodes") == 2);
-  CHECK(regroup.text("reason") ==
-        "a new node (hostB, 10.77.0.2) arrived; restarting the round with 2 nodes (elastic scale-up, not counted against "
-        "--max-restarts)");
+  CHECK(
+      regroup.text("reason") ==
+      "a new node (hostB, 10.77.0.2) arrived; restarting the round with 2 nodes (elastic scale-up, not counted against "
+      "--max-restarts)");
   CHECK(out.to(1, MessageType::kStop).empty());  // not a failure's stop
   CHECK_THAT(out.last(2, MessageType::kWait).text("text"),
              Catch::Contains("round 0 runs with 1 node of at most 2; it restarts to admit this node"));
@@ -127,7 +129,8 @@ TEST_CASE("scale-up: below MAX the larger round still waits the last call for mo
   CHECK(out.last(1, MessageType::kRegroup).integer("nodes") == 2);
   rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 6s);
   CHECK(rounds.phase() == Phase::kGathering);
-  CHECK_THAT(out.last(2, MessageType::kWait).text("text"), Catch::Contains("restarts with 2 nodes after the last call (2 s)"));
+  CHECK_THAT(out.last(2, MessageType::kWait).text("text"),
+             Catch::Contains("restarts with 2 nodes after the last call (2 s)"));
   REQUIRE(rounds.next_deadline());
   CHECK(*rounds.next_deadline() <= t0 + 8s);
   rounds.on_time(t0 + 8s);

@@ -91,7 +91,8 @@ TEST_CASE("a burst includes nodes half an interval quiet, not those spoken to ju
   CHECK(heartbeat_receivers(out) == std::vector<ConnectionId>{1, 2});
 }
 
-TEST_CASE("nodes that fell silent together are lost in connection order, the deadline follows the oldest", "[rdzv][timers]") {
+TEST_CASE("nodes that fell silent together are lost in connection order, the deadline follows the oldest",
+          "[rdzv][timers]") {
   FakeOutbox out;
   RoundsSettings settings = static_settings(3);
   settings.node_timeout_s = 5;
@@ -101,13 +102,15 @@ TEST_CASE("nodes that fell silent together are lost in connection order, the dea
   rounds.on_message(2, join_request(1, "hostB").to_message(), t0 + 1s);
   rounds.on_message(1, join_request(0, "hostA").to_message(), t0 + 2s);
   REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
-  for (int second = 3; second <= 6; ++second) rounds.on_message(1, heartbeat_message(), t0 + std::chrono::seconds(second));
+  for (int second = 3; second <= 6; ++second)
+    rounds.on_message(1, heartbeat_message(), t0 + std::chrono::seconds(second));
   REQUIRE(rounds.next_deadline());
   CHECK(*rounds.next_deadline() <= t0 + 6s);  // 2 and 3 were last heard at 1 s
   rounds.on_time(t0 + 6s);
   REQUIRE(rounds.phase() == RendezvousRounds::Phase::kStopping);
   // The root cause is the first one lost: connection 2 (node 1), although node 2 was heard first in time order.
-  CHECK_THAT(out.last(1, MessageType::kStop).text("reason"), Catch::StartsWith("node 1 (hostB, 10.77.0.2): sent nothing"));
+  CHECK_THAT(out.last(1, MessageType::kStop).text("reason"),
+             Catch::StartsWith("node 1 (hostB, 10.77.0.2): sent nothing"));
   CHECK(std::find(out.dropped.begin(), out.dropped.end(), 3) != out.dropped.end());
   rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 7s);
   CHECK(rounds.finished());

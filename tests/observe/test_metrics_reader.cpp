@@ -22,7 +22,8 @@ const char* kTrain10 =
     R"({"kind":"train","step":10,"epoch":0,"time":1763800000.5,"loss":0.9,"lr":0.01,"samples_per_s":5000.5,"step_time_ms":12.3,"rss_bytes":123456789,"attempt":0})";
 const char* kTrain20 =
     R"({"kind":"train","step":20,"epoch":0,"time":1763800001.5,"loss":0.7,"lr":0.01,"samples_per_s":5100,"step_time_ms":12.1,"rss_bytes":123456789,"attempt":0})";
-const char* kEval20 = R"({"kind":"eval","step":20,"epoch":0,"time":1763800002,"eval.loss":0.65,"eval.accuracy":0.71,"attempt":0})";
+const char* kEval20 =
+    R"({"kind":"eval","step":20,"epoch":0,"time":1763800002,"eval.loss":0.65,"eval.accuracy":0.71,"attempt":0})";
 
 void append(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
@@ -70,12 +71,18 @@ TEST_CASE("metrics reader: a torn last line is not read until it is complete", "
 TEST_CASE("metrics reader: repeated steps after a restart keep the last value", "[metrics]") {
   // Attempt 0 reached step 30, the restart resumed from a step-10 checkpoint and wrote 20 and 30 again.
   MetricsLog log;
-  log.add_lines(R"({"kind":"train","step":10,"loss":1.0,"attempt":0})" "\n"
-                R"({"kind":"train","step":20,"loss":2.0,"attempt":0})" "\n"
-                R"({"kind":"train","step":30,"loss":3.0,"attempt":0})" "\n"
-                R"({"kind":"train","step":20,"loss":0.2,"attempt":1})" "\n"
-                R"({"kind":"train","step":30,"loss":0.3,"attempt":1})" "\n"
-                R"({"kind":"eval","step":30,"eval.loss":0.25,"attempt":1})" "\n");
+  log.add_lines(R"({"kind":"train","step":10,"loss":1.0,"attempt":0})"
+                "\n"
+                R"({"kind":"train","step":20,"loss":2.0,"attempt":0})"
+                "\n"
+                R"({"kind":"train","step":30,"loss":3.0,"attempt":0})"
+                "\n"
+                R"({"kind":"train","step":20,"loss":0.2,"attempt":1})"
+                "\n"
+                R"({"kind":"train","step":30,"loss":0.3,"attempt":1})"
+                "\n"
+                R"({"kind":"eval","step":30,"eval.loss":0.25,"attempt":1})"
+                "\n");
   const auto loss = log.series("loss");
   REQUIRE(loss.size() == 3);
   CHECK(loss[0].value == Approx(1.0));
@@ -88,12 +95,16 @@ TEST_CASE("metrics reader: repeated steps after a restart keep the last value", 
 
 TEST_CASE("metrics reader: lines that are not rows are skipped and described", "[metrics]") {
   MetricsLog log;
-  log.add_lines(std::string(kTrain10) + "\n" +
-                "garbage\n"
-                R"({"kind":"train","loss":0.5})" "\n"
-                R"({"kind":"train","step":1.5,"loss":0.5})" "\n"
-                "\n" +
-                R"({"kind":"train","step":40,"loss":NaN,"lr":null,"note":"a \"quoted\" \u00e9 text","nested":{"a":[1,{"b":"}"}]}})" "\n");
+  log.add_lines(
+      std::string(kTrain10) + "\n" +
+      "garbage\n"
+      R"({"kind":"train","loss":0.5})"
+      "\n"
+      R"({"kind":"train","step":1.5,"loss":0.5})"
+      "\n"
+      "\n" +
+      R"({"kind":"train","step":40,"loss":NaN,"lr":null,"note":"a \"quoted\" \u00e9 text","nested":{"a":[1,{"b":"}"}]}})"
+      "\n");
   CHECK(log.size() == 2);
   CHECK(log.problem_count() == 3);
   REQUIRE(log.problems().size() == 3);

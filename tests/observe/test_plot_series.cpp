@@ -1,8 +1,8 @@
 // The hand-over text from `mgtrain plot` to `mgtrain-plot`: round trip, exact numbers, and refusals naming the line.
 #include <catch2/catch.hpp>
 
-#include "util/error.hpp"
 #include "observe/plot_series.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -27,8 +27,10 @@ TEST_CASE("plot series: the text round-trips names, labels and exact values", "[
 TEST_CASE("plot series: damaged text is refused with its line", "[plot]") {
   CHECK_THROWS_WITH(parse_plot_spec(""), Contains("empty"));
   CHECK_THROWS_WITH(parse_plot_spec("hello\n"), Contains("line 1") && Contains("expected 'mgtrain-plot 1'"));
-  CHECK_THROWS_WITH(parse_plot_spec("mgtrain-plot 1\n1 2\nend\n"), Contains("line 2") && Contains("before any 'series'"));
-  CHECK_THROWS_WITH(parse_plot_spec("mgtrain-plot 1\nseries a\n1 x\nend\n"), Contains("line 3") && Contains("is not 'x y'"));
+  CHECK_THROWS_WITH(parse_plot_spec("mgtrain-plot 1\n1 2\nend\n"),
+                    Contains("line 2") && Contains("before any 'series'"));
+  CHECK_THROWS_WITH(parse_plot_spec("mgtrain-plot 1\nseries a\n1 x\nend\n"),
+                    Contains("line 3") && Contains("is not 'x y'"));
   CHECK_THROWS_WITH(parse_plot_spec("mgtrain-plot 1\nseries a\n1 nan\nend\n"), Contains("not finite"));
   CHECK_THROWS_WITH(parse_plot_spec("mgtrain-plot 1\nseries a\n1 2\n"), Contains("without 'end'"));
 }

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "util/error.hpp"
 #include "observe/run_history.hpp"
 #include "support/temp_dir.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;
@@ -37,13 +37,20 @@ TEST_CASE("run history: summaries newest first with steps and the best metric", 
   write_record(dir, "old", "succeeded", 1000, 1100);
   write_record(dir, "new", "running", 3000, 0);
   write_record(dir, "mid", "failed", 2000, 2005.5);
-  std::ofstream(dir / "old" / "metrics.jsonl") << R"({"kind":"train","step":50,"loss":1})" "\n"
-                                                  R"({"kind":"eval","step":50,"eval.loss":0.5,"eval.accuracy":0.7})" "\n"
-                                                  R"({"kind":"eval","step":100,"eval.loss":0.4,"eval.accuracy":0.6})" "\n"
-                                                  R"({"kind":"train","step":100,"loss":1})" "\n";
-  std::ofstream(dir / "mid" / "metrics.jsonl") << R"({"kind":"eval","step":5,"eval.loss":0.9})" "\n"
-                                                  R"({"kind":"eval","step":10,"eval.loss":0.8})" "\n"
-                                                  R"({"kind":"eval","step":15,"eval.loss":0.85})" "\n";
+  std::ofstream(dir / "old" / "metrics.jsonl") << R"({"kind":"train","step":50,"loss":1})"
+                                                  "\n"
+                                                  R"({"kind":"eval","step":50,"eval.loss":0.5,"eval.accuracy":0.7})"
+                                                  "\n"
+                                                  R"({"kind":"eval","step":100,"eval.loss":0.4,"eval.accuracy":0.6})"
+                                                  "\n"
+                                                  R"({"kind":"train","step":100,"loss":1})"
+                                                  "\n";
+  std::ofstream(dir / "mid" / "metrics.jsonl") << R"({"kind":"eval","step":5,"eval.loss":0.9})"
+                                                  "\n"
+                                                  R"({"kind":"eval","step":10,"eval.loss":0.8})"
+                                                  "\n"
+                                                  R"({"kind":"eval","step":15,"eval.loss":0.85})"
+                                                  "\n";
   fs::create_directories(dir / "legacy");
   std::ofstream(dir / "legacy" / "config.yaml") << "launch: {}\n";
   fs::create_directories(dir / "not-a-run");

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
-#include "util/error.hpp"
 #include "observe/run_record.hpp"
 #include "support/temp_dir.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;

@@ -14,17 +14,17 @@
 #include <iterator>
 #include <set>
 
-#include "worker_io/heartbeat_writer.hpp"
-#include "launch/launch_monitor.hpp"
-#include "supervise/launch_plan.hpp"
 #include "host/nvml_library.hpp"
 #include "host/process_stats.hpp"
+#include "launch/launch_monitor.hpp"
 #include "observe/resource_sampler.hpp"
 #include "observe/status_snapshot.hpp"
 #include "observe/status_token.hpp"
+#include "supervise/launch_plan.hpp"
 #include "supervise/worker_env.hpp"
 #include "support/prometheus_text.hpp"
 #include "support/temp_dir.hpp"
+#include "worker_io/heartbeat_writer.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
@@ -97,7 +97,8 @@ TEST_CASE("open_nvml gives nullptr for a library that is not NVML, or none", "[n
 
 TEST_CASE("/proc stat and statm parsing, including a command name with spaces and parentheses", "[process_stats]") {
   // utime = 250 ticks, stime = 50 ticks at 100 Hz: 3 s.
-  const std::string stat = "4242 (my (weird) worker) S 1 4242 4242 0 -1 4194560 500 0 0 0 250 50 0 0 20 0 3 0 100 1000 200\n";
+  const std::string stat =
+      "4242 (my (weird) worker) S 1 4242 4242 0 -1 4194560 500 0 0 0 250 50 0 0 20 0 3 0 100 1000 200\n";
   REQUIRE(parse_proc_stat_cpu_seconds(stat, 100));
   CHECK(*parse_proc_stat_cpu_seconds(stat, 100) == Approx(3.0));
   CHECK_FALSE(parse_proc_stat_cpu_seconds("garbage", 100));
@@ -115,7 +116,8 @@ TEST_CASE("a busy process shows CPU time and resident memory", "[process_stats]"
   const auto start = std::chrono::steady_clock::now();
   volatile double sink = 0;
   std::optional<ProcessStats> after = before;
-  while (after && after->cpu_seconds < before->cpu_seconds + 0.1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+  while (after && after->cpu_seconds < before->cpu_seconds + 0.1 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
     for (int i = 0; i < 100000; ++i) sink = sink + std::sqrt(sink + 1.0);
     after = read_process_stats(getpid());
   }
@@ -141,7 +143,7 @@ TEST_CASE("the status token: 64 hex digits, a 0600 file created afresh, constant
   std::ofstream(path) << "old";
   chmod(path.c_str(), 0644);
   write_status_token_file(path, a);
-  struct stat info{};
+  struct stat info {};
   REQUIRE(stat(path.c_str(), &info) == 0);
   CHECK((info.st_mode & 0777) == 0600);
   CHECK(read_status_token_file(path) == a);
@@ -179,7 +181,8 @@ TEST_CASE("heartbeat lines: written at a fixed size, read back with step, loss a
   CHECK(std::abs(info->time - now) < 60);
   CHECK_FALSE(parse_heartbeat_line(""));
   CHECK_FALSE(parse_heartbeat_line("00000000000000000042\n"));  // the old format has no JSON
-  std::optional<HeartbeatInfo> round = parse_heartbeat_line(format_heartbeat_line(HeartbeatInfo{5, 1.5, 1763800000.125}));
+  std::optional<HeartbeatInfo> round =
+      parse_heartbeat_line(format_heartbeat_line(HeartbeatInfo{5, 1.5, 1763800000.125}));
   REQUIRE(round);
   CHECK(round->step == 5);
   CHECK(*round->loss == 1.5);
@@ -234,24 +237,25 @@ TEST_CASE("/metrics follows the Prometheus text format line by line", "[status][
   CHECK(find("mgtrain_rank_last_heartbeat_timestamp_seconds", "0")->value == Approx(1763800000.123).margin(1e-3));
 
   // The checker itself catches what it should.
-  CHECK_FALSE(prometheus_text_problems("a 1").empty());                            // no final newline
-  CHECK_FALSE(prometheus_text_problems("1a 1\n").empty());                         // name
+  CHECK_FALSE(prometheus_text_problems("a 1").empty());                           // no final newline
+  CHECK_FALSE(prometheus_text_problems("1a 1\n").empty());                        // name
   CHECK_FALSE(prometheus_text_problems("a{b=\"x\\q\"} 1\n").empty());             // escape
-  CHECK_FALSE(prometheus_text_problems("a 1\nb 1\na 2\n").empty());                // not grouped
-  CHECK_FALSE(prometheus_text_problems("a 1\n# TYPE a gauge\n").empty());          // TYPE late
-  CHECK_FALSE(prometheus_text_problems("a{x=\"1\"} 1\na{x=\"1\"} 2\n").empty());   // repeated series
-  CHECK_FALSE(prometheus_text_problems("a one\n").empty());                        // value
+  CHECK_FALSE(prometheus_text_problems("a 1\nb 1\na 2\n").empty());               // not grouped
+  CHECK_FALSE(prometheus_text_problems("a 1\n# TYPE a gauge\n").empty());         // TYPE late
+  CHECK_FALSE(prometheus_text_problems("a{x=\"1\"} 1\na{x=\"1\"} 2\n").empty());  // repeated series
+  CHECK_FALSE(prometheus_text_problems("a one\n").empty());                       // value
   CHECK(prometheus_text_problems("# HELP a x\n# TYPE a gauge\na{x=\"\\\\\\\"\\n\"} NaN 123\n").empty());
 }
 
-TEST_CASE("dashboard curves from metrics.jsonl: last row per step, torn last line ignored, thinned", "[status][metrics]") {
+TEST_CASE("dashboard curves from metrics.jsonl: last row per step, torn last line ignored, thinned",
+          "[status][metrics]") {
   const std::string text =
       "{\"kind\":\"train\",\"step\":10,\"loss\":0.9,\"loss_scale\":4}\n"
       "{\"kind\":\"train\",\"step\":20,\"loss\":0.8}\n"
       "not json at all\n"
       "{\"kind\":\"eval\",\"step\":20,\"eval.loss\":0.7,\"eval.accuracy\":0.5}\n"
       "{\"kind\":\"train\",\"step\":20,\"loss\":0.75,\"attempt\":1}\n"  // a restart repeats step 20
-      "{\"kind\":\"train\",\"step\":30,\"lo";                             // still being written
+      "{\"kind\":\"train\",\"step\":30,\"lo";                           // still being written
   const nlohmann::json curves = nlohmann::json::parse(metrics_curves_json(text));
   REQUIRE(curves["train"].size() == 2);
   CHECK(curves["train"][0][0].get<int>() == 10);
@@ -262,7 +266,8 @@ TEST_CASE("dashboard curves from metrics.jsonl: last row per step, torn last lin
   CHECK(metrics_curves_json("") == "{\"train\":[],\"eval\":[]}");
 
   std::string many;
-  for (int step = 1; step <= 1000; ++step) many += "{\"kind\":\"train\",\"step\":" + std::to_string(step) + ",\"loss\":1}\n";
+  for (int step = 1; step <= 1000; ++step)
+    many += "{\"kind\":\"train\",\"step\":" + std::to_string(step) + ",\"loss\":1}\n";
   const nlohmann::json thinned = nlohmann::json::parse(metrics_curves_json(many, 100));
   CHECK(thinned["train"].size() <= 101);
   CHECK(thinned["train"][thinned["train"].size() - 1][0].get<int>() == 1000);  // the last point is kept
@@ -310,11 +315,13 @@ TEST_CASE("the GPU health line groups equal GPUs and names the driver", "[nvml]"
   std::vector<GpuSample> gpus = fake.sample();
   gpus[1] = gpus[0];
   gpus[1].index = 1;
-  CHECK(gpu_health_line(gpus, "550.54.15") == "mgtrain: GPUs (NVML): 2 x Fake \"GPU\" 80GB (80.0 GiB), driver 550.54.15");
+  CHECK(gpu_health_line(gpus, "550.54.15") ==
+        "mgtrain: GPUs (NVML): 2 x Fake \"GPU\" 80GB (80.0 GiB), driver 550.54.15");
   CHECK(gpu_health_line({}, "550") == "");
 }
 
-TEST_CASE("with the status server on, every worker gets a heartbeat file, and the watchdog stays off", "[status][env]") {
+TEST_CASE("with the status server on, every worker gets a heartbeat file, and the watchdog stays off",
+          "[status][env]") {
   LaunchPlan plan;
   plan.nproc = 2;
   plan.world_size = 2;
@@ -326,5 +333,6 @@ TEST_CASE("with the status server on, every worker gets a heartbeat file, and th
   CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/r/attempt_2/rank_1/heartbeat");
   CHECK(plan.heartbeat_timeout_s == 0);  // the hang watchdog is a separate choice (launch.heartbeat_timeout)
   plan.status_server = false;
-  CHECK(build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}}).count("MGTRAIN_HEARTBEAT_FILE") == 0);
+  CHECK(build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}})
+            .count("MGTRAIN_HEARTBEAT_FILE") == 0);
 }

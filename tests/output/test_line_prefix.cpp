@@ -32,8 +32,8 @@ TEST_CASE("the template is rendered as torch's string.Template safe_substitute d
 TEST_CASE("an unknown placeholder or an unclosed brace is a usage error naming the variable", "[prefix]") {
   CHECK_THROWS_AS(LinePrefix::from_environment("${rnak}"), UsageError);
   CHECK_THROWS_WITH(LinePrefix::from_environment("[${rnak}] "),
-                    Catch::Contains("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE") && Catch::Contains("unknown placeholder ${rnak}") &&
-                        Catch::Contains("did you mean rank"));
+                    Catch::Contains("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE") &&
+                        Catch::Contains("unknown placeholder ${rnak}") && Catch::Contains("did you mean rank"));
   CHECK_THROWS_WITH(render("$ranks "), Catch::Contains("unknown placeholder $ranks"));
   CHECK_THROWS_WITH(render("${rank "), Catch::Contains("offset 0") && Catch::Contains("$$ for a literal $"));
   CHECK_THROWS_WITH(render("x${}"), Catch::Contains("offset 1"));

@@ -101,11 +101,11 @@ TEST_CASE("marked progress lines are only ever delivered whole, long text is bou
 TEST_CASE("log files get whole lines in their final state", "[live][log]") {
   LogLineCleaner plain(false);
   CHECK(plain.feed("a\r") == "");
-  CHECK(plain.feed("b\nc") == "b\n");              // the '\r' update replaced "a"
+  CHECK(plain.feed("b\nc") == "b\n");  // the '\r' update replaced "a"
   CHECK(plain.feed(" 10%\r 20%\r100%\r\n") == "100%\n");
   LogLineCleaner bar(false);
   CHECK(bar.feed("\r 10%|#  |\r 50%|## |\r100%|###|\r\n") == "100%|###|\n");  // "\r\n" is a plain end
-  CHECK(bar.feed("\x1b[31mred\x1b[0m\n") == "\x1b[31mred\x1b[0m\n");      // pipes: escapes kept
+  CHECK(bar.feed("\x1b[31mred\x1b[0m\n") == "\x1b[31mred\x1b[0m\n");          // pipes: escapes kept
   CHECK(bar.feed("cut") == "");
   CHECK(bar.finish() == "cut");
 
@@ -133,7 +133,7 @@ TEST_CASE("the console shows a line in part behind its prefix and ends it when o
   console.add_piece(false, &rank0, "[rank 0] ", "c\r", false);
   console.flush();
   CHECK(drain(out.read.get()) == "[rank 0] bc\r");  // the prefix again after '\r', once text follows
-  console.add_line(false, "[rank 1] ", "whole");     // another writer: the open line ends first
+  console.add_line(false, "[rank 1] ", "whole");    // another writer: the open line ends first
   console.add_piece(false, &rank0, "[rank 0] ", "d", true);
   console.add_piece(false, &rank1, "[rank 1] ", "", true);
   console.flush();

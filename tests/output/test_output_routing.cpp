@@ -60,10 +60,10 @@ TEST_CASE("launch.tty decides per stream, auto follows the console, on and N for
   };
   const TtyChoice automatic{TtyMode::Auto, 0};
   CHECK(streams(automatic, 0, both, true, true) == std::make_pair(true, true));
-  CHECK(streams(automatic, 1, both, true, true) == std::make_pair(false, false));    // only local rank 0
-  CHECK(streams(automatic, 0, both, false, true) == std::make_pair(false, true));    // `> file`: stdout is no terminal
+  CHECK(streams(automatic, 1, both, true, true) == std::make_pair(false, false));  // only local rank 0
+  CHECK(streams(automatic, 0, both, false, true) == std::make_pair(false, true));  // `> file`: stdout is no terminal
   CHECK(streams(automatic, 0, stdout_redirected, true, true) == std::make_pair(false, true));  // --redirect 1
-  CHECK(streams(automatic, 0, both, false, false) == std::make_pair(false, false));  // CI: pipes
+  CHECK(streams(automatic, 0, both, false, false) == std::make_pair(false, false));            // CI: pipes
   CHECK(streams(TtyChoice{TtyMode::On, 0}, 0, stdout_redirected, false, false) == std::make_pair(true, true));
   CHECK(streams(TtyChoice{TtyMode::On, 1}, 0, both, true, true) == std::make_pair(false, false));
   CHECK(streams(TtyChoice{TtyMode::On, 1}, 1, both, false, false) == std::make_pair(true, true));

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include "config/config_loader.hpp"
+#include "contract/worker_identity.hpp"
+#include "slurm/slurm_environment.hpp"
+#include "slurm/slurm_launch.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
-#include "slurm/slurm_environment.hpp"
-#include "slurm/slurm_launch.hpp"
-#include "contract/worker_identity.hpp"
 
 using namespace mgtrain;
 
@@ -20,19 +20,30 @@ namespace {
 
 // Node 1 of `srun --ntasks-per-node=1` in a 2-node job 4242 (what slurmd sets, abridged).
 EnvMap step_on_node1() {
-  return {{"SLURM_JOB_ID", "4242"},         {"SLURM_JOBID", "4242"},          {"SLURM_JOB_NODELIST", "node[07-08]"},
-          {"SLURM_JOB_NUM_NODES", "2"},      {"SLURM_NNODES", "2"},            {"SLURM_NODEID", "1"},
-          {"SLURM_NTASKS", "2"},             {"SLURM_PROCID", "1"},            {"SLURM_LOCALID", "0"},
-          {"SLURM_STEP_ID", "0"},            {"SLURM_STEPID", "0"},            {"SLURM_STEP_NODELIST", "node[07-08]"},
-          {"SLURM_STEP_NUM_NODES", "2"},     {"SLURM_STEP_NUM_TASKS", "2"},    {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
-          {"SLURM_TASKS_PER_NODE", "1(x2)"}, {"SLURM_NTASKS_PER_NODE", "1"}};
+  return {{"SLURM_JOB_ID", "4242"},
+          {"SLURM_JOBID", "4242"},
+          {"SLURM_JOB_NODELIST", "node[07-08]"},
+          {"SLURM_JOB_NUM_NODES", "2"},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_NTASKS", "2"},
+          {"SLURM_PROCID", "1"},
+          {"SLURM_LOCALID", "0"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEPID", "0"},
+          {"SLURM_STEP_NODELIST", "node[07-08]"},
+          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_NUM_TASKS", "2"},
+          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
+          {"SLURM_TASKS_PER_NODE", "1(x2)"},
+          {"SLURM_NTASKS_PER_NODE", "1"}};
 }
 
 // The batch script of `sbatch -N1 --ntasks-per-node=4` (no step variables).
 EnvMap batch_shell() {
-  return {{"SLURM_JOB_ID", "77"},      {"SLURM_JOB_NODELIST", "gpu3"}, {"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_NNODES", "1"},
-          {"SLURM_NODEID", "0"},       {"SLURM_NTASKS", "4"},          {"SLURM_PROCID", "0"},        {"SLURM_NTASKS_PER_NODE", "4"},
-          {"SLURM_TASKS_PER_NODE", "4"}};
+  return {{"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NODELIST", "gpu3"}, {"SLURM_JOB_NUM_NODES", "1"},
+          {"SLURM_NNODES", "1"},  {"SLURM_NODEID", "0"},          {"SLURM_NTASKS", "4"},
+          {"SLURM_PROCID", "0"},  {"SLURM_NTASKS_PER_NODE", "4"}, {"SLURM_TASKS_PER_NODE", "4"}};
 }
 
 // The launcher's messages (util/log.hpp) while it lives: the message stream goes into a pipe; lines() reads
@@ -44,7 +55,8 @@ class LoggedLines {
   }
   std::vector<std::string>& lines() {
     char buffer[4096];
-    for (ssize_t got; (got = read(pipe_.read.get(), buffer, sizeof buffer)) > 0;) pending_.append(buffer, static_cast<std::size_t>(got));
+    for (ssize_t got; (got = read(pipe_.read.get(), buffer, sizeof buffer)) > 0;)
+      pending_.append(buffer, static_cast<std::size_t>(got));
     for (std::size_t end; (end = pending_.find('\n')) != std::string::npos; pending_.erase(0, end + 1)) {
       lines_.push_back(pending_.substr(0, end));
     }
@@ -191,7 +203,8 @@ TEST_CASE("a step with several tasks per node is refused with what to do", "[slu
   env["SLURM_STEP_NUM_TASKS"] = env["SLURM_NTASKS"] = "6";
   SlurmDetection d = detect_slurm(env);
   CHECK(d.layout == SlurmLayout::kSeveralTasksPerNode);
-  CHECK_THAT(d.problem, Catch::Contains("6 tasks on 2 nodes") && Catch::Contains("srun --ntasks=2 --ntasks-per-node=1") &&
+  CHECK_THAT(d.problem, Catch::Contains("6 tasks on 2 nodes") &&
+                            Catch::Contains("srun --ntasks=2 --ntasks-per-node=1") &&
                             Catch::Contains("launch.slurm: off"));
   CHECK_THROWS_WITH(load_with_slurm("", env), Catch::StartsWith("SLURM: this srun step runs 6 tasks on 2 nodes"));
   // ... unless detection is off.
@@ -293,8 +306,9 @@ TEST_CASE("a rerun says what it resumes from", "[slurm]") {
   REQUIRE(lines.size() == 3);
   CHECK_THAT(lines[0], Catch::StartsWith("mgtrain: SLURM job 4242 (restart 1): node 1 of 2"));
   CHECK_THAT(lines[1], Catch::StartsWith("mgtrain: note: SLURM: ") && Catch::Contains("no GPUs in the allocation"));
-  CHECK(lines[2] == "mgtrain: SLURM_RESTART_COUNT=1: job 4242 was requeued and this is a rerun of run slurm-4242; "
-                    "the workers resume from the newest checkpoint in runs/slurm-4242/checkpoints");
+  CHECK(lines[2] ==
+        "mgtrain: SLURM_RESTART_COUNT=1: job 4242 was requeued and this is a rerun of run slurm-4242; "
+        "the workers resume from the newest checkpoint in runs/slurm-4242/checkpoints");
   lines.clear();
   announce_slurm_launch(detect_slurm({}), c, plan, true);
   CHECK(logged.lines().empty());
@@ -306,7 +320,8 @@ TEST_CASE("requeue decision: node 0, after the workers saved and stopped, not af
   CHECK(decide_slurm_requeue(d, true, 0, true, false, false, none).requeue);  // SIGUSR1: a warning
   CHECK(decide_slurm_requeue(d, true, 1, true, false, false, none).reason == "node 0 requeues the job");
   CHECK(decide_slurm_requeue(d, false, 0, true, false, false, none).reason == "launch.slurm_requeue is off");
-  CHECK(decide_slurm_requeue(d, true, 0, false, false, false, none).reason == "the workers did not stop after saving a checkpoint");
+  CHECK(decide_slurm_requeue(d, true, 0, false, false, false, none).reason ==
+        "the workers did not stop after saving a checkpoint");
   CHECK(decide_slurm_requeue(d, true, 0, true, true, false, none).reason == "a worker failed");
   CHECK_FALSE(decide_slurm_requeue(SlurmDetection{}, true, 0, true, false, false, none).requeue);
   CHECK(decide_slurm_requeue(d, true, 0, true, false, false, SlurmJobState{"CANCELLED", {}, {}}).reason ==
@@ -316,8 +331,10 @@ TEST_CASE("requeue decision: node 0, after the workers saved and stopped, not af
   CHECK(decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"COMPLETING", 3600, 3600}).requeue);
   CHECK_THAT(decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"COMPLETING", 2, 3600}).reason,
              Catch::StartsWith("SIGTERM before the time limit"));
-  CHECK_FALSE(decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"COMPLETING", 2, std::nullopt}).requeue);
-  CHECK_THAT(decide_slurm_requeue(d, true, 0, true, false, true, none).reason, Catch::Contains("scontrol could not say"));
+  CHECK_FALSE(
+      decide_slurm_requeue(d, true, 0, true, false, true, SlurmJobState{"COMPLETING", 2, std::nullopt}).requeue);
+  CHECK_THAT(decide_slurm_requeue(d, true, 0, true, false, true, none).reason,
+             Catch::Contains("scontrol could not say"));
 }
 
 TEST_CASE("the job's state and times from scontrol -o show job", "[slurm][requeue]") {
@@ -327,7 +344,8 @@ TEST_CASE("the job's state and times from scontrol -o show job", "[slurm][requeu
   CHECK(job.state == "COMPLETING");
   CHECK(job.run_time_s == std::optional<long long>(62));
   CHECK(job.time_limit_s == std::optional<long long>(60));
-  CHECK(parse_slurm_job_state("JobId=1 OldJobState=RUNNING JobState=CANCELLED TimeLimit=UNLIMITED").state == "CANCELLED");
+  CHECK(parse_slurm_job_state("JobId=1 OldJobState=RUNNING JobState=CANCELLED TimeLimit=UNLIMITED").state ==
+        "CANCELLED");
   CHECK_FALSE(parse_slurm_job_state("JobId=1 TimeLimit=UNLIMITED").time_limit_s);
   CHECK(parse_slurm_job_state("no state").state.empty());
   CHECK(parse_slurm_duration("1-02:03:04") == std::optional<long long>(93784));
@@ -349,19 +367,23 @@ TEST_CASE("requeue runs scontrol, its failure is a warning with its stderr", "[s
   REQUIRE(ok.calls.size() == 2);
   CHECK(ok.calls[0] == std::vector<std::string>{"scontrol", "-o", "show", "job", "4242"});
   CHECK(ok.calls[1] == std::vector<std::string>{"scontrol", "requeue", "4242"});
-  CHECK(logged.lines().back() == "mgtrain: requeueing SLURM job 4242 (scontrol requeue 4242): it will run again and resume from run slurm-4242");
+  CHECK(logged.lines().back() ==
+        "mgtrain: requeueing SLURM job 4242 (scontrol requeue 4242): it will run again and resume from run slurm-4242");
 
   FakeRunner refused;
   refused.requeue_exit = 1;
   refused.requeue_err = "scontrol: error: Requested operation is presently disabled for job 4242\n";
   CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, refused.runner()));
-  CHECK(logged.lines().back() == "mgtrain: warning: scontrol requeue 4242 failed (exit code 1): scontrol: error: Requested operation is "
-                                "presently disabled for job 4242; submit the job again to resume");
+  CHECK(logged.lines().back() ==
+        "mgtrain: warning: scontrol requeue 4242 failed (exit code 1): scontrol: error: Requested operation is "
+        "presently disabled for job 4242; submit the job again to resume");
 
   FakeRunner missing;
   missing.missing = true;
   CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, false}, missing.runner()));
-  CHECK_THAT(logged.lines().back(), Catch::StartsWith("mgtrain: warning: cannot run scontrol to requeue SLURM job 4242: cannot start scontrol"));
+  CHECK_THAT(
+      logged.lines().back(),
+      Catch::StartsWith("mgtrain: warning: cannot run scontrol to requeue SLURM job 4242: cannot start scontrol"));
 
   FakeRunner cancelled;
   cancelled.state = "CANCELLED";
@@ -378,7 +400,8 @@ TEST_CASE("requeue runs scontrol, its failure is a warning with its stderr", "[s
   scancelled.state = "COMPLETING";
   CHECK_FALSE(requeue_after_preemption(d, launch, {0, true, false, true}, scancelled.runner()));
   CHECK(scancelled.calls.size() == 1);
-  CHECK_THAT(logged.lines().back(), Catch::StartsWith("mgtrain: SLURM job 4242 is not requeued: SIGTERM before the time limit"));
+  CHECK_THAT(logged.lines().back(),
+             Catch::StartsWith("mgtrain: SLURM job 4242 is not requeued: SIGTERM before the time limit"));
 
   FakeRunner quiet;
   lines.clear();

@@ -121,7 +121,8 @@ TEST_CASE("event loop: a child's output is read before its exit is reported", "[
   CHECK(recorder.signals.empty());
 }
 
-TEST_CASE("event loop: several children, signals to the handler, signal_children reaches process groups", "[event-loop]") {
+TEST_CASE("event loop: several children, signals to the handler, signal_children reaches process groups",
+          "[event-loop]") {
   Recorder recorder;
   EventLoop loop(recorder);
   std::string out1, err1, out2, err2;
@@ -212,8 +213,9 @@ TEST_CASE("event loop: the drain gives up on a pipe an escaped descendant keeps 
   std::string out, err;
   // The descendant leaves the child's process group (setsid), so the group kill at the exit misses it; the
   // child waits until it has (field 5 of /proc/PID/stat: the process group).
-  WorkerProcess process = loop.start_child(
-      shell("setsid sleep 30 & p=$!; while [ \"$(cut -d' ' -f5 /proc/$p/stat)\" = $$ ]; do sleep 0.01; done; echo $p; exit 0"));
+  WorkerProcess process =
+      loop.start_child(shell("setsid sleep 30 & p=$!; while [ \"$(cut -d' ' -f5 /proc/$p/stat)\" = $$ ]; do sleep "
+                             "0.01; done; echo $p; exit 0"));
   auto output = std::make_unique<TextOutput>(std::move(process.stdout_pipe), out);
   TextOutput* watched = output.get();
   loop.add_output(std::move(output));

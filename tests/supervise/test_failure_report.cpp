@@ -1,12 +1,12 @@
 // The failure report: table, failure.json, torch's error file, JSON escaping.
 #include <catch2/catch.hpp>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
+#include "elastic/torch_error_file.hpp"
 #include "supervise/failure_report.hpp"
 #include "util/time_format.hpp"
-#include "elastic/torch_error_file.hpp"
 
 using namespace mgtrain;
 
@@ -90,13 +90,15 @@ TEST_CASE("torch's error file, in both of its shapes", "[report]") {
   CHECK(current.traceback == "Traceback (most recent call last):\n  File \"x.py\", line 3\nRuntimeError: boom");
   CHECK(current.timestamp == "1700000000");
 
-  TorchErrorRecord old = parse_torch_error_file(R"({"message": "SignalException: got SIGTERM", "timestamp": 1700000001})");
+  TorchErrorRecord old =
+      parse_torch_error_file(R"({"message": "SignalException: got SIGTERM", "timestamp": 1700000001})");
   CHECK(old.message == "SignalException: got SIGTERM");
   CHECK(old.timestamp == "1700000001");
 }
 
 TEST_CASE("a malformed error file is reported, not fatal", "[report]") {
-  for (const char* text : {"", "{\"message\": ", "[1, 2]", "{\"other\": 1}", "{\"message\": {\"extraInfo\": 3}}", "\x01\x02 not json"}) {
+  for (const char* text :
+       {"", "{\"message\": ", "[1, 2]", "{\"other\": 1}", "{\"message\": {\"extraInfo\": 3}}", "\x01\x02 not json"}) {
     TorchErrorRecord record = parse_torch_error_file(text);
     CHECK_FALSE(record.problem.empty());
   }

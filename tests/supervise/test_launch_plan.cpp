@@ -1,15 +1,15 @@
 // Resolving and checking the launch settings: nproc, GPUs, nodes, ports, paths.
 #include <catch2/catch.hpp>
 
-#include "util/error.hpp"
 #include "host/gpu_inventory.hpp"
 #include "supervise/launch_plan.hpp"
 #include "support/temp_dir.hpp"
+#include "util/error.hpp"
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 using namespace mgtrain;
 
@@ -146,10 +146,12 @@ TEST_CASE("nodes, ranks and ports", "[plan]") {
   CHECK_FALSE(make_launch_plan(launch, kCommand, host_with_gpus(0)).multi_node());  // one node: no agent protocol
   launch.node_timeout = 6;
   launch.node_heartbeat_interval = 5;
-  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).node_heartbeat_interval_s == 2);  // a third of the timeout
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).node_heartbeat_interval_s ==
+        2);  // a third of the timeout
   launch.node_rank = 2;
   launch.nnodes = parsed<NodeRange>("2");
-  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("node_rank 2 is outside 0..1"));
+  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
+                    Catch::Contains("node_rank 2 is outside 0..1"));
   launch.node_rank = 0;
   launch.master_port = 0;
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("same --master-port"));
@@ -243,8 +245,8 @@ TEST_CASE("tee, redirect, local_ranks_filter and tty resolve per local rank, ran
   launch.local_ranks_filter = parsed<LocalRanks>("1,2");
   LaunchPlan plan = make_launch_plan(launch, kCommand, host_with_gpus(0));
   REQUIRE(plan.console.size() == 3);
-  CHECK_FALSE(plan.console[0].stdout_to_console);  // filtered out
-  CHECK((plan.console[1].stdout_to_console && !plan.console[1].stderr_to_console));  // redirected, stdout teed back
+  CHECK_FALSE(plan.console[0].stdout_to_console);                                     // filtered out
+  CHECK((plan.console[1].stdout_to_console && !plan.console[1].stderr_to_console));   // redirected, stdout teed back
   CHECK((!plan.console[2].stdout_to_console && !plan.console[2].stderr_to_console));  // redirected
   CHECK(plan.tty.mode == TtyMode::Auto);
 

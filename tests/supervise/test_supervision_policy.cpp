@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "util/error.hpp"
 #include "supervise/supervision_policy.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 using namespace std::chrono_literals;
@@ -142,7 +142,8 @@ TEST_CASE("SIGTERM and SIGHUP give 143 and 129, USR1 and USR2 are only forwarded
     policy.on_signal(SIGUSR2, t0);
     CHECK_FALSE(policy.next_deadline());
     policy.on_signal(signal, t0 + 1s);
-    CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGUSR1", "signal SIGUSR2", "signal " + signal_name(signal)});
+    CHECK(group.log ==
+          std::vector<std::string>{"start 0", "signal SIGUSR1", "signal SIGUSR2", "signal " + signal_name(signal)});
     policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);
     CHECK(policy.exit_code() == 128 + signal);
   }
@@ -190,7 +191,8 @@ TEST_CASE("grace period 0 kills at the first tick", "[policy]") {
   CHECK(group.log.back() == "signal SIGKILL");
 }
 
-TEST_CASE("workers that saved a checkpoint and stopped on request (exit 75) are no failure and are not restarted", "[policy]") {
+TEST_CASE("workers that saved a checkpoint and stopped on request (exit 75) are no failure and are not restarted",
+          "[policy]") {
   FakeGroup group;
   SupervisionPolicy policy(settings(2, 3), group);
   policy.start(t0);
@@ -237,7 +239,8 @@ SupervisionPolicy::Settings coordinated(int nproc) {
 
 }  // namespace
 
-TEST_CASE("coordinated: attempts start when the agent says, a failure is reported once, the agent picks the exit code", "[policy][multinode]") {
+TEST_CASE("coordinated: attempts start when the agent says, a failure is reported once, the agent picks the exit code",
+          "[policy][multinode]") {
   FakeCoordinatedGroup group;
   SupervisionPolicy policy(coordinated(2), group);
   policy.start(t0);
@@ -252,10 +255,10 @@ TEST_CASE("coordinated: attempts start when the agent says, a failure is reporte
   policy.on_worker_exit(0, ExitStatus::exited(4), t0 + 3s);  // during teardown: not reported again
   CHECK(group.failing_ranks.size() == 1);
   CHECK(group.ended == 1);
-  CHECK(policy.waiting());                  // no restart of its own, even with max_restarts 5
+  CHECK(policy.waiting());  // no restart of its own, even with max_restarts 5
   CHECK_FALSE(policy.attempt_succeeded());
-  CHECK(policy.exit_code() == 9);           // the local root cause, until the agent decides
-  policy.finish_coordinated(7);             // the job's root cause was elsewhere
+  CHECK(policy.exit_code() == 9);  // the local root cause, until the agent decides
+  policy.finish_coordinated(7);    // the job's root cause was elsewhere
   CHECK(policy.finished());
   CHECK(policy.exit_code() == 7);
 }

@@ -64,7 +64,7 @@ TEST_CASE("config file, heartbeat file and GPUs are set only when they apply", "
   plan.heartbeat_timeout_s = 30;
   plan.gpu_for_local_rank = {"4", "5", "6", "GPU-abc"};
   EnvMap env = build_worker_environment(plan, WorkerSlot{3, 0, 1234, "/logs/job-7/config.yaml"},
-                                                {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
+                                        {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "GPU-abc");
   CHECK(env.at("MGTRAIN_CONFIG_FILE") == "/logs/job-7/config.yaml");
   CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/job-7/attempt_0/rank_7/heartbeat");
@@ -78,7 +78,8 @@ TEST_CASE("OMP_NUM_THREADS=1 with several workers unless the user set it", "[env
   LaunchPlan plan = two_node_plan();
   CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {}).at("OMP_NUM_THREADS") == "1");
   CHECK_THAT(omp_threads_notice(plan, {}), Catch::Contains("OMP_NUM_THREADS=1"));
-  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {{"OMP_NUM_THREADS", "8"}}).at("OMP_NUM_THREADS") == "8");
+  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {{"OMP_NUM_THREADS", "8"}}).at("OMP_NUM_THREADS") ==
+        "8");
   CHECK(omp_threads_notice(plan, {{"OMP_NUM_THREADS", "8"}}).empty());
   plan.nproc = 1;
   CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {}).count("OMP_NUM_THREADS") == 0);
@@ -87,8 +88,7 @@ TEST_CASE("OMP_NUM_THREADS=1 with several workers unless the user set it", "[env
 
 TEST_CASE("${local_rank} in the command is replaced per worker", "[env]") {
   std::vector<std::string> command = {"train", "--out=log_${local_rank}.txt", "${local_rank}${local_rank}", "${rank}"};
-  CHECK(expand_worker_command(command, 12) ==
-        std::vector<std::string>{"train", "--out=log_12.txt", "1212", "${rank}"});
+  CHECK(expand_worker_command(command, 12) == std::vector<std::string>{"train", "--out=log_12.txt", "1212", "${rank}"});
 }
 
 TEST_CASE("only workers whose stdout reaches the console hear whether it is a terminal", "[env]") {
@@ -116,7 +116,8 @@ TEST_CASE("NCCL error handling: the parent's values win, and the file timer's pi
   LaunchPlan plan = two_node_plan();
   plan.timer_file = "/tmp/timer.fifo";
   EnvMap env = build_worker_environment(plan, WorkerSlot{0, 0, 29500, ""},
-                                        {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"},
+                                        {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"},
+                                         {"NCCL_ASYNC_ERROR_HANDLING", "0"},
                                          {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "3");
   CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == "0");

@@ -81,7 +81,8 @@ inline std::string compare_with_checkpoint(const CheckpointFile& file, const Tes
     if (got.name != want.name || got.dtype != want.dtype || got.shape != want.shape || got.nbytes != want.nbytes) {
       return fmt::format("tensor {}: name, dtype, shape or size differs from {}", i, want.name);
     }
-    if (want.nbytes > 0 && std::memcmp(file.bytes(got), want.data, want.nbytes) != 0) return fmt::format("tensor {}: bytes differ", want.name);
+    if (want.nbytes > 0 && std::memcmp(file.bytes(got), want.data, want.nbytes) != 0)
+      return fmt::format("tensor {}: bytes differ", want.name);
   }
   return "";
 }

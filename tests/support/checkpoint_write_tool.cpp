@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "util/atomic_file.hpp"
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
-#include "util/error.hpp"
 #include "support/checkpoint_test_data.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

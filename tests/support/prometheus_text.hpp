@@ -22,7 +22,8 @@ struct PrometheusSample {
 };
 
 // Problems found ("line N: why"); empty when the text follows the rules. `samples` gets every sample.
-inline std::vector<std::string> prometheus_text_problems(const std::string& text, std::vector<PrometheusSample>* samples = nullptr) {
+inline std::vector<std::string> prometheus_text_problems(const std::string& text,
+                                                         std::vector<PrometheusSample>* samples = nullptr) {
   std::vector<std::string> problems;
   if (text.empty() || text.back() != '\n') problems.push_back("the text does not end with a newline");
   static const std::regex name_re("[a-zA-Z_:][a-zA-Z0-9_:]*");
@@ -54,7 +55,8 @@ inline std::vector<std::string> prometheus_text_problems(const std::string& text
         if (!std::regex_match(name, name_re)) problems.push_back(where + "bad metric name in TYPE");
         if (!types.count(m[2].str())) problems.push_back(where + "unknown type " + m[2].str());
         if (typed.count(name)) problems.push_back(where + "second TYPE for " + name);
-        if (finished_metrics.count(name) || current_metric == name) problems.push_back(where + "TYPE after samples of " + name);
+        if (finished_metrics.count(name) || current_metric == name)
+          problems.push_back(where + "TYPE after samples of " + name);
         typed[name] = m[2].str();
       } else if (line.rfind("# HELP", 0) == 0 || line.rfind("# TYPE", 0) == 0) {
         problems.push_back(where + "malformed HELP/TYPE line");
@@ -76,7 +78,10 @@ inline std::vector<std::string> prometheus_text_problems(const std::string& text
       ++at;
       while (ok && at < line.size() && line[at] != '}') {
         std::size_t eq = line.find('=', at);
-        if (eq == std::string::npos) { ok = false; break; }
+        if (eq == std::string::npos) {
+          ok = false;
+          break;
+        }
         const std::string label = line.substr(at, eq - at);
         if (!std::regex_match(label, label_name_re) || label.rfind("__", 0) == 0) {
           problems.push_back(where + "bad label name '" + label + "'");
@@ -84,7 +89,10 @@ inline std::vector<std::string> prometheus_text_problems(const std::string& text
           break;
         }
         at = eq + 1;
-        if (at >= line.size() || line[at] != '"') { ok = false; break; }
+        if (at >= line.size() || line[at] != '"') {
+          ok = false;
+          break;
+        }
         ++at;
         std::string value;
         while (at < line.size() && line[at] != '"') {
@@ -100,7 +108,10 @@ inline std::vector<std::string> prometheus_text_problems(const std::string& text
             value += line[at++];
           }
         }
-        if (!ok || at >= line.size()) { ok = false; break; }
+        if (!ok || at >= line.size()) {
+          ok = false;
+          break;
+        }
         ++at;  // closing quote
         if (sample.labels.count(label)) problems.push_back(where + "label " + label + " twice");
         sample.labels[label] = value;
@@ -122,7 +133,8 @@ inline std::vector<std::string> prometheus_text_problems(const std::string& text
     if (!parse_value(value_text, sample.value)) problems.push_back(where + "bad value '" + value_text + "'");
     if (space != std::string::npos) {
       const std::string stamp = rest.substr(space + 1);
-      if (stamp.empty() || stamp.find_first_not_of("-0123456789") != std::string::npos) problems.push_back(where + "bad timestamp");
+      if (stamp.empty() || stamp.find_first_not_of("-0123456789") != std::string::npos)
+        problems.push_back(where + "bad timestamp");
     }
     if (name != current_metric) {
       if (finished_metrics.count(name)) problems.push_back(where + "samples of " + name + " are not together");

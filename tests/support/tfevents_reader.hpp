@@ -16,7 +16,8 @@ namespace mgtrain::testing {
 
 inline std::uint64_t little_endian(const std::string& bytes, std::size_t at, int size) {
   std::uint64_t value = 0;
-  for (int i = size - 1; i >= 0; --i) value = value << 8 | static_cast<unsigned char>(bytes.at(at + static_cast<std::size_t>(i)));
+  for (int i = size - 1; i >= 0; --i)
+    value = value << 8 | static_cast<unsigned char>(bytes.at(at + static_cast<std::size_t>(i)));
   return value;
 }
 
@@ -25,12 +26,14 @@ inline std::vector<std::string> read_records(const std::string& file) {
   std::vector<std::string> records;
   std::size_t at = 0;
   while (at < file.size()) {
-    if (file.size() - at < 12) throw std::runtime_error("record " + std::to_string(records.size()) + ": truncated header");
+    if (file.size() - at < 12)
+      throw std::runtime_error("record " + std::to_string(records.size()) + ": truncated header");
     const std::uint64_t length = little_endian(file, at, 8);
     if (little_endian(file, at + 8, 4) != masked_crc32c(file.substr(at, 8))) {
       throw std::runtime_error("record " + std::to_string(records.size()) + ": length CRC mismatch");
     }
-    if (file.size() - at - 12 < length + 4) throw std::runtime_error("record " + std::to_string(records.size()) + ": truncated data");
+    if (file.size() - at - 12 < length + 4)
+      throw std::runtime_error("record " + std::to_string(records.size()) + ": truncated data");
     std::string data = file.substr(at + 12, length);
     if (little_endian(file, at + 12 + length, 4) != masked_crc32c(data)) {
       throw std::runtime_error("record " + std::to_string(records.size()) + ": data CRC mismatch");
@@ -67,9 +70,17 @@ inline std::vector<Field> decode_message(const std::string& in) {
     field.number = static_cast<int>(key >> 3);
     field.wire_type = static_cast<int>(key & 7);
     switch (field.wire_type) {
-      case 0: field.scalar = read_varint(in, at); break;
-      case 1: field.scalar = little_endian(in, at, 8); at += 8; break;
-      case 5: field.scalar = little_endian(in, at, 4); at += 4; break;
+      case 0:
+        field.scalar = read_varint(in, at);
+        break;
+      case 1:
+        field.scalar = little_endian(in, at, 8);
+        at += 8;
+        break;
+      case 5:
+        field.scalar = little_endian(in, at, 4);
+        at += 4;
+        break;
       case 2: {
         const std::uint64_t size = read_varint(in, at);
         field.bytes = in.substr(at, size);
@@ -77,7 +88,8 @@ inline std::vector<Field> decode_message(const std::string& in) {
         at += size;
         break;
       }
-      default: throw std::runtime_error("unexpected wire type " + std::to_string(field.wire_type));
+      default:
+        throw std::runtime_error("unexpected wire type " + std::to_string(field.wire_type));
     }
     fields.push_back(std::move(field));
   }
@@ -94,9 +106,12 @@ struct DecodedEvent {
 inline DecodedEvent decode_event(const std::string& data) {
   DecodedEvent event;
   for (const Field& field : decode_message(data)) {
-    if (field.number == 1 && field.wire_type == 1) std::memcpy(&event.wall_time, &field.scalar, 8);
-    else if (field.number == 2 && field.wire_type == 0) event.step = static_cast<std::int64_t>(field.scalar);
-    else if (field.number == 3 && field.wire_type == 2) event.file_version = field.bytes;
+    if (field.number == 1 && field.wire_type == 1)
+      std::memcpy(&event.wall_time, &field.scalar, 8);
+    else if (field.number == 2 && field.wire_type == 0)
+      event.step = static_cast<std::int64_t>(field.scalar);
+    else if (field.number == 3 && field.wire_type == 2)
+      event.file_version = field.bytes;
     else if (field.number == 5 && field.wire_type == 2) {
       for (const Field& value : decode_message(field.bytes)) {
         if (value.number != 1) throw std::runtime_error("unexpected Summary field " + std::to_string(value.number));

@@ -28,12 +28,12 @@
 
 #include "config/config.hpp"
 #include "config/config_loader.hpp"
-#include "util/error.hpp"
 #include "contract/worker_identity.hpp"
 #include "train/dist/communicator.hpp"
 #include "train/dist/gradient_reducer.hpp"
-#include "train/models/model.hpp"
 #include "train/dist/sync_batch_norm.hpp"
+#include "train/models/model.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 
@@ -68,10 +68,10 @@ struct TestNet : torch::nn::Module {
 };
 
 std::vector<int64_t> widths_for(const std::string& model) {
-  if (model == "big") return {16, 1024, 300, 4};     // 1024x300 floats = 1.2 MB > a 1 MB cap
-  if (model == "huge") return {16, 1024, 700, 4};    // 1024x700 floats = 2.9 MB > a 2 MiB shm slot
+  if (model == "big") return {16, 1024, 300, 4};   // 1024x300 floats = 1.2 MB > a 1 MB cap
+  if (model == "huge") return {16, 1024, 700, 4};  // 1024x700 floats = 2.9 MB > a 2 MiB shm slot
   if (model == "tiny") {
-    std::vector<int64_t> w(40, 3);                   // 39 tiny layers
+    std::vector<int64_t> w(40, 3);  // 39 tiny layers
     w.front() = 16;
     w.back() = 4;
     return w;
@@ -96,7 +96,8 @@ void write_floats(const std::string& path, const std::vector<at::Tensor>& tensor
   std::ofstream out(path, std::ios::binary);
   for (const auto& t : tensors) {
     at::Tensor c = t.detach().contiguous().to(at::kFloat);
-    out.write(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::streamsize>(c.numel() * sizeof(float)));
+    out.write(reinterpret_cast<const char*>(c.data_ptr<float>()),
+              static_cast<std::streamsize>(c.numel() * sizeof(float)));
   }
   if (!out) throw Error("cannot write " + path);
 }
@@ -106,9 +107,12 @@ int run_sync_batch_norm_check(const std::vector<std::string>& args) {
   std::string prefix, rows_text;
   bool sync = true;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--rows") rows_text = args.at(++i);
-    else if (args[i] == "--no-sync") sync = false;
-    else if (args[i] != "--sync-bn") prefix = args[i];
+    if (args[i] == "--rows")
+      rows_text = args.at(++i);
+    else if (args[i] == "--no-sync")
+      sync = false;
+    else if (args[i] != "--sync-bn")
+      prefix = args[i];
   }
   const WorkerIdentity id = worker_identity_from_environment(current_environment());
   DdpConfig ddp;
@@ -196,18 +200,30 @@ int main(int argc, char** argv) {
     if (std::find(args.begin(), args.end(), "--sync-bn") != args.end()) return run_sync_batch_norm_check(args);
     for (std::size_t i = 0; i < args.size(); ++i) {
       auto next = [&] { return args.at(++i); };
-      if (args[i] == "--steps") o.steps = std::stoi(next());
-      else if (args[i] == "--batch") o.batch = std::stoi(next());
-      else if (args[i] == "--accum") o.accum = std::stoi(next());
-      else if (args[i] == "--bucket-mb") o.bucket_mb = std::stod(next());
-      else if (args[i] == "--first-bucket-mb") o.first_bucket_mb = std::stod(next());
-      else if (args[i] == "--model") o.model = next();
-      else if (args[i] == "--find-unused") o.find_unused = true;
-      else if (args[i] == "--as-view") o.as_view = true;
-      else if (args[i] == "--no-ddp") o.no_ddp = true;
-      else if (args[i] == "--timeout") o.timeout_s = std::stod(next());
-      else if (args[i] == "--die-at-step") o.die_at_step = std::stoi(next());
-      else o.out = args[i];
+      if (args[i] == "--steps")
+        o.steps = std::stoi(next());
+      else if (args[i] == "--batch")
+        o.batch = std::stoi(next());
+      else if (args[i] == "--accum")
+        o.accum = std::stoi(next());
+      else if (args[i] == "--bucket-mb")
+        o.bucket_mb = std::stod(next());
+      else if (args[i] == "--first-bucket-mb")
+        o.first_bucket_mb = std::stod(next());
+      else if (args[i] == "--model")
+        o.model = next();
+      else if (args[i] == "--find-unused")
+        o.find_unused = true;
+      else if (args[i] == "--as-view")
+        o.as_view = true;
+      else if (args[i] == "--no-ddp")
+        o.no_ddp = true;
+      else if (args[i] == "--timeout")
+        o.timeout_s = std::stod(next());
+      else if (args[i] == "--die-at-step")
+        o.die_at_step = std::stoi(next());
+      else
+        o.out = args[i];
     }
     const WorkerIdentity id = worker_identity_from_environment(current_environment());
     DdpConfig ddp;
@@ -258,14 +274,18 @@ int main(int argc, char** argv) {
       }
       if (reducer) reducer->finish_backward();
       sgd.step();
-      if (reducer) reducer->zero_grad(); else sgd.zero_grad();
+      if (reducer)
+        reducer->zero_grad();
+      else
+        sgd.zero_grad();
     }
     comm->barrier();
     if (comm->rank() == 0 && !o.out.empty()) {
       std::ofstream out(o.out, std::ios::binary);
       for (auto& p : params) {
         at::Tensor c = p.detach().contiguous().to(at::kFloat);
-        out.write(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::streamsize>(c.numel() * sizeof(float)));
+        out.write(reinterpret_cast<const char*>(c.data_ptr<float>()),
+                  static_cast<std::streamsize>(c.numel() * sizeof(float)));
       }
     }
     return 0;

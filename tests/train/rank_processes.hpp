@@ -1,5 +1,6 @@
 // Runs `world` ranks of ddp_test_worker (tests/train/ddp_test_worker.cpp) as separate processes with torchrun's
-// variables (a free port on loopback, OMP_NUM_THREADS=1) and collects what each printed: the multi-process DDP and SyncBatchNorm tests.
+// variables (a free port on loopback, OMP_NUM_THREADS=1) and collects what each printed: the multi-process DDP and
+// SyncBatchNorm tests.
 #pragma once
 
 #include <future>
@@ -24,14 +25,15 @@ struct RankRuns {
   }
   std::string errors() const {
     std::string text;
-    for (std::size_t i = 0; i < ranks.size(); ++i) text += "rank " + std::to_string(i) + ": " + ranks[i].out + ranks[i].err + "\n";
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      text += "rank " + std::to_string(i) + ": " + ranks[i].out + ranks[i].err + "\n";
     return text;
   }
 };
 
 // Starts the ranks at once and waits for all of them; `env` adds to (or overrides) the rank's variables.
-inline RankRuns run_ranks(int world, const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                          double timeout_s = 60) {
+inline RankRuns run_ranks(int world, const std::vector<std::string>& args,
+                          const std::map<std::string, std::string>& env = {}, double timeout_s = 60) {
   SocketPortProbe probe;
   const int port = probe.pick_free_port();
   std::vector<std::future<CapturedRun>> futures;

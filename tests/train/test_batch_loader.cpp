@@ -21,7 +21,8 @@ namespace {
 // the batch containing `poison` fails.
 class CountingSource final : public mgtrain::DataSource {
  public:
-  explicit CountingSource(int64_t n, int64_t poison = -1, int max_delay_ms = 3) : n_(n), poison_(poison), max_delay_ms_(max_delay_ms) {}
+  explicit CountingSource(int64_t n, int64_t poison = -1, int max_delay_ms = 3)
+      : n_(n), poison_(poison), max_delay_ms_(max_delay_ms) {}
   int64_t size() const override { return n_; }
   std::vector<int64_t> sample_shape() const override { return {1}; }
   int64_t num_classes() const override { return 2; }
@@ -141,7 +142,8 @@ TEST_CASE("loader: batch building cost", "[.bench]") {
     BatchLoader loader(*source, indices, 64, false, threads, 4);
     int64_t batches = 0;
     while (loader.next()) ++batches;
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / batches;
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / batches;
     WARN("synthetic 1x28x28, batch 64, " << threads << " loader threads: " << us << " us per batch");
   }
 }

@@ -9,17 +9,17 @@
 #include <ATen/ATen.h>
 #include <zlib.h>
 
-#include "util/error.hpp"
-#include "worker_io/token_file.hpp"
 #include "train/data/data_source.hpp"
 #include "train_test_support.hpp"
+#include "util/error.hpp"
+#include "worker_io/token_file.hpp"
 
+using Catch::Matchers::Contains;
 using mgtrain::DataConfig;
 using mgtrain::Split;
 using mgtrain::UsageError;
 using mgtrain::test::TempDir;
 using mgtrain::test::write_bytes;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -126,7 +126,8 @@ TEST_CASE("mnist: malformed files give errors naming the file and the problem") 
     auto bytes = idx_images(5, 4, 3);
     bytes[2] = 0, bytes[3] = 0;
     write_bytes(images, gzip(bytes));
-    CHECK(error_of(open_train) == images + ": IDX magic 0x00000000 is not 0x00000803 (unsigned byte, 3 dimensions; expected images)");
+    CHECK(error_of(open_train) ==
+          images + ": IDX magic 0x00000000 is not 0x00000803 (unsigned byte, 3 dimensions; expected images)");
   }
   SECTION("labels file where the images should be") {
     write_bytes(images, gzip(idx_labels(5)));
@@ -169,8 +170,8 @@ TEST_CASE("mnist: malformed files give errors naming the file and the problem") 
   }
   SECTION("missing file") {
     std::filesystem::remove(dir / "train-labels-idx1-ubyte");
-    CHECK(error_of(open_train) == dir / "train-labels-idx1-ubyte" + ": no such file (nor " + dir / "train-labels-idx1-ubyte" +
-                                      ".gz)");
+    CHECK(error_of(open_train) ==
+          dir / "train-labels-idx1-ubyte" + ": no such file (nor " + dir / "train-labels-idx1-ubyte" + ".gz)");
   }
   SECTION("missing directory") {
     CHECK_THAT(error_of([&] { mgtrain::open_data_source(config_for("mnist", dir / "nope"), Split::Train, 0, 0); }),
@@ -247,9 +248,10 @@ TEST_CASE("cifar10: malformed batches give errors naming the file") {
     auto bytes = cifar_records(2, 3);
     bytes.resize(bytes.size() - 100);
     write_bytes(dir / "data_batch_3.bin", bytes);
-    CHECK(error_of(open_train) == dir / "data_batch_3.bin" +
-                                      ": size 6046 bytes is not a positive multiple of the 3073-byte CIFAR-10 record (1 label byte + "
-                                      "3x32x32 pixel bytes); 2973 bytes left over after 1 records");
+    CHECK(error_of(open_train) ==
+          dir / "data_batch_3.bin" +
+              ": size 6046 bytes is not a positive multiple of the 3073-byte CIFAR-10 record (1 label byte + "
+              "3x32x32 pixel bytes); 2973 bytes left over after 1 records");
   }
   SECTION("label out of range") {
     write_bytes(dir / "data_batch_4.bin", cifar_records(2, 4, 1));
@@ -308,11 +310,14 @@ TEST_CASE("tokens: val.bin beside the train file is the test split, meta.json gi
   CHECK(train->num_classes() == 59);  // largest id of both files + 1
   CHECK(test->make_batch({0}).targets[0][7].item<int64_t>() == 58);
 
-  write_bytes(dir / "meta.json", {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '7', '0', '}'});
+  write_bytes(dir / "meta.json",
+              {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '7', '0', '}'});
   CHECK(mgtrain::open_data_source(cfg, Split::Train, 8, 0)->num_classes() == 70);
-  write_bytes(dir / "meta.json", {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '5', '5', '}'});
+  write_bytes(dir / "meta.json",
+              {'{', '"', 'v', 'o', 'c', 'a', 'b', '_', 's', 'i', 'z', 'e', '"', ':', ' ', '5', '5', '}'});
   CHECK(error_of([&] { mgtrain::open_data_source(cfg, Split::Train, 8, 0); }) ==
-        dir / "val.bin" + ": token id 55 at position 5 is outside the vocabulary of 55 declared by " + dir / "meta.json");
+        dir / "val.bin" + ": token id 55 at position 5 is outside the vocabulary of 55 declared by " +
+            dir / "meta.json");
 }
 
 TEST_CASE("tokens: malformed token files") {
@@ -322,7 +327,8 @@ TEST_CASE("tokens: malformed token files") {
   SECTION("odd size") {
     write_bytes(dir / "train.bin", std::vector<uint8_t>(201, 1));
     CHECK(error_of(open) ==
-          dir / "train.bin" + ": size 201 bytes is odd; a token file holds little-endian uint16 token ids (2 bytes each)");
+          dir / "train.bin" +
+              ": size 201 bytes is odd; a token file holds little-endian uint16 token ids (2 bytes each)");
   }
   SECTION("empty") {
     write_bytes(dir / "train.bin", {});
@@ -331,7 +337,8 @@ TEST_CASE("tokens: malformed token files") {
   SECTION("shorter than one sample") {
     write_tokens(dir / "train.bin", ramp(8));
     write_tokens(dir / "val.bin", ramp(20));
-    CHECK(error_of(open) == dir / "train.bin" + ": 8 tokens are fewer than one sample of context_length + 1 = 9 tokens");
+    CHECK(error_of(open) ==
+          dir / "train.bin" + ": 8 tokens are fewer than one sample of context_length + 1 = 9 tokens");
   }
   SECTION("missing") { CHECK(error_of(open) == dir / "train.bin" + ": no such file"); }
 }

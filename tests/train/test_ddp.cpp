@@ -7,17 +7,17 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
 
+#include "rank_processes.hpp"
 #include "supervise/port_probe.hpp"
 #include "util/run_capture.hpp"
-#include "rank_processes.hpp"
 
 using namespace mgtrain;
 using mgtrain::test::RankRuns;
@@ -126,7 +126,8 @@ TEST_CASE("a parameter larger than the bucket cap and many tiny parameters", "[d
   CHECK(max_abs_difference(tiny_reference, tiny) <= 1e-5);
   // With caps below every tensor's size each of the 39 weights and 39 biases gets its own bucket;
   // with the defaults they all fit in the first one.
-  RankRuns own = run_ranks(1, {"", "--steps", "1", "--model", "tiny", "--bucket-mb", "0.00001", "--first-bucket-mb", "0.00001"});
+  RankRuns own =
+      run_ranks(1, {"", "--steps", "1", "--model", "tiny", "--bucket-mb", "0.00001", "--first-bucket-mb", "0.00001"});
   CHECK(own.ranks[0].out.find("buckets 78\n") != std::string::npos);
   RankRuns shared = run_ranks(1, {"", "--steps", "1", "--model", "tiny"});
   CHECK(shared.ranks[0].out.find("buckets 1\n") != std::string::npos);
@@ -149,12 +150,14 @@ TEST_CASE("unused parameters: zero with find_unused_parameters, a clear error wi
   CHECK(seconds < 30);  // no hang until the collective timeout
 }
 
-TEST_CASE("one host: shared-memory all-reduce by default, Gloo with MGTRAIN_SHM_ALLREDUCE=0, the same result", "[ddp][shm]") {
+TEST_CASE("one host: shared-memory all-reduce by default, Gloo with MGTRAIN_SHM_ALLREDUCE=0, the same result",
+          "[ddp][shm]") {
   auto reference = train(1, 8, {}, "path1");
   std::string backend;
   int shared_buckets = -1;
   // The buckets live in shared memory and are summed in place (no copies).
-  auto shm = train(2, 4, {"--bucket-mb", "0.001", "--first-bucket-mb", "0.001"}, "path-shm", {}, &backend, &shared_buckets);
+  auto shm =
+      train(2, 4, {"--bucket-mb", "0.001", "--first-bucket-mb", "0.001"}, "path-shm", {}, &backend, &shared_buckets);
   CHECK(backend == "gloo+shm");
   CHECK(shared_buckets > 1);
   CHECK(max_abs_difference(reference, shm) <= 1e-5);
@@ -178,7 +181,8 @@ TEST_CASE("world 3 and 4 on two cores equal world 1", "[ddp][shm]") {
   CHECK(backend == "gloo+shm");
 }
 
-TEST_CASE("a rank killed mid-run fails the others at once (well before ddp.timeout_s) and leaves no segment behind", "[ddp][shm][kill]") {
+TEST_CASE("a rank killed mid-run fails the others at once (well before ddp.timeout_s) and leaves no segment behind",
+          "[ddp][shm][kill]") {
   for (const std::string shm_setting : {"1", "0"}) {
     INFO("MGTRAIN_SHM_ALLREDUCE=" << shm_setting);
     const auto start = std::chrono::steady_clock::now();

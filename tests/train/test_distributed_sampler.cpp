@@ -8,17 +8,19 @@
 
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "train/data/distributed_sampler.hpp"
 #include "train_test_support.hpp"
+#include "util/error.hpp"
 
 using mgtrain::DistributedSampler;
 
 namespace {
 
-std::vector<std::vector<int64_t>> all_shards(int64_t n, int world, bool shuffle, uint64_t seed, bool drop_last, int64_t epoch) {
+std::vector<std::vector<int64_t>> all_shards(int64_t n, int world, bool shuffle, uint64_t seed, bool drop_last,
+                                             int64_t epoch) {
   std::vector<std::vector<int64_t>> shards;
-  for (int r = 0; r < world; ++r) shards.push_back(DistributedSampler(n, world, r, shuffle, seed, drop_last).indices(epoch));
+  for (int r = 0; r < world; ++r)
+    shards.push_back(DistributedSampler(n, world, r, shuffle, seed, drop_last).indices(epoch));
   return shards;
 }
 
@@ -98,8 +100,9 @@ TEST_CASE("sampler: identical to Python's torch.utils.data.DistributedSampler") 
     int64_t epoch;
     bool shuffle, drop_last;
   };
-  const std::vector<Case> cases = {{10, 3, 0, 0, true, false},   {10, 3, 42, 5, true, true},  {1000, 4, 7, 3, true, false},
-                                   {17, 2, 123, 1, false, false}, {60000, 2, 42, 0, true, false}, {61, 8, 1, 9, true, true},
+  const std::vector<Case> cases = {{10, 3, 0, 0, true, false},     {10, 3, 42, 5, true, true},
+                                   {1000, 4, 7, 3, true, false},   {17, 2, 123, 1, false, false},
+                                   {60000, 2, 42, 0, true, false}, {61, 8, 1, 9, true, true},
                                    {5, 8, 3, 2, true, false}};
   std::string args;
   for (const auto& c : cases) {
@@ -129,8 +132,8 @@ for case in sys.argv[1].split(';'):
       std::istringstream numbers(line);
       std::vector<int64_t> expected;
       for (int64_t v; numbers >> v;) expected.push_back(v);
-      INFO(fmt::format("N={} W={} rank={} seed={} epoch={} shuffle={} drop_last={}", c.n, c.world, r, c.seed, c.epoch, c.shuffle,
-                       c.drop_last));
+      INFO(fmt::format("N={} W={} rank={} seed={} epoch={} shuffle={} drop_last={}", c.n, c.world, r, c.seed, c.epoch,
+                       c.shuffle, c.drop_last));
       CHECK(DistributedSampler(c.n, c.world, r, c.shuffle, c.seed, c.drop_last).indices(c.epoch) == expected);
     }
   }
@@ -152,8 +155,8 @@ std::vector<int64_t> interleave(const std::vector<std::vector<int64_t>>& shards)
   return positions;
 }
 
-std::vector<std::vector<int64_t>> all_shards_after(int64_t n, int world, bool shuffle, uint64_t seed, bool drop_last, int64_t epoch,
-                                                   int64_t consumed) {
+std::vector<std::vector<int64_t>> all_shards_after(int64_t n, int world, bool shuffle, uint64_t seed, bool drop_last,
+                                                   int64_t epoch, int64_t consumed) {
   std::vector<std::vector<int64_t>> shards;
   for (int r = 0; r < world; ++r) {
     shards.push_back(DistributedSampler(n, world, r, shuffle, seed, drop_last).indices_after(epoch, consumed));
@@ -181,7 +184,8 @@ TEST_CASE("sampler resume: with the same world size, exactly the rest of each ra
     int64_t batch;
   };
   // Even splits, padded epochs (10 over 3, 61 over 8, 5 over 8) and drop_last cuts.
-  for (const Case c : {Case{100, 2, 5}, Case{10, 3, 1}, Case{10, 3, 2}, Case{61, 8, 3}, Case{5, 8, 1}, Case{1000, 4, 32}}) {
+  for (const Case c :
+       {Case{100, 2, 5}, Case{10, 3, 1}, Case{10, 3, 2}, Case{61, 8, 3}, Case{5, 8, 1}, Case{1000, 4, 32}}) {
     for (bool shuffle : {false, true}) {
       for (bool drop_last : {false, true}) {
         if (drop_last && c.n < c.world) continue;
@@ -189,7 +193,8 @@ TEST_CASE("sampler resume: with the same world size, exactly the rest of each ra
           const DistributedSampler sampler(c.n, c.world, r, shuffle, 11, drop_last);
           const auto full = sampler.indices(3);
           for (int64_t b = 0; b * c.batch <= sampler.samples_per_rank(); ++b) {
-            INFO(fmt::format("N={} W={} rank={} B={} b={} shuffle={} drop_last={}", c.n, c.world, r, c.batch, b, shuffle, drop_last));
+            INFO(fmt::format("N={} W={} rank={} B={} b={} shuffle={} drop_last={}", c.n, c.world, r, c.batch, b,
+                             shuffle, drop_last));
             const std::vector<int64_t> rest(full.begin() + b * c.batch, full.end());
             CHECK(sampler.indices_after(3, b * c.batch * c.world) == rest);
             CHECK(sampler.samples_per_rank_after(b * c.batch * c.world) == static_cast<int64_t>(rest.size()));
@@ -207,12 +212,12 @@ TEST_CASE("sampler resume: another world size shares exactly the remaining sampl
     int64_t batch, micro_batches;
   };
   // W=2 -> 1, 1 -> 2, 2 -> 3 (and a padded 3 -> 2), at several points of the epoch.
-  for (const Case c : {Case{101, 2, 1, 4, 5}, Case{101, 1, 2, 4, 5}, Case{100, 2, 3, 8, 3}, Case{101, 2, 3, 7, 1}, Case{10, 3, 2, 1, 2},
-                       Case{37, 2, 3, 3, 6}}) {
+  for (const Case c : {Case{101, 2, 1, 4, 5}, Case{101, 1, 2, 4, 5}, Case{100, 2, 3, 8, 3}, Case{101, 2, 3, 7, 1},
+                       Case{10, 3, 2, 1, 2}, Case{37, 2, 3, 3, 6}}) {
     for (bool shuffle : {false, true}) {
       for (bool drop_last : {false, true}) {
-        INFO(fmt::format("N={} W={} -> {} B={} b={} shuffle={} drop_last={}", c.n, c.from, c.to, c.batch, c.micro_batches, shuffle,
-                         drop_last));
+        INFO(fmt::format("N={} W={} -> {} B={} b={} shuffle={} drop_last={}", c.n, c.from, c.to, c.batch,
+                         c.micro_batches, shuffle, drop_last));
         const int64_t consumed = c.micro_batches * c.batch * c.from;
         REQUIRE(consumed <= c.n);
         const auto order = global_order(c.n, shuffle, 5, 1);
@@ -234,7 +239,7 @@ TEST_CASE("sampler resume: another world size shares exactly the remaining sampl
         }
         std::set<int64_t> seen(positions.begin(), positions.end());
         if (drop_last) {
-          CHECK(seen.size() == positions.size());                    // no repeats
+          CHECK(seen.size() == positions.size());                       // no repeats
           CHECK(remaining - static_cast<int64_t>(seen.size()) < c.to);  // fewer than W' dropped
         } else {
           // Every remaining sample exactly once, plus fewer than W' padding repeats of samples from the epoch's start.

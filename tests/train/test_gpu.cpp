@@ -15,17 +15,17 @@
 #include <torch/utils.h>
 
 #include "config/config.hpp"
-#include "util/error.hpp"
-#include "util/run_capture.hpp"
 #include "contract/worker_identity.hpp"
 #include "support/temp_dir.hpp"
 #include "train/data/batch_loader.hpp"
+#include "train/data/data_source.hpp"
 #include "train/dist/data_parallel.hpp"
 #include "train/dist/device_setup.hpp"
 #include "train/loop/mixed_precision.hpp"
-#include "train/torch/torch_compat.hpp"
 #include "train/models/model.hpp"
-#include "train/data/data_source.hpp"
+#include "train/torch/torch_compat.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 
@@ -54,9 +54,17 @@ bool gpu_or_skip(int needed = 1) {
 CapturedRun run_worker(const std::vector<std::string>& settings, const std::string& name) {
   const testing::TempDir temp_dir("mgtrain-gpu-" + name);
   const std::filesystem::path dir = temp_dir.path();
-  std::vector<std::string> argv{kBin + "/mgtrain-worker", "model.type=mlp", "model.hidden_sizes=64", "data.dataset=synthetic",
-                                "data.input_shape=1,8,8", "data.synthetic_samples=4096", "train.epochs=2", "train.batch_size=64",
-                                "optim.lr=0.05", "checkpoint.dir=", "launch.log_dir=" + dir.string()};
+  std::vector<std::string> argv{kBin + "/mgtrain-worker",
+                                "model.type=mlp",
+                                "model.hidden_sizes=64",
+                                "data.dataset=synthetic",
+                                "data.input_shape=1,8,8",
+                                "data.synthetic_samples=4096",
+                                "train.epochs=2",
+                                "train.batch_size=64",
+                                "optim.lr=0.05",
+                                "checkpoint.dir=",
+                                "launch.log_dir=" + dir.string()};
   argv.insert(argv.end(), settings.begin(), settings.end());
   CaptureOptions options;
   options.timeout_s = 300;
@@ -95,7 +103,8 @@ TEST_CASE("gpu path: without a GPU, train.device auto is the CPU and cuda is ref
   CHECK_THROWS_WITH(choose_training_device(train, id), Catch::Contains("train.device: cuda was asked for"));
 }
 
-TEST_CASE("gpu path: the worker refuses ddp.backend nccl and ddp.strategy dp without a GPU (exit 2)", "[device][worker]") {
+TEST_CASE("gpu path: the worker refuses ddp.backend nccl and ddp.strategy dp without a GPU (exit 2)",
+          "[device][worker]") {
   if (have_gpu()) {
     WARN("skipped: this machine has a GPU");
     return;
@@ -178,10 +187,11 @@ CapturedRun launch_two_ranks_on_one_gpu(const std::string& backend, const std::s
   CaptureOptions options;
   options.timeout_s = 300;
   options.set_env = {{"CUDA_VISIBLE_DEVICES", "0"}};
-  return run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", "model.type=mlp", "data.dataset=synthetic",
-                          "data.input_shape=1,8,8", "data.synthetic_samples=2048", "train.epochs=1", "train.device=cuda",
-                          "ddp.backend=" + backend, "checkpoint.dir=", "launch.log_dir=" + dir.string()},
-                         options);
+  return run_and_capture(
+      {kBin + "/mgtrain", "launch", "--nproc", "2", "model.type=mlp", "data.dataset=synthetic",
+       "data.input_shape=1,8,8", "data.synthetic_samples=2048", "train.epochs=1", "train.device=cuda",
+       "ddp.backend=" + backend, "checkpoint.dir=", "launch.log_dir=" + dir.string()},
+      options);
 }
 
 TEST_CASE("gpu: two ranks on one GPU with NCCL are refused with what to change", "[gpu]") {
@@ -263,11 +273,11 @@ TEST_CASE("gpu: NCCL at world size 1 through the reducer (ddp.force_process_grou
   const std::filesystem::path dir = temp_dir.path();
   CaptureOptions options;
   options.timeout_s = 300;
-  const CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "1", "model.type=mlp", "data.dataset=synthetic",
-                                           "data.input_shape=1,8,8", "data.synthetic_samples=2048", "train.epochs=1",
-                                           "train.device=cuda", "ddp.backend=nccl", "ddp.force_process_group=true",
-                                           "checkpoint.dir=", "launch.log_dir=" + dir.string()},
-                                          options);
+  const CapturedRun run = run_and_capture(
+      {kBin + "/mgtrain", "launch", "--nproc", "1", "model.type=mlp", "data.dataset=synthetic",
+       "data.input_shape=1,8,8", "data.synthetic_samples=2048", "train.epochs=1", "train.device=cuda",
+       "ddp.backend=nccl", "ddp.force_process_group=true", "checkpoint.dir=", "launch.log_dir=" + dir.string()},
+      options);
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("\"backend\":\"nccl\"") != std::string::npos);
@@ -280,10 +290,11 @@ TEST_CASE("gpu: two ranks over NCCL on two GPUs", "[gpu]") {
   const std::filesystem::path dir = temp_dir.path();
   CaptureOptions options;
   options.timeout_s = 300;
-  const CapturedRun run = run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", "--gpu-ids", "auto", "model.type=mlp",
-                                           "data.dataset=synthetic", "data.input_shape=1,8,8", "data.synthetic_samples=4096",
-                                           "train.epochs=1", "checkpoint.dir=", "launch.log_dir=" + dir.string()},
-                                          options);
+  const CapturedRun run =
+      run_and_capture({kBin + "/mgtrain", "launch", "--nproc", "2", "--gpu-ids", "auto", "model.type=mlp",
+                       "data.dataset=synthetic", "data.input_shape=1,8,8", "data.synthetic_samples=4096",
+                       "train.epochs=1", "checkpoint.dir=", "launch.log_dir=" + dir.string()},
+                      options);
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("\"backend\":\"nccl\"") != std::string::npos);

@@ -12,15 +12,15 @@
 #include <torch/utils.h>
 
 #include "config/config.hpp"
-#include "util/error.hpp"
 #include "contract/worker_identity.hpp"
-#include "train/loop/checkpointing.hpp"
 #include "train/dist/communicator.hpp"
+#include "train/loop/checkpointing.hpp"
 #include "train/loop/grad_scaler.hpp"
-#include "train/models/model.hpp"
 #include "train/loop/optimizer_factory.hpp"
+#include "train/models/model.hpp"
 #include "train/state/train_state.hpp"
 #include "train/train_test_support.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
 
@@ -86,7 +86,8 @@ TEST_CASE("loss scaler: an injected nan gradient (in the first tensor, or -inf) 
   CHECK(scaler.skipped_steps() == 2);
 }
 
-TEST_CASE("loss scaler: the scale grows after growth_interval finite steps in a row, and an inf restarts the streak", "[scaler]") {
+TEST_CASE("loss scaler: the scale grows after growth_interval finite steps in a row, and an inf restarts the streak",
+          "[scaler]") {
   GradScaler scaler(fp16_options(1024.0, 3));
   CHECK(scaler.update(false));
   CHECK(scaler.update(false));
@@ -144,7 +145,8 @@ TEST_CASE("loss scaler: out-of-range options are usage errors naming the key", "
   CHECK_THROWS_AS(GradScaler(bad), UsageError);
 }
 
-TEST_CASE("loss scaler: state round trip, a lookup without it keeps the initial scale, a damaged one is refused", "[scaler]") {
+TEST_CASE("loss scaler: state round trip, a lookup without it keeps the initial scale, a damaged one is refused",
+          "[scaler]") {
   GradScaler trained(fp16_options(1024.0, 5));
   trained.update(true);
   trained.update(false);

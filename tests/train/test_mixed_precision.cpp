@@ -11,12 +11,12 @@
 
 #include <ATen/ATen.h>
 
-#include "util/error.hpp"
-#include "util/run_capture.hpp"
+#include "support/summary_line.hpp"
 #include "support/temp_dir.hpp"
 #include "train/loop/mixed_precision.hpp"
 #include "train/torch/torch_compat.hpp"
-#include "support/summary_line.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using mgtrain::testing::summary_number;
@@ -46,8 +46,10 @@ TEST_CASE("precision: fp32 and bf16 resolve on the CPU, fp16 there is a usage er
   CHECK(bf16.dtype == at::kBFloat16);
   CHECK_FALSE(bf16.loss_scaling);
   CHECK_THROWS_AS(resolve_precision(PrecisionMode::Fp16, kCpu), UsageError);
-  CHECK_THROWS_WITH(resolve_precision(PrecisionMode::Fp16, kCpu), Catch::Contains("fp16 needs a CUDA device") && Catch::Contains("bf16"));
-  const Precision fp16 = resolve_precision(PrecisionMode::Fp16, c10::Device(c10::kCUDA, 0));  // only resolved, nothing runs on a GPU
+  CHECK_THROWS_WITH(resolve_precision(PrecisionMode::Fp16, kCpu),
+                    Catch::Contains("fp16 needs a CUDA device") && Catch::Contains("bf16"));
+  const Precision fp16 =
+      resolve_precision(PrecisionMode::Fp16, c10::Device(c10::kCUDA, 0));  // only resolved, nothing runs on a GPU
   CHECK(fp16.loss_scaling);
   CHECK(fp16.dtype == at::kHalf);
 }
@@ -68,7 +70,8 @@ TEST_CASE("precision: the autocast scope runs linear in bf16 on the CPU and rest
   }
 }
 
-TEST_CASE("precision: weights updated in place between two autocast scopes are seen (the cast cache is cleared)", "[precision]") {
+TEST_CASE("precision: weights updated in place between two autocast scopes are seen (the cast cache is cleared)",
+          "[precision]") {
   at::Tensor x = at::ones({1, 4});
   at::Tensor w = at::ones({1, 4}, at::requires_grad());  // a leaf that requires grad: autocast caches its bf16 copy
   float first = 0, second = 0;
@@ -90,7 +93,9 @@ TEST_CASE("precision: weights updated in place between two autocast scopes are s
 
 TEST_CASE("precision: bf16 training on the CPU converges on the MLP config like fp32", "[precision][worker]") {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-    WARN("skipped: Fashion-MNIST is not installed under /usr/share/datasets/fashion-mnist (configs/fashion_mnist_mlp.yaml)");
+    WARN(
+        "skipped: Fashion-MNIST is not installed under /usr/share/datasets/fashion-mnist "
+        "(configs/fashion_mnist_mlp.yaml)");
     return;
   }
   const testing::TempDir temp_dir("mgtrain-precision-bf16");
@@ -113,15 +118,17 @@ TEST_CASE("precision: bf16 training on the CPU converges on the MLP config like 
   std::printf("bf16 accuracy %.4f, fp32 accuracy %.4f after 500 steps\n", bf16_accuracy, fp32_accuracy);
 }
 
-TEST_CASE("precision: fp16 asked for on the CPU stops the worker with exit 2 and says to use bf16", "[precision][worker]") {
+TEST_CASE("precision: fp16 asked for on the CPU stops the worker with exit 2 and says to use bf16",
+          "[precision][worker]") {
   const testing::TempDir temp_dir("mgtrain-precision-fp16");
   const std::filesystem::path dir = temp_dir.path();
   CaptureOptions options;
   options.timeout_s = 120;
-  const CapturedRun run = run_and_capture({kBin + "/mgtrain-worker", "model.type=mlp", "data.dataset=synthetic",
-                                           "data.input_shape=1,4,4", "data.synthetic_samples=64", "train.precision=fp16",
-                                           "train.device=cpu", "checkpoint.dir=", "launch.log_dir=" + dir.string()},
-                                          options);
+  const CapturedRun run =
+      run_and_capture({kBin + "/mgtrain-worker", "model.type=mlp", "data.dataset=synthetic", "data.input_shape=1,4,4",
+                       "data.synthetic_samples=64", "train.precision=fp16", "train.device=cpu",
+                       "checkpoint.dir=", "launch.log_dir=" + dir.string()},
+                      options);
   INFO(run.out << run.err);
   CHECK(run.exit_code == 2);
   CHECK(run.err.find("train.precision: fp16 needs a CUDA device") != std::string::npos);

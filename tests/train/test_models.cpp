@@ -9,14 +9,14 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "util/error.hpp"
 #include "train/models/model.hpp"
 #include "train_test_support.hpp"
+#include "util/error.hpp"
 
+using Catch::Matchers::Contains;
 using mgtrain::Model;
 using mgtrain::ModelConfig;
 using mgtrain::ModelInput;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -59,7 +59,8 @@ TEST_CASE("mlp: Python's nn.Sequential layout, shapes and deterministic init") {
   config.hidden_sizes = {1024, 1024};
   const ModelInput input{{1, 28, 28}, 10};
   auto model = build(config, input, 1);
-  CHECK(names_of(model->named_parameters()) == std::vector<std::string>{"1.weight", "1.bias", "3.weight", "3.bias", "5.weight", "5.bias"});
+  CHECK(names_of(model->named_parameters()) ==
+        std::vector<std::string>{"1.weight", "1.bias", "3.weight", "3.bias", "5.weight", "5.bias"});
   CHECK(shapes_of(model->named_parameters()) ==
         std::vector<std::vector<int64_t>>{{1024, 784}, {1024}, {1024, 1024}, {1024}, {10, 1024}, {10}});
   CHECK(model->named_buffers().empty());
@@ -130,7 +131,8 @@ TEST_CASE("cnn: blocks, names, batch norm buffers, train/eval") {
   CHECK(shapes_of(model->named_parameters())[6] == std::vector<int64_t>{128, 64 * 7 * 7});
   CHECK(names_of(model->named_buffers()) ==
         std::vector<std::string>{"features.1.running_mean", "features.1.running_var", "features.1.num_batches_tracked",
-                                 "features.5.running_mean", "features.5.running_var", "features.5.num_batches_tracked"});
+                                 "features.5.running_mean", "features.5.running_var",
+                                 "features.5.num_batches_tracked"});
   const at::Tensor x = at::randn({8, 1, 28, 28});
   model->train(true);
   CHECK(model->forward(x).sizes() == at::IntArrayRef({8, 10}));
@@ -245,8 +247,8 @@ torch.jit.script(Net()).save(sys.argv[1])
   config.path = dir / "net.pt";
   REQUIRE(mgtrain::test::run_reference_python(script, {config.path}));
   auto model = mgtrain::build_model(config, ModelInput{{3, 4}, 3});
-  CHECK(names_of(model->named_parameters()) ==
-        std::vector<std::string>{"body.1.weight", "body.1.bias", "body.2.weight", "body.2.bias", "head.weight", "head.bias"});
+  CHECK(names_of(model->named_parameters()) == std::vector<std::string>{"body.1.weight", "body.1.bias", "body.2.weight",
+                                                                        "body.2.bias", "head.weight", "head.bias"});
   CHECK(names_of(model->named_buffers()) ==
         std::vector<std::string>{"body.2.running_mean", "body.2.running_var", "body.2.num_batches_tracked"});
   CHECK_THAT(model->summary(), Contains("torchscript"));

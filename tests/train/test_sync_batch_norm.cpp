@@ -18,22 +18,22 @@
 #include <torch/utils.h>
 
 #include "config/config.hpp"
-#include "util/error.hpp"
-#include "supervise/port_probe.hpp"
-#include "util/run_capture.hpp"
 #include "contract/worker_identity.hpp"
+#include "rank_processes.hpp"
+#include "supervise/port_probe.hpp"
+#include "support/summary_line.hpp"
 #include "train/dist/communicator.hpp"
+#include "train/dist/sync_batch_norm.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model.hpp"
-#include "train/dist/sync_batch_norm.hpp"
 #include "train_test_support.hpp"
-#include "rank_processes.hpp"
-#include "support/summary_line.hpp"
+#include "util/error.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain;
-using mgtrain::testing::summary_number;
 using mgtrain::test::RankRuns;
 using mgtrain::test::run_ranks;
+using mgtrain::testing::summary_number;
 namespace fs = std::filesystem;
 
 namespace {
@@ -57,7 +57,8 @@ struct Pass {
 };
 
 template <typename Forward>
-Pass run_pass(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& r, Forward forward) {
+Pass run_pass(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& r,
+              Forward forward) {
   at::Tensor x = input.clone().requires_grad_(true);
   at::Tensor w = weight.defined() ? weight.clone().requires_grad_(true) : at::Tensor();
   at::Tensor b = bias.defined() ? bias.clone().requires_grad_(true) : at::Tensor();
@@ -105,8 +106,8 @@ struct SyncRun {
   }
 };
 
-SyncRun run_sync_check(const test::TempDir& dir, const std::string& name, int world, const std::string& rows, bool sync = true,
-                       const std::map<std::string, std::string>& env = {}) {
+SyncRun run_sync_check(const test::TempDir& dir, const std::string& name, int world, const std::string& rows,
+                       bool sync = true, const std::map<std::string, std::string>& env = {}) {
   const std::string prefix = dir / name;
   std::vector<std::string> args = {prefix, "--sync-bn", "--rows", rows};
   if (!sync) args.push_back("--no-sync");
@@ -143,7 +144,8 @@ void require_same_as_world_one(const SyncRun& world2, const SyncRun& world1) {
 
 }  // namespace
 
-TEST_CASE("sync batch norm: in a world of 1 the autograd function equals at::batch_norm, forward and backward", "[syncbn]") {
+TEST_CASE("sync batch norm: in a world of 1 the autograd function equals at::batch_norm, forward and backward",
+          "[syncbn]") {
   auto comm = world_of_one();
   torch::manual_seed(3);
   for (auto dtype : {at::kFloat, at::kDouble}) {
@@ -169,7 +171,8 @@ TEST_CASE("sync batch norm: in a world of 1 the autograd function equals at::bat
   }
 }
 
-TEST_CASE("sync batch norm: without affine and running statistics, and 2-D input, it equals at::batch_norm", "[syncbn]") {
+TEST_CASE("sync batch norm: without affine and running statistics, and 2-D input, it equals at::batch_norm",
+          "[syncbn]") {
   auto comm = world_of_one();
   torch::manual_seed(4);
   for (const auto& shape : {std::vector<int64_t>{10, 4}, std::vector<int64_t>{3, 2, 7}}) {
@@ -224,7 +227,8 @@ TEST_CASE("sync batch norm: the module forward follows torch.nn.SyncBatchNorm's 
   auto comm = world_of_one();
   torch::manual_seed(6);
   const at::Tensor input = at::randn({5, 3, 2, 2}) + 2;
-  BatchNormTensors layer{at::ones({3}), at::zeros({3}), at::zeros({3}), at::ones({3}), at::zeros({}, at::kLong), std::nullopt, 1e-5};
+  BatchNormTensors layer{
+      at::ones({3}), at::zeros({3}), at::zeros({3}), at::ones({3}), at::zeros({}, at::kLong), std::nullopt, 1e-5};
   // momentum None: cumulative average; two batches give the mean of their statistics.
   sync_batch_norm_forward(input, layer, /*training=*/true, *comm);
   sync_batch_norm_forward(input * 3, layer, /*training=*/true, *comm);
@@ -234,15 +238,18 @@ TEST_CASE("sync batch norm: the module forward follows torch.nn.SyncBatchNorm's 
   // Evaluation uses the running statistics and counts nothing.
   at::Tensor eval = sync_batch_norm_forward(input, layer, /*training=*/false, *comm);
   CHECK(layer.num_batches_tracked.item<int64_t>() == 2);
-  CHECK(max_difference(eval, (input - layer.running_mean.view({1, 3, 1, 1})) / (layer.running_var.view({1, 3, 1, 1}) + 1e-5).sqrt()) < 1e-5);
+  CHECK(max_difference(eval, (input - layer.running_mean.view({1, 3, 1, 1})) /
+                                 (layer.running_var.view({1, 3, 1, 1}) + 1e-5).sqrt()) < 1e-5);
   // One value per channel cannot be normalised (the error names the shape).
-  BatchNormTensors small{at::ones({3}), at::zeros({3}), at::zeros({3}), at::ones({3}), at::zeros({}, at::kLong), 0.1, 1e-5};
-  CHECK_THROWS_WITH(sync_batch_norm_training(at::randn({1, 3}), small.weight, small.bias, small.running_mean, small.running_var,
-                                             0.1, 1e-5, *comm),
+  BatchNormTensors small{at::ones({3}), at::zeros({3}), at::zeros({3}), at::ones({3}), at::zeros({}, at::kLong), 0.1,
+                         1e-5};
+  CHECK_THROWS_WITH(sync_batch_norm_training(at::randn({1, 3}), small.weight, small.bias, small.running_mean,
+                                             small.running_var, 0.1, 1e-5, *comm),
                     Catch::Matchers::Contains("1 value(s) per channel") && Catch::Matchers::Contains("[1, 3]"));
 }
 
-TEST_CASE("sync batch norm: conversion keeps the tensors and names, and a world of 1 trains bit-identically", "[syncbn]") {
+TEST_CASE("sync batch norm: conversion keeps the tensors and names, and a world of 1 trains bit-identically",
+          "[syncbn]") {
   auto comm = world_of_one();
   const ModelInput input{{3, 8, 8}, 5};
   torch::manual_seed(11);
@@ -274,8 +281,10 @@ TEST_CASE("sync batch norm: conversion keeps the tensors and names, and a world 
       }
     }
   }
-  for (std::size_t i = 0; i < params_after.size(); ++i) CHECK(at::equal(plain->named_parameters()[i].second, params_after[i].second));
-  for (std::size_t i = 0; i < buffers_after.size(); ++i) CHECK(at::equal(plain->named_buffers()[i].second, synced->named_buffers()[i].second));
+  for (std::size_t i = 0; i < params_after.size(); ++i)
+    CHECK(at::equal(plain->named_parameters()[i].second, params_after[i].second));
+  for (std::size_t i = 0; i < buffers_after.size(); ++i)
+    CHECK(at::equal(plain->named_buffers()[i].second, synced->named_buffers()[i].second));
   plain->train(false);
   synced->train(false);
   CHECK(at::equal(plain->forward(x), synced->forward(x)));
@@ -284,7 +293,9 @@ TEST_CASE("sync batch norm: conversion keeps the tensors and names, and a world 
   CHECK(revert_sync_batch_norm(*dynamic_cast<LayerModel&>(*synced).root()) == 0);
 }
 
-TEST_CASE("sync batch norm: the trainer hook converts resnet, leaves models without BatchNorm and ddp.strategy dp alone", "[syncbn]") {
+TEST_CASE(
+    "sync batch norm: the trainer hook converts resnet, leaves models without BatchNorm and ddp.strategy dp alone",
+    "[syncbn]") {
   auto comm = world_of_one();
   DdpConfig on;
   on.sync_batch_norm = true;
@@ -300,7 +311,8 @@ TEST_CASE("sync batch norm: the trainer hook converts resnet, leaves models with
   auto no_bn = build_model(mlp, ModelInput{{1, 4, 4}, 3});
   CHECK(apply_sync_batch_norm(on, *no_bn, *comm) == 0);
   DdpConfig data_parallel = on;
-  data_parallel.strategy = Strategy::Dp;  // one process over several GPUs: nothing to synchronise with (a warning says so)
+  data_parallel.strategy =
+      Strategy::Dp;  // one process over several GPUs: nothing to synchronise with (a warning says so)
   auto cnn = build_model(cnn_config(), ModelInput{{3, 8, 8}, 5});
   CHECK(apply_sync_batch_norm(data_parallel, *cnn, *comm) == 0);
   CHECK(sync_batch_norm_note(0).empty());
@@ -329,7 +341,8 @@ TEST_CASE("sync batch norm: uneven batches per rank (3 and 13) equal world 1 x b
   require_same_as_world_one(world2, world1);
 }
 
-TEST_CASE("sync batch norm: without synchronisation world 2 does not match world 1 (the comparison can fail)", "[syncbn][ddp]") {
+TEST_CASE("sync batch norm: without synchronisation world 2 does not match world 1 (the comparison can fail)",
+          "[syncbn][ddp]") {
   test::TempDir dir;
   const SyncRun world1 = run_sync_check(dir, "w1", 1, "16");
   const SyncRun world2 = run_sync_check(dir, "w2", 2, "8,8", /*sync=*/false);
@@ -338,13 +351,21 @@ TEST_CASE("sync batch norm: without synchronisation world 2 does not match world
   CHECK(world2.ranks[0].at("buffers") != world2.ranks[1].at("buffers"));  // per-rank statistics drift apart
 }
 
-TEST_CASE("sync batch norm: the trainer under mgtrain launch --nproc 2 synchronises the cnn's BatchNorm layers", "[syncbn][launch]") {
+TEST_CASE("sync batch norm: the trainer under mgtrain launch --nproc 2 synchronises the cnn's BatchNorm layers",
+          "[syncbn][launch]") {
   test::TempDir dir;
-  const std::vector<std::string> job = {
-      "model.type=cnn",         "model.channels=4,8",       "model.fc_sizes=16",      "model.batch_norm=true",
-      "data.dataset=synthetic", "data.input_shape=1,12,12", "data.synthetic_samples=256", "train.batch_size=16",
-      "train.max_steps=6",      "train.eval_every_steps=3", "ddp.sync_batch_norm=true",
-      "launch.log_dir=" + dir.path()};
+  const std::vector<std::string> job = {"model.type=cnn",
+                                        "model.channels=4,8",
+                                        "model.fc_sizes=16",
+                                        "model.batch_norm=true",
+                                        "data.dataset=synthetic",
+                                        "data.input_shape=1,12,12",
+                                        "data.synthetic_samples=256",
+                                        "train.batch_size=16",
+                                        "train.max_steps=6",
+                                        "train.eval_every_steps=3",
+                                        "ddp.sync_batch_norm=true",
+                                        "launch.log_dir=" + dir.path()};
   std::vector<std::string> argv = {kBin + "/mgtrain", "launch", "--nproc", "2", "--run-id", "syncbn"};
   argv.insert(argv.end(), job.begin(), job.end());
   CaptureOptions options;
@@ -361,19 +382,32 @@ TEST_CASE("sync batch norm: the trainer under mgtrain launch --nproc 2 synchroni
   std::string checkpoint;
   for (const auto& entry : fs::directory_iterator(dir.path() + "/syncbn/checkpoints")) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name.size() > 12 && name.rfind(".safetensors") == name.size() - 12) checkpoint = entry.path();
+    if (entry.is_regular_file() && name.size() > 12 && name.rfind(".safetensors") == name.size() - 12)
+      checkpoint = entry.path();
   }
   REQUIRE_FALSE(checkpoint.empty());
-  CapturedRun exported = run_and_capture({kBin + "/mgtrain", "export", checkpoint, "--format", "torchscript", "-o", dir / "m.pt"}, options);
+  CapturedRun exported = run_and_capture(
+      {kBin + "/mgtrain", "export", checkpoint, "--format", "torchscript", "-o", dir / "m.pt"}, options);
   INFO(exported.out << exported.err);
   CHECK(exported.exit_code == 0);
   CHECK(exported.out.find("forward matches the model") != std::string::npos);
 
   // The same key on a model without BatchNorm: one warning (rank 0's), training goes on.
-  std::vector<std::string> mlp = {kBin + "/mgtrain", "launch", "--nproc", "2", "--run-id", "syncbn-mlp", "model.type=mlp",
-                                  "model.hidden_sizes=8", "data.dataset=synthetic", "data.input_shape=1,4,4",
-                                  "data.synthetic_samples=64", "train.batch_size=8", "train.max_steps=2",
-                                  "ddp.sync_batch_norm=true", "launch.log_dir=" + dir.path()};
+  std::vector<std::string> mlp = {kBin + "/mgtrain",
+                                  "launch",
+                                  "--nproc",
+                                  "2",
+                                  "--run-id",
+                                  "syncbn-mlp",
+                                  "model.type=mlp",
+                                  "model.hidden_sizes=8",
+                                  "data.dataset=synthetic",
+                                  "data.input_shape=1,4,4",
+                                  "data.synthetic_samples=64",
+                                  "train.batch_size=8",
+                                  "train.max_steps=2",
+                                  "ddp.sync_batch_norm=true",
+                                  "launch.log_dir=" + dir.path()};
   CapturedRun warned = run_and_capture(mlp, options);
   INFO(warned.out << warned.err);
   REQUIRE(warned.exit_code == 0);

@@ -15,11 +15,11 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
-#include "util/error.hpp"
-#include "train/models/model.hpp"
 #include "train/loop/optimizer_factory.hpp"
-#include "train/torch/torch_compat.hpp"
+#include "train/models/model.hpp"
 #include "train/state/train_state.hpp"
+#include "train/torch/torch_compat.hpp"
+#include "util/error.hpp"
 
 using Catch::Matchers::Contains;
 using mgtrain::Model;
@@ -82,11 +82,13 @@ OptimizerRecipe from_config(const std::string& name, double momentum = 0.9, bool
 OptimizerRecipe amsgrad(bool adamw) {
   if (adamw) {
     return {"adamw amsgrad", [](std::vector<at::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
-              return std::make_unique<torch::optim::AdamW>(std::move(params), torch::optim::AdamWOptions(0.01).amsgrad(true));
+              return std::make_unique<torch::optim::AdamW>(std::move(params),
+                                                           torch::optim::AdamWOptions(0.01).amsgrad(true));
             }};
   }
   return {"adam amsgrad", [](std::vector<at::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
-            return std::make_unique<torch::optim::Adam>(std::move(params), torch::optim::AdamOptions(0.01).amsgrad(true));
+            return std::make_unique<torch::optim::Adam>(std::move(params),
+                                                        torch::optim::AdamOptions(0.01).amsgrad(true));
           }};
 }
 
@@ -112,7 +114,8 @@ void train(Model& model, torch::optim::Optimizer& optimizer, const Batches& batc
 bool same_tensors(const NamedTensors& a, const NamedTensors& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].first != b[i].first || a[i].second.scalar_type() != b[i].second.scalar_type() || !at::equal(a[i].second, b[i].second)) {
+    if (a[i].first != b[i].first || a[i].second.scalar_type() != b[i].second.scalar_type() ||
+        !at::equal(a[i].second, b[i].second)) {
       return false;
     }
   }
@@ -177,8 +180,8 @@ void check_resume_is_bit_identical(const mgtrain::ModelConfig& config, const Opt
 TEST_CASE("train state: names and contents of the capture, per optimizer") {
   auto model = build(mlp_config(), 1);
   const Batches batches = make_batches(3);
-  const std::vector<std::string> model_names = {"model/1.weight", "model/1.bias", "model/3.weight", "model/3.bias", "model/5.weight",
-                                                "model/5.bias"};
+  const std::vector<std::string> model_names = {"model/1.weight", "model/1.bias",   "model/3.weight",
+                                                "model/3.bias",   "model/5.weight", "model/5.bias"};
 
   auto sgd = mgtrain::make_optimizer(mgtrain::OptimConfig{}, parameters_of(*model), 0.1);  // sgd, momentum 0.9
   CHECK(names_of(mgtrain::capture_train_state(*model, *sgd)) == model_names);  // no step yet: no optimizer state
@@ -190,7 +193,8 @@ TEST_CASE("train state: names and contents of the capture, per optimizer") {
   CHECK(state[0].second.unsafeGetTensorImpl() == model->named_parameters()[0].second.unsafeGetTensorImpl());  // live
 
   // The state map's key helper finds every parameter (1.13: string of the TensorImpl pointer; 2.x: the pointer).
-  for (const auto& p : parameters_of(*model)) CHECK(sgd->state().count(mgtrain::torch_compat::optimizer_state_key(sgd->state(), p)) == 1);
+  for (const auto& p : parameters_of(*model))
+    CHECK(sgd->state().count(mgtrain::torch_compat::optimizer_state_key(sgd->state(), p)) == 1);
 
   for (const std::string name : {"adam", "adamw"}) {
     auto optimizer = from_config(name).make(parameters_of(*model));
@@ -218,8 +222,8 @@ TEST_CASE("train state: names and contents of the capture, per optimizer") {
 }
 
 TEST_CASE("train state: resume continues bit-identically for sgd (momentum, nesterov), adam, adamw, amsgrad") {
-  for (const auto& recipe : {from_config("sgd"), from_config("sgd", 0.9, true), from_config("sgd", 0.0), from_config("adam"),
-                             from_config("adamw"), amsgrad(false), amsgrad(true)}) {
+  for (const auto& recipe : {from_config("sgd"), from_config("sgd", 0.9, true), from_config("sgd", 0.0),
+                             from_config("adam"), from_config("adamw"), amsgrad(false), amsgrad(true)}) {
     check_resume_is_bit_identical(mlp_config(), recipe, 3, 4);
   }
 }
@@ -239,10 +243,10 @@ TEST_CASE("train state: the optimizer state matters (restoring only the model di
     auto b = build(mlp_config(), 99);
     auto optimizer_b = recipe.make(parameters_of(*b));
     mgtrain::restore_train_state(*b, *optimizer_b, lookup(snapshot, [](std::vector<TensorView>& views) {
-                                   views.erase(std::remove_if(views.begin(), views.end(),
-                                                              [](const TensorView& v) { return v.name.rfind("optim/", 0) == 0; }),
-                                               views.end());
-                                 }));
+      views.erase(std::remove_if(views.begin(), views.end(),
+                                 [](const TensorView& v) { return v.name.rfind("optim/", 0) == 0; }),
+                  views.end());
+    }));
     train(*b, *optimizer_b, batches, 3, 5);
     CHECK_FALSE(same_tensors(a->named_parameters(), b->named_parameters()));
   }
@@ -322,7 +326,8 @@ TEST_CASE("train state: mismatches are refused, naming the first mismatching ten
   SECTION("a tensor the model has but the checkpoint lacks") {
     const auto stored = lookup(snapshot, [](std::vector<TensorView>& v) { v.erase(v.begin() + 3); });  // model/3.bias
     CHECK(restore_error(*b, *optimizer_b, stored) ==
-          "checkpoint does not match the model: model/3.bias is in the model but not in the checkpoint (were the model: settings "
+          "checkpoint does not match the model: model/3.bias is in the model but not in the checkpoint (were the "
+          "model: settings "
           "changed?)");
   }
   SECTION("a tensor the checkpoint has but the model lacks") {
@@ -332,40 +337,47 @@ TEST_CASE("train state: mismatches are refused, naming the first mismatching ten
       v.push_back(extra);
     });
     CHECK(restore_error(*b, *optimizer_b, stored) ==
-          "checkpoint does not match the model: model/7.bias is in the checkpoint but not in the model (were the model: settings "
+          "checkpoint does not match the model: model/7.bias is in the checkpoint but not in the model (were the "
+          "model: settings "
           "changed?)");
   }
   SECTION("a shape mismatch names the first mismatching tensor in model order with both shapes") {
     auto c = build(mlp_config({12, 8}), 3);  // 1.weight, 1.bias and 3.weight all differ: 1.weight is named
     auto optimizer_c = from_config("adam").make(parameters_of(*c));
     CHECK(restore_error(*c, *optimizer_c, lookup(snapshot)) ==
-          "checkpoint does not match the model: model/1.weight has shape [16, 16] in the checkpoint and [12, 16] in the model (were "
+          "checkpoint does not match the model: model/1.weight has shape [16, 16] in the checkpoint and [12, 16] in "
+          "the model (were "
           "the model: settings changed?)");
     auto d = build(mlp_config({16, 8, 8}), 3);  // same first layers, then 5.weight [3, 8] vs [8, 8]
     auto optimizer_d = from_config("adam").make(parameters_of(*d));
     CHECK(restore_error(*d, *optimizer_d, lookup(snapshot)) ==
-          "checkpoint does not match the model: model/5.weight has shape [3, 8] in the checkpoint and [8, 8] in the model (were the "
+          "checkpoint does not match the model: model/5.weight has shape [3, 8] in the checkpoint and [8, 8] in the "
+          "model (were the "
           "model: settings changed?)");
   }
   SECTION("a dtype mismatch") {
     const auto stored = lookup(snapshot, [](std::vector<TensorView>& v) { v[2].dtype = "F64"; });
-    CHECK_THAT(restore_error(*b, *optimizer_b, stored), Contains("model/3.weight has dtype F64 in the checkpoint and F32 in the model"));
+    CHECK_THAT(restore_error(*b, *optimizer_b, stored),
+               Contains("model/3.weight has dtype F64 in the checkpoint and F32 in the model"));
   }
   SECTION("bytes that do not fit the shape") {
     const auto stored = lookup(snapshot, [](std::vector<TensorView>& v) { v[1].nbytes -= 4; });
-    CHECK_THAT(restore_error(*b, *optimizer_b, stored), Contains("checkpoint is inconsistent: model/1.bias holds 60 bytes"));
+    CHECK_THAT(restore_error(*b, *optimizer_b, stored),
+               Contains("checkpoint is inconsistent: model/1.bias holds 60 bytes"));
   }
   SECTION("an optimizer type mismatch") {
     auto sgd = from_config("sgd").make(parameters_of(*b));
     CHECK(restore_error(*b, *sgd, lookup(snapshot)) ==
-          "checkpoint does not match the optimizer: optim/1.weight/exp_avg is adam/adamw state, but the optimizer is sgd (was "
+          "checkpoint does not match the optimizer: optim/1.weight/exp_avg is adam/adamw state, but the optimizer is "
+          "sgd (was "
           "optim.name changed?)");
     auto trained_sgd = from_config("sgd").make(parameters_of(*a));
     train(*a, *trained_sgd, make_batches(1), 0, 1);
     StateSnapshot sgd_snapshot;
     sgd_snapshot.take(mgtrain::capture_train_state(*a, *trained_sgd));
     CHECK(restore_error(*b, *optimizer_b, lookup(sgd_snapshot)) ==
-          "checkpoint does not match the optimizer: optim/1.weight/momentum_buffer is sgd state, but the optimizer is adam (was "
+          "checkpoint does not match the optimizer: optim/1.weight/momentum_buffer is sgd state, but the optimizer is "
+          "adam (was "
           "optim.name changed?)");
     auto with_amsgrad = amsgrad(false).make(parameters_of(*b));
     CHECK_THAT(restore_error(*b, *with_amsgrad, lookup(snapshot)),
@@ -380,7 +392,8 @@ TEST_CASE("train state: mismatches are refused, naming the first mismatching ten
     CHECK_THAT(restore_error(*b, *optimizer_b, stored),
                Contains("optim/9.weight/step is in the checkpoint, but the model has no parameter 9.weight"));
     stored = lookup(snapshot, [](std::vector<TensorView>& v) { v.erase(v.begin() + 8); });  // optim/1.weight/exp_avg_sq
-    CHECK_THAT(restore_error(*b, *optimizer_b, stored), Contains("optim/1.weight/exp_avg_sq is missing from the checkpoint"));
+    CHECK_THAT(restore_error(*b, *optimizer_b, stored),
+               Contains("optim/1.weight/exp_avg_sq is missing from the checkpoint"));
   }
   unchanged();
   CHECK(same_tensors(before, mgtrain::capture_train_state(*b, *optimizer_b)));
@@ -407,7 +420,8 @@ TEST_CASE("train state: the snapshot is one 8-byte aligned buffer equal to the t
   snapshot.take(tensors);
   REQUIRE(snapshot.entries().size() == tensors.size());
   CHECK(reinterpret_cast<uintptr_t>(snapshot.data()) % 8 == 0);
-  const std::vector<std::string> dtypes = {"F32", "U8", "I64", "BOOL", "F64", "F32", "F16", "BF16", "F32", "I32", "I16", "I8"};
+  const std::vector<std::string> dtypes = {"F32", "U8",   "I64", "BOOL", "F64", "F32",
+                                           "F16", "BF16", "F32", "I32",  "I16", "I8"};
   size_t previous_end = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& entry = snapshot.entries()[i];
@@ -444,7 +458,8 @@ TEST_CASE("train state: the snapshot is one 8-byte aligned buffer equal to the t
   CHECK(snapshot.allocations() == 2);
 
   // Unsupported dtypes are refused by name.
-  CHECK_THROWS_AS(snapshot.take({{"complex", at::zeros({2}, at::TensorOptions().dtype(at::kComplexFloat))}}), mgtrain::Error);
+  CHECK_THROWS_AS(snapshot.take({{"complex", at::zeros({2}, at::TensorOptions().dtype(at::kComplexFloat))}}),
+                  mgtrain::Error);
 }
 
 TEST_CASE("train state: the CPU generator's state round-trips, and a missing or malformed one is refused") {
@@ -466,7 +481,8 @@ TEST_CASE("train state: the CPU generator's state round-trips, and a missing or 
   mgtrain::restore_rng_state(TensorViewMap(prefixed), "rank1/");
   CHECK(at::equal(at::randn({8}), first));
 
-  CHECK_THROWS_WITH(mgtrain::restore_rng_state(TensorViewMap(std::vector<TensorView>{})), Contains("rng/cpu (the CPU random generator's state) is missing"));
+  CHECK_THROWS_WITH(mgtrain::restore_rng_state(TensorViewMap(std::vector<TensorView>{})),
+                    Contains("rng/cpu (the CPU random generator's state) is missing"));
   std::vector<TensorView> short_state = snapshot.views();
   short_state[0].shape = {16};
   short_state[0].nbytes = 16;

@@ -3,12 +3,12 @@
 // same numbers in the TensorBoard file, the restart count, and nothing at all from ranks other than 0.
 #include "catch_with_torch.hpp"
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,10 +55,12 @@ TEST_CASE("the progress goes where log.progress, the launcher and the terminal s
   CHECK(choose_progress_surface(ProgressMode::Off, launcher_terminal, true) == ProgressSurface::Off);
   CHECK(choose_progress_surface(ProgressMode::Lines, launcher_terminal, true) == ProgressSurface::Lines);
   CHECK(choose_progress_surface(ProgressMode::Auto, launcher_terminal, false) == ProgressSurface::BarThroughLauncher);
-  CHECK(choose_progress_surface(ProgressMode::Auto, launcher_pipe, true) == ProgressSurface::Lines);  // the launcher's word counts
+  CHECK(choose_progress_surface(ProgressMode::Auto, launcher_pipe, true) ==
+        ProgressSurface::Lines);  // the launcher's word counts
   CHECK(choose_progress_surface(ProgressMode::Bar, launcher_pipe, false) == ProgressSurface::BarThroughLauncher);
   CHECK(choose_progress_surface(ProgressMode::Auto, launcher_log_only, true) == ProgressSurface::Lines);
-  CHECK(choose_progress_surface(ProgressMode::Bar, launcher_log_only, true) == ProgressSurface::Lines);  // nobody would see a bar
+  CHECK(choose_progress_surface(ProgressMode::Bar, launcher_log_only, true) ==
+        ProgressSurface::Lines);  // nobody would see a bar
   CHECK(choose_progress_surface(ProgressMode::Auto, alone, true) == ProgressSurface::BarOnTerminal);
   CHECK(choose_progress_surface(ProgressMode::Auto, alone, false) == ProgressSurface::Lines);
   CHECK(choose_progress_surface(ProgressMode::Bar, alone, false) == ProgressSurface::BarOnTerminal);
@@ -77,9 +79,9 @@ TEST_CASE("metrics rows hold means since the previous row, and TensorBoard the s
       StepReport report;
       report.step = step;
       report.epoch = step <= 3 ? 1 : 2;
-      report.loss = step;                  // rows: (1+2)/2, (3+4)/2, 5 (the last step)
+      report.loss = step;  // rows: (1+2)/2, (3+4)/2, 5 (the last step)
       report.lr = 0.1;
-      report.step_time_s = 0.001 * step;   // 1.5 ms, 3.5 ms, 5 ms
+      report.step_time_s = 0.001 * step;  // 1.5 ms, 3.5 ms, 5 ms
       report.samples_per_s = 1000;
       reporter.on_step(report);
     }

@@ -38,7 +38,8 @@ inline std::string python_torch_unavailable_reason() {
   static const std::string reason = [] {
     if (!std::filesystem::exists(kReferencePython)) return std::string(kReferencePython) + " does not exist";
     const CapturedRun run = run_and_capture({kReferencePython, "-c", "import torch"}, CaptureOptions{});
-    if (run.exit_code != 0) return std::string(kReferencePython) + " cannot import torch (Debian package python3-torch)";
+    if (run.exit_code != 0)
+      return std::string(kReferencePython) + " cannot import torch (Debian package python3-torch)";
     return std::string();
   }();
   return reason;
@@ -46,7 +47,8 @@ inline std::string python_torch_unavailable_reason() {
 
 // Runs `script` with the reference Python (from a file, so that torch.jit.script can read the source); returns
 // stdout, or nullopt and prints stderr when it fails.
-inline std::optional<std::string> run_reference_python(const std::string& script, const std::vector<std::string>& args = {}) {
+inline std::optional<std::string> run_reference_python(const std::string& script,
+                                                       const std::vector<std::string>& args = {}) {
   TempDir dir;
   const std::string script_path = dir / "reference.py";
   write_bytes(script_path, std::vector<uint8_t>(script.begin(), script.end()));

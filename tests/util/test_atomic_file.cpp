@@ -10,20 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "util/atomic_file.hpp"
-#include "util/error.hpp"
 #include "support/directory_listing.hpp"
 #include "support/temp_dir.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
 
 using namespace mgtrain;
+using Catch::Matchers::Contains;
 using mgtrain::testing::names_in;
 using mgtrain::testing::read_all;
-using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("atomic file: commit renames the temp file onto the final path", "[checkpoint][atomic]") {
   const testing::TempDir temp_dir("mgtrain-atomic-commit");
@@ -46,7 +44,8 @@ TEST_CASE("atomic file: commit renames the temp file onto the final path", "[che
   }
   CHECK(read_all(path) == "Hello, world");
   CHECK(names_in(dir) == std::vector<std::string>{"out.bin"});
-  CHECK((fs::status(path).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read));
+  CHECK((fs::status(path).permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read));
 }
 
 TEST_CASE("atomic file: without commit the temp file is removed and the old file stays", "[checkpoint][atomic]") {
@@ -96,7 +95,8 @@ TEST_CASE("atomic file: failures name the path and the errno text", "[checkpoint
     fs::create_directory(dir / "sub");
     AtomicFileWriter writer((dir / "sub").string());
     writer.write("x", 1);
-    CHECK_THROWS_WITH(writer.commit(), Contains("rename ") && Contains((dir / "sub").string()) && Contains("Is a directory"));
+    CHECK_THROWS_WITH(writer.commit(),
+                      Contains("rename ") && Contains((dir / "sub").string()) && Contains("Is a directory"));
   }
   SECTION("RLIMIT_FSIZE gives EFBIG (File too large) instead of killing the process") {
     ignore_file_size_signal();

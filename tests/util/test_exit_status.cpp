@@ -1,8 +1,8 @@
 // Exit statuses, signal names and the shell's 128+N convention.
 #include <catch2/catch.hpp>
 
-#include <csignal>
 #include <sys/wait.h>
+#include <csignal>
 
 #include "util/exit_status.hpp"
 

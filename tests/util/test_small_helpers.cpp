@@ -8,11 +8,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "contract/worker_identity.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/value_parsing.hpp"
-#include "contract/worker_identity.hpp"
 
 using namespace mgtrain;
 
@@ -43,8 +43,12 @@ TEST_CASE("strict integer, number and boolean parsing", "[helpers]") {
 }
 
 TEST_CASE("identity from torchrun's variables", "[identity]") {
-  auto id = worker_identity_from_environment({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-                                              {"MASTER_ADDR", "n0"}, {"MASTER_PORT", "1234"}});
+  auto id = worker_identity_from_environment({{"RANK", "3"},
+                                              {"WORLD_SIZE", "4"},
+                                              {"LOCAL_RANK", "1"},
+                                              {"LOCAL_WORLD_SIZE", "2"},
+                                              {"MASTER_ADDR", "n0"},
+                                              {"MASTER_PORT", "1234"}});
   CHECK(id.rank == 3);
   CHECK(id.local_rank == 1);
   CHECK(id.world_size == 4);
@@ -53,7 +57,9 @@ TEST_CASE("identity from torchrun's variables", "[identity]") {
 }
 
 TEST_CASE("under torchrun's agent store every rank connects as a client, keys per attempt", "[identity]") {
-  auto id = worker_identity_from_environment({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+  auto id = worker_identity_from_environment({{"RANK", "0"},
+                                              {"WORLD_SIZE", "2"},
+                                              {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                               {"TORCHELASTIC_RESTART_COUNT", "3"}});
   CHECK(id.agent_hosts_store);
   CHECK(id.restart_count == 3);
@@ -61,8 +67,11 @@ TEST_CASE("under torchrun's agent store every rank connects as a client, keys pe
 }
 
 TEST_CASE("identity from srun's variables when RANK is absent", "[identity]") {
-  auto id = worker_identity_from_environment({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                                              {"SLURM_JOB_NODELIST", "node[01-02]"}, {"SLURM_JOB_ID", "12345"}});
+  auto id = worker_identity_from_environment({{"SLURM_PROCID", "5"},
+                                              {"SLURM_NTASKS", "8"},
+                                              {"SLURM_LOCALID", "1"},
+                                              {"SLURM_JOB_NODELIST", "node[01-02]"},
+                                              {"SLURM_JOB_ID", "12345"}});
   CHECK(id.rank == 5);
   CHECK(id.world_size == 8);
   CHECK(id.local_rank == 1);

@@ -38,9 +38,10 @@ TEST_CASE("a JSON string escapes quotes, backslashes and control characters, and
           "[strings][json]") {
   CHECK(json_string("plain") == "\"plain\"");
   CHECK(json_string("a\"b\\c\n\t\x01") == "\"a\\\"b\\\\c\\n\\t\\u0001\"");
-  CHECK(json_string("\xc3\xa9") == "\"\xc3\xa9\"");                  // valid UTF-8 stays as it is
-  CHECK(json_string("x\xff" "y") == "\"x\xef\xbf\xbdy\"");           // an invalid byte becomes U+FFFD
-  CHECK(json_string(std::string("a\0b", 3)) == "\"a\\u0000b\"");     // an embedded NUL is kept, escaped
+  CHECK(json_string("\xc3\xa9") == "\"\xc3\xa9\"");  // valid UTF-8 stays as it is
+  CHECK(json_string("x\xff"
+                    "y") == "\"x\xef\xbf\xbdy\"");                // an invalid byte becomes U+FFFD
+  CHECK(json_string(std::string("a\0b", 3)) == "\"a\\u0000b\"");  // an embedded NUL is kept, escaped
 }
 
 TEST_CASE("durations in the largest two units", "[strings][time]") {

@@ -2,11 +2,11 @@
 // before new rows, and the resident set size read from /proc.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <unistd.h>
 
 #include "support/directory_listing.hpp"
 #include "support/temp_dir.hpp"
@@ -50,11 +50,13 @@ TEST_CASE("train and eval rows are the agreed JSON", "[metrics]") {
   eval.time = 1763800001.5;
   eval.loss = 0.41;
   eval.accuracy = 0.86;
-  CHECK(eval_metrics_json(eval) ==
-        R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.5,"eval.loss":0.41,"eval.accuracy":0.86,"attempt":0})");
+  CHECK(
+      eval_metrics_json(eval) ==
+      R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.5,"eval.loss":0.41,"eval.accuracy":0.86,"attempt":0})");
   eval.perplexity = 1.5;
-  CHECK(eval_metrics_json(eval) ==
-        R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.5,"eval.loss":0.41,"eval.accuracy":0.86,"eval.perplexity":1.5,"attempt":0})");
+  CHECK(
+      eval_metrics_json(eval) ==
+      R"({"kind":"eval","step":500,"epoch":1,"time":1763800001.5,"eval.loss":0.41,"eval.accuracy":0.86,"eval.perplexity":1.5,"attempt":0})");
 }
 
 TEST_CASE("a second writer appends, and a torn last line is ended first", "[metrics]") {

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
-#include <string>
 #include <unistd.h>
+#include <string>
 #include <vector>
 
 #include "contract/console_progress.hpp"
@@ -42,7 +42,8 @@ struct Pipe {
     fds[1] = -1;
     std::string out;
     char buffer[4096];
-    for (ssize_t got; (got = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(got));
+    for (ssize_t got; (got = ::read(fds[0], buffer, sizeof buffer)) > 0;)
+      out.append(buffer, static_cast<std::size_t>(got));
     return out;
   }
 };
@@ -50,16 +51,19 @@ struct Pipe {
 }  // namespace
 
 TEST_CASE("the plain progress line keeps the format scripts grep for", "[progress]") {
-  CHECK(format_progress_line(sample()) == "mgtrain: step 120/1000 epoch 1 loss 0.5312 lr 0.01 5012 samples/s eta 1m20s");
+  CHECK(format_progress_line(sample()) ==
+        "mgtrain: step 120/1000 epoch 1 loss 0.5312 lr 0.01 5012 samples/s eta 1m20s");
   ProgressSnapshot long_run = sample();
   long_run.eta_s = 7500;
   long_run.lr = 0.000123456;
-  CHECK(format_progress_line(long_run) == "mgtrain: step 120/1000 epoch 1 loss 0.5312 lr 0.00012346 5012 samples/s eta 2h05m");
+  CHECK(format_progress_line(long_run) ==
+        "mgtrain: step 120/1000 epoch 1 loss 0.5312 lr 0.00012346 5012 samples/s eta 2h05m");
 }
 
 TEST_CASE("the bar fills the width it is given, at most 40 columns of bar", "[progress]") {
   CHECK(format_progress_bar(sample(), 200) ==
-        "epoch 1 step 120/1000 [====>                                   ]  12% loss 0.5312 lr 0.01 5012 samples/s ETA 1m20s");
+        "epoch 1 step 120/1000 [====>                                   ]  12% loss 0.5312 lr 0.01 5012 samples/s ETA "
+        "1m20s");
   CHECK(format_progress_bar(sample(), 90) ==
         "epoch 1 step 120/1000 [=>              ]  12% loss 0.5312 lr 0.01 5012 samples/s ETA 1m20s");
   CHECK(format_progress_bar(sample(), 90).size() == 90);
@@ -79,11 +83,13 @@ TEST_CASE("a finished bar is full and says how long it took", "[progress]") {
   ProgressSnapshot done = sample();
   done.step = 1000;
   CHECK(format_progress_bar(done, 120) ==
-        "epoch 1 step 1000/1000 [========================================] 100% loss 0.5312 lr 0.01 5012 samples/s in 11s");
+        "epoch 1 step 1000/1000 [========================================] 100% loss 0.5312 lr 0.01 5012 samples/s in "
+        "11s");
   ProgressSnapshot start = sample();
   start.step = 0;
   CHECK(format_progress_bar(start, 120) ==
-        "epoch 1 step 0/1000 [                                        ]   0% loss 0.5312 lr 0.01 5012 samples/s ETA 1m20s");
+        "epoch 1 step 0/1000 [                                        ]   0% loss 0.5312 lr 0.01 5012 samples/s ETA "
+        "1m20s");
 }
 
 TEST_CASE("marked lines are told apart from ordinary ones", "[progress]") {
@@ -132,7 +138,8 @@ TEST_CASE("the console's status line is cleared for other lines and redrawn afte
     console.finish_status();
     console.add_line(false, "[rank 0] ", "after");
   }
-  CHECK(out.drain() == "[rank 0] banner\n\r[rank 0] bar 1\x1b[K\r[rank 0] bar 2\x1b[K\r\x1b[K[rank 1] hello\n\r[rank 0] bar 2\x1b[K\n"
-                       "[rank 0] after\n");
+  CHECK(out.drain() ==
+        "[rank 0] banner\n\r[rank 0] bar 1\x1b[K\r[rank 0] bar 2\x1b[K\r\x1b[K[rank 1] hello\n\r[rank 0] bar 2\x1b[K\n"
+        "[rank 0] after\n");
   CHECK(err.drain().empty());
 }

@@ -3,6 +3,7 @@
 // (file_version first, then the scalars with their steps, wall times and values).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -10,32 +11,29 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "support/directory_listing.hpp"
 #include "support/temp_dir.hpp"
+#include "support/tfevents_reader.hpp"
 #include "worker_io/crc32c.hpp"
 #include "worker_io/tfevents_writer.hpp"
-#include "support/tfevents_reader.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
 namespace fs = std::filesystem;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("crc32c matches the published Castagnoli vectors", "[tfevents]") {
   CHECK(crc32c("123456789") == 0xE3069283u);
   CHECK(crc32c("") == 0u);
-  CHECK(crc32c(std::string(32, '\0')) == 0x8A9136AAu);          // RFC 3720 B.4
+  CHECK(crc32c(std::string(32, '\0')) == 0x8A9136AAu);  // RFC 3720 B.4
   CHECK(crc32c(std::string(32, '\xff')) == 0x62A8AB43u);
   std::string ascending;
   for (int i = 0; i < 32; ++i) ascending += static_cast<char>(i);
   CHECK(crc32c(ascending) == 0x46DD794Eu);
-  CHECK(crc32c("56789", crc32c("1234")) == 0xE3069283u);          // continues an earlier CRC
+  CHECK(crc32c("56789", crc32c("1234")) == 0xE3069283u);  // continues an earlier CRC
   const std::uint32_t crc = crc32c("123456789");
   CHECK(masked_crc32c("123456789") == ((crc >> 15 | crc << 17) + 0xa282ead8u));
 }
@@ -46,7 +44,8 @@ TEST_CASE("an event file reads back: version record, scalars, both CRCs of every
   {
     TfEventsWriter writer(dir / "tensorboard");
     path = writer.path();
-    writer.add_scalars(10, {{"train/loss", 2.25f}, {"train/lr", 0.01f}, {"train/samples_per_s", 5012.5f}}, 1763800000.25);
+    writer.add_scalars(10, {{"train/loss", 2.25f}, {"train/lr", 0.01f}, {"train/samples_per_s", 5012.5f}},
+                       1763800000.25);
     writer.add_scalars(20, {{"train/loss", 1.5f}}, 1763800001.5);
     writer.add_scalars(300, {{"eval/loss", 0.41f}, {"eval/accuracy", 0.86f}}, 1763800002.0);
     writer.add_scalars(400, {}, 1763800003.0);  // nothing to write: no record
@@ -102,7 +101,11 @@ TEST_CASE("an event's bytes are the protobuf encoding TensorBoard expects", "[tf
   // Hand-assembled: wall_time (field 1, fixed64) 1.0, step (field 2, varint) 300, summary (field 5) with
   // one value {tag (1) "a", simple_value (2, fixed32) 1.0f}.
   const std::string expected = std::string("\x09\x00\x00\x00\x00\x00\x00\xf0\x3f", 9) + "\x10\xac\x02" +
-                               std::string("\x2a\x0a\x0a\x08\x0a\x01" "a" "\x15\x00\x00\x80\x3f", 12);
+                               std::string(
+                                   "\x2a\x0a\x0a\x08\x0a\x01"
+                                   "a"
+                                   "\x15\x00\x00\x80\x3f",
+                                   12);
   CHECK(encode_scalars_event(1.0, 300, {{"a", 1.0f}}) == expected);
   CHECK(encode_file_version_event(1.0, "brain.Event:2") ==
         std::string("\x09\x00\x00\x00\x00\x00\x00\xf0\x3f", 9) + "\x1a\x0d" + "brain.Event:2");

@@ -11,9 +11,9 @@
 #include "util/error.hpp"
 #include "worker_io/token_file.hpp"
 
+using Catch::Matchers::Contains;
 using mgtrain::TokenizeOptions;
 using mgtrain::TokenLevel;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -28,7 +28,8 @@ std::vector<uint16_t> read_tokens(const std::string& path) {
   const std::string bytes = read_all(path);
   std::vector<uint16_t> ids;
   for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
-    ids.push_back(static_cast<uint16_t>(static_cast<unsigned char>(bytes[i]) | static_cast<unsigned char>(bytes[i + 1]) << 8));
+    ids.push_back(
+        static_cast<uint16_t>(static_cast<unsigned char>(bytes[i]) | static_cast<unsigned char>(bytes[i + 1]) << 8));
   }
   return ids;
 }
@@ -56,7 +57,9 @@ TEST_CASE("tokenize: byte level") {
 
 TEST_CASE("tokenize: char level with UTF-8, vocabulary in meta.json") {
   const mgtrain::testing::TempDir dir("mgtrain-tokens");
-  write_text(dir / "in.txt", "b\"a\nb\xc3\xa9" "a");  // b " a \n b é a
+  write_text(dir / "in.txt",
+             "b\"a\nb\xc3\xa9"
+             "a");  // b " a \n b é a
   TokenizeOptions options;
   options.input_path = dir / "in.txt";
   options.output_dir = dir.path();

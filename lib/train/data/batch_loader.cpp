@@ -3,16 +3,19 @@
 
 #include <algorithm>
 
-#include <fmt/format.h>
 #include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
 
 #include "util/error.hpp"
 
 namespace mgtrain {
 
-BatchLoader::BatchLoader(const DataSource& source, std::vector<int64_t> indices, int64_t batch_size, bool drop_last, int threads,
-                         int prefetch, int64_t start_batch, bool pin_memory)
-    : source_(source), indices_(std::move(indices)), batch_size_(batch_size), prefetch_(std::max(1, prefetch)),
+BatchLoader::BatchLoader(const DataSource& source, std::vector<int64_t> indices, int64_t batch_size, bool drop_last,
+                         int threads, int prefetch, int64_t start_batch, bool pin_memory)
+    : source_(source),
+      indices_(std::move(indices)),
+      batch_size_(batch_size),
+      prefetch_(std::max(1, prefetch)),
       pin_memory_(pin_memory) {
   if (batch_size < 1) throw UsageError(fmt::format("batch size {} must be at least 1", batch_size));
   if (threads < 0) throw UsageError(fmt::format("loader threads {} must not be negative", threads));

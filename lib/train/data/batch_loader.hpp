@@ -27,8 +27,8 @@ namespace mgtrain {
 // asynchronous DMA transfers that overlap with the step.
 class BatchLoader {
  public:
-  BatchLoader(const DataSource& source, std::vector<int64_t> indices, int64_t batch_size, bool drop_last, int threads, int prefetch,
-              int64_t start_batch = 0, bool pin_memory = false);
+  BatchLoader(const DataSource& source, std::vector<int64_t> indices, int64_t batch_size, bool drop_last, int threads,
+              int prefetch, int64_t start_batch = 0, bool pin_memory = false);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;

@@ -6,9 +6,9 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "train/data/data_file.hpp"
 #include "train/data/image_normalization.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -33,18 +33,17 @@ std::vector<uint8_t> read_records(const std::string& directory, Split split) {
     std::vector<uint8_t> bytes = read_data_file(path);
     const int64_t size = static_cast<int64_t>(bytes.size());
     if (size == 0 || size % kRecord != 0) {
-      throw UsageError(fmt::format("{}: size {} bytes is not a positive multiple of the {}-byte CIFAR-10 record "
-                                   "(1 label byte + 3x32x32 pixel bytes){}",
-                                   path, size, kRecord,
-                                   size % kRecord ? fmt::format("; {} bytes left over after {} records", size % kRecord,
-                                                                size / kRecord)
-                                                  : ""));
+      throw UsageError(fmt::format(
+          "{}: size {} bytes is not a positive multiple of the {}-byte CIFAR-10 record "
+          "(1 label byte + 3x32x32 pixel bytes){}",
+          path, size, kRecord,
+          size % kRecord ? fmt::format("; {} bytes left over after {} records", size % kRecord, size / kRecord) : ""));
     }
     for (int64_t r = 0; r < size / kRecord; ++r) {
       const int label = bytes[r * kRecord];
       if (label >= kClasses) {
-        throw UsageError(fmt::format("{}: record {} has label {}; CIFAR-10 labels are 0..9 (is this the CIFAR-100 format?)", path, r,
-                                     label));
+        throw UsageError(fmt::format(
+            "{}: record {} has label {}; CIFAR-10 labels are 0..9 (is this the CIFAR-100 format?)", path, r, label));
       }
     }
     all.insert(all.end(), bytes.begin(), bytes.end());
@@ -55,7 +54,10 @@ std::vector<uint8_t> read_records(const std::string& directory, Split split) {
 class Cifar10Data final : public DataSource {
  public:
   Cifar10Data(std::string description, at::Tensor images, at::Tensor labels, ChannelStats stats)
-      : description_(std::move(description)), images_(std::move(images)), labels_(std::move(labels)), normalizer_(stats) {}
+      : description_(std::move(description)),
+        images_(std::move(images)),
+        labels_(std::move(labels)),
+        normalizer_(stats) {}
 
   int64_t size() const override { return images_.size(0); }
   std::vector<int64_t> sample_shape() const override { return {3, kSide, kSide}; }
@@ -92,13 +94,15 @@ std::unique_ptr<DataSource> open_cifar10_data(const std::string& directory, Spli
     const std::vector<uint8_t> train = read_records(directory, Split::Train);
     const int64_t train_count = static_cast<int64_t>(train.size()) / kRecord;
     std::vector<uint8_t> pixels(static_cast<size_t>(train_count * kPixels));
-    for (int64_t r = 0; r < train_count; ++r) std::memcpy(pixels.data() + r * kPixels, train.data() + r * kRecord + 1, kPixels);
+    for (int64_t r = 0; r < train_count; ++r)
+      std::memcpy(pixels.data() + r * kPixels, train.data() + r * kRecord + 1, kPixels);
     stats = channel_stats(pixels.data(), train_count, 3, kSide * kSide);
   }
-  std::string description =
-      fmt::format("cifar10 {} ({}): {} samples of 3x32x32, 10 classes, normalised with mean {:.4f},{:.4f},{:.4f} std {:.4f},{:.4f},{:.4f}",
-                  directory, split_name(split), count, stats.mean[0], stats.mean[1], stats.mean[2], stats.std[0], stats.std[1],
-                  stats.std[2]);
+  std::string description = fmt::format(
+      "cifar10 {} ({}): {} samples of 3x32x32, 10 classes, normalised with mean {:.4f},{:.4f},{:.4f} std "
+      "{:.4f},{:.4f},{:.4f}",
+      directory, split_name(split), count, stats.mean[0], stats.mean[1], stats.mean[2], stats.std[0], stats.std[1],
+      stats.std[2]);
   return std::make_unique<Cifar10Data>(std::move(description), std::move(images), std::move(labels), std::move(stats));
 }
 

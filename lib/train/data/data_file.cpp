@@ -1,13 +1,13 @@
 // Whole-file reads with transparent gzip inflation (see data_file.hpp).
 #include "train/data/data_file.hpp"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstdint>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -49,8 +49,8 @@ std::vector<uint8_t> inflate_gzip(const std::vector<uint8_t>& compressed, const 
   // The trailer's ISIZE (uncompressed size mod 2^32) of the last member is a good capacity hint.
   const size_t n = compressed.size();
   if (n >= 18) {
-    const uint32_t isize = uint32_t(compressed[n - 4]) | uint32_t(compressed[n - 3]) << 8 | uint32_t(compressed[n - 2]) << 16 |
-                           uint32_t(compressed[n - 1]) << 24;
+    const uint32_t isize = uint32_t(compressed[n - 4]) | uint32_t(compressed[n - 3]) << 8 |
+                           uint32_t(compressed[n - 2]) << 16 | uint32_t(compressed[n - 1]) << 24;
     if (isize < (uint32_t(1) << 31)) out.reserve(isize);
   }
   z_stream stream{};
@@ -78,8 +78,8 @@ std::vector<uint8_t> inflate_gzip(const std::vector<uint8_t>& compressed, const 
     if (rc == Z_OK) continue;
     if (rc == Z_BUF_ERROR && stream.avail_in == 0) {
       inflateEnd(&stream);
-      throw UsageError(fmt::format("{}: truncated gzip stream (ends after {} compressed bytes, {} bytes inflated)", path,
-                                   compressed.size(), out.size()));
+      throw UsageError(fmt::format("{}: truncated gzip stream (ends after {} compressed bytes, {} bytes inflated)",
+                                   path, compressed.size(), out.size()));
     }
     const std::string why = stream.msg ? stream.msg : fmt::format("zlib error {}", rc);
     inflateEnd(&stream);
@@ -97,7 +97,8 @@ bool data_file_exists(const std::string& path) {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
@@ -105,7 +106,8 @@ std::string find_data_file(const std::string& directory, const std::string& name
   const std::string plain = directory.empty() ? name : directory + "/" + name;
   if (data_file_exists(plain)) return plain;
   if (data_file_exists(plain + ".gz")) return plain + ".gz";
-  if (!data_file_exists(directory)) throw UsageError(fmt::format("{}: no such directory (looking for {})", directory, name));
+  if (!data_file_exists(directory))
+    throw UsageError(fmt::format("{}: no such directory (looking for {})", directory, name));
   throw UsageError(fmt::format("{}: no such file (nor {}.gz)", plain, plain));
 }
 

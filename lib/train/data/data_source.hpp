@@ -35,7 +35,8 @@ class DataSource {
 //  cifar10:   CIFAR-10 binary batches in the directory data.path.
 //  tokens:    uint16 token file data.path; samples are windows of `context_length` (+1 for the target) tokens.
 // Missing or malformed files raise UsageError naming the file; failed reads SystemError.
-std::unique_ptr<DataSource> open_data_source(const DataConfig& data, Split split, int64_t context_length, uint64_t seed);
+std::unique_ptr<DataSource> open_data_source(const DataConfig& data, Split split, int64_t context_length,
+                                             uint64_t seed);
 
 // Helpers for implementations of make_batch. They copy with plain loops on the calling thread: loader threads then
 // use one core each and never enter ATen's intra-op thread pool, which belongs to the training step.

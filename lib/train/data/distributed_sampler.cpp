@@ -11,16 +11,24 @@
 
 namespace mgtrain {
 
-DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int rank, bool shuffle, uint64_t seed, bool drop_last)
-    : dataset_size_(dataset_size), world_size_(world_size), rank_(rank), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
+DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int rank, bool shuffle, uint64_t seed,
+                                       bool drop_last)
+    : dataset_size_(dataset_size),
+      world_size_(world_size),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
+      drop_last_(drop_last) {
   if (world_size < 1) throw UsageError(fmt::format("sampler: world size {} must be at least 1", world_size));
-  if (rank < 0 || rank >= world_size) throw UsageError(fmt::format("sampler: rank {} is outside [0, {})", rank, world_size));
+  if (rank < 0 || rank >= world_size)
+    throw UsageError(fmt::format("sampler: rank {} is outside [0, {})", rank, world_size));
   if (dataset_size < 0) throw UsageError(fmt::format("sampler: negative data set size {}", dataset_size));
   const int64_t w = world_size;
   if (drop_last && dataset_size % w != 0) {
     samples_per_rank_ = (dataset_size - w + w - 1) / w;  // ceil((N - W) / W), as Python computes it
     if (dataset_size < w) {
-      throw UsageError(fmt::format("sampler: {} samples cannot give each of {} ranks a sample with drop_last", dataset_size, w));
+      throw UsageError(
+          fmt::format("sampler: {} samples cannot give each of {} ranks a sample with drop_last", dataset_size, w));
     }
   } else {
     samples_per_rank_ = (dataset_size + w - 1) / w;
@@ -67,7 +75,8 @@ std::vector<int64_t> DistributedSampler::indices_after(int64_t epoch, int64_t co
   const int64_t total = per_rank * world_size_;
   mine.reserve(static_cast<size_t>(per_rank));
   // Remaining position i is order[(consumed + i) % N]: padding continues the order from its start.
-  for (int64_t i = rank_; i < total; i += world_size_) mine.push_back(order[static_cast<size_t>((consumed + i) % dataset_size_)]);
+  for (int64_t i = rank_; i < total; i += world_size_)
+    mine.push_back(order[static_cast<size_t>((consumed + i) % dataset_size_)]);
   return mine;
 }
 

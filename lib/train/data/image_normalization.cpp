@@ -42,7 +42,8 @@ ImageNormalizer::ImageNormalizer(const ChannelStats& stats) : tables_(stats.mean
 at::Tensor ImageNormalizer::gather(const at::Tensor& images_u8, const std::vector<int64_t>& indices) const {
   check_sample_indices(indices, images_u8.size(0));
   const int64_t channels = images_u8.size(1), plane = images_u8.size(2) * images_u8.size(3);
-  at::Tensor out = at::empty({static_cast<int64_t>(indices.size()), channels, images_u8.size(2), images_u8.size(3)}, at::kFloat);
+  at::Tensor out =
+      at::empty({static_cast<int64_t>(indices.size()), channels, images_u8.size(2), images_u8.size(3)}, at::kFloat);
   const uint8_t* in = images_u8.data_ptr<uint8_t>();
   float* dst = out.data_ptr<float>();
   for (int64_t index : indices) {

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "util/error.hpp"
 #include "train/data/data_file.hpp"
 #include "train/data/image_normalization.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -37,33 +37,35 @@ IdxArray read_idx(const std::string& path, uint32_t expected_magic, const char* 
   const size_t ndims = expected_magic & 0xff;
   const size_t header = 4 + 4 * ndims;
   if (b.size() < 4) {
-    throw UsageError(fmt::format("{}: {} bytes is too short for an IDX file (expected {}, a {}-byte header and the data)", path,
-                                 b.size(), what, header));
+    throw UsageError(
+        fmt::format("{}: {} bytes is too short for an IDX file (expected {}, a {}-byte header and the data)", path,
+                    b.size(), what, header));
   }
   const uint32_t magic = read_big_endian_u32(b.data());
   if (magic != expected_magic) {
-    throw UsageError(fmt::format("{}: IDX magic 0x{:08x} is not 0x{:08x} (unsigned byte, {} dimension{}; expected {})", path,
-                                 magic, expected_magic, ndims, ndims == 1 ? "" : "s", what));
+    throw UsageError(fmt::format("{}: IDX magic 0x{:08x} is not 0x{:08x} (unsigned byte, {} dimension{}; expected {})",
+                                 path, magic, expected_magic, ndims, ndims == 1 ? "" : "s", what));
   }
   if (b.size() < header) {
-    throw UsageError(fmt::format("{}: truncated IDX header: {} bytes, the header of {} dimensions needs {}", path, b.size(), ndims,
-                                 header));
+    throw UsageError(fmt::format("{}: truncated IDX header: {} bytes, the header of {} dimensions needs {}", path,
+                                 b.size(), ndims, header));
   }
   uint64_t elements = 1;
   for (size_t d = 0; d < ndims; ++d) {
     const uint32_t dim = read_big_endian_u32(b.data() + 4 + 4 * d);
-    if (dim == 0 || dim > (1u << 30)) throw UsageError(fmt::format("{}: IDX dimension {} has invalid size {}", path, d, dim));
+    if (dim == 0 || dim > (1u << 30))
+      throw UsageError(fmt::format("{}: IDX dimension {} has invalid size {}", path, d, dim));
     idx.dims.push_back(dim);
     elements *= dim;
   }
   const uint64_t have = b.size() - header;
   if (have < elements) {
-    throw UsageError(fmt::format("{}: truncated: the header promises {} ({} bytes of data) but only {} bytes follow it", path,
-                                 fmt::join(idx.dims, "x"), elements, have));
+    throw UsageError(fmt::format("{}: truncated: the header promises {} ({} bytes of data) but only {} bytes follow it",
+                                 path, fmt::join(idx.dims, "x"), elements, have));
   }
   if (have > elements) {
-    throw UsageError(fmt::format("{}: {} unexpected trailing bytes after the {} data bytes of {}", path, have - elements, elements,
-                                 fmt::join(idx.dims, "x")));
+    throw UsageError(fmt::format("{}: {} unexpected trailing bytes after the {} data bytes of {}", path,
+                                 have - elements, elements, fmt::join(idx.dims, "x")));
   }
   idx.payload_offset = header;
   return idx;
@@ -104,7 +106,8 @@ std::unique_ptr<DataSource> open_mnist_data(const std::string& directory, Split 
   const IdxArray labels = read_idx(labels_path, kIdxLabelsMagic, "labels");
   const int64_t count = images.dims[0], rows = images.dims[1], cols = images.dims[2];
   if (labels.dims[0] != count) {
-    throw UsageError(fmt::format("{}: {} labels, but {} has {} images", labels_path, labels.dims[0], images_path, count));
+    throw UsageError(
+        fmt::format("{}: {} labels, but {} has {} images", labels_path, labels.dims[0], images_path, count));
   }
 
   at::Tensor image_tensor = at::empty({count, 1, rows, cols}, at::kByte);
@@ -124,16 +127,17 @@ std::unique_ptr<DataSource> open_mnist_data(const std::string& directory, Split 
     const std::string train_path = find_data_file(directory, "train-images-idx3-ubyte");
     const IdxArray train = read_idx(train_path, kIdxImagesMagic, "images");
     if (train.dims[1] != rows || train.dims[2] != cols) {
-      throw UsageError(fmt::format("{}: images are {}x{}, but {} has {}x{}", images_path, rows, cols, train_path, train.dims[1],
-                                   train.dims[2]));
+      throw UsageError(fmt::format("{}: images are {}x{}, but {} has {}x{}", images_path, rows, cols, train_path,
+                                   train.dims[1], train.dims[2]));
     }
     stats = channel_stats(train.payload(), train.dims[0], 1, rows * cols);
   }
   const int64_t classes = std::max<int64_t>(10, max_label + 1);
-  std::string description = fmt::format("mnist {} ({}): {} samples of 1x{}x{}, {} classes, normalised with mean {:.4f} std {:.4f}",
-                                        directory, split_name(split), count, rows, cols, classes, stats.mean[0], stats.std[0]);
-  return std::make_unique<MnistData>(std::move(description), std::move(image_tensor), std::move(label_tensor), std::move(stats),
-                                     classes);
+  std::string description =
+      fmt::format("mnist {} ({}): {} samples of 1x{}x{}, {} classes, normalised with mean {:.4f} std {:.4f}", directory,
+                  split_name(split), count, rows, cols, classes, stats.mean[0], stats.std[0]);
+  return std::make_unique<MnistData>(std::move(description), std::move(image_tensor), std::move(label_tensor),
+                                     std::move(stats), classes);
 }
 
 }  // namespace mgtrain

@@ -18,7 +18,10 @@ constexpr double kClassMeanDistance = 6.0;  // in noise standard deviations
 class SyntheticData final : public DataSource {
  public:
   SyntheticData(std::string description, at::Tensor inputs, at::Tensor labels, int64_t classes)
-      : description_(std::move(description)), inputs_(std::move(inputs)), labels_(std::move(labels)), classes_(classes) {}
+      : description_(std::move(description)),
+        inputs_(std::move(inputs)),
+        labels_(std::move(labels)),
+        classes_(classes) {}
 
   int64_t size() const override { return inputs_.size(0); }
   std::vector<int64_t> sample_shape() const override {
@@ -40,12 +43,13 @@ class SyntheticData final : public DataSource {
 
 }  // namespace
 
-std::unique_ptr<DataSource> open_synthetic_data(const std::vector<int64_t>& shape, int64_t classes, int64_t samples, Split split,
-                                                uint64_t seed) {
+std::unique_ptr<DataSource> open_synthetic_data(const std::vector<int64_t>& shape, int64_t classes, int64_t samples,
+                                                Split split, uint64_t seed) {
   if (shape.empty()) throw UsageError("synthetic: data.input_shape must have at least one dimension");
   int64_t features = 1;
   for (int64_t d : shape) {
-    if (d < 1) throw UsageError(fmt::format("synthetic: data.input_shape [{}] has a dimension < 1", fmt::join(shape, ", ")));
+    if (d < 1)
+      throw UsageError(fmt::format("synthetic: data.input_shape [{}] has a dimension < 1", fmt::join(shape, ", ")));
     features *= d;
   }
   if (classes < 2) throw UsageError(fmt::format("synthetic: data.num_classes must be at least 2 (got {})", classes));
@@ -63,8 +67,8 @@ std::unique_ptr<DataSource> open_synthetic_data(const std::vector<int64_t>& shap
   full_shape.insert(full_shape.end(), shape.begin(), shape.end());
   inputs = inputs.view(full_shape);
 
-  std::string description = fmt::format("synthetic ({}): {} samples of {}, {} classes, seed {}", split_name(split), samples,
-                                        fmt::join(shape, "x"), classes, seed);
+  std::string description = fmt::format("synthetic ({}): {} samples of {}, {} classes, seed {}", split_name(split),
+                                        samples, fmt::join(shape, "x"), classes, seed);
   return std::make_unique<SyntheticData>(std::move(description), std::move(inputs), std::move(labels), classes);
 }
 

@@ -7,8 +7,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "train/data/data_file.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -23,8 +23,9 @@ std::vector<uint16_t> read_token_file(const std::string& path) {
   const std::vector<uint8_t> bytes = read_data_file(path);
   if (bytes.empty()) throw UsageError(fmt::format("{}: empty token file", path));
   if (bytes.size() % 2 != 0) {
-    throw UsageError(fmt::format("{}: size {} bytes is odd; a token file holds little-endian uint16 token ids (2 bytes each)", path,
-                                 bytes.size()));
+    throw UsageError(
+        fmt::format("{}: size {} bytes is odd; a token file holds little-endian uint16 token ids (2 bytes each)", path,
+                    bytes.size()));
   }
   std::vector<uint16_t> tokens(bytes.size() / 2);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(bytes[2 * i] | bytes[2 * i + 1] << 8);
@@ -54,11 +55,12 @@ int64_t vocab_size_from_meta(const std::string& meta_path) {
   throw UsageError(fmt::format("{}: no valid \"vocab_size\" (an integer 1..65536) found", meta_path));
 }
 
-void check_ids(const std::vector<uint16_t>& tokens, int64_t vocab_size, const std::string& path, const std::string& meta_path) {
+void check_ids(const std::vector<uint16_t>& tokens, int64_t vocab_size, const std::string& path,
+               const std::string& meta_path) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] >= vocab_size) {
-      throw UsageError(fmt::format("{}: token id {} at position {} is outside the vocabulary of {} declared by {}", path, tokens[i], i,
-                                   vocab_size, meta_path));
+      throw UsageError(fmt::format("{}: token id {} at position {} is outside the vocabulary of {} declared by {}",
+                                   path, tokens[i], i, vocab_size, meta_path));
     }
   }
 }
@@ -66,7 +68,10 @@ void check_ids(const std::vector<uint16_t>& tokens, int64_t vocab_size, const st
 class TokenData final : public DataSource {
  public:
   TokenData(std::string description, std::vector<uint16_t> tokens, int64_t context_length, int64_t vocab_size)
-      : description_(std::move(description)), tokens_(std::move(tokens)), context_(context_length), vocab_(vocab_size) {}
+      : description_(std::move(description)),
+        tokens_(std::move(tokens)),
+        context_(context_length),
+        vocab_(vocab_size) {}
 
   int64_t size() const override { return (static_cast<int64_t>(tokens_.size()) - 1) / context_; }
   std::vector<int64_t> sample_shape() const override { return {context_}; }
@@ -99,7 +104,8 @@ class TokenData final : public DataSource {
 }  // namespace
 
 std::unique_ptr<DataSource> open_token_data(const std::string& train_path, Split split, int64_t context_length) {
-  if (context_length < 1) throw UsageError(fmt::format("tokens: context length must be at least 1 (got {})", context_length));
+  if (context_length < 1)
+    throw UsageError(fmt::format("tokens: context length must be at least 1 (got {})", context_length));
   const std::string directory = directory_of(train_path);
   const std::string val_path = directory + "/val.bin";
   const bool has_val = data_file_exists(val_path) && !same_file(val_path, train_path);
@@ -135,12 +141,12 @@ std::unique_ptr<DataSource> open_token_data(const std::string& train_path, Split
   }
   const int64_t count = tokens.size();
   if (count < context_length + 1) {
-    throw UsageError(fmt::format("{}{}: {} tokens are fewer than one sample of context_length + 1 = {} tokens", source_path, part,
-                                 count, context_length + 1));
+    throw UsageError(fmt::format("{}{}: {} tokens are fewer than one sample of context_length + 1 = {} tokens",
+                                 source_path, part, count, context_length + 1));
   }
-  std::string description = fmt::format("tokens {}{} ({}): {} tokens, {} windows of {}, vocabulary {} ({})", source_path, part,
-                                        split_name(split), count, (count - 1) / context_length, context_length, vocab_size,
-                                        vocab_origin);
+  std::string description =
+      fmt::format("tokens {}{} ({}): {} tokens, {} windows of {}, vocabulary {} ({})", source_path, part,
+                  split_name(split), count, (count - 1) / context_length, context_length, vocab_size, vocab_origin);
   return std::make_unique<TokenData>(std::move(description), std::move(tokens), context_length, vocab_size);
 }
 

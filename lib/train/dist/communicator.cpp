@@ -24,9 +24,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "train/dist/shm_allreduce.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
-#include "train/dist/shm_allreduce.hpp"
 
 namespace mgtrain {
 namespace {
@@ -57,8 +57,9 @@ std::string local_address_towards(const std::string& host, int port) {
     socklen_t len = sizeof addr;
     char text[INET6_ADDRSTRLEN] = {0};
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      const void* raw = addr.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&addr)->sin_addr)
-                                                  : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr);
+      const void* raw = addr.ss_family == AF_INET
+                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&addr)->sin_addr)
+                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr);
       if (inet_ntop(addr.ss_family, raw, text, sizeof text)) local = text;
     }
   }
@@ -101,9 +102,15 @@ class StagedWork final : public c10d::Work {
 class ProcessGroupCommunicator final : public Communicator {
  public:
   // `shm`: the intra-node all-reduce for CPU float tensors when every rank is on this host, else nullptr.
-  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<torch_compat::CollectiveBackend> group,
-                           int rank, int world, std::string name, std::unique_ptr<ShmAllreduce> shm = nullptr)
-      : store_(std::move(store)), group_(std::move(group)), shm_(std::move(shm)), rank_(rank), world_(world), name_(std::move(name)) {}
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store,
+                           c10::intrusive_ptr<torch_compat::CollectiveBackend> group, int rank, int world,
+                           std::string name, std::unique_ptr<ShmAllreduce> shm = nullptr)
+      : store_(std::move(store)),
+        group_(std::move(group)),
+        shm_(std::move(shm)),
+        rank_(rank),
+        world_(world),
+        name_(std::move(name)) {}
   ~ProcessGroupCommunicator() override {
     shm_.reset();
     try {
@@ -119,7 +126,8 @@ class ProcessGroupCommunicator final : public Communicator {
 
   torch_compat::WorkHandle allreduce_sum_async(at::Tensor& tensor) override {
     if (shm_ && ShmAllreduce::supports(tensor)) return shm_->allreduce_sum_async(tensor);
-    if (needs_gpu_staging(tensor)) {  // NCCL takes CUDA tensors only: small CPU tensors (votes, eval sums) go through the GPU
+    if (needs_gpu_staging(
+            tensor)) {  // NCCL takes CUDA tensors only: small CPU tensors (votes, eval sums) go through the GPU
       std::vector<at::Tensor> staged{tensor.to(at::kCUDA, /*non_blocking=*/true)};
       auto work = group_->allreduce(staged);
       return c10::make_intrusive<StagedWork>(std::move(work), staged[0], tensor);
@@ -130,7 +138,9 @@ class ProcessGroupCommunicator final : public Communicator {
 
   at::Tensor allocate_reduce_buffer(std::int64_t numel, const at::TensorOptions& options) override {
     if (shm_ && ShmAllreduce::supports(at::empty({0}, options))) {
-      if (at::Tensor shared = shm_->allocate_buffer(numel, c10::typeMetaToScalarType(options.dtype())); shared.defined()) return shared;
+      if (at::Tensor shared = shm_->allocate_buffer(numel, c10::typeMetaToScalarType(options.dtype()));
+          shared.defined())
+        return shared;
     }
     return Communicator::allocate_reduce_buffer(numel, options);
   }
@@ -168,13 +178,15 @@ c10::intrusive_ptr<c10d::TCPStore> open_store(const WorkerIdentity& id, const Dd
     return c10::make_intrusive<c10d::TCPStore>(id.master_addr, options);
   } catch (const std::exception& e) {
     if (id.rank == 0) {
-      throw Error(fmt::format("rank 0 cannot host the rendezvous store on {}:{}: {} (is the port in use? pick another "
-                              "with --master-port, or 0 for a free one)",
-                              id.master_addr, id.master_port, first_line(e.what())));
+      throw Error(
+          fmt::format("rank 0 cannot host the rendezvous store on {}:{}: {} (is the port in use? pick another "
+                      "with --master-port, or 0 for a free one)",
+                      id.master_addr, id.master_port, first_line(e.what())));
     }
-    throw Error(fmt::format("rank {} cannot reach the rendezvous store at {}:{} within {} s: {} (is rank 0 running, and "
-                            "are MASTER_ADDR/MASTER_PORT right and reachable from this host?)",
-                            id.rank, id.master_addr, id.master_port, ddp.connect_timeout_s, first_line(e.what())));
+    throw Error(
+        fmt::format("rank {} cannot reach the rendezvous store at {}:{} within {} s: {} (is rank 0 running, and "
+                    "are MASTER_ADDR/MASTER_PORT right and reachable from this host?)",
+                    id.rank, id.master_addr, id.master_port, ddp.connect_timeout_s, first_line(e.what())));
   }
 }
 
@@ -196,9 +208,10 @@ void wait_for_all_ranks(c10d::Store& store, const WorkerIdentity& id, double tim
         std::string& list = store.check({fmt::format("{}/{}", counter, r)}) ? arrived : missing;
         list += (list.empty() ? "" : ", ") + std::to_string(r);
       }
-      throw Error(fmt::format("rendezvous at {}:{} timed out after {} s: ranks {} arrived, ranks {} did not "
-                              "(raise ddp.connect_timeout_s if they are just slow to start)",
-                              id.master_addr, id.master_port, timeout_s, arrived, missing));
+      throw Error(
+          fmt::format("rendezvous at {}:{} timed out after {} s: ranks {} arrived, ranks {} did not "
+                      "(raise ddp.connect_timeout_s if they are just slow to start)",
+                      id.master_addr, id.master_port, timeout_s, arrived, missing));
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
@@ -223,10 +236,11 @@ std::string claim_gpu(c10d::Store& store, const WorkerIdentity& id) {
 void refuse_shared_gpu(c10d::Store& store, const std::string& key, const WorkerIdentity& id) {
   const std::int64_t sharing = store.add(key, 0);
   if (sharing <= 1) return;
-  throw UsageError(fmt::format("rank {} (LOCAL_RANK {}): {} ranks would share one GPU ({}), which NCCL refuses: give each "
-                               "worker its own GPU (--nproc at most the GPU count, --gpu-ids, or a CUDA_VISIBLE_DEVICES per "
-                               "rank), or use ddp.backend: gloo to share it",
-                               id.rank, id.local_rank, sharing, key.substr(key.rfind('/') + 1)));
+  throw UsageError(
+      fmt::format("rank {} (LOCAL_RANK {}): {} ranks would share one GPU ({}), which NCCL refuses: give each "
+                  "worker its own GPU (--nproc at most the GPU count, --gpu-ids, or a CUDA_VISIBLE_DEVICES per "
+                  "rank), or use ddp.backend: gloo to share it",
+                  id.rank, id.local_rank, sharing, key.substr(key.rfind('/') + 1)));
 }
 #endif
 
@@ -265,7 +279,8 @@ void Communicator::broadcast_coalesced(std::vector<at::Tensor>& tensors, int roo
   }
 }
 
-std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp, const std::string& backend) {
+std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp,
+                                                   const std::string& backend) {
   if (id.world_size == 1 && !ddp.force_process_group) return std::make_unique<SingleProcessCommunicator>();
   if (id.master_port <= 0) throw UsageError("MASTER_PORT is not set; a world size above 1 needs the store's port");
   auto store = open_store(id, ddp);
@@ -292,7 +307,8 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
   if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
   } else {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(id.master_addr, id.master_port)));
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(id.master_addr, id.master_port)));
   }
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   try {
@@ -301,7 +317,8 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
     throw Error(fmt::format("rank {}: gloo could not connect to its peers: {}", id.rank, first_line(e.what())));
   }
   std::unique_ptr<ShmAllreduce> shm;
-  if (id.world_size == id.local_world_size && !ddp.force_process_group) {  // every rank on this host: sums go through shared memory
+  if (id.world_size == id.local_world_size &&
+      !ddp.force_process_group) {  // every rank on this host: sums go through shared memory
     const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
     const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
     auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}", id.restart_count), store);

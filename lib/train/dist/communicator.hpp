@@ -40,6 +40,7 @@ class Communicator {
 
 // backend: "gloo" or "nccl" (already resolved from "auto"). Throws UsageError/Error with the address,
 // the timeout and the ranks that arrived when the rendezvous fails.
-std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp, const std::string& backend);
+std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp,
+                                                   const std::string& backend);
 
 }  // namespace mgtrain

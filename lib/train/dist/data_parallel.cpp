@@ -13,9 +13,9 @@
 #include <torch/nn/parallel/data_parallel.h>  // includes CUDA headers: CUDA builds only
 #endif
 
-#include "util/error.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/torch/torch_compat.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -25,21 +25,25 @@ namespace {
 // the replica's device (Cloneable::clone copies only the module's own, not its children's).
 class ReplicableLayers final : public torch::nn::Cloneable<ReplicableLayers> {
  public:
-  ReplicableLayers(ModelConfig config, ModelInput input) : config_(std::move(config)), input_(std::move(input)) { reset(); }
+  ReplicableLayers(ModelConfig config, ModelInput input) : config_(std::move(config)), input_(std::move(input)) {
+    reset();
+  }
 
   void reset() override {
     std::unique_ptr<Model> built = build_model(config_, input_);
     auto* layers = dynamic_cast<LayerModel*>(built.get());
     if (!layers) {
-      throw UsageError(fmt::format("ddp.strategy dp cannot replicate model.type {}: use a built-in model (mlp, cnn, resnet, gpt) "
-                                   "or ddp.strategy: ddp",
-                                   config_.type));
+      throw UsageError(
+          fmt::format("ddp.strategy dp cannot replicate model.type {}: use a built-in model (mlp, cnn, resnet, gpt) "
+                      "or ddp.strategy: ddp",
+                      config_.type));
     }
     description_ = built->summary();
     root_ = register_module("root", layers->root());
   }
 
-  std::shared_ptr<torch::nn::Module> clone(const torch_compat::optional<c10::Device>& device = torch_compat::nullopt) const override {
+  std::shared_ptr<torch::nn::Module> clone(
+      const torch_compat::optional<c10::Device>& device = torch_compat::nullopt) const override {
     // Rebuilding draws initial values from the default generator: put its state back so replication does not
     // change the run's random stream (dropout, shuffling).
     auto generator = at::detail::getDefaultCPUGenerator();
@@ -54,7 +58,8 @@ class ReplicableLayers final : public torch::nn::Cloneable<ReplicableLayers> {
       generator.set_state(saved);
     }
     at::NoGradGuard no_grad;
-    auto copy_all = [&](const torch::OrderedDict<std::string, at::Tensor>& from, torch::OrderedDict<std::string, at::Tensor> to) {
+    auto copy_all = [&](const torch::OrderedDict<std::string, at::Tensor>& from,
+                        torch::OrderedDict<std::string, at::Tensor> to) {
       for (const auto& item : from) {
         at::Tensor* target = to.find(item.key());
         if (!target) throw Error(fmt::format("internal error: DataParallel replica has no tensor {}", item.key()));
@@ -117,21 +122,24 @@ std::vector<c10::Device> data_parallel_devices(int world_size, PrecisionMode pre
 #ifndef MGTRAIN_WITH_CUDA
   (void)world_size;
   (void)precision;
-  throw UsageError("ddp.strategy: dp (DataParallel over several GPUs in one process) needs a CUDA build, and this one is "
-                   "CPU-only: use ddp.strategy: ddp (build with CUDA: scripts/build-cuda.sh)");
+  throw UsageError(
+      "ddp.strategy: dp (DataParallel over several GPUs in one process) needs a CUDA build, and this one is "
+      "CPU-only: use ddp.strategy: ddp (build with CUDA: scripts/build-cuda.sh)");
 #else
   if (!torch::cuda::is_available()) {
     throw UsageError("ddp.strategy: dp needs GPUs, and this process sees none: use ddp.strategy: ddp");
   }
   if (world_size != 1) {
-    throw UsageError(fmt::format("ddp.strategy: dp runs in one process over all selected GPUs, but {} processes were started: "
-                                 "launch it with --nproc 1 (mgtrain launch does that itself for dp), or use ddp.strategy: ddp",
-                                 world_size));
+    throw UsageError(
+        fmt::format("ddp.strategy: dp runs in one process over all selected GPUs, but {} processes were started: "
+                    "launch it with --nproc 1 (mgtrain launch does that itself for dp), or use ddp.strategy: ddp",
+                    world_size));
   }
   if (precision != PrecisionMode::Fp32) {
-    throw UsageError(fmt::format("ddp.strategy: dp trains in fp32 only (train.precision is {}; autocast does not reach "
-                                 "DataParallel's replica threads): use ddp.strategy: ddp for mixed precision",
-                                 precision));
+    throw UsageError(
+        fmt::format("ddp.strategy: dp trains in fp32 only (train.precision is {}; autocast does not reach "
+                    "DataParallel's replica threads): use ddp.strategy: ddp for mixed precision",
+                    precision));
   }
   std::vector<c10::Device> devices;
   const auto gpus = static_cast<std::size_t>(torch::cuda::device_count());  // size_t in 1.13, DeviceIndex in 2.x

@@ -9,10 +9,10 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "host/gpu_inventory.hpp"
 #include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
-#include "host/gpu_inventory.hpp"
 
 namespace mgtrain {
 namespace {
@@ -34,15 +34,17 @@ DeviceChoice choose_training_device(const TrainConfig& train, const WorkerIdenti
   if (train.device == DeviceOption::Cuda && !cuda) {
     throw UsageError(fmt::format("train.device: cuda was asked for, but {} (use train.device: auto or cpu)",
                                  torch_has_cuda() ? "no GPU is visible to this process"
-                                                   : "this LibTorch has no CUDA (build with scripts/build-cuda.sh)"));
+                                                  : "this LibTorch has no CUDA (build with scripts/build-cuda.sh)"));
   }
   if (train.device == DeviceOption::Cpu) return choice;
   if (!cuda) {
     if (torch_has_cuda()) {
-      choice.fallback_warning = "train.device auto: this LibTorch has CUDA but no GPU is visible; training on the CPU with gloo";
+      choice.fallback_warning =
+          "train.device auto: this LibTorch has CUDA but no GPU is visible; training on the CPU with gloo";
     } else if (count_nvidia_gpus("/") > 0) {
-      choice.fallback_warning = "train.device auto: the host has NVIDIA GPUs but this build's LibTorch is CPU-only "
-                                "(see scripts/build-cuda.sh); training on the CPU with gloo";
+      choice.fallback_warning =
+          "train.device auto: the host has NVIDIA GPUs but this build's LibTorch is CPU-only "
+          "(see scripts/build-cuda.sh); training on the CPU with gloo";
     }
     return choice;
   }
@@ -50,10 +52,11 @@ DeviceChoice choose_training_device(const TrainConfig& train, const WorkerIdenti
   int index = 0;
   if (visible > 1) {
     if (id.local_rank >= visible) {
-      throw UsageError(fmt::format("LOCAL_RANK {} has no GPU of its own: this process sees {} GPUs (cuda:0..cuda:{}), and two ranks "
-                                   "on one GPU are refused by NCCL; start at most {} workers per node (--nproc {}) or choose GPUs "
-                                   "with --gpu-ids",
-                                   id.local_rank, visible, visible - 1, visible, visible));
+      throw UsageError(
+          fmt::format("LOCAL_RANK {} has no GPU of its own: this process sees {} GPUs (cuda:0..cuda:{}), and two ranks "
+                      "on one GPU are refused by NCCL; start at most {} workers per node (--nproc {}) or choose GPUs "
+                      "with --gpu-ids",
+                      id.local_rank, visible, visible - 1, visible, visible));
     }
     index = id.local_rank;
   }
@@ -89,9 +92,9 @@ double peak_gpu_memory_mib(const c10::Device& device) {
 std::string resolve_backend(BackendChoice configured, const c10::Device& device) {
   if (configured == BackendChoice::Auto) return device.is_cuda() ? "nccl" : "gloo";
   if (configured == BackendChoice::Nccl && !device.is_cuda()) {
-    throw UsageError(fmt::format("ddp.backend: nccl needs a GPU, but this rank trains on {} ({}): use ddp.backend: gloo or auto",
-                                 device.str(),
-                                 torch_has_cuda() ? "no GPU is visible, or train.device is cpu" : "this LibTorch is CPU-only"));
+    throw UsageError(fmt::format(
+        "ddp.backend: nccl needs a GPU, but this rank trains on {} ({}): use ddp.backend: gloo or auto", device.str(),
+        torch_has_cuda() ? "no GPU is visible, or train.device is cpu" : "this LibTorch is CPU-only"));
   }
   return std::string(name_of(configured));
 }

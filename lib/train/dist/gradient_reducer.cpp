@@ -136,7 +136,8 @@ void GradientReducer::mark_ready(std::size_t parameter) {
 }
 
 void GradientReducer::launch_ready_buckets_in_order() {
-  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) launch(buckets_[next_to_launch_++]);
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0)
+    launch(buckets_[next_to_launch_++]);
 }
 
 // CUDA (NCCL): the hook runs on the autograd engine's device thread, whose current stream is the one the
@@ -169,9 +170,10 @@ void GradientReducer::finish_backward() {
     std::string names;
     for (std::size_t i = 0; i < missing.size() && i < 8; ++i) names += (i ? ", " : "") + missing[i];
     if (missing.size() > 8) names += fmt::format(" and {} more", missing.size() - 8);
-    throw UsageError(fmt::format("ddp: {} parameter(s) received no gradient in this step on rank {}: {}. Set "
-                                 "ddp.find_unused_parameters: true if the model leaves parameters unused in some steps",
-                                 missing.size(), comm_.rank(), names));
+    throw UsageError(
+        fmt::format("ddp: {} parameter(s) received no gradient in this step on rank {}: {}. Set "
+                    "ddp.find_unused_parameters: true if the model leaves parameters unused in some steps",
+                    missing.size(), comm_.rank(), names));
   }
   launch_ready_buckets_in_order();
   lock.unlock();

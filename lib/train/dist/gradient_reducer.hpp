@@ -30,7 +30,8 @@ struct ReducerOptions {
 
 class GradientReducer {
  public:
-  GradientReducer(std::vector<std::pair<std::string, at::Tensor>> named_parameters, Communicator& comm, ReducerOptions options);
+  GradientReducer(std::vector<std::pair<std::string, at::Tensor>> named_parameters, Communicator& comm,
+                  ReducerOptions options);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -50,10 +51,10 @@ class GradientReducer {
 
  private:
   struct Bucket {
-    at::Tensor flat;                        // all gradients of the bucket, contiguous
-    std::vector<std::size_t> parameters;    // indices into params_
-    std::vector<at::Tensor> views;          // per parameter: its slice of `flat`, shaped like the parameter
-    std::size_t pending = 0;                // gradients still to come this step
+    at::Tensor flat;                      // all gradients of the bucket, contiguous
+    std::vector<std::size_t> parameters;  // indices into params_
+    std::vector<at::Tensor> views;        // per parameter: its slice of `flat`, shaped like the parameter
+    std::size_t pending = 0;              // gradients still to come this step
     bool launched = false;
     torch_compat::WorkHandle work;
   };

@@ -4,16 +4,16 @@
 
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "util/error.hpp"
 #include "train/dist/shm_segment.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -30,7 +30,10 @@ class ShmWork final : public c10d::Work {
 class ShmAllreduce::Impl {
  public:
   Impl(std::unique_ptr<ShmReduceGroup> group, c10::intrusive_ptr<c10d::Store> store, double connect_timeout_s)
-      : group_(std::move(group)), store_(std::move(store)), connect_timeout_s_(connect_timeout_s), thread_([this] { run(); }) {}
+      : group_(std::move(group)),
+        store_(std::move(store)),
+        connect_timeout_s_(connect_timeout_s),
+        thread_([this] { run(); }) {}
 
   ~Impl() {
     {
@@ -47,7 +50,8 @@ class ShmAllreduce::Impl {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       std::shared_ptr<ShmReduceGroup::SharedBuffer> shared;
-      if (auto found = buffers_.find(tensor.data_ptr()); found != buffers_.end() && tensor.is_contiguous()) shared = found->second;
+      if (auto found = buffers_.find(tensor.data_ptr()); found != buffers_.end() && tensor.is_contiguous())
+        shared = found->second;
       queue_.push_back(Operation{tensor, std::move(shared), work});
     }
     ready_.notify_one();
@@ -60,7 +64,8 @@ class ShmAllreduce::Impl {
     if (!buffer) return {};
     char* mine = buffer->regions[static_cast<std::size_t>(group_->rank())];
     // The tensor keeps the mapping alive; the registry lets submit() recognise it.
-    at::Tensor tensor = at::from_blob(mine, {numel}, [buffer](void*) {}, at::TensorOptions().dtype(type));
+    at::Tensor tensor = at::from_blob(
+        mine, {numel}, [buffer](void*) {}, at::TensorOptions().dtype(type));
     std::lock_guard<std::mutex> lock(mutex_);
     buffers_[mine] = std::move(buffer);
     return tensor;
@@ -117,10 +122,12 @@ class ShmAllreduce::Impl {
 };
 
 std::unique_ptr<ShmAllreduce> ShmAllreduce::connect(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
-                                                    const std::string& run_tag, double connect_timeout_s, double timeout_s) {
+                                                    const std::string& run_tag, double connect_timeout_s,
+                                                    double timeout_s) {
   auto group = ShmReduceGroup::connect(*store, rank, world_size, run_tag, connect_timeout_s, timeout_s);
   if (!group) return nullptr;
-  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(std::make_unique<Impl>(std::move(group), std::move(store), connect_timeout_s)));
+  return std::unique_ptr<ShmAllreduce>(
+      new ShmAllreduce(std::make_unique<Impl>(std::move(group), std::move(store), connect_timeout_s)));
 }
 
 ShmAllreduce::ShmAllreduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -133,6 +140,8 @@ bool ShmAllreduce::supports(const at::Tensor& tensor) {
 
 torch_compat::WorkHandle ShmAllreduce::allreduce_sum_async(const at::Tensor& tensor) { return impl_->submit(tensor); }
 
-at::Tensor ShmAllreduce::allocate_buffer(std::int64_t numel, c10::ScalarType type) { return impl_->allocate(numel, type); }
+at::Tensor ShmAllreduce::allocate_buffer(std::int64_t numel, c10::ScalarType type) {
+  return impl_->allocate(numel, type);
+}
 
 }  // namespace mgtrain

@@ -6,7 +6,8 @@
 // Ranks synchronise through a generation counter per rank in the segment (atomics + futex wait/wake);
 // a peer that does not arrive within the collective timeout fails the operation with an error naming it.
 // Buffers allocated here (the gradient buckets) live in shared memory themselves and are summed in place,
-// each rank adding up 1/world of the elements: no copies at all. Set MGTRAIN_SHM_ALLREDUCE=0 to disable (every rank then uses Gloo).
+// each rank adding up 1/world of the elements: no copies at all. Set MGTRAIN_SHM_ALLREDUCE=0 to disable (every rank
+// then uses Gloo).
 #pragma once
 
 #include <cstdint>

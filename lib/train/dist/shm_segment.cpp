@@ -2,25 +2,25 @@
 #include "train/dist/shm_segment.hpp"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cctype>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
-#include <csignal>
 #include <new>
 #include <vector>
 
@@ -53,7 +53,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t kGroupMagic = 0x6d677472'73686d31ULL;   // "mgtrshm1"
 constexpr std::uint64_t kBufferMagic = 0x6d677472'62756631ULL;  // "mgtrbuf1"
-constexpr std::size_t kSlotBytes = 2u << 20;              // per rank and parity; larger tensors go in chunks
+constexpr std::size_t kSlotBytes = 2u << 20;                    // per rank and parity; larger tensors go in chunks
 constexpr int kSpinsWithSpareCores = 2000;  // ~ tens of microseconds of polling before sleeping on the futex
 constexpr int kSpinsOnBusyCores = 20;       // when every core is taken, polling would steal from training
 
@@ -142,7 +142,9 @@ struct SegmentShape {
   std::size_t slots_per_rank;
   std::size_t slot_bytes;
   std::size_t data_offset;
-  std::size_t length(int world) const { return data_offset + static_cast<std::size_t>(world) * slots_per_rank * slot_bytes; }
+  std::size_t length(int world) const {
+    return data_offset + static_cast<std::size_t>(world) * slots_per_rank * slot_bytes;
+  }
 };
 
 Mapping create_segment(const std::string& name, int world, const SegmentShape& shape) {
@@ -176,7 +178,7 @@ Mapping open_segment(const std::string& name, int world, std::uint64_t magic, st
   const Fd segment(shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
   const int fd = segment.get();
   if (fd < 0) throw SystemError(fmt::format("shm_open({}) (is rank 0 on another host?)", name), errno);
-  struct stat info{};
+  struct stat info {};
   if (fstat(fd, &info) != 0) throw SystemError(fmt::format("fstat({})", name), errno);
   const auto length = static_cast<std::size_t>(info.st_size);
   void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -194,8 +196,8 @@ Mapping open_segment(const std::string& name, int world, std::uint64_t magic, st
 // The collective setup of one segment: rank 0 creates it under `name` and publishes the name under
 // `key`/name, the others map it and answer under `key`/answer/<rank>; the name is unlinked once everyone
 // answered. Returns an empty Mapping on every rank when any rank could not take part.
-Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const std::string& key, const std::string& name,
-                           const SegmentShape& shape, bool disabled, double connect_timeout_s,
+Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const std::string& key,
+                           const std::string& name, const SegmentShape& shape, bool disabled, double connect_timeout_s,
                            const std::function<void(void*)>& on_mapped = {}) {
   const std::string name_key = key + "/name";
   auto answer_key = [&key](int r) { return fmt::format("{}/answer/{}", key, r); };
@@ -219,8 +221,10 @@ Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const s
     store.set(name_key, bytes_of(published));
   } else {
     const std::string published = text_of(store.get(name_key));
-    if (published.empty()) refusal = "rank 0 has no segment";
-    else if (disabled) refusal = "MGTRAIN_SHM_ALLREDUCE=0";
+    if (published.empty())
+      refusal = "rank 0 has no segment";
+    else if (disabled)
+      refusal = "MGTRAIN_SHM_ALLREDUCE=0";
     else {
       try {
         mapping = open_segment(published, world_size, shape.magic, shape.slots_per_rank);
@@ -260,8 +264,9 @@ Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const s
 
 }  // namespace
 
-std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
-                                                        double connect_timeout_s, double timeout_s) {
+std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int rank, int world_size,
+                                                        const std::string& run_tag, double connect_timeout_s,
+                                                        double timeout_s) {
   const char* env = std::getenv("MGTRAIN_SHM_ALLREDUCE");
   const bool disabled = env && std::string(env) == "0";
   const std::string prefix = fmt::format("/mgtrain-shm-{}-{}", sanitized(run_tag), getpid());
@@ -270,8 +275,8 @@ std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int 
   auto publish_pid = [rank](void* base) {
     reinterpret_cast<RankSignal*>(static_cast<char*>(base) + 64)[rank].pid.store(static_cast<std::int32_t>(getpid()));
   };
-  Mapping mapping =
-      rendezvous_segment(store, rank, world_size, "mgtrain/shm", prefix, shape, disabled, connect_timeout_s, publish_pid);
+  Mapping mapping = rendezvous_segment(store, rank, world_size, "mgtrain/shm", prefix, shape, disabled,
+                                       connect_timeout_s, publish_pid);
   if (!mapping.base) return nullptr;
   const auto* header = static_cast<const Header*>(mapping.base);
   return std::unique_ptr<ShmReduceGroup>(
@@ -280,13 +285,20 @@ std::unique_ptr<ShmReduceGroup> ShmReduceGroup::connect(c10d::Store& store, int 
 
 ShmReduceGroup::ShmReduceGroup(void* base, std::size_t length, int rank, int world_size, std::size_t slot_bytes,
                                double timeout_s, std::string name_prefix)
-    : base_(base), length_(length), rank_(rank), world_(world_size), slot_bytes_(slot_bytes), timeout_s_(timeout_s),
-      name_prefix_(std::move(name_prefix)), spins_before_sleep_(spins_before_sleep(world_size)),
+    : base_(base),
+      length_(length),
+      rank_(rank),
+      world_(world_size),
+      slot_bytes_(slot_bytes),
+      timeout_s_(timeout_s),
+      name_prefix_(std::move(name_prefix)),
+      spins_before_sleep_(spins_before_sleep(world_size)),
       peer_seen_alive_(static_cast<std::size_t>(world_size), false) {
   // A peer is only ever declared gone after it was seen alive: in separate pid namespaces nobody is visible.
   for (int peer = 0; peer < world_; ++peer) {
     const std::int32_t pid = signal(peer).pid.load();
-    peer_seen_alive_[static_cast<std::size_t>(peer)] = peer != rank_ && pid > 0 && process_state(pid) == ProcessState::kAlive;
+    peer_seen_alive_[static_cast<std::size_t>(peer)] =
+        peer != rank_ && pid > 0 && process_state(pid) == ProcessState::kAlive;
   }
 }
 
@@ -320,14 +332,16 @@ void ShmReduceGroup::check_peer_alive(int peer, std::uint32_t generation) {
     peer_seen_alive_[static_cast<std::size_t>(peer)] = true;
   } else if (state == ProcessState::kGone && peer_seen_alive_[static_cast<std::size_t>(peer)]) {
     // Seen alive before and gone now (not merely invisible from another pid namespace): it exited or was killed.
-    throw Error(fmt::format("shared-memory all-reduce on rank {}: local rank {} (pid {}) exited before reaching operation {}; "
-                            "see that rank's log for why",
-                            rank_, peer, pid, generation));
+    throw Error(
+        fmt::format("shared-memory all-reduce on rank {}: local rank {} (pid {}) exited before reaching operation {}; "
+                    "see that rank's log for why",
+                    rank_, peer, pid, generation));
   }
 }
 
 void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   for (int peer = 0; peer < world_; ++peer) {
     if (peer == rank_) continue;
     RankSignal& s = signal(peer);
@@ -345,14 +359,16 @@ void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
           if (r == rank_ || reached(signal(r).arrived.load(), generation)) continue;
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         }
-        throw Error(fmt::format("shared-memory all-reduce on rank {}: local rank(s) {} did not reach operation {} within "
-                                "{} s (ddp.timeout_s); did that process die or hang?",
-                                rank_, missing, generation, timeout_s_));
+        throw Error(
+            fmt::format("shared-memory all-reduce on rank {}: local rank(s) {} did not reach operation {} within "
+                        "{} s (ddp.timeout_s); did that process die or hang?",
+                        rank_, missing, generation, timeout_s_));
       }
       s.waiters.fetch_add(1);
       const std::uint32_t seen = s.arrived.load();
       const auto slice = std::min<Clock::duration>(left, kLivenessCheckInterval);
-      if (!reached(seen, generation)) futex_wait(&s.arrived, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(slice));
+      if (!reached(seen, generation))
+        futex_wait(&s.arrived, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(slice));
       s.waiters.fetch_sub(1);
       done = reached(s.arrived.load(std::memory_order_acquire), generation);
       if (!done) check_peer_alive(peer, generation);
@@ -402,12 +418,14 @@ void ShmReduceGroup::allreduce_sum(const at::Tensor& tensor) {
   if (aborted_.load()) throw Error("shared-memory all-reduce: the communicator is shutting down");
   const std::int64_t per_chunk = static_cast<std::int64_t>(slot_bytes_ / tensor.element_size());
   const std::int64_t total = tensor.numel();
-  for (std::int64_t offset = 0; offset < total; offset += per_chunk) reduce_chunk(tensor, offset, std::min(per_chunk, total - offset));
+  for (std::int64_t offset = 0; offset < total; offset += per_chunk)
+    reduce_chunk(tensor, offset, std::min(per_chunk, total - offset));
 }
 
 ShmReduceGroup::SharedBuffer::~SharedBuffer() { munmap(mapping_base, mapping_length); }
 
-std::shared_ptr<ShmReduceGroup::SharedBuffer> ShmReduceGroup::allocate_shared_buffer(c10d::Store& store, std::size_t bytes,
+std::shared_ptr<ShmReduceGroup::SharedBuffer> ShmReduceGroup::allocate_shared_buffer(c10d::Store& store,
+                                                                                     std::size_t bytes,
                                                                                      double connect_timeout_s) {
   const int id = ++buffers_allocated_;
   const std::size_t stride = round_up(std::max<std::size_t>(bytes, 1), 4096);
@@ -419,7 +437,8 @@ std::shared_ptr<ShmReduceGroup::SharedBuffer> ShmReduceGroup::allocate_shared_bu
   buffer->mapping_base = mapping.base;
   buffer->mapping_length = mapping.length;
   buffer->bytes = bytes;
-  for (int r = 0; r < world_; ++r) buffer->regions.push_back(static_cast<char*>(mapping.base) + 4096 + static_cast<std::size_t>(r) * stride);
+  for (int r = 0; r < world_; ++r)
+    buffer->regions.push_back(static_cast<char*>(mapping.base) + 4096 + static_cast<std::size_t>(r) * stride);
   return buffer;
 }
 
@@ -445,7 +464,8 @@ void reduce_share(const std::vector<char*>& regions, std::int64_t begin, std::in
       const T* __restrict c = reinterpret_cast<const T*>(regions[r]) + start;
       for (std::int64_t i = 0; i < n; ++i) sum[i] += c[i];
     }
-    for (std::size_t r = 0; r < world; ++r) std::memcpy(reinterpret_cast<T*>(regions[r]) + start, sum, static_cast<std::size_t>(n) * sizeof(T));
+    for (std::size_t r = 0; r < world; ++r)
+      std::memcpy(reinterpret_cast<T*>(regions[r]) + start, sum, static_cast<std::size_t>(n) * sizeof(T));
   }
 }
 
@@ -454,7 +474,8 @@ void reduce_share(const std::vector<char*>& regions, std::int64_t begin, std::in
 void ShmReduceGroup::allreduce_sum_shared(const SharedBuffer& buffer, c10::ScalarType type, std::int64_t count) {
   if (aborted_.load()) throw Error("shared-memory all-reduce: the communicator is shutting down");
   const std::size_t element = type == c10::ScalarType::Float ? sizeof(float) : sizeof(double);
-  if (static_cast<std::size_t>(count) * element > buffer.bytes) throw Error("shared-memory all-reduce: tensor larger than its shared buffer");
+  if (static_cast<std::size_t>(count) * element > buffer.bytes)
+    throw Error("shared-memory all-reduce: tensor larger than its shared buffer");
   // 1. Everyone's gradients are in place.
   const std::uint32_t filled = ++generation_;
   publish(filled);
@@ -463,8 +484,10 @@ void ShmReduceGroup::allreduce_sum_shared(const SharedBuffer& buffer, c10::Scala
   const std::int64_t align = 64 / static_cast<std::int64_t>(element);
   auto share_start = [&](int r) { return std::min(count, (count * r / world_ + align - 1) / align * align); };
   const std::int64_t begin = share_start(rank_), end = rank_ + 1 == world_ ? count : share_start(rank_ + 1);
-  if (type == c10::ScalarType::Float) reduce_share<float>(buffer.regions, begin, end);
-  else reduce_share<double>(buffer.regions, begin, end);
+  if (type == c10::ScalarType::Float)
+    reduce_share<float>(buffer.regions, begin, end);
+  else
+    reduce_share<double>(buffer.regions, begin, end);
   // 3. Every share is written: each region holds the full sum.
   const std::uint32_t summed = ++generation_;
   publish(summed);

@@ -30,8 +30,9 @@ namespace mgtrain {
 class ShmReduceGroup {
  public:
   // Collective; see ShmAllreduce::connect. Returns nullptr on every rank if any rank cannot take part.
-  static std::unique_ptr<ShmReduceGroup> connect(c10d::Store& store, int rank, int world_size, const std::string& run_tag,
-                                                 double connect_timeout_s, double timeout_s);
+  static std::unique_ptr<ShmReduceGroup> connect(c10d::Store& store, int rank, int world_size,
+                                                 const std::string& run_tag, double connect_timeout_s,
+                                                 double timeout_s);
   ~ShmReduceGroup();
   ShmReduceGroup(const ShmReduceGroup&) = delete;
   ShmReduceGroup& operator=(const ShmReduceGroup&) = delete;

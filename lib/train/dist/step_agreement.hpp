@@ -12,10 +12,10 @@
 namespace mgtrain {
 
 struct StepVotes {
-  bool stop = false;          // some rank was asked to stop
-  bool save_due = false;      // rank 0: time for a time-based checkpoint
-  bool writer_failed = false; // rank 0: the last checkpoint write failed
-  bool save_requested = false; // some rank got SIGUSR2: save now and go on
+  bool stop = false;            // some rank was asked to stop
+  bool save_due = false;        // rank 0: time for a time-based checkpoint
+  bool writer_failed = false;   // rank 0: the last checkpoint write failed
+  bool save_requested = false;  // some rank got SIGUSR2: save now and go on
 };
 
 class StepAgreement {

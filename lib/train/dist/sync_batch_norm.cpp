@@ -12,12 +12,12 @@
 #include <torch/nn/module.h>
 
 #include "config/config.hpp"
-#include "util/error.hpp"
-#include "util/log.hpp"
 #include "train/dist/communicator.hpp"
-#include "train/torch/torch_compat.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/layers.hpp"
+#include "train/torch/torch_compat.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 namespace {
@@ -52,15 +52,16 @@ struct ForwardSettings {
 // inputs; backward finds theirs by edge index. The communicator travels as an integer in saved_data (an IValue
 // holds no pointer).
 struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const torch_compat::optional<at::Tensor>& weight_arg,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            const torch_compat::optional<at::Tensor>& weight_arg,
                             const torch_compat::optional<at::Tensor>& bias_arg, const ForwardSettings* settings) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor()), bias = bias_arg.value_or(at::Tensor());
     const at::Tensor &running_mean = settings->running_mean, &running_var = settings->running_var;
     const double momentum = settings->momentum, eps = settings->eps;
     Communicator* comm = settings->comm;
     if (input.dim() < 2) {
-      throw UsageError(
-          fmt::format("SyncBatchNorm: the input has shape [{}]; it needs [batch, channels, ...]", fmt::join(input.sizes(), ", ")));
+      throw UsageError(fmt::format("SyncBatchNorm: the input has shape [{}]; it needs [batch, channels, ...]",
+                                   fmt::join(input.sizes(), ", ")));
     }
     // Half and bfloat16 inputs (autocast) are normalised in float32, as at::batch_norm accumulates them.
     const bool reduced = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16;
@@ -84,9 +85,10 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
 
     const double count = packed[2 * channels].item<double>();
     if (count <= 1) {
-      throw UsageError(fmt::format("SyncBatchNorm: all ranks together hold {} value(s) per channel (this rank's input has "
-                                   "shape [{}]); training needs more than 1 (raise train.batch_size)",
-                                   static_cast<long long>(count), fmt::join(x.sizes(), ", ")));
+      throw UsageError(
+          fmt::format("SyncBatchNorm: all ranks together hold {} value(s) per channel (this rank's input has "
+                      "shape [{}]); training needs more than 1 (raise train.batch_size)",
+                      static_cast<long long>(count), fmt::join(x.sizes(), ", ")));
     }
     at::Tensor mean64 = packed.narrow(0, 0, channels) / count;
     at::Tensor var64 = (packed.narrow(0, channels, channels) / count - mean64 * mean64).clamp_min(0.0);
@@ -124,7 +126,8 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
 
     at::Tensor grad_input, grad_weight, grad_bias;
     const auto weight_edge = ctx->saved_data["weight_edge"].toInt(), bias_edge = ctx->saved_data["bias_edge"].toInt();
-    if (weight_edge >= 0 && ctx->needs_input_grad(static_cast<std::size_t>(weight_edge))) grad_weight = sum_dy_xmu * invstd;
+    if (weight_edge >= 0 && ctx->needs_input_grad(static_cast<std::size_t>(weight_edge)))
+      grad_weight = sum_dy_xmu * invstd;
     if (bias_edge >= 0 && ctx->needs_input_grad(static_cast<std::size_t>(bias_edge))) grad_bias = sum_dy.clone();
     if (ctx->needs_input_grad(0)) {
       at::Tensor packed = at::cat({sum_dy, sum_dy_xmu});
@@ -132,7 +135,8 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
       const at::Tensor mean_dy = packed.narrow(0, 0, channels) / count;
       const at::Tensor mean_dy_xmu = packed.narrow(0, channels, channels) / count;
       const at::Tensor gain = weight.defined() ? invstd * weight : invstd;
-      grad_input = (dy - per_channel(mean_dy, x) - xmu * per_channel(invstd * invstd * mean_dy_xmu, x)) * per_channel(gain, x);
+      grad_input =
+          (dy - per_channel(mean_dy, x) - xmu * per_channel(invstd * invstd * mean_dy_xmu, x)) * per_channel(gain, x);
     }
     // One gradient per forward argument: input, weight, bias, settings.
     return {grad_input, grad_weight, grad_bias, at::Tensor()};
@@ -145,12 +149,15 @@ at::Tensor sync_batch_norm_training(const at::Tensor& input, const at::Tensor& w
                                     const at::Tensor& running_mean, const at::Tensor& running_var, double momentum,
                                     double eps, Communicator& comm) {
   const ForwardSettings settings{running_mean, running_var, momentum, eps, &comm};
-  const torch_compat::optional<at::Tensor> weight_arg = weight.defined() ? torch_compat::optional<at::Tensor>(weight) : torch_compat::nullopt;
-  const torch_compat::optional<at::Tensor> bias_arg = bias.defined() ? torch_compat::optional<at::Tensor>(bias) : torch_compat::nullopt;
+  const torch_compat::optional<at::Tensor> weight_arg =
+      weight.defined() ? torch_compat::optional<at::Tensor>(weight) : torch_compat::nullopt;
+  const torch_compat::optional<at::Tensor> bias_arg =
+      bias.defined() ? torch_compat::optional<at::Tensor>(bias) : torch_compat::nullopt;
   return SyncBatchNormFunction::apply(input, weight_arg, bias_arg, &settings);
 }
 
-at::Tensor sync_batch_norm_forward(const at::Tensor& input, BatchNormTensors& layer, bool training, Communicator& comm) {
+at::Tensor sync_batch_norm_forward(const at::Tensor& input, BatchNormTensors& layer, bool training,
+                                   Communicator& comm) {
   // As torch.nn.modules.batchnorm._BatchNorm / SyncBatchNorm.forward.
   double factor = layer.momentum.value_or(0.0);
   const bool tracking = layer.running_mean.defined() && layer.running_var.defined();
@@ -163,7 +170,8 @@ at::Tensor sync_batch_norm_forward(const at::Tensor& input, BatchNormTensors& la
   const at::Tensor running_mean = !training || tracking ? layer.running_mean : at::Tensor();
   const at::Tensor running_var = !training || tracking ? layer.running_var : at::Tensor();
   if (batch_statistics && training && !comm.single_process()) {
-    return sync_batch_norm_training(input, layer.weight, layer.bias, running_mean, running_var, factor, layer.eps, comm);
+    return sync_batch_norm_training(input, layer.weight, layer.bias, running_mean, running_var, factor, layer.eps,
+                                    comm);
   }
   return at::batch_norm(input, layer.weight, layer.bias, running_mean, running_var, batch_statistics, factor, layer.eps,
                         /*cudnn_enabled=*/true);
@@ -177,8 +185,13 @@ int convert_to_sync_batch_norm(torch::nn::Module& root, Communicator& comm) {
     Communicator* group = &comm;
     bn->synchronised_forward = [bn, group](const at::Tensor& x) {
       // The layer's current tensors (to() may have replaced them) and its fixed settings.
-      BatchNormTensors tensors{bn->weight, bn->bias, bn->running_mean, bn->running_var, bn->num_batches_tracked,
-                               layers::BatchNorm2d::kMomentum, layers::BatchNorm2d::kEps};
+      BatchNormTensors tensors{bn->weight,
+                               bn->bias,
+                               bn->running_mean,
+                               bn->running_var,
+                               bn->num_batches_tracked,
+                               layers::BatchNorm2d::kMomentum,
+                               layers::BatchNorm2d::kEps};
       return sync_batch_norm_forward(x, tensors, bn->is_training(), *group);
     };
     ++converted;
@@ -204,16 +217,19 @@ int convert_to_sync_batch_norm(Model& model, Communicator& comm) {
 
 int apply_sync_batch_norm(const DdpConfig& ddp, Model& model, Communicator& comm) {
   if (!ddp.sync_batch_norm) return 0;
-  if (ddp.strategy == Strategy::Dp) {  // one process: torch.nn.SyncBatchNorm, too, works only with DistributedDataParallel
-    log::warn("ddp.sync_batch_norm is ignored with ddp.strategy: dp (one process, no ranks to synchronise with; use "
-              "ddp.strategy: ddp with one rank per GPU)");
+  if (ddp.strategy ==
+      Strategy::Dp) {  // one process: torch.nn.SyncBatchNorm, too, works only with DistributedDataParallel
+    log::warn(
+        "ddp.sync_batch_norm is ignored with ddp.strategy: dp (one process, no ranks to synchronise with; use "
+        "ddp.strategy: ddp with one rank per GPU)");
     return 0;
   }
   const int converted = convert_to_sync_batch_norm(model, comm);
   if (converted == 0 && comm.rank() == 0) {
-    log::warn("ddp.sync_batch_norm is true, but the model ({}) has no BatchNorm layer to synchronise (built-in cnn with "
-              "model.batch_norm and resnet have them; a torchscript model's are not converted); training goes on unchanged",
-              model.summary());
+    log::warn(
+        "ddp.sync_batch_norm is true, but the model ({}) has no BatchNorm layer to synchronise (built-in cnn with "
+        "model.batch_norm and resnet have them; a torchscript model's are not converted); training goes on unchanged",
+        model.summary());
   }
   return converted;
 }

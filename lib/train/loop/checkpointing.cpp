@@ -16,15 +16,15 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 
-#include "util/build_info.hpp"
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "train/loop/grad_scaler.hpp"
+#include "train/state/train_state.hpp"
+#include "util/build_info.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/time_format.hpp"
 #include "util/xxhash64.hpp"
-#include "train/loop/grad_scaler.hpp"
-#include "train/state/train_state.hpp"
 
 namespace mgtrain {
 namespace {
@@ -41,12 +41,15 @@ std::string hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }
 std::optional<std::pair<double, bool>> metric_value(BestMetric metric, const EvalResult* eval) {
   if (!eval || eval->samples == 0) return std::nullopt;
   switch (metric) {
-    case BestMetric::EvalLoss: return std::make_pair(eval->loss, false);
-    case BestMetric::EvalAccuracy: return std::make_pair(eval->accuracy, true);
+    case BestMetric::EvalLoss:
+      return std::make_pair(eval->loss, false);
+    case BestMetric::EvalAccuracy:
+      return std::make_pair(eval->accuracy, true);
     case BestMetric::EvalPerplexity:
       if (eval->perplexity > 0) return std::make_pair(eval->perplexity, false);
       break;
-    case BestMetric::None: break;
+    case BestMetric::None:
+      break;
   }
   return std::nullopt;
 }
@@ -59,11 +62,11 @@ std::int64_t metadata_int(const CheckpointFile& file, const std::string& key) {
       const long long value = std::stoll(found->second, &used);
       if (used == found->second.size() && value >= 0) return value;
     }
-  } catch (const std::exception&) {
-  }
-  throw CorruptCheckpoint(fmt::format("{}: metadata {} is missing or not a non-negative integer; is this an mgtrain "
-                                      "checkpoint?",
-                                      file.path(), key));
+  } catch (const std::exception&) {}
+  throw CorruptCheckpoint(
+      fmt::format("{}: metadata {} is missing or not a non-negative integer; is this an mgtrain "
+                  "checkpoint?",
+                  file.path(), key));
 }
 
 // Sends rank 0's text to every rank.
@@ -88,8 +91,7 @@ void fail_after_rank0(Communicator& comm, const Error& error) {
   // 0's process is gone, and the launcher has seen rank 0's exit first.
   try {
     comm.barrier();
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   throw error;
 }
@@ -97,7 +99,8 @@ void fail_after_rank0(Communicator& comm, const Error& error) {
 // Rank 0's background writer: at most one checkpoint in flight.
 class Checkpointer::Writer {
  public:
-  Writer(const CheckpointConfig& config, std::string dir, bool async) : config_(config), dir_(std::move(dir)), async_(async) {
+  Writer(const CheckpointConfig& config, std::string dir, bool async)
+      : config_(config), dir_(std::move(dir)), async_(async) {
     if (async_) thread_ = std::thread([this] { run(); });
   }
 
@@ -173,7 +176,8 @@ class Checkpointer::Writer {
     std::string error;
     try {
       std::vector<TensorRecord> records;
-      for (const TensorView& view : snapshot_.views()) records.push_back(TensorRecord{view.name, view.dtype, view.shape, view.data, view.nbytes});
+      for (const TensorView& view : snapshot_.views())
+        records.push_back(TensorRecord{view.name, view.dtype, view.shape, view.data, view.nbytes});
       write_checkpoint_file(path, job_.metadata, records);
       const double file_seconds = seconds_since(start);  // the file itself: temp file, fsync, rename, dir fsync
       update_latest_pointer(dir_, name);
@@ -191,10 +195,11 @@ class Checkpointer::Writer {
       }
       prune_checkpoints(dir_, static_cast<int>(config_.keep_last), protect);
       const double seconds = seconds_since(start);
-      log::progress("checkpoint ({}) step {}: {}, {:.1f} MB; training paused {:.1f} ms, written in {:.2f} s ({:.0f} MB/s), "
-                    "with latest/best/prune {:.2f} s",
-                    job_.reason, job_.step, path, static_cast<double>(snapshot_.size()) / 1e6, job_.stall_s * 1000.0, file_seconds,
-                    static_cast<double>(snapshot_.size()) / 1e6 / std::max(file_seconds, 1e-9), seconds);
+      log::progress(
+          "checkpoint ({}) step {}: {}, {:.1f} MB; training paused {:.1f} ms, written in {:.2f} s ({:.0f} MB/s), "
+          "with latest/best/prune {:.2f} s",
+          job_.reason, job_.step, path, static_cast<double>(snapshot_.size()) / 1e6, job_.stall_s * 1000.0,
+          file_seconds, static_cast<double>(snapshot_.size()) / 1e6 / std::max(file_seconds, 1e-9), seconds);
     } catch (const std::exception& e) {
       error = fmt::format("could not write checkpoint {}: {}", path, e.what());
       log::error("{}", error);
@@ -222,8 +227,15 @@ class Checkpointer::Writer {
 
 Checkpointer::Checkpointer(const Config& config, std::string resolved_config, Communicator& comm, Model& model,
                            torch::optim::Optimizer& optimizer, c10::Device device)
-    : config_(config), resolved_config_(std::move(resolved_config)), comm_(comm), model_(model), optimizer_(optimizer),
-      device_(device), enabled_(!config.checkpoint.dir.empty()), dir_(config.checkpoint.dir), last_save_(Clock::now()) {
+    : config_(config),
+      resolved_config_(std::move(resolved_config)),
+      comm_(comm),
+      model_(model),
+      optimizer_(optimizer),
+      device_(device),
+      enabled_(!config.checkpoint.dir.empty()),
+      dir_(config.checkpoint.dir),
+      last_save_(Clock::now()) {
   if (enabled_ && comm_.rank() == 0) {
     create_checkpoint_directory(dir_);
     for (const auto& stale : remove_stale_temp_files(dir_)) {
@@ -248,7 +260,8 @@ std::string Checkpointer::choose_checkpoint() const {
     if (problem.empty()) return it->path;
     log::warn("skipping damaged checkpoint: {}; trying an older one", problem);
   }
-  if (!listing.empty()) log::warn("none of the {} checkpoints in {} is valid; starting from scratch", listing.size(), dir_);
+  if (!listing.empty())
+    log::warn("none of the {} checkpoints in {} is valid; starting from scratch", listing.size(), dir_);
   return "";
 }
 
@@ -256,10 +269,10 @@ std::string Checkpointer::agree_on_checkpoint() {
   std::string chosen;
   std::string refusal;  // rank 0: why checkpoint.resume cannot be used; every rank then exits 2
   if (comm_.rank() == 0) try {
-    chosen = choose_checkpoint();
-  } catch (const UsageError& e) {
-    refusal = e.what();
-  }
+      chosen = choose_checkpoint();
+    } catch (const UsageError& e) {
+      refusal = e.what();
+    }
   // One message: "path" to resume from, "" for none, or "!" + why rank 0 refused.
   const std::string decision = broadcast_text(comm_, refusal.empty() ? chosen : "!" + refusal, device_);
   if (!decision.empty() && decision[0] == '!') {
@@ -274,24 +287,28 @@ CheckpointFile Checkpointer::read_chosen(const std::string& chosen) const {
     return read_checkpoint_file(chosen);
   } catch (const Error& e) {
     if (comm_.rank() == 0) throw;
-    throw Error(fmt::format("rank {} cannot read the checkpoint rank 0 chose ({}); checkpoint.dir must be on a file "
-                            "system every node sees: {}",
-                            comm_.rank(), chosen, e.what()));
+    throw Error(
+        fmt::format("rank {} cannot read the checkpoint rank 0 chose ({}); checkpoint.dir must be on a file "
+                    "system every node sees: {}",
+                    comm_.rank(), chosen, e.what()));
   }
 }
 
 void Checkpointer::report_resume(const std::string& chosen, const CheckpointFile& file, const TrainPosition& at,
                                  std::int64_t saved_world, double seconds) const {
-  log::progress("resumed from {}: step {}, epoch {}, {} samples into the epoch ({:.2f} s)", chosen, at.step, at.epoch + 1,
-                at.samples_in_epoch, seconds);
+  log::progress("resumed from {}: step {}, epoch {}, {} samples into the epoch ({:.2f} s)", chosen, at.step,
+                at.epoch + 1, at.samples_in_epoch, seconds);
   if (saved_world != comm_.world_size()) {
-    log::progress("note: the checkpoint was saved by {} ranks, this run has {}: the rest of the epoch is re-sharded over {} ranks",
-                  saved_world, comm_.world_size(), comm_.world_size());
+    log::progress(
+        "note: the checkpoint was saved by {} ranks, this run has {}: the rest of the epoch is re-sharded over {} "
+        "ranks",
+        saved_world, comm_.world_size(), comm_.world_size());
   }
   auto hash = file.metadata().find("mgtrain.config_hash");
   const std::string current = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
   if (hash != file.metadata().end() && hash->second != current) {
-    log::progress("note: the config differs from the one the checkpoint was saved with (see its mgtrain.config metadata)");
+    log::progress(
+        "note: the config differs from the one the checkpoint was saved with (see its mgtrain.config metadata)");
   }
 }
 
@@ -306,12 +323,15 @@ std::optional<TrainPosition> Checkpointer::resume() {
   const auto start = Clock::now();
   const CheckpointFile file = read_chosen(chosen);
   std::vector<TensorView> views;
-  for (const TensorEntry& entry : file.tensors()) views.push_back(TensorView{entry.name, entry.dtype, entry.shape, file.bytes(entry), entry.nbytes});
+  for (const TensorEntry& entry : file.tensors())
+    views.push_back(TensorView{entry.name, entry.dtype, entry.shape, file.bytes(entry), entry.nbytes});
   TensorViewMap stored(std::move(views));
-  if (auto saved = file.metadata().find("mgtrain.optimizer"); saved != file.metadata().end() && saved->second != name_of(config_.optim.name)) {
-    throw UsageError(fmt::format("checkpoint {} was saved with optim.name {}, this run uses {}: its optimizer state does not "
-                                 "fit (set optim.name: {} or checkpoint.resume: never)",
-                                 chosen, saved->second, config_.optim.name, saved->second));
+  if (auto saved = file.metadata().find("mgtrain.optimizer");
+      saved != file.metadata().end() && saved->second != name_of(config_.optim.name)) {
+    throw UsageError(
+        fmt::format("checkpoint {} was saved with optim.name {}, this run uses {}: its optimizer state does not "
+                    "fit (set optim.name: {} or checkpoint.resume: never)",
+                    chosen, saved->second, config_.optim.name, saved->second));
   }
   restore_train_state(model_, optimizer_, stored);
   if (scaler_ && scaler_->enabled()) scaler_->restore(stored);  // the same on every rank: all decide alike
@@ -331,8 +351,10 @@ bool Checkpointer::agree_to_skip() {
   // Rank 0 decides whether to wait for or skip a write in flight; everyone follows.
   bool skip = false;
   if (comm_.rank() == 0 && writer_->busy()) {
-    if (config_.checkpoint.when_busy == WhenBusy::Skip) skip = true;
-    else writer_->wait_idle();
+    if (config_.checkpoint.when_busy == WhenBusy::Skip)
+      skip = true;
+    else
+      writer_->wait_idle();
   }
   if (comm_.world_size() > 1) {
     std::vector<at::Tensor> flag{at::tensor({skip ? 1 : 0}, at::kInt).to(device_)};
@@ -376,7 +398,7 @@ NamedTensors Checkpointer::state_to_save(const NamedTensors& rng, const at::Tens
 }
 
 std::map<std::string, std::string> Checkpointer::metadata_for(const TrainPosition& at, const std::string& reason,
-                                                             const EvalResult* eval) const {
+                                                              const EvalResult* eval) const {
   std::map<std::string, std::string> m;
   m["mgtrain.version"] = build_info::kVersion;
   m["mgtrain.created"] = format_utc_seconds(unix_millis_now() / 1000);
@@ -402,7 +424,9 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
   const auto start = Clock::now();
   if (agree_to_skip()) {
     if (comm_.rank() == 0) {
-      log::progress("checkpoint at step {} skipped: the previous one is still being written (checkpoint.when_busy: skip)", at.step);
+      log::progress(
+          "checkpoint at step {} skipped: the previous one is still being written (checkpoint.when_busy: skip)",
+          at.step);
     }
     return false;
   }
@@ -422,8 +446,9 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
     const auto clone_start = Clock::now();
     std::vector<at::Tensor> clones;
     for (const auto& [name, tensor] : state) clones.push_back(tensor.clone());
-    log::progress("bench: checkpoint stall {:.2f} ms, snapshot copy {:.2f} ms, plain clone {:.2f} ms, {:.1f} MB", stall * 1000.0,
-                  copy * 1000.0, seconds_since(clone_start) * 1000.0, static_cast<double>(writer_->snapshot().size()) / 1e6);
+    log::progress("bench: checkpoint stall {:.2f} ms, snapshot copy {:.2f} ms, plain clone {:.2f} ms, {:.1f} MB",
+                  stall * 1000.0, copy * 1000.0, seconds_since(clone_start) * 1000.0,
+                  static_cast<double>(writer_->snapshot().size()) / 1e6);
   }
   Writer::Job job;
   job.step = at.step;

@@ -16,11 +16,11 @@
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config.hpp"
-#include "util/error.hpp"
 #include "train/dist/communicator.hpp"
-#include "train/models/model.hpp"
 #include "train/loop/trainer.hpp"
+#include "train/models/model.hpp"
 #include "train/state/train_state.hpp"
+#include "util/error.hpp"
 
 namespace torch::optim {
 class Optimizer;
@@ -85,14 +85,15 @@ class Checkpointer {
   std::string choose_checkpoint() const;
   std::string agree_on_checkpoint();
   CheckpointFile read_chosen(const std::string& chosen) const;
-  void report_resume(const std::string& chosen, const CheckpointFile& file, const TrainPosition& at, std::int64_t saved_world,
-                     double seconds) const;
+  void report_resume(const std::string& chosen, const CheckpointFile& file, const TrainPosition& at,
+                     std::int64_t saved_world, double seconds) const;
   // save(): whether to skip because a write is in flight (checkpoint.when_busy), every rank's RNG rows, rank 0's
   // tensors and metadata.
   bool agree_to_skip();
   at::Tensor gather_rng_rows(const NamedTensors& rng);
   NamedTensors state_to_save(const NamedTensors& rng, const at::Tensor& rng_rows);
-  std::map<std::string, std::string> metadata_for(const TrainPosition& at, const std::string& reason, const EvalResult* eval) const;
+  std::map<std::string, std::string> metadata_for(const TrainPosition& at, const std::string& reason,
+                                                  const EvalResult* eval) const;
 
   const Config& config_;
   std::string resolved_config_;
@@ -103,7 +104,7 @@ class Checkpointer {
   bool enabled_;
   std::string dir_;
   GradScaler* scaler_ = nullptr;
-  std::unique_ptr<Writer> writer_;  // rank 0 only
+  std::unique_ptr<Writer> writer_;                   // rank 0 only
   std::chrono::steady_clock::time_point last_save_;  // or the start
 };
 

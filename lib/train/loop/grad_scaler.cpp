@@ -8,8 +8,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "train/state/train_state.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 
@@ -109,9 +109,10 @@ template <typename T>
 T read_scalar(const TensorLookup& stored, const std::string& name, const char* dtype) {
   const TensorView* view = stored.find(name);
   if (!view || view->dtype != dtype || !view->shape.empty() || view->nbytes != sizeof(T) || !view->data) {
-    throw UsageError(fmt::format("checkpoint: {} is missing or not a 0-dim {} tensor; the loss scaler's state is damaged "
-                                 "(set checkpoint.resume: never to start over)",
-                                 name, dtype));
+    throw UsageError(
+        fmt::format("checkpoint: {} is missing or not a 0-dim {} tensor; the loss scaler's state is damaged "
+                    "(set checkpoint.resume: never to start over)",
+                    name, dtype));
   }
   T value;
   std::memcpy(&value, view->data, sizeof value);
@@ -126,9 +127,10 @@ void GradScaler::restore(const TensorLookup& stored) {
   const auto tracker = read_scalar<std::int64_t>(stored, "scaler/growth_tracker", "I64");
   const auto skipped = read_scalar<std::int64_t>(stored, "scaler/skipped_steps", "I64");
   if (!(scale > 0) || !std::isfinite(scale) || tracker < 0 || skipped < 0) {
-    throw UsageError(fmt::format("checkpoint: the loss scaler's state is out of range (scale {}, growth_tracker {}, "
-                                 "skipped_steps {}); set checkpoint.resume: never to start over",
-                                 scale, tracker, skipped));
+    throw UsageError(
+        fmt::format("checkpoint: the loss scaler's state is out of range (scale {}, growth_tracker {}, "
+                    "skipped_steps {}); set checkpoint.resume: never to start over",
+                    scale, tracker, skipped));
   }
   scale_ = scale;
   growth_tracker_ = tracker;

@@ -21,10 +21,10 @@ namespace mgtrain {
 class TensorLookup;
 
 struct GradScalerOptions {
-  bool enabled = false;          // off: scale 1, nothing checked, every step taken
-  double init_scale = 65536.0;   // train.loss_scale_init
-  double growth_factor = 2.0;    // train.loss_scale_growth_factor
-  double backoff_factor = 0.5;   // train.loss_scale_backoff_factor
+  bool enabled = false;                 // off: scale 1, nothing checked, every step taken
+  double init_scale = 65536.0;          // train.loss_scale_init
+  double growth_factor = 2.0;           // train.loss_scale_growth_factor
+  double backoff_factor = 0.5;          // train.loss_scale_backoff_factor
   std::int64_t growth_interval = 2000;  // train.loss_scale_growth_interval
 };
 

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "train/torch/torch_compat.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 
@@ -18,9 +18,10 @@ Precision resolve_precision(PrecisionMode mode, const c10::Device& device) {
     return precision;
   }
   if (!device.is_cuda()) {  // fp16
-    throw UsageError(fmt::format("train.precision: fp16 needs a CUDA device, but this rank trains on {} (fp16 autocast "
-                                 "and dynamic loss scaling are GPU-only): use train.precision: bf16 on CPU, or fp32",
-                                 device.str()));
+    throw UsageError(
+        fmt::format("train.precision: fp16 needs a CUDA device, but this rank trains on {} (fp16 autocast "
+                    "and dynamic loss scaling are GPU-only): use train.precision: bf16 on CPU, or fp32",
+                    device.str()));
   }
   precision.autocast = true;
   precision.dtype = c10::ScalarType::Half;

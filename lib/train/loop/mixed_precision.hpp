@@ -14,7 +14,7 @@ namespace mgtrain {
 
 struct Precision {
   PrecisionMode mode = PrecisionMode::Fp32;
-  bool autocast = false;      // bf16, fp16
+  bool autocast = false;  // bf16, fp16
   c10::ScalarType dtype = c10::ScalarType::Float;
   bool loss_scaling = false;  // fp16: the gradients go through a GradScaler
 };

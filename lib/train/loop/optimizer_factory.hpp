@@ -12,7 +12,8 @@
 
 namespace mgtrain {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& optim, std::vector<at::Tensor> parameters, double lr);
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& optim, std::vector<at::Tensor> parameters,
+                                                        double lr);
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 
 }  // namespace mgtrain

@@ -8,7 +8,8 @@ namespace {
 
 volatile std::sig_atomic_t g_requested = 0;
 bool g_stop_agreed = false;
-struct sigaction g_previous_term {}, g_previous_usr1 {};
+struct sigaction g_previous_term {
+}, g_previous_usr1{};
 
 void record(int signal) { g_requested = signal; }
 

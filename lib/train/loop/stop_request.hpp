@@ -38,7 +38,7 @@ class SaveRequest {
  public:
   static void install();  // SIGUSR2 -> recorded; stays for the life of the process (idempotent)
   static bool pending();
-  static void clear();    // the ranks agreed to save: later SIGUSR2s ask again
+  static void clear();  // the ranks agreed to save: later SIGUSR2s ask again
 };
 
 }  // namespace mgtrain

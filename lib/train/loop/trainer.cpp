@@ -10,31 +10,31 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
+#include <nlohmann/json.hpp>
 
-#include "util/error.hpp"
-#include "util/log.hpp"
 #include "config/config_yaml.hpp"
 #include "train/data/batch_loader.hpp"
-#include "train/loop/checkpointing.hpp"
-#include "train/dist/data_parallel.hpp"
-#include "train/dist/device_setup.hpp"
-#include "train/loop/grad_scaler.hpp"
-#include "train/loop/mixed_precision.hpp"
 #include "train/data/data_source.hpp"
 #include "train/data/distributed_sampler.hpp"
+#include "train/dist/data_parallel.hpp"
+#include "train/dist/device_setup.hpp"
 #include "train/dist/gradient_reducer.hpp"
-#include "train/loop/lr_schedule.hpp"
-#include "train/models/model.hpp"
-#include "train/loop/optimizer_factory.hpp"
 #include "train/dist/step_agreement.hpp"
+#include "train/dist/sync_batch_norm.hpp"
+#include "train/loop/checkpointing.hpp"
+#include "train/loop/grad_scaler.hpp"
+#include "train/loop/lr_schedule.hpp"
+#include "train/loop/mixed_precision.hpp"
+#include "train/loop/optimizer_factory.hpp"
 #include "train/loop/stop_request.hpp"
 #include "train/loop/training_reporter.hpp"
 #include "train/loop/training_setup.hpp"
-#include "train/dist/sync_batch_norm.hpp"
+#include "train/models/model.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 namespace {
@@ -45,7 +45,8 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 // Each rank evaluates its own slice (rank, rank+W, ...: no padding, so every sample counts once) and
 // the sums are all-reduced.
-EvalResult evaluate(Model& model, const DataSource& test, Communicator& comm, const Config& config, const torch::Device& device) {
+EvalResult evaluate(Model& model, const DataSource& test, Communicator& comm, const Config& config,
+                    const torch::Device& device) {
   at::NoGradGuard no_grad;
   model.train(false);
   BatchLoader loader(test, DistributedSampler::evaluation_shard(test.size(), comm.world_size(), comm.rank()),
@@ -84,7 +85,6 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-
 // Step times after the warm-up steps, and the loss window of rank 0's reports.
 class StepStatistics {
  public:
@@ -113,8 +113,9 @@ class StepStatistics {
   bool window_open() const { return window_count_ > 0; }
   // Samples/s over the timed steps, or since the loop started while still warming up.
   double samples_per_s_so_far(std::int64_t step) const {
-    return timed_steps_ > 0 ? samples_per_s()
-                            : static_cast<double>((step - first_step_) * samples_per_step_) / seconds_since(loop_start_);
+    return timed_steps_ > 0
+               ? samples_per_s()
+               : static_cast<double>((step - first_step_) * samples_per_step_) / seconds_since(loop_start_);
   }
   double samples_per_s() const {
     return timed_seconds_ > 0 ? static_cast<double>(timed_steps_ * samples_per_step_) / timed_seconds_ : 0.0;
@@ -146,7 +147,8 @@ class TrainingRun {
         samples_per_step_(config.train.batch_size * accum_ * comm.world_size()),
         gradient_scale_(1.0 / static_cast<double>(accum_ * comm.world_size())),
         scaler_({setup.precision.loss_scaling, train_.loss_scale_init, train_.loss_scale_growth_factor,
-                 train_.loss_scale_backoff_factor, train_.loss_scale_growth_interval}),  // fp16 only; else scale 1, no checks
+                 train_.loss_scale_backoff_factor,
+                 train_.loss_scale_growth_interval}),  // fp16 only; else scale 1, no checks
         agreement_(comm) {}
 
   TrainSummary run(Clock::time_point run_start) {
@@ -155,7 +157,8 @@ class TrainingRun {
     resume_from_checkpoint();
     heartbeat_.beat(0);
     // Rank 0's progress display, eval lines, metrics.jsonl and TensorBoard files (log.*).
-    reporter_.emplace(config_, comm_.rank(), s_.total_steps, samples_per_step_, s_.device.is_cuda(), current_environment());
+    reporter_.emplace(config_, comm_.rank(), s_.total_steps, samples_per_step_, s_.device.is_cuda(),
+                      current_environment());
     stats_.emplace(s_.total_steps, step_, samples_per_step_);
     const std::int64_t first_step = step_;
     for (; step_ < s_.total_steps && !summary_.stop_signal; ++epoch_, consumed_ = 0) run_epoch();
@@ -178,10 +181,11 @@ class TrainingRun {
 
   void announce_start() {
     if (!leader_) return;
-    log::progress("{}{} | world {} ({}) on {}, precision {} | {}", summary_.model, sync_batch_norm_note(s_.synchronised_batch_norms),
-                  comm_.world_size(), summary_.backend, summary_.device, s_.precision.mode, s_.train_data->description());
-    log::progress("{} steps ({} per epoch), batch {} x {} accum x {} ranks", s_.total_steps, s_.steps_per_epoch, train_.batch_size,
-                  accum_, comm_.world_size());
+    log::progress("{}{} | world {} ({}) on {}, precision {} | {}", summary_.model,
+                  sync_batch_norm_note(s_.synchronised_batch_norms), comm_.world_size(), summary_.backend,
+                  summary_.device, s_.precision.mode, s_.train_data->description());
+    log::progress("{} steps ({} per epoch), batch {} x {} accum x {} ranks", s_.total_steps, s_.steps_per_epoch,
+                  train_.batch_size, accum_, comm_.world_size());
   }
 
   // Checkpoints: resume first (model, optimizer, loss scale, RNG and position), then save as the policy says.
@@ -189,8 +193,10 @@ class TrainingRun {
     checkpoints_.emplace(config_, config_to_yaml(config_), comm_, *s_.model, *s_.optimizer, s_.device);
     checkpoints_->attach_grad_scaler(&scaler_);
     const std::optional<TrainPosition> resumed = checkpoints_->resume();
-    if (checkpoints_->enabled()) stop_requests_.emplace();  // SIGTERM/SIGUSR1: save, then exit 75
-    else StopRequestHandler::release_early_warning();      // nothing to save: SIGUSR1 stops the worker as before
+    if (checkpoints_->enabled())
+      stop_requests_.emplace();  // SIGTERM/SIGUSR1: save, then exit 75
+    else
+      StopRequestHandler::release_early_warning();  // nothing to save: SIGUSR1 stops the worker as before
     if (!resumed) return;
     step_ = resumed->step;
     epoch_ = resumed->epoch;
@@ -198,8 +204,10 @@ class TrainingRun {
     last_saved_step_ = step_;
     current_ = *resumed;
     if (leader_ && step_ >= s_.total_steps) {
-      log::progress("nothing left to train: the checkpoint is at step {} of {} (raise train.max_steps or train.epochs to go on, "
-                    "or set checkpoint.resume: never to start over)", step_, s_.total_steps);
+      log::progress(
+          "nothing left to train: the checkpoint is at step {} of {} (raise train.max_steps or train.epochs to go on, "
+          "or set checkpoint.resume: never to start over)",
+          step_, s_.total_steps);
     }
   }
 
@@ -208,9 +216,11 @@ class TrainingRun {
     std::vector<std::int64_t> indices = s_.sampler->indices_after(epoch_, consumed_);
     const auto remaining = static_cast<std::int64_t>(indices.size());
     const std::int64_t batch = train_.batch_size;
-    const std::int64_t steps_this_epoch = (config_.data.drop_last ? remaining / batch : (remaining + batch - 1) / batch) / accum_;
+    const std::int64_t steps_this_epoch =
+        (config_.data.drop_last ? remaining / batch : (remaining + batch - 1) / batch) / accum_;
     BatchLoader loader(*s_.train_data, std::move(indices), batch, config_.data.drop_last,
-                       static_cast<int>(config_.data.loader_threads), static_cast<int>(config_.data.prefetch_batches), 0,
+                       static_cast<int>(config_.data.loader_threads), static_cast<int>(config_.data.prefetch_batches),
+                       0,
                        /*pin_memory=*/s_.device.is_cuda());
     for (std::int64_t s = 0; s < steps_this_epoch && step_ < s_.total_steps; ++s) {
       const auto step_start = Clock::now();
@@ -263,7 +273,8 @@ class TrainingRun {
     s_.reducer->finish_backward();
     // fp16: unscale before clipping; a step with inf/nan gradients is skipped, alike on every rank (grad_scaler.hpp).
     const bool found_inf = scaler_.unscale_and_check(s_.parameters);
-    if (train_.clip_grad_norm > 0 && !found_inf) torch::nn::utils::clip_grad_norm_(s_.parameters, train_.clip_grad_norm);
+    if (train_.clip_grad_norm > 0 && !found_inf)
+      torch::nn::utils::clip_grad_norm_(s_.parameters, train_.clip_grad_norm);
     set_learning_rate(*s_.optimizer, s_.schedule->at(step_));
     if (scaler_.update(found_inf)) s_.optimizer->step();
     s_.reducer->zero_grad();
@@ -290,8 +301,11 @@ class TrainingRun {
     if (votes.save_requested) {  // SIGUSR2 on some rank: save now and go on
       SaveRequest::clear();      // every rank: one save for the signals that arrived up to this step
       if (!checkpoints_->enabled()) {
-        if (leader_) log::warn("SIGUSR2 asked for a checkpoint at step {}, but checkpoints are off (checkpoint.dir is empty); "
-                               "training goes on", step_);
+        if (leader_)
+          log::warn(
+              "SIGUSR2 asked for a checkpoint at step {}, but checkpoints are off (checkpoint.dir is empty); "
+              "training goes on",
+              step_);
       } else if (last_saved_step_ != step_) {
         save(current_, "requested");
       }
@@ -303,7 +317,8 @@ class TrainingRun {
     const std::string error = leader_ ? checkpoints_->take_write_error() : std::string();
     if (config_.checkpoint.on_write_error == OnWriteError::Stop) {
       if (leader_) throw Error(fmt::format("{} (checkpoint.on_write_error: stop)", error));
-      fail_after_rank0(comm_, Error("rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)"));
+      fail_after_rank0(
+          comm_, Error("rank 0 could not write a checkpoint; stopping with it (checkpoint.on_write_error: stop)"));
     }
     if (leader_) log::warn("training goes on without that checkpoint (checkpoint.on_write_error: continue)");
   }
@@ -312,7 +327,8 @@ class TrainingRun {
   void record_step(double seconds, double loss) {
     stats_->add(step_, seconds, loss);
     if (!leader_) return;
-    if (step_ % config_.log.every_steps == 0 || step_ == s_.total_steps) summary_.final_train_loss = stats_->take_window_loss();
+    if (step_ % config_.log.every_steps == 0 || step_ == s_.total_steps)
+      summary_.final_train_loss = stats_->take_window_loss();
     StepReport report;
     report.step = step_;
     report.epoch = epoch_ + 1;
@@ -341,7 +357,8 @@ class TrainingRun {
     if (!leader_ || !checkpoints_->write_failed()) return;
     const std::string error = checkpoints_->take_write_error();
     if (config_.checkpoint.on_write_error == OnWriteError::Stop) throw Error(error);
-    log::warn("the last checkpoint was not written (checkpoint.on_write_error: continue); the newest one on disk is older");
+    log::warn(
+        "the last checkpoint was not written (checkpoint.on_write_error: continue); the newest one on disk is older");
   }
 
   void run_eval(const char* when) {
@@ -392,18 +409,24 @@ class TrainingRun {
 
 }  // namespace
 
-TrainSummary run_training(const Config& config, const WorkerIdentity& id, Communicator& comm, HeartbeatWriter& heartbeat) {
+TrainSummary run_training(const Config& config, const WorkerIdentity& id, Communicator& comm,
+                          HeartbeatWriter& heartbeat) {
   const auto run_start = Clock::now();
   TrainingSetup setup = set_up_training(config, id, comm);
   return TrainingRun(config, comm, heartbeat, setup).run(run_start);
 }
 
 std::string summary_json_line(const TrainSummary& s) {
-  nlohmann::ordered_json summary = {{"steps", s.steps},           {"epochs", s.epochs_completed},
-                                    {"wall_s", s.wall_s},         {"samples_per_s", s.samples_per_s},
-                                    {"step_time_ms", s.step_time_ms}, {"world_size", s.world_size},
-                                    {"final_train_loss", s.final_train_loss}, {"model", s.model},
-                                    {"device", s.device},         {"backend", s.backend},
+  nlohmann::ordered_json summary = {{"steps", s.steps},
+                                    {"epochs", s.epochs_completed},
+                                    {"wall_s", s.wall_s},
+                                    {"samples_per_s", s.samples_per_s},
+                                    {"step_time_ms", s.step_time_ms},
+                                    {"world_size", s.world_size},
+                                    {"final_train_loss", s.final_train_loss},
+                                    {"model", s.model},
+                                    {"device", s.device},
+                                    {"backend", s.backend},
                                     {"precision", s.precision}};
   if (s.gpu_peak_mib >= 0) summary["gpu_peak_mib"] = s.gpu_peak_mib;
   if (s.loss_scaling) {

@@ -1,22 +1,22 @@
 // Rank 0's progress display, eval lines, metrics.jsonl rows and TensorBoard scalars (see training_reporter.hpp).
 #include "train/loop/training_reporter.hpp"
 
-#include <cstdio>
-#include <ctime>
 #include <sys/ioctl.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <cstdio>
+#include <ctime>
 
 #include <fmt/format.h>
 
 #include "contract/console_progress.hpp"
+#include "contract/worker_variables.hpp"
+#include "train/loop/trainer.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "worker_io/metrics_writer.hpp"
 #include "worker_io/progress_display.hpp"
 #include "worker_io/tfevents_writer.hpp"
-#include "contract/worker_variables.hpp"
-#include "train/loop/trainer.hpp"
 
 #ifdef MGTRAIN_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -61,8 +61,8 @@ ProgressSurface choose_progress_surface(ProgressMode setting, const EnvMap& env,
   return stdout_is_terminal || setting == ProgressMode::Bar ? ProgressSurface::BarOnTerminal : ProgressSurface::Lines;
 }
 
-TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t total_steps, std::int64_t samples_per_step,
-                                   bool is_cuda, const EnvMap& env)
+TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t total_steps,
+                                   std::int64_t samples_per_step, bool is_cuda, const EnvMap& env)
     : leader_(rank == 0),
       log_(config.log),
       total_steps_(total_steps),
@@ -74,7 +74,8 @@ TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t 
   attempt_ = attempt.empty() ? 0 : std::atoi(attempt.c_str());
   surface_ = choose_progress_surface(log_.progress, env, isatty(STDOUT_FILENO) != 0);
   const int columns = std::atoi(env_value(env, kConsoleColumnsVariable).c_str());
-  if (surface_ == ProgressSurface::BarThroughLauncher) bar_columns_ = (columns > 0 ? columns : 100) - kLauncherPrefixColumns - 1;
+  if (surface_ == ProgressSurface::BarThroughLauncher)
+    bar_columns_ = (columns > 0 ? columns : 100) - kLauncherPrefixColumns - 1;
   if (surface_ == ProgressSurface::BarOnTerminal) {
     winsize size{};
     const int env_columns = std::atoi(env_value(env, "COLUMNS").c_str());
@@ -117,13 +118,13 @@ void TrainingReporter::on_step(const StepReport& r) {
 
   if (r.step % log_.every_steps == 0 || last) {
     ProgressSnapshot line{r.step, total_steps_, r.epoch, line_window_.mean_loss(), r.lr, r.samples_per_s, 0.0, 0.0};
-    line.eta_s = r.samples_per_s > 0
-                     ? static_cast<double>((total_steps_ - r.step) * samples_per_step_) / r.samples_per_s
-                     : 0.0;
+    line.eta_s =
+        r.samples_per_s > 0 ? static_cast<double>((total_steps_ - r.step) * samples_per_step_) / r.samples_per_s : 0.0;
     line_window_ = {};
     if (surface_ == ProgressSurface::Lines) print_line(format_progress_line(line));
     // Behind the launcher the bar replaces these lines on the console; the rank's log file still gets them.
-    if (surface_ == ProgressSurface::BarThroughLauncher) print_line(std::string(kLogOnlyMarker) + format_progress_line(line));
+    if (surface_ == ProgressSurface::BarThroughLauncher)
+      print_line(std::string(kLogOnlyMarker) + format_progress_line(line));
   }
   if (surface_ == ProgressSurface::BarThroughLauncher || surface_ == ProgressSurface::BarOnTerminal) {
     const auto now = Clock::now();
@@ -137,7 +138,8 @@ void TrainingReporter::on_step(const StepReport& r) {
 
 void TrainingReporter::draw_bar(const StepReport& r, double loss) {
   ProgressSnapshot p{r.step, total_steps_, r.epoch, loss, r.lr, r.samples_per_s, 0.0, 0.0};
-  p.eta_s = r.samples_per_s > 0 ? static_cast<double>((total_steps_ - r.step) * samples_per_step_) / r.samples_per_s : 0.0;
+  p.eta_s =
+      r.samples_per_s > 0 ? static_cast<double>((total_steps_ - r.step) * samples_per_step_) / r.samples_per_s : 0.0;
   p.elapsed_s = std::chrono::duration<double>(Clock::now() - start_).count();
   const std::string bar = format_progress_bar(p, bar_columns_);
   if (surface_ == ProgressSurface::BarThroughLauncher) {
@@ -188,7 +190,8 @@ void TrainingReporter::write_train_row(const StepReport& r, double loss, double 
 void TrainingReporter::on_eval(std::int64_t step, const EvalResult& eval, bool language_model, const char* when) {
   if (!leader_) return;
   before_message();
-  print_line(fmt::format("mgtrain: eval ({}, step {}): loss {:.4f} accuracy {:.4f}{} on {} samples", when, step, eval.loss, eval.accuracy,
+  print_line(fmt::format("mgtrain: eval ({}, step {}): loss {:.4f} accuracy {:.4f}{} on {} samples", when, step,
+                         eval.loss, eval.accuracy,
                          language_model ? fmt::format(" perplexity {:.2f}", eval.perplexity) : "", eval.samples));
   const double now = unix_time();
   if (metrics_) {
@@ -203,7 +206,8 @@ void TrainingReporter::on_eval(std::int64_t step, const EvalResult& eval, bool l
     metrics_->append(eval_metrics_json(row));
   }
   if (tensorboard_) {
-    std::vector<TfScalar> scalars{{"eval/loss", static_cast<float>(eval.loss)}, {"eval/accuracy", static_cast<float>(eval.accuracy)}};
+    std::vector<TfScalar> scalars{{"eval/loss", static_cast<float>(eval.loss)},
+                                  {"eval/accuracy", static_cast<float>(eval.accuracy)}};
     if (language_model) scalars.push_back({"eval/perplexity", static_cast<float>(eval.perplexity)});
     tensorboard_->add_scalars(step, scalars, now);
   }

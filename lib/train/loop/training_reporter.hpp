@@ -22,12 +22,12 @@ struct EvalResult;
 
 // One optimizer step as the trainer saw it.
 struct StepReport {
-  std::int64_t step = 0;          // steps done, this one included
-  std::int64_t epoch = 1;         // 1-based
-  double loss = 0;                // this step's loss (mean over its micro-batches)
+  std::int64_t step = 0;   // steps done, this one included
+  std::int64_t epoch = 1;  // 1-based
+  double loss = 0;         // this step's loss (mean over its micro-batches)
   double lr = 0;
   double step_time_s = 0;
-  double samples_per_s = 0;       // all ranks together
+  double samples_per_s = 0;          // all ranks together
   std::optional<double> loss_scale;  // fp16 loss scaling
 };
 
@@ -39,8 +39,8 @@ ProgressSurface choose_progress_surface(ProgressMode setting, const EnvMap& env,
 class TrainingReporter {
  public:
   // `is_cuda`: the training device is a GPU (memory rows get cuda_allocated_bytes in CUDA builds).
-  TrainingReporter(const Config& config, int rank, std::int64_t total_steps, std::int64_t samples_per_step, bool is_cuda,
-                   const EnvMap& env);
+  TrainingReporter(const Config& config, int rank, std::int64_t total_steps, std::int64_t samples_per_step,
+                   bool is_cuda, const EnvMap& env);
   ~TrainingReporter();
   TrainingReporter(const TrainingReporter&) = delete;
   TrainingReporter& operator=(const TrainingReporter&) = delete;
@@ -57,7 +57,11 @@ class TrainingReporter {
   struct Window {  // sums since the last row / line / redraw
     double loss = 0, step_time_s = 0;
     std::int64_t steps = 0;
-    void add(double l, double t) { loss += l; step_time_s += t; ++steps; }
+    void add(double l, double t) {
+      loss += l;
+      step_time_s += t;
+      ++steps;
+    }
     double mean_loss() const { return steps ? loss / static_cast<double>(steps) : 0.0; }
   };
   void write_train_row(const StepReport& report, double loss, double step_time_ms);

@@ -19,7 +19,8 @@ void open_data(const Config& config, Communicator& comm, TrainingSetup& setup) {
   setup.language_model = config.model.type == ModelType::Gpt;
   setup.train_data = open_data_source(config.data, Split::Train, config.model.context_length, seed);
   setup.test_data = open_data_source(config.data, Split::Test, config.model.context_length, seed);
-  setup.sampler.emplace(setup.train_data->size(), comm.world_size(), comm.rank(), config.data.shuffle, seed, config.data.drop_last);
+  setup.sampler.emplace(setup.train_data->size(), comm.world_size(), comm.rank(), config.data.shuffle, seed,
+                        config.data.drop_last);
 }
 
 // Model: identical initialisation on every rank from the seed, then rank 0's parameters and buffers are
@@ -27,9 +28,11 @@ void open_data(const Config& config, Communicator& comm, TrainingSetup& setup) {
 void build_model_and_reducer(const Config& config, Communicator& comm, TrainingSetup& setup) {
   torch::manual_seed(static_cast<std::uint64_t>(config.train.seed));
   const ModelInput input{setup.train_data->sample_shape(), setup.train_data->num_classes()};
-  setup.model = config.ddp.strategy == Strategy::Dp  // legacy DataParallel: one process, the model replicated over its GPUs
-                    ? build_data_parallel_model(config.model, input, data_parallel_devices(comm.world_size(), config.train.precision))
-                    : build_model(config.model, input);
+  setup.model =
+      config.ddp.strategy == Strategy::Dp  // legacy DataParallel: one process, the model replicated over its GPUs
+          ? build_data_parallel_model(config.model, input,
+                                      data_parallel_devices(comm.world_size(), config.train.precision))
+          : build_model(config.model, input);
   setup.model->to(setup.device);
   setup.synchronised_batch_norms = apply_sync_batch_norm(config.ddp, *setup.model, comm);  // ddp.sync_batch_norm
   setup.model->train(true);
@@ -57,9 +60,10 @@ void plan_steps_and_optimizer(const Config& config, Communicator& comm, Training
       config.data.drop_last ? per_rank / train.batch_size : (per_rank + train.batch_size - 1) / train.batch_size;
   setup.steps_per_epoch = batches_per_epoch / train.grad_accum_steps;
   if (setup.steps_per_epoch < 1) {
-    throw UsageError(fmt::format("train.batch_size {} x train.grad_accum_steps {} is more than this rank's {} samples per epoch "
-                                 "({} in all over {} ranks): lower them",
-                                 train.batch_size, train.grad_accum_steps, per_rank, setup.train_data->size(), comm.world_size()));
+    throw UsageError(
+        fmt::format("train.batch_size {} x train.grad_accum_steps {} is more than this rank's {} samples per epoch "
+                    "({} in all over {} ranks): lower them",
+                    train.batch_size, train.grad_accum_steps, per_rank, setup.train_data->size(), comm.world_size()));
   }
   setup.total_steps = train.max_steps > 0 ? train.max_steps : setup.steps_per_epoch * train.epochs;
   const double peak_lr = config.optim.lr * (config.optim.scale_lr_with_world_size ? comm.world_size() : 1);
@@ -78,6 +82,5 @@ TrainingSetup set_up_training(const Config& config, const WorkerIdentity& id, Co
   plan_steps_and_optimizer(config, comm, setup);
   return setup;
 }
-
 
 }  // namespace mgtrain

@@ -7,18 +7,18 @@
 
 #include <fmt/format.h>
 
-#include "util/atomic_file.hpp"
 #include "config/config_loader.hpp"
+#include "contract/slurm_task.hpp"
+#include "contract/worker_identity.hpp"
+#include "contract/worker_variables.hpp"
+#include "train/dist/communicator.hpp"
+#include "train/dist/device_setup.hpp"
+#include "train/loop/stop_request.hpp"
+#include "train/loop/trainer.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "worker_io/heartbeat_writer.hpp"
-#include "contract/slurm_task.hpp"
-#include "contract/worker_variables.hpp"
-#include "contract/worker_identity.hpp"
-#include "train/dist/communicator.hpp"
-#include "train/loop/stop_request.hpp"
-#include "train/dist/device_setup.hpp"
-#include "train/loop/trainer.hpp"
 
 namespace mgtrain {
 namespace {
@@ -72,7 +72,8 @@ int run_worker(const std::vector<std::string>& args) {
     LoadOptions options;
     options.make_run_id = [&env] {
       if (auto id = env.find("TORCHELASTIC_RUN_ID"); id != env.end() && !id->second.empty()) return id->second;
-      if (auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty()) return slurm_run_id(job->second);
+      if (auto job = env.find("SLURM_JOB_ID"); job != env.end() && !job->second.empty())
+        return slurm_run_id(job->second);
       return generate_run_id();
     };
     loaded = load_config(config_request_from_args(args), env, options);
@@ -94,7 +95,8 @@ int run_worker(const std::vector<std::string>& args) {
   if (summary.stop_signal) {
     if (comm->rank() == 0) {
       log::info("{}: saved a checkpoint at step {} and stopped; run again to resume (exit {})",
-                summary.stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", summary.steps, exit_code::kStoppedAfterCheckpoint);
+                summary.stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", summary.steps,
+                exit_code::kStoppedAfterCheckpoint);
     }
     return exit_code::kStoppedAfterCheckpoint;
   }

@@ -2,9 +2,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "util/error.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model_builders.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -13,7 +13,8 @@ namespace {
 class Cnn final : public layers::Layer {
  public:
   Cnn(std::shared_ptr<layers::Sequence> features, std::shared_ptr<layers::Sequence> classifier)
-      : features_(register_module("features", std::move(features))), classifier_(register_module("classifier", std::move(classifier))) {}
+      : features_(register_module("features", std::move(features))),
+        classifier_(register_module("classifier", std::move(classifier))) {}
   at::Tensor forward(const at::Tensor& x) override { return classifier_->forward(features_->forward(x)); }
 
  private:
@@ -26,16 +27,17 @@ std::unique_ptr<Model> build_cnn_model(const ModelConfig& config, const ModelInp
   using namespace layers;
   const auto& shape = input.sample_shape;
   if (shape.size() != 3) {
-    throw UsageError(fmt::format("model.type cnn needs image samples [channels, height, width]; the data set has shape [{}]",
-                                 fmt::join(shape, ", ")));
+    throw UsageError(
+        fmt::format("model.type cnn needs image samples [channels, height, width]; the data set has shape [{}]",
+                    fmt::join(shape, ", ")));
   }
   int64_t channels = shape[0], height = shape[1], width = shape[2];
   auto features = std::make_shared<Sequence>();
   for (int64_t out : config.channels) {
     if (out < 1) throw UsageError(fmt::format("model.channels: {} must be at least 1", out));
     if (height < 2 || width < 2) {
-      throw UsageError(fmt::format("model.channels: {} conv+pool blocks pool a {}x{} input below 1x1", config.channels.size(),
-                                   shape[1], shape[2]));
+      throw UsageError(fmt::format("model.channels: {} conv+pool blocks pool a {}x{} input below 1x1",
+                                   config.channels.size(), shape[1], shape[2]));
     }
     // With batch norm right after it, a convolution bias would be cancelled by the normalisation: none then.
     features->add(std::make_shared<Conv2d>(channels, out, 3, 1, 1, /*bias=*/!config.batch_norm));
@@ -55,10 +57,10 @@ std::unique_ptr<Model> build_cnn_model(const ModelConfig& config, const ModelInp
     flat = fc;
   }
   classifier->add(std::make_shared<Linear>(flat, input.num_classes));
-  std::string description =
-      fmt::format("cnn on {}: conv [{}]{}, fc [{}]{}, {} classes", fmt::join(shape, "x"), fmt::join(config.channels, ", "),
-                  config.batch_norm ? " with batch norm" : "", fmt::join(config.fc_sizes, ", "),
-                  config.dropout > 0 ? fmt::format(" dropout {}", config.dropout) : "", input.num_classes);
+  std::string description = fmt::format(
+      "cnn on {}: conv [{}]{}, fc [{}]{}, {} classes", fmt::join(shape, "x"), fmt::join(config.channels, ", "),
+      config.batch_norm ? " with batch norm" : "", fmt::join(config.fc_sizes, ", "),
+      config.dropout > 0 ? fmt::format(" dropout {}", config.dropout) : "", input.num_classes);
   return std::make_unique<LayerModel>(std::make_shared<Cnn>(features, classifier), std::move(description));
 }
 

@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "util/error.hpp"
-#include "util/strings.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model_builders.hpp"
+#include "util/error.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -59,7 +59,9 @@ class Mlp final : public layers::Layer {
       : c_fc_(register_module("c_fc", std::make_shared<Linear>(s.d_model, 4 * s.d_model))),
         c_proj_(register_module("c_proj", std::make_shared<Linear>(4 * s.d_model, s.d_model))),
         dropout_(register_module("dropout", std::make_shared<Dropout>(s.dropout))) {}
-  at::Tensor forward(const at::Tensor& x) override { return dropout_->forward(c_proj_->forward(at::gelu(c_fc_->forward(x)))); }
+  at::Tensor forward(const at::Tensor& x) override {
+    return dropout_->forward(c_proj_->forward(at::gelu(c_fc_->forward(x))));
+  }
 
  private:
   std::shared_ptr<Linear> c_fc_, c_proj_;
@@ -134,8 +136,9 @@ class Gpt final : public layers::Layer {
   }
   at::Tensor forward(const at::Tensor& tokens) override {
     if (tokens.dim() != 2 || tokens.size(1) < 1 || tokens.size(1) > context_) {
-      throw UsageError(fmt::format("gpt: inputs must be [batch, T] token ids with 1 <= T <= model.context_length = {}; got [{}]",
-                                   context_, fmt::join(tokens.sizes(), ", ")));
+      throw UsageError(
+          fmt::format("gpt: inputs must be [batch, T] token ids with 1 <= T <= model.context_length = {}; got [{}]",
+                      context_, fmt::join(tokens.sizes(), ", ")));
     }
     return lm_head_->forward(transformer_->forward(tokens));
   }
@@ -149,18 +152,23 @@ class Gpt final : public layers::Layer {
 }  // namespace
 
 std::unique_ptr<Model> build_gpt_model(const ModelConfig& config, const ModelInput& input) {
-  const GptShape s{input.num_classes, config.context_length, config.layers, config.heads, config.d_model, config.dropout};
+  const GptShape s{input.num_classes, config.context_length, config.layers,
+                   config.heads,      config.d_model,        config.dropout};
   if (s.layers < 1 || s.heads < 1 || s.d_model < 1 || s.context < 1) {
-    throw UsageError(fmt::format("gpt: layers ({}), heads ({}), d_model ({}) and context_length ({}) must be at least 1", s.layers,
-                                 s.heads, s.d_model, s.context));
+    throw UsageError(
+        fmt::format("gpt: layers ({}), heads ({}), d_model ({}) and context_length ({}) must be at least 1", s.layers,
+                    s.heads, s.d_model, s.context));
   }
-  if (s.d_model % s.heads != 0) throw UsageError(fmt::format("gpt: model.heads = {} does not divide model.d_model = {}", s.heads, s.d_model));
+  if (s.d_model % s.heads != 0)
+    throw UsageError(fmt::format("gpt: model.heads = {} does not divide model.d_model = {}", s.heads, s.d_model));
   if (input.sample_shape.size() != 1 || input.sample_shape[0] > s.context) {
-    throw UsageError(fmt::format("gpt: needs token samples [T] with T <= model.context_length = {}; the data set has shape [{}]",
-                                 s.context, fmt::join(input.sample_shape, ", ")));
+    throw UsageError(
+        fmt::format("gpt: needs token samples [T] with T <= model.context_length = {}; the data set has shape [{}]",
+                    s.context, fmt::join(input.sample_shape, ", ")));
   }
-  std::string description = fmt::format("gpt: {} layers, {} heads, d_model {}, context {}, vocabulary {}{}", s.layers, s.heads,
-                                        s.d_model, s.context, s.vocab, s.dropout > 0 ? fmt::format(", dropout {}", s.dropout) : "");
+  std::string description =
+      fmt::format("gpt: {} layers, {} heads, d_model {}, context {}, vocabulary {}{}", s.layers, s.heads, s.d_model,
+                  s.context, s.vocab, s.dropout > 0 ? fmt::format(", dropout {}", s.dropout) : "");
   return std::make_unique<LayerModel>(std::make_shared<Gpt>(s), std::move(description));
 }
 

@@ -52,7 +52,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t 
   init_like_python(weight, bias, in * kernel * kernel);
 }
 
-at::Tensor Conv2d::forward(const at::Tensor& x) { return at::conv2d(x, weight, bias, {stride_, stride_}, {padding_, padding_}); }
+at::Tensor Conv2d::forward(const at::Tensor& x) {
+  return at::conv2d(x, weight, bias, {stride_, stride_}, {padding_, padding_});
+}
 
 BatchNorm2d::BatchNorm2d(int64_t features) {
   weight = register_parameter("weight", at::ones({features}));
@@ -95,6 +97,8 @@ at::Tensor Flatten::forward(const at::Tensor& x) { return x.flatten(1); }
 
 at::Tensor MaxPool2d::forward(const at::Tensor& x) { return at::max_pool2d(x, {kernel_, kernel_}, {kernel_, kernel_}); }
 
-at::Tensor Dropout::forward(const at::Tensor& x) { return p_ > 0 && is_training() ? at::dropout(x, p_, /*train=*/true) : x; }
+at::Tensor Dropout::forward(const at::Tensor& x) {
+  return p_ > 0 && is_training() ? at::dropout(x, p_, /*train=*/true) : x;
+}
 
 }  // namespace mgtrain::layers

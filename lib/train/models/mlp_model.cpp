@@ -2,9 +2,9 @@
 // nn.Sequential(nn.Flatten(), nn.Linear, nn.ReLU, [nn.Dropout,] ..., nn.Linear).
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model_builders.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 
@@ -24,7 +24,8 @@ std::unique_ptr<Model> build_mlp_model(const ModelConfig& config, const ModelInp
   }
   net->add(std::make_shared<Linear>(width, input.num_classes));
   shape += fmt::format("-{}", input.num_classes);
-  return std::make_unique<LayerModel>(net, fmt::format("mlp {}{}", shape, config.dropout > 0 ? fmt::format(", dropout {}", config.dropout) : ""));
+  return std::make_unique<LayerModel>(
+      net, fmt::format("mlp {}{}", shape, config.dropout > 0 ? fmt::format(", dropout {}", config.dropout) : ""));
 }
 
 }  // namespace mgtrain

@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
-#include "util/error.hpp"
 #include "train/models/model_builders.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 
@@ -24,14 +24,21 @@ int64_t parameter_count(Model& model) {
 
 std::unique_ptr<Model> build_model(const ModelConfig& config, const ModelInput& input) {
   if (config.type == ModelType::Torchscript) return build_torchscript_model(config, input);
-  if (input.sample_shape.empty()) throw UsageError(fmt::format("model.type {}: the data set reports an empty sample shape", config.type));
-  if (input.num_classes < 1) throw UsageError(fmt::format("model.type {}: the data set reports {} classes", config.type, input.num_classes));
+  if (input.sample_shape.empty())
+    throw UsageError(fmt::format("model.type {}: the data set reports an empty sample shape", config.type));
+  if (input.num_classes < 1)
+    throw UsageError(fmt::format("model.type {}: the data set reports {} classes", config.type, input.num_classes));
   switch (config.type) {  // -Wswitch: a new ModelType must be handled here
-    case ModelType::Mlp: return build_mlp_model(config, input);
-    case ModelType::Cnn: return build_cnn_model(config, input);
-    case ModelType::Resnet: return build_resnet_model(config, input);
-    case ModelType::Gpt: return build_gpt_model(config, input);
-    case ModelType::Torchscript: break;  // built above
+    case ModelType::Mlp:
+      return build_mlp_model(config, input);
+    case ModelType::Cnn:
+      return build_cnn_model(config, input);
+    case ModelType::Resnet:
+      return build_resnet_model(config, input);
+    case ModelType::Gpt:
+      return build_gpt_model(config, input);
+    case ModelType::Torchscript:
+      break;  // built above
   }
   throw Error(fmt::format("internal error: no builder for model.type {}", config.type));
 }

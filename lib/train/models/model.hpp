@@ -50,7 +50,8 @@ int64_t parameter_count(Model& model);
 
 // Builds model.type:
 //  mlp:         flatten → [Linear → ReLU (→ Dropout)] per model.hidden_sizes → Linear(num_classes); exactly Python's
-//               nn.Sequential(nn.Flatten(), nn.Linear(...), nn.ReLU(), ...) (parameter names "1.weight", "1.bias", ...).
+//               nn.Sequential(nn.Flatten(), nn.Linear(...), nn.ReLU(), ...) (parameter names "1.weight", "1.bias",
+//               ...).
 //  cnn:         "features": per model.channels, Conv2d 3x3 pad 1 (→ BatchNorm2d) → ReLU → MaxPool2d(2);
 //               "classifier": Flatten → [Linear → ReLU (→ Dropout)] per model.fc_sizes → Linear(num_classes).
 //  resnet:      CIFAR-style ResNet (He et al. 2016, section 4.2): conv3x3(16)+BN+ReLU, three stages of

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "util/error.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model_builders.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -32,7 +32,8 @@ class BasicBlock final : public layers::Layer {
         bn2_(register_module("bn2", std::make_shared<BatchNorm2d>(out))) {
     if (stride != 1 || in != out) {
       auto projection = std::make_shared<layers::Sequence>();
-      projection->add(std::make_shared<Conv2d>(in, out, 1, stride, 0, /*bias=*/false)).add(std::make_shared<BatchNorm2d>(out));
+      projection->add(std::make_shared<Conv2d>(in, out, 1, stride, 0, /*bias=*/false))
+          .add(std::make_shared<BatchNorm2d>(out));
       downsample_ = register_module("downsample", projection);
     }
   }
@@ -95,9 +96,11 @@ std::unique_ptr<Model> build_resnet_model(const ModelConfig& config, const Model
         "model.type resnet needs image samples [channels, height, width] of at least 4x4; the data set has shape [{}]",
         fmt::join(shape, ", ")));
   }
-  if (config.resnet_blocks < 1) throw UsageError(fmt::format("model.resnet_blocks: {} must be at least 1", config.resnet_blocks));
-  std::string description = fmt::format("resnet-{} on {} ({} basic blocks per stage, widths 16/32/64), {} classes",
-                                        6 * config.resnet_blocks + 2, fmt::join(shape, "x"), config.resnet_blocks, input.num_classes);
+  if (config.resnet_blocks < 1)
+    throw UsageError(fmt::format("model.resnet_blocks: {} must be at least 1", config.resnet_blocks));
+  std::string description =
+      fmt::format("resnet-{} on {} ({} basic blocks per stage, widths 16/32/64), {} classes",
+                  6 * config.resnet_blocks + 2, fmt::join(shape, "x"), config.resnet_blocks, input.num_classes);
   return std::make_unique<LayerModel>(std::make_shared<ResNet>(shape[0], config.resnet_blocks, input.num_classes),
                                       std::move(description));
 }

@@ -5,9 +5,9 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "util/error.hpp"
 #include "train/data/data_file.hpp"
 #include "train/models/model_builders.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
@@ -52,15 +52,18 @@ class TorchScriptModel final : public Model {
 
 std::unique_ptr<Model> build_torchscript_model(const ModelConfig& config, const ModelInput&) {
   const std::string& path = config.path;
-  if (path.empty()) throw UsageError("model.type torchscript needs model.path (a file saved by torch.jit.script(model).save(path))");
+  if (path.empty())
+    throw UsageError("model.type torchscript needs model.path (a file saved by torch.jit.script(model).save(path))");
   if (!data_file_exists(path)) throw UsageError(fmt::format("model.path {}: no such file", path));
   torch::jit::Module module;
   try {
     module = torch::jit::load(path, c10::Device(c10::kCPU));
   } catch (const c10::Error& e) {
-    throw UsageError(fmt::format("model.path {}: not a loadable TorchScript module: {}", path, first_line(e.what_without_backtrace())));
+    throw UsageError(fmt::format("model.path {}: not a loadable TorchScript module: {}", path,
+                                 first_line(e.what_without_backtrace())));
   }
-  if (!module.find_method("forward")) throw UsageError(fmt::format("model.path {}: the module has no forward() method", path));
+  if (!module.find_method("forward"))
+    throw UsageError(fmt::format("model.path {}: the module has no forward() method", path));
   bool any_trainable = false;
   for (const auto& p : module.parameters(/*recurse=*/true)) any_trainable = any_trainable || p.requires_grad();
   if (!any_trainable) throw UsageError(fmt::format("model.path {}: the module has no trainable parameters", path));

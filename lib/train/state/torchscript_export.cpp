@@ -16,26 +16,25 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <fmt/ranges.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <nlohmann/json.hpp>
 
-#include "util/atomic_file.hpp"
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config_loader.hpp"
-#include "util/error.hpp"
-#include "util/strings.hpp"
-#include "util/value_parsing.hpp"
 #include "train/data/data_file.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/layers.hpp"
 #include "train/models/model.hpp"
 #include "train/state/train_state.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/strings.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
-
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -94,13 +93,14 @@ void copy_weights(const NamedTensors& tensors, const CheckpointFile& file, const
   for (const auto& [name, tensor] : tensors) {
     const TensorEntry* entry = file.find("model/" + name);
     if (!entry) {
-      throw UsageError(fmt::format("{}: model/{} of {} is not in the checkpoint (were the model: settings changed?)", file.path(),
-                                   name, what));
+      throw UsageError(fmt::format("{}: model/{} of {} is not in the checkpoint (were the model: settings changed?)",
+                                   file.path(), name, what));
     }
     const std::string dtype = dtype_name(tensor.scalar_type());
     if (entry->dtype != dtype || at::IntArrayRef(entry->shape) != tensor.sizes()) {
-      throw UsageError(fmt::format("{}: model/{} is {} {} in the checkpoint and {} {} in {}", file.path(), name, entry->dtype,
-                                   shape_text(entry->shape), dtype, shape_text(tensor.sizes().vec()), what));
+      throw UsageError(fmt::format("{}: model/{} is {} {} in the checkpoint and {} {} in {}", file.path(), name,
+                                   entry->dtype, shape_text(entry->shape), dtype, shape_text(tensor.sizes().vec()),
+                                   what));
     }
   }
   for (const auto& [name, entry] : model_entries(file)) {
@@ -129,7 +129,8 @@ NamedTensors named_tensors_of(Model& model) {
 // ("__torch__.mgtrain.Linear", mangled when repeated), so Python shows RecursiveScriptModule(original_name=Linear).
 class ScriptBuilder {
  public:
-  explicit ScriptBuilder(const ModelConfig& config) : config_(config), cu_(std::make_shared<torch::jit::CompilationUnit>()) {}
+  explicit ScriptBuilder(const ModelConfig& config)
+      : config_(config), cu_(std::make_shared<torch::jit::CompilationUnit>()) {}
 
   torch::jit::Module build(torch::nn::Module& layer, const std::string& path) {
     using namespace layers;
@@ -144,21 +145,25 @@ class ScriptBuilder {
       body += "    return x\n";
     } else if (auto* l = dynamic_cast<Linear*>(&layer)) {
       kind = "Linear";
-      body = l->bias.defined() ? "    return torch.linear(x, self.weight, self.bias)\n" : "    return torch.linear(x, self.weight)\n";
+      body = l->bias.defined() ? "    return torch.linear(x, self.weight, self.bias)\n"
+                               : "    return torch.linear(x, self.weight)\n";
     } else if (auto* c = dynamic_cast<Conv2d*>(&layer)) {
       kind = "Conv2d";
-      body = fmt::format("    return torch.conv2d(x, self.weight, {}, [{}, {}], [{}, {}])\n", c->bias.defined() ? "self.bias" : "None",
-                         c->stride(), c->stride(), c->padding(), c->padding());
+      body =
+          fmt::format("    return torch.conv2d(x, self.weight, {}, [{}, {}], [{}, {}])\n",
+                      c->bias.defined() ? "self.bias" : "None", c->stride(), c->stride(), c->padding(), c->padding());
     } else if (dynamic_cast<BatchNorm2d*>(&layer)) {
       kind = "BatchNorm2d";  // momentum 0.1, eps 1e-5 as in layers.cpp
       body =
           "    if self.training:\n"
           "        self.num_batches_tracked.add_(1)\n"
-          "    return torch.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, self.training, 0.1, "
+          "    return torch.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var, self.training, "
+          "0.1, "
           "1e-05, True)\n";
     } else if (auto* n = dynamic_cast<LayerNorm*>(&layer)) {
       kind = "LayerNorm";  // eps 1e-5 as in layers.cpp
-      body = fmt::format("    return torch.layer_norm(x, [{}], self.weight, self.bias, 1e-05, True)\n", n->weight.size(0));
+      body =
+          fmt::format("    return torch.layer_norm(x, [{}], self.weight, self.bias, 1e-05, True)\n", n->weight.size(0));
     } else if (dynamic_cast<Embedding*>(&layer)) {
       kind = "Embedding";
       body = "    return torch.embedding(self.weight, x)\n";
@@ -173,8 +178,10 @@ class ScriptBuilder {
       body = fmt::format("    return torch.max_pool2d(x, [{0}, {0}], [{0}, {0}])\n", p->kernel());
     } else if (auto* d = dynamic_cast<Dropout*>(&layer)) {
       kind = "Dropout";
-      body = d->p() > 0 ? fmt::format("    if self.training:\n        return torch.dropout(x, {:.17g}, True)\n    return x\n", d->p())
-                        : "    return x\n";
+      body = d->p() > 0
+                 ? fmt::format("    if self.training:\n        return torch.dropout(x, {:.17g}, True)\n    return x\n",
+                               d->p())
+                 : "    return x\n";
     } else {
       composite(children, where, kind, body);
     }
@@ -182,22 +189,25 @@ class ScriptBuilder {
     torch::jit::Module module(c10::QualifiedName("__torch__.mgtrain." + kind), cu_, /*shouldMangle=*/true);
     module.register_attribute("training", c10::BoolType::get(), false);
     // Parameters and buffers of this layer itself (not of its children), in registration order.
-    for (const auto& p : layer.named_parameters(/*recurse=*/false)) module.register_parameter(p.key(), p.value(), /*is_buffer=*/false);
+    for (const auto& p : layer.named_parameters(/*recurse=*/false))
+      module.register_parameter(p.key(), p.value(), /*is_buffer=*/false);
     for (const auto& b : layer.named_buffers(/*recurse=*/false)) module.register_buffer(b.key(), b.value());
-    for (const auto& [name, child] : children) module.register_module(name, build(*child, path.empty() ? name : path + "." + name));
+    for (const auto& [name, child] : children)
+      module.register_module(name, build(*child, path.empty() ? name : path + "." + name));
     const std::string source = "def forward(self, x: Tensor) -> Tensor:\n" + body;
     try {
       module.define(source);
     } catch (const std::exception& e) {
-      throw Error(fmt::format("internal error: the TorchScript of {} ({}) does not compile: {}\n{}", where, kind, e.what(), source));
+      throw Error(fmt::format("internal error: the TorchScript of {} ({}) does not compile: {}\n{}", where, kind,
+                              e.what(), source));
     }
     return module;
   }
 
  private:
   // The layers with a forward of their own (model files' private classes), recognised by their children's names.
-  void composite(const std::vector<std::pair<std::string, torch::nn::Module*>>& children,
-                 const std::string& where, std::string& kind, std::string& body) const {
+  void composite(const std::vector<std::pair<std::string, torch::nn::Module*>>& children, const std::string& where,
+                 std::string& kind, std::string& body) const {
     std::vector<std::string> names;
     for (const auto& child : children) names.push_back(child.first);
     using Names = std::vector<std::string>;
@@ -210,7 +220,8 @@ class ScriptBuilder {
           "    y = torch.relu(self.bn1.forward(self.conv1.forward(x)))\n"
           "    y = self.layer3.forward(self.layer2.forward(self.layer1.forward(y)))\n"
           "    return self.fc.forward(torch.mean(y, [2, 3]))\n";
-    } else if (names == Names{"conv1", "bn1", "conv2", "bn2"} || names == Names{"conv1", "bn1", "conv2", "bn2", "downsample"}) {
+    } else if (names == Names{"conv1", "bn1", "conv2", "bn2"} ||
+               names == Names{"conv1", "bn1", "conv2", "bn2", "downsample"}) {
       kind = "BasicBlock";
       body = fmt::format(
           "    y = self.bn2.forward(self.conv2.forward(torch.relu(self.bn1.forward(self.conv1.forward(x)))))\n"
@@ -225,10 +236,12 @@ class ScriptBuilder {
           config_.context_length);
     } else if (names == Names{"wte", "wpe", "drop", "h", "ln_f"}) {
       kind = "Transformer";
-      // dtypes as ScalarType numbers: define()'s resolver has no torch.long / torch.bool (saved code spells them so too)
-      body = fmt::format("    positions = torch.arange(x.size(1), dtype={}, device=x.device)\n", static_cast<int>(at::kLong)) +
-          "    y = self.drop.forward(self.wte.forward(x) + self.wpe.forward(positions))\n"
-          "    return self.ln_f.forward(self.h.forward(y))\n";
+      // dtypes as ScalarType numbers: define()'s resolver has no torch.long / torch.bool (saved code spells them so
+      // too)
+      body = fmt::format("    positions = torch.arange(x.size(1), dtype={}, device=x.device)\n",
+                         static_cast<int>(at::kLong)) +
+             "    y = self.drop.forward(self.wte.forward(x) + self.wpe.forward(positions))\n"
+             "    return self.ln_f.forward(self.h.forward(y))\n";
     } else if (names == Names{"ln_1", "attn", "ln_2", "mlp"}) {
       kind = "Block";
       body =
@@ -260,8 +273,8 @@ class ScriptBuilder {
       kind = "MLP";
       body = "    return self.dropout.forward(self.c_proj.forward(torch.gelu(self.c_fc.forward(x))))\n";
     } else {
-      throw Error(fmt::format("internal error: no TorchScript for {} of model.type {} (children: {})", where, name_of(config_.type),
-                              fmt::join(names, ", ")));
+      throw Error(fmt::format("internal error: no TorchScript for {} of model.type {} (children: {})", where,
+                              name_of(config_.type), fmt::join(names, ", ")));
     }
   }
 
@@ -274,7 +287,9 @@ at::Tensor check_input(const ModelInput& input, bool tokens) {
   std::vector<int64_t> shape{2};
   shape.insert(shape.end(), input.sample_shape.begin(), input.sample_shape.end());
   auto generator = at::detail::createCPUGenerator(20240611);
-  if (tokens) return at::randint(0, std::max<int64_t>(input.num_classes, 1), shape, generator, at::TensorOptions().dtype(at::kLong));
+  if (tokens)
+    return at::randint(0, std::max<int64_t>(input.num_classes, 1), shape, generator,
+                       at::TensorOptions().dtype(at::kLong));
   return at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
 }
 
@@ -304,11 +319,14 @@ std::pair<CheckpointFile, Config> read_checkpoint_and_config(const std::string& 
   }();
   const auto config_text = file.metadata().find("mgtrain.config");
   if (config_text == file.metadata().end()) {
-    throw UsageError(fmt::format("{}: no mgtrain.config metadata; not a checkpoint written by mgtrain's trainer", checkpoint_path));
+    throw UsageError(
+        fmt::format("{}: no mgtrain.config metadata; not a checkpoint written by mgtrain's trainer", checkpoint_path));
   }
   LoadOptions options;
   options.resolved = true;
-  Config config = load_config_text(config_text->second, checkpoint_path + " (mgtrain.config)", ConfigRequest{}, EnvMap{}, options).config;
+  Config config =
+      load_config_text(config_text->second, checkpoint_path + " (mgtrain.config)", ConfigRequest{}, EnvMap{}, options)
+          .config;
   return {std::move(file), std::move(config)};
 }
 
@@ -323,22 +341,25 @@ struct ScriptedModel {
 ScriptedModel script_user_module(const Config& config, const CheckpointFile& file, const std::string& checkpoint_path) {
   const std::string& path = config.model.path;
   if (!data_file_exists(path)) {
-    throw UsageError(fmt::format("{}: the model is the TorchScript module model.path = {}, which is needed to export it: no such file "
-                                 "(relative paths are relative to where training ran)",
-                                 checkpoint_path, path));
+    throw UsageError(fmt::format(
+        "{}: the model is the TorchScript module model.path = {}, which is needed to export it: no such file "
+        "(relative paths are relative to where training ran)",
+        checkpoint_path, path));
   }
   ScriptedModel scripted;
   try {
     scripted.module = torch::jit::load(path, c10::Device(c10::kCPU));
   } catch (const c10::Error& e) {
-    throw UsageError(fmt::format("model.path {}: not a loadable TorchScript module: {}", path, first_line(e.what_without_backtrace())));
+    throw UsageError(fmt::format("model.path {}: not a loadable TorchScript module: {}", path,
+                                 first_line(e.what_without_backtrace())));
   }
   NamedTensors tensors;
   for (const auto& p : scripted.module.named_parameters(/*recurse=*/true)) tensors.emplace_back(p.name, p.value);
   for (const auto& b : scripted.module.named_buffers(/*recurse=*/true)) tensors.emplace_back(b.name, b.value);
   copy_weights(tensors, file, "the module at " + path);
   scripted.module.eval();
-  scripted.summary = file.metadata().count("mgtrain.model") ? file.metadata().at("mgtrain.model") : "torchscript " + path;
+  scripted.summary =
+      file.metadata().count("mgtrain.model") ? file.metadata().at("mgtrain.model") : "torchscript " + path;
   // The model's forward is the module's own: the saved bytes are checked against it on an input of the data's
   // shape, when that shape is known and the module takes it (else only the weights are checked).
   try {
@@ -357,7 +378,8 @@ ScriptedModel script_builtin_model(const Config& config, const CheckpointFile& f
   const ModelInput model_input = infer_model_input(config, file);
   at::manual_seed(0);  // initial values are overwritten by the checkpoint's
   std::unique_ptr<Model> model = build_model(config.model, model_input);
-  copy_weights(named_tensors_of(*model), file, fmt::format("the {} model built from the checkpoint's config", config.model.type));
+  copy_weights(named_tensors_of(*model), file,
+               fmt::format("the {} model built from the checkpoint's config", config.model.type));
   model->train(false);
   auto* layered = dynamic_cast<LayerModel*>(model.get());
   if (!layered) throw Error(fmt::format("internal error: model.type {} is not a layer tree", config.model.type));
@@ -401,8 +423,9 @@ std::string check_saved_module(const std::string& data, const ScriptedModel& scr
     const double diff = (got - scripted.expected).abs().max().item<double>();
     const double scale = scripted.expected.abs().max().item<double>();
     if (!(diff <= 1e-5 * std::max(1.0, scale))) {
-      throw Error(fmt::format("internal error: the exported module's forward differs from the model's by up to {} on a {} input",
-                              diff, shape_text(scripted.input.sizes().vec())));
+      throw Error(fmt::format(
+          "internal error: the exported module's forward differs from the model's by up to {} on a {} input", diff,
+          shape_text(scripted.input.sizes().vec())));
     }
     return fmt::format("forward matches the model on a {} input (max |diff| {:g})",
                        shape_text(scripted.input.sizes().vec()), diff);
@@ -411,8 +434,10 @@ std::string check_saved_module(const std::string& data, const ScriptedModel& scr
   for (const auto& p : loaded.named_parameters(/*recurse=*/true)) {
     const TensorEntry* entry = file.find("model/" + p.name);
     const at::Tensor value = p.value.contiguous();
-    if (!entry || entry->nbytes != value.nbytes() || std::memcmp(file.bytes(*entry), value.data_ptr(), entry->nbytes) != 0) {
-      throw Error(fmt::format("internal error: the exported module's parameter {} differs from the checkpoint's", p.name));
+    if (!entry || entry->nbytes != value.nbytes() ||
+        std::memcmp(file.bytes(*entry), value.data_ptr(), entry->nbytes) != 0) {
+      throw Error(
+          fmt::format("internal error: the exported module's parameter {} differs from the checkpoint's", p.name));
     }
     ++count;
   }
@@ -421,14 +446,16 @@ std::string check_saved_module(const std::string& data, const ScriptedModel& scr
 
 }  // namespace
 
-TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, const std::string& out_path, bool force) {
+TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, const std::string& out_path,
+                                           bool force) {
   if (!file_exists(checkpoint_path)) throw UsageError(fmt::format("{}: no such file", checkpoint_path));
   if (file_exists(out_path) && !force) {
     throw UsageError(fmt::format("{} exists; add --force to overwrite it, or choose another file with -o", out_path));
   }
   const auto [file, config] = read_checkpoint_and_config(checkpoint_path);
-  ScriptedModel scripted = config.model.type == ModelType::Torchscript ? script_user_module(config, file, checkpoint_path)
-                                                                       : script_builtin_model(config, file);
+  ScriptedModel scripted = config.model.type == ModelType::Torchscript
+                               ? script_user_module(config, file, checkpoint_path)
+                               : script_builtin_model(config, file);
   const std::string step = file.metadata().count("mgtrain.step") ? file.metadata().at("mgtrain.step") : "";
   const std::string data =
       module_bytes(scripted.module, scripted.summary, step, checkpoint_path.substr(checkpoint_path.rfind('/') + 1));
@@ -448,7 +475,9 @@ int run_torchscript_export(const std::vector<std::string>& args) {
     if (arg == "--force") {
       force = true;
     } else if (!arg.empty() && arg[0] == '-') {
-      throw UsageError(fmt::format("--export-torchscript: unknown flag {}; usage: mgtrain-worker --export-torchscript CHECKPOINT OUT [--force]", arg));
+      throw UsageError(fmt::format(
+          "--export-torchscript: unknown flag {}; usage: mgtrain-worker --export-torchscript CHECKPOINT OUT [--force]",
+          arg));
     } else {
       positional.push_back(arg);
     }

@@ -25,9 +25,10 @@
 namespace mgtrain {
 
 struct TorchScriptExportResult {
-  std::string model;       // the model's summary line
-  std::string check;       // what was checked: "forward matches the model on a [2, 1, 28, 28] input (max |diff| 0)", or for a
-                           // torchscript model whose input shape is unknown "the 6 reloaded parameters equal the checkpoint's"
+  std::string model;  // the model's summary line
+  std::string
+      check;  // what was checked: "forward matches the model on a [2, 1, 28, 28] input (max |diff| 0)", or for a
+              // torchscript model whose input shape is unknown "the 6 reloaded parameters equal the checkpoint's"
 };
 
 // Throws UsageError (exit 2) for a missing or damaged checkpoint, one that is not a training checkpoint, an

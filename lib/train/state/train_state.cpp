@@ -22,9 +22,9 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
 #include "util/strings.hpp"
-#include "train/torch/torch_compat.hpp"
 
 namespace mgtrain {
 namespace {
@@ -51,9 +51,12 @@ OptimizerKind kind_of(const torch::optim::Optimizer& optimizer) {
 
 const char* kind_name(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::Sgd: return "sgd";
-    case OptimizerKind::Adam: return "adam";
-    case OptimizerKind::AdamW: return "adamw";
+    case OptimizerKind::Sgd:
+      return "sgd";
+    case OptimizerKind::Adam:
+      return "adam";
+    case OptimizerKind::AdamW:
+      return "adamw";
   }
   return "?";
 }
@@ -66,9 +69,10 @@ const torch::optim::OptimizerParamGroup& group_of(const torch::optim::Optimizer&
       if (p.unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return group;
     }
   }
-  throw Error(fmt::format("checkpoint: model parameter {} is not one of the optimizer's parameters (the optimizer must be "
-                          "built over the model's own parameter tensors)",
-                          name));
+  throw Error(
+      fmt::format("checkpoint: model parameter {} is not one of the optimizer's parameters (the optimizer must be "
+                  "built over the model's own parameter tensors)",
+                  name));
 }
 
 // The optimizer state fields this optimizer keeps for a parameter in `group`, in capture order.
@@ -93,7 +97,8 @@ std::vector<std::string> fields_of(OptimizerKind kind, const torch::optim::Optim
 
 template <typename AdamState>
 void capture_adam_state(const AdamState& s, const std::string& prefix, NamedTensors& out) {
-  out.emplace_back(prefix + "step", at::scalar_tensor(static_cast<int64_t>(s.step()), at::TensorOptions().dtype(at::kLong)));
+  out.emplace_back(prefix + "step",
+                   at::scalar_tensor(static_cast<int64_t>(s.step()), at::TensorOptions().dtype(at::kLong)));
   out.emplace_back(prefix + "exp_avg", s.exp_avg());
   out.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq());
   if (s.max_exp_avg_sq().defined()) out.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq());
@@ -115,18 +120,21 @@ at::Tensor stored_copy(const TensorView& view, const at::Tensor& like) {
 void check_stored(const TensorLookup& stored, const std::string& name, c10::ScalarType type, at::IntArrayRef shape,
                   const char* hint, const char* owner) {
   const TensorView* view = stored.find(name);
-  if (!view) throw UsageError(fmt::format("checkpoint does not match the {0}: {1} is in the {0} but not in the checkpoint{2}", owner, name, hint));
+  if (!view)
+    throw UsageError(fmt::format("checkpoint does not match the {0}: {1} is in the {0} but not in the checkpoint{2}",
+                                 owner, name, hint));
   if (view->shape != shape.vec()) {
-    throw UsageError(fmt::format("checkpoint does not match the {}: {} has shape {} in the checkpoint and {} in the {}{}", owner, name,
-                                 shape_text(view->shape), shape_text(shape.vec()), owner, hint));
+    throw UsageError(
+        fmt::format("checkpoint does not match the {}: {} has shape {} in the checkpoint and {} in the {}{}", owner,
+                    name, shape_text(view->shape), shape_text(shape.vec()), owner, hint));
   }
   if (view->dtype != dtype_name(type)) {
-    throw UsageError(fmt::format("checkpoint does not match the {}: {} has dtype {} in the checkpoint and {} in the {}", owner, name,
-                                 view->dtype, dtype_name(type), owner));
+    throw UsageError(fmt::format("checkpoint does not match the {}: {} has dtype {} in the checkpoint and {} in the {}",
+                                 owner, name, view->dtype, dtype_name(type), owner));
   }
   if (view->nbytes != nbytes_of(view->shape, type) || (view->nbytes > 0 && !view->data)) {
-    throw UsageError(fmt::format("checkpoint is inconsistent: {} holds {} bytes, but shape {} of {} needs {}", name, view->nbytes,
-                                 shape_text(view->shape), view->dtype, nbytes_of(view->shape, type)));
+    throw UsageError(fmt::format("checkpoint is inconsistent: {} holds {} bytes, but shape {} of {} needs {}", name,
+                                 view->nbytes, shape_text(view->shape), view->dtype, nbytes_of(view->shape, type)));
   }
 }
 
@@ -140,24 +148,35 @@ size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
 std::string dtype_name(c10::ScalarType type) {
   switch (type) {
-    case at::kFloat: return "F32";
-    case at::kDouble: return "F64";
-    case at::kHalf: return "F16";
-    case at::kBFloat16: return "BF16";
-    case at::kLong: return "I64";
-    case at::kInt: return "I32";
-    case at::kShort: return "I16";
-    case at::kChar: return "I8";
-    case at::kByte: return "U8";
-    case at::kBool: return "BOOL";
-    default: throw Error(fmt::format("checkpoint: tensors of dtype {} cannot be stored", c10::toString(type)));
+    case at::kFloat:
+      return "F32";
+    case at::kDouble:
+      return "F64";
+    case at::kHalf:
+      return "F16";
+    case at::kBFloat16:
+      return "BF16";
+    case at::kLong:
+      return "I64";
+    case at::kInt:
+      return "I32";
+    case at::kShort:
+      return "I16";
+    case at::kChar:
+      return "I8";
+    case at::kByte:
+      return "U8";
+    case at::kBool:
+      return "BOOL";
+    default:
+      throw Error(fmt::format("checkpoint: tensors of dtype {} cannot be stored", c10::toString(type)));
   }
 }
 
 c10::ScalarType scalar_type_of(const std::string& dtype) {
   static const std::pair<const char*, c10::ScalarType> table[] = {
       {"F32", at::kFloat}, {"F64", at::kDouble}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"I64", at::kLong},
-      {"I32", at::kInt},   {"I16", at::kShort},  {"I8", at::kChar},  {"U8", at::kByte},        {"BOOL", at::kBool}};
+      {"I32", at::kInt},   {"I16", at::kShort},  {"I8", at::kChar},  {"U8", at::kByte},       {"BOOL", at::kBool}};
   for (const auto& [name, type] : table) {
     if (dtype == name) return type;
   }
@@ -168,7 +187,8 @@ TensorLookup::~TensorLookup() = default;
 
 TensorViewMap::TensorViewMap(std::vector<TensorView> views) : views_(std::move(views)) {
   for (size_t i = 0; i < views_.size(); ++i) {
-    if (!index_.emplace(views_[i].name, i).second) throw UsageError(fmt::format("checkpoint: tensor {} is stored twice", views_[i].name));
+    if (!index_.emplace(views_[i].name, i).second)
+      throw UsageError(fmt::format("checkpoint: tensor {} is stored twice", views_[i].name));
   }
 }
 
@@ -213,7 +233,8 @@ namespace {
 
 // 1. The model's tensors, in the model's order, are all stored with their dtype and shape; and no stored model
 // tensor is missing from the model.
-void check_model_tensors(const NamedTensors& model_tensors, const TensorLookup& stored, const std::vector<std::string>& stored_names) {
+void check_model_tensors(const NamedTensors& model_tensors, const TensorLookup& stored,
+                         const std::vector<std::string>& stored_names) {
   std::unordered_set<std::string> model_names;
   for (const auto& [name, t] : model_tensors) {
     check_stored(stored, name, t.scalar_type(), t.sizes(), kShapeHint, "model");
@@ -221,7 +242,8 @@ void check_model_tensors(const NamedTensors& model_tensors, const TensorLookup& 
   }
   for (const auto& name : stored_names) {
     if (starts_with(name, kModelPrefix) && !model_names.count(name)) {
-      throw UsageError(fmt::format("checkpoint does not match the model: {} is in the checkpoint but not in the model{}", name, kShapeHint));
+      throw UsageError(fmt::format(
+          "checkpoint does not match the model: {} is in the checkpoint but not in the model{}", name, kShapeHint));
     }
   }
 }
@@ -250,30 +272,36 @@ StoredOptimizerState stored_optimizer_state(const std::vector<std::string>& stor
 // A stored field this optimizer does not have: the message says what the field belongs to.
 [[noreturn]] void refuse_foreign_field(OptimizerKind kind, const std::string& prefix, const std::string& field) {
   if (kind == OptimizerKind::Sgd && is_adam_field(field)) {
-    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is adam/adamw state, but the optimizer is sgd "
-                                 "(was optim.name changed?)",
-                                 prefix, field));
+    throw UsageError(
+        fmt::format("checkpoint does not match the optimizer: {}{} is adam/adamw state, but the optimizer is sgd "
+                    "(was optim.name changed?)",
+                    prefix, field));
   }
   if (kind != OptimizerKind::Sgd && field == "momentum_buffer") {
-    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is sgd state, but the optimizer is {} "
-                                 "(was optim.name changed?)",
-                                 prefix, field, kind_name(kind)));
+    throw UsageError(
+        fmt::format("checkpoint does not match the optimizer: {}{} is sgd state, but the optimizer is {} "
+                    "(was optim.name changed?)",
+                    prefix, field, kind_name(kind)));
   }
   if (kind == OptimizerKind::Sgd && field == "momentum_buffer") {
-    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is sgd momentum state, but this sgd has no "
-                                 "momentum (was optim.momentum changed?)",
-                                 prefix, field));
+    throw UsageError(
+        fmt::format("checkpoint does not match the optimizer: {}{} is sgd momentum state, but this sgd has no "
+                    "momentum (was optim.momentum changed?)",
+                    prefix, field));
   }
   if (field == "max_exp_avg_sq") {
-    throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is amsgrad state, but this {} does not use amsgrad",
-                                 prefix, field, kind_name(kind)));
+    throw UsageError(
+        fmt::format("checkpoint does not match the optimizer: {}{} is amsgrad state, but this {} does not use amsgrad",
+                    prefix, field, kind_name(kind)));
   }
-  throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is not a state field of {}", prefix, field, kind_name(kind)));
+  throw UsageError(fmt::format("checkpoint does not match the optimizer: {}{} is not a state field of {}", prefix,
+                               field, kind_name(kind)));
 }
 
 // 2. One parameter's stored optimizer state is none, or exactly the fields `want` with the right dtypes and shapes.
-void check_parameter_state(OptimizerKind kind, const std::string& name, const at::Tensor& p, const std::set<std::string>& have,
-                           const std::vector<std::string>& want, const TensorLookup& stored) {
+void check_parameter_state(OptimizerKind kind, const std::string& name, const at::Tensor& p,
+                           const std::set<std::string>& have, const std::vector<std::string>& want,
+                           const TensorLookup& stored) {
   const std::string prefix = kOptimPrefix + name + "/";
   for (const auto& field : have) {
     if (std::find(want.begin(), want.end(), field) == want.end()) refuse_foreign_field(kind, prefix, field);
@@ -281,9 +309,10 @@ void check_parameter_state(OptimizerKind kind, const std::string& name, const at
   for (const auto& field : want) {
     const std::string full = prefix + field;
     if (!have.count(field)) {
-      throw UsageError(fmt::format("checkpoint does not match the optimizer: {} is missing from the checkpoint, which has other {} "
-                                   "state of {}{}",
-                                   full, kind_name(kind), name, field == "max_exp_avg_sq" ? " (the optimizer uses amsgrad)" : ""));
+      throw UsageError(
+          fmt::format("checkpoint does not match the optimizer: {} is missing from the checkpoint, which has other {} "
+                      "state of {}{}",
+                      full, kind_name(kind), name, field == "max_exp_avg_sq" ? " (the optimizer uses amsgrad)" : ""));
     }
     if (field == "step") {
       check_stored(stored, full, at::kLong, {}, "", "optimizer");
@@ -295,8 +324,9 @@ void check_parameter_state(OptimizerKind kind, const std::string& name, const at
 
 // 3. One parameter's optimizer state from the stored fields (all checked).
 std::unique_ptr<torch::optim::OptimizerParamState> restored_parameter_state(OptimizerKind kind, const std::string& name,
-                                                                           const at::Tensor& p, std::size_t field_count,
-                                                                           const TensorLookup& stored) {
+                                                                            const at::Tensor& p,
+                                                                            std::size_t field_count,
+                                                                            const TensorLookup& stored) {
   const std::string prefix = kOptimPrefix + name + "/";
   auto field = [&](const char* f) { return stored_copy(*stored.find(prefix + f), p); };
   auto step = [&] {
@@ -317,8 +347,10 @@ std::unique_ptr<torch::optim::OptimizerParamState> restored_parameter_state(Opti
       state->momentum_buffer(field("momentum_buffer"));
       return state;
     }
-    case OptimizerKind::Adam: return adam_like(std::make_unique<torch::optim::AdamParamState>());
-    case OptimizerKind::AdamW: return adam_like(std::make_unique<torch::optim::AdamWParamState>());
+    case OptimizerKind::Adam:
+      return adam_like(std::make_unique<torch::optim::AdamParamState>());
+    case OptimizerKind::AdamW:
+      return adam_like(std::make_unique<torch::optim::AdamWParamState>());
   }
   throw Error("internal error: unknown optimizer kind");
 }
@@ -348,8 +380,9 @@ void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const
   for (const auto& [name, p] : parameters) parameter_names.insert(name);
   for (const auto& parameter : stored_state.order) {
     if (!parameter_names.count(parameter)) {
-      throw UsageError(fmt::format("checkpoint does not match the model: {}{}/{} is in the checkpoint, but the model has no parameter {}{}",
-                                   kOptimPrefix, parameter, *stored_state.fields.at(parameter).begin(), parameter, kShapeHint));
+      throw UsageError(fmt::format(
+          "checkpoint does not match the model: {}{}/{} is in the checkpoint, but the model has no parameter {}{}",
+          kOptimPrefix, parameter, *stored_state.fields.at(parameter).begin(), parameter, kShapeHint));
     }
   }
 
@@ -363,7 +396,8 @@ void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const
     const auto& [name, p] = parameters[i];
     const auto key = torch_compat::optimizer_state_key(state, p);
     state.erase(key);
-    if (!restored_fields[i].empty()) state[key] = restored_parameter_state(kind, name, p, restored_fields[i].size(), stored);
+    if (!restored_fields[i].empty())
+      state[key] = restored_parameter_state(kind, name, p, restored_fields[i].size(), stored);
   }
 }
 
@@ -388,16 +422,16 @@ namespace {
 
 void set_generator_state(at::Generator generator, const TensorView& view) {
   if (view.dtype != "U8" || view.shape.size() != 1 || view.nbytes != static_cast<size_t>(view.shape[0]) || !view.data) {
-    throw UsageError(fmt::format("checkpoint: {} must be a 1-dimensional U8 tensor, but is {} of shape {}", view.name, view.dtype,
-                                 shape_text(view.shape)));
+    throw UsageError(fmt::format("checkpoint: {} must be a 1-dimensional U8 tensor, but is {} of shape {}", view.name,
+                                 view.dtype, shape_text(view.shape)));
   }
   at::Tensor state = tensor_over(view).clone();
   std::lock_guard<std::mutex> lock(generator.mutex());
   try {
     generator.set_state(state);
   } catch (const c10::Error& e) {
-    throw UsageError(fmt::format("checkpoint: {} is not a valid generator state for this LibTorch ({} bytes): {}", view.name, view.nbytes,
-                                 e.what_without_backtrace()));
+    throw UsageError(fmt::format("checkpoint: {} is not a valid generator state for this LibTorch ({} bytes): {}",
+                                 view.name, view.nbytes, e.what_without_backtrace()));
   }
 }
 
@@ -405,7 +439,8 @@ void set_generator_state(at::Generator generator, const TensorView& view) {
 
 void restore_rng_state(const TensorLookup& stored, const std::string& prefix) {
   const TensorView* cpu = stored.find(prefix + "rng/cpu");
-  if (!cpu) throw UsageError(fmt::format("checkpoint: {}rng/cpu (the CPU random generator's state) is missing", prefix));
+  if (!cpu)
+    throw UsageError(fmt::format("checkpoint: {}rng/cpu (the CPU random generator's state) is missing", prefix));
   set_generator_state(at::detail::getDefaultCPUGenerator(), *cpu);
 #ifdef MGTRAIN_WITH_CUDA
   if (const TensorView* cuda = stored.find(prefix + "rng/cuda"); cuda && torch::cuda::is_available()) {
@@ -465,8 +500,9 @@ void StateSnapshot::take(const NamedTensors& tensors) {
       const auto* src = static_cast<const uint8_t*>(t.data_ptr());
       uint8_t* dst = base + entry.offset;
       constexpr int64_t kGrain = int64_t{4} << 20;  // bytes per thread at least
-      at::parallel_for(0, static_cast<int64_t>(entry.nbytes), kGrain,
-                       [&](int64_t begin, int64_t end) { std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin)); });
+      at::parallel_for(0, static_cast<int64_t>(entry.nbytes), kGrain, [&](int64_t begin, int64_t end) {
+        std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin));
+      });
       continue;
     }
     // A view of the buffer's own storage (so a pinned buffer stays known as pinned) with the tensor's dtype and shape.
@@ -484,7 +520,8 @@ std::vector<TensorView> StateSnapshot::views() const {
   std::vector<TensorView> views;
   views.reserve(entries_.size());
   const uint8_t* base = data();
-  for (const auto& e : entries_) views.push_back(TensorView{e.name, e.dtype, e.shape, base ? base + e.offset : nullptr, e.nbytes});
+  for (const auto& e : entries_)
+    views.push_back(TensorView{e.name, e.dtype, e.shape, base ? base + e.offset : nullptr, e.nbytes});
   return views;
 }
 

@@ -3,6 +3,6 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <torch/types.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/types.h>

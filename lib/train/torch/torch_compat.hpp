@@ -107,7 +107,8 @@ inline at::ScalarType autocast_dtype(c10::DeviceType device) {
 #if MGTRAIN_TORCH_AT_LEAST(2, 4)
   return at::autocast::get_autocast_dtype(device);
 #else
-  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
 #endif
 }
 
@@ -132,7 +133,8 @@ inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dt
 template <typename Context, typename = void>
 struct has_lazy_init_device : std::false_type {};
 template <typename Context>
-struct has_lazy_init_device<Context, std::void_t<decltype(std::declval<Context&>().lazyInitDevice(c10::DeviceType::CUDA))>>
+struct has_lazy_init_device<Context,
+                            std::void_t<decltype(std::declval<Context&>().lazyInitDevice(c10::DeviceType::CUDA))>>
     : std::true_type {};
 
 template <typename Context = at::Context>

@@ -2,8 +2,8 @@
 #include "train/torch/torch_facts.hpp"
 
 #include <ATen/Parallel.h>
-#include <torch/cuda.h>
 #include <fmt/format.h>
+#include <torch/cuda.h>
 
 #include "train/torch/torch_compat.hpp"
 #include "util/json_text.hpp"
@@ -23,8 +23,8 @@ std::string torch_facts_json() {
 #ifdef MGTRAIN_WITH_CUDA
   for (long i = 0; i < gpus; ++i) {
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
-    devices += fmt::format("{}{{\"index\": {}, \"name\": {}, \"memory_mib\": {}}}", i ? ", " : "", i, json_string(prop->name),
-                           prop->totalGlobalMem >> 20);
+    devices += fmt::format("{}{{\"index\": {}, \"name\": {}, \"memory_mib\": {}}}", i ? ", " : "", i,
+                           json_string(prop->name), prop->totalGlobalMem >> 20);
   }
   // The NCCL LibTorch was built with, encoded as major << 32 | minor << 16 | patch (as torch.cuda.nccl.version()).
   const std::uint64_t nccl_code = torch::cuda::nccl::version();
@@ -39,8 +39,8 @@ std::string torch_facts_json() {
   return fmt::format(
       "{{\"libtorch_version\": {}, \"built_with_cuda\": {}, \"cuda_available\": {}, \"gpu_count\": {}, \"gpus\": {}, "
       "\"nccl_version\": {}, \"gloo\": true, \"intra_op_threads\": {}}}",
-      json_string(torch_compat::kTorchVersion), built_with_cuda ? "true" : "false", cuda ? "true" : "false", gpus, devices, nccl,
-      at::get_num_threads());
+      json_string(torch_compat::kTorchVersion), built_with_cuda ? "true" : "false", cuda ? "true" : "false", gpus,
+      devices, nccl, at::get_num_threads());
 }
 
 }  // namespace mgtrain
