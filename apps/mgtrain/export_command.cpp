@@ -117,6 +117,7 @@ int export_safetensors(const ExportRequest& request, const std::string& out) {
   std::vector<std::string> args = {worker, "--export-torchscript", request.checkpoint, out};
   if (request.force) args.push_back("--force");
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::fflush(stdout);

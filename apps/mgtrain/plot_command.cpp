@@ -90,7 +90,7 @@ PlotSeries series_of(const std::string& run, const std::string& directory, const
 }
 
 std::string renderer_path() {
-  const std::string path = executable_directory() + "/mgtrain-plot";
+  std::string path = executable_directory() + "/mgtrain-plot";
   if (access(path.c_str(), X_OK) != 0) {
     throw UsageError(
         fmt::format("the plot renderer {} is not there ({}): it is built only when cairo is found; install "
@@ -143,6 +143,7 @@ int run_plot_command(const PlotRequest& request) {
   stdin_from_text(plot_spec_to_text(spec));
   std::vector<std::string> args = {renderer, "--output", output};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::fflush(stdout);

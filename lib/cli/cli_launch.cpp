@@ -163,6 +163,7 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args) {
   split.had_dashes = dashes != args.end();
   if (split.had_dashes) split.after_dashes.assign(dashes + 1, args.end());
   std::vector<std::string> known;
+  known.reserve(table.size());
   for (const auto& [name, info] : table) known.push_back(name);
 
   for (auto it = args.begin(); it != dashes; ++it) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/cli.hpp"
 #include "util/error.hpp"
 #include "util/strings.hpp"
 #include "util/value_parsing.hpp"

@@ -10,7 +10,7 @@
 namespace mgtrain {
 namespace {
 
-std::string escape_cell(std::string text) {
+std::string escape_cell(const std::string& text) {
   std::string out;
   for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
   return out;

@@ -154,7 +154,7 @@ class Merger {
       const YAML::Node value = it->second;
       const std::string where = yaml_location(file, key_node.Mark());
       if (!key_node.IsScalar()) throw UsageError(fmt::format("{}: keys must be plain names", where));
-      const std::string name = key_node.Scalar();
+      const std::string& name = key_node.Scalar();
       const std::string path = prefix.empty() ? name : prefix + "." + name;
       if (!seen.insert(name).second)
         throw UsageError(

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 
@@ -80,7 +81,7 @@ std::optional<std::chrono::steady_clock::time_point> FileTimerWatch::next_deadli
   if (!expiration) return std::nullopt;
   double wait_s = std::max(0.0, *expiration - wall_now_());
   wait_s = std::min(wait_s, 3600.0);  // a wall clock step is noticed within the hour at worst
-  return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s));
+  return now + steady_seconds(wait_s);
 }
 
 }  // namespace mgtrain

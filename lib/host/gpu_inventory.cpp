@@ -51,7 +51,7 @@ std::vector<std::string> visible_gpus(int physical_gpu_count, const std::optiona
     return visible;
   }
   std::set<std::string> seen;
-  std::string list = *cuda_visible_devices;
+  const std::string& list = *cuda_visible_devices;
   std::size_t start = 0;
   while (start <= list.size()) {
     std::size_t comma = list.find(',', start);

@@ -10,6 +10,7 @@
 #include "observe/status_token.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 namespace {
@@ -19,10 +20,6 @@ using Clock = std::chrono::steady_clock;
 // With the status server on, the dashboard's CPU/GPU figures are refreshed this often even when
 // resources.jsonl gets rows more rarely (or none).
 constexpr auto kStatusSampleInterval = std::chrono::seconds(2);
-
-Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
@@ -37,7 +34,7 @@ LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, Sta
       start_time_(unix_now()) {
   const Clock::time_point now = Clock::now();
   if (resource_interval_s > 0) {
-    row_interval_ = seconds(resource_interval_s);
+    row_interval_ = steady_seconds(resource_interval_s);
     sample_interval_ = row_interval_;
     next_row_ = now + row_interval_;
   }

@@ -24,7 +24,7 @@ std::string find_executable(const std::string& command, const std::string& path_
     if (end == std::string::npos) end = path_variable.size();
     std::string directory = path_variable.substr(start, end - start);
     if (directory.empty()) directory = ".";  // an empty PATH entry is the current directory
-    const std::string candidate = directory + "/" + command;
+    std::string candidate = directory + "/" + command;
     if (executable(candidate)) return candidate;
     start = end + 1;
   }

@@ -114,9 +114,8 @@ void HostsLaunch::close_stdin_pipes() {
 void HostsLaunch::carry_out(const HostsOrder& order) {
   switch (order.action) {
     case HostsAction::kNone:
+    case HostsAction::kWaitForOthers:  // worded by on_child_exits, which knows the agent and its status
       return;
-    case HostsAction::kWaitForOthers:
-      return;  // worded by on_child_exits, which knows the agent and its status
     case HostsAction::kStopOnSignal:
       say("got " + signal_name(order.signal) + ": stopping every node agent");
       loop_.signal_children(order.signal);

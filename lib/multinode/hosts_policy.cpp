@@ -6,16 +6,9 @@
 
 #include "supervise/supervision_policy.hpp"
 #include "util/error.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
-namespace {
-
-HostsPolicy::Time::duration seconds(double value) {
-  return std::chrono::duration_cast<HostsPolicy::Time::duration>(std::chrono::duration<double>(value));
-}
-
-}  // namespace
-
 HostsPolicy::HostsPolicy(std::size_t agents, double grace_period_s) : grace_period_s_(grace_period_s), ended_(agents) {}
 
 bool HostsPolicy::any_running() const {
@@ -24,7 +17,7 @@ bool HostsPolicy::any_running() const {
 
 void HostsPolicy::stop(Time now) {
   // The agents stop their own workers within their grace period, then exit.
-  if (!kill_deadline_) kill_deadline_ = now + seconds(grace_period_s_ + kKillMarginS);
+  if (!kill_deadline_) kill_deadline_ = now + steady_seconds(grace_period_s_ + kKillMarginS);
 }
 
 HostsOrder HostsPolicy::on_agent_exit(std::size_t agent, const ExitStatus& status, Time now) {
@@ -32,7 +25,7 @@ HostsOrder HostsPolicy::on_agent_exit(std::size_t agent, const ExitStatus& statu
   ended_[agent] = status;
   if (!failed_exit(status) || first_failure_ || launcher_signal_) return {};
   first_failure_ = agent;
-  settle_deadline_ = now + seconds(settle_seconds());
+  settle_deadline_ = now + steady_seconds(settle_seconds());
   return {HostsAction::kWaitForOthers, 0};
 }
 

@@ -23,6 +23,7 @@
 #include "util/build_info.hpp"
 #include "util/error.hpp"
 #include "util/time_format.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 namespace {
@@ -31,10 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 // After the job is decided: how long queued messages may take to leave before the agent exits.
 constexpr auto kFlushLinger = std::chrono::seconds(2);
-
-Clock::duration seconds(double value) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
-}
 
 std::string parent_directory(const std::string& path) {
   std::size_t slash = path.find_last_of('/');
@@ -124,8 +121,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       if (supervisor_->policy().finished()) {
         consider(finished_at_ ? *finished_at_ + kFlushLinger : Clock::now());
       } else {
-        consider(client_->last_sent() + seconds(plan_.node_heartbeat_interval_s));
-        if (!ending_) consider(client_->last_heard() + seconds(plan_.node_timeout_s));
+        consider(client_->last_sent() + steady_seconds(plan_.node_heartbeat_interval_s));
+        if (!ending_) consider(client_->last_heard() + steady_seconds(plan_.node_timeout_s));
       }
     }
     return next;
@@ -139,7 +136,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         if (!finished_at_) finished_at_ = now;
         if (!client_->has_output() || now >= *finished_at_ + kFlushLinger) client_->close();
       } else {
-        if (now - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s))
+        if (now - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s))
           client_->send(rdzv::heartbeat_message());
         double quiet = std::chrono::duration<double>(now - client_->last_heard()).count();
         if (!ending_ && quiet >= plan_.node_timeout_s) {
@@ -300,7 +297,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       case MessageType::kHeartbeat:
         // Answered at once (unless this agent spoke recently): the server sends its heartbeats in bursts,
         // so the answers arrive together too and a server with thousands of agents wakes up rarely.
-        if (Clock::now() - client_->last_sent() >= seconds(plan_.node_heartbeat_interval_s / 2)) {
+        if (Clock::now() - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s / 2)) {
           client_->send(rdzv::heartbeat_message());
         }
         return;
@@ -495,7 +492,7 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
               plan.max_nodes == 1 ? "" : "s");
   }
   auto client =
-      std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + seconds(plan.join_timeout_s), now);
+      std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + steady_seconds(plan.join_timeout_s), now);
   if (!server) {
     log::info(
         "joining the rendezvous at {} as {}", client->endpoint(),

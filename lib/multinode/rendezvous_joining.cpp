@@ -12,6 +12,7 @@
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/time_format.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain::rdzv {
 
@@ -318,8 +319,7 @@ void RendezvousRounds::after_scale_up_stop() {
     return finish_round_well(members);
   }
   phase_ = Phase::kGathering;
-  join_deadline_ =
-      now_ + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(settings_.join_timeout_s));
+  join_deadline_ = now_ + steady_seconds(settings_.join_timeout_s);
   last_call_deadline_.reset();
   check_gathering();
   if (phase_ != Phase::kGathering) return;

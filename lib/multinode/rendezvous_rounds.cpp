@@ -11,13 +11,10 @@
 #include "util/exit_status.hpp"
 #include "util/strings.hpp"
 #include "util/time_format.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain::rdzv {
 namespace {
-
-SteadyTime::duration seconds(double value) {
-  return std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(value));
-}
 
 double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
 
@@ -37,7 +34,7 @@ RendezvousRounds::RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox
     : settings_(std::move(settings)),
       outbox_(outbox),
       now_(now),
-      join_deadline_(now + seconds(settings_.join_timeout_s)) {}
+      join_deadline_(now + steady_seconds(settings_.join_timeout_s)) {}
 
 RendezvousRounds::Node* RendezvousRounds::find(ConnectionId connection) {
   auto found = nodes_.find(connection);
@@ -307,7 +304,7 @@ void RendezvousRounds::decide_after_round() {
 
 void RendezvousRounds::regather(const std::string& why) {
   phase_ = Phase::kGathering;
-  join_deadline_ = now_ + seconds(settings_.join_timeout_s);
+  join_deadline_ = now_ + steady_seconds(settings_.join_timeout_s);
   last_call_deadline_.reset();
   outbox_.note(fmt::format("rendezvous: {}; waiting up to {} for at least {} before restarting", why,
                            format_seconds(settings_.join_timeout_s), nodes_text(settings_.min_nodes)));
@@ -391,7 +388,7 @@ void RendezvousRounds::on_time(SteadyTime now) {
   if (phase_ == Phase::kFinished) return;
   // Silent peers first: a dead node must not count as present below. The oldest are at the front of
   // heard_; those that fell silent together are reported in connection order.
-  std::vector<ConnectionId> silent = heard_.up_to(now - seconds(settings_.node_timeout_s));
+  std::vector<ConnectionId> silent = heard_.up_to(now - steady_seconds(settings_.node_timeout_s));
   std::sort(silent.begin(), silent.end());
   for (ConnectionId id : silent) {
     const Node* node = find(id);
@@ -425,7 +422,7 @@ void RendezvousRounds::send_heartbeats() {
   std::optional<SteadyTime> oldest = sent_.oldest();
   if (!oldest || seconds_between(*oldest, now_) < settings_.heartbeat_interval_s) return;
   const Message heartbeat = heartbeat_message();
-  for (ConnectionId id : sent_.up_to(now_ - seconds(settings_.heartbeat_interval_s / 2))) {
+  for (ConnectionId id : sent_.up_to(now_ - steady_seconds(settings_.heartbeat_interval_s / 2))) {
     Node* node = find(id);
     if (node && seconds_between(node->last_sent, now_) >= settings_.heartbeat_interval_s / 2) send(*node, heartbeat);
   }
@@ -439,8 +436,8 @@ std::optional<SteadyTime> RendezvousRounds::next_deadline() const {
   };
   if (phase_ == Phase::kGathering) consider(join_deadline_);
   if (last_call_deadline_) consider(*last_call_deadline_);
-  if (auto heard = heard_.oldest()) consider(*heard + seconds(settings_.node_timeout_s));
-  if (auto sent = sent_.oldest()) consider(*sent + seconds(settings_.heartbeat_interval_s));
+  if (auto heard = heard_.oldest()) consider(*heard + steady_seconds(settings_.node_timeout_s));
+  if (auto sent = sent_.oldest()) consider(*sent + steady_seconds(settings_.heartbeat_interval_s));
   return next;
 }
 

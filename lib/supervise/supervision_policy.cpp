@@ -5,16 +5,9 @@
 #include <csignal>
 
 #include "util/error.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
-namespace {
-
-std::chrono::steady_clock::duration seconds(double value) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(value));
-}
-
-}  // namespace
-
 bool stops_the_job(int signal) {
   return signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGQUIT;
 }
@@ -94,7 +87,7 @@ void SupervisionPolicy::begin_stop(int signal, SteadyTime now) {
   if (phase_ != Phase::kStopping) {
     phase_ = Phase::kStopping;
     stop_started_ = now;
-    kill_deadline_ = now + seconds(settings_.grace_period_s);
+    kill_deadline_ = now + steady_seconds(settings_.grace_period_s);
   }
   if (any_running()) control_.signal_running_workers(signal);
 }
@@ -180,7 +173,7 @@ void SupervisionPolicy::on_time(SteadyTime now) {
   const std::size_t first_new = failures_.size();
   for (int rank = 0; rank < settings_.nproc; ++rank) {
     if (!running_[rank] || !last_heartbeat_[rank]) continue;
-    if (now - *last_heartbeat_[rank] < seconds(settings_.heartbeat_timeout_s)) continue;
+    if (now - *last_heartbeat_[rank] < steady_seconds(settings_.heartbeat_timeout_s)) continue;
     WorkerFailure failure;
     failure.local_rank = rank;
     failure.hung = true;
@@ -197,7 +190,7 @@ std::optional<SteadyTime> SupervisionPolicy::next_deadline() const {
   if (phase_ == Phase::kRunning && settings_.heartbeat_timeout_s > 0) {
     for (int rank = 0; rank < settings_.nproc; ++rank) {
       if (!running_[rank] || !last_heartbeat_[rank]) continue;
-      SteadyTime due = *last_heartbeat_[rank] + seconds(settings_.heartbeat_timeout_s);
+      SteadyTime due = *last_heartbeat_[rank] + steady_seconds(settings_.heartbeat_timeout_s);
       if (!next || due < *next) next = due;
     }
   }

@@ -41,7 +41,7 @@ SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
 
 Clock::duration heartbeat_probe_interval(double timeout_s) {
   double interval = std::min(1.0, std::max(0.01, timeout_s / 4));
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval));
+  return steady_seconds(interval);
 }
 
 void make_directories(const std::string& path) {

@@ -42,7 +42,7 @@ std::string format_seconds(double seconds) {
 std::string format_duration(double seconds, DurationPrecision precision) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   if (precision == DurationPrecision::Tenths && seconds < 59.95) return fmt::format("{:.1f}s", seconds);
-  const auto s = static_cast<long long>(seconds + 0.5);
+  const long long s = std::llround(seconds);
   if (s >= 86400) return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);

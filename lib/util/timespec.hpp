@@ -1,4 +1,5 @@
-// A std::chrono duration as the timespec that ppoll(2) and friends take (a negative one is zero).
+// Time conversions for waiting: seconds given as a number (config values, timeouts) as a steady_clock
+// duration, and a std::chrono duration as the timespec that ppoll(2) and friends take (a negative one is zero).
 #pragma once
 
 #include <time.h>
@@ -6,6 +7,11 @@
 #include <chrono>
 
 namespace mgtrain {
+
+// `seconds` (fractions allowed) as a steady_clock duration, for deadlines.
+inline std::chrono::steady_clock::duration steady_seconds(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
 
 inline timespec to_timespec(std::chrono::nanoseconds duration) {
   if (duration < std::chrono::nanoseconds::zero()) duration = std::chrono::nanoseconds::zero();

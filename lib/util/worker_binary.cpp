@@ -20,7 +20,7 @@ std::string executable_directory() {
 }
 
 std::string find_worker_binary(const std::string& configured) {
-  const std::string path = configured.empty() ? executable_directory() + "/mgtrain-worker" : configured;
+  std::string path = configured.empty() ? executable_directory() + "/mgtrain-worker" : configured;
   if (access(path.c_str(), X_OK) != 0) {
     throw UsageError(
         fmt::format("worker binary {} is not executable ({}); build it (cmake --build build) or point "

@@ -39,6 +39,7 @@ void HeartbeatWriter::beat(std::int64_t progress, double loss) {
   char text[kLineBytes];
   std::memset(text, ' ', sizeof text);
   const std::string line = format_heartbeat_line(info);
+  // NOLINTNEXTLINE(bugprone-not-null-terminated-result): a fixed-size record ending in '\n', not a C string
   std::memcpy(text, line.data(), std::min(line.size(), sizeof text - 1));
   text[sizeof text - 1] = '\n';
   // A failed write is not fatal: the watchdog would then report this worker as silent.

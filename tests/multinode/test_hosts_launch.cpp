@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "multinode/hosts_launch.hpp"
-#include "support/temporary_directory.hpp"
+#include "support/temp_dir.hpp"
 #include "util/error.hpp"
 
 using namespace mgtrain;
@@ -30,15 +30,15 @@ TEST_CASE("the hosts to start: the parsed --hosts, or the hostfile read at launc
   LaunchConfig launch;
   launch.hosts = HostList::parse("a:2,b:3").value();
   CHECK(hosts_of(launch) == hosts("a:2,b:3"));
-  const testing::TemporaryDirectory dir("mgtrain-hostfile");
-  const std::string file = write_file(dir.path / "hosts.txt", "# the cluster\nnode0 slots=8\nnode1\n");
+  const testing::TempDir dir("mgtrain-hostfile");
+  const std::string file = write_file(dir / "hosts.txt", "# the cluster\nnode0 slots=8\nnode1\n");
   launch.hostfile = file;
   CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("either with --hosts or with --hostfile, not both"));
   launch.hosts = {};
   CHECK(hosts_of(launch) == std::vector<HostSlots>{{"node0", 8}, {"node1", 0}});
   std::remove(file.c_str());
   CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("launch.hostfile " + file + ": cannot read it"));
-  const std::string bad = write_file(dir.path / "bad.txt", "node0 slots=8\nnode1 gpus=8\n");
+  const std::string bad = write_file(dir / "bad.txt", "node0 slots=8\nnode1 gpus=8\n");
   launch.hostfile = bad;
   CHECK_THROWS_WITH(hosts_of(launch), bad + ":2: unexpected 'gpus=8': write lines like `node0 slots=4`");
 }

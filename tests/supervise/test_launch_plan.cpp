@@ -213,11 +213,12 @@ TEST_CASE("the plan starts from the config's defaults (launch_defaults.hpp), not
   const LaunchConfig launch = defaults();
   const LaunchPlan plan = make_launch_plan(launch, kCommand, host_with_gpus(0));
   CHECK(plan.grace_period_s == launch.grace_period);
-  CHECK(LaunchPlan{}.grace_period_s == LaunchConfig{}.grace_period);
-  CHECK(LaunchPlan{}.join_timeout_s == LaunchConfig{}.join_timeout);
-  CHECK(LaunchPlan{}.last_call_timeout_s == LaunchConfig{}.last_call_timeout);
-  CHECK(LaunchPlan{}.node_timeout_s == LaunchConfig{}.node_timeout);
-  CHECK(LaunchPlan{}.role == LaunchConfig{}.role);
+  const LaunchPlan plan_defaults;
+  CHECK(plan_defaults.grace_period_s == launch.grace_period);
+  CHECK(plan_defaults.join_timeout_s == launch.join_timeout);
+  CHECK(plan_defaults.last_call_timeout_s == launch.last_call_timeout);
+  CHECK(plan_defaults.node_timeout_s == launch.node_timeout);
+  CHECK(plan_defaults.role == launch.role);
 }
 
 TEST_CASE("gpu_ids UUIDs are used as they are, indices become the visible GPU, each GPU once", "[plan][gpu]") {

@@ -55,7 +55,8 @@ struct TestNet : torch::nn::Module {
   torch::nn::Linear skipped{nullptr};
   TestNet(const std::vector<int64_t>& widths, bool with_unused) {
     for (std::size_t i = 0; i + 1 < widths.size(); ++i)
-      layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(widths[i], widths[i + 1])));
+      layers.push_back(
+          register_module(std::string("l").append(std::to_string(i)), torch::nn::Linear(widths[i], widths[i + 1])));
     if (with_unused) skipped = register_module("unused", torch::nn::Linear(widths.back(), widths.back()));
   }
   at::Tensor forward(at::Tensor x) {

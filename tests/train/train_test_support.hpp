@@ -56,7 +56,7 @@ inline std::optional<std::string> run_reference_python(const std::string& script
   argv.insert(argv.end(), args.begin(), args.end());
   CaptureOptions options;
   options.timeout_s = 120;
-  options.set_env["OMP_NUM_THREADS"] = "1";
+  options.set_env.emplace("OMP_NUM_THREADS", "1");
   const CapturedRun run = run_and_capture(argv, options);
   if (run.exit_code != 0) {
     std::fprintf(stderr, "reference python failed (exit %d):\n%s\n", run.exit_code, run.err.c_str());

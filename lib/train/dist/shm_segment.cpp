@@ -31,6 +31,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 
@@ -340,8 +341,7 @@ void ShmReduceGroup::check_peer_alive(int peer, std::uint32_t generation) {
 }
 
 void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  const auto deadline = Clock::now() + steady_seconds(timeout_s_);
   for (int peer = 0; peer < world_; ++peer) {
     if (peer == rank_) continue;
     RankSignal& s = signal(peer);
