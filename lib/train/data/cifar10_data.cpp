@@ -51,29 +51,6 @@ std::vector<uint8_t> read_records(const std::string& directory, Split split) {
   return all;
 }
 
-class Cifar10Data final : public DataSource {
- public:
-  Cifar10Data(std::string description, at::Tensor images, at::Tensor labels, ChannelStats stats)
-      : description_(std::move(description)),
-        images_(std::move(images)),
-        labels_(std::move(labels)),
-        normalizer_(stats) {}
-
-  int64_t size() const override { return images_.size(0); }
-  std::vector<int64_t> sample_shape() const override { return {3, kSide, kSide}; }
-  int64_t num_classes() const override { return kClasses; }
-  Batch make_batch(const std::vector<int64_t>& indices) const override {
-    return Batch{normalizer_.gather(images_, indices), gather_rows(labels_, indices)};
-  }
-  std::string description() const override { return description_; }
-
- private:
-  std::string description_;
-  at::Tensor images_;  // uint8 [N, 3, 32, 32]
-  at::Tensor labels_;  // int64 [N]
-  ImageNormalizer normalizer_;
-};
-
 }  // namespace
 
 std::unique_ptr<DataSource> open_cifar10_data(const std::string& directory, Split split) {
@@ -103,7 +80,7 @@ std::unique_ptr<DataSource> open_cifar10_data(const std::string& directory, Spli
       "{:.4f},{:.4f},{:.4f}",
       directory, split_name(split), count, stats.mean[0], stats.mean[1], stats.mean[2], stats.std[0], stats.std[1],
       stats.std[2]);
-  return std::make_unique<Cifar10Data>(std::move(description), std::move(images), std::move(labels), std::move(stats));
+  return labelled_images(std::move(description), std::move(images), std::move(labels), stats, kClasses);
 }
 
 }  // namespace mgtrain

@@ -56,4 +56,39 @@ at::Tensor ImageNormalizer::gather(const at::Tensor& images_u8, const std::vecto
   return out;
 }
 
+namespace {
+
+class LabelledImages final : public DataSource {
+ public:
+  LabelledImages(std::string description, at::Tensor images, at::Tensor labels, const ChannelStats& stats,
+                 int64_t classes)
+      : description_(std::move(description)),
+        images_(std::move(images)),
+        labels_(std::move(labels)),
+        normalizer_(stats),
+        classes_(classes) {}
+
+  int64_t size() const override { return images_.size(0); }
+  std::vector<int64_t> sample_shape() const override { return {images_.size(1), images_.size(2), images_.size(3)}; }
+  int64_t num_classes() const override { return classes_; }
+  Batch make_batch(const std::vector<int64_t>& indices) const override {
+    return Batch{normalizer_.gather(images_, indices), gather_rows(labels_, indices)};
+  }
+  std::string description() const override { return description_; }
+
+ private:
+  std::string description_;
+  at::Tensor images_;  // uint8 [N, C, H, W]
+  at::Tensor labels_;  // int64 [N]
+  ImageNormalizer normalizer_;
+  int64_t classes_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataSource> labelled_images(std::string description, at::Tensor images, at::Tensor labels,
+                                            const ChannelStats& stats, int64_t classes) {
+  return std::make_unique<LabelledImages>(std::move(description), std::move(images), std::move(labels), stats, classes);
+}
+
 }  // namespace mgtrain

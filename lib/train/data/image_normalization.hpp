@@ -1,9 +1,12 @@
-// Per-channel mean and standard deviation of 8-bit images, and the gather of normalised float samples
-// ((x/255 - mean) / std) from uint8 images, shared by the mnist and cifar10 data sets.
+// Per-channel mean and standard deviation of 8-bit images, the gather of normalised float samples
+// ((x/255 - mean) / std) from uint8 images, and the data source of labelled images: shared by the mnist and cifar10
+// data sets.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -28,5 +31,11 @@ class ImageNormalizer {
  private:
   std::vector<std::array<float, 256>> tables_;  // per channel
 };
+
+class DataSource;
+// The data source of labelled 8-bit images: `images` contiguous uint8 [N, C, H, W], `labels` int64 [N] in
+// [0, classes); batches are normalised with `stats`.
+std::unique_ptr<DataSource> labelled_images(std::string description, at::Tensor images, at::Tensor labels,
+                                            const ChannelStats& stats, int64_t classes);
 
 }  // namespace mgtrain

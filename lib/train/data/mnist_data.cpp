@@ -71,31 +71,6 @@ IdxArray read_idx(const std::string& path, uint32_t expected_magic, const char* 
   return idx;
 }
 
-class MnistData final : public DataSource {
- public:
-  MnistData(std::string description, at::Tensor images, at::Tensor labels, ChannelStats stats, int64_t classes)
-      : description_(std::move(description)),
-        images_(std::move(images)),
-        labels_(std::move(labels)),
-        normalizer_(stats),
-        classes_(classes) {}
-
-  int64_t size() const override { return images_.size(0); }
-  std::vector<int64_t> sample_shape() const override { return {1, images_.size(2), images_.size(3)}; }
-  int64_t num_classes() const override { return classes_; }
-  Batch make_batch(const std::vector<int64_t>& indices) const override {
-    return Batch{normalizer_.gather(images_, indices), gather_rows(labels_, indices)};
-  }
-  std::string description() const override { return description_; }
-
- private:
-  std::string description_;
-  at::Tensor images_;  // uint8 [N, 1, rows, cols]
-  at::Tensor labels_;  // int64 [N]
-  ImageNormalizer normalizer_;
-  int64_t classes_;
-};
-
 }  // namespace
 
 std::unique_ptr<DataSource> open_mnist_data(const std::string& directory, Split split) {
@@ -136,8 +111,7 @@ std::unique_ptr<DataSource> open_mnist_data(const std::string& directory, Split 
   std::string description =
       fmt::format("mnist {} ({}): {} samples of 1x{}x{}, {} classes, normalised with mean {:.4f} std {:.4f}", directory,
                   split_name(split), count, rows, cols, classes, stats.mean[0], stats.std[0]);
-  return std::make_unique<MnistData>(std::move(description), std::move(image_tensor), std::move(label_tensor),
-                                     std::move(stats), classes);
+  return labelled_images(std::move(description), std::move(image_tensor), std::move(label_tensor), stats, classes);
 }
 
 }  // namespace mgtrain
