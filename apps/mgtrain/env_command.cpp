@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "config/config_loader.hpp"
+#include "contract/worker_binary.hpp"
 #include "launch/python_interpreter.hpp"
 #include "slurm/slurm_environment.hpp"
 #include "util/build_info.hpp"
@@ -24,7 +25,6 @@
 #include "util/log.hpp"
 #include "util/run_capture.hpp"
 #include "util/value_parsing.hpp"
-#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

@@ -21,10 +21,10 @@
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "commands.hpp"
+#include "contract/worker_binary.hpp"
 #include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/strings.hpp"
-#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

@@ -17,6 +17,7 @@
 
 #include "commands.hpp"
 #include "contract/log_layout.hpp"
+#include "contract/worker_binary.hpp"
 #include "observe/metrics_reader.hpp"
 #include "observe/plot_series.hpp"
 #include "observe/run_history.hpp"
@@ -25,7 +26,6 @@
 #include "util/fd.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
-#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

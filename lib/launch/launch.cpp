@@ -11,6 +11,7 @@
 
 #include "config/config_yaml.hpp"
 #include "contract/log_layout.hpp"
+#include "contract/worker_binary.hpp"
 #include "elastic/file_timer_pipe.hpp"
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
@@ -31,7 +32,6 @@
 #include "util/log.hpp"
 #include "util/strings.hpp"
 #include "util/value_parsing.hpp"
-#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

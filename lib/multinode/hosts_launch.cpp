@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "contract/worker_binary.hpp"
 #include "multinode/hosts_policy.hpp"
 #include "output/console_writer.hpp"
 #include "output/live_line_splitter.hpp"
@@ -20,7 +21,6 @@
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/fd.hpp"
-#include "util/worker_binary.hpp"
 
 namespace mgtrain {
 namespace {

@@ -3,9 +3,9 @@
 
 #include <mutex>
 
+#include "contract/worker_binary.hpp"
 #include "observe/status_http.hpp"
 #include "util/error.hpp"
-#include "util/worker_binary.hpp"
 
 #ifndef MGTRAIN_STATUS_HTTP_INSTALL_DIR
 #define MGTRAIN_STATUS_HTTP_INSTALL_DIR "../lib/mgtrain"

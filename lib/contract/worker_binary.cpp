@@ -1,5 +1,5 @@
 // Locates mgtrain-worker (see worker_binary.hpp).
-#include "util/worker_binary.hpp"
+#include "contract/worker_binary.hpp"
 
 #include <unistd.h>
 
