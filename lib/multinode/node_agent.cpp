@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -32,25 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 // After the job is decided: how long queued messages may take to leave before the agent exits.
 constexpr auto kFlushLinger = std::chrono::seconds(2);
-
-std::string parent_directory(const std::string& path) {
-  std::size_t slash = path.find_last_of('/');
-  return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// This node's plan for one round: the node rank, ranks, world size, workers' store and restart budget
-// that the rendezvous server assigned.
-LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
-  plan.node_rank = assignment.node_rank;
-  plan.nnodes = assignment.nnodes();
-  plan.world_size = assignment.world_size();
-  plan.first_rank = assignment.first_rank(assignment.node_rank);
-  plan.restart_count = assignment.restart_count;
-  plan.master_addr = assignment.master_addr;
-  plan.master_port = assignment.master_port;
-  plan.max_restarts = assignment.max_restarts;
-  return plan;
-}
 
 class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
  public:
@@ -112,17 +94,14 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
 
   std::optional<Clock::time_point> next_deadline() const override {
     std::optional<Clock::time_point> next;
-    auto consider = [&](std::optional<Clock::time_point> when) {
-      if (when && (!next || *when < *next)) next = when;
-    };
-    if (server_) consider(server_->next_deadline());
-    consider(client_->next_deadline());
+    if (server_) keep_earliest(next, server_->next_deadline());
+    keep_earliest(next, client_->next_deadline());
     if (client_->state() == RendezvousClient::State::kConnected) {
       if (supervisor_->policy().finished()) {
-        consider(finished_at_ ? *finished_at_ + kFlushLinger : Clock::now());
+        keep_earliest(next, finished_at_ ? *finished_at_ + kFlushLinger : Clock::now());
       } else {
-        consider(client_->last_sent() + steady_seconds(plan_.node_heartbeat_interval_s));
-        if (!ending_) consider(client_->last_heard() + steady_seconds(plan_.node_timeout_s));
+        keep_earliest(next, client_->last_sent() + steady_seconds(plan_.node_heartbeat_interval_s));
+        if (!ending_) keep_earliest(next, client_->last_heard() + steady_seconds(plan_.node_timeout_s));
       }
     }
     return next;
@@ -396,7 +375,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       }
       config = &*adopted_;
     }
-    std::string log_dir = parent_directory(plan_.run_dir);
+    const std::string log_dir = std::filesystem::path(plan_.run_dir).parent_path().string();
     plan_.run_id = run_id;
     std::string node_directory =
         plan_.dynamic ? fmt::format("agent_{}_{}", plan_.hostname, getpid()) : fmt::format("node_{}", plan_.node_rank);

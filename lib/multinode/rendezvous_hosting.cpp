@@ -68,4 +68,16 @@ rdzv::RoundsSettings rounds_settings(const LaunchPlan& plan, const std::string& 
   return settings;
 }
 
+LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
+  plan.node_rank = assignment.node_rank;
+  plan.nnodes = assignment.nnodes();
+  plan.world_size = assignment.world_size();
+  plan.first_rank = assignment.first_rank(assignment.node_rank);
+  plan.restart_count = assignment.restart_count;
+  plan.master_addr = assignment.master_addr;
+  plan.master_port = assignment.master_port;
+  plan.max_restarts = assignment.max_restarts;
+  return plan;
+}
+
 }  // namespace mgtrain

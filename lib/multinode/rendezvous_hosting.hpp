@@ -1,4 +1,5 @@
-// Which node agent hosts the rendezvous server, and with what settings (docs/multinode.md).
+// Which node agent hosts the rendezvous server, with what settings, and the plan a round gives a node
+// (docs/multinode.md).
 #pragma once
 
 #include <string>
@@ -18,6 +19,10 @@ Fd host_rendezvous(const LaunchPlan& plan, std::string& connect_host);
 
 // The server's settings from the plan of the agent that hosts it (`host_agent_id`: that agent's join id).
 rdzv::RoundsSettings rounds_settings(const LaunchPlan& plan, const std::string& host_agent_id);
+
+// This node's plan for one round: the node rank, ranks, world size, workers' store and restart budget
+// that the rendezvous server assigned.
+LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment);
 
 // "2" or "2:4" (launch.nnodes as the plan resolved it).
 std::string nnodes_text(const LaunchPlan& plan);

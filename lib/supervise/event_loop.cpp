@@ -62,11 +62,8 @@ void EventLoop::reap_children(LoopTime now) {
 
 std::optional<LoopTime> EventLoop::next_wake() const {
   std::optional<LoopTime> wake = drain_deadline_;
-  auto earliest = [&wake](const std::optional<LoopTime>& other) {
-    if (other && (!wake || *other < *wake)) wake = other;
-  };
-  for (const auto& output : outputs_) earliest(output->next_deadline());
-  for (const LoopParticipant* participant : participants_) earliest(participant->next_deadline());
+  for (const auto& output : outputs_) keep_earliest(wake, output->next_deadline());
+  for (const LoopParticipant* participant : participants_) keep_earliest(wake, participant->next_deadline());
   return wake;
 }
 

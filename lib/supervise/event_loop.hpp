@@ -26,6 +26,11 @@ namespace mgtrain {
 using LoopClock = std::chrono::steady_clock;
 using LoopTime = LoopClock::time_point;
 
+// `wake` becomes `other` when that is sooner; an absent time never wins (for combining next_deadline()s).
+inline void keep_earliest(std::optional<LoopTime>& wake, const std::optional<LoopTime>& other) {
+  if (other && (!wake || *other < *wake)) wake = other;
+}
+
 // Anything that takes part in the loop: it watches descriptors and wants to run at deadlines (a worker's
 // output pipe, the node agent's rendezvous sockets, the status API, the supervisor's own timers).
 class LoopParticipant {

@@ -257,11 +257,8 @@ void Supervisor::on_ready(const pollfd& ready, Clock::time_point now) {
 
 std::optional<Supervisor::Clock::time_point> Supervisor::next_deadline() const {
   std::optional<Clock::time_point> wake = policy_.next_deadline();
-  auto earliest = [&wake](const std::optional<Clock::time_point>& other) {
-    if (other && (!wake || *other < *wake)) wake = other;
-  };
-  if (!policy_.finished()) earliest(next_heartbeat_probe_);
-  if (file_timers_ && !policy_.finished()) earliest(file_timers_->next_deadline(Clock::now()));
+  if (!policy_.finished()) keep_earliest(wake, next_heartbeat_probe_);
+  if (file_timers_ && !policy_.finished()) keep_earliest(wake, file_timers_->next_deadline(Clock::now()));
   return wake;
 }
 
