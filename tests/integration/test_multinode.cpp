@@ -520,36 +520,39 @@ int free_port() {
   return ports.pick_free_port();
 }
 
+// Node `rank` of a static two-node job (one worker each, run id "mn") meeting at 127.0.0.1:`port`, running `program`.
+std::vector<std::string> loopback_node(int rank, const std::string& port, const TempDir& dir,
+                                       const std::string& program) {
+  return {kMgtrain,
+          "launch",
+          "--nnodes",
+          "2",
+          "--node-rank",
+          std::to_string(rank),
+          "--master-addr",
+          "127.0.0.1",
+          "--master-port",
+          port,
+          "--nproc",
+          "1",
+          "--run-id",
+          "mn",
+          "--log-dir",
+          dir / "runs",
+          "--join-timeout",
+          "20",
+          "--",
+          program};
+}
+
 }  // namespace
 
 TEST_CASE("loopback: two node agents on one machine meet and run a static job", "[multinode][loopback]") {
   TempDir dir;
   std::string worker = write_script(dir / "env.sh", kEnvScript);
   const std::string port = std::to_string(free_port());
-  auto flags = [&](int rank) {
-    return std::vector<std::string>{kMgtrain,
-                                    "launch",
-                                    "--nnodes",
-                                    "2",
-                                    "--node-rank",
-                                    std::to_string(rank),
-                                    "--master-addr",
-                                    "127.0.0.1",
-                                    "--master-port",
-                                    port,
-                                    "--nproc",
-                                    "1",
-                                    "--run-id",
-                                    "mn",
-                                    "--log-dir",
-                                    dir / "runs",
-                                    "--join-timeout",
-                                    "20",
-                                    "--",
-                                    worker};
-  };
-  ChildProcess node1 = start_process(flags(1), dir / "node1");
-  ChildProcess node0 = start_process(flags(0), dir / "node0");
+  ChildProcess node1 = start_process(loopback_node(1, port, dir, worker), dir / "node1");
+  ChildProcess node0 = start_process(loopback_node(0, port, dir, worker), dir / "node0");
   CHECK(wait_for_exit(node0.pid, 20s) == 0);
   CHECK(wait_for_exit(node1.pid, 20s) == 0);
   auto fields = fields_of(read_text(rank_log(dir, 1, 0, 1)));
@@ -590,32 +593,10 @@ TEST_CASE("loopback: a node that cannot start its workers reports its own error,
   TempDir dir;
   std::string worker = write_script(dir / "sleep.sh", "sleep 60");
   const std::string port = std::to_string(free_port());
-  auto flags = [&](int rank, const std::string& program) {
-    return std::vector<std::string>{kMgtrain,
-                                    "launch",
-                                    "--nnodes",
-                                    "2",
-                                    "--node-rank",
-                                    std::to_string(rank),
-                                    "--master-addr",
-                                    "127.0.0.1",
-                                    "--master-port",
-                                    port,
-                                    "--nproc",
-                                    "1",
-                                    "--run-id",
-                                    "mn",
-                                    "--log-dir",
-                                    dir / "runs",
-                                    "--join-timeout",
-                                    "20",
-                                    "--",
-                                    program};
-  };
   auto started = Clock::now();
   // Each node runs its own program: node 1's does not exist (the config, and so the agreement check, is the same).
-  ChildProcess node0 = start_process(flags(0, worker), dir / "node0");
-  ChildProcess node1 = start_process(flags(1, dir / "missing-program"), dir / "node1");
+  ChildProcess node0 = start_process(loopback_node(0, port, dir, worker), dir / "node0");
+  ChildProcess node1 = start_process(loopback_node(1, port, dir, dir / "missing-program"), dir / "node1");
   CHECK(wait_for_exit(node1.pid, 30s) == 2);
   CHECK(wait_for_exit(node0.pid, 30s) == 2);
   CHECK(seconds_since(started) < 25);  // node 0's worker (sleep 60) was stopped, not waited for
