@@ -1,26 +1,20 @@
-// Capturing, snapshotting and restoring the trainable state and the generators' states (see train_state.hpp).
+// Capturing, snapshotting and restoring the trainable state (see train_state.hpp; the generators' states are in
+// rng_state.cpp).
 #include "train/state/train_state.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <set>
 #include <unordered_set>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
-
-#ifdef MGTRAIN_WITH_CUDA
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 #include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
@@ -104,11 +98,6 @@ void capture_adam_state(const AdamState& s, const std::string& prefix, NamedTens
   if (s.max_exp_avg_sq().defined()) out.emplace_back(prefix + "max_exp_avg_sq", s.max_exp_avg_sq());
 }
 
-// A stored tensor as a CPU tensor over its bytes (no copy; only read from).
-at::Tensor tensor_over(const TensorView& view) {
-  return at::from_blob(const_cast<void*>(view.data), view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype)));
-}
-
 // A new tensor on the parameter's device with the stored values.
 at::Tensor stored_copy(const TensorView& view, const at::Tensor& like) {
   at::Tensor out = at::empty(view.shape, like.options().requires_grad(false));
@@ -184,6 +173,10 @@ c10::ScalarType scalar_type_of(const std::string& dtype) {
 }
 
 TensorLookup::~TensorLookup() = default;
+
+at::Tensor tensor_over(const TensorView& view) {
+  return at::from_blob(const_cast<void*>(view.data), view.shape, at::TensorOptions().dtype(scalar_type_of(view.dtype)));
+}
 
 TensorViewMap::TensorViewMap(std::vector<TensorView> views) : views_(std::move(views)) {
   for (size_t i = 0; i < views_.size(); ++i) {
@@ -399,54 +392,6 @@ void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const
     if (!restored_fields[i].empty())
       state[key] = restored_parameter_state(kind, name, p, restored_fields[i].size(), stored);
   }
-}
-
-NamedTensors capture_rng_state() {
-  NamedTensors out;
-  {
-    at::Generator cpu = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(cpu.mutex());
-    out.emplace_back("rng/cpu", cpu.get_state());
-  }
-#ifdef MGTRAIN_WITH_CUDA
-  if (torch::cuda::is_available()) {
-    at::Generator cuda = at::cuda::detail::getDefaultCUDAGenerator(c10::cuda::current_device());
-    std::lock_guard<std::mutex> lock(cuda.mutex());
-    out.emplace_back("rng/cuda", cuda.get_state());
-  }
-#endif
-  return out;
-}
-
-namespace {
-
-void set_generator_state(at::Generator generator, const TensorView& view) {
-  if (view.dtype != "U8" || view.shape.size() != 1 || view.nbytes != static_cast<size_t>(view.shape[0]) || !view.data) {
-    throw UsageError(fmt::format("checkpoint: {} must be a 1-dimensional U8 tensor, but is {} of shape {}", view.name,
-                                 view.dtype, shape_text(view.shape)));
-  }
-  at::Tensor state = tensor_over(view).clone();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  try {
-    generator.set_state(state);
-  } catch (const c10::Error& e) {
-    throw UsageError(fmt::format("checkpoint: {} is not a valid generator state for this LibTorch ({} bytes): {}",
-                                 view.name, view.nbytes, e.what_without_backtrace()));
-  }
-}
-
-}  // namespace
-
-void restore_rng_state(const TensorLookup& stored, const std::string& prefix) {
-  const TensorView* cpu = stored.find(prefix + "rng/cpu");
-  if (!cpu)
-    throw UsageError(fmt::format("checkpoint: {}rng/cpu (the CPU random generator's state) is missing", prefix));
-  set_generator_state(at::detail::getDefaultCPUGenerator(), *cpu);
-#ifdef MGTRAIN_WITH_CUDA
-  if (const TensorView* cuda = stored.find(prefix + "rng/cuda"); cuda && torch::cuda::is_available()) {
-    set_generator_state(at::cuda::detail::getDefaultCUDAGenerator(c10::cuda::current_device()), *cuda);
-  }
-#endif
 }
 
 StateSnapshot::StateSnapshot() = default;

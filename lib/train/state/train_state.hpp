@@ -34,6 +34,8 @@ struct TensorView {
 // naming it.
 std::string dtype_name(c10::ScalarType type);
 c10::ScalarType scalar_type_of(const std::string& dtype);
+// A stored tensor as a CPU tensor over its bytes (no copy; only read from).
+at::Tensor tensor_over(const TensorView& view);
 
 // Where restore reads from: the stored tensors by name. A checkpoint reader adapts to this; TensorViewMap is the
 // ready-made one over a list of views.
@@ -81,8 +83,9 @@ NamedTensors capture_train_state(Model& model, const torch::optim::Optimizer& op
 // stored). Names with other prefixes (e.g. "rng/") are ignored.
 void restore_train_state(Model& model, torch::optim::Optimizer& optimizer, const TensorLookup& stored);
 
-// The random generators' states as U8 tensors (copies): "rng/cpu" (the default CPU generator, which initialisation
-// and dropout on CPU draw from) and, in CUDA builds with a GPU, "rng/cuda" (the current device's default generator).
+// The random generators' states as U8 tensors (copies; rng_state.cpp): "rng/cpu" (the default CPU generator, which
+// initialisation and dropout on CPU draw from) and, in CUDA builds with a GPU, "rng/cuda" (the current device's default
+// generator).
 NamedTensors capture_rng_state();
 // Sets the generators from "<prefix>rng/cpu" (required: a missing or malformed one is a UsageError) and
 // "<prefix>rng/cuda" (restored when stored and CUDA is available, else ignored).
