@@ -12,7 +12,7 @@ set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
                 catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp libcairo2-dev
-                libcpp-httplib-dev nlohmann-json3-dev libxxhash-dev patchelf python3-venv)
+                libcpp-httplib-dev libsodium-dev nlohmann-json3-dev libxxhash-dev patchelf python3-venv)
 # python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
 # procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks; clang + libclang-rt-14-dev: the libFuzzer
 # target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm);

@@ -7,6 +7,8 @@ find_package(Threads REQUIRED)
 # libcpp-httplib.so; its pkg-config flags carry the defines the library was built with, which must match).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# libsodium (Debian's libsodium-dev): HMAC-SHA256 and random nonces for the authenticated rendezvous.
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 
 if(MGTRAIN_BUILD_WORKER)
   # MGTRAIN_TORCH_ROOT: the torch package directory of a pip wheel (<venv>/lib/pythonX.Y/site-packages/torch), set by

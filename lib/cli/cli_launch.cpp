@@ -3,6 +3,7 @@
 // follows the program belongs to the program (torchrun's semantics), so CLI11 only ever sees flags.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -54,6 +55,7 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--shutdown-timeout,--shutdown_timeout", "launch.grace_period", true},
     {"--rdzv-endpoint,--rdzv_endpoint", "launch.rdzv_endpoint", true},
     {"--rdzv-backend,--rdzv_backend", "launch.rdzv_backend", true},
+    {"--rdzv-token-file,--rdzv_token_file", "launch.rdzv_token_file", true},
     {"--join-timeout,--join_timeout", "launch.join_timeout", true},
     {"--last-call-timeout,--last_call_timeout", "launch.last_call_timeout", true},
     {"--node-timeout,--node_timeout", "launch.node_timeout", true},
@@ -205,6 +207,7 @@ struct LaunchOptions {
   std::map<std::string, std::string> values;  // canonical name -> value
   std::vector<std::string> set_overrides;
   std::map<std::string, std::string> torchrun;  // dest -> value ("1" for a flag) of torchrun's options without a key
+  std::optional<std::string> rdzv_token;        // --rdzv-token: a secret, so no config key (never written to a file)
 };
 
 void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
@@ -225,6 +228,11 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
           f.names, [&opts, canonical, value](std::int64_t) { opts.values[canonical] = value; }, help);
     }
   }
+  launch
+      .add_option("--rdzv-token,--rdzv_token", opts.rdzv_token,
+                  "multi-node: the secret every node authenticates the rendezvous with; visible to other users in the "
+                  "process list, so prefer MGTRAIN_RDZV_TOKEN or --rdzv-token-file (docs/multinode.md)")
+      ->type_name("SECRET");
   launch.add_option("--set", opts.set_overrides, "set any config key: --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
@@ -319,6 +327,7 @@ LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions
   TorchrunExtras extras;
   add_settings(split, opts, env, request, extras);
   request.log_line_prefix_template = extras.log_line_prefix_template;
+  request.rdzv_token = opts.rdzv_token;
   if (split.had_dashes) {
     if (split.after_dashes.empty())
       throw UsageError("launch: nothing follows --; give the program to run, e.g. -- python3 train.py");

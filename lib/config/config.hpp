@@ -48,6 +48,7 @@ struct LaunchConfig {
   bool allow_uneven_nproc = false;          // nodes may run different numbers of workers
   std::string local_addr;                   // torchrun's --local-addr: recorded; mgtrain's nodes need no own address
   HostList hosts;                           // "a:4,b:4": one agent per host through remote_shell
+  std::string rdzv_token_file;              // multi-node: the file with the rendezvous token (docs/multinode.md)
   std::string hostfile;                     // path of a file of lines "host slots=4", read at launch time
   std::string remote_shell = "ssh {host}";  // command that runs an agent on {host}
   bool exit_with_stdin = false;             // stop the job when stdin closes (set by --hosts for its agents)

@@ -48,6 +48,9 @@ struct LaunchRequest {
   // torchrun's --log-line-prefix-template (or PET_LOG_LINE_PREFIX_TEMPLATE): the launcher runs with
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it, as torchrun prefers the flag over that variable.
   std::optional<std::string> log_line_prefix_template;
+  // --rdzv-token: the rendezvous secret (launch/rendezvous_secret.hpp); kept out of the config, which is
+  // written to the run directory.
+  std::optional<std::string> rdzv_token;
 };
 
 }  // namespace mgtrain

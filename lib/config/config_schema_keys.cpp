@@ -94,6 +94,9 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.rdzv_backend", &C::launch, &LaunchConfig::rdzv_backend,
             "with rdzv_endpoint: c10d (ranks on arrival) or static (the endpoint is node 0's master_addr:master_port); "
             "both use mgtrain's own protocol"));
+  s.add(key("launch.rdzv_token_file", &C::launch, &LaunchConfig::rdzv_token_file,
+            "multi-node: a file (mode 600) holding the secret every node authenticates the rendezvous with; "
+            "MGTRAIN_RDZV_TOKEN and --rdzv-token win over it (docs/multinode.md#the-rendezvous-token)"));
   s.add(key("launch.join_timeout", &C::launch, &LaunchConfig::join_timeout,
             "multi-node: seconds for the nodes to meet (every node static, at least MIN dynamic) before the job fails "
             "naming the missing ones")

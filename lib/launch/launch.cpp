@@ -15,6 +15,7 @@
 #include "elastic/file_timer_pipe.hpp"
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
+#include "launch/rendezvous_secret.hpp"
 #include "multinode/hosts_launch.hpp"
 #include "multinode/node_agent.hpp"
 #include "observe/run_record.hpp"
@@ -92,7 +93,8 @@ void write_launcher_error_file(const FailureReport& report, const EnvMap& enviro
 
 // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
 int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
-                   const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports) {
+                   const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports,
+                   const std::optional<std::string>& flag_token) {
   const LaunchConfig& launch = loaded.config.launch;
   if (launch.status_port > 0) {
     log::warn("--status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
@@ -105,7 +107,9 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   }
   const NodeAgentResult agent =
       run_node_agent(plan, loaded, environment,
-                     NodeAgentOutside{outside.stdout_fd, outside.stderr_fd, outside.reload_with_run_id}, ports);
+                     NodeAgentOutside{outside.stdout_fd, outside.stderr_fd, outside.reload_with_run_id,
+                                      rendezvous_token(launch, flag_token, environment, slurm.job_id)},
+                     ports);
   const int code = agent.exit_code;
   if (agent.failure) write_launcher_error_file(*agent.failure, environment);
   if (job_record) {
@@ -241,7 +245,9 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
   // Inside a SLURM job: say what SLURM gave, and whether this is a requeued rerun (docs/slurm.md).
   const SlurmDetection slurm = launch.slurm == SlurmMode::Off ? SlurmDetection{} : detect_slurm(environment);
   announce_slurm_launch(slurm, loaded, plan, plan.builtin_trainer);
-  if (plan.multi_node()) return run_multi_node(plan, loaded, slurm, environment, outside, ports);
+  if (plan.multi_node()) {
+    return run_multi_node(plan, loaded, slurm, environment, outside, ports, original_request.rdzv_token);
+  }
   return run_single_node(plan, loaded, slurm, environment, outside, ports);
 }
 

@@ -67,6 +67,16 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     std::vector<rdzv::Message> messages;
     try {
       client_->on_poll(&ready, 1, now, messages);
+    } catch (const AuthenticationError& error) {
+      if (!ending_) {
+        end_job(exit_code::kUsage,
+                fmt::format("the rendezvous server at {} failed authentication: {}. Every node needs the same token "
+                            "(this node's: {}; docs/multinode.md#the-rendezvous-token)",
+                            client_->endpoint(), error.what(),
+                            outside_.token.set() ? "from " + outside_.token.source : "none"),
+                std::nullopt, true);
+      }
+      return;
     } catch (const rdzv::ProtocolError& error) {
       if (!ending_) {
         end_job(
@@ -428,6 +438,15 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
               plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
           std::nullopt, false);
     } else if (client_->state() == RendezvousClient::State::kLost && !supervisor_->policy().finished()) {
+      if (round_ < 0 && outside_.token.set() && !client_->authenticated()) {
+        // The server dropped this agent's authenticated join: its token is not this node's.
+        end_job(exit_code::kUsage,
+                fmt::format("the rendezvous server at {} {}: every node needs the same token (this node's is from "
+                            "{}; docs/multinode.md#the-rendezvous-token)",
+                            client_->endpoint(), client_->problem(), outside_.token.source),
+                std::nullopt, true);
+        return;
+      }
       server_lost(client_->problem());
     }
   }
@@ -466,12 +485,20 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   if (listener) {
     server = std::make_unique<RendezvousServer>(
         std::move(listener), rounds_settings(plan, agent_id), ports,
-        [&agent](const std::string& line) { agent.say(line); }, now);
+        [&agent](const std::string& line) { agent.say(line); }, now, outside.token);
     log::info("hosting the rendezvous on port {} for {} node{}", plan.rdzv_port, nnodes_text(plan),
               plan.max_nodes == 1 ? "" : "s");
   }
-  auto client =
-      std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port, now + steady_seconds(plan.join_timeout_s), now);
+  auto client = std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port,
+                                                   now + steady_seconds(plan.join_timeout_s), now, outside.token);
+  if (outside.token.set()) {
+    log::info("the rendezvous is authenticated with the token from {}", outside.token.source);
+  } else if (plan.max_nodes > 1 && !is_loopback_host(connect_host)) {
+    log::warn(
+        "the rendezvous on port {} is not authenticated: anyone who can reach it can join or end this job; set the "
+        "same MGTRAIN_RDZV_TOKEN or launch.rdzv_token_file on every node (docs/multinode.md#the-rendezvous-token)",
+        plan.rdzv_port);
+  }
   if (!server) {
     log::info(
         "joining the rendezvous at {} as {}", client->endpoint(),

@@ -13,6 +13,7 @@
 
 #include "config/config_loader.hpp"
 #include "config/config_request.hpp"
+#include "multinode/frame_auth.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/port_probe.hpp"
@@ -27,6 +28,8 @@ struct NodeAgentOutside {
   // The config loaded again with another run id, for a node that was started without one and adopts
   // node 0's (so ${run_id} expands to it). Unset: only launch.run_id changes.
   std::function<LoadedConfig(const std::string& run_id)> reload_with_run_id;
+  // The job's rendezvous secret (launch/rendezvous_secret.hpp); none: frames are not authenticated.
+  rdzv::RendezvousToken token;
 };
 
 // How this node's part of the job ended.

@@ -13,8 +13,9 @@ constexpr auto kRetryDelay = std::chrono::milliseconds(200);
 
 }  // namespace
 
-RendezvousClient::RendezvousClient(std::string host, int port, rdzv::SteadyTime connect_deadline, rdzv::SteadyTime now)
-    : host_(std::move(host)), port_(port), connect_deadline_(connect_deadline) {
+RendezvousClient::RendezvousClient(std::string host, int port, rdzv::SteadyTime connect_deadline, rdzv::SteadyTime now,
+                                   rdzv::RendezvousToken token)
+    : host_(std::move(host)), port_(port), token_(std::move(token)), connect_deadline_(connect_deadline) {
   try_connect(now);
 }
 
@@ -73,7 +74,7 @@ void RendezvousClient::on_poll(const pollfd* fds, std::size_t count, rdzv::Stead
   if (state_ == State::kConnecting && connecting_) {
     int error = connect_result(connecting_.get());
     if (error != 0) return connect_failed(error, now);
-    connection_ = std::make_unique<MessageConnection>(std::move(connecting_));
+    connection_ = std::make_unique<MessageConnection>(std::move(connecting_), token_, rdzv::ConnectionSide::kAgent);
     state_ = State::kConnected;
     connected_event_ = true;
     last_heard_ = now;
@@ -83,6 +84,7 @@ void RendezvousClient::on_poll(const pollfd* fds, std::size_t count, rdzv::Stead
   if (state_ != State::kConnected) return;
   std::size_t before = messages.size();
   connection_->on_ready(fds[0].revents, messages);
+  authenticated_ = authenticated_ || connection_->peer_authenticated();
   if (messages.size() > before) last_heard_ = now;
   if (connection_->ended()) {
     state_ = State::kLost;

@@ -19,8 +19,10 @@ class RendezvousClient {
  public:
   enum class State { kConnecting, kConnected, kUnreachable, kLost };
 
-  // Starts connecting to host:port at once; gives up at `connect_deadline`.
-  RendezvousClient(std::string host, int port, rdzv::SteadyTime connect_deadline, rdzv::SteadyTime now);
+  // Starts connecting to host:port at once; gives up at `connect_deadline`. With a `token` the connection is
+  // authenticated (frame_auth.hpp).
+  RendezvousClient(std::string host, int port, rdzv::SteadyTime connect_deadline, rdzv::SteadyTime now,
+                   rdzv::RendezvousToken token = {});
 
   State state() const { return state_; }
   // "10.77.0.1:29500"
@@ -31,13 +33,17 @@ class RendezvousClient {
   bool take_connected_event();
 
   void add_poll_fds(std::vector<pollfd>& fds);
-  // Received messages are appended to `messages`. A server that sends garbage throws rdzv::ProtocolError.
+  // Received messages are appended to `messages`. A server that sends garbage throws rdzv::ProtocolError, one
+  // that fails authentication AuthenticationError.
   void on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now, std::vector<rdzv::Message>& messages);
   void on_time(rdzv::SteadyTime now);
   std::optional<rdzv::SteadyTime> next_deadline() const;
 
   void send(const rdzv::Message& message);
   bool has_output() const { return connection_ && connection_->has_output(); }
+  // The server's messages passed authentication once on this connection (always, without a token, once its
+  // hello arrived).
+  bool authenticated() const { return authenticated_; }
   void close();
   rdzv::SteadyTime last_heard() const { return last_heard_; }
   rdzv::SteadyTime last_sent() const { return last_sent_; }
@@ -48,6 +54,7 @@ class RendezvousClient {
 
   std::string host_;
   int port_;
+  rdzv::RendezvousToken token_;
   rdzv::SteadyTime connect_deadline_;
   State state_ = State::kConnecting;
   std::string problem_;
@@ -56,6 +63,7 @@ class RendezvousClient {
   std::optional<rdzv::SteadyTime> retry_at_;
   std::unique_ptr<MessageConnection> connection_;
   bool connected_event_ = false;
+  bool authenticated_ = false;
   rdzv::SteadyTime last_heard_{};
   rdzv::SteadyTime last_sent_{};
   int polled_ = 0;            // fds added by the last add_poll_fds

@@ -104,7 +104,12 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
   ++joined_count_;
   if (is_reference(node)) references_.insert(node.id);
   const JoinRequest& join = *node.join;
-  if (auto problem = check_agreement(node)) return reject_all(*problem);
+  if (auto problem = check_agreement(node)) {
+    // Before the first round every node hears the disagreement and the job fails; once the job runs, the
+    // newcomer alone is refused and the running job goes on (docs/multinode.md#a-joiner-that-does-not-match).
+    if (round_ < 0) return reject_all(*problem);
+    return refuse(node, *problem);
+  }
   if (settings_.dynamic) {
     if (phase_ == Phase::kGathering) {
       outbox_.note(fmt::format("rendezvous: {} joined ({} waiting for round {}, {} to {} wanted)", describe(node),
@@ -117,29 +122,34 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
   }
   // static
   if (join.node_rank < 0 || join.node_rank >= settings_.max_nodes) {
-    std::string text = fmt::format("{} asked for node rank {}, outside 0..{} (--nnodes {})", describe(node),
-                                   join.node_rank, settings_.max_nodes - 1, settings_.max_nodes);
-    send(node, reject_message(exit_code::kUsage, text));
-    outbox_.close(node.id, true);
-    erase_node(node.id);
-    return;
+    return refuse(node, fmt::format("{} asked for node rank {}, outside 0..{} (--nnodes {})", describe(node),
+                                    join.node_rank, settings_.max_nodes - 1, settings_.max_nodes));
+  }
+  if (const Node* other = static_holder(join.node_rank); other && other != &node && round_ >= 0) {
+    return refuse(node, fmt::format("{} claimed node rank {}, which {} holds in the running job; give each node its "
+                                    "own --node-rank",
+                                    host_part(node), join.node_rank, host_part(*other)));
   }
   if (const Node* other = static_holder(join.node_rank); other && other != &node && phase_ == Phase::kGathering) {
     return reject_all(fmt::format("node rank {} was claimed twice: by {} and by {}; give each node its own --node-rank",
                                   join.node_rank, host_part(*other), host_part(node)));
   }
   if (phase_ != Phase::kGathering) {
-    std::string text = fmt::format("{} joined while round {} runs with all {}; a static job takes no new nodes",
-                                   describe(node), round_, nodes_text(settings_.max_nodes));
-    send(node, reject_message(exit_code::kUsage, text));
-    outbox_.close(node.id, true);
-    erase_node(node.id);
-    return;
+    return refuse(node, fmt::format("{} joined while round {} runs with all {}; a static job takes no new nodes",
+                                    describe(node), round_, nodes_text(settings_.max_nodes)));
   }
   static_ranks_[join.node_rank] = node.id;
   outbox_.note(
       fmt::format("rendezvous: {} joined ({} of {})", describe(node), static_ranks_.size(), settings_.max_nodes));
   check_gathering();
+}
+
+// The joining node alone hears `text` and goes (its agent exits 2); the job and every other node are untouched.
+void RendezvousRounds::refuse(Node& node, const std::string& text) {
+  outbox_.note(fmt::format("rendezvous: refused {}: {}; the job goes on without it", host_part(node), text));
+  send(node, reject_message(exit_code::kUsage, text));
+  outbox_.close(node.id, true);
+  erase_node(node.id);
 }
 
 // Static ranks are looked up through an index, so a join costs O(log nodes), not a walk over every node

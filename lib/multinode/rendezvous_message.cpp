@@ -12,7 +12,7 @@ namespace mgtrain::rdzv {
 namespace {
 
 constexpr char kMagic[4] = {'M', 'G', 'R', 'V'};
-constexpr std::uint16_t kLastType = static_cast<std::uint16_t>(MessageType::kRegroup);
+constexpr std::uint16_t kLastType = static_cast<std::uint16_t>(MessageType::kHello);
 
 void put_u16(std::string& out, std::uint16_t value) {
   out += static_cast<char>(value >> 8);
@@ -86,6 +86,8 @@ std::string type_name(MessageType type) {
       return "leave";
     case MessageType::kRegroup:
       return "regroup";
+    case MessageType::kHello:
+      return "hello";
   }
   return fmt::format("type {}", static_cast<int>(type));
 }
@@ -128,7 +130,9 @@ bool Message::flag(const std::string& name) const {
   return value == "1";
 }
 
-std::string encode(const Message& message) {
+namespace {
+
+std::string encode_frame(const Message& message, std::uint16_t type_flags) {
   std::string payload;
   put_u16(payload, static_cast<std::uint16_t>(message.fields.size()));
   for (const auto& [name, value] : message.fields) {
@@ -143,20 +147,39 @@ std::string encode(const Message& message) {
   }
   std::string frame(kMagic, sizeof kMagic);
   put_u16(frame, kProtocolVersion);
-  put_u16(frame, static_cast<std::uint16_t>(message.type));
+  put_u16(frame, static_cast<std::uint16_t>(static_cast<std::uint16_t>(message.type) | type_flags));
   put_u32(frame, static_cast<std::uint32_t>(payload.size()));
   return frame + payload;
+}
+
+}  // namespace
+
+std::string encode(const Message& message) { return encode_frame(message, 0); }
+
+std::string encode_tagged(const Message& message, const std::function<std::string(const std::string&)>& sign) {
+  std::string frame = encode_frame(message, kTaggedBit);
+  return frame + sign(frame);
 }
 
 void MessageDecoder::feed(const char* data, std::size_t size) {
   if (consumed_ > 0 && consumed_ == buffer_.size()) {
     buffer_.clear();
     consumed_ = 0;
+  } else if (consumed_ >= 65536 && consumed_ * 2 >= buffer_.size()) {
+    // A stream whose reads never end on a frame boundary would otherwise keep every byte it ever sent.
+    buffer_.erase(0, consumed_);
+    consumed_ = 0;
   }
   buffer_.append(data, size);
 }
 
 std::optional<Message> MessageDecoder::next() {
+  std::optional<Frame> frame = next_frame();
+  if (!frame) return std::nullopt;
+  return std::move(frame->message);
+}
+
+std::optional<Frame> MessageDecoder::next_frame() {
   const char* start = buffer_.data() + consumed_;
   std::size_t available = buffer_.size() - consumed_;
   // Check the magic as soon as its first bytes are here: a wrong peer is reported at once, not
@@ -175,14 +198,17 @@ std::optional<Message> MessageDecoder::next() {
                     "install the same mgtrain version on every node",
                     version, kProtocolVersion));
   }
-  std::uint16_t type = get_u16(header + 6);
+  const std::uint16_t type_field = get_u16(header + 6);
+  const bool tagged = (type_field & kTaggedBit) != 0;
+  const std::uint16_t type = static_cast<std::uint16_t>(type_field & ~kTaggedBit);
   if (type == 0 || type > kLastType) throw ProtocolError(fmt::format("unknown rendezvous message type {}", type));
   std::uint32_t length = get_u32(header + 8);
   if (length > kMaxPayloadBytes) {
     throw ProtocolError(fmt::format("a {} message announces {} bytes, more than the limit of {} bytes",
                                     type_name(static_cast<MessageType>(type)), length, kMaxPayloadBytes));
   }
-  if (available < kHeaderBytes + length) return std::nullopt;
+  const std::size_t tag_bytes = tagged ? kTagBytes : 0;
+  if (available < kHeaderBytes + length + tag_bytes) return std::nullopt;
 
   Message message;
   message.type = static_cast<MessageType>(type);
@@ -213,8 +239,10 @@ std::optional<Message> MessageDecoder::next() {
     throw ProtocolError(fmt::format("malformed {} message: {} bytes left after its {} fields", type_name(message.type),
                                     end - p, count));
   }
-  consumed_ += kHeaderBytes + length;
-  return message;
+  Frame frame{std::move(message), std::string(start, kHeaderBytes + length),
+              std::string(start + kHeaderBytes + length, tag_bytes)};
+  consumed_ += kHeaderBytes + length + tag_bytes;
+  return frame;
 }
 
 // ---- typed messages ------------------------------------------------------------------------
@@ -377,5 +405,9 @@ Message leave_message(int exit_code, const std::string& reason) {
 }
 
 Message heartbeat_message() { return Message::of(MessageType::kHeartbeat); }
+
+Message hello_message(const std::string& nonce, bool authenticated) {
+  return Message::of(MessageType::kHello).set("nonce", nonce).set("auth", authenticated ? kAuthHmac : kAuthNone);
+}
 
 }  // namespace mgtrain::rdzv

@@ -2,12 +2,14 @@
 // a checked incremental decoder that turns garbage into clear errors, and the typed messages agents
 // and the rendezvous server exchange (docs/multinode.md). Pure: no sockets.
 //
-// Frame: "MGRV" | u16 protocol version | u16 message type | u32 payload length  (big endian)
+// Frame: "MGRV" | u16 protocol version | u16 message type | u32 payload length  (big endian), the payload,
+// and, when the type's top bit (kTaggedBit) is set, a 32-byte authentication tag (frame_auth.hpp).
 // Payload: u16 field count, then per field: u16 name length, name, u32 value length, value.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -16,8 +18,11 @@
 
 namespace mgtrain::rdzv {
 
-inline constexpr std::uint16_t kProtocolVersion = 2;  // 2: regroup (elastic scale-up), assign's restart_count
+// 2: regroup (elastic scale-up), assign's restart_count; 3: hello first, authentication tags
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 12;
+inline constexpr std::uint16_t kTaggedBit = 0x8000;  // in the type field: an authentication tag follows the payload
+inline constexpr std::size_t kTagBytes = 32;         // HMAC-SHA256
 inline constexpr std::size_t kMaxPayloadBytes = 1 << 20;
 
 // Bytes that are not this protocol (another program on the port, a different mgtrain version).
@@ -39,6 +44,8 @@ enum class MessageType : std::uint16_t {
   kLeave = 10,         // agent -> server: this agent is going away (it got a signal)
   kRegroup = 11,       // server -> agent: a node arrived (elastic scale-up): stop your workers; a larger round
                        // follows, and it is not a failure (no restart of --max-restarts is used)
+  kHello = 12,         // both ways, first on every connection, never tagged: the sender's nonce and whether it
+                       // authenticates its frames (frame_auth.hpp)
 };
 std::string type_name(MessageType type);
 
@@ -50,6 +57,8 @@ struct Message {
   // An empty message of `type`, for the typed builders: Message::of(MessageType::kStop).set("round", 3).
   static Message of(MessageType type) { return Message{type, {}}; }
   Message& set(const std::string& name, const std::string& value);
+  // Without it a string literal would choose the bool overload.
+  Message& set(const std::string& name, const char* value) { return set(name, std::string(value)); }
   Message& set(const std::string& name, long long value);
   Message& set(const std::string& name, int value) { return set(name, static_cast<long long>(value)); }
   Message& set(const std::string& name, double value);
@@ -61,15 +70,27 @@ struct Message {
   bool flag(const std::string& name) const;
 };
 
-// The frame of one message.
+// The frame of one message, untagged.
 std::string encode(const Message& message);
+// The frame with kTaggedBit set and the tag `sign` computes over the header and payload appended.
+std::string encode_tagged(const Message& message, const std::function<std::string(const std::string&)>& sign);
 
-// Cuts a byte stream into messages. Throws ProtocolError on the first byte that cannot be part of a
+// A frame as it arrived: its message, the bytes its tag covers (header and payload) and the tag (empty when
+// the frame is untagged).
+struct Frame {
+  Message message;
+  std::string covered;
+  std::string tag;
+};
+
+// Cuts a byte stream into frames. Throws ProtocolError on the first byte that cannot be part of a
 // valid frame (wrong magic, other protocol version, unknown type, oversized or malformed payload).
 class MessageDecoder {
  public:
   void feed(const char* data, std::size_t size);
-  // The next complete message, if one has arrived.
+  // The next complete frame, if one has arrived.
+  std::optional<Frame> next_frame();
+  // Its message alone (tests and the fuzzer; connections check the tag through next_frame).
   std::optional<Message> next();
   std::size_t buffered() const { return buffer_.size() - consumed_; }
 
@@ -162,5 +183,9 @@ Message reject_message(int exit_code, const std::string& text);
 Message wait_message(const std::string& text);
 Message leave_message(int exit_code, const std::string& reason);
 Message heartbeat_message();
+// `nonce`: 16 random bytes as hex; `authenticated`: the sender tags its frames (it has a rendezvous token).
+Message hello_message(const std::string& nonce, bool authenticated);
+inline constexpr const char* kAuthHmac = "hmac-sha256";
+inline constexpr const char* kAuthNone = "none";
 
 }  // namespace mgtrain::rdzv

@@ -113,6 +113,7 @@ class RendezvousRounds {
   std::string host_part(const Node& node) const;
   void send(Node& node, const Message& message);
   void handle_join(Node& node, const Message& message);
+  void refuse(Node& node, const std::string& text);
   std::optional<std::string> disagreement(const Node& joining, const Node& reference) const;
   bool is_reference(const Node& node) const;
   const Node* reference_node(const Node& except) const;

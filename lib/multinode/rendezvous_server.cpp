@@ -21,8 +21,13 @@ constexpr std::uint64_t kListenerId = 0;  // connection ids start at 1
 }  // namespace
 
 RendezvousServer::RendezvousServer(Fd listener, rdzv::RoundsSettings settings, PortProbe& ports,
-                                   std::function<void(const std::string&)> note, rdzv::SteadyTime now)
-    : listener_(std::move(listener)), ports_(ports), note_(std::move(note)), rounds_(std::move(settings), *this, now) {
+                                   std::function<void(const std::string&)> note, rdzv::SteadyTime now,
+                                   rdzv::RendezvousToken token)
+    : token_(std::move(token)),
+      listener_(std::move(listener)),
+      ports_(ports),
+      note_(std::move(note)),
+      rounds_(std::move(settings), *this, now) {
   epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) throw SystemError("creating the rendezvous server's epoll set", errno);
   if (listener_) {
@@ -40,7 +45,7 @@ void RendezvousServer::send(rdzv::ConnectionId connection, const rdzv::Message& 
   if (found == connections_.end()) return;
   Connection& entry = found->second;
   entry.socket->send(message);
-  if (entry.socket->has_output() != entry.watching_output || entry.socket->ended()) changed_.push_back(connection);
+  if (entry.socket->wants_write() != entry.watching_output || entry.socket->ended()) changed_.push_back(connection);
 }
 
 void RendezvousServer::close(rdzv::ConnectionId connection, bool flush) {
@@ -86,7 +91,8 @@ void RendezvousServer::accept_all(rdzv::SteadyTime now) {
     }
     rdzv::ConnectionId id = next_id_++;
     std::string address = peer_host(fd.get());
-    connections_[id].socket = std::make_unique<MessageConnection>(std::move(fd));
+    connections_[id].socket = std::make_unique<MessageConnection>(std::move(fd), token_, rdzv::ConnectionSide::kServer);
+    connections_[id].address = address;
     watch(id, EPOLL_CTL_ADD, EPOLLIN);
     rounds_.on_connect(id, address, now);
   }
@@ -130,6 +136,13 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
   }
   try {
     connection.socket->on_ready(revents, messages_);
+    count_dropped(connection, "failed authentication");
+  } catch (const AuthenticationError& error) {
+    count_dropped(connection, error.what());
+    std::vector<rdzv::Message> messages = std::move(messages_);
+    for (const rdzv::Message& message : messages) rounds_.on_message(id, message, now);
+    rounds_.on_disconnect(id, std::string("failed authentication: ") + error.what(), now);
+    return;
   } catch (const rdzv::ProtocolError& error) {
     std::vector<rdzv::Message> messages = std::move(messages_);
     for (const rdzv::Message& message : messages) rounds_.on_message(id, message, now);
@@ -145,6 +158,16 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
   if (still != connections_.end() && still->second.socket->ended() && !still->second.closing) {
     rounds_.on_disconnect(id, still->second.socket->end_reason(), now);
   }
+}
+
+void RendezvousServer::count_dropped(Connection& connection, const std::string& why) {
+  int dropped = connection.socket->take_dropped_frames();
+  if (dropped == 0 && why == "failed authentication") return;
+  dropped_frames_ += std::max(dropped, 1);
+  if (dropped_frames_ < next_dropped_note_) return;
+  while (next_dropped_note_ <= dropped_frames_) next_dropped_note_ *= 10;
+  note(fmt::format("rendezvous: dropped a message from {} ({}); {} dropped so far, the job is not affected",
+                   connection.address.empty() ? "an unknown peer" : connection.address, why, dropped_frames_));
 }
 
 bool RendezvousServer::abandon(int exit_code, const std::string& text, rdzv::SteadyTime now) {
@@ -170,8 +193,8 @@ void RendezvousServer::reap_closed(rdzv::SteadyTime now) {
     }
     if (connection.socket->ended()) {
       connections_.erase(it);  // closing the socket took it out of the epoll set
-    } else if (connection.socket->has_output() != connection.watching_output) {
-      watch(id, EPOLL_CTL_MOD, EPOLLIN | (connection.socket->has_output() ? EPOLLOUT : 0u));
+    } else if (connection.socket->wants_write() != connection.watching_output) {
+      watch(id, EPOLL_CTL_MOD, EPOLLIN | (connection.socket->wants_write() ? EPOLLOUT : 0u));
     }
   }
   if (!changed_.empty()) return reap_closed(now);  // a socket that could not be watched was closed

@@ -24,9 +24,15 @@ namespace mgtrain {
 
 class RendezvousServer : private rdzv::RoundsOutbox {
  public:
-  // Owns `listener` (listening, non-blocking). `note` prints a line on the console.
+  // Owns `listener` (listening, non-blocking). `note` prints a line on the console. With a `token`, every
+  // frame must be authenticated by it (frame_auth.hpp): frames that fail are dropped, counted and noted, and
+  // a connection whose first frame fails is closed; they never reach the rounds.
   RendezvousServer(Fd listener, rdzv::RoundsSettings settings, PortProbe& ports,
-                   std::function<void(const std::string&)> note, rdzv::SteadyTime now);
+                   std::function<void(const std::string&)> note, rdzv::SteadyTime now,
+                   rdzv::RendezvousToken token = {});
+
+  // Frames dropped because they failed authentication, in all.
+  long long dropped_frames() const { return dropped_frames_; }
 
   // Adds exactly one descriptor (the epoll set); on_poll takes that slice.
   void add_poll_fds(std::vector<pollfd>& fds);
@@ -51,6 +57,7 @@ class RendezvousServer : private rdzv::RoundsOutbox {
  private:
   struct Connection {
     std::unique_ptr<MessageConnection> socket;
+    std::string address;           // the peer's, for messages
     bool closing = false;          // send what is queued, then half-close and read until the agent hangs up
     bool shut = false;             // half-closed
     bool watching_output = false;  // EPOLLOUT is registered (output waits for the socket)
@@ -64,9 +71,13 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   void on_ready(rdzv::ConnectionId id, short revents, rdzv::SteadyTime now);
   void watch(rdzv::ConnectionId id, int operation, std::uint32_t events);
   void reap_closed(rdzv::SteadyTime now);
+  void count_dropped(Connection& connection, const std::string& why);
 
   bool linger_cut_ = false;
-  Fd listener_;  // closed once the job is decided (after the linger when latecomers must hear it)
+  rdzv::RendezvousToken token_;
+  long long dropped_frames_ = 0;
+  long long next_dropped_note_ = 1;  // noted at 1, 10, 100, ... dropped frames: a flood cannot flood the log
+  Fd listener_;                      // closed once the job is decided (after the linger when latecomers must hear it)
   PortProbe& ports_;
   std::function<void(const std::string&)> note_;
   rdzv::RendezvousRounds rounds_;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -137,12 +138,27 @@ std::string peer_host(int fd) {
   return host_of(storage);
 }
 
-MessageConnection::MessageConnection(Fd fd) : fd_(std::move(fd)) {
-  int one = 1;
-  setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+bool is_loopback_host(const std::string& host) {
+  const std::string bare =
+      host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+  return bare == "localhost" || bare.rfind("127.", 0) == 0 || bare == "::1" || bare.rfind("::ffff:127.", 0) == 0;
 }
 
-short MessageConnection::poll_events() const { return static_cast<short>(POLLIN | (has_output() ? POLLOUT : 0)); }
+MessageConnection::MessageConnection(Fd fd, const rdzv::RendezvousToken& token, rdzv::ConnectionSide side)
+    : fd_(std::move(fd)), auth_(token, side) {
+  int one = 1;
+  setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  output_ = rdzv::encode(rdzv::hello_message(auth_.nonce(), auth_.enabled()));
+  flush();
+}
+
+int MessageConnection::take_dropped_frames() {
+  int dropped = dropped_;
+  dropped_ = 0;
+  return dropped;
+}
+
+short MessageConnection::poll_events() const { return static_cast<short>(POLLIN | (wants_write() ? POLLOUT : 0)); }
 
 void MessageConnection::close(const std::string& reason) {
   if (!fd_) return;
@@ -152,16 +168,73 @@ void MessageConnection::close(const std::string& reason) {
 
 void MessageConnection::send(const rdzv::Message& message) {
   if (!fd_) return;
+  if (!auth_.started()) {
+    waiting_.push_back(message);
+    return;
+  }
+  queue(message);
+  flush();
+}
+
+void MessageConnection::queue(const rdzv::Message& message) {
   if (written_ == output_.size()) {
     output_.clear();
     written_ = 0;
   }
-  output_ += rdzv::encode(message);
+  if (auth_.enabled()) {
+    output_ += rdzv::encode_tagged(message, [this](const std::string& covered) { return auth_.sign(covered); });
+  } else {
+    output_ += rdzv::encode(message);
+  }
+}
+
+void MessageConnection::take_hello(const rdzv::Message& hello) {
+  const std::string& mode = hello.text("auth");
+  if (mode != rdzv::kAuthHmac && mode != rdzv::kAuthNone)
+    throw rdzv::ProtocolError("hello message with an unknown authentication '" + mode.substr(0, 32) + "'");
+  const bool peer_tags = mode == rdzv::kAuthHmac;
+  if (peer_tags != auth_.enabled()) {
+    close("failed authentication");
+    throw AuthenticationError(
+        peer_tags ? "the peer authenticates its messages with a rendezvous token, and this node has no token"
+                  : "the peer has no rendezvous token, and this node has one: its messages cannot be trusted");
+  }
+  if (!auth_.start(hello.text("nonce"))) throw rdzv::ProtocolError("hello message with a malformed nonce");
+  if (!auth_.enabled()) peer_authenticated_ = true;
+  std::vector<rdzv::Message> waiting = std::move(waiting_);
+  waiting_.clear();
+  for (const rdzv::Message& message : waiting) queue(message);
   flush();
 }
 
+void MessageConnection::take_frame(rdzv::Frame& frame, std::vector<rdzv::Message>& messages) {
+  const bool hello = frame.message.type == rdzv::MessageType::kHello;
+  if (!auth_.started()) {
+    if (!hello || !frame.tag.empty()) {
+      throw rdzv::ProtocolError("the first message was " + rdzv::type_name(frame.message.type) + ", not hello");
+    }
+    return take_hello(frame.message);
+  }
+  if (hello) throw rdzv::ProtocolError("a second hello on one connection");
+  if (auth_.enabled() && !auth_.verify(frame.covered, frame.tag)) {
+    ++dropped_;
+    if (!peer_authenticated_) {  // not one good frame yet: this is not a peer of this job
+      close("failed authentication");
+      throw AuthenticationError(fmt::format("its {} message failed authentication (a different rendezvous token?)",
+                                            rdzv::type_name(frame.message.type)));
+    }
+    return;  // dropped: a connection that authenticated once keeps going
+  }
+  if (!auth_.enabled() && !frame.tag.empty()) {  // tagged although both said "none" in their hellos
+    ++dropped_;
+    return;
+  }
+  peer_authenticated_ = true;
+  messages.push_back(std::move(frame.message));
+}
+
 void MessageConnection::flush() {
-  while (fd_ && has_output()) {
+  while (fd_ && wants_write()) {
     ssize_t count = ::send(fd_.get(), output_.data() + written_, output_.size() - written_, MSG_NOSIGNAL);
     if (count > 0) {
       written_ += static_cast<std::size_t>(count);
@@ -182,7 +255,13 @@ void MessageConnection::on_ready(short revents, std::vector<rdzv::Message>& mess
       if (count > 0) {
         decoder_.feed(buffer, static_cast<std::size_t>(count));
         try {
-          while (auto message = decoder_.next()) messages.push_back(std::move(*message));
+          while (fd_) {
+            std::optional<rdzv::Frame> frame = decoder_.next_frame();
+            if (!frame) break;
+            take_frame(*frame, messages);
+          }
+        } catch (const AuthenticationError&) {
+          throw;
         } catch (const rdzv::ProtocolError&) {
           close("sent bytes that are not mgtrain's rendezvous protocol");
           throw;
@@ -193,7 +272,10 @@ void MessageConnection::on_ready(short revents, std::vector<rdzv::Message>& mess
         continue;
       }
       if (count == 0) {
-        close("closed the connection");
+        close(auth_.enabled() && !peer_authenticated_
+                  ? "closed the connection before any authenticated message (does every node have the same "
+                    "rendezvous token?)"
+                  : "closed the connection");
       } else if (errno == EINTR) {
         continue;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK) {

@@ -1,0 +1,131 @@
+// Finding the rendezvous token (see rendezvous_secret.hpp).
+#include "launch/rendezvous_secret.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/log.hpp"
+#include "util/value_parsing.hpp"
+
+namespace mgtrain {
+namespace {
+
+constexpr std::size_t kMaxTokenFileBytes = 4096;
+
+std::string value_of(const EnvMap& environment, const char* name) {
+  auto found = environment.find(name);
+  return found == environment.end() ? "" : found->second;
+}
+
+const char* kMakeOne = "make one with `openssl rand -hex 32` or `python3 -c 'import secrets; print(secrets.token_hex(32))'`";
+
+std::string checked(const std::string& secret, const std::string& source) {
+  if (secret.size() < rdzv::kMinTokenBytes) {
+    throw UsageError(fmt::format("the rendezvous token from {} has {} characters; at least {} are needed ({})", source,
+                                 secret.size(), rdzv::kMinTokenBytes, kMakeOne));
+  }
+  return secret;
+}
+
+// The file's text (trimmed): a regular file of at most 4 KiB that no other user may read.
+std::string read_secret_file(const std::string& path, const std::string& what) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) throw UsageError(fmt::format("{} {}: cannot open it: {}", what, path, std::strerror(errno)));
+  struct stat info {};
+  if (fstat(fd.get(), &info) != 0) throw UsageError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+  if (!S_ISREG(info.st_mode)) throw UsageError(fmt::format("{} {} is not a regular file", what, path));
+  if ((info.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) != 0) {
+    throw UsageError(fmt::format("{} {} can be read or written by other users (mode {:04o}): `chmod 600 {}`", what,
+                                 path, info.st_mode & 07777, path));
+  }
+  if (info.st_size > static_cast<off_t>(kMaxTokenFileBytes)) {
+    throw UsageError(fmt::format("{} {} has {} bytes; a token file has at most {}", what, path,
+                                 static_cast<long long>(info.st_size), kMaxTokenFileBytes));
+  }
+  std::string text(kMaxTokenFileBytes, '\0');
+  std::size_t size = 0;
+  while (size < text.size()) {
+    ssize_t count = read(fd.get(), text.data() + size, text.size() - size);
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) throw UsageError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+    if (count == 0) break;
+    size += static_cast<std::size_t>(count);
+  }
+  text.resize(size);
+  return trim(text);
+}
+
+// Makes the key file with O_EXCL through a temporary name and link(): of several tasks starting at once (on a
+// shared home, on several hosts) one wins and every task reads its key.
+void create_key_file(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  std::filesystem::create_directories(directory, error);
+  if (error) throw UsageError(fmt::format("cannot create {} for the SLURM rendezvous key: {}", directory.string(), error.message()));
+  chmod(directory.c_str(), 0700);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string temporary = fmt::format("{}.{}.{}", path, host, getpid());
+  {
+    Fd fd(open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd) throw UsageError(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
+    const std::string key = rdzv::random_hex(32) + "\n";
+    if (write(fd.get(), key.data(), key.size()) != static_cast<ssize_t>(key.size()) || fsync(fd.get()) != 0) {
+      const int saved = errno;
+      unlink(temporary.c_str());
+      throw UsageError(fmt::format("cannot write {}: {}", temporary, std::strerror(saved)));
+    }
+  }
+  const int linked = link(temporary.c_str(), path.c_str());
+  const int saved = errno;
+  unlink(temporary.c_str());
+  if (linked != 0 && saved != EEXIST) throw UsageError(fmt::format("cannot create {}: {}", path, std::strerror(saved)));
+}
+
+}  // namespace
+
+std::string slurm_key_path(const EnvMap& environment) {
+  const std::string config_home = value_of(environment, "XDG_CONFIG_HOME");
+  if (!config_home.empty() && config_home.front() == '/') return config_home + "/mgtrain/rdzv.key";
+  const std::string home = value_of(environment, "HOME");
+  if (home.empty()) return "";
+  return home + "/.config/mgtrain/rdzv.key";
+}
+
+rdzv::RendezvousToken rendezvous_token(const LaunchConfig& launch, const std::optional<std::string>& flag_token,
+                                       const EnvMap& environment, const std::string& slurm_job_id) {
+  if (flag_token) return {checked(*flag_token, "--rdzv-token"), "--rdzv-token"};
+  const std::string variable = value_of(environment, kRendezvousTokenVariable);
+  if (!variable.empty()) return {checked(variable, kRendezvousTokenVariable), kRendezvousTokenVariable};
+  if (!trim(launch.rdzv_token_file).empty()) {
+    const std::string source = "launch.rdzv_token_file " + launch.rdzv_token_file;
+    return {checked(read_secret_file(launch.rdzv_token_file, "launch.rdzv_token_file"), source), source};
+  }
+  if (slurm_job_id.empty()) return {};
+  const std::string key_path = slurm_key_path(environment);
+  if (key_path.empty()) {
+    log::warn("inside SLURM job {} with no HOME: no rendezvous token can be derived; set {} on every node",
+              slurm_job_id, kRendezvousTokenVariable);
+    return {};
+  }
+  if (access(key_path.c_str(), F_OK) != 0) create_key_file(key_path);
+  const std::string key = read_secret_file(key_path, "the SLURM rendezvous key");
+  if (key.size() < rdzv::kMinTokenBytes) {
+    throw UsageError(fmt::format("the SLURM rendezvous key {} is shorter than {} characters: delete it (a new one is "
+                                 "made) or put a longer secret in it",
+                                 key_path, rdzv::kMinTokenBytes));
+  }
+  return {rdzv::hmac_sha256_hex(key, "slurm-job " + slurm_job_id),
+          fmt::format("SLURM job {} and {}", slurm_job_id, key_path)};
+}
+
+}  // namespace mgtrain
