@@ -2,10 +2,12 @@
 #include "launch/rendezvous_secret.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -64,6 +66,30 @@ std::string read_secret_file(const std::string& path, const std::string& what) {
   return trim(text);
 }
 
+// `--rdzv-token-file -`: the first line of stdin, where the --hosts launcher writes it (bounded in size and time).
+std::string read_token_line_from_stdin() {
+  if (isatty(STDIN_FILENO)) {
+    throw UsageError("launch.rdzv_token_file - reads the token from stdin, which is a terminal: pipe it in");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string line;
+  while (line.size() <= kMaxTokenFileBytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd ready{STDIN_FILENO, POLLIN, 0};
+    if (left.count() <= 0 || poll(&ready, 1, static_cast<int>(left.count())) == 0) {
+      throw UsageError("launch.rdzv_token_file -: no token line arrived on stdin within 30 s");
+    }
+    char c = 0;
+    const ssize_t count = read(STDIN_FILENO, &c, 1);  // byte by byte: what follows the line stays for others
+    if (count < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (count <= 0) break;
+    if (c == '\n') return trim(line);
+    line += c;
+  }
+  throw UsageError(fmt::format("launch.rdzv_token_file -: stdin ended or sent more than {} bytes before a newline",
+                               kMaxTokenFileBytes));
+}
+
 // Makes the key file with O_EXCL through a temporary name and link(): of several tasks starting at once (on a
 // shared home, on several hosts) one wins and every task reads its key.
 void create_key_file(const std::string& path) {
@@ -106,6 +132,7 @@ rdzv::RendezvousToken rendezvous_token(const LaunchConfig& launch, const std::op
   if (flag_token) return {checked(*flag_token, "--rdzv-token"), "--rdzv-token"};
   const std::string variable = value_of(environment, kRendezvousTokenVariable);
   if (!variable.empty()) return {checked(variable, kRendezvousTokenVariable), kRendezvousTokenVariable};
+  if (trim(launch.rdzv_token_file) == "-") return {checked(read_token_line_from_stdin(), "stdin"), "stdin"};
   if (!trim(launch.rdzv_token_file).empty()) {
     const std::string source = "launch.rdzv_token_file " + launch.rdzv_token_file;
     return {checked(read_secret_file(launch.rdzv_token_file, "launch.rdzv_token_file"), source), source};

@@ -1,5 +1,6 @@
 // Where a node agent's rendezvous token comes from (docs/multinode.md#the-rendezvous-token): --rdzv-token, else
-// MGTRAIN_RDZV_TOKEN, else the file launch.rdzv_token_file names, else, inside a SLURM job, one derived from the
+// MGTRAIN_RDZV_TOKEN, else the file launch.rdzv_token_file names ("-": the first line of stdin, as the --hosts
+// launcher passes its token to the agents it starts), else, inside a SLURM job, one derived from the
 // job id and a per-user key file that only the user can read (every task of the job runs as the user and, on a
 // cluster with a shared home, reads the same key); else none.
 #pragma once
@@ -8,12 +9,11 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "contract/worker_variables.hpp"
 #include "multinode/frame_auth.hpp"
 #include "util/environment.hpp"
 
 namespace mgtrain {
-
-inline constexpr const char* kRendezvousTokenVariable = "MGTRAIN_RDZV_TOKEN";
 
 // Throws UsageError for a token that is too short, a token file that cannot be read, is not a regular file, is
 // larger than 4 KiB or can be read by other users. `slurm_job_id`: non-empty inside a SLURM job.

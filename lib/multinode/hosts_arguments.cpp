@@ -23,7 +23,7 @@ namespace {
 const std::set<std::string> kOwnKeys = {"launch.hosts",         "launch.hostfile",    "launch.remote_shell",
                                         "launch.nnodes",        "launch.node_rank",   "launch.master_addr",
                                         "launch.master_port",   "launch.run_id",      "launch.exit_with_stdin",
-                                        "launch.rdzv_endpoint", "launch.rdzv_backend"};
+                                        "launch.rdzv_endpoint", "launch.rdzv_backend", "launch.rdzv_token_file"};
 
 std::string address_of(const std::string& host) {
   std::size_t at = host.find('@');  // user@host for ssh
@@ -139,7 +139,8 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
                                      "--master-addr",    master_addr,
                                      "--master-port",    std::to_string(master_port),
                                      "--run-id",         launch.run_id,
-                                     "--exit-with-stdin"};
+                                     "--exit-with-stdin",
+                                     "--rdzv-token-file", "-"};  // the token arrives on stdin
     if (slots_given) {
       args.push_back("--nproc");
       args.push_back(std::to_string(hosts[rank].slots));

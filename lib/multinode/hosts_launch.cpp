@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -81,7 +82,7 @@ class HostsLaunch final : private LoopHandler, private LoopParticipant {
       : launch_(launch), console_(stdout_fd, stderr_fd), loop_(*this) {}
 
   void start_agents(const std::vector<HostSlots>& hosts, const std::vector<std::vector<std::string>>& arguments,
-                    const EnvMap& environment);
+                    const EnvMap& environment, const rdzv::RendezvousToken& token);
   int run();
 
  private:
@@ -134,7 +135,8 @@ void HostsLaunch::carry_out(const HostsOrder& order) {
 }
 
 void HostsLaunch::start_agents(const std::vector<HostSlots>& hosts,
-                               const std::vector<std::vector<std::string>>& arguments, const EnvMap& environment) {
+                               const std::vector<std::vector<std::string>>& arguments, const EnvMap& environment,
+                               const rdzv::RendezvousToken& token) {
   const std::string mgtrain = executable_directory() + "/mgtrain";
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd) == nullptr) throw SystemError("getcwd()", errno);
@@ -149,6 +151,12 @@ void HostsLaunch::start_agents(const std::vector<HostSlots>& hosts,
       spec.environment = environ_strings;
       spec.stdin_fd = stdin_pipe.read.get();  // the child gets a copy
       WorkerProcess process = loop_.start_child(std::move(spec));
+      // A line of at most 4 KiB into an empty pipe: the write cannot block. It fails only when the agent is gone
+      // already (EPIPE), which its exit status reports.
+      const std::string line = token.secret + "\n";
+      if (write(stdin_pipe.write.get(), line.data(), line.size()) < 0) {
+        say("could not pass the rendezvous token to the agent on " + hosts[rank].host + ": " + std::strerror(errno));
+      }
       agents_.push_back(RemoteAgent{hosts[rank].host, process.pid, std::move(stdin_pipe.write)});
       loop_.add_output(
           std::make_unique<PrefixedOutput>(std::move(process.stdout_pipe), false, hosts[rank].host, console_));
@@ -212,11 +220,11 @@ int HostsLaunch::run() {
 }  // namespace
 
 int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, const EnvMap& environment, int stdout_fd,
-                     int stderr_fd) {
+                     int stderr_fd, const rdzv::RendezvousToken& token) {
   const std::vector<HostSlots> hosts = hosts_of(loaded.config.launch);
   const std::vector<std::vector<std::string>> arguments = agent_launch_arguments(hosts, request, loaded, environment);
   HostsLaunch launch(loaded.config.launch, stdout_fd, stderr_fd);
-  launch.start_agents(hosts, arguments, environment);
+  launch.start_agents(hosts, arguments, environment, token);
   return launch.run();
 }
 

@@ -12,6 +12,7 @@
 
 #include "config/config_loader.hpp"
 #include "config/config_request.hpp"
+#include "multinode/frame_auth.hpp"
 #include "util/environment.hpp"
 
 namespace mgtrain {
@@ -40,8 +41,10 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
                                                              const EnvMap& environment);
 
 // Runs the job on every host with `environment` passed on, messages and the agents' output on the two
-// descriptors; returns the exit code (the agents' common one, 128+N when this process got signal N).
+// descriptors; returns the exit code (the agents' common one, 128+N when this process got signal N). Every agent
+// reads `token` from its stdin (--rdzv-token-file -), so the rendezvous is authenticated without the secret on a
+// command line or in a file on the remote hosts.
 int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, const EnvMap& environment, int stdout_fd,
-                     int stderr_fd);
+                     int stderr_fd, const rdzv::RendezvousToken& token);
 
 }  // namespace mgtrain

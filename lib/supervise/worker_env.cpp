@@ -3,6 +3,7 @@
 
 #include "contract/console_progress.hpp"
 #include "contract/log_layout.hpp"
+#include "contract/worker_variables.hpp"
 
 namespace mgtrain {
 
@@ -39,6 +40,7 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   if (!plan.gpu_for_local_rank.empty()) env["CUDA_VISIBLE_DEVICES"] = plan.gpu_for_local_rank.at(slot.local_rank);
 
   env[kRunDirVariable] = plan.run_dir;
+  env.erase(kRendezvousTokenVariable);  // the agents' secret: no worker needs it
   env.erase(kConsoleIsTtyVariable);  // a launcher above us spoke of its console, not ours
   env.erase(kConsoleColumnsVariable);
   if (slot.stdout_to_console) {
