@@ -226,7 +226,8 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
   // --hosts/--hostfile: start one node agent per host and watch them (docs/multinode.md).
   if (!original.config.launch.hosts.empty() || !trim(original.config.launch.hostfile).empty()) {
     // The agents authenticate their rendezvous with the user's token, or with one made for this job.
-    rdzv::RendezvousToken token = rendezvous_token(original.config.launch, original_request.rdzv_token, environment, "");
+    rdzv::RendezvousToken token =
+        rendezvous_token(original.config.launch, original_request.rdzv_token, environment, "");
     if (!token.set()) token = {rdzv::random_hex(32), "this --hosts launch"};
     return run_hosts_launch(with_interpreter(original_request, python, false), original, environment, outside.stdout_fd,
                             outside.stderr_fd, token);

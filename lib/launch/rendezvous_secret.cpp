@@ -28,7 +28,8 @@ std::string value_of(const EnvMap& environment, const char* name) {
   return found == environment.end() ? "" : found->second;
 }
 
-const char* kMakeOne = "make one with `openssl rand -hex 32` or `python3 -c 'import secrets; print(secrets.token_hex(32))'`";
+const char* kMakeOne =
+    "make one with `openssl rand -hex 32` or `python3 -c 'import secrets; print(secrets.token_hex(32))'`";
 
 std::string checked(const std::string& secret, const std::string& source) {
   if (secret.size() < rdzv::kMinTokenBytes) {
@@ -74,7 +75,8 @@ std::string read_token_line_from_stdin() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::string line;
   while (line.size() <= kMaxTokenFileBytes) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd ready{STDIN_FILENO, POLLIN, 0};
     if (left.count() <= 0 || poll(&ready, 1, static_cast<int>(left.count())) == 0) {
       throw UsageError("launch.rdzv_token_file -: no token line arrived on stdin within 30 s");
@@ -96,7 +98,9 @@ void create_key_file(const std::string& path) {
   std::error_code error;
   const std::filesystem::path directory = std::filesystem::path(path).parent_path();
   std::filesystem::create_directories(directory, error);
-  if (error) throw UsageError(fmt::format("cannot create {} for the SLURM rendezvous key: {}", directory.string(), error.message()));
+  if (error)
+    throw UsageError(
+        fmt::format("cannot create {} for the SLURM rendezvous key: {}", directory.string(), error.message()));
   chmod(directory.c_str(), 0700);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -147,9 +151,10 @@ rdzv::RendezvousToken rendezvous_token(const LaunchConfig& launch, const std::op
   if (access(key_path.c_str(), F_OK) != 0) create_key_file(key_path);
   const std::string key = read_secret_file(key_path, "the SLURM rendezvous key");
   if (key.size() < rdzv::kMinTokenBytes) {
-    throw UsageError(fmt::format("the SLURM rendezvous key {} is shorter than {} characters: delete it (a new one is "
-                                 "made) or put a longer secret in it",
-                                 key_path, rdzv::kMinTokenBytes));
+    throw UsageError(
+        fmt::format("the SLURM rendezvous key {} is shorter than {} characters: delete it (a new one is "
+                    "made) or put a longer secret in it",
+                    key_path, rdzv::kMinTokenBytes));
   }
   return {rdzv::hmac_sha256_hex(key, "slurm-job " + slurm_job_id),
           fmt::format("SLURM job {} and {}", slurm_job_id, key_path)};

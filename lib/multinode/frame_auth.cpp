@@ -15,7 +15,8 @@ constexpr char kKeyLabel[] = "mgtrain-rdzv-3";
 
 void ensure_sodium() {
   static const int ready = sodium_init();
-  if (ready < 0) throw Error("libsodium could not be initialised (no random source?): the rendezvous cannot be authenticated");
+  if (ready < 0)
+    throw Error("libsodium could not be initialised (no random source?): the rendezvous cannot be authenticated");
 }
 
 std::string to_hex(const unsigned char* data, std::size_t size) {
@@ -27,8 +28,8 @@ std::string to_hex(const unsigned char* data, std::size_t size) {
 
 bool from_hex(const std::string& hex, unsigned char* out, std::size_t size) {
   std::size_t written = 0;
-  return hex.size() == size * 2 &&
-         sodium_hex2bin(out, size, hex.data(), hex.size(), nullptr, &written, nullptr) == 0 && written == size;
+  return hex.size() == size * 2 && sodium_hex2bin(out, size, hex.data(), hex.size(), nullptr, &written, nullptr) == 0 &&
+         written == size;
 }
 
 void hmac(const unsigned char* key, std::size_t key_size, const std::string& message, unsigned char out[32]) {

@@ -20,9 +20,9 @@ namespace mgtrain {
 namespace {
 
 // Keys this launcher sets for every agent itself, or that make no sense to pass on.
-const std::set<std::string> kOwnKeys = {"launch.hosts",         "launch.hostfile",    "launch.remote_shell",
-                                        "launch.nnodes",        "launch.node_rank",   "launch.master_addr",
-                                        "launch.master_port",   "launch.run_id",      "launch.exit_with_stdin",
+const std::set<std::string> kOwnKeys = {"launch.hosts",         "launch.hostfile",     "launch.remote_shell",
+                                        "launch.nnodes",        "launch.node_rank",    "launch.master_addr",
+                                        "launch.master_port",   "launch.run_id",       "launch.exit_with_stdin",
                                         "launch.rdzv_endpoint", "launch.rdzv_backend", "launch.rdzv_token_file"};
 
 std::string address_of(const std::string& host) {
@@ -134,13 +134,19 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
 
   std::vector<std::vector<std::string>> all;
   for (int rank = 0; rank < nnodes; ++rank) {
-    std::vector<std::string> args = {"--nnodes",         std::to_string(nnodes),
-                                     "--node-rank",      std::to_string(rank),
-                                     "--master-addr",    master_addr,
-                                     "--master-port",    std::to_string(master_port),
-                                     "--run-id",         launch.run_id,
+    std::vector<std::string> args = {"--nnodes",
+                                     std::to_string(nnodes),
+                                     "--node-rank",
+                                     std::to_string(rank),
+                                     "--master-addr",
+                                     master_addr,
+                                     "--master-port",
+                                     std::to_string(master_port),
+                                     "--run-id",
+                                     launch.run_id,
                                      "--exit-with-stdin",
-                                     "--rdzv-token-file", "-"};  // the token arrives on stdin
+                                     "--rdzv-token-file",
+                                     "-"};  // the token arrives on stdin
     if (slots_given) {
       args.push_back("--nproc");
       args.push_back(std::to_string(hosts[rank].slots));

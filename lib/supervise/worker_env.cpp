@@ -41,7 +41,7 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
 
   env[kRunDirVariable] = plan.run_dir;
   env.erase(kRendezvousTokenVariable);  // the agents' secret: no worker needs it
-  env.erase(kConsoleIsTtyVariable);  // a launcher above us spoke of its console, not ours
+  env.erase(kConsoleIsTtyVariable);     // a launcher above us spoke of its console, not ours
   env.erase(kConsoleColumnsVariable);
   if (slot.stdout_to_console) {
     env[kConsoleIsTtyVariable] = slot.console_columns > 0 ? "1" : "0";

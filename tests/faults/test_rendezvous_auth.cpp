@@ -42,12 +42,18 @@ int free_port() {
 // Node `rank` of a static two-node job (one worker each, run id "auth") meeting at 127.0.0.1:`port`.
 std::vector<std::string> node(int rank, int port, const TempDir& dir, const std::string& program,
                               const std::vector<std::string>& more = {}) {
-  std::vector<std::string> argv = {kMgtrain,    "launch",         "--nnodes",    "2",     "--node-rank",
-                                   std::to_string(rank), "--master-addr", "127.0.0.1", "--master-port",
-                                   std::to_string(port), "--nproc", "1", "--run-id", "auth", "--log-dir",
-                                   dir / "runs", "--grace-period", "2"};
+  std::vector<std::string> argv = {kMgtrain,         "launch",
+                                   "--nnodes",       "2",
+                                   "--node-rank",    std::to_string(rank),
+                                   "--master-addr",  "127.0.0.1",
+                                   "--master-port",  std::to_string(port),
+                                   "--nproc",        "1",
+                                   "--run-id",       "auth",
+                                   "--log-dir",      dir / "runs",
+                                   "--grace-period", "2"};
   argv.insert(argv.end(), more.begin(), more.end());
-  if (std::find(more.begin(), more.end(), "--join-timeout") == more.end()) argv.insert(argv.end(), {"--join-timeout", "20"});
+  if (std::find(more.begin(), more.end(), "--join-timeout") == more.end())
+    argv.insert(argv.end(), {"--join-timeout", "20"});
   argv.push_back("--");
   argv.push_back(program);
   return argv;
@@ -153,8 +159,7 @@ TEST_CASE("a late joiner with another config is refused alone and the running jo
   ChildProcess node0 = start_process(node(0, port, dir, worker), dir / "node0");
   ChildProcess node1 = start_process(node(1, port, dir, worker), dir / "node1");
   REQUIRE(wait_until([&] { return read_text(node1.err_path).find("round 0:") != std::string::npos; }, 15s));
-  ChildProcess joiner =
-      start_process(node(1, port, dir, worker, {"--set", "optim.lr=0.5"}), dir / "joiner");
+  ChildProcess joiner = start_process(node(1, port, dir, worker, {"--set", "optim.lr=0.5"}), dir / "joiner");
   CHECK(wait_for_exit(joiner.pid, 15s) == 2);
   CHECK(wait_for_exit(node0.pid, 20s) == 0);
   CHECK(wait_for_exit(node1.pid, 20s) == 0);

@@ -2,12 +2,14 @@
 // stream, cut into reads of any size, either decodes into messages or is refused with rdzv::ProtocolError,
 // and so is every typed message made from what decoded (join, assign, failure, regroup) — no crash, no other
 // exception, no sanitizer report, no unbounded buffering. A decoded message encodes back to bytes that
-// decode to the same message. tests/fuzz/CMakeLists.txt builds it with clang++
+// decode to the same message, and no tagged frame passes authentication (frame_auth.hpp) on a connection whose
+// key the input cannot know. tests/fuzz/CMakeLists.txt builds it with clang++
 // -fsanitize=fuzzer,address,undefined; ctest runs a fixed number of inputs from rendezvous_corpus/.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "multinode/frame_auth.hpp"
 #include "multinode/rendezvous_message.hpp"
 
 using namespace mgtrain::rdzv;
@@ -51,13 +53,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const char* bytes = reinterpret_cast<const char*>(data) + (size ? 1 : 0);
   std::size_t left = size ? size - 1 : 0;
   MessageDecoder decoder;
+  static const RendezvousToken token{"a fuzzing token, long enough....", "fuzzer"};
+  FrameAuth auth(token, ConnectionSide::kServer);
+  if (!auth.start(random_hex(16))) __builtin_trap();
   try {
     while (left > 0) {
       std::size_t take = std::min(chunk, left);
       decoder.feed(bytes, take);
       bytes += take;
       left -= take;
-      while (std::optional<Message> message = decoder.next()) {
+      while (std::optional<Frame> decoded = decoder.next_frame()) {
+        if (!decoded->tag.empty() && auth.verify(decoded->covered, decoded->tag)) __builtin_trap();
+        const std::optional<Message> message = std::move(decoded->message);
         typed(*message);
         MessageDecoder again;
         const std::string frame = encode(*message);

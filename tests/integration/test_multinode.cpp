@@ -466,7 +466,8 @@ TEST_CASE(
              Catch::Contains("started 2 node agents through `ip netns exec {host} sh -c`"));
   CHECK(fields_of(read_text(rank_log(dir, 1, 0, 2)))["MASTER_ADDR"] == hosts.address(0));
   // Each agent read the token this launch made from its stdin: the rendezvous is authenticated, unasked.
-  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("[" + hosts.name(1) + "] mgtrain: the rendezvous is "
+  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("[" + hosts.name(1) +
+                                                           "] mgtrain: the rendezvous is "
                                                            "authenticated with the token from stdin"));
   CHECK_THAT(read_text(launcher.err_path), !Catch::Contains("not authenticated"));
 }

@@ -46,9 +46,9 @@ TEST_CASE("token files that others can read, that are not regular files or too l
   TempDir dir;
   LaunchConfig launch;
   launch.rdzv_token_file = write_file(dir / "open", kSecret, 0644);
-  CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""),
-                    Catch::Contains("can be read or written by other users (mode 0644)") &&
-                        Catch::Contains("chmod 600"));
+  CHECK_THROWS_WITH(
+      rendezvous_token(launch, std::nullopt, {}, ""),
+      Catch::Contains("can be read or written by other users (mode 0644)") && Catch::Contains("chmod 600"));
   launch.rdzv_token_file = dir.path();
   CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""), Catch::Contains("is not a regular file"));
   launch.rdzv_token_file = write_file(dir / "big", std::string(5000, 'x'), 0600);
@@ -75,8 +75,9 @@ TEST_CASE("inside SLURM the token is derived from the job id and a per-user key 
   CHECK(rendezvous_token(launch, std::nullopt, env, "4243").secret != first.secret);
   CHECK(first.secret.find(kSecret) == std::string::npos);
   // A token given by the user wins over the derived one.
-  CHECK(rendezvous_token(launch, std::nullopt, {{"HOME", home.path()}, {"MGTRAIN_RDZV_TOKEN", kSecret}}, "4242").source ==
-        "MGTRAIN_RDZV_TOKEN");
+  CHECK(
+      rendezvous_token(launch, std::nullopt, {{"HOME", home.path()}, {"MGTRAIN_RDZV_TOKEN", kSecret}}, "4242").source ==
+      "MGTRAIN_RDZV_TOKEN");
   // XDG_CONFIG_HOME moves the key; a key others can read is refused.
   const EnvMap xdg = {{"HOME", home.path()}, {"XDG_CONFIG_HOME", home / "xdg"}};
   CHECK(rendezvous_token(launch, std::nullopt, xdg, "4242").secret != first.secret);

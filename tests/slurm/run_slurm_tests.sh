@@ -255,6 +255,8 @@ check "(a) node 0 took its settings from SLURM" contains "$work/a/job.out" \
 check "(a) node 1 too" contains "$work/a/job.out" "mgtrain: SLURM job $job_a: node 1 of 2"
 check "(a) 4 ranks trained" contains "$work/a/job.out" "x 4 ranks"
 check "(a) rank 0 printed the summary" contains "$work/a/job.out" '[rank 0] {"summary"'
+check "(a) the rendezvous was authenticated with the token derived from the job" contains "$work/a/job.out" \
+  "the rendezvous is authenticated with the token from SLURM job $job_a and "
 
 # ---- (b) one task per rank, no launcher --------------------------------------------------------------
 cd "$work/b" || exit 1
