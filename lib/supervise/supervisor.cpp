@@ -363,7 +363,8 @@ void Supervisor::announce_restart(int attempt) {
 std::string Supervisor::store_port_hint(int attempt) const {
   const std::string port = std::to_string(port_by_attempt_.at(attempt));
   if (!plan_.picks_port()) {
-    return "port " + port + " (launch.master_port, given by you) was probably in use when rank 0 started the " +
+    return "port " + port +
+           " (launch.master_port: given, not picked by mgtrain) was probably in use when rank 0 started the " +
            "workers' store: free it, choose another with --master-port, or --master-port 0 to let mgtrain pick one " +
            "(and pick again when another program takes it)";
   }
