@@ -1,7 +1,9 @@
 // No port races (issue 22, item 3), through the real `mgtrain` binary: many concurrent single-node launches whose
-// rank 0 binds MASTER_PORT as torch's TCPStore does never get a port another launch took; an "address already in
-// use" at rank 0's store start on a port the launcher picked restarts the group on a new port without counting a
-// restart; a port the user gave is not retried; a port another running mgtrain launch reserved is refused.
+// rank 0 binds MASTER_PORT as torch's TCPStore does never get a port another launch took (on this host's ports, and
+// crowded into 100 ports in a network namespace of their own, where only the reservations keep them apart); an
+// "address already in use" at rank 0's store start on a port the launcher picked (a script saying torch's words, and
+// torch 2.x's own TCPStore when its venv is there) restarts the group on a new port without counting a restart; a
+// port the user gave is not retried; a port another running mgtrain launch reserved is refused.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -189,6 +191,43 @@ TEST_CASE("rank 0 finding its picked store port taken: the group restarts on a n
   }
   CHECK(file_exists(dir / "runs/clash/attempt_0/rank_0/stderr.log"));  // the clashed try's logs are kept
   CHECK_FALSE(file_exists(dir / "runs/clash/failure.json"));
+}
+
+TEST_CASE("torch's own TCPStore finding its port taken by another program: retried on a new port", "[faults][ports]") {
+  const std::string python = std::string(MGTRAIN_TORCH2_VENV) + "/bin/python";  // scripts/torch2-env.sh's venv
+  if (access(python.c_str(), X_OK) != 0) {
+    WARN("skipped: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV);
+    return;
+  }
+  TempDir dir;
+  const std::string marker = dir / "clashed";
+  // On its first try rank 0 itself listens on MASTER_PORT before torch does: as a foreign program would.
+  write_script(dir / "store.py",
+               "import datetime, os, socket\n"
+               "port, rank = int(os.environ['MASTER_PORT']), int(os.environ['RANK'])\n"
+               "if rank == 0 and not os.path.exists('" +
+                   marker +
+                   "'):\n"
+                   "    open('" +
+                   marker +
+                   "', 'w').write(str(port))\n"
+                   "    foreign = socket.socket()\n"
+                   "    foreign.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                   "    foreign.bind(('0.0.0.0', port))\n"
+                   "    foreign.listen()\n"
+                   "import torch.distributed as dist\n"
+                   "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=60))\n"
+                   "print('restart count', os.environ['TORCHELASTIC_RESTART_COUNT'], 'port', port, 'world', "
+                   "dist.get_world_size())\n"
+                   "dist.destroy_process_group()\n");
+  CapturedRun run = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "torch", "--", python, dir / "store.py"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  const std::string first_port = trim(read_text(marker));
+  CHECK_THAT(run.err, Catch::Contains("EADDRINUSE") && Catch::Contains("port " + first_port + " was already in use"));
+  CHECK(count_of(run.err, "not counted as a restart") == 1);
+  CHECK(count_of(run.out, "restart count 0 port ") == 2);
+  CHECK(count_of(run.out, "port " + first_port + " world") == 0);
 }
 
 TEST_CASE("a store port the user gave is the user's: rank 0 finding it taken fails the job, no retry",
