@@ -63,8 +63,11 @@ BindResult try_bind(int family, int port, int& bound_port, Listen listens = List
     bound_port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                     : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   }
-  if (result == 0 && keep) *keep = std::move(fd);
-  fd.reset();
+  if (result == 0 && keep) {
+    *keep = std::move(fd);
+  } else {
+    fd.reset();
+  }
   if (result == 0) return BindResult::kBound;
   if (bind_errno == EADDRINUSE) return BindResult::kInUse;
   if (bind_errno == EACCES) {
