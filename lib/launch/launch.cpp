@@ -37,14 +37,25 @@
 namespace mgtrain {
 namespace {
 
+// The workers' store port of attempt 0, reserved by `ports` for as long as the probe lives (port_probe.hpp): a port
+// another mgtrain launch on this host reserved is refused even while it is free at TCP level, since that launch's
+// rank 0 is about to bind it (and this job's other ranks could meet the wrong job's store).
 int choose_first_port(const LaunchPlan& plan, PortProbe& ports) {
   if (plan.picks_port()) return ports.pick_free_port();
-  if (!ports.is_free(plan.master_port)) {
-    throw UsageError("launch.master_port " + std::to_string(plan.master_port) +
-                     " is already in use on this machine (another job, or a leftover process?): choose another "
-                     "with --master-port, or --master-port 0 to pick a free one");
+  const std::string port = std::to_string(plan.master_port);
+  switch (ports.claim(plan.master_port)) {
+    case PortClaim::kTaken:
+      return plan.master_port;
+    case PortClaim::kInUse:
+      throw UsageError("launch.master_port " + port +
+                       " is already in use on this machine (another job, or a leftover process?): choose another "
+                       "with --master-port, or --master-port 0 to pick a free one");
+    case PortClaim::kReservedByMgtrain:
+      break;
   }
-  return plan.master_port;
+  throw UsageError("launch.master_port " + port +
+                   " is reserved by another mgtrain launch on this machine, whose workers' store uses it: choose "
+                   "another with --master-port, or --master-port 0 to pick a free one");
 }
 
 // With stdin/stdout/stderr closed, the next pipe would become fd 1 and worker output would go into it.

@@ -155,8 +155,11 @@ std::string format_failure_report(const FailureReport& report) {
   std::string out;
   std::string rule(72, '=');
   out += rule + "\n";
-  out += fmt::format("mgtrain: job failed (run {}, attempt {} of {}, exit code {})\n", report.run_id,
-                     report.attempt + 1, report.max_restarts + 1, report.exit_code);
+  const std::string port_retries = report.port_retries > 0 ? fmt::format(" after {} port {}", report.port_retries,
+                                                                         report.port_retries == 1 ? "retry" : "retries")
+                                                           : "";
+  out += fmt::format("mgtrain: job failed (run {}, attempt {} of {}{}, exit code {})\n", report.run_id,
+                     report.attempt - report.port_retries + 1, report.max_restarts + 1, port_retries, report.exit_code);
   out += rule + "\n";
   out += "Root cause (first failure):\n";
   if (cause.node_lost) {
@@ -216,6 +219,15 @@ std::string missing_torch_hint(const std::string& stderr_text, double seconds_af
   if (stderr_text.find("ModuleNotFoundError: No module named 'torch'") == std::string::npos) return "";
   return "the interpreter " + python_path + " (chosen by " + python_source +
          ") cannot import torch: choose another with --python PATH, PYTHON_EXEC=PATH or launch.python";
+}
+
+bool says_address_in_use(const std::vector<std::string>& stderr_lines) {
+  for (const std::string& line : stderr_lines) {
+    for (const char* words : {"EADDRINUSE", "address already in use", "Address already in use"}) {
+      if (line.find(words) != std::string::npos) return true;
+    }
+  }
+  return false;
 }
 
 std::string failure_report_to_json(const FailureReport& report) {

@@ -45,8 +45,9 @@ struct FailureReport {
   std::string run_id;
   std::string run_dir;
   int exit_code = 1;  // the launcher's exit code
-  int attempt = 0;    // the attempt that failed (TORCHELASTIC_RESTART_COUNT)
+  int attempt = 0;    // the attempt that failed (attempt_<n>/ of the logs)
   int max_restarts = 0;
+  int port_retries = 0;  // attempts started again on a new store port, not counted: attempt - port_retries restarts
   FailedWorker root_cause;
   std::vector<FailedWorker> other_failures;
 };
@@ -70,5 +71,10 @@ std::string launcher_error_file_json(const FailureReport& report,
 inline constexpr double kQuickFailureSeconds = 30.0;
 std::string missing_torch_hint(const std::string& stderr_text, double seconds_after_start,
                                const std::string& python_path, const std::string& python_source);
+
+// Whether a worker's stderr lines say a bind failed because the address was in use: torch's TCPStore ("name:
+// EADDRINUSE, message: address already in use", "(errno: 98 - Address already in use)") or Python's OSError
+// ("[Errno 98] Address already in use"). Rank 0 saying so soon after its start: its store port was taken.
+bool says_address_in_use(const std::vector<std::string>& stderr_lines);
 
 }  // namespace mgtrain

@@ -1,13 +1,18 @@
-// Port probing with real sockets (bind to the wildcard address with SO_REUSEADDR, like TCPStore).
+// Port probing with real sockets (bind to the wildcard address with SO_REUSEADDR, like TCPStore) and the
+// reservations among mgtrain launchers (abstract AF_UNIX names).
 #include "supervise/port_probe.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
-#include <cerrno>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -16,10 +21,15 @@ namespace mgtrain {
 namespace {
 
 enum class BindResult { kBound, kInUse, kUnsupported };
+enum class Listen { kYes, kNo };
 
-// Binds the wildcard address of `family` to `port` and listens; on success returns the bound port
-// through `bound_port` (useful for port 0).
-BindResult try_bind(int family, int port, int& bound_port) {
+constexpr int kPickAttempts = 64;
+
+// Binds the wildcard address of `family` to `port` and, with Listen::kYes, listens; on success returns the bound
+// port through `bound_port` (useful for port 0) and, when `keep` is given, the socket through it (else it is closed).
+// Without listening, a socket that has SO_REUSEADDR does not stop another job's rank 0 (TCPStore: SO_REUSEADDR too)
+// from binding and listening on the same port meanwhile, but the kernel does not choose its port for port 0 again.
+BindResult try_bind(int family, int port, int& bound_port, Listen listens = Listen::kYes, Fd* keep = nullptr) {
   Fd fd(socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) {
     if (errno == EAFNOSUPPORT) return BindResult::kUnsupported;
@@ -42,7 +52,7 @@ BindResult try_bind(int family, int port, int& bound_port) {
     result = bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
   }
   int bind_errno = errno;
-  if (result == 0 && listen(fd.get(), 1) != 0) {
+  if (result == 0 && listens == Listen::kYes && listen(fd.get(), 1) != 0) {
     result = -1;
     bind_errno = errno;
   }
@@ -53,7 +63,11 @@ BindResult try_bind(int family, int port, int& bound_port) {
     bound_port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                     : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   }
-  fd.reset();
+  if (result == 0 && keep) {
+    *keep = std::move(fd);
+  } else {
+    fd.reset();
+  }
   if (result == 0) return BindResult::kBound;
   if (bind_errno == EADDRINUSE) return BindResult::kInUse;
   if (bind_errno == EACCES) {
@@ -67,19 +81,54 @@ BindResult try_bind(int family, int port, int& bound_port) {
 
 }  // namespace
 
+std::optional<PortReservation> PortReservation::take(int port) {
+  Fd socket_fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket_fd) throw SystemError("socket(AF_UNIX) for the reservation of port " + std::to_string(port), errno);
+  const std::string name = "mgtrain-port-" + std::to_string(port);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] == '\0': the abstract namespace
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (bind(socket_fd.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    if (errno == EADDRINUSE) return std::nullopt;
+    throw SystemError("bind() of the reservation of port " + std::to_string(port) + " (abstract socket @" + name + ")",
+                      errno);
+  }
+  return PortReservation(std::move(socket_fd), port);
+}
+
 bool SocketPortProbe::is_free(int port) {
   int bound = 0;
   if (try_bind(AF_INET, port, bound) == BindResult::kInUse) return false;
   return try_bind(AF_INET6, port, bound) != BindResult::kInUse;
 }
 
+// The kernel's choice, then its reservation (skipped when another mgtrain launch holds it), then the check at TCP
+// level on both families: between the kernel's choice and the reservation, another launch may have chosen the same
+// port and already handed it to its workers. The sockets of rejected choices stay bound until the end, so the kernel
+// chooses a different port every time (where few ports are free, it would otherwise offer the same reserved one).
 int SocketPortProbe::pick_free_port() {
-  for (int attempt = 0; attempt < 20; ++attempt) {
+  std::vector<Fd> choices;  // every socket the kernel chose a port for, until the end
+  for (int attempt = 0; attempt < kPickAttempts; ++attempt) {
     int port = 0;
-    if (try_bind(AF_INET, 0, port) != BindResult::kBound) break;
-    if (is_free(port)) return port;
+    Fd choice;
+    if (try_bind(AF_INET, 0, port, Listen::kNo, &choice) != BindResult::kBound) break;
+    choices.push_back(std::move(choice));
+    std::optional<PortReservation> reservation = PortReservation::take(port);
+    if (!reservation || !is_free(port)) continue;
+    reservation_ = std::move(*reservation);
+    return port;
   }
-  throw Error("could not find a free TCP port for the master (rendezvous) store: set one with --master-port");
+  throw Error("could not find a free TCP port for the master (rendezvous) store in " + std::to_string(kPickAttempts) +
+              " tries: set one with --master-port");
+}
+
+PortClaim SocketPortProbe::claim(int port) {
+  std::optional<PortReservation> reservation = PortReservation::take(port);
+  if (!reservation) return PortClaim::kReservedByMgtrain;
+  if (!is_free(port)) return PortClaim::kInUse;
+  reservation_ = std::move(*reservation);
+  return PortClaim::kTaken;
 }
 
 }  // namespace mgtrain

@@ -127,9 +127,12 @@ void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
     control_.attempt_ended();
     return;
   }
-  bool restart =
-      phase_ == Phase::kStopping && stopping_for_failure_ && !launcher_signal_ && attempt_ < settings_.max_restarts;
-  if (restart) {
+  const bool failed = phase_ == Phase::kStopping && stopping_for_failure_ && !launcher_signal_;
+  const std::optional<std::size_t> cause = root_cause();
+  const bool port_retry =
+      failed && cause && port_retries_ < settings_.max_port_retries && control_.store_port_taken(failures_[*cause]);
+  if (port_retry) ++port_retries_;
+  if (port_retry || (failed && restarts() < settings_.max_restarts)) {
     ++attempt_;
     start_attempt(now);
   } else {

@@ -1,5 +1,6 @@
 // The supervisor's decisions, free of I/O: when to stop the worker group, when to escalate SIGTERM
-// to SIGKILL, whether to restart, which failure is the root cause, and the launcher's exit code.
+// to SIGKILL, whether to restart (or start again on a new store port, uncounted), which failure is the root cause,
+// and the launcher's exit code.
 // The supervisor (supervisor.cpp, on the event loop) feeds it events with the current time and carries
 // out its orders through WorkerGroupControl; unit tests drive it with a fake control and made-up times.
 // Also the one rule of which signals stop a job and which exits fail it (stops_the_job, failed_exit).
@@ -44,6 +45,13 @@ class WorkerGroupControl {
   // Coordinated mode only: every worker of the attempt has exited; the policy waits for
   // begin_attempt() or finish_coordinated() (or has finished, when the launcher got a signal).
   virtual void attempt_ended() {}
+  // Asked when an attempt ended for `root` (its first failure) and a port retry is left: whether rank 0 failed
+  // because the workers' store port it was given was taken (the supervisor reads rank 0's stderr). If so, the next
+  // attempt starts at once, on a new port, and is not counted as a restart.
+  virtual bool store_port_taken(const WorkerFailure& root) {
+    (void)root;
+    return false;
+  }
 };
 
 // A worker that failed: exited non-zero, died by a signal, or stopped sending heartbeats.
@@ -69,6 +77,9 @@ class SupervisionPolicy {
     // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
     // still stops the local group on a failure or signal (node_agent.hpp).
     bool coordinated = false;
+    // Attempts started again on a new port after rank 0 found the store port taken (store_port_taken), on top of
+    // max_restarts; 0: none (a port the user gave, or a multi-node job).
+    int max_port_retries = 0;
   };
 
   SupervisionPolicy(const Settings& settings, WorkerGroupControl& control);
@@ -106,7 +117,11 @@ class SupervisionPolicy {
 
   bool finished() const { return phase_ == Phase::kFinished; }
   int exit_code() const;
+  // The current attempt's number (attempt_<n>/ of the logs): restarts plus port retries.
   int attempt() const { return attempt_; }
+  // Restarts after failures so far (TORCHELASTIC_RESTART_COUNT; port retries are not counted).
+  int restarts() const { return attempt_ - port_retries_; }
+  int port_retries() const { return port_retries_; }
   bool running(int local_rank) const { return running_.at(local_rank); }
   std::optional<int> launcher_signal() const { return launcher_signal_; }
   // Whether workers of the last attempt stopped on request after saving a checkpoint (exit 75).
@@ -131,6 +146,7 @@ class SupervisionPolicy {
   WorkerGroupControl& control_;
   Phase phase_ = Phase::kIdle;
   int attempt_ = 0;
+  int port_retries_ = 0;
   bool stopping_for_failure_ = false;
   SteadyTime stop_started_{};
   std::optional<SteadyTime> kill_deadline_;

@@ -36,6 +36,7 @@ SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
   settings.max_restarts = plan.max_restarts;
   settings.grace_period_s = plan.grace_period_s;
   settings.heartbeat_timeout_s = plan.heartbeat_timeout_s;
+  settings.max_port_retries = plan.picks_port() && !plan.multi_node() ? Supervisor::kMaxPortRetries : 0;
   return settings;
 }
 
@@ -106,10 +107,20 @@ Supervisor::~Supervisor() {
 }
 
 void Supervisor::start_workers(int attempt) {
-  if (attempt > 0 && !coordinator_) announce_restart(attempt);
-  int port = coordinator_   ? plan_.master_port
-             : attempt == 0 ? first_port_
-                            : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
+  const int port = coordinator_   ? plan_.master_port
+                   : attempt == 0 ? first_port_
+                                  : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
+  if (!coordinator_) {
+    if (attempt > 0 && policy_.port_retries() > port_retries_announced_) {
+      port_retries_announced_ = policy_.port_retries();
+      announce_port_retry(attempt, port);
+    } else if (attempt > 0) {
+      announce_restart(attempt);
+    }
+    plan_.restart_count = policy_.restarts();  // TORCHELASTIC_RESTART_COUNT: port retries do not count
+  }
+  port_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
+  port_by_attempt_[attempt] = port;
   workers_.clear();
   pids_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
   pids_by_attempt_[attempt].assign(plan_.nproc, -1);
@@ -172,6 +183,17 @@ void Supervisor::group_failing(const WorkerFailure& failure) {
 
 void Supervisor::attempt_ended() {
   if (coordinator_) coordinator_->on_attempt_ended();
+}
+
+// Only the policy's question for a port the launcher picked (settings.max_port_retries): rank 0 (the store's host)
+// failed soon after its start and the last lines of its stderr say the address was in use.
+bool Supervisor::store_port_taken(const WorkerFailure& root) {
+  if (coordinator_ || !plan_.picks_port() || root.hung || plan_.global_rank(root.local_rank) != 0) return false;
+  if (root.attempt != policy_.attempt() || root.time - attempt_started_ > steady_seconds(kStoreStartWindowS)) {
+    return false;
+  }
+  const std::string rank_directory = log_layout::rank_dir(plan_.run_dir, root.attempt, 0);
+  return says_address_in_use(read_last_lines(log_layout::stderr_log(rank_directory), kStderrTailLines));
 }
 
 void Supervisor::begin_attempt(int attempt, LaunchPlan round_plan, std::string config_file) {
@@ -333,7 +355,32 @@ void Supervisor::announce_restart(int attempt) {
     break;
   }
   console_.message(log::Level::Info, "restarting all workers (attempt {} of {}){}; the failed attempt's logs are in {}",
-                   attempt + 1, plan_.max_restarts + 1, why.empty() ? "" : " after " + why,
+                   policy_.restarts() + 1, plan_.max_restarts + 1, why.empty() ? "" : " after " + why,
+                   log_layout::attempt_dir(plan_.run_dir, attempt - 1));
+}
+
+// Rank 0 of a single node said "address already in use": most likely about its store's port ("" when unlikely).
+std::string Supervisor::store_port_hint(int attempt) const {
+  const std::string port = std::to_string(port_by_attempt_.at(attempt));
+  if (!plan_.picks_port()) {
+    return "port " + port +
+           " (launch.master_port: given, not picked by mgtrain) was probably in use when rank 0 started the " +
+           "workers' store: free it, choose another with --master-port, or --master-port 0 to let mgtrain pick one " +
+           "(and pick again when another program takes it)";
+  }
+  if (policy_.port_retries() < kMaxPortRetries) return "";  // not the store's start, as far as the supervisor saw
+  return "the ports mgtrain picked were taken " + std::to_string(kMaxPortRetries + 1) +
+         " times before rank 0 started the workers' store (last: port " + port +
+         "): another program on this machine takes ports quickly; give a port reserved for this job with "
+         "--master-port";
+}
+
+void Supervisor::announce_port_retry(int attempt, int port) {
+  console_.message(log::Level::Warning,
+                   "rank 0 could not start the workers' store: port {} was already in use (taken by another program "
+                   "after the launcher picked it); starting the workers again on port {} (port retry {} of {}, not "
+                   "counted as a restart); the failed try's logs are in {}",
+                   port_by_attempt_.at(attempt - 1), port, policy_.port_retries(), kMaxPortRetries,
                    log_layout::attempt_dir(plan_.run_dir, attempt - 1));
 }
 
@@ -368,6 +415,9 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
     for (const std::string& line : worker.stderr_tail) stderr_text += line + "\n";
     worker.hint = missing_torch_hint(stderr_text, worker.after_start_s, plan_.python, plan_.python_source);
   }
+  if (worker.hint.empty() && !coordinator_ && worker.global_rank == 0 && says_address_in_use(worker.stderr_tail)) {
+    worker.hint = store_port_hint(failure.attempt);
+  }
   if (std::optional<std::string> error_text = read_small_file(log_layout::error_file(rank_directory))) {
     worker.error_file = parse_torch_error_file(*error_text);
   }
@@ -382,6 +432,7 @@ FailureReport Supervisor::build_failure_report() const {
   report.exit_code = policy_.exit_code();
   report.attempt = policy_.attempt();
   report.max_restarts = plan_.max_restarts;
+  report.port_retries = coordinator_ ? 0 : policy_.port_retries();
   const std::vector<WorkerFailure>& failures = policy_.failures();
   report.root_cause = describe_failure(failures[cause]);
   for (std::size_t index = 0; index < failures.size(); ++index) {

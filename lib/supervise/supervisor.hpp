@@ -52,8 +52,15 @@ class AttemptCoordinator {
 
 class Supervisor : private WorkerGroupControl, private LoopHandler, private LoopParticipant {
  public:
-  // `first_port` is the master port of attempt 0 (already checked or picked). Later attempts pick a
-  // fresh port through `ports` when plan.picks_port(). The supervisor keeps its own copy of `plan`.
+  // Port retries of a single-node job whose store port the launcher picked (supervision_policy.hpp).
+  static constexpr int kMaxPortRetries = 5;
+  // How soon after its start rank 0 must fail for an "address already in use" to count as its store's start.
+  static constexpr double kStoreStartWindowS = 120.0;
+
+  // `first_port` is the master port of attempt 0 (already checked or picked, and reserved by `ports`). Later
+  // attempts pick a fresh port through `ports` when plan.picks_port() (the probe's reservation moves to it); when
+  // rank 0 then finds the picked port taken, the group starts again on a new one, uncounted, up to
+  // kMaxPortRetries times. The supervisor keeps its own copy of `plan`.
   Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string config_file, PortProbe& ports, int first_port,
              int console_stdout_fd = 1, int console_stderr_fd = 2);
   // Whatever still runs (after an exception) is killed and reaped.
@@ -107,6 +114,9 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   void signal_running_workers(int signal) override;
   void group_failing(const WorkerFailure& failure) override;
   void attempt_ended() override;
+  bool store_port_taken(const WorkerFailure& root) override;
+  void announce_port_retry(int attempt, int port);
+  std::string store_port_hint(int attempt) const;
 
   // LoopHandler
   void on_child_exits(const std::vector<ChildExit>& exits, Clock::time_point now) override;
@@ -127,6 +137,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   std::string config_file_;
   PortProbe& ports_;
   int first_port_;
+  std::vector<int> port_by_attempt_;  // the workers' store port of each attempt
+  int port_retries_announced_ = 0;
 
   ConsoleWriter console_;
   LinePrefix line_prefix_;  // the console prefix of worker lines (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)

@@ -141,3 +141,25 @@ TEST_CASE("missing torch hint: only for a quick failure that says torch is missi
   CHECK(missing_torch_hint("ModuleNotFoundError: No module named 'numpy'", 0.4, "/usr/bin/python3", "x").empty());
   CHECK(missing_torch_hint(stderr_text, 0.4, "", "x").empty());  // not a Python launch
 }
+
+TEST_CASE("an address in use is recognised in torch's and Python's words", "[report][port]") {
+  CHECK(says_address_in_use({"x",
+                             "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+                             "local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, "
+                             "message: address already in use"}));
+  CHECK(
+      says_address_in_use({"[W socket.cpp:525] [c10d] The server socket has failed to bind to [::]:29500 (errno: "
+                           "98 - Address already in use)."}));
+  CHECK(says_address_in_use({"OSError: [Errno 98] Address already in use", "more"}));
+  CHECK_FALSE(says_address_in_use({"RuntimeError: connection refused", "ValueError: bad batch"}));
+  CHECK_FALSE(says_address_in_use({}));
+}
+
+TEST_CASE("port retries are not counted as restarts in the report's attempt", "[report][port]") {
+  FailureReport report = sample_report();  // attempt 1 (attempt_1/), max_restarts 1
+  report.attempt = 3;
+  report.port_retries = 2;
+  const std::string text = format_failure_report(report);
+  CHECK_THAT(text, Catch::Contains("attempt 2 of 2 after 2 port retries,"));
+  CHECK_THAT(text, Catch::Contains("attempt_3/"));  // the logs are still where they are
+}

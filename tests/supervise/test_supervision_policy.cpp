@@ -16,8 +16,13 @@ namespace {
 
 struct FakeGroup : WorkerGroupControl {
   std::vector<std::string> log;
+  bool port_taken = false;  // the answer to store_port_taken
   void start_workers(int attempt) override { log.push_back("start " + std::to_string(attempt)); }
   void signal_running_workers(int signal) override { log.push_back("signal " + signal_name(signal)); }
+  bool store_port_taken(const WorkerFailure& root) override {
+    log.push_back("port taken? rank " + std::to_string(root.local_rank));
+    return port_taken;
+  }
 };
 
 const SteadyTime t0{};
@@ -315,4 +320,61 @@ TEST_CASE("the one rule: which signals stop the job, which exits fail it", "[pol
   CHECK(failed_exit(ExitStatus::exited(1)));
   CHECK(failed_exit(ExitStatus::killed_by(exit_code::kStoppedAfterCheckpoint)));
   CHECK(failed_exit(ExitStatus::killed_by(SIGTERM)));
+}
+
+TEST_CASE("rank 0 finding its store port taken: a port retry, not counted as a restart", "[policy][port]") {
+  FakeGroup group;
+  group.port_taken = true;
+  SupervisionPolicy::Settings s = settings(2, 0);
+  s.max_port_retries = 2;
+  SupervisionPolicy policy(s, group);
+  policy.start(t0);
+  policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 1s + 1ms);
+  CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "port taken? rank 0", "start 1"});
+  CHECK(policy.attempt() == 1);
+  CHECK(policy.restarts() == 0);
+  CHECK(policy.port_retries() == 1);
+
+  SECTION("the retry succeeds") {
+    policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);
+    policy.on_worker_exit(1, ExitStatus::exited(0), t0 + 2s);
+    CHECK(policy.finished());
+    CHECK(policy.exit_code() == 0);
+  }
+  SECTION("retries are bounded: then the ordinary failure (no restart left)") {
+    policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 2s);
+    policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 2s + 1ms);
+    CHECK(policy.port_retries() == 2);
+    policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 3s);
+    policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 3s + 1ms);
+    CHECK(policy.finished());
+    CHECK(policy.exit_code() == 1);
+    CHECK(policy.attempt() == 2);
+    CHECK(policy.restarts() == 0);
+    CHECK(group.log.back() == "signal SIGTERM");  // not asked again once the retries are used up
+  }
+}
+
+TEST_CASE("a failure that is not a taken store port is an ordinary, counted restart", "[policy][port]") {
+  FakeGroup group;
+  SupervisionPolicy::Settings s = settings(2, 1);
+  s.max_port_retries = 5;
+  SupervisionPolicy policy(s, group);
+  policy.start(t0);
+  policy.on_worker_exit(1, ExitStatus::exited(3), t0 + 1s);
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 1s + 1ms);
+  CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "port taken? rank 1", "start 1"});
+  CHECK(policy.restarts() == 1);
+  CHECK(policy.port_retries() == 0);
+
+  SECTION("without port retries (a port the user gave) the control is not even asked") {
+    FakeGroup given;
+    given.port_taken = true;
+    SupervisionPolicy strict(settings(1, 0), given);
+    strict.start(t0);
+    strict.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);
+    CHECK(strict.finished());
+    CHECK(given.log == std::vector<std::string>{"start 0"});
+  }
 }
