@@ -115,7 +115,11 @@ int main(int argc, char** argv) {
   settings.master_addr = "127.0.0.1";
   settings.host_agent_id = "bench:0";
   FixedPort ports;
-  RendezvousServer server(std::move(listener), settings, ports, nullptr, Clock::now());
+  // MGTRAIN_RDZV_TOKEN set: every frame authenticated (docs/multinode.md#the-rendezvous-token).
+  const char* secret = std::getenv("MGTRAIN_RDZV_TOKEN");
+  const rdzv::RendezvousToken token{secret ? secret : "", "MGTRAIN_RDZV_TOKEN"};
+  std::printf("authentication: %s\n", token.set() ? "HMAC-SHA256 (MGTRAIN_RDZV_TOKEN)" : "none");
+  RendezvousServer server(std::move(listener), settings, ports, nullptr, Clock::now(), token);
 
   // ---- the server thread: the hosting agent's loop, reduced to the server ----
   Fd stop(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -246,7 +250,7 @@ int main(int argc, char** argv) {
     // Connect in batches: more than the listen backlog at once would wait for SYN retransmits.
     while (created < agents && connecting < 512) {
       nodes[created].client =
-          std::make_unique<RendezvousClient>("127.0.0.1", port, now + std::chrono::seconds(60), now);
+          std::make_unique<RendezvousClient>("127.0.0.1", port, now + std::chrono::seconds(60), now, token);
       sync(created);
       ++created;
       ++connecting;
