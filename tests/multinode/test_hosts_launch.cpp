@@ -79,6 +79,8 @@ TEST_CASE("every agent gets its node rank, node 0's address, the run id and the 
                                              "--run-id",
                                              "r1",
                                              "--exit-with-stdin",
+                                             "--rdzv-token-file",
+                                             "-",
                                              "--nproc",
                                              "3",
                                              "--allow-uneven-nproc",
