@@ -101,7 +101,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         keep_earliest(next, finished_at_ ? *finished_at_ + kFlushLinger : Clock::now());
       } else {
         keep_earliest(next, client_->last_sent() + steady_seconds(plan_.node_heartbeat_interval_s));
-        if (!ending_) keep_earliest(next, client_->last_heard() + steady_seconds(plan_.node_timeout_s));
+        if (!ending_) keep_earliest(next, silence_rule().lost_at(client_->last_heard()));
       }
     }
     return next;
@@ -117,10 +117,9 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       } else {
         if (now - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s))
           client_->send(rdzv::heartbeat_message());
-        double quiet = std::chrono::duration<double>(now - client_->last_heard()).count();
-        if (!ending_ && quiet >= plan_.node_timeout_s) {
-          server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
-                                  format_seconds(plan_.node_timeout_s)));
+        const rdzv::SilenceRule rule = silence_rule();
+        if (!ending_ && rule.lost(client_->last_heard(), now)) {
+          server_lost(rule.describe(client_->last_heard(), now), true);
         }
       }
     }
@@ -287,16 +286,14 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         return;
       case MessageType::kStop: {
         if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
-        say("stopping the workers of this node: " + message.text("reason"));
-        supervisor_->stop_workers_on_request();
+        stop_workers(message.text("reason"));
         return;
       }
       case MessageType::kRegroup: {
         // A node arrived (elastic scale-up): not a failure; the server sends the larger round's assignment
         // once every node's workers have exited.
         if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
-        say(message.text("reason") + "; stopping the workers of this node");
-        supervisor_->stop_workers_on_request();
+        stop_workers(message.text("reason"));
         return;
       }
       case MessageType::kFinish: {
@@ -396,12 +393,28 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (policy.waiting()) {
       supervisor_->finish(code);
     } else if (policy.attempt_running()) {
-      say(rejected ? "stopping the workers of this node" : "stopping the workers of this node: " + text);
-      supervisor_->stop_workers_on_request();
+      stop_workers(rejected ? "" : text);
     }  // stopping already: on_attempt_ended finishes
   }
 
-  void server_lost(const std::string& what) {
+  rdzv::SilenceRule silence_rule() const { return {plan_.node_heartbeat_interval_s, plan_.node_timeout_s}; }
+
+  // One line says why, what the stop waits for and when it gives up waiting; the supervisor ends the
+  // wait as soon as the last worker has exited (SIGKILL only for those still running at that time).
+  void stop_workers(const std::string& why) {
+    const double grace = plan_.grace_period_s;
+    const long long kill_at = static_cast<long long>(unix_seconds_now() + grace + 0.5);
+    say(fmt::format("{}stopping the workers of {}: waiting up to {} for them to exit (SIGKILL at {} UTC)",
+                    why.empty() ? "" : why + "; ", node_name(), format_seconds(grace),
+                    format_utc(kill_at, "%H:%M:%S")));
+    supervisor_->stop_workers_on_request();
+  }
+
+  // This node lost the rendezvous server (`silent`: by the SilenceRule, the connection may come back).
+  // The node leaves the job with the exit code and reason of a lost node, and says so to the server
+  // first: should the connection come back, the server stops the other nodes for this reason rather than
+  // for whatever this node's stopping workers do next (a checkpointing trainer's exit 75 on every node).
+  void server_lost(const std::string& what, bool silent) {
     std::string server = fmt::format("the rendezvous server at {} ({})", client_->endpoint(),
                                      plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
     rdzv::NodeFailure cause;
@@ -412,6 +425,9 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     cause.node_lost = true;
     cause.exit_code = kNodeLostExitCode;
     cause.outcome = what;
+    if (silent) {
+      client_->send(rdzv::leave_message(kNodeLostExitCode, fmt::format("lost {}: it {}", server, what)));
+    }
     end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
   }
 
@@ -428,7 +444,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
               plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
           std::nullopt, false);
     } else if (client_->state() == RendezvousClient::State::kLost && !supervisor_->policy().finished()) {
-      server_lost(client_->problem());
+      server_lost(client_->problem(), false);
     }
   }
 
