@@ -33,6 +33,8 @@ using Clock = std::chrono::steady_clock;
 
 // After the job is decided: how long queued messages may take to leave before the agent exits.
 constexpr auto kFlushLinger = std::chrono::seconds(2);
+// A node that lost the server checks this often whether the server has its leave (see server_lost).
+constexpr auto kAckPoll = std::chrono::milliseconds(100);
 
 class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
  public:
@@ -98,7 +100,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     keep_earliest(next, client_->next_deadline());
     if (client_->state() == RendezvousClient::State::kConnected) {
       if (supervisor_->policy().finished()) {
-        keep_earliest(next, finished_at_ ? *finished_at_ + kFlushLinger : Clock::now());
+        keep_earliest(next, finished_at_ ? *finished_at_ + linger() : Clock::now());
+        if (finished_at_ && left_after_silence_) keep_earliest(next, Clock::now() + kAckPoll);
       } else {
         keep_earliest(next, client_->last_sent() + steady_seconds(plan_.node_heartbeat_interval_s));
         if (!ending_) keep_earliest(next, silence_rule().lost_at(client_->last_heard()));
@@ -113,7 +116,16 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (client_->state() == RendezvousClient::State::kConnected) {
       if (supervisor_->policy().finished()) {
         if (!finished_at_) finished_at_ = now;
-        if (!client_->has_output() || now >= *finished_at_ + kFlushLinger) client_->close();
+        bool waiting = left_after_silence_ ? client_->unacknowledged() : client_->has_output();
+        if (!waiting || now >= *finished_at_ + linger()) {
+          client_->close();
+        } else if (left_after_silence_ && !said_linger_) {
+          said_linger_ = true;
+          say(
+              fmt::format("waiting up to {} for the rendezvous server to hear that this node left (after a blip "
+                          "it tells the other nodes why)",
+                          format_seconds(std::chrono::duration<double>(linger()).count())));
+        }
       } else {
         if (now - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s))
           client_->send(rdzv::heartbeat_message());
@@ -414,6 +426,9 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   // The node leaves the job with the exit code and reason of a lost node, and says so to the server
   // first: should the connection come back, the server stops the other nodes for this reason rather than
   // for whatever this node's stopping workers do next (a checkpointing trainer's exit 75 on every node).
+  // Once its workers have exited it keeps the connection until the server has the leave, for at most a
+  // node timeout (closing it earlier would answer the server's next bytes with a reset, and the others
+  // would hear "broke the connection" instead of the reason).
   void server_lost(const std::string& what, bool silent) {
     std::string server = fmt::format("the rendezvous server at {} ({})", client_->endpoint(),
                                      plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
@@ -427,6 +442,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     cause.outcome = what;
     if (silent) {
       client_->send(rdzv::leave_message(kNodeLostExitCode, fmt::format("lost {}: it {}", server, what)));
+      left_after_silence_ = true;
     }
     end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
   }
@@ -464,6 +480,13 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   bool run_ready_ = false;
   std::optional<Ending> ending_;
   std::optional<Clock::time_point> finished_at_;
+  bool left_after_silence_ = false;  // server_lost sent a leave that the server may still get
+  bool said_linger_ = false;
+
+  Clock::duration linger() const {
+    if (!left_after_silence_) return kFlushLinger;
+    return std::max<Clock::duration>(kFlushLinger, steady_seconds(plan_.node_timeout_s));
+  }
 };
 
 }  // namespace

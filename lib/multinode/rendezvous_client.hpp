@@ -38,6 +38,8 @@ class RendezvousClient {
 
   void send(const rdzv::Message& message);
   bool has_output() const { return connection_ && connection_->has_output(); }
+  // Whether what was sent has not all reached the server yet (queued here or in the kernel, unacknowledged).
+  bool unacknowledged() const;
   void close();
   rdzv::SteadyTime last_heard() const { return last_heard_; }
   rdzv::SteadyTime last_sent() const { return last_sent_; }

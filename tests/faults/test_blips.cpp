@@ -5,7 +5,9 @@
 // trainer on SIGTERM: the stopped one saves "a checkpoint" and every worker of the job then exits 75.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "../integration/launch_fixture.hpp"
 #include "../integration/netns_agent.hpp"
 #include "../integration/netns_hosts.hpp"
+#include "util/run_capture.hpp"
 
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;
@@ -57,16 +60,37 @@ std::vector<std::string> blip_flags(const NetnsHosts& hosts, const TempDir& dir,
 // job to stop at the same step (the file `stop`), as the built-in trainer does; they then exit 75.
 std::string blip_worker(const TempDir& dir) {
   const std::string shared = dir.path();
-  return write_script(dir / "w.sh", "touch \"" + shared + "/up_$RANK\"\n" +
-                                        "trap 'touch \"" + shared + "/stop\"; exit 75' TERM\n" +
-                                        "while :; do\n"
-                                        "  [ -e \"" + shared + "/finish\" ] && exit 0\n" +
-                                        "  [ -e \"" + shared + "/stop\" ] && exit 75\n" +
-                                        "  sleep 0.1\n"
-                                        "done\n");
+  return write_script(dir / "w.sh",
+                      "touch \"" + shared + "/up_$RANK\"\n" + "trap 'touch \"" + shared + "/stop\"; exit 75' TERM\n" +
+                          "while :; do\n"
+                          "  [ -e \"" +
+                          shared + "/finish\" ] && exit 0\n" + "  [ -e \"" + shared + "/stop\" ] && exit 75\n" +
+                          "  sleep 0.1\n"
+                          "done\n");
 }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Milliseconds since the agent on `host` last sent data to the rendezvous server (ss's lastsnd), -1 unknown.
+long last_send_ms(const NetnsHosts& hosts, int host) {
+  std::vector<std::string> argv = hosts.exec_prefix(host);
+  argv.insert(argv.end(), {"ss", "-tinH", "state", "established", "( dport = :29500 )"});
+  mgtrain::CaptureOptions options;
+  options.timeout_s = 5;
+  const std::string out = mgtrain::run_and_capture(argv, options).out;
+  std::smatch found;
+  if (!std::regex_search(out, found, std::regex(R"(lastsnd:(\d+))"))) return -1;
+  return std::stol(found[1]);
+}
+
+// The worst moment for a cut: the agent on `host` is about to send its next heartbeat, so the server last
+// heard it almost an interval before the cut. Counting silence from that moment (the old rule) loses a
+// node in an outage of 0.7 x node timeout; counting it from the due heartbeat keeps it.
+void wait_until_heartbeat_due(const NetnsHosts& hosts, int host) {
+  const long due_ms = static_cast<long>(0.85 * kHeartbeatIntervalS * 1000);
+  bool seen = wait_until([&] { return last_send_ms(hosts, host) >= due_ms; }, 10s);
+  if (!seen) WARN("the agent's last send never looked " << due_ms << " ms old; cutting anyway");
+}
 
 void cut_for(NetnsHosts& hosts, int host, double seconds) {
   hosts.cut_link(host);
@@ -99,6 +123,7 @@ TEST_CASE("an outage of 0.7 x node timeout is a blip: every node goes on and end
   REQUIRE(wait_until(
       [&] { return file_exists(dir / "up_0") && file_exists(dir / "up_1") && file_exists(dir / "up_2"); }, 20s));
   std::this_thread::sleep_for(1s);  // a few heartbeats both ways
+  wait_until_heartbeat_due(hosts, 2);
   cut_for(hosts, 2, 0.7 * kNodeTimeoutS);
   // Long enough for any late verdict: the due heartbeat and the node timeout after the cut, and some.
   std::this_thread::sleep_for(std::chrono::duration<double>(kHeartbeatIntervalS + 0.5 * kNodeTimeoutS));
@@ -153,5 +178,41 @@ TEST_CASE("an outage of 1.5 x node timeout ends the job on every node with 69 an
     CHECK_THAT(agents[node]->out() + agents[node]->err(),
                Catch::Contains("node 2 (") && Catch::Contains("stopping the workers of node " + std::to_string(node)) &&
                    Catch::Contains("waiting up to 20 s for them to exit (SIGKILL at "));
+  }
+}
+
+TEST_CASE("a node that gives up on the server while the server keeps it ends the job with 69 on every node, not 75",
+          "[faults][blips]") {
+  // Node 2 has a much shorter node timeout (3 s, heartbeats every 1 s: it gives up after 4 s) than the
+  // server on node 0 (12 s + 2 s), as when TCP's backoff keeps one direction silent longer than the other
+  // (issue 22: a 20 s outage with node timeout 30): a 4.2 s outage ends the job for node 2 alone. Its
+  // workers' stop makes every worker exit 75; the server must still end the job with node 2's exit code
+  // and reason, not 75 "saved a checkpoint and stopped on request" on the nodes that did not lose anything.
+  NetnsHosts hosts(kNodes);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  const std::string worker = blip_worker(dir);
+  std::vector<std::unique_ptr<Agent>> agents;
+  for (int node = 0; node < kNodes; ++node) {
+    std::vector<std::string> flags = blip_flags(hosts, dir, node, worker);
+    *(std::find(flags.begin(), flags.end(), "--node-timeout") + 1) = node == 2 ? "3" : "12";
+    *(std::find(flags.begin(), flags.end(), "--node-heartbeat-interval") + 1) = node == 2 ? "1" : "2";
+    agents.push_back(std::make_unique<Agent>(hosts, node, flags, dir / ("node" + std::to_string(node))));
+  }
+  REQUIRE(wait_until(
+      [&] { return file_exists(dir / "up_0") && file_exists(dir / "up_1") && file_exists(dir / "up_2"); }, 20s));
+  std::this_thread::sleep_for(1s);
+  cut_for(hosts, 2, 4.2);
+  std::vector<int> codes;
+  for (auto& agent : agents) codes.push_back(agent->wait(40s));
+  INFO(all_output(agents));
+  CHECK(codes == std::vector<int>(kNodes, 69));
+  for (auto& agent : agents) {
+    CHECK_THAT(agent->err(), Catch::Contains("sent nothing for") &&
+                                 Catch::Contains("a heartbeat was due every 1 s; launch.node_timeout 3 s"));
+    CHECK_THAT(agent->err(), !Catch::Contains("stopped on request"));
+  }
+  for (int node : {0, 1}) {
+    CHECK_THAT(agents[node]->err(), Catch::Contains("node 2 (") && Catch::Contains("lost the rendezvous server at"));
   }
 }
