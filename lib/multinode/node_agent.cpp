@@ -416,9 +416,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   void stop_workers(const std::string& why) {
     const double grace = plan_.grace_period_s;
     const long long kill_at = static_cast<long long>(unix_seconds_now() + grace + 0.5);
-    say(fmt::format("{}stopping the workers of {}: waiting up to {} for them to exit (SIGKILL at {} UTC)",
-                    why.empty() ? "" : why + "; ", node_name(), format_seconds(grace),
-                    format_utc(kill_at, "%H:%M:%S")));
+    say(fmt::format("stopping the workers of {}: {}waiting up to {} for them to exit (SIGKILL at {} UTC)", node_name(),
+                    why.empty() ? "" : why + "; ", format_seconds(grace), format_utc(kill_at, "%H:%M:%S")));
     supervisor_->stop_workers_on_request();
   }
 
