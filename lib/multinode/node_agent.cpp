@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -31,9 +33,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// After the job is decided: how long queued messages may take to leave before the agent exits.
+// After the job is decided: how long queued messages may take to leave before the agent exits; after
+// server_lost, how often it checks whether the server has its leave.
 constexpr auto kFlushLinger = std::chrono::seconds(2);
-// A node that lost the server checks this often whether the server has its leave (see server_lost).
 constexpr auto kAckPoll = std::chrono::milliseconds(100);
 
 class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
@@ -119,12 +121,9 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         bool waiting = left_after_silence_ ? client_->unacknowledged() : client_->has_output();
         if (!waiting || now >= *finished_at_ + linger()) {
           client_->close();
-        } else if (left_after_silence_ && !said_linger_) {
-          said_linger_ = true;
-          say(
-              fmt::format("waiting up to {} for the rendezvous server to hear that this node left (after a blip "
-                          "it tells the other nodes why)",
-                          format_seconds(std::chrono::duration<double>(linger()).count())));
+        } else if (left_after_silence_ && !std::exchange(said_linger_, true)) {
+          say("waiting up to " + format_seconds(std::chrono::duration<double>(linger()).count()) +
+              " for the server to hear that this node left");
         }
       } else {
         if (now - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s))
@@ -218,28 +217,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       }
       return code;
     }
-    const rdzv::NodeFailure& cause = *ending.cause;
-    FailureReport report;
-    std::optional<FailureReport> local = supervisor_->local_failure_report();
-    bool ours = !cause.node_lost && cause.node_rank == plan_.node_rank && cause.round == round_ && local &&
-                local->root_cause.global_rank == cause.global_rank;
-    if (ours) {
-      report = *local;
-      report.root_cause.node_rank = cause.node_rank;
-      report.root_cause.node = cause.node;
-      for (FailedWorker& other : report.other_failures) {
-        other.node_rank = plan_.node_rank;
-        other.node = node_name();
-      }
-    } else {
-      report.root_cause = failed_worker_from(cause);
-    }
-    report.run_id = plan_.run_id;
-    report.run_dir = plan_.run_dir;
-    report.exit_code = code;
-    report.attempt = std::max(cause.round, 0);
-    report.max_restarts = plan_.max_restarts;
-    emit_report(report);
+    emit_report(
+        job_failure_report(*ending.cause, supervisor_->local_failure_report(), plan_, node_name(), round_, code));
     log::info("{}", ending.text);
     return code;
   }
@@ -296,18 +275,13 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       case MessageType::kWait:
         say(message.text("text"));
         return;
-      case MessageType::kStop: {
+      case MessageType::kStop:
+      case MessageType::kRegroup:
+        // kRegroup: a node arrived (elastic scale-up), not a failure; the server sends the larger round's
+        // assignment once every node's workers have exited.
         if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
         stop_workers(message.text("reason"));
         return;
-      }
-      case MessageType::kRegroup: {
-        // A node arrived (elastic scale-up): not a failure; the server sends the larger round's assignment
-        // once every node's workers have exited.
-        if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
-        stop_workers(message.text("reason"));
-        return;
-      }
       case MessageType::kFinish: {
         std::optional<rdzv::NodeFailure> cause;
         if (message.flag("has_cause")) cause = rdzv::NodeFailure::read_from(message, "cause.");
@@ -411,23 +385,19 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
 
   rdzv::SilenceRule silence_rule() const { return {plan_.node_heartbeat_interval_s, plan_.node_timeout_s}; }
 
-  // One line says why, what the stop waits for and when it gives up waiting; the supervisor ends the
-  // wait as soon as the last worker has exited (SIGKILL only for those still running at that time).
+  // One line: why, what the stop waits for, when it would SIGKILL (the wait ends with the last worker).
   void stop_workers(const std::string& why) {
     const double grace = plan_.grace_period_s;
-    const long long kill_at = static_cast<long long>(unix_seconds_now() + grace + 0.5);
+    const long long kill_at = std::llround(unix_seconds_now() + grace);
     say(fmt::format("stopping the workers of {}: {}waiting up to {} for them to exit (SIGKILL at {} UTC)", node_name(),
                     why.empty() ? "" : why + "; ", format_seconds(grace), format_utc(kill_at, "%H:%M:%S")));
     supervisor_->stop_workers_on_request();
   }
 
-  // This node lost the rendezvous server (`silent`: by the SilenceRule, the connection may come back).
-  // The node leaves the job with the exit code and reason of a lost node, and says so to the server
-  // first: should the connection come back, the server stops the other nodes for this reason rather than
-  // for whatever this node's stopping workers do next (a checkpointing trainer's exit 75 on every node).
-  // Once its workers have exited it keeps the connection until the server has the leave, for at most a
-  // node timeout (closing it earlier would answer the server's next bytes with a reset, and the others
-  // would hear "broke the connection" instead of the reason).
+  // This node lost the server (`silent`: by the SilenceRule; the connection may come back). It says so to
+  // the server first, so that after a blip the others end for this reason and not for what its stopped
+  // workers do next (a trainer's checkpoint exit 75 on every node), and keeps the connection up to a node
+  // timeout until the server has it (an early close would answer the server with a reset).
   void server_lost(const std::string& what, bool silent) {
     std::string server = fmt::format("the rendezvous server at {} ({})", client_->endpoint(),
                                      plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
@@ -483,8 +453,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   bool said_linger_ = false;
 
   Clock::duration linger() const {
-    if (!left_after_silence_) return kFlushLinger;
-    return std::max<Clock::duration>(kFlushLinger, steady_seconds(plan_.node_timeout_s));
+    return left_after_silence_ ? std::max(kFlushLinger + Clock::duration(), steady_seconds(plan_.node_timeout_s))
+                               : kFlushLinger;
   }
 };
 
