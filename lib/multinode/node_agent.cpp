@@ -396,8 +396,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
 
   // This node lost the server (`silent`: by the SilenceRule; the connection may come back). It says so to
   // the server first, so that after a blip the others end for this reason and not for what its stopped
-  // workers do next (a trainer's checkpoint exit 75 on every node), and keeps the connection up to a node
-  // timeout until the server has it (an early close would answer the server with a reset).
+  // workers do next (a trainer's checkpoint exit 75 on every node), and keeps the connection (linger()) until
+  // the server has it (an early close would answer the server with a reset).
   void server_lost(const std::string& what, bool silent) {
     std::string server = fmt::format("the rendezvous server at {} ({})", client_->endpoint(),
                                      plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
@@ -452,9 +452,14 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   bool left_after_silence_ = false;  // server_lost sent a leave that the server may still get
   bool said_linger_ = false;
 
+  // After server_lost: the server, by the same rule, decides about this node itself within about a heartbeat
+  // interval of this node's verdict (their last messages were at most that far apart); after that the leave
+  // no longer matters.
   Clock::duration linger() const {
-    return left_after_silence_ ? std::max(kFlushLinger + Clock::duration(), steady_seconds(plan_.node_timeout_s))
-                               : kFlushLinger;
+    if (!left_after_silence_) return kFlushLinger;
+    const double interval = plan_.node_heartbeat_interval_s;
+    const double flush = std::chrono::duration<double>(kFlushLinger).count();
+    return steady_seconds(std::min(plan_.node_timeout_s, std::max(2 * interval, flush)));
   }
 };
 

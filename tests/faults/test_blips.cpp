@@ -88,15 +88,16 @@ bool kernel_caps_retransmissions() {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Milliseconds since the agent on `host` last sent data to the rendezvous server (ss's lastsnd), -1 unknown.
-long last_send_ms(const NetnsHosts& hosts, int host) {
+// Milliseconds since the agent on `host` last sent data to (`what` "lastsnd") or received data from ("lastrcv")
+// the rendezvous server, as ss shows them; -1 unknown.
+long last_data_ms(const NetnsHosts& hosts, int host, const std::string& what) {
   std::vector<std::string> argv = hosts.exec_prefix(host);
   argv.insert(argv.end(), {"ss", "-tinH", "state", "established", "( dport = :29500 )"});
   mgtrain::CaptureOptions options;
   options.timeout_s = 5;
   const std::string out = mgtrain::run_and_capture(argv, options).out;
   std::smatch found;
-  if (!std::regex_search(out, found, std::regex(R"(lastsnd:(\d+))"))) return -1;
+  if (!std::regex_search(out, found, std::regex(what + R"(:(\d+))"))) return -1;
   return std::stol(found[1]);
 }
 
@@ -105,7 +106,7 @@ long last_send_ms(const NetnsHosts& hosts, int host) {
 // node in an outage of 0.7 x node timeout; counting it from the due heartbeat keeps it.
 void wait_until_heartbeat_due(const NetnsHosts& hosts, int host) {
   const long due_ms = static_cast<long>(0.85 * kHeartbeatIntervalS * 1000);
-  bool seen = wait_until([&] { return last_send_ms(hosts, host) >= due_ms; }, 10s);
+  bool seen = wait_until([&] { return last_data_ms(hosts, host, "lastsnd") >= due_ms; }, 10s);
   if (!seen) WARN("the agent's last send never looked " << due_ms << " ms old; cutting anyway");
 }
 
@@ -223,6 +224,13 @@ TEST_CASE("a node that gives up on the server while the server keeps it ends the
   REQUIRE(wait_until(
       [&] { return file_exists(dir / "up_0") && file_exists(dir / "up_1") && file_exists(dir / "up_2"); }, 20s));
   std::this_thread::sleep_for(1s);
+  // Just after node 2 heard the server: it gives up 4 s into the outage, and the link is back 0.2 s later.
+  REQUIRE(wait_until(
+      [&] {
+        long ms = last_data_ms(hosts, 2, "lastrcv");
+        return ms >= 0 && ms < 150;
+      },
+      10s));
   cut_for(hosts, 2, 4.2);
   std::vector<int> codes;
   for (auto& agent : agents) codes.push_back(agent->wait(40s));
