@@ -106,7 +106,8 @@ void add_launch_keys(SchemaBuilder& s) {
           "dynamic rendezvous: seconds a round waits for more nodes once MIN have arrived (it closes at once with MAX)")
           .range(0, 1e6));
   s.add(key("launch.node_timeout", &C::launch, &LaunchConfig::node_timeout,
-            "multi-node: seconds without any message after which a node (or the rendezvous server) counts as dead")
+            "multi-node: seconds without any message, beyond the moment the next heartbeat was due, after which a node "
+            "(or the rendezvous server) counts as dead")
             .range(0.01, 1e6));
   s.add(key("launch.node_heartbeat_interval", &C::launch, &LaunchConfig::node_heartbeat_interval,
             "multi-node: seconds between the agents' heartbeats (at most a third of node_timeout is used)")

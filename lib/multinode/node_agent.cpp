@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -31,8 +33,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// After the job is decided: how long queued messages may take to leave before the agent exits.
+// After the job is decided: how long queued messages may take to leave before the agent exits; after
+// server_lost, how often it checks whether the server has its leave.
 constexpr auto kFlushLinger = std::chrono::seconds(2);
+constexpr auto kAckPoll = std::chrono::milliseconds(100);
 
 class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
  public:
@@ -108,10 +112,11 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     keep_earliest(next, client_->next_deadline());
     if (client_->state() == RendezvousClient::State::kConnected) {
       if (supervisor_->policy().finished()) {
-        keep_earliest(next, finished_at_ ? *finished_at_ + kFlushLinger : Clock::now());
+        keep_earliest(next, finished_at_ ? *finished_at_ + linger() : Clock::now());
+        if (finished_at_ && left_after_silence_) keep_earliest(next, Clock::now() + kAckPoll);
       } else {
         keep_earliest(next, client_->last_sent() + steady_seconds(plan_.node_heartbeat_interval_s));
-        if (!ending_) keep_earliest(next, client_->last_heard() + steady_seconds(plan_.node_timeout_s));
+        if (!ending_) keep_earliest(next, silence_rule().lost_at(client_->last_heard()));
       }
     }
     return next;
@@ -123,14 +128,19 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (client_->state() == RendezvousClient::State::kConnected) {
       if (supervisor_->policy().finished()) {
         if (!finished_at_) finished_at_ = now;
-        if (!client_->has_output() || now >= *finished_at_ + kFlushLinger) client_->close();
+        bool waiting = left_after_silence_ ? client_->unacknowledged() : client_->has_output();
+        if (!waiting || now >= *finished_at_ + linger()) {
+          client_->close();
+        } else if (left_after_silence_ && !std::exchange(said_linger_, true)) {
+          say("waiting up to " + format_seconds(std::chrono::duration<double>(linger()).count()) +
+              " for the server to hear that this node left");
+        }
       } else {
         if (now - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s))
           client_->send(rdzv::heartbeat_message());
-        double quiet = std::chrono::duration<double>(now - client_->last_heard()).count();
-        if (!ending_ && quiet >= plan_.node_timeout_s) {
-          server_lost(fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
-                                  format_seconds(plan_.node_timeout_s)));
+        const rdzv::SilenceRule rule = silence_rule();
+        if (!ending_ && rule.lost(client_->last_heard(), now)) {
+          server_lost(rule.describe(client_->last_heard(), now), true);
         }
       }
     }
@@ -217,28 +227,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       }
       return code;
     }
-    const rdzv::NodeFailure& cause = *ending.cause;
-    FailureReport report;
-    std::optional<FailureReport> local = supervisor_->local_failure_report();
-    bool ours = !cause.node_lost && cause.node_rank == plan_.node_rank && cause.round == round_ && local &&
-                local->root_cause.global_rank == cause.global_rank;
-    if (ours) {
-      report = *local;
-      report.root_cause.node_rank = cause.node_rank;
-      report.root_cause.node = cause.node;
-      for (FailedWorker& other : report.other_failures) {
-        other.node_rank = plan_.node_rank;
-        other.node = node_name();
-      }
-    } else {
-      report.root_cause = failed_worker_from(cause);
-    }
-    report.run_id = plan_.run_id;
-    report.run_dir = plan_.run_dir;
-    report.exit_code = code;
-    report.attempt = std::max(cause.round, 0);
-    report.max_restarts = plan_.max_restarts;
-    emit_report(report);
+    emit_report(
+        job_failure_report(*ending.cause, supervisor_->local_failure_report(), plan_, node_name(), round_, code));
     log::info("{}", ending.text);
     return code;
   }
@@ -295,20 +285,13 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       case MessageType::kWait:
         say(message.text("text"));
         return;
-      case MessageType::kStop: {
+      case MessageType::kStop:
+      case MessageType::kRegroup:
+        // kRegroup: a node arrived (elastic scale-up), not a failure; the server sends the larger round's
+        // assignment once every node's workers have exited.
         if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
-        say("stopping the workers of this node: " + message.text("reason"));
-        supervisor_->stop_workers_on_request();
+        stop_workers(message.text("reason"));
         return;
-      }
-      case MessageType::kRegroup: {
-        // A node arrived (elastic scale-up): not a failure; the server sends the larger round's assignment
-        // once every node's workers have exited.
-        if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
-        say(message.text("reason") + "; stopping the workers of this node");
-        supervisor_->stop_workers_on_request();
-        return;
-      }
       case MessageType::kFinish: {
         std::optional<rdzv::NodeFailure> cause;
         if (message.flag("has_cause")) cause = rdzv::NodeFailure::read_from(message, "cause.");
@@ -406,12 +389,26 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (policy.waiting()) {
       supervisor_->finish(code);
     } else if (policy.attempt_running()) {
-      say(rejected ? "stopping the workers of this node" : "stopping the workers of this node: " + text);
-      supervisor_->stop_workers_on_request();
+      stop_workers(rejected ? "" : text);
     }  // stopping already: on_attempt_ended finishes
   }
 
-  void server_lost(const std::string& what) {
+  rdzv::SilenceRule silence_rule() const { return {plan_.node_heartbeat_interval_s, plan_.node_timeout_s}; }
+
+  // One line: why, what the stop waits for, when it would SIGKILL (the wait ends with the last worker).
+  void stop_workers(const std::string& why) {
+    const double grace = plan_.grace_period_s;
+    const long long kill_at = std::llround(unix_seconds_now() + grace);
+    say(fmt::format("stopping the workers of {}: {}waiting up to {} for them to exit (SIGKILL at {} UTC)", node_name(),
+                    why.empty() ? "" : why + "; ", format_seconds(grace), format_utc(kill_at, "%H:%M:%S")));
+    supervisor_->stop_workers_on_request();
+  }
+
+  // This node lost the server (`silent`: by the SilenceRule; the connection may come back). It says so to
+  // the server first, so that after a blip the others end for this reason and not for what its stopped
+  // workers do next (a trainer's checkpoint exit 75 on every node), and keeps the connection (linger()) until
+  // the server has it (an early close would answer the server with a reset).
+  void server_lost(const std::string& what, bool silent) {
     std::string server = fmt::format("the rendezvous server at {} ({})", client_->endpoint(),
                                      plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
     rdzv::NodeFailure cause;
@@ -422,6 +419,10 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     cause.node_lost = true;
     cause.exit_code = kNodeLostExitCode;
     cause.outcome = what;
+    if (silent) {
+      client_->send(rdzv::leave_message(kNodeLostExitCode, fmt::format("lost {}: it {}", server, what)));
+      left_after_silence_ = true;
+    }
     end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
   }
 
@@ -447,7 +448,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
                 std::nullopt, true);
         return;
       }
-      server_lost(client_->problem());
+      server_lost(client_->problem(), false);
     }
   }
 
@@ -467,6 +468,18 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   bool run_ready_ = false;
   std::optional<Ending> ending_;
   std::optional<Clock::time_point> finished_at_;
+  bool left_after_silence_ = false;  // server_lost sent a leave that the server may still get
+  bool said_linger_ = false;
+
+  // After server_lost: the server, by the same rule, decides about this node itself within about a heartbeat
+  // interval of this node's verdict (their last messages were at most that far apart); after that the leave
+  // no longer matters.
+  Clock::duration linger() const {
+    if (!left_after_silence_) return kFlushLinger;
+    const double interval = plan_.node_heartbeat_interval_s;
+    const double flush = std::chrono::duration<double>(kFlushLinger).count();
+    return steady_seconds(std::min(plan_.node_timeout_s, std::max(2 * interval, flush)));
+  }
 };
 
 }  // namespace

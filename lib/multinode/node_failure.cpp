@@ -1,5 +1,8 @@
-// Converting worker failures between the rendezvous and the failure report (see node_failure.hpp).
+// Converting worker failures between the rendezvous and the failure report, and the report a node prints
+// for the job's end (see node_failure.hpp).
 #include "multinode/node_failure.hpp"
+
+#include <algorithm>
 
 #include "util/exit_status.hpp"
 
@@ -45,6 +48,30 @@ FailedWorker failed_worker_from(const rdzv::NodeFailure& failure) {
   worker.node_lost = failure.node_lost;
   worker.node_problem = failure.outcome;
   return worker;
+}
+
+FailureReport job_failure_report(const rdzv::NodeFailure& cause, const std::optional<FailureReport>& local,
+                                 const LaunchPlan& plan, const std::string& node, int round, int exit_code) {
+  FailureReport report;
+  bool ours = !cause.node_lost && cause.node_rank == plan.node_rank && cause.round == round && local &&
+              local->root_cause.global_rank == cause.global_rank;
+  if (ours) {
+    report = *local;
+    report.root_cause.node_rank = cause.node_rank;
+    report.root_cause.node = cause.node;
+    for (FailedWorker& other : report.other_failures) {
+      other.node_rank = plan.node_rank;
+      other.node = node;
+    }
+  } else {
+    report.root_cause = failed_worker_from(cause);
+  }
+  report.run_id = plan.run_id;
+  report.run_dir = plan.run_dir;
+  report.exit_code = exit_code;
+  report.attempt = std::max(cause.round, 0);
+  report.max_restarts = plan.max_restarts;
+  return report;
 }
 
 }  // namespace mgtrain

@@ -1,6 +1,9 @@
 // The agent side of the rendezvous connection.
 #include "multinode/rendezvous_client.hpp"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -113,6 +116,13 @@ void RendezvousClient::send(const rdzv::Message& message) {
     state_ = State::kLost;
     problem_ = connection_->end_reason();
   }
+}
+
+bool RendezvousClient::unacknowledged() const {
+  if (state_ != State::kConnected || !connection_ || connection_->ended()) return false;
+  if (connection_->has_output()) return true;
+  int queued = 0;  // SIOCOUTQ: bytes not yet acknowledged by the peer
+  return ioctl(connection_->fd(), SIOCOUTQ, &queued) == 0 && queued > 0;
 }
 
 void RendezvousClient::close() {

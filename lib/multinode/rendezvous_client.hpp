@@ -44,6 +44,8 @@ class RendezvousClient {
   // The server's messages passed authentication once on this connection (always, without a token, once its
   // hello arrived).
   bool authenticated() const { return authenticated_; }
+  // Whether what was sent has not all reached the server yet (queued here or in the kernel, unacknowledged).
+  bool unacknowledged() const;
   void close();
   rdzv::SteadyTime last_heard() const { return last_heard_; }
   rdzv::SteadyTime last_sent() const { return last_sent_; }

@@ -30,6 +30,18 @@ std::string join_texts(const std::vector<std::string>& items, const std::string&
 
 }  // namespace
 
+SteadyTime SilenceRule::lost_at(SteadyTime last_heard) const { return last_heard + steady_seconds(limit_s()); }
+
+bool SilenceRule::lost(SteadyTime last_heard, SteadyTime now) const {
+  return seconds_between(last_heard, now) >= limit_s();  // in seconds, as shown: rounding never loses one early
+}
+
+std::string SilenceRule::describe(SteadyTime last_heard, SteadyTime now) const {
+  return fmt::format("sent nothing for {}; a heartbeat was due every {}; launch.node_timeout {}",
+                     format_seconds(seconds_between(last_heard, now)), format_seconds(heartbeat_interval_s),
+                     format_seconds(node_timeout_s));
+}
+
 RendezvousRounds::RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox, SteadyTime now)
     : settings_(std::move(settings)),
       outbox_(outbox),
@@ -388,17 +400,13 @@ void RendezvousRounds::on_time(SteadyTime now) {
   if (phase_ == Phase::kFinished) return;
   // Silent peers first: a dead node must not count as present below. The oldest are at the front of
   // heard_; those that fell silent together are reported in connection order.
-  std::vector<ConnectionId> silent = heard_.up_to(now - steady_seconds(settings_.node_timeout_s));
+  const SilenceRule rule = silence_rule();
+  std::vector<ConnectionId> silent = heard_.up_to(now - steady_seconds(rule.limit_s()));
   std::sort(silent.begin(), silent.end());
   for (ConnectionId id : silent) {
     const Node* node = find(id);
-    if (!node) continue;
-    double quiet = seconds_between(node->last_heard, now);
-    if (quiet < settings_.node_timeout_s) continue;  // rounding at the boundary: not yet
-    lose_node(id,
-              fmt::format("sent nothing for {} (launch.node_timeout {})", format_seconds(quiet),
-                          format_seconds(settings_.node_timeout_s)),
-              kNodeLostExitCode);
+    if (!node || !rule.lost(node->last_heard, now)) continue;  // rounding at the boundary: not yet
+    lose_node(id, rule.describe(node->last_heard, now), kNodeLostExitCode);
     if (phase_ == Phase::kFinished) return;
   }
   if (phase_ == Phase::kGathering) {
@@ -436,7 +444,7 @@ std::optional<SteadyTime> RendezvousRounds::next_deadline() const {
   };
   if (phase_ == Phase::kGathering) consider(join_deadline_);
   if (last_call_deadline_) consider(*last_call_deadline_);
-  if (auto heard = heard_.oldest()) consider(*heard + steady_seconds(settings_.node_timeout_s));
+  if (auto heard = heard_.oldest()) consider(silence_rule().lost_at(*heard));
   if (auto sent = sent_.oldest()) consider(*sent + steady_seconds(settings_.heartbeat_interval_s));
   return next;
 }

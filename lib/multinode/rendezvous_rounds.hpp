@@ -2,7 +2,7 @@
 // closes (static: all N nodes; dynamic: MAX nodes, or MIN after the last call), the node ranks and
 // the workers' store of each round, elastic scale-up (a node arriving while a dynamic round runs with
 // fewer than MAX restarts it, uncounted), fate sharing (one node's failure stops every node), restarts
-// counted for the whole job, dead nodes (heartbeat timeout), and the job's exit code.
+// counted for the whole job, dead nodes (SilenceRule), and the job's exit code.
 // The server (rendezvous_server.cpp) feeds it connections, decoded messages and the time, and
 // carries out its orders through RoundsOutbox; unit tests drive it with a fake outbox and made-up times.
 #pragma once
@@ -26,12 +26,26 @@ struct RoundsSettings {
   int max_nodes = 1;
   double join_timeout_s = launch_defaults::kJoinTimeoutS;
   double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;         // dynamic: more nodes once MIN are there
-  double node_timeout_s = launch_defaults::kNodeTimeoutS;                  // a node silent this long is dead
+  double node_timeout_s = launch_defaults::kNodeTimeoutS;                  // silent this long past due: dead
   double heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;  // the server's heartbeats to each agent
   int max_restarts = 0;       // new rounds after failures, for the whole job
   std::string master_addr;    // MASTER_ADDR for the workers: the server's host as the others reach it
   std::string host_agent_id;  // dynamic: the agent on the server's host gets node rank 0 (its rank 0
                               // worker hosts the store on a port the server picked there)
+};
+
+// When a silent peer counts as lost, the one rule for the server (a node) and the agent (the server):
+// after node_timeout of silence beyond the moment its next heartbeat was due, i.e. heartbeat_interval
+// + node_timeout after the last time it was heard. A blip shorter than that is only a blip.
+struct SilenceRule {
+  double heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;
+  double node_timeout_s = launch_defaults::kNodeTimeoutS;
+
+  double limit_s() const { return heartbeat_interval_s + node_timeout_s; }
+  SteadyTime lost_at(SteadyTime last_heard) const;
+  bool lost(SteadyTime last_heard, SteadyTime now) const;
+  // "sent nothing for 17.2 s; a heartbeat was due every 5 s; launch.node_timeout 10"
+  std::string describe(SteadyTime last_heard, SteadyTime now) const;
 };
 
 // The side effects RendezvousRounds orders.
@@ -104,6 +118,7 @@ class RendezvousRounds {
     std::string outcome;
   };
 
+  SilenceRule silence_rule() const { return {settings_.heartbeat_interval_s, settings_.node_timeout_s}; }
   Node* find(ConnectionId connection);
   // Every removal of a node goes through here: the indexes and counters below follow nodes_.
   void erase_node(ConnectionId connection);

@@ -48,6 +48,22 @@ Fd failed(Fd socket) {
   return Fd();
 }
 
+#ifndef TCP_RTO_MAX_MS
+#define TCP_RTO_MAX_MS 44  // Linux 6.15 and later; not yet in every libc's headers
+#endif
+
+// A rendezvous connection cut for a while must carry heartbeats again soon after the link is back (a blip
+// stays a blip, docs/multinode.md). TCP doubles its retransmission timeout up to 120 s, so after a 20 s
+// outage the next retransmission could come 20 s after the link returned and the silence would look
+// twice as long. Hence linear timeouts for a thin stream's first retransmissions (every kernel), and at
+// most 1 s between retransmissions (TCP_RTO_MAX_MS, Linux 6.15+; an older kernel refuses it and keeps
+// its backoff). Accepted sockets inherit both from the listener.
+void keep_retransmissions_close(int fd) {
+  int one = 1, max_rto_ms = 1000;
+  setsockopt(fd, IPPROTO_TCP, TCP_THIN_LINEAR_TIMEOUTS, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, &max_rto_ms, sizeof max_rto_ms);
+}
+
 // The backlog is the system's maximum (net.core.somaxconn): thousands of agents connect to one server at
 // once, and a connection beyond the backlog waits a SYN retransmit (1 s, then 3 s) to be let in.
 Fd make_listener(int family, const sockaddr* address, socklen_t length, bool dual_stack) {
@@ -56,6 +72,7 @@ Fd make_listener(int family, const sockaddr* address, socklen_t length, bool dua
   int one = 1, zero = 0;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (family == AF_INET6) setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, dual_stack ? &zero : &one, sizeof one);
+  keep_retransmissions_close(fd.get());
   if (bind(fd.get(), address, length) != 0 || listen(fd.get(), SOMAXCONN) != 0) return failed(std::move(fd));
   return fd;
 }
@@ -120,6 +137,7 @@ Fd start_connect(const SocketAddress& address) {
   if (!fd) return fd;
   int one = 1;
   setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  keep_retransmissions_close(fd.get());
   if (connect(fd.get(), address.get(), address.length) != 0 && errno != EINPROGRESS) return failed(std::move(fd));
   return fd;
 }

@@ -87,4 +87,6 @@ std::vector<std::string> NetnsHosts::exec_prefix(int host) const { return {ip_, 
 
 void NetnsHosts::cut_link(int host) { run({ip_, "-n", name(host), "link", "set", "eth0", "down"}); }
 
+void NetnsHosts::restore_link(int host) { run({ip_, "-n", name(host), "link", "set", "eth0", "up"}); }
+
 }  // namespace mgtrain::testing

@@ -26,6 +26,8 @@ class NetnsHosts {
   const std::string& ip_binary() const { return ip_; }
   // Takes the host off the network (its eth0 down), as a pulled cable would.
   void cut_link(int host);
+  // Puts it back (eth0 up; the kernel restores its route), as a cable plugged in again would.
+  void restore_link(int host);
 
  private:
   bool run(const std::vector<std::string>& argv);

@@ -269,25 +269,26 @@ TEST_CASE("a round where every node succeeds ends the job with 0, a checkpointed
   CHECK(out75.last(1, MessageType::kFinish).integer("exit_code") == 75);  // no restart: not a failure
 }
 
-TEST_CASE("a silent node is declared dead within the node timeout, a static job cannot restart without it",
-          "[rdzv][rounds]") {
+TEST_CASE(
+    "a silent node is declared dead a node timeout after its heartbeat was due, a static job cannot restart without it",
+    "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2, 5), out, t0);
   two_nodes_join(rounds, t0);
-  for (int tick = 1; tick <= 2; ++tick) {  // node 0 keeps talking, node 1 is silent
+  for (int tick = 1; tick <= 3; ++tick) {  // node 0 keeps talking, node 1 is silent
     rounds.on_message(1, heartbeat_message(), t0 + std::chrono::seconds(tick));
     rounds.on_time(t0 + std::chrono::seconds(tick));
   }
   CHECK(rounds.phase() == RendezvousRounds::Phase::kRunning);
   REQUIRE(rounds.next_deadline());
-  CHECK(*rounds.next_deadline() <= t0 + 3s);
-  rounds.on_message(1, heartbeat_message(), t0 + 3s);
-  rounds.on_time(t0 + 3s);
+  CHECK(*rounds.next_deadline() <= t0 + 4s);  // heartbeat interval (1 s) + node timeout (3 s)
+  rounds.on_message(1, heartbeat_message(), t0 + 4s);
+  rounds.on_time(t0 + 4s);
   CHECK(rounds.phase() == RendezvousRounds::Phase::kStopping);
   CHECK(out.last(1, MessageType::kStop).text("reason") ==
-        "node 1 (hostB, 10.77.0.2): sent nothing for 3 s (launch.node_timeout 3 s)");
+        "node 1 (hostB, 10.77.0.2): sent nothing for 4 s; a heartbeat was due every 1 s; launch.node_timeout 3 s");
   CHECK(std::find(out.dropped.begin(), out.dropped.end(), 2) != out.dropped.end());
-  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 4s);
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 5s);
   REQUIRE(rounds.finished());
   Message finish = out.last(1, MessageType::kFinish);
   CHECK(finish.integer("exit_code") == kNodeLostExitCode);
