@@ -14,7 +14,6 @@
 
 #include "config/config_yaml.hpp"
 #include "contract/log_layout.hpp"
-#include "multinode/job_fingerprint.hpp"
 #include "multinode/node_failure.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_hosting.hpp"
@@ -23,7 +22,6 @@
 #include "supervise/run_directory.hpp"
 #include "supervise/supervisor.hpp"
 #include "supervise/worker_env.hpp"
-#include "util/build_info.hpp"
 #include "util/error.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
@@ -72,14 +70,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     try {
       client_->on_poll(&ready, 1, now, messages);
     } catch (const AuthenticationError& error) {
-      if (!ending_) {
-        end_job(exit_code::kUsage,
-                fmt::format("the rendezvous server at {} failed authentication: {}. Every node needs the same token "
-                            "(this node's: {}; docs/multinode.md#the-rendezvous-token)",
-                            client_->endpoint(), error.what(),
-                            outside_.token.set() ? "from " + outside_.token.source : "none"),
-                std::nullopt, true);
-      }
+      if (!ending_) refused_by_token(std::string("failed authentication: ") + error.what());
       return;
     } catch (const rdzv::ProtocolError& error) {
       if (!ending_) {
@@ -252,23 +243,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (run_ready_) write_run_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
   }
 
-  void send_join() {
-    rdzv::JoinRequest join;
-    join.version = build_info::kVersion;
-    join.node_rank = plan_.dynamic ? -1 : plan_.node_rank;
-    join.hostname = plan_.hostname;
-    join.agent_id = agent_id_;
-    join.nproc = plan_.nproc;
-    join.nnodes = nnodes_text(plan_);
-    join.run_id = plan_.run_id;
-    join.run_id_generated = loaded_.origin_of("launch.run_id") == "generated";
-    join.max_restarts = plan_.max_restarts;
-    join.allow_uneven_nproc = plan_.allow_uneven_nproc;
-    JobFingerprint fingerprint = job_fingerprint(loaded_);
-    join.config_hash = fingerprint.hash;
-    join.config_lines = fingerprint.lines;
-    client_->send(join.to_message());
-  }
+  void send_join() { client_->send(join_request_for(plan_, loaded_, agent_id_).to_message()); }
 
   void handle(const rdzv::Message& message) {
     using rdzv::MessageType;
@@ -426,6 +401,14 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
   }
 
+  void refused_by_token(const std::string& what) {
+    end_job(exit_code::kUsage,
+            fmt::format("the rendezvous server at {} {}. Every node needs the same token (this node's: {}; "
+                        "docs/multinode.md#the-rendezvous-token)",
+                        client_->endpoint(), what, outside_.token.set() ? "from " + outside_.token.source : "none"),
+            std::nullopt, true);
+  }
+
   void check_client() {
     if (ending_) return;
     if (client_->state() == RendezvousClient::State::kUnreachable) {
@@ -439,15 +422,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
               plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
           std::nullopt, false);
     } else if (client_->state() == RendezvousClient::State::kLost && !supervisor_->policy().finished()) {
-      if (round_ < 0 && outside_.token.set() && !client_->authenticated()) {
-        // The server dropped this agent's authenticated join: its token is not this node's.
-        end_job(exit_code::kUsage,
-                fmt::format("the rendezvous server at {} {}: every node needs the same token (this node's is from "
-                            "{}; docs/multinode.md#the-rendezvous-token)",
-                            client_->endpoint(), client_->problem(), outside_.token.source),
-                std::nullopt, true);
-        return;
-      }
+      // The server dropped this agent's authenticated join: its token is not this node's.
+      if (round_ < 0 && outside_.token.set() && !client_->authenticated()) return refused_by_token(client_->problem());
       server_lost(client_->problem(), false);
     }
   }
@@ -504,14 +480,7 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   }
   auto client = std::make_unique<RendezvousClient>(connect_host, plan.rdzv_port,
                                                    now + steady_seconds(plan.join_timeout_s), now, outside.token);
-  if (outside.token.set()) {
-    log::info("the rendezvous is authenticated with the token from {}", outside.token.source);
-  } else if (plan.max_nodes > 1 && !is_loopback_host(connect_host)) {
-    log::warn(
-        "the rendezvous on port {} is not authenticated: anyone who can reach it can join or end this job; set the "
-        "same MGTRAIN_RDZV_TOKEN or launch.rdzv_token_file on every node (docs/multinode.md#the-rendezvous-token)",
-        plan.rdzv_port);
-  }
+  announce_authentication(plan, connect_host, outside.token);
   if (!server) {
     log::info(
         "joining the rendezvous at {} as {}", client->endpoint(),

@@ -5,8 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "multinode/job_fingerprint.hpp"
 #include "multinode/tcp_socket.hpp"
+#include "util/build_info.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 
@@ -78,6 +81,36 @@ LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
   plan.master_port = assignment.master_port;
   plan.max_restarts = assignment.max_restarts;
   return plan;
+}
+
+rdzv::JoinRequest join_request_for(const LaunchPlan& plan, const LoadedConfig& loaded, const std::string& agent_id) {
+  rdzv::JoinRequest join;
+  join.version = build_info::kVersion;
+  join.node_rank = plan.dynamic ? -1 : plan.node_rank;
+  join.hostname = plan.hostname;
+  join.agent_id = agent_id;
+  join.nproc = plan.nproc;
+  join.nnodes = nnodes_text(plan);
+  join.run_id = plan.run_id;
+  join.run_id_generated = loaded.origin_of("launch.run_id") == "generated";
+  join.max_restarts = plan.max_restarts;
+  join.allow_uneven_nproc = plan.allow_uneven_nproc;
+  const JobFingerprint fingerprint = job_fingerprint(loaded);
+  join.config_hash = fingerprint.hash;
+  join.config_lines = fingerprint.lines;
+  return join;
+}
+
+void announce_authentication(const LaunchPlan& plan, const std::string& connect_host,
+                             const rdzv::RendezvousToken& token) {
+  if (token.set()) {
+    log::info("the rendezvous is authenticated with the token from {}", token.source);
+  } else if (plan.max_nodes > 1 && !is_loopback_host(connect_host)) {
+    log::warn(
+        "the rendezvous on port {} is not authenticated: anyone who can reach it can join or end this job; set the "
+        "same MGTRAIN_RDZV_TOKEN or launch.rdzv_token_file on every node (docs/multinode.md#the-rendezvous-token)",
+        plan.rdzv_port);
+  }
 }
 
 }  // namespace mgtrain

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "config/config_loader.hpp"
+#include "multinode/frame_auth.hpp"
 #include "multinode/rendezvous_rounds.hpp"
 #include "supervise/launch_plan.hpp"
 #include "util/fd.hpp"
@@ -26,5 +28,13 @@ LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment);
 
 // "2" or "2:4" (launch.nnodes as the plan resolved it).
 std::string nnodes_text(const LaunchPlan& plan);
+
+// What this agent joins with: who it is, what it runs, and the fingerprint of its config.
+rdzv::JoinRequest join_request_for(const LaunchPlan& plan, const LoadedConfig& loaded, const std::string& agent_id);
+
+// One line: the rendezvous is authenticated with the token from where, or (several nodes meeting at an address
+// other than loopback, no token) a warning that anyone who reaches the port can join or end the job.
+void announce_authentication(const LaunchPlan& plan, const std::string& connect_host,
+                             const rdzv::RendezvousToken& token);
 
 }  // namespace mgtrain
