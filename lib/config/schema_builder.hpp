@@ -177,6 +177,7 @@ struct Key {
   bool choices_open = false;
   std::string constraint;
   std::function<std::optional<std::string>(const T&)> check;  // returns an error text
+  std::function<T(T)> normalize;                              // applied before the checks: the value stored
 
   Key& range(double lo, double hi) {
     min = lo;
@@ -198,6 +199,11 @@ struct Key {
     constraint = std::move(description);
     return *this;
   }
+  // The value as it is stored (e.g. an address without its IPv6 brackets), before the checks.
+  Key& normalized(std::function<T(T)> fn) {
+    normalize = std::move(fn);
+    return *this;
+  }
   Key& must(std::string description, std::function<std::optional<std::string>(const T&)> fn) {
     constraint = std::move(description);
     check = std::move(fn);
@@ -207,7 +213,7 @@ struct Key {
 
 template <class Section, class T>
 Key<Section, T> key(std::string path, Section Config::*section, T Section::*field, std::string doc) {
-  return Key<Section, T>{std::move(path), section, field, std::move(doc), {}, {}, {}, false, {}, {}};
+  return Key<Section, T>{std::move(path), section, field, std::move(doc), {}, {}, {}, false, {}, {}, {}};
 }
 
 template <class T>
@@ -245,6 +251,7 @@ class SchemaBuilder {
                                        did_you_mean_suffix(node.Scalar(), choices))};
       }
       T value = ValueType<T>::from(node);
+      if (k.normalize) value = k.normalize(std::move(value));
       check_bounds(value, k.min, k.max, allowed);
       if constexpr (std::is_same_v<T, std::string>) {
         if (!k.choices.empty() && !k.choices_open &&
