@@ -42,8 +42,8 @@ std::string read_bounded_file(const std::string& path, const std::string& what, 
   if (::fstat(fd.get(), &info) != 0)
     throw UsageError(fmt::format("{}: cannot read the {}: {}", path, what, std::strerror(errno)));
   if (!S_ISREG(info.st_mode))
-    throw UsageError(fmt::format("{}: is {}, expected a {} (a regular file of at most {})", path,
-                                 kind_of(info.st_mode), what, size_text(max_bytes)));
+    throw UsageError(fmt::format("{}: is {}, expected a {} (a regular file of at most {})", path, kind_of(info.st_mode),
+                                 what, size_text(max_bytes)));
   const auto too_large = [&] {
     return UsageError(fmt::format("{}: the {} is larger than the limit of {} ({} bytes)", path, what,
                                   size_text(max_bytes), max_bytes));

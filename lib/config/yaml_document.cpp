@@ -240,6 +240,28 @@ const std::pair<const char*, const char*> kHints[] = {
     {YAML::ErrorMsg::BAD_FILE, "nesting too deep for the YAML parser: expected at most 64 levels"},
 };
 
+// Runs yaml-cpp's parser over every document of `text` with a ShapeCheck. Throws Refusal or YAML::Exception.
+void check_shape(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  ShapeCheck check;
+  while (parser.HandleNextDocument(check)) {}
+}
+
+// The hint for a parser error, which for a line indented with a tab is about the tab (yaml-cpp mostly reports
+// another message for it, e.g. "illegal map value").
+std::string hint_at(const std::string& text, const YAML::Exception& e) {
+  if (!e.mark.is_null() && e.mark.pos >= 0 && static_cast<std::size_t>(e.mark.pos) <= text.size()) {
+    const std::size_t start = text.rfind('\n', e.mark.pos == 0 ? 0 : static_cast<std::size_t>(e.mark.pos) - 1);
+    std::size_t at = start == std::string::npos ? 0 : start + 1;
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\t')) {
+      if (text[at] == '\t') return yaml_parser_hint(YAML::ErrorMsg::TAB_IN_INDENTATION);
+      ++at;
+    }
+  }
+  return yaml_parser_hint(e.msg);
+}
+
 }  // namespace
 
 std::string yaml_location(const std::string& name, const YAML::Mark& mark) {
@@ -255,16 +277,13 @@ std::string yaml_parser_hint(const std::string& message) {
 
 YAML::Node load_yaml_document(const std::string& text, const std::function<std::string(const YAML::Mark&)>& locate) {
   const auto malformed = [&](const YAML::Exception& e) {
-    return UsageError(
-        fmt::format("{}: malformed YAML: {} (yaml-cpp: {})", locate(e.mark), yaml_parser_hint(e.msg), e.msg));
+    return UsageError(fmt::format("{}: malformed YAML: {} (yaml-cpp: {})", locate(e.mark), hint_at(text, e), e.msg));
   };
+  // Flow nesting alone past the limit: refused where it passes it (yaml-cpp's marks are unreliable there). The
+  // parser's own count below also sees the mappings and block lists around flow collections.
   if (auto mark = FlowDepthScan(text).first_too_deep()) throw UsageError(locate(*mark) + ": " + too_deep_text());
   try {
-    std::istringstream in(text);
-    YAML::Parser parser(in);
-    ShapeCheck check;
-    while (parser.HandleNextDocument(check)) {
-    }
+    check_shape(text);
   } catch (const Refusal& refusal) {
     throw UsageError(locate(refusal.mark) + ": " + refusal.message);
   } catch (const YAML::Exception& e) {
