@@ -1,6 +1,6 @@
 // Flags with values (issue 22 item 5): a flag given --flag=VALUE takes only a boolean and never ends in "internal
-// error"; --flag=false turns it off; value flags keep their text as written ([::1], junk numbers) for the config loader,
-// which refuses junk with the flag's name.
+// error"; --flag=false turns it off; value flags keep their text as written ([::1], junk numbers) for the config
+// loader, which refuses junk with the flag's name.
 #include <catch2/catch.hpp>
 
 #include "cli/cli.hpp"

@@ -57,9 +57,7 @@ std::string file_error(const std::string& path) {
   return "";
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -164,10 +162,11 @@ TEST_CASE("parser messages name file:line:col and what was expected", "[config][
   CHECK(contains(text_error("train: {epochs: 1\n"), "a { } mapping is not closed"));
   CHECK(contains(text_error("train: *nothing\n"), "whose &anchor is not defined"));
   // Every message of yaml-cpp's table has its own hint; "bad file" never stands alone.
-  for (const char* message : {YAML::ErrorMsg::END_OF_MAP, YAML::ErrorMsg::END_OF_MAP_FLOW, YAML::ErrorMsg::END_OF_SEQ,
-                              YAML::ErrorMsg::END_OF_SEQ_FLOW, YAML::ErrorMsg::TAB_IN_INDENTATION,
-                              YAML::ErrorMsg::MAP_VALUE, YAML::ErrorMsg::BLOCK_ENTRY, YAML::ErrorMsg::UNKNOWN_TOKEN,
-                              YAML::ErrorMsg::BAD_FILE, YAML::ErrorMsg::INVALID_ESCAPE, YAML::ErrorMsg::UNKNOWN_ANCHOR}) {
+  for (const char* message :
+       {YAML::ErrorMsg::END_OF_MAP, YAML::ErrorMsg::END_OF_MAP_FLOW, YAML::ErrorMsg::END_OF_SEQ,
+        YAML::ErrorMsg::END_OF_SEQ_FLOW, YAML::ErrorMsg::TAB_IN_INDENTATION, YAML::ErrorMsg::MAP_VALUE,
+        YAML::ErrorMsg::BLOCK_ENTRY, YAML::ErrorMsg::UNKNOWN_TOKEN, YAML::ErrorMsg::BAD_FILE,
+        YAML::ErrorMsg::INVALID_ESCAPE, YAML::ErrorMsg::UNKNOWN_ANCHOR}) {
     INFO(message);
     CHECK(contains(yaml_parser_hint(message), "expected"));
     CHECK_FALSE(contains(yaml_parser_hint(message), "not valid YAML"));
@@ -221,4 +220,13 @@ TEST_CASE("addresses take IPv6 in brackets and store them without", "[config][in
   CHECK(contains(text_error("", list), "model.hidden_sizes: malformed list '[8, [9' (at column"));
   list.overrides = {"model.hidden_sizes=" + flow_nesting(65)};
   CHECK(contains(text_error("", list), "nesting deeper than 64 levels"));
+}
+
+TEST_CASE("a rendezvous endpoint's host holds no blanks or stray brackets", "[config][input]") {
+  for (const char* endpoint : {"a b:29400", "a\tb", "[::1]]:1", "x]"}) {
+    INFO(endpoint);
+    ConfigRequest request;
+    request.flags = {{"launch.rdzv_endpoint", endpoint, "--rdzv-endpoint"}};
+    CHECK(contains(text_error("", request), "launch.rdzv_endpoint: '"));
+  }
 }
