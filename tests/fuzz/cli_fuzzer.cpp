@@ -41,7 +41,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (const auto* check = std::get_if<mgtrain::ConfigValidateRequest>(&request)) config = check->config;
     config.path.reset();  // the fuzzer reads no files
     mgtrain::load_config(config, env, options);
-  } catch (const mgtrain::UsageError&) {
-  }
+  } catch (const mgtrain::UsageError&) {}
   return 0;
 }
