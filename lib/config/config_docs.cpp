@@ -56,12 +56,14 @@ String values may use variables: `${run_id}` (the run id), `${log_dir}` (`launch
 Input is read as written and within bounds; anything else is refused with exit code 2 and a message naming the
 file (and line:column) or the flag:
 
-- The config file must be a regular file (not a FIFO, device, socket or directory) of at most {} MiB
-  (`x.yaml: the config file is larger than the limit of 16 MiB`, `x.yaml: is a FIFO (named pipe), expected ...`).
+- The config file (and `launch.hostfile`) must be a regular file (not a FIFO, device, socket or directory) of at
+  most {} MiB (`x.yaml: the config file is larger than the limit of 16 MiB (16777216 bytes)`,
+  `x.yaml: is a FIFO (named pipe), expected a config file ...`).
 - One YAML document: a second one (after `---`) is refused at its line (`x.yaml:7:1: a second YAML document starts
   here ...`), never ignored.
 - At most {} levels of lists and mappings inside each other (`x.yaml:1:65: nesting deeper than 64 levels ...`)
   and at most {} values in all (an alias counts once: anchors cannot multiply the work).
+- A message quoting a huge value keeps its first 2000 and last 1000 characters.
 - A YAML syntax error names file:line:col and what was expected, then the parser's own words, e.g.
   `x.yaml:3:9: malformed YAML: a [ ] list is not closed: expected ',' and another item, or ']' (yaml-cpp: end of
   sequence flow not found)`.

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <random>
@@ -234,7 +235,19 @@ std::string generate_run_id() {
   return fmt::format("{}-{:04x}", stamp, random() & 0xffffu);
 }
 
-LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name,
+namespace {
+
+// A message quotes the values and keys it is about, which may be megabytes long (a 16 MiB scalar): of a longer one
+// the start (where and what) and the end (the allowed values) are kept.
+constexpr std::size_t kMaxMessageChars = 4096;
+
+std::string bounded_message(const std::string& message) {
+  constexpr std::size_t kHead = 2000, kTail = 1000;
+  return fmt::format("{}[... {} characters left out ...]{}", message.substr(0, kHead), message.size() - kHead - kTail,
+                     message.substr(message.size() - kTail));
+}
+
+LoadedConfig load_all_sources(const std::string& yaml_text, const std::string& display_name,
                               const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {
   LoadedConfig loaded;
   Merger merger(loaded);
@@ -271,6 +284,18 @@ LoadedConfig load_config_text(const std::string& yaml_text, const std::string& d
   }
   check_combinations(loaded);
   return loaded;
+}
+
+}  // namespace
+
+LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name,
+                              const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {
+  try {
+    return load_all_sources(yaml_text, display_name, request, env, options);
+  } catch (const UsageError& e) {
+    if (std::strlen(e.what()) <= kMaxMessageChars) throw;
+    throw UsageError(bounded_message(e.what()));
+  }
 }
 
 LoadedConfig load_config(const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {

@@ -230,3 +230,11 @@ TEST_CASE("a rendezvous endpoint's host holds no blanks or stray brackets", "[co
     CHECK(contains(text_error("", request), "launch.rdzv_endpoint: '"));
   }
 }
+
+TEST_CASE("a message quoting a huge value is cut to its start and end", "[config][input]") {
+  const std::string message = text_error("launch:\n  nproc: " + std::string(1 << 20, '9') + "x\n");
+  CHECK(message.size() < 4200);
+  CHECK(contains(message, "x.yaml:2:10: launch.nproc: '999"));
+  CHECK(contains(message, "characters left out ...]"));
+  CHECK(contains(message, "(allowed: N >= 1, auto, gpu or cpu)"));
+}

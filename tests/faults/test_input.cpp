@@ -72,8 +72,8 @@ print("bound", s.getsockname()[0])'
 TEST_CASE("a dynamic rendezvous at the IPv6 loopback in brackets, port 0, on one node", "[faults][input]") {
   if (!have_ipv6_loopback()) return;
   TempDir dir("mgtrain-input");
-  const CapturedRun run = mgtrain_launch(dir, {"--rdzv-endpoint", "[::1]:0", "--rdzv-backend", "c10d", "--nnodes",
-                                               "1", "--nproc", "2", "--", "sh", "-c", "echo \"addr=$MASTER_ADDR\""});
+  const CapturedRun run = mgtrain_launch(dir, {"--rdzv-endpoint", "[::1]:0", "--rdzv-backend", "c10d", "--nnodes", "1",
+                                               "--nproc", "2", "--", "sh", "-c", "echo \"addr=$MASTER_ADDR\""});
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
   CHECK(contains(run.out, "[rank 0] addr=::1\n"));
@@ -88,9 +88,10 @@ TEST_CASE("two nodes meet at a bracketed IPv6 --master-addr and --rdzv-endpoint"
       const int port = free_ipv6_loopback_port();
       std::vector<ChildProcess> nodes;
       for (int rank = 0; rank < 2; ++rank) {
-        std::vector<std::string> argv = {kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "v6", "--nnodes",
-                                         "2", "--node-rank", std::to_string(rank), "--nproc", "1",
-                                         "--join-timeout", "20"};
+        std::vector<std::string> argv = {
+            kMgtrain,         "launch", "--log-dir",   dir / "runs",         "--run-id", "v6",
+            "--nnodes",       "2",      "--node-rank", std::to_string(rank), "--nproc",  "1",
+            "--join-timeout", "20"};
         if (endpoint) {
           argv.insert(argv.end(), {"--rdzv-backend", "static", "--rdzv-endpoint", "[::1]:" + std::to_string(port)});
         } else {
