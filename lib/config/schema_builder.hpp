@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -33,7 +34,13 @@ inline std::string describe_node(const YAML::Node& node) {
 
 inline void require_scalar(const YAML::Node& node, const char* expected) {
   if (node.IsNull()) throw ValueError{"has no value (give a value, or delete the line to use the default)"};
-  if (!node.IsScalar()) throw ValueError{fmt::format("expected {}, got {}", expected, describe_node(node))};
+  // "master_addr: [::1]" in a YAML file is a list holding "::1": the text needs quotes there (not in a flag).
+  const bool flow_list = node.IsSequence() && node.Style() == YAML::EmitterStyle::Flow;
+  const char* quote_hint = flow_list && std::string_view(expected) == "a string"
+                               ? " (in YAML a value starting with '[' is a list: quote it, e.g. '[::1]:29400')"
+                               : "";
+  if (!node.IsScalar())
+    throw ValueError{fmt::format("expected {}, got {}{}", expected, describe_node(node), quote_hint)};
 }
 
 // Conversion between YAML nodes and each C++ value type used in Config.
