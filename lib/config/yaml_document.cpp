@@ -71,10 +71,7 @@ class FlowDepthScan {
         --depth_;
         node_start_ = false;
         ++i_;
-      } else if (depth_ > 0 && (c == ',' || c == ':' || c == '?')) {
-        node_start_ = true;
-        ++i_;
-      } else if ((c == ':' || (node_start_ && (c == '-' || c == '?'))) && blank_at(i_ + 1)) {
+      } else if (starts_value(c)) {
         node_start_ = true;
         ++i_;
       } else {
@@ -86,6 +83,12 @@ class FlowDepthScan {
   }
 
  private:
+  // Whether a value may begin after `c` at i_: after ',' ':' '?' in flow context; after ": ", and "- " or "? " at a
+  // value's start, in block context.
+  bool starts_value(char c) const {
+    if (depth_ > 0 && (c == ',' || c == ':' || c == '?')) return true;
+    return (c == ':' || (node_start_ && (c == '-' || c == '?'))) && blank_at(i_ + 1);
+  }
   bool blank_at(std::size_t at) const {
     return at >= text_.size() || text_[at] == ' ' || text_[at] == '\t' || text_[at] == '\n' || text_[at] == '\r';
   }

@@ -239,7 +239,8 @@ TEST_CASE("a message quoting a huge value is cut to its start and end", "[config
   CHECK(contains(message, "(allowed: N >= 1, auto, gpu or cpu)"));
 }
 
-TEST_CASE("an unquoted bracketed IPv6 address in a YAML file is a list, and the message says to quote it", "[config][input]") {
+TEST_CASE("an unquoted bracketed IPv6 address in a YAML file is a list, and the message says to quote it",
+          "[config][input]") {
   CHECK(contains(text_error("launch:\n  rdzv_endpoint: [::1]:29400\n"), "malformed YAML"));
   CHECK(text_error("launch:\n  master_addr: [::1]\n") ==
         "x.yaml:2:16: launch.master_addr: expected a string, got a list (in YAML a value starting with '[' is a list: "
