@@ -8,7 +8,10 @@ documents, binary junk, huge scalars, tabs, alias bombs, special files) for `mgt
 a timeout and fails on any "internal error", any death by signal, any timeout and any exit code outside the
 documented ones (docs/exit-codes.md). Deterministic for a seed; Python's standard library only.
 
-Usage: input_fuzz.py MGTRAIN [--commands 1500] [--configs 300] [--seed 1] [--timeout 20] [--jobs 4] [--keep DIR]
+Also ENVIRONMENTS command lines with one PET_* or MGTRAIN_* variable set to such a value.
+
+Usage: input_fuzz.py MGTRAIN [--commands 1500] [--configs 300] [--environments 100] [--seed 1] [--timeout 20]
+                     [--jobs 4] [--keep DIR]
 Exit status: 0 when every case ended as documented, 1 otherwise (each failure printed with its command line).
 """
 import argparse
@@ -104,6 +107,17 @@ def generate_commands(rng, flags, count):
     return cases
 
 
+# Variables that set the same keys as flags (torchrun's PET_*, mgtrain's MGTRAIN_<SECTION>_<KEY>): a few cases each.
+ENV_NAMES = ["PET_NNODES", "PET_NPROC_PER_NODE", "PET_STANDALONE", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT",
+             "PET_MAX_RESTARTS", "PET_NO_PYTHON", "PET_RDZV_CONF", "MGTRAIN_LAUNCH_MASTER_ADDR", "MGTRAIN_LAUNCH_TEE",
+             "MGTRAIN_TRAIN_EPOCHS", "MGTRAIN_MODEL_HIDDEN_SIZES", "MGTRAIN_LAUNCH_STANDALONE", "MGTRAIN_NOPE_X"]
+
+
+def generate_environments(rng, count):
+    """`count` (name, value) pairs for a command line of the base flags only."""
+    return [(rng.choice(ENV_NAMES), rng.choice(GENERIC_VALUES[:-3] + BOOLEAN_VALUES)) for _ in range(count)]
+
+
 VALID_CONFIG = """# a valid config
 launch:
   nproc: 1
@@ -176,10 +190,10 @@ def generate_configs(rng, count):
     return configs[:count]
 
 
-def run_case(argv, timeout, cwd, env, allowed):
+def run_case(argv, timeout, cwd, env, allowed, extra_env):
     """(None when the run ended as documented, else why not; its exit code or None)."""
     start = time.monotonic()
-    process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    process = subprocess.Popen(argv, cwd=cwd, env=dict(env, **extra_env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
     try:
         out, err = process.communicate(timeout=timeout)
@@ -209,6 +223,7 @@ def main():
     parser.add_argument("mgtrain")
     parser.add_argument("--commands", type=int, default=1500)
     parser.add_argument("--configs", type=int, default=300)
+    parser.add_argument("--environments", type=int, default=100, help="command lines with a variable set")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=20.0)
     parser.add_argument("--jobs", type=int, default=4)
@@ -225,16 +240,19 @@ def main():
     env.update(MGTRAIN_LAUNCH_JOIN_TIMEOUT="2", MGTRAIN_LAUNCH_LAST_CALL_TIMEOUT="0.5", MGTRAIN_LAUNCH_GRACE_PERIOD="1",
                MGTRAIN_LAUNCH_REMOTE_SHELL="false {host}")
 
-    cases = []  # (label, argv, allowed exit codes)
+    cases = []  # (label, argv, allowed exit codes, extra environment)
+    base = [mgtrain, "launch", "--log-dir", os.path.join(work, "runs")]
     for i, extra in enumerate(generate_commands(rng, launch_flags(mgtrain), args.commands)):
-        argv = [mgtrain, "launch", "--nproc", "1", "--log-dir", os.path.join(work, "runs"), "--run-id", f"c{i}"]
-        cases.append((f"command {i}", argv + extra + ["--", "true"], LAUNCH_CODES))
+        argv = base + ["--nproc", "1", "--run-id", f"c{i}"] + extra + ["--", "true"]
+        cases.append((f"command {i}", argv, LAUNCH_CODES, {}))
+    for i, (name, value) in enumerate(generate_environments(rng, args.environments)):
+        cases.append((f"environment {i} {name}={value[:40]!r}", base + ["--", "true"], LAUNCH_CODES, {name: value}))
     configs = generate_configs(rng, args.configs)
     for name, data in configs:
         path = os.path.join(work, name + ".yaml")
         with open(path, "wb") as f:
             f.write(data)
-        cases.append((f"config {name}", [mgtrain, "config", "validate", path], VALIDATE_CODES))
+        cases.append((f"config {name}", [mgtrain, "config", "validate", path], VALIDATE_CODES, {}))
     fifo = os.path.join(work, "fifo.yaml")
     if not os.path.exists(fifo):
         os.mkfifo(fifo)
@@ -242,14 +260,14 @@ def main():
     with open(big, "wb") as f:
         f.truncate(17 << 20)
     for path in (fifo, "/dev/zero", work, big, os.path.join(work, "absent.yaml")):
-        cases.append((f"config file {path}", [mgtrain, "config", "validate", path], VALIDATE_CODES))
-        cases.append((f"hostfile {path}", [mgtrain, "launch", "--hostfile", path, "--", "true"], LAUNCH_CODES))
+        cases.append((f"config file {path}", [mgtrain, "config", "validate", path], VALIDATE_CODES, {}))
+        cases.append((f"hostfile {path}", [mgtrain, "launch", "--hostfile", path, "--", "true"], LAUNCH_CODES, {}))
 
     failures = []
     codes = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_case, argv, args.timeout, work, env, allowed): (label, argv)
-                   for label, argv, allowed in cases}
+        futures = {pool.submit(run_case, argv, args.timeout, work, env, allowed, extra_env): (label, argv)
+                   for label, argv, allowed, extra_env in cases}
         for future in concurrent.futures.as_completed(futures):
             problem, code = future.result()
             codes[code] = codes.get(code, 0) + 1
@@ -257,8 +275,9 @@ def main():
                 failures.append((futures[future], problem))
     for (label, argv), problem in sorted(failures):
         print(f"FAIL {label}: {problem}\n  {shown(argv[1:])}")
-    commands = sum(1 for c in cases if c[0].startswith("command "))
-    print(f"input_fuzz: {commands} command lines, {len(cases) - commands} config files, {len(failures)} failures "
+    commands = sum(1 for c in cases if c[0].startswith(("command ", "environment ")))
+    print(f"input_fuzz: {commands} command lines ({args.environments} with a variable set), "
+          f"{len(cases) - commands} config files, {len(failures)} failures "
           f"(internal errors, signal deaths, hangs, undocumented exit codes) in {time.monotonic() - started:.1f} s; "
           f"exit codes: {', '.join(f'{c}: {n}' for c, n in sorted(codes.items(), key=lambda i: str(i[0])))}")
     if not args.keep:
