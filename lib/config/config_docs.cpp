@@ -70,7 +70,8 @@ file (and line:column) or the flag:
 - Flag and override values are strings unless the key's type says otherwise: `--master-addr [::1]` and
   `--rdzv-endpoint [::1]:29400` are addresses, not YAML lists (only a key of type "list of integers" reads
   `[1, 2]` as a list). An address (`launch.master_addr`, `launch.local_addr`, `launch.status_bind`) may be an IPv6
-  address in brackets; it is stored, and given to the workers as `MASTER_ADDR`, without them (`::1`).
+  address in brackets; it is stored, and given to the workers as `MASTER_ADDR`, without them (`::1`). In a YAML
+  file quote it (`master_addr: '[::1]'`): unquoted, `[::1]` is a list there.
 - A flag without a value (`--standalone`, `--exit-with-stdin`, `--no-python`, ...) accepts only a boolean when
   written `--flag=VALUE`: true/false, yes/no, on/off, 1/0 (`--standalone=false` turns it off); anything else is a
   usage error naming the flag, e.g. `launch: --standalone is a flag: give it alone, or as --standalone=true ...`.
