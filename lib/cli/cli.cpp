@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include "util/build_info.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace cli_detail {
@@ -71,6 +73,55 @@ UsageError parse_error(const CLI::App& app, const CLI::ParseError& e) {
   return UsageError(fmt::format("{}: {}\nRun 'mgtrain {} --help' for usage.", where, e.what(), where));
 }
 
+// The subcommand (or `config`'s sub-subcommand) named `name` of `app`, or nullptr.
+CLI::App* find_subcommand(CLI::App& app, const std::string& name) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (!sub->get_name().empty() && sub->check_name(name)) return sub;
+  return nullptr;
+}
+
+// A flag (an option that takes no value) written --flag=VALUE: VALUE must be a boolean (value_parsing's parse_bool,
+// so " yes" and "ON" too), and the token becomes --flag=true or --flag=false. Anything else is a UsageError naming the
+// flag and the accepted values: CLI11 would count "5" as five flags, and throw std::invalid_argument ("internal
+// error") for "x" or "abc". Tokens after "--" belong to a program, and a value of an option is never a flag.
+void normalize_flag_values(CLI::App& app, std::vector<std::string>& tokens) {
+  CLI::App* command = &app;
+  std::string where;
+  bool value_next = false;
+  for (auto& token : tokens) {
+    if (token == "--") break;
+    if (value_next) {
+      value_next = false;
+      continue;
+    }
+    if (token.size() < 2 || token[0] != '-') {
+      if (CLI::App* sub = find_subcommand(*command, token)) {
+        command = sub;
+        where += (where.empty() ? "" : " ") + token;
+      }
+      continue;
+    }
+    const auto eq = token.find('=');
+    const std::string name = token.substr(0, eq);
+    const CLI::Option* option = command->get_option_no_throw(name);
+    if (!option) continue;  // CLI11 reports it
+    if (option->get_expected_max() != 0) {
+      value_next = eq == std::string::npos;
+      continue;
+    }
+    if (eq == std::string::npos) continue;
+    const std::string value = token.substr(eq + 1);
+    const std::optional<bool> flag = parse_bool(value);
+    if (!flag) {
+      throw UsageError(fmt::format(
+          "{}{}{} is a flag: give it alone, or as {}=true or {}=false (also yes/no, on/off, 1/0), not '{}'\n"
+          "Run 'mgtrain {}{}--help' for usage.",
+          where, where.empty() ? "" : ": ", name, name, name, value, where, where.empty() ? "" : " "));
+    }
+    token = name + (*flag ? "=true" : "=false");
+  }
+}
+
 }  // namespace
 
 CliRequest parse_cli(const std::vector<std::string>& args) { return parse_cli(args, EnvMap{}); }
@@ -97,6 +148,7 @@ CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env) {
       tokens.push_back(std::move(token));
   }
   check_subcommand(app, args);
+  normalize_flag_values(app, tokens);
 
   try {
     std::vector<std::string> reversed(tokens.rbegin(), tokens.rend());

@@ -224,8 +224,14 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
     } else {
       const std::string value = f.flag_value;
       if (value == "false") help = "turn off " + std::string(f.key) + ": " + help;
+      // --flag=false (cli.cpp's normalize_flag_values leaves only true/false) sets the opposite value.
+      const std::string opposite = value == "true" ? "false" : "true";
       launch.add_flag_function(
-          f.names, [&opts, canonical, value](std::int64_t) { opts.values[canonical] = value; }, help);
+          f.names,
+          [&opts, canonical, value, opposite](std::int64_t count) {
+            opts.values[canonical] = count > 0 ? value : opposite;
+          },
+          help);
     }
   }
   launch
@@ -242,7 +248,15 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
     const std::string help = option.help;
     if (option.store_true) {
       launch.add_flag_function(
-          option.names, [&opts, dest](std::int64_t) { opts.torchrun[dest] = "1"; }, help);
+          option.names,
+          [&opts, dest](std::int64_t count) {
+            if (count > 0) {
+              opts.torchrun[dest] = "1";
+            } else {
+              opts.torchrun.erase(dest);  // --no-python=false: as if not given
+            }
+          },
+          help);
     } else {
       launch
           .add_option_function<std::string>(

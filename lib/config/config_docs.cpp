@@ -5,7 +5,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/config.hpp"
+#include "config/config_file.hpp"
 #include "config/config_schema.hpp"
+#include "config/yaml_document.hpp"
 
 namespace mgtrain {
 namespace {
@@ -48,6 +50,33 @@ String values may use variables: `${run_id}` (the run id), `${log_dir}` (`launch
 
 `mgtrain config show CONFIG [overrides] --show-origin` prints what will run and where each value came from.
 )";
+  out += fmt::format(R"(
+## Input limits
+
+Input is read as written and within bounds; anything else is refused with exit code 2 and a message naming the
+file (and line:column) or the flag:
+
+- The config file (and `launch.hostfile`) must be a regular file (not a FIFO, device, socket or directory) of at
+  most {} MiB (`x.yaml: the config file is larger than the limit of 16 MiB (16777216 bytes)`,
+  `x.yaml: is a FIFO (named pipe), expected a config file ...`).
+- One YAML document: a second one (after `---`) is refused at its line (`x.yaml:7:1: a second YAML document starts
+  here ...`), never ignored.
+- At most {} levels of lists and mappings inside each other (`x.yaml:1:65: nesting deeper than 64 levels ...`)
+  and at most {} values in all (an alias counts once: anchors cannot multiply the work).
+- A message quoting a huge value keeps its first 2000 and last 1000 characters.
+- A YAML syntax error names file:line:col and what was expected, then the parser's own words, e.g.
+  `x.yaml:3:9: malformed YAML: a [ ] list is not closed: expected ',' and another item, or ']' (yaml-cpp: end of
+  sequence flow not found)`.
+- Flag and override values are strings unless the key's type says otherwise: `--master-addr [::1]` and
+  `--rdzv-endpoint [::1]:29400` are addresses, not YAML lists (only a key of type "list of integers" reads
+  `[1, 2]` as a list). An address (`launch.master_addr`, `launch.local_addr`, `launch.status_bind`) may be an IPv6
+  address in brackets; it is stored, and given to the workers as `MASTER_ADDR`, without them (`::1`). In a YAML
+  file quote it (`master_addr: '[::1]'`): unquoted, `[::1]` is a list there.
+- A flag without a value (`--standalone`, `--exit-with-stdin`, `--no-python`, ...) accepts only a boolean when
+  written `--flag=VALUE`: true/false, yes/no, on/off, 1/0 (`--standalone=false` turns it off); anything else is a
+  usage error naming the flag, e.g. `launch: --standalone is a flag: give it alone, or as --standalone=true ...`.
+)",
+                     kMaxConfigFileBytes / (1024 * 1024), kMaxYamlDepth, kMaxYamlNodes);
   for (const auto& section : config_sections()) {
     out += fmt::format("\n## {}\n\n{}\n\n| key | type | default | allowed | description |\n|---|---|---|---|---|\n",
                        section, section_doc(section));

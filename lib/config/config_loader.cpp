@@ -6,18 +6,19 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "config/config_file.hpp"
 #include "config/config_schema.hpp"
 #include "config/path_variables.hpp"
+#include "config/yaml_document.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
 #include "util/strings.hpp"
@@ -40,21 +41,15 @@ bool is_section(const std::string& path) {
   return false;
 }
 
-std::string yaml_location(const std::string& file, const YAML::Mark& mark) {
-  if (mark.is_null()) return file;
-  return fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
-}
-
 // A value given as text (environment, --set, flag) becomes a YAML node: for a list key a flow list ("[1, 2]") stays a
 // list, everything else is a plain scalar, so strings are taken verbatim ("[::1]:29400" is an endpoint, not a list).
 YAML::Node node_from_text(const std::string& text, const std::string& where, const KeyDef& key) {
   const std::string t = trim(text);
   if (!t.empty() && t.front() == '[' && key.type_name == "list of integers") {
-    try {
-      return YAML::Load(t);
-    } catch (const YAML::Exception& e) {
-      throw UsageError(fmt::format("{}: {}: malformed list '{}': {}", where, key.path, text, e.msg));
-    }
+    return load_yaml_document(t, [&](const YAML::Mark& mark) {
+      return fmt::format("{}: {}: malformed list '{}' (at column {})", where, key.path, text,
+                         mark.is_null() ? 1 : mark.column + 1);
+    });
   }
   return YAML::Node(text);
 }
@@ -76,12 +71,7 @@ class Merger {
   }
 
   void apply_file(const std::string& text, const std::string& name) {
-    YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::ParserException& e) {
-      throw UsageError(fmt::format("{}: malformed YAML: {}", yaml_location(name, e.mark), e.msg));
-    }
+    const YAML::Node root = load_yaml_document(text, name);
     if (!root || root.IsNull()) return;  // an empty file is a valid, empty config
     if (!root.IsMap()) {
       throw UsageError(fmt::format("{}: the config must be a mapping of sections (launch:, train:, ...), not {}",
@@ -233,19 +223,6 @@ void check_combinations(const LoadedConfig& loaded) {
   }
 }
 
-std::string read_file_or_throw(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw UsageError(fmt::format("{}: is a directory, expected a YAML config file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw UsageError(fmt::format("{}: cannot read the config file: {}", path, std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 std::string generate_run_id() {
@@ -258,7 +235,19 @@ std::string generate_run_id() {
   return fmt::format("{}-{:04x}", stamp, random() & 0xffffu);
 }
 
-LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name,
+namespace {
+
+// A message quotes the values and keys it is about, which may be megabytes long (a 16 MiB scalar): of a longer one
+// the start (where and what) and the end (the allowed values) are kept.
+constexpr std::size_t kMaxMessageChars = 4096;
+
+std::string bounded_message(const std::string& message) {
+  constexpr std::size_t kHead = 2000, kTail = 1000;
+  return fmt::format("{}[... {} characters left out ...]{}", message.substr(0, kHead), message.size() - kHead - kTail,
+                     message.substr(message.size() - kTail));
+}
+
+LoadedConfig load_all_sources(const std::string& yaml_text, const std::string& display_name,
                               const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {
   LoadedConfig loaded;
   Merger merger(loaded);
@@ -297,9 +286,21 @@ LoadedConfig load_config_text(const std::string& yaml_text, const std::string& d
   return loaded;
 }
 
+}  // namespace
+
+LoadedConfig load_config_text(const std::string& yaml_text, const std::string& display_name,
+                              const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {
+  try {
+    return load_all_sources(yaml_text, display_name, request, env, options);
+  } catch (const UsageError& e) {
+    if (std::strlen(e.what()) <= kMaxMessageChars) throw;
+    throw UsageError(bounded_message(e.what()));
+  }
+}
+
 LoadedConfig load_config(const ConfigRequest& request, const EnvMap& env, const LoadOptions& options) {
   if (!request.path) return load_config_text("", "", request, env, options);
-  return load_config_text(read_file_or_throw(*request.path), *request.path, request, env, options);
+  return load_config_text(read_bounded_file(*request.path, "config file"), *request.path, request, env, options);
 }
 
 }  // namespace mgtrain

@@ -23,6 +23,22 @@ std::optional<std::string> check_plain_word(const std::string& v, bool empty_ok)
   return std::nullopt;
 }
 
+// An address (launch.master_addr, local_addr, status_bind) as a host name or IP address: an IPv6 address may be
+// written in brackets as in HOST:PORT ("[::1]"), and is stored without them ("::1": what MASTER_ADDR, torch's
+// TCPStore and getaddrinfo take).
+std::string without_brackets(std::string v) {
+  if (v.size() >= 2 && v.front() == '[' && v.back() == ']') return v.substr(1, v.size() - 2);
+  return v;
+}
+
+std::optional<std::string> check_address(const std::string& v) {
+  if (auto problem = check_plain_word(v, true)) return problem;
+  if (v.find_first_of("[]") != std::string::npos)
+    return fmt::format("'{}' has a bracket that does not enclose the whole address", v);
+  return std::nullopt;
+}
+constexpr const char* kAddressRule = "a host name or IP address; IPv6 bare or in brackets ([::1])";
+
 std::optional<std::string> check_remote_shell(const std::string& v) {
   if (v.find("{host}") == std::string::npos) return fmt::format("'{}' does not contain {{host}}", v);
   return std::nullopt;
@@ -39,7 +55,9 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.nnodes", &C::launch, &LaunchConfig::nnodes, "number of nodes, or MIN:MAX for an elastic job"));
   s.add(key("launch.node_rank", &C::launch, &LaunchConfig::node_rank, "rank of this node, 0 .. nnodes-1").at_least(0));
   s.add(key("launch.master_addr", &C::launch, &LaunchConfig::master_addr,
-            "address of the node that hosts rank 0 (MASTER_ADDR)"));
+            "address of the node that hosts rank 0 (MASTER_ADDR)")
+            .normalized(without_brackets)
+            .must(kAddressRule, check_address));
   s.add(key("launch.master_port", &C::launch, &LaunchConfig::master_port,
             "port of rank 0's store (MASTER_PORT); 0 picks a free port on a single node")
             .range(0, 65535));
@@ -119,7 +137,8 @@ void add_launch_keys(SchemaBuilder& s) {
       key("launch.local_addr", &C::launch, &LaunchConfig::local_addr,
           "torchrun's --local-addr: recorded only; mgtrain's nodes meet at rdzv_endpoint (or master_addr), where node "
           "0 also hosts the workers' store, so no node advertises an address of its own")
-          .must("empty, or an address without blanks", [](const std::string& v) { return check_plain_word(v, true); }));
+          .normalized(without_brackets)
+          .must(std::string("empty, or ") + kAddressRule, check_address));
   s.add(
       key("launch.hosts", &C::launch, &LaunchConfig::hosts,
           "start one node agent per host through remote_shell, e.g. a:4,b:4 (host:workers; the first host is node 0)"));
@@ -135,7 +154,9 @@ void add_launch_keys(SchemaBuilder& s) {
             "serve the status API and dashboard on this port (docs/monitoring.md); 0: off")
             .range(0, 65535));
   s.add(key("launch.status_bind", &C::launch, &LaunchConfig::status_bind,
-            "address the status server listens on (loopback unless you ask otherwise)"));
+            "address the status server listens on (loopback unless you ask otherwise)")
+            .normalized(without_brackets)
+            .must(kAddressRule, check_address));
 }
 
 // model: the network the built-in trainer builds.

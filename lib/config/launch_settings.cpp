@@ -248,6 +248,10 @@ Parsed<RdzvEndpoint> RdzvEndpoint::parse(const std::string& raw) {
     if (!number || *number > 65535) return fail("has no valid port (0-65535)");
     endpoint.port = number;
   }
+  // No host name or address holds blanks, control characters or brackets (other than the IPv6 ones removed above).
+  for (unsigned char c : endpoint.host)
+    if (c <= ' ' || c == 0x7f || c == '[' || c == ']')
+      return fail("has a host with blanks, brackets or control characters");
   return endpoint;
 }
 

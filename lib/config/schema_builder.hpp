@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -33,7 +34,13 @@ inline std::string describe_node(const YAML::Node& node) {
 
 inline void require_scalar(const YAML::Node& node, const char* expected) {
   if (node.IsNull()) throw ValueError{"has no value (give a value, or delete the line to use the default)"};
-  if (!node.IsScalar()) throw ValueError{fmt::format("expected {}, got {}", expected, describe_node(node))};
+  // "master_addr: [::1]" in a YAML file is a list holding "::1": the text needs quotes there (not in a flag).
+  const bool flow_list = node.IsSequence() && node.Style() == YAML::EmitterStyle::Flow;
+  const char* quote_hint = flow_list && std::string_view(expected) == "a string"
+                               ? " (in YAML a value starting with '[' is a list: quote it, e.g. '[::1]:29400')"
+                               : "";
+  if (!node.IsScalar())
+    throw ValueError{fmt::format("expected {}, got {}{}", expected, describe_node(node), quote_hint)};
 }
 
 // Conversion between YAML nodes and each C++ value type used in Config.
@@ -177,6 +184,7 @@ struct Key {
   bool choices_open = false;
   std::string constraint;
   std::function<std::optional<std::string>(const T&)> check;  // returns an error text
+  std::function<T(T)> normalize;                              // applied before the checks: the value stored
 
   Key& range(double lo, double hi) {
     min = lo;
@@ -198,6 +206,11 @@ struct Key {
     constraint = std::move(description);
     return *this;
   }
+  // The value as it is stored (e.g. an address without its IPv6 brackets), before the checks.
+  Key& normalized(std::function<T(T)> fn) {
+    normalize = std::move(fn);
+    return *this;
+  }
   Key& must(std::string description, std::function<std::optional<std::string>(const T&)> fn) {
     constraint = std::move(description);
     check = std::move(fn);
@@ -207,7 +220,7 @@ struct Key {
 
 template <class Section, class T>
 Key<Section, T> key(std::string path, Section Config::*section, T Section::*field, std::string doc) {
-  return Key<Section, T>{std::move(path), section, field, std::move(doc), {}, {}, {}, false, {}, {}};
+  return Key<Section, T>{std::move(path), section, field, std::move(doc), {}, {}, {}, false, {}, {}, {}};
 }
 
 template <class T>
@@ -245,6 +258,7 @@ class SchemaBuilder {
                                        did_you_mean_suffix(node.Scalar(), choices))};
       }
       T value = ValueType<T>::from(node);
+      if (k.normalize) value = k.normalize(std::move(value));
       check_bounds(value, k.min, k.max, allowed);
       if constexpr (std::is_same_v<T, std::string>) {
         if (!k.choices.empty() && !k.choices_open &&

@@ -3,7 +3,6 @@
 // `mgtrain launch` arguments.
 #include "multinode/hosts_launch.hpp"
 
-#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -11,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "config/config_file.hpp"
 #include "contract/worker_identity.hpp"
 #include "util/error.hpp"
-#include "util/file_io.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
@@ -39,9 +38,9 @@ std::vector<HostSlots> hosts_of(const LaunchConfig& launch) {
   }
   if (!launch.hosts.empty()) return launch.hosts.hosts;
   if (!from_file) throw UsageError("no hosts to start node agents on: give --hosts or --hostfile");
-  const std::optional<std::string> text = try_read_file(launch.hostfile);
-  if (!text) throw UsageError("launch.hostfile " + launch.hostfile + ": cannot read it: " + std::strerror(errno));
-  const Parsed<HostList> hosts = HostList::parse_hostfile(*text, launch.hostfile);
+  // Bounded like a config file: a FIFO would block, /dev/zero would fill memory.
+  const std::string text = read_bounded_file(launch.hostfile, "hostfile");
+  const Parsed<HostList> hosts = HostList::parse_hostfile(text, launch.hostfile);
   if (!hosts.ok()) throw UsageError(hosts.error());
   return hosts.value().hosts;
 }

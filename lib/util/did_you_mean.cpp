@@ -25,14 +25,19 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 std::optional<std::string> closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   std::optional<std::string> best;
   std::size_t best_distance = 0;
+  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
   for (const auto& candidate : candidates) {
+    // The distance is at least the difference in length: a candidate that far off cannot pass the limit below, and
+    // skipping it keeps a huge word (a 16 MiB key) from costing its length times each candidate's.
+    const std::size_t length_gap =
+        word.size() > candidate.size() ? word.size() - candidate.size() : candidate.size() - word.size();
+    if (length_gap > limit) continue;
     std::size_t distance = edit_distance(word, candidate);
     if (!best || distance < best_distance) {
       best = candidate;
       best_distance = distance;
     }
   }
-  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
   if (best && best_distance > 0 && best_distance <= limit) return best;
   return std::nullopt;
 }

@@ -81,8 +81,8 @@ TEST_CASE("lists come from YAML sequences, comma lists and flow lists", "[config
 
 TEST_CASE("strings from overrides are taken verbatim", "[config]") {
   ConfigRequest r;
-  r.overrides = {"launch.master_addr=host: with colon"};
-  CHECK(load("", r).config.launch.master_addr == "host: with colon");
+  r.overrides = {"launch.python=host: with colon"};
+  CHECK(load("", r).config.launch.python == "host: with colon");
 }
 
 TEST_CASE("booleans accept the usual spellings", "[config]") {

@@ -37,7 +37,9 @@ TEST_CASE("the hosts to start: the parsed --hosts, or the hostfile read at launc
   launch.hosts = {};
   CHECK(hosts_of(launch) == std::vector<HostSlots>{{"node0", 8}, {"node1", 0}});
   std::remove(file.c_str());
-  CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("launch.hostfile " + file + ": cannot read it"));
+  CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains(file + ": cannot read the hostfile"));
+  launch.hostfile = "/dev/zero";  // bounded like a config file (config/config_file.hpp)
+  CHECK_THROWS_WITH(hosts_of(launch), Catch::Contains("/dev/zero: is a character device, expected a hostfile"));
   const std::string bad = write_file(dir / "bad.txt", "node0 slots=8\nnode1 gpus=8\n");
   launch.hostfile = bad;
   CHECK_THROWS_WITH(hosts_of(launch), bad + ":2: unexpected 'gpus=8': write lines like `node0 slots=4`");
