@@ -34,7 +34,8 @@ std::string size_text(std::size_t bytes) {
 
 }  // namespace
 
-std::string read_bounded_file(const std::string& path, const std::string& what, std::size_t max_bytes) {
+std::string read_bounded_file(const std::string& path, const std::string& what, std::size_t max_bytes,
+                              FileSecrecy secrecy) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the type check below refuses it.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd) throw UsageError(fmt::format("{}: cannot read the {}: {}", path, what, std::strerror(errno)));
@@ -44,6 +45,10 @@ std::string read_bounded_file(const std::string& path, const std::string& what, 
   if (!S_ISREG(info.st_mode))
     throw UsageError(fmt::format("{}: is {}, expected a {} (a regular file of at most {})", path, kind_of(info.st_mode),
                                  what, size_text(max_bytes)));
+  if (secrecy == FileSecrecy::kOwnerOnly && (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    throw UsageError(fmt::format("{}: the {} can be read or written by other users (mode {:04o}): `chmod 600 {}`", path,
+                                 what, info.st_mode & 07777, path));
+  }
   const auto too_large = [&] {
     return UsageError(fmt::format("{}: the {} is larger than the limit of {} ({} bytes)", path, what,
                                   size_text(max_bytes), max_bytes));

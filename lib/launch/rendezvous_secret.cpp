@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config_file.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
@@ -39,32 +40,9 @@ std::string checked(const std::string& secret, const std::string& source) {
   return secret;
 }
 
-// The file's text (trimmed): a regular file of at most 4 KiB that no other user may read.
+// The file's text (trimmed): a regular file of at most 4 KiB that no other user may read or write.
 std::string read_secret_file(const std::string& path, const std::string& what) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd) throw UsageError(fmt::format("{} {}: cannot open it: {}", what, path, std::strerror(errno)));
-  struct stat info {};
-  if (fstat(fd.get(), &info) != 0) throw UsageError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
-  if (!S_ISREG(info.st_mode)) throw UsageError(fmt::format("{} {} is not a regular file", what, path));
-  if ((info.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) != 0) {
-    throw UsageError(fmt::format("{} {} can be read or written by other users (mode {:04o}): `chmod 600 {}`", what,
-                                 path, info.st_mode & 07777, path));
-  }
-  if (info.st_size > static_cast<off_t>(kMaxTokenFileBytes)) {
-    throw UsageError(fmt::format("{} {} has {} bytes; a token file has at most {}", what, path,
-                                 static_cast<long long>(info.st_size), kMaxTokenFileBytes));
-  }
-  std::string text(kMaxTokenFileBytes, '\0');
-  std::size_t size = 0;
-  while (size < text.size()) {
-    ssize_t count = read(fd.get(), text.data() + size, text.size() - size);
-    if (count < 0 && errno == EINTR) continue;
-    if (count < 0) throw UsageError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
-    if (count == 0) break;
-    size += static_cast<std::size_t>(count);
-  }
-  text.resize(size);
-  return trim(text);
+  return trim(read_bounded_file(path, what, kMaxTokenFileBytes, FileSecrecy::kOwnerOnly));
 }
 
 // `--rdzv-token-file -`: the first line of stdin, where the --hosts launcher writes it (bounded in size and time).

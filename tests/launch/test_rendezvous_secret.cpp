@@ -50,11 +50,13 @@ TEST_CASE("token files that others can read, that are not regular files or too l
       rendezvous_token(launch, std::nullopt, {}, ""),
       Catch::Contains("can be read or written by other users (mode 0644)") && Catch::Contains("chmod 600"));
   launch.rdzv_token_file = dir.path();
-  CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""), Catch::Contains("is not a regular file"));
+  CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""), Catch::Contains("is a directory"));
   launch.rdzv_token_file = write_file(dir / "big", std::string(5000, 'x'), 0600);
-  CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""), Catch::Contains("has 5000 bytes"));
+  CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""),
+                    Catch::Contains("larger than the limit of 4096 bytes"));
   launch.rdzv_token_file = dir / "missing";
-  CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""), Catch::Contains("cannot open it"));
+  CHECK_THROWS_WITH(rendezvous_token(launch, std::nullopt, {}, ""),
+                    Catch::Contains("cannot read the launch.rdzv_token_file"));
   launch.rdzv_token_file = write_file(dir / "short", "abc\n", 0600);
   CHECK_THROWS_AS(rendezvous_token(launch, std::nullopt, {}, ""), UsageError);
 }
