@@ -2,36 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include "cli/cli.hpp"
+#include "cli_parsing.hpp"
 #include "util/error.hpp"
 
 using namespace mgtrain;
-
-namespace {
-
-LaunchRequest launch(std::vector<std::string> args) {
-  args.insert(args.begin(), "launch");
-  auto request = parse_cli(args);
-  REQUIRE(std::holds_alternative<LaunchRequest>(request));
-  return std::get<LaunchRequest>(request);
-}
-
-std::string usage_error(std::vector<std::string> args) {
-  try {
-    parse_cli(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  FAIL("expected a UsageError");
-  return "";
-}
-
-std::string flag_value(const LaunchRequest& r, const std::string& key) {
-  for (const auto& f : r.config.flags)
-    if (f.key == key) return f.value;
-  return "<unset>";
-}
-
-}  // namespace
+using namespace mgtrain::testing;
 
 TEST_CASE("launch with a config, flags before and after, and bare overrides", "[cli]") {
   auto r = launch({"--nproc", "4", "configs/a.yaml", "train.batch_size=8", "--max-restarts=2", "optim.lr=0.1"});

@@ -4,37 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include "cli/cli.hpp"
+#include "cli_parsing.hpp"
 #include "config/config_loader.hpp"
 #include "util/error.hpp"
 
 using namespace mgtrain;
+using namespace mgtrain::testing;
 
 namespace {
-
-LaunchRequest launch(std::vector<std::string> args) {
-  args.insert(args.begin(), "launch");
-  auto request = parse_cli(args);
-  REQUIRE(std::holds_alternative<LaunchRequest>(request));
-  return std::get<LaunchRequest>(request);
-}
-
-// The UsageError of parsing `args` (exit code 2); fails the test on any other outcome, another exception included.
-std::string usage_error(std::vector<std::string> args) {
-  try {
-    parse_cli(args);
-  } catch (const UsageError& e) {
-    CHECK(e.exit_code() == 2);
-    return e.what();
-  }
-  FAIL("expected a UsageError");
-  return "";
-}
-
-std::string flag_value(const LaunchRequest& r, const std::string& key) {
-  for (const auto& f : r.config.flags)
-    if (f.key == key) return f.value;
-  return "<unset>";
-}
 
 // The UsageError of loading the config a launch command line asks for.
 std::string load_error(std::vector<std::string> args) {
