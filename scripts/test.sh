@@ -7,7 +7,8 @@
 #               (scripts/test-sanitizers.sh);
 #   debian:     the zero-download fallback flavour, Debian's LibTorch 1.13 (CPU), in build-debian/: the worker and
 #               the tests labelled `torch` (ctest -L torch: the train libraries, the worker, export, the OpenBLAS core
-#               choice that only this flavour needs; the launcher is torch-free and was tested in the main stage).
+#               choice that only this flavour needs; the launcher is torch-free and was tested in the main stage),
+#               building only what they run (the target mgtrain_torch_tests).
 # Every stage builds with MGTRAIN_WERROR=ON: a compiler warning fails it. Tests carry ctest labels (unit, integration,
 # torch, gpu, slow; tests/CMakeLists.txt says which): stages choose tests by label, never by name.
 # Re-runs are incremental. Exit code 0 only when every stage passed.
@@ -55,7 +56,9 @@ if [[ " $stages " == *" debian "* ]]; then
   # build.sh configures this flavour only once: turn -Werror on in a folder configured before.
   if [[ -f $debian_build/build.ninja ]]; then cmake -S . -B "$debian_build" -DMGTRAIN_WERROR=ON >/dev/null; fi
   # The torch tests of the Debian flavour (test_worker runs its worker under Debian's torchrun 1.13).
-  if MGTRAIN_FLAVOUR=debian MGTRAIN_BUILD_DIR=$debian_build scripts/build.sh; then
+  # Only what those tests run: the launcher, the worker and the binaries with a torch test (not the torch-free unit
+  # tests, fuzzers and tools the main stage built and ran).
+  if MGTRAIN_FLAVOUR=debian MGTRAIN_BUILD_DIR=$debian_build scripts/build.sh mgtrain mgtrain-worker mgtrain_torch_tests; then
     (cd "$debian_build" && ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -L torch) ||
       { result=FAILED; status=1; }
   else
