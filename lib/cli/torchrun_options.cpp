@@ -285,6 +285,16 @@ void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_ke
     if (option.apply) option.apply(source, raw, extras);
     if (option.key) settings.push_back({option.key, raw, name, source.name, source.where});
   }
+  // torchrun's stop timeout: --shutdown-timeout, else PET_SHUTDOWN_TIMEOUT, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT
+  // (torch's launcher/api.py), else 30 s. Below the flags and PET_*, like them above the config and MGTRAIN_*
+  // variables.
+  const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
+  const auto shutdown = env.find(kShutdownTimeout);
+  if (shutdown != env.end() && given_keys.count("launch.grace_period") == 0 && env.count("PET_SHUTDOWN_TIMEOUT") == 0) {
+    const std::string where = fmt::format("environment {}={}", kShutdownTimeout, shutdown->second);
+    settings.push_back({"launch.grace_period", shutdown->second, kShutdownTimeout,
+                        std::string("environment ") + kShutdownTimeout, where});
+  }
 }
 
 std::vector<FlagSetting> pet_settings(const EnvMap& env) {

@@ -288,6 +288,26 @@ TEST_CASE("PET_ precedence: flag > PET_ > MGTRAIN_* and YAML > default, and orig
   CHECK(load_config(show.config, env).origin_of("launch.nnodes") == "environment PET_NNODES");
 }
 
+TEST_CASE("TORCH_ELASTIC_SHUTDOWN_TIMEOUT sets the grace period below --shutdown-timeout and PET_SHUTDOWN_TIMEOUT",
+          "[cli][torchrun][config]") {
+  auto grace = [](const std::vector<std::string>& args, const EnvMap& env) {
+    auto r = std::get<LaunchRequest>(parse_cli(args, env));
+    LoadedConfig loaded = load_config_text("launch:\n  grace_period: 7\n", "job.yaml", r.config, env);
+    return std::make_pair(loaded.config.launch.grace_period, loaded.origin_of("launch.grace_period"));
+  };
+  const EnvMap env = {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "2"}};
+  CHECK(grace({"launch", "prog"}, env) ==
+        std::make_pair(2.0, std::string("environment TORCH_ELASTIC_SHUTDOWN_TIMEOUT")));
+  CHECK(grace({"launch", "prog"}, {}).first == 7.0);
+  CHECK(grace({"launch", "--shutdown-timeout", "4", "prog"}, env).first == 4.0);
+  CHECK(grace({"launch", "--grace-period", "5", "prog"}, env).first == 5.0);
+  EnvMap both = env;
+  both["PET_SHUTDOWN_TIMEOUT"] = "3";
+  CHECK(grace({"launch", "prog"}, both).first == 3.0);
+  CHECK_THROWS_WITH(grace({"launch", "prog"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
+                    Catch::Contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
+}
+
 TEST_CASE("bad PET_ values name the variable", "[cli][torchrun][errors]") {
   auto r = std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_NNODES", "abc"}}));
   CHECK_THROWS_WITH(load_config(r.config, {}), Catch::StartsWith("environment PET_NNODES=abc: launch.nnodes: "));
