@@ -286,7 +286,7 @@ void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_ke
     if (option.key) settings.push_back({option.key, raw, name, source.name, source.where});
   }
   // torchrun's stop timeout: --shutdown-timeout, else PET_SHUTDOWN_TIMEOUT, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT
-  // (torch's launcher/api.py), else 30 s. Below the flags and PET_*, like them above the config and MGTRAIN_*
+  // (torch.distributed.launcher.api), else 30 s. Below the flags and PET_*, like them above the config and MGTRAIN_*
   // variables.
   const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
   const auto shutdown = env.find(kShutdownTimeout);
