@@ -24,11 +24,6 @@ namespace {
 
 constexpr std::size_t kMaxTokenFileBytes = 4096;
 
-std::string value_of(const EnvMap& environment, const char* name) {
-  auto found = environment.find(name);
-  return found == environment.end() ? "" : found->second;
-}
-
 const char* kMakeOne =
     "make one with `openssl rand -hex 32` or `python3 -c 'import secrets; print(secrets.token_hex(32))'`";
 
@@ -102,9 +97,9 @@ void create_key_file(const std::string& path) {
 }  // namespace
 
 std::string slurm_key_path(const EnvMap& environment) {
-  const std::string config_home = value_of(environment, "XDG_CONFIG_HOME");
+  const std::string config_home = environment_value(environment, "XDG_CONFIG_HOME").value_or("");
   if (!config_home.empty() && config_home.front() == '/') return config_home + "/mgtrain/rdzv.key";
-  const std::string home = value_of(environment, "HOME");
+  const std::string home = environment_value(environment, "HOME").value_or("");
   if (home.empty()) return "";
   return home + "/.config/mgtrain/rdzv.key";
 }
@@ -112,7 +107,7 @@ std::string slurm_key_path(const EnvMap& environment) {
 rdzv::RendezvousToken rendezvous_token(const LaunchConfig& launch, const std::optional<std::string>& flag_token,
                                        const EnvMap& environment, const std::string& slurm_job_id) {
   if (flag_token) return {checked(*flag_token, "--rdzv-token"), "--rdzv-token"};
-  const std::string variable = value_of(environment, kRendezvousTokenVariable);
+  const std::string variable = environment_value(environment, kRendezvousTokenVariable).value_or("");
   if (!variable.empty()) return {checked(variable, kRendezvousTokenVariable), kRendezvousTokenVariable};
   if (trim(launch.rdzv_token_file) == "-") return {checked(read_token_line_from_stdin(), "stdin"), "stdin"};
   if (!trim(launch.rdzv_token_file).empty()) {

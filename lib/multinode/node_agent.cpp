@@ -73,14 +73,12 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       if (!ending_) refused_by_token(std::string("failed authentication: ") + error.what());
       return;
     } catch (const rdzv::ProtocolError& error) {
-      if (!ending_) {
-        end_job(
-            exit_code::kUsage,
-            fmt::format("{} is not an mgtrain rendezvous server of this version: {}; check --master-addr/--master-port "
-                        "(--rdzv-endpoint) and that every node runs the same mgtrain",
-                        client_->endpoint(), error.what()),
-            std::nullopt, true);
-      }
+      if (!ending_)
+        end_job(exit_code::kUsage,
+                fmt::format("{} is not an mgtrain rendezvous server of this version: {}; check --master-addr/"
+                            "--master-port (--rdzv-endpoint) and that every node runs the same mgtrain",
+                            client_->endpoint(), error.what()),
+                std::nullopt, true);
       return;
     }
     if (client_->take_connected_event()) send_join();
@@ -143,8 +141,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     if (round_ < 0 || ending_) return;
     FailedWorker worker = supervisor_->describe_failure(failure);
     rdzv::NodeFailure report = node_failure_from(worker, round_, plan_.node_rank, node_name());
-    say(fmt::format("{} failed ({}); telling the other nodes", fmt::format("rank {}", worker.global_rank),
-                    worker.outcome()));
+    say(fmt::format("rank {} failed ({}); telling the other nodes", worker.global_rank, worker.outcome()));
     client_->send(rdzv::workers_failed_message(report));
   }
 

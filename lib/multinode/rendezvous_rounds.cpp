@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "multinode/job_fingerprint.hpp"
+#include "multinode/tcp_socket.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
-#include "util/strings.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
 
@@ -17,10 +17,6 @@ namespace mgtrain::rdzv {
 namespace {
 
 double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
-
-bool is_loopback(const std::string& address) {
-  return starts_with(address, "127.") || address == "::1" || starts_with(address, "::ffff:127.");
-}
 
 std::string join_texts(const std::vector<std::string>& items, const std::string& separator) {
   std::string out;
@@ -82,7 +78,7 @@ void RendezvousRounds::heard(Node& node) {
 std::string RendezvousRounds::host_part(const Node& node) const {
   std::string host = node.join ? node.join->hostname : "";
   if (host.empty()) return node.address;
-  if (node.address.empty() || is_loopback(node.address) || node.address == host) return host;
+  if (node.address.empty() || is_loopback_host(node.address) || node.address == host) return host;
   return host + ", " + node.address;
 }
 

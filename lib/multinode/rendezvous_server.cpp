@@ -161,9 +161,9 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
 }
 
 void RendezvousServer::count_dropped(Connection& connection, const std::string& why) {
-  int dropped = connection.socket->take_dropped_frames();
-  if (dropped == 0 && why == "failed authentication") return;
-  dropped_frames_ += std::max(dropped, 1);
+  const int dropped = connection.socket->take_dropped_frames();
+  if (dropped == 0) return;
+  dropped_frames_ += dropped;
   if (dropped_frames_ < next_dropped_note_) return;
   while (next_dropped_note_ <= dropped_frames_) next_dropped_note_ *= 10;
   note(fmt::format("rendezvous: dropped a message from {} ({}); {} dropped so far, the job is not affected",

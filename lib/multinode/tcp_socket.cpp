@@ -212,6 +212,7 @@ void MessageConnection::take_hello(const rdzv::Message& hello) {
     throw rdzv::ProtocolError("hello message with an unknown authentication '" + mode.substr(0, 32) + "'");
   const bool peer_tags = mode == rdzv::kAuthHmac;
   if (peer_tags != auth_.enabled()) {
+    ++dropped_;  // the hello: nothing after it could be trusted
     close("failed authentication");
     throw AuthenticationError(
         peer_tags ? "the peer authenticates its messages with a rendezvous token, and this node has no token"

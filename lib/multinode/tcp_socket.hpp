@@ -67,7 +67,7 @@ class MessageConnection {
   bool wants_write() const { return written_ < output_.size(); }
   // A frame from the peer passed authentication (with no token: the peer's hello arrived).
   bool peer_authenticated() const { return peer_authenticated_; }
-  // Frames that failed authentication and were dropped since the last call.
+  // Frames that failed authentication and were dropped since the last call (a refused hello counts as one).
   int take_dropped_frames();
   // POLLIN, plus POLLOUT while output waits.
   short poll_events() const;

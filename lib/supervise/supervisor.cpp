@@ -54,12 +54,6 @@ void make_directories(const std::string& path) {
   }
 }
 
-std::optional<std::string> environment_value(const EnvMap& environment, const char* name) {
-  const auto found = environment.find(name);
-  if (found == environment.end()) return std::nullopt;
-  return found->second;
-}
-
 // One worker stream (stdout or stderr) in the loop: its log file and console lines (stream_capture.hpp).
 class CapturedOutput final : public ChildOutput {
  public:

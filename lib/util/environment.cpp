@@ -15,6 +15,12 @@ EnvMap current_environment() {
   return env;
 }
 
+std::optional<std::string> environment_value(const EnvMap& environment, const char* name) {
+  const auto found = environment.find(name);
+  if (found == environment.end()) return std::nullopt;
+  return found->second;
+}
+
 std::vector<std::string> to_environ_strings(const EnvMap& environment) {
   std::vector<std::string> strings;
   strings.reserve(environment.size());

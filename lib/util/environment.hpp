@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,9 @@ using EnvMap = std::map<std::string, std::string>;
 
 // This process's environment (environ).
 EnvMap current_environment();
+
+// The value of `name`, or nothing when it is not set.
+std::optional<std::string> environment_value(const EnvMap& environment, const char* name);
 
 // "KEY=VALUE" strings for execve.
 std::vector<std::string> to_environ_strings(const EnvMap& environment);

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <regex>
 #include <string>
 #include <thread>
@@ -125,6 +127,22 @@ std::string all_output(std::vector<std::unique_ptr<Agent>>& agents) {
   return text;
 }
 
+// Every node's agent, each with blip_flags (changed by `adjust` where a case needs other values), once every
+// node's worker is up.
+std::vector<std::unique_ptr<Agent>> start_agents(
+    const NetnsHosts& hosts, const TempDir& dir, const std::string& worker,
+    const std::function<void(int node, std::vector<std::string>& flags)>& adjust = {}) {
+  std::vector<std::unique_ptr<Agent>> agents;
+  for (int node = 0; node < kNodes; ++node) {
+    std::vector<std::string> flags = blip_flags(hosts, dir, node, worker);
+    if (adjust) adjust(node, flags);
+    agents.push_back(std::make_unique<Agent>(hosts, node, flags, dir / ("node" + std::to_string(node))));
+  }
+  REQUIRE(wait_until(
+      [&] { return file_exists(dir / "up_0") && file_exists(dir / "up_1") && file_exists(dir / "up_2"); }, 20s));
+  return agents;
+}
+
 }  // namespace
 
 TEST_CASE("an outage of 0.7 x node timeout is a blip: every node goes on and ends with 0, no restart",
@@ -137,13 +155,7 @@ TEST_CASE("an outage of 0.7 x node timeout is a blip: every node goes on and end
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   const std::string worker = blip_worker(dir);
-  std::vector<std::unique_ptr<Agent>> agents;
-  for (int node = 0; node < kNodes; ++node) {
-    agents.push_back(std::make_unique<Agent>(hosts, node, blip_flags(hosts, dir, node, worker),
-                                             dir / ("node" + std::to_string(node))));
-  }
-  REQUIRE(wait_until(
-      [&] { return file_exists(dir / "up_0") && file_exists(dir / "up_1") && file_exists(dir / "up_2"); }, 20s));
+  std::vector<std::unique_ptr<Agent>> agents = start_agents(hosts, dir, worker);
   std::this_thread::sleep_for(1s);  // a few heartbeats both ways
   wait_until_heartbeat_due(hosts, 2);
   cut_for(hosts, 2, 0.7 * kNodeTimeoutS);
@@ -165,13 +177,7 @@ TEST_CASE("an outage of 1.5 x node timeout ends the job on every node with 69 an
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   const std::string worker = blip_worker(dir);
-  std::vector<std::unique_ptr<Agent>> agents;
-  for (int node = 0; node < kNodes; ++node) {
-    agents.push_back(std::make_unique<Agent>(hosts, node, blip_flags(hosts, dir, node, worker),
-                                             dir / ("node" + std::to_string(node))));
-  }
-  REQUIRE(wait_until(
-      [&] { return file_exists(dir / "up_0") && file_exists(dir / "up_1") && file_exists(dir / "up_2"); }, 20s));
+  std::vector<std::unique_ptr<Agent>> agents = start_agents(hosts, dir, worker);
   std::this_thread::sleep_for(1s);
   const auto cut = Clock::now();
   std::thread outage([&] { cut_for(hosts, 2, 1.5 * kNodeTimeoutS); });
@@ -214,15 +220,11 @@ TEST_CASE("a node that gives up on the server while the server keeps it ends the
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   const std::string worker = blip_worker(dir);
-  std::vector<std::unique_ptr<Agent>> agents;
-  for (int node = 0; node < kNodes; ++node) {
-    std::vector<std::string> flags = blip_flags(hosts, dir, node, worker);
-    *(std::find(flags.begin(), flags.end(), "--node-timeout") + 1) = node == 2 ? "3" : "12";
-    *(std::find(flags.begin(), flags.end(), "--node-heartbeat-interval") + 1) = node == 2 ? "1" : "2";
-    agents.push_back(std::make_unique<Agent>(hosts, node, flags, dir / ("node" + std::to_string(node))));
-  }
-  REQUIRE(wait_until(
-      [&] { return file_exists(dir / "up_0") && file_exists(dir / "up_1") && file_exists(dir / "up_2"); }, 20s));
+  std::vector<std::unique_ptr<Agent>> agents =
+      start_agents(hosts, dir, worker, [](int node, std::vector<std::string>& flags) {
+        *(std::find(flags.begin(), flags.end(), "--node-timeout") + 1) = node == 2 ? "3" : "12";
+        *(std::find(flags.begin(), flags.end(), "--node-heartbeat-interval") + 1) = node == 2 ? "1" : "2";
+      });
   std::this_thread::sleep_for(1s);
   // Just after node 2 heard the server: it gives up 4 s into the outage, and the link is back 0.2 s later.
   REQUIRE(wait_until(

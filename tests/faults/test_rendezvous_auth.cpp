@@ -34,11 +34,6 @@ namespace {
 const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";
 const std::string kToken = "3f1c0d7e9a8b6c5d4e3f2a1b0c9d8e7f";
 
-int free_port() {
-  SocketPortProbe ports;
-  return ports.pick_free_port();
-}
-
 // Node `rank` of a static two-node job (one worker each, run id "auth") meeting at 127.0.0.1:`port`.
 std::vector<std::string> node(int rank, int port, const TempDir& dir, const std::string& program,
                               const std::vector<std::string>& more = {}) {

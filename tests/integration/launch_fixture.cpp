@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "launch/launch.hpp"
+#include "supervise/port_probe.hpp"
 
 extern char** environ;
 
@@ -172,6 +173,11 @@ int listening_socket(int& port) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   port = ntohs(address.sin_port);
   return fd;
+}
+
+int free_port() {
+  SocketPortProbe ports;
+  return ports.pick_free_port();
 }
 
 const std::string kMgtrain = std::string(MGTRAIN_BIN_DIR) + "/mgtrain";

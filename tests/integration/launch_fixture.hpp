@@ -25,6 +25,8 @@ std::string read_text(const std::string& path);
 bool file_exists(const std::string& path);
 // A socket listening on a kernel-chosen loopback port (stored in `port`); the caller closes it.
 int listening_socket(int& port);
+// A TCP port free on every interface, as the launcher picks one (SocketPortProbe; its reservation is released).
+int free_port();
 
 // Launch settings for tests: a run id, logs inside `dir`, a short grace period.
 LaunchConfig test_launch_config(const TempDir& dir, int nproc);

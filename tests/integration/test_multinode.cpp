@@ -521,11 +521,6 @@ TEST_CASE("hosts (--hosts): when the launcher dies, agents that outlive their re
 namespace {
 
 // A free TCP port on this machine.
-int free_port() {
-  mgtrain::SocketPortProbe ports;
-  return ports.pick_free_port();
-}
-
 // Node `rank` of a static two-node job (one worker each, run id "mn") meeting at 127.0.0.1:`port`, running `program`.
 std::vector<std::string> loopback_node(int rank, const std::string& port, const TempDir& dir,
                                        const std::string& program) {

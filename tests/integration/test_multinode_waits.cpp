@@ -25,11 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-int free_port() {
-  mgtrain::SocketPortProbe ports;
-  return ports.pick_free_port();
-}
-
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // `mgtrain launch` of node `rank` of a static job of `nnodes` on 127.0.0.1:`port`.
