@@ -1,7 +1,11 @@
 // Entry point of the launcher `mgtrain`: parse the command line, run the subcommand, and turn any
-// error into one message on stderr and its documented exit code (docs/exit-codes.md).
+// error into one message on stderr and its documented exit code (docs/exit-codes.md). Invoked as `torchrun` (the
+// link `cmake --install` puts beside it) it is `mgtrain torchrun`, with torchrun's exit codes: 2 for a command line
+// that does not parse (argparse's), 1 for every other failure.
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
@@ -40,11 +44,27 @@ int dispatch(const mgtrain::CliRequest& request) {
                     request);
 }
 
+// argv[0] names the program: `torchrun` (a symlink or hard link to mgtrain) selects torchrun's personality.
+bool invoked_as_torchrun(std::string_view argv0) {
+  const std::size_t slash = argv0.rfind('/');
+  return argv0.substr(slash == std::string_view::npos ? 0 : slash + 1) == "torchrun";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return mgtrain::log::run_main("mgtrain", [&] {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    return dispatch(mgtrain::parse_cli(args, mgtrain::current_environment()));
+  using namespace mgtrain;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const bool as_torchrun = argc > 0 && invoked_as_torchrun(argv[0]);
+  if (as_torchrun) args.insert(args.begin(), "torchrun");
+  const bool torchrun = !args.empty() && args[0] == "torchrun";
+  const char* program = as_torchrun ? "torchrun" : "mgtrain";
+  std::optional<CliRequest> request;
+  const int parsed = log::run_main(program, [&] {
+    request = parse_cli(args, current_environment());
+    return exit_code::kSuccess;
   });
+  if (parsed != exit_code::kSuccess) return parsed;
+  const int code = log::run_main(program, [&] { return dispatch(*request); });
+  return torchrun && code != exit_code::kSuccess ? exit_code::kFailure : code;
 }

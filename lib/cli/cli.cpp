@@ -51,12 +51,12 @@ std::string version_text() {
 void check_subcommand(const CLI::App& app, const std::vector<std::string>& args) {
   if (args.empty()) throw UsageError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
   if (args[0].empty() || args[0][0] != '-') {
-    const std::vector<std::string> subcommands = {"launch", "config", "env",  "tokenize",
-                                                  "export", "runs",   "plot", "status"};
+    const std::vector<std::string> subcommands = {"launch", "torchrun", "config", "env",   "tokenize",
+                                                  "export", "runs",     "plot",   "status"};
     if (std::find(subcommands.begin(), subcommands.end(), args[0]) == subcommands.end()) {
       throw UsageError(
-          fmt::format("unknown subcommand '{}'{}; use one of: launch, config, env, tokenize, export, runs, plot, "
-                      "status (mgtrain --help)",
+          fmt::format("unknown subcommand '{}'{}; use one of: launch, torchrun, config, env, tokenize, export, runs, "
+                      "plot, status (mgtrain --help)",
                       args[0], did_you_mean_suffix(args[0], subcommands)));
     }
   }
@@ -140,9 +140,11 @@ CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env) {
                    cli_detail::add_plot, cli_detail::add_status})
     subcommands.push_back(add(app));
 
-  // `launch` arguments are split by hand; everything else goes to CLI11 as is.
+  // `launch` arguments are split by hand; everything else goes to CLI11 as is. `mgtrain torchrun ARGS` (and the
+  // binary invoked as `torchrun`, apps/mgtrain/main.cpp) is `launch` in torchrun's personality.
   std::vector<std::string> tokens = args;
-  if (!args.empty() && args[0] == "launch") {
+  const bool torchrun = !args.empty() && args[0] == "torchrun";
+  if (!args.empty() && (args[0] == "launch" || torchrun)) {
     tokens = {"launch"};
     for (auto& token : launch->split_arguments(std::vector<std::string>(args.begin() + 1, args.end())))
       tokens.push_back(std::move(token));
@@ -163,7 +165,11 @@ CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env) {
   }
   if (want_version) return PrintRequest{version_text() + "\n"};
 
-  if (auto request = launch->request()) return *request;
+  if (auto request = launch->request()) {
+    if (auto* run = std::get_if<LaunchRequest>(&*request); run && torchrun)
+      run->config.personality = Personality::Torchrun;
+    return *request;
+  }
   for (auto& subcommand : subcommands) {
     std::optional<CliRequest> request = subcommand->request();
     if (!request) continue;

@@ -10,6 +10,11 @@
 
 namespace mgtrain {
 
+// How the launcher presents itself: `mgtrain launch`, or torchrun 2.x as scripts and operators observe it (the
+// binary invoked as `torchrun`, or `mgtrain torchrun`; docs/torchrun.md#the-torchrun-personality). Not a config key:
+// a property of the command line, carried by ConfigRequest and LaunchPlan.
+enum class Personality { Mgtrain, Torchrun };
+
 // One config key set by a command-line flag, e.g. {"launch.nproc", "4", "--nproc"}, or by one of torchrun's
 // PET_* variables, e.g. {"launch.nnodes", "2", "PET_NNODES", "environment PET_NNODES", "environment PET_NNODES=2"}.
 struct FlagSetting {
@@ -38,6 +43,8 @@ struct ConfigRequest {
   std::vector<std::string> overrides;    // "a.b=c" from --set and bare arguments, in order
   std::vector<FlagSetting> environment;  // torchrun's PET_* variables: above overrides, below flags
   std::vector<FlagSetting> flags;        // highest precedence
+  // Invoked as torchrun: the keys no source set take torchrun's defaults (config_loader.cpp).
+  Personality personality = Personality::Mgtrain;
 };
 
 // `mgtrain launch [flags] [CONFIG.yaml [a.b=c ...]] [-- COMMAND ARGS...]`

@@ -81,6 +81,7 @@ LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, co
   LaunchPlan plan =
       make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp);
   plan.builtin_trainer = builtin_trainer;
+  plan.personality = request.config.personality;
   return plan;
 }
 

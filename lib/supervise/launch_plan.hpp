@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
 #include "host/nvml_library.hpp"
 #include "output/output_routing.hpp"
@@ -45,8 +46,9 @@ struct LaunchPlan {
   std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker
   bool builtin_trainer = false;                 // `command` is the trainer, run with the config file (worker_command)
   std::string hostname;
-  std::string nproc_reason;  // how nproc was chosen, e.g. "auto: 2 visible GPUs"
-  std::string gpu_note;      // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
+  Personality personality = Personality::Mgtrain;  // torchrun's console, exit codes and signals (docs/torchrun.md)
+  std::string nproc_reason;                        // how nproc was chosen, e.g. "auto: 2 visible GPUs"
+  std::string gpu_note;                            // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
 
   // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
   int first_rank = -1;     // global rank of local rank 0; -1: node_rank * nproc
