@@ -35,6 +35,7 @@ const char* kTopFooter = R"(Examples:
   mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml
   mgtrain launch --nproc 4 configs/fashion_mnist_cnn.yaml train.batch_size=128
   mgtrain launch --nproc 2 -- python3 train.py --lr 0.1
+  mgtrain torchrun --nproc-per-node 2 train.py   (as torchrun 2.x: its exit codes, console, defaults)
   mgtrain config show configs/fashion_mnist_cnn.yaml --set train.batch_size=32
   mgtrain env
   mgtrain export runs/RUN/checkpoints/checkpoint-step000001000.safetensors --format torchscript

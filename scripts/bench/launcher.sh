@@ -11,6 +11,9 @@
 #   TORCHRUN=<venv>/bin/torchrun scripts/bench/launcher.sh       (another torchrun, e.g. torch 2.x's)
 #   MGTRAIN_BASELINE=<older mgtrain> scripts/bench/launcher.sh   (also an earlier build, in the same alternation:
 #                                                                 the "baseline" column and new/baseline ratios)
+#   MGTRAIN_PERSONALITY=torchrun scripts/bench/launcher.sh      (the mgtrain column runs mgtrain invoked as `torchrun`
+#                                                                 through a symlink, with torchrun's flags; the
+#                                                                 baseline stays `mgtrain launch`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -33,6 +36,13 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mgtrain_cmd=("$mgtrain" launch --nproc 2 --log-dir "$tmp/runs")
+if [[ ${MGTRAIN_PERSONALITY:-} == torchrun ]]; then
+  mkdir "$tmp/bin" && ln -s "$(readlink -f "$(command -v "$mgtrain")")" "$tmp/bin/torchrun"
+  mgtrain_cmd=("$tmp/bin/torchrun" --nproc-per-node 2 --no-python --log-dir "$tmp/runs")
+elif [[ -n ${MGTRAIN_PERSONALITY:-} ]]; then
+  echo "launcher.sh: MGTRAIN_PERSONALITY is 'torchrun' or unset, not '$MGTRAIN_PERSONALITY'" >&2
+  exit 2
+fi
 baseline_cmd=("$baseline" launch --nproc 2 --log-dir "$tmp/runs-baseline")
 torchrun_cmd=("$torchrun" --standalone --monitor_interval 0.1 --nproc_per_node 2 --no_python --redirects 9:1 --tee 9:1)
 

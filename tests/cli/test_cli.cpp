@@ -88,6 +88,17 @@ TEST_CASE("multi-node flags: torchrun's rendezvous spellings and mgtrain's own",
   CHECK(flag_value(launch({"--hostfile", "h.txt", "c.yml"}), "launch.hostfile") == "h.txt");
 }
 
+TEST_CASE("mgtrain torchrun is launch in torchrun's personality; launch stays mgtrain's", "[cli][torchrun]") {
+  const CliRequest as_torchrun = parse_cli({"torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"});
+  const auto* r = std::get_if<LaunchRequest>(&as_torchrun);
+  REQUIRE(r != nullptr);
+  CHECK(r->config.personality == Personality::Torchrun);
+  CHECK(r->run_under_python);
+  CHECK(flag_value(*r, "launch.nproc") == "2");
+  CHECK(launch({"--nproc", "2", "train.py"}).config.personality == Personality::Mgtrain);
+  CHECK_THROWS_AS(parse_cli({"torchrun", "--bogus", "train.py"}), UsageError);
+}
+
 TEST_CASE("a program after -- keeps all its arguments", "[cli]") {
   auto r = launch({"--nproc", "2", "--", "python3", "train.py", "--nproc", "9", "a=b"});
   CHECK(r.command == std::vector<std::string>{"python3", "train.py", "--nproc", "9", "a=b"});
