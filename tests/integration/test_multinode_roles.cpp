@@ -40,9 +40,9 @@ const char* name_of(Launcher launcher) {
 
 std::string torchrun_path() { return std::string(MGTRAIN_TORCH2_VENV) + "/bin/torchrun"; }
 
-const std::vector<std::string> kCompared = {"RANK",          "LOCAL_RANK",       "ROLE_NAME",
-                                            "ROLE_RANK",     "ROLE_WORLD_SIZE",  "GROUP_RANK",
-                                            "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE", "WORLD_SIZE"};
+const std::vector<std::string> kCompared = {
+    "RANK",       "LOCAL_RANK",       "ROLE_NAME",        "ROLE_RANK", "ROLE_WORLD_SIZE",
+    "GROUP_RANK", "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE", "WORLD_SIZE"};
 
 // One agent of the job: its role and number of workers; `node_rank` >= 0: a static job (--node-rank); `flags`:
 // more flags for mgtrain's agents (torchrun gets none).
@@ -55,7 +55,7 @@ struct NodeSpec {
 
 struct PairRun {
   int code_a = -1, code_b = -1;
-  std::string console;                                       // both agents' stdout and stderr
+  std::string console;                                        // both agents' stdout and stderr
   std::map<int, std::map<std::string, std::string>> workers;  // by RANK: the compared variables
 };
 
@@ -75,8 +75,8 @@ std::vector<std::string> agent_argv(Launcher launcher, const NodeSpec& node, int
   if (launcher == Launcher::kMgtrainTorchrun) argv = {kMgtrain, "torchrun"};
   argv.insert(argv.end(), {"--nnodes", "2", "--nproc-per-node", std::to_string(node.nproc), "--role", node.role});
   if (node.node_rank >= 0) {
-    argv.insert(argv.end(), {"--rdzv-backend", "static", "--node-rank", std::to_string(node.node_rank),
-                             "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)});
+    argv.insert(argv.end(), {"--rdzv-backend", "static", "--node-rank", std::to_string(node.node_rank), "--master-addr",
+                             "127.0.0.1", "--master-port", std::to_string(port)});
   } else {
     argv.insert(argv.end(), {"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port)});
   }
@@ -87,8 +87,7 @@ std::vector<std::string> agent_argv(Launcher launcher, const NodeSpec& node, int
 
 // Runs agents `a` and `b` of one two-node job (a first: dynamic, it hosts the rendezvous and becomes node 0, as
 // torchrun's lower process id does) in their own directories under `dir`/`name`.
-PairRun run_pair(Launcher launcher, const TempDir& dir, const std::string& name, const NodeSpec& a,
-                 const NodeSpec& b) {
+PairRun run_pair(Launcher launcher, const TempDir& dir, const std::string& name, const NodeSpec& a, const NodeSpec& b) {
   const std::string base = dir / name;
   std::filesystem::create_directories(base + "/out");
   std::filesystem::create_directories(base + "/a");
@@ -117,8 +116,8 @@ PairRun run_pair(Launcher launcher, const TempDir& dir, const std::string& name,
   for (pid_t pid : {first.pid, second.pid}) {
     if (kill(pid, 0) == 0) kill(pid, SIGKILL);  // a hung agent fails the test, not the next one
   }
-  run.console = read_text(first.out_path) + read_text(first.err_path) + read_text(second.out_path) +
-                read_text(second.err_path);
+  run.console =
+      read_text(first.out_path) + read_text(first.err_path) + read_text(second.out_path) + read_text(second.err_path);
   for (const auto& entry : std::filesystem::directory_iterator(base + "/out")) {
     auto fields = read_fields(entry.path().string());
     run.workers[std::stoi(fields["RANK"])] = fields;
@@ -182,37 +181,38 @@ void check_all(const std::string& label, const NodeSpec& a, const NodeSpec& b, c
 }  // namespace
 
 TEST_CASE("roles: two nodes of one role number their ranks across both nodes", "[multinode][roles]") {
-  check_all("aa", {"a", 1}, {"a", 1}, {{"0", "a", "0", "2", "0", "0", "1"}, {"1", "a", "1", "2", "1", "0", "1"}},
-            "2");
+  check_all("aa", {"a", 1}, {"a", 1}, {{"0", "a", "0", "2", "0", "0", "1"}, {"1", "a", "1", "2", "1", "0", "1"}}, "2");
 }
 
 TEST_CASE("roles: two nodes of two roles each have role rank 0 of 1", "[multinode][roles]") {
-  check_all("ab", {"a", 1}, {"b", 1}, {{"0", "a", "0", "1", "0", "0", "1"}, {"1", "b", "0", "1", "1", "0", "1"}},
-            "2");
+  check_all("ab", {"a", 1}, {"b", 1}, {{"0", "a", "0", "1", "0", "0", "1"}, {"1", "b", "0", "1", "1", "0", "1"}}, "2");
 }
 
 TEST_CASE("roles and uneven nproc (2 and 1): global ranks in node order, role ranks within each role",
           "[multinode][roles][uneven]") {
   const std::vector<std::string> uneven = {"--allow-uneven-nproc"};
-  check_all("a2b1", {"a", 2, -1, uneven}, {"b", 1, -1, uneven},
-            {{"0", "a", "0", "2", "0", "0", "2"}, {"1", "a", "1", "2", "0", "1", "2"}, {"2", "b", "0", "1", "1", "0", "1"}},
-            "3");
+  check_all(
+      "a2b1", {"a", 2, -1, uneven}, {"b", 1, -1, uneven},
+      {{"0", "a", "0", "2", "0", "0", "2"}, {"1", "a", "1", "2", "0", "1", "2"}, {"2", "b", "0", "1", "1", "0", "1"}},
+      "3");
 }
 
 TEST_CASE("roles and uneven nproc (1 and 2): node 1's first rank is node 0's worker count",
           "[multinode][roles][uneven]") {
   const std::vector<std::string> uneven = {"--allow-uneven-nproc"};
-  check_all("a1b2", {"a", 1, -1, uneven}, {"b", 2, -1, uneven},
-            {{"0", "a", "0", "1", "0", "0", "1"}, {"1", "b", "0", "2", "1", "0", "2"}, {"2", "b", "1", "2", "1", "1", "2"}},
-            "3");
+  check_all(
+      "a1b2", {"a", 1, -1, uneven}, {"b", 2, -1, uneven},
+      {{"0", "a", "0", "1", "0", "0", "1"}, {"1", "b", "0", "2", "1", "0", "2"}, {"2", "b", "1", "2", "1", "1", "2"}},
+      "3");
 }
 
 TEST_CASE("static rendezvous: node rank 1 started first, uneven nproc, the ranks follow --node-rank",
           "[multinode][roles][uneven]") {
   const std::vector<std::string> uneven = {"--allow-uneven-nproc"};
-  check_all("static", {"a", 1, 1, uneven}, {"b", 2, 0, uneven},
-            {{"0", "b", "0", "2", "0", "0", "2"}, {"1", "b", "1", "2", "0", "1", "2"}, {"2", "a", "0", "1", "1", "0", "1"}},
-            "3");
+  check_all(
+      "static", {"a", 1, 1, uneven}, {"b", 2, 0, uneven},
+      {{"0", "b", "0", "2", "0", "0", "2"}, {"1", "b", "1", "2", "0", "1", "2"}, {"2", "a", "0", "1", "1", "0", "1"}},
+      "3");
 }
 
 TEST_CASE("uneven nproc without --allow-uneven-nproc, or with it on one node only, is refused on both nodes",
@@ -227,7 +227,8 @@ TEST_CASE("uneven nproc without --allow-uneven-nproc, or with it on one node onl
                                   Catch::Contains("has --nproc 2; pass the same --nproc on every node, or "
                                                   "--allow-uneven-nproc"));
   // the flag is compared too: a node without it would refuse what the other accepts
-  PairRun one_sided = run_pair(Launcher::kMgtrainLaunch, dir, "one-sided", {"a", 2}, {"a", 1, -1, {"--allow-uneven-nproc"}});
+  PairRun one_sided =
+      run_pair(Launcher::kMgtrainLaunch, dir, "one-sided", {"a", 2}, {"a", 1, -1, {"--allow-uneven-nproc"}});
   INFO(one_sided.console);
   CHECK(one_sided.code_a == 2);
   CHECK(one_sided.code_b == 2);
@@ -236,9 +237,10 @@ TEST_CASE("uneven nproc without --allow-uneven-nproc, or with it on one node onl
                                     Catch::Contains("has no --allow-uneven-nproc; pass the same flags on every node"));
 }
 
-TEST_CASE("an agent that meets a rendezvous server of protocol version 3 (before roles) stops with exit code 2 "
-          "and says why",
-          "[multinode][protocol]") {
+TEST_CASE(
+    "an agent that meets a rendezvous server of protocol version 3 (before roles) stops with exit code 2 "
+    "and says why",
+    "[multinode][protocol]") {
   int port = 0;
   const int listener = listening_socket(port);
   REQUIRE(listener >= 0);
@@ -254,10 +256,10 @@ TEST_CASE("an agent that meets a rendezvous server of protocol version 3 (before
     close(connection);
   });
   TempDir dir;
-  ChildProcess agent = start_process({kMgtrain, "launch", "--nnodes", "2", "--node-rank", "1", "--master-addr",
-                                      "127.0.0.1", "--master-port", std::to_string(port), "--join-timeout", "20",
-                                      "--log-dir", dir / "runs", "--", "true"},
-                                     dir / "agent");
+  ChildProcess agent = start_process(
+      {kMgtrain, "launch", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+       std::to_string(port), "--join-timeout", "20", "--log-dir", dir / "runs", "--", "true"},
+      dir / "agent");
   const std::optional<int> code = wait_for_exit(agent.pid, 30s);
   if (!code) kill(agent.pid, SIGKILL);
   shutdown(listener, SHUT_RDWR);

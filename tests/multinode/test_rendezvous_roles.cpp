@@ -3,11 +3,13 @@
 // nodes of an older protocol, which do not say their role, are refused with a clear message.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_message.hpp"
 #include "multinode/rendezvous_rounds.hpp"
 
@@ -85,8 +87,9 @@ TEST_CASE("a peer of protocol version 3 (before roles) is refused, naming both v
   frame[5] = 3;
   MessageDecoder decoder;
   decoder.feed(frame.data(), frame.size());
-  CHECK_THROWS_WITH(decoder.next(), Catch::Contains("the peer speaks rendezvous protocol version 3, this mgtrain "
-                                                    "speaks version 4: install the same mgtrain version on every node"));
+  CHECK_THROWS_WITH(decoder.next(),
+                    Catch::Contains("the peer speaks rendezvous protocol version 3, this mgtrain "
+                                    "speaks version 4: install the same mgtrain version on every node"));
 }
 
 TEST_CASE("static: three nodes of two roles and uneven nproc get torchrun's role ranks whatever the arrival order",
@@ -152,4 +155,40 @@ TEST_CASE("dynamic: each round numbers the roles of its own members", "[rdzv][ro
   CHECK(std::make_pair(a.role_first_rank, a.role_world_size) == std::make_pair(0, 2));
   CHECK(c.node_rank == 1);
   CHECK(std::make_pair(c.role_first_rank, c.role_world_size) == std::make_pair(0, 2));
+}
+
+TEST_CASE(
+    "with --allow-uneven-nproc only nproc and roles may differ: max_restarts, config and the flag still must agree",
+    "[rdzv][roles][rounds]") {
+  // node 0: trainer, 2 workers, uneven allowed; node 1 differs in `change` as well as in nproc and role
+  auto outcome = [](const std::function<void(JoinRequest&)>& change) {
+    FakeOutbox out;
+    RendezvousRounds rounds(static_settings(2), out, t0);
+    JoinRequest node0 = join_request(0, "hostA", 2), node1 = join_request(1, "hostB", 1);
+    node0.allow_uneven_nproc = node1.allow_uneven_nproc = true;
+    node0.role = "trainer";
+    node1.role = "reader";
+    change(node1);
+    rounds.on_connect(1, "127.0.0.1", t0);
+    rounds.on_message(1, node0.to_message(), t0);
+    rounds.on_connect(2, "10.77.0.2", t0);
+    rounds.on_message(2, node1.to_message(), t0);
+    if (rounds.phase() == RendezvousRounds::Phase::kRunning) return std::string("running");
+    REQUIRE(rounds.finished());
+    return out.last(2, MessageType::kReject).text("text");
+  };
+  CHECK(outcome([](JoinRequest&) {}) == "running");
+  CHECK(outcome([](JoinRequest& j) { j.max_restarts = 3; }) ==
+        "node 1 (hostB, 10.77.0.2) has --max-restarts 3, node 0 (hostA) has --max-restarts 0; pass the same "
+        "--max-restarts on every node");
+  CHECK(outcome([](JoinRequest& j) { j.allow_uneven_nproc = false; }) ==
+        "node 1 (hostB, 10.77.0.2) has no --allow-uneven-nproc, node 0 (hostA) has --allow-uneven-nproc; pass the "
+        "same flags on every node");
+  Config changed;
+  changed.train.max_steps = 30;
+  CHECK_THAT(outcome([&](JoinRequest& j) {
+               j.config_lines = job_fingerprint(changed).lines;
+               j.config_hash = job_fingerprint(changed).hash;
+             }),
+             Catch::Contains("runs a different config than node 0 (hostA) (train.max_steps: 30 vs 0"));
 }
