@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -68,6 +69,18 @@ std::map<std::string, std::string> read_fields(const std::string& path) {
   return fields;
 }
 
+// Whether something listens on 127.0.0.1:`port` (the first agent's rendezvous, or torch's store).
+bool accepts_connections(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool open = connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  close(fd);
+  return open;
+}
+
 std::vector<std::string> agent_argv(Launcher launcher, const NodeSpec& node, int port, const std::string& worker) {
   std::vector<std::string> argv;
   if (launcher == Launcher::kTorchrun) argv = {torchrun_path()};
@@ -85,8 +98,8 @@ std::vector<std::string> agent_argv(Launcher launcher, const NodeSpec& node, int
   return argv;
 }
 
-// Runs agents `a` and `b` of one two-node job (a first: dynamic, it hosts the rendezvous and becomes node 0, as
-// torchrun's lower process id does) in their own directories under `dir`/`name`.
+// Runs agents `a` and `b` of one two-node job (`a` first: dynamic, it hosts the rendezvous and becomes node 0, as
+// torchrun's agent with the lower process id does) in their own directories under `dir`/`name`.
 PairRun run_pair(Launcher launcher, const TempDir& dir, const std::string& name, const NodeSpec& a, const NodeSpec& b) {
   const std::string base = dir / name;
   std::filesystem::create_directories(base + "/out");
@@ -104,11 +117,9 @@ PairRun run_pair(Launcher launcher, const TempDir& dir, const std::string& name,
     return start_process(argv, base + "/" + which, {{"ENV_OUT", base + "/out"}});
   };
   ChildProcess first = start(a, "a");
-  if (launcher == Launcher::kTorchrun) {
-    std::this_thread::sleep_for(300ms);
-  } else if (a.node_rank < 0) {  // dynamic: `a` must host before `b` looks for the endpoint
-    wait_until([&] { return read_text(first.err_path).find("hosting the rendezvous") != std::string::npos; }, 20s);
-  }
+  // Dynamic: mgtrain's `a` must host before `b` looks for the endpoint (static: node 1 may well start first).
+  // torchrun orders its nodes by process id: `a`, started first, is node 0 however late its store comes up.
+  if (a.node_rank < 0 && launcher != Launcher::kTorchrun) wait_until([&] { return accepts_connections(port); }, 20s);
   ChildProcess second = start(b, "b");
   PairRun run;
   run.code_a = wait_for_exit(first.pid, 50s).value_or(-1);
