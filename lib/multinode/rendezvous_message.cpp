@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -334,11 +335,15 @@ Assignment Assignment::from(const Message& m) {
   if (a.nproc_per_node.empty() || a.node_rank < 0 || a.node_rank >= a.nnodes()) {
     throw ProtocolError(fmt::format("assign message: node rank {} of {} nodes", a.node_rank, a.nnodes()));
   }
-  const int nproc = a.nproc_per_node[a.node_rank];
-  if (a.role_first_rank < 0 || a.role_first_rank + nproc > a.role_world_size || a.role_world_size > a.world_size()) {
+  long long workers = 0;  // summed wide: world_size() and first_rank() add ints
+  for (int count : a.nproc_per_node) workers += count;
+  if (workers > std::numeric_limits<int>::max()) {
+    throw ProtocolError(fmt::format("assign message: {} workers, more than a rank can count", workers));
+  }
+  const long long nproc = a.nproc_per_node[a.node_rank];
+  if (a.role_first_rank < 0 || a.role_first_rank + nproc > a.role_world_size || a.role_world_size > workers) {
     throw ProtocolError(fmt::format("assign message: role ranks {} to {} of {} in a job of {} workers",
-                                    a.role_first_rank, a.role_first_rank + nproc - 1, a.role_world_size,
-                                    a.world_size()));
+                                    a.role_first_rank, a.role_first_rank + nproc - 1, a.role_world_size, workers));
   }
   return a;
 }

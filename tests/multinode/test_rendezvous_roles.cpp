@@ -76,6 +76,11 @@ TEST_CASE("the join carries the role and the assignment the role ranks, a join w
   CHECK_THROWS_AS(Assignment::from(wire), ProtocolError);
   wire.set("role_first_rank", -1).set("role_world_size", 5);
   CHECK_THROWS_AS(Assignment::from(wire), ProtocolError);
+  wire.set("role_first_rank", 2147483647);  // no overflow on the way to the refusal
+  CHECK_THROWS_AS(Assignment::from(wire), ProtocolError);
+  wire.set("role_first_rank", 0).set("nproc_per_node", "1048576*4096");  // 2^32 workers: no rank could count them
+  CHECK_THROWS_WITH(Assignment::from(wire), Catch::Contains("4294967296 workers"));
+  wire.set("nproc_per_node", "2,3");
   wire.fields.erase("role_world_size");
   CHECK_THROWS_WITH(Assignment::from(wire), Catch::Contains("assign message without the field 'role_world_size'"));
 }
