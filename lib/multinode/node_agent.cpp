@@ -311,11 +311,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     node_name_ = assignment.node_name;
     plan_ = plan_for_round(plan_, assignment);
     if (!run_ready_) prepare_run(assignment.run_id);
-    std::string ranks = plan_.nproc == 1
-                            ? fmt::format("rank {}", plan_.first_rank)
-                            : fmt::format("ranks {}-{}", plan_.first_rank, plan_.first_rank + plan_.nproc - 1);
-    say(fmt::format("round {}: {} of {} ({} of {}), workers' store {}:{}", round_, node_name(), assignment.nnodes(),
-                    ranks, plan_.world_size, plan_.master_addr, plan_.master_port));
+    say(round_line(plan_, round_, node_name()));
     try {
       supervisor_->begin_attempt(round_, plan_, config_file_);
     } catch (const Error& error) {

@@ -76,11 +76,25 @@ LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
   plan.nnodes = assignment.nnodes();
   plan.world_size = assignment.world_size();
   plan.first_rank = assignment.first_rank(assignment.node_rank);
+  plan.role_first_rank = assignment.role_first_rank;
+  plan.role_world_size = assignment.role_world_size;
   plan.restart_count = assignment.restart_count;
   plan.master_addr = assignment.master_addr;
   plan.master_port = assignment.master_port;
   plan.max_restarts = assignment.max_restarts;
   return plan;
+}
+
+std::string round_line(const LaunchPlan& plan, int round, const std::string& node_name) {
+  auto range = [&](int first) {
+    return plan.nproc == 1 ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, first + plan.nproc - 1);
+  };
+  std::string ranks = fmt::format("{} of {}", range(plan.global_rank(0)), plan.world_size);
+  if (plan.role_size() != plan.world_size) {
+    ranks += fmt::format(", role {} {} of {}", plan.role, range(plan.role_rank(0)), plan.role_size());
+  }
+  return fmt::format("round {}: {} of {} ({}), workers' store {}:{}", round, node_name, plan.nnodes, ranks,
+                     plan.master_addr, plan.master_port);
 }
 
 rdzv::JoinRequest join_request_for(const LaunchPlan& plan, const LoadedConfig& loaded, const std::string& agent_id) {
@@ -90,6 +104,7 @@ rdzv::JoinRequest join_request_for(const LaunchPlan& plan, const LoadedConfig& l
   join.hostname = plan.hostname;
   join.agent_id = agent_id;
   join.nproc = plan.nproc;
+  join.role = plan.role;
   join.nnodes = nnodes_text(plan);
   join.run_id = plan.run_id;
   join.run_id_generated = loaded.origin_of("launch.run_id") == "generated";

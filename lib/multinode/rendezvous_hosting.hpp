@@ -26,6 +26,11 @@ rdzv::RoundsSettings rounds_settings(const LaunchPlan& plan, const std::string& 
 // that the rendezvous server assigned.
 LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment);
 
+// What a node says when its round starts: "round 0: node 1 (hostB) of 2 (ranks 2-3 of 4), workers' store
+// 10.77.0.1:41234", with its role ranks when the job has several roles ("(rank 2 of 3, role b rank 0 of 1)").
+// `plan` is the round's (plan_for_round); `round` its round, `node_name` the node as the server named it.
+std::string round_line(const LaunchPlan& plan, int round, const std::string& node_name);
+
 // "2" or "2:4" (launch.nnodes as the plan resolved it).
 std::string nnodes_text(const LaunchPlan& plan);
 

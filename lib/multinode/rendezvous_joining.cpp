@@ -4,6 +4,7 @@
 #include "multinode/rendezvous_rounds.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,6 +16,21 @@
 #include "util/timespec.hpp"
 
 namespace mgtrain::rdzv {
+namespace {
+
+// " (role trainer: 2 workers, role reader: 1)" when the round has more than one role, else "".
+std::string roles_text(const std::vector<std::string>& roles, const std::vector<RoleRanks>& ranks) {
+  std::vector<std::string> parts;
+  std::set<std::string> seen;
+  for (std::size_t node = 0; node < roles.size(); ++node) {
+    if (!seen.insert(roles[node]).second) continue;
+    parts.push_back(fmt::format("role {}: {}", roles[node], ranks[node].world_size));
+  }
+  if (parts.size() < 2) return "";
+  return fmt::format(" ({})", fmt::join(parts, ", "));
+}
+
+}  // namespace
 
 // ---- joining -------------------------------------------------------------------------------
 
@@ -231,6 +247,7 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   assignment.master_port = outbox_.pick_store_port();
   assignment.run_id = run_id_;
   assignment.max_restarts = settings_.max_restarts;
+  std::vector<std::string> roles;
   for (std::size_t rank = 0; rank < members.size(); ++rank) {
     Node* node = members[rank];
     node->member = true;
@@ -239,20 +256,25 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
     node->outcome.clear();
     ++unended_members_;
     assignment.nproc_per_node.push_back(node->join->nproc);
+    roles.push_back(node->join->role);
   }
+  const std::vector<RoleRanks> by_role = role_ranks(roles, assignment.nproc_per_node);
   // One message, its per-node fields changed for each member (building it anew per member is O(nodes^2)).
   Message message = assignment.to_message();
   for (Node* node : members) {
+    const RoleRanks& role = by_role[static_cast<std::size_t>(node->node_rank)];
     message.set("node_rank", node->node_rank).set("node_name", describe(*node));
+    message.set("role_first_rank", role.first_rank).set("role_world_size", role.world_size);
     send(*node, message);
   }
   for (Node* node : joined_nodes()) {
     if (!node->member) send(*node, wait_message(standby_text()));
   }
   phase_ = Phase::kRunning;
-  outbox_.note(fmt::format("rendezvous: round {} started{}: {}, {} workers, store {}:{}", round_,
+  outbox_.note(fmt::format("rendezvous: round {} started{}: {}, {} workers{}, store {}:{}", round_,
                            scale_up ? " (scale-up)" : "", nodes_text(static_cast<int>(members.size())),
-                           assignment.world_size(), assignment.master_addr, assignment.master_port));
+                           assignment.world_size(), roles_text(roles, by_role), assignment.master_addr,
+                           assignment.master_port));
 }
 
 }  // namespace mgtrain::rdzv

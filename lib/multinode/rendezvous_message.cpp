@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -250,7 +251,11 @@ std::optional<Frame> MessageDecoder::next_frame() {
 Message JoinRequest::to_message() const {
   Message m = Message::of(MessageType::kJoin);
   m.set("version", version).set("node_rank", node_rank).set("hostname", hostname).set("agent_id", agent_id);
-  m.set("nproc", nproc).set("nnodes", nnodes).set("run_id", run_id).set("run_id_generated", run_id_generated);
+  m.set("nproc", nproc)
+      .set("role", role)
+      .set("nnodes", nnodes)
+      .set("run_id", run_id)
+      .set("run_id_generated", run_id_generated);
   m.set("max_restarts", max_restarts).set("allow_uneven_nproc", allow_uneven_nproc);
   m.set("config_hash", config_hash).set("config_lines", config_lines);
   return m;
@@ -263,6 +268,7 @@ JoinRequest JoinRequest::from(const Message& m) {
   join.hostname = m.text("hostname");
   join.agent_id = m.text("agent_id");
   join.nproc = static_cast<int>(m.integer("nproc"));
+  join.role = m.text("role");
   join.nnodes = m.text("nnodes");
   join.run_id = m.text("run_id");
   join.run_id_generated = m.flag("run_id_generated");
@@ -295,6 +301,7 @@ Message Assignment::to_message() const {
   m.set("round", round).set("restart_count", restart_count).set("node_rank", node_rank).set("nproc_per_node", counts);
   m.set("node_name", node_name).set("master_addr", master_addr).set("master_port", master_port);
   m.set("run_id", run_id).set("max_restarts", max_restarts);
+  m.set("role_first_rank", role_first_rank).set("role_world_size", role_world_size);
   return m;
 }
 
@@ -320,13 +327,38 @@ Assignment Assignment::from(const Message& m) {
   a.master_port = static_cast<int>(m.integer("master_port"));
   a.run_id = m.text("run_id");
   a.max_restarts = static_cast<int>(m.integer("max_restarts"));
+  a.role_first_rank = static_cast<int>(m.integer("role_first_rank"));
+  a.role_world_size = static_cast<int>(m.integer("role_world_size"));
   if (a.round < 0 || a.restart_count < 0 || a.restart_count > a.round) {
     throw ProtocolError(fmt::format("assign message: restart count {} in round {}", a.restart_count, a.round));
   }
   if (a.nproc_per_node.empty() || a.node_rank < 0 || a.node_rank >= a.nnodes()) {
     throw ProtocolError(fmt::format("assign message: node rank {} of {} nodes", a.node_rank, a.nnodes()));
   }
+  long long workers = 0;  // summed wide: world_size() and first_rank() add ints
+  for (int count : a.nproc_per_node) workers += count;
+  if (workers > std::numeric_limits<int>::max()) {
+    throw ProtocolError(fmt::format("assign message: {} workers, more than a rank can count", workers));
+  }
+  const long long nproc = a.nproc_per_node[a.node_rank];
+  if (a.role_first_rank < 0 || a.role_first_rank + nproc > a.role_world_size || a.role_world_size > workers) {
+    throw ProtocolError(fmt::format("assign message: role ranks {} to {} of {} in a job of {} workers",
+                                    a.role_first_rank, a.role_first_rank + nproc - 1, a.role_world_size, workers));
+  }
   return a;
+}
+
+std::vector<RoleRanks> role_ranks(const std::vector<std::string>& roles, const std::vector<int>& nproc_per_node) {
+  std::map<std::string, int> sizes;
+  for (std::size_t node = 0; node < roles.size(); ++node) sizes[roles[node]] += nproc_per_node.at(node);
+  std::map<std::string, int> next;
+  std::vector<RoleRanks> ranks(roles.size());
+  for (std::size_t node = 0; node < roles.size(); ++node) {
+    int& first = next[roles[node]];
+    ranks[node] = RoleRanks{first, sizes[roles[node]]};
+    first += nproc_per_node[node];
+  }
+  return ranks;
 }
 
 std::string NodeFailure::summary() const {

@@ -18,8 +18,9 @@
 
 namespace mgtrain::rdzv {
 
-// 2: regroup (elastic scale-up), assign's restart_count; 3: hello first, authentication tags
-inline constexpr std::uint16_t kProtocolVersion = 3;
+// 2: regroup (elastic scale-up), assign's restart_count; 3: hello first, authentication tags; 4: join's role,
+// assign's role ranks (an agent of version 3 would not say its role, and would give its workers wrong ROLE_RANKs)
+inline constexpr std::uint16_t kProtocolVersion = 4;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint16_t kTaggedBit = 0x8000;  // in the type field: an authentication tag follows the payload
 inline constexpr std::size_t kTagBytes = 32;         // HMAC-SHA256
@@ -107,7 +108,8 @@ struct JoinRequest {
   std::string hostname;
   std::string agent_id;  // unique per agent: hostname:pid
   int nproc = 1;
-  std::string nnodes;  // as configured: "2" or "1:4"
+  std::string role = "default";  // --role (launch.role): its workers' ROLE_NAME; ranks are numbered per role
+  std::string nnodes;            // as configured: "2" or "1:4"
   std::string run_id;
   bool run_id_generated = false;  // no run id was given: adopt the others'
   int max_restarts = 0;
@@ -131,6 +133,8 @@ struct Assignment {
   int master_port = 0;
   std::string run_id;
   int max_restarts = 0;
+  int role_first_rank = 0;  // the receiver's: ROLE_RANK of its local rank 0 (role_ranks below)
+  int role_world_size = 0;  // the receiver's: ROLE_WORLD_SIZE, the workers of its role on every node
 
   int nnodes() const { return static_cast<int>(nproc_per_node.size()); }
   int world_size() const;
@@ -138,6 +142,16 @@ struct Assignment {
   Message to_message() const;
   static Assignment from(const Message& message);
 };
+// Ranks within a role, as torch's elastic agent numbers them (api.py, _assign_worker_ranks): the nodes in node-rank
+// order, a node's first role rank is the number of workers of the nodes before it with the same role, and a role's
+// world size is the number of its workers on every node. Roles are compared as text; global ranks ignore them.
+struct RoleRanks {
+  int first_rank = 0;
+  int world_size = 0;
+};
+// `roles` and `nproc_per_node` by node rank (the same length); the result too.
+std::vector<RoleRanks> role_ranks(const std::vector<std::string>& roles, const std::vector<int>& nproc_per_node);
+
 // The largest job an assignment may describe (a bound for the decoder, far above any real job).
 inline constexpr int kMaxAssignedNodes = 1 << 20;
 

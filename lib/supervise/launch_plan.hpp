@@ -51,11 +51,13 @@ struct LaunchPlan {
   std::string gpu_note;                            // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
 
   // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
-  int first_rank = -1;     // global rank of local rank 0; -1: node_rank * nproc
-  int restart_count = -1;  // the round's TORCHELASTIC_RESTART_COUNT (restarts after failures; an elastic
-                           // scale-up starts a round without one, as in torchrun); -1: the attempt number
-  bool dynamic = false;    // node ranks assigned on arrival (rdzv_endpoint with c10d)
-  int min_nodes = 1;       // nnodes MIN:MAX (static: both nnodes)
+  int first_rank = -1;       // global rank of local rank 0; -1: node_rank * nproc
+  int role_first_rank = -1;  // ROLE_RANK of local rank 0 (ranks numbered per role, as torchrun); -1: the global rank
+  int role_world_size = -1;  // ROLE_WORLD_SIZE: the workers of this node's role on every node; -1: world_size
+  int restart_count = -1;    // the round's TORCHELASTIC_RESTART_COUNT (restarts after failures; an elastic
+                             // scale-up starts a round without one, as in torchrun); -1: the attempt number
+  bool dynamic = false;      // node ranks assigned on arrival (rdzv_endpoint with c10d)
+  int min_nodes = 1;         // nnodes MIN:MAX (static: both nnodes)
   int max_nodes = 1;
   std::string rdzv_host;  // where the rendezvous server listens: static master_addr, dynamic the endpoint
   int rdzv_port = 0;
@@ -78,6 +80,10 @@ struct LaunchPlan {
   // Whether node agents meet through the rendezvous (more than one node, or dynamic).
   bool multi_node() const { return dynamic || max_nodes > 1; }
   int global_rank(int local_rank) const { return (first_rank >= 0 ? first_rank : node_rank * nproc) + local_rank; }
+  int role_rank(int local_rank) const {
+    return role_first_rank >= 0 ? role_first_rank + local_rank : global_rank(local_rank);
+  }
+  int role_size() const { return role_world_size >= 0 ? role_world_size : world_size; }
 };
 
 // Resolves nproc, gpu_ids, nnodes, tee/redirect/filter, tty and paths against the host, and checks what involves

@@ -15,12 +15,12 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   env["LOCAL_RANK"] = std::to_string(slot.local_rank);
   env["RANK"] = std::to_string(global_rank);
   env["GROUP_RANK"] = std::to_string(plan.node_rank);
-  env["ROLE_RANK"] = std::to_string(global_rank);
+  env["ROLE_RANK"] = std::to_string(plan.role_rank(slot.local_rank));
   env["ROLE_NAME"] = plan.role;
   env["LOCAL_WORLD_SIZE"] = std::to_string(plan.nproc);
   env["WORLD_SIZE"] = std::to_string(plan.world_size);
   env["GROUP_WORLD_SIZE"] = std::to_string(plan.nnodes);
-  env["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
+  env["ROLE_WORLD_SIZE"] = std::to_string(plan.role_size());
   env["MASTER_ADDR"] = plan.master_addr;
   env["MASTER_PORT"] = std::to_string(slot.master_port);
   env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(plan.restart_count >= 0 ? plan.restart_count : slot.attempt);

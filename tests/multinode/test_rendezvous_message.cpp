@@ -46,6 +46,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   join.hostname = "hostB";
   join.agent_id = "hostB:4242";
   join.nproc = 4;
+  join.role = "trainer";
   join.nnodes = "1:3";
   join.run_id = "job-7";
   join.run_id_generated = true;
@@ -59,6 +60,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   CHECK(back.hostname == "hostB");
   CHECK(back.agent_id == "hostB:4242");
   CHECK(back.nproc == 4);
+  CHECK(back.role == "trainer");
   CHECK(back.nnodes == "1:3");
   CHECK(back.run_id == "job-7");
   CHECK(back.run_id_generated);
@@ -75,6 +77,8 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   assignment.master_addr = "10.0.0.1";
   assignment.master_port = 41234;
   assignment.run_id = "r";
+  assignment.role_first_rank = 1;
+  assignment.role_world_size = 3;
   Assignment a = Assignment::from(decode_one(encode(assignment.to_message())));
   CHECK(a.round == 3);
   CHECK(a.restart_count == 1);
@@ -85,6 +89,8 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   CHECK(a.first_rank(0) == 0);
   CHECK(a.first_rank(2) == 5);
   CHECK(a.master_port == 41234);
+  CHECK(a.role_first_rank == 1);
+  CHECK(a.role_world_size == 3);
 
   // Run-length coded on the wire: 10,000 even nodes cost a few bytes, and bad counts are refused.
   assignment.nproc_per_node = std::vector<int>(10000, 2);
@@ -112,6 +118,7 @@ TEST_CASE("regroup (elastic scale-up) and an assignment's restart count cross th
   assignment.round = 2;
   assignment.restart_count = 0;  // two scale-ups, no failure
   assignment.nproc_per_node = {1, 1};
+  assignment.role_world_size = 2;
   Message wire = assignment.to_message();
   CHECK(Assignment::from(decode_one(encode(wire))).restart_count == 0);
   wire.set("restart_count", 3);  // more restarts than rounds

@@ -50,6 +50,28 @@ TEST_CASE("worker variables match torchrun's", "[env]") {
   CHECK(env.count("CUDA_VISIBLE_DEVICES") == 0);
 }
 
+TEST_CASE("ROLE_RANK and ROLE_WORLD_SIZE count the workers of this node's role, GROUP_RANK and RANK the job's",
+          "[env][roles]") {
+  LaunchPlan plan = two_node_plan();  // node 1 of 2, 4 workers: global ranks 4-7 of 8
+  plan.role = "reader";
+  plan.role_first_rank = 1;  // the rendezvous: one reader worker on an earlier node, 5 readers in all
+  plan.role_world_size = 5;
+  EnvMap env = build_worker_environment(plan, WorkerSlot{2, 0, 29500, ""}, {});
+  CHECK(env.at("RANK") == "6");
+  CHECK(env.at("WORLD_SIZE") == "8");
+  CHECK(env.at("GROUP_RANK") == "1");
+  CHECK(env.at("ROLE_NAME") == "reader");
+  CHECK(env.at("ROLE_RANK") == "3");
+  CHECK(env.at("ROLE_WORLD_SIZE") == "5");
+  // uneven nproc: the rendezvous's first rank, not node_rank * nproc
+  plan.first_rank = 3;
+  plan.world_size = 7;
+  env = build_worker_environment(plan, WorkerSlot{0, 0, 29500, ""}, {});
+  CHECK(env.at("RANK") == "3");
+  CHECK(env.at("WORLD_SIZE") == "7");
+  CHECK(env.at("ROLE_RANK") == "1");
+}
+
 TEST_CASE("mgtrain's own variables stay outside the config's MGTRAIN_<SECTION>_ namespace", "[env]") {
   for (const char* name : {kRunDirVariable, kConfigFileVariable, kHeartbeatFileVariable}) {
     std::string variable = name;
