@@ -88,7 +88,7 @@ TEST_CASE("multi-node flags: torchrun's rendezvous spellings and mgtrain's own",
   CHECK(flag_value(launch({"--hostfile", "h.txt", "c.yml"}), "launch.hostfile") == "h.txt");
 }
 
-TEST_CASE("mgtrain torchrun is launch in torchrun's personality; launch stays mgtrain's", "[cli][torchrun]") {
+TEST_CASE("mgtrain torchrun is launch in torchrun's personality, launch stays mgtrain's", "[cli][torchrun]") {
   const CliRequest as_torchrun = parse_cli({"torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"});
   const auto* r = std::get_if<LaunchRequest>(&as_torchrun);
   REQUIRE(r != nullptr);
