@@ -19,9 +19,9 @@ StreamCapture::StreamCapture(Fd source, StreamCaptureSettings settings)
 }
 
 void StreamCapture::write_log(std::string_view bytes) {
-  if (bytes.empty() || !log_) return;
-  if (!write_fully(log_.get(), bytes).empty())
-    log_.reset();  // disk full or similar: keep the job and the console going
+  if (bytes.empty()) return;
+  if (settings_.duplicate) settings_.duplicate->add_lines(bytes, settings_.prefix);
+  if (log_ && !write_fully(log_.get(), bytes).empty()) log_.reset();  // disk full or similar: keep the job going
 }
 
 void StreamCapture::read_available(ConsoleWriter& console) {
