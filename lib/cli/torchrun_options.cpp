@@ -230,8 +230,8 @@ std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std
     const std::string value = eq == std::string::npos ? "" : trim(part.substr(eq + 1));
     if (name.empty()) refuse(source, "write the rendezvous options as KEY=VALUE,KEY=VALUE, e.g. join_timeout=900");
     if (value.empty()) refuse(source, fmt::format("rendezvous option '{}' has no value", name));
-    // torchrun keeps quotes (rendezvous/utils.py): a quoted key is one it does not know, which it ignores; a
-    // quoted number is refused when torch reads it as an integer (int('"60"')).
+    // torchrun keeps quotes (torch.distributed.elastic.rendezvous.utils): a quoted key is one it does not know, which
+    // it ignores; a quoted number is refused when torch reads it as an integer (int('"60"')).
     if (name.find_first_of("\"'") != std::string::npos) continue;
     if (value.find_first_of("\"'") != std::string::npos && kRdzvIntegers.count(name)) {
       refuse(source, fmt::format("rendezvous option '{}': {} is not an integer (torchrun refuses it too): write {}={} "

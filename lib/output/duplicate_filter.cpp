@@ -28,8 +28,9 @@ FilteredLog::FilteredLog(const std::string& path, std::vector<std::string> filte
     : file_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644)),
       filters_(std::move(filters)) {
   if (!file_) {
-    throw SystemError("cannot create " + path + " (--duplicate-stdout-filters / --duplicate-stderr-filters; check "
-                      "launch.log_dir)",
+    throw SystemError("cannot create " + path +
+                          " (--duplicate-stdout-filters / --duplicate-stderr-filters; check "
+                          "launch.log_dir)",
                       errno);
   }
 }

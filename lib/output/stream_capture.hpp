@@ -26,6 +26,9 @@ struct StreamCaptureSettings {
   std::string prefix;     // in front of each console line, e.g. "[rank 3] " (line_prefix.hpp)
   bool terminal = false;  // the stream is a pseudo-terminal's master: escape sequences stay out of the log
   std::shared_ptr<FilteredLog> duplicate;  // null: no filters (or not for this stream)
+  // The console reads the stream as torchrun's tee does (a text file in Python's universal newlines mode): '\r'
+  // and "\r\n" end a line like '\n', so a progress bar's updates become lines of their own.
+  bool universal_newlines = false;
 };
 
 class StreamCapture {
@@ -56,7 +59,9 @@ class StreamCapture {
   LiveLineSplitter splitter_;
   ProgressLogFilter log_filter_;
   LogLineCleaner log_cleaner_;
-  bool shows_status_ = false;  // this stream's bar is the console's status line
+  bool shows_status_ = false;           // this stream's bar is the console's status line
+  bool after_carriage_return_ = false;  // universal_newlines: the last byte read was '\r'
+  std::string translated_;              // universal_newlines: the chunk for the console
 };
 
 }  // namespace mgtrain

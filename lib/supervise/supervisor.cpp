@@ -186,6 +186,7 @@ void Supervisor::start_workers(int attempt) {
         settings.to_console = to_console[stream];
         settings.prefix = console_prefix(line_prefix_, torchrun_console, teed[stream], fields);
         settings.terminal = terminal_stream[stream];
+        settings.universal_newlines = torchrun_console && teed[stream];
         if (to_console[stream] && (!torchrun_console || teed[stream])) settings.duplicate = filtered[stream];
         loop_.add_output(std::make_unique<CapturedOutput>(std::move(*pipes[stream]), std::move(settings), console_));
       }

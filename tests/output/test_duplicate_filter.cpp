@@ -33,7 +33,7 @@ TEST_CASE("filters are torchrun's comma list: ',,' is a literal comma, an empty 
   CHECK(parse_duplicate_filters("apple,orange") == List{"apple", "orange"});
   CHECK(parse_duplicate_filters("a,,b") == List{"a,b"});
   CHECK(parse_duplicate_filters("a,,,b") == List{"a,", "b"});  // Python's replace(",,") goes left to right
-  CHECK(parse_duplicate_filters("") == List{""});             // torchrun: [""], which every line contains
+  CHECK(parse_duplicate_filters("") == List{""});              // torchrun: [""], which every line contains
   CHECK(parse_duplicate_filters("zzz,") == List{"zzz", ""});
   CHECK(parse_duplicate_filters(" x ") == List{" x "});  // no trimming
 }
@@ -79,4 +79,31 @@ TEST_CASE("a worker stream copies its matching log lines to the filtered file, a
   CHECK(read_all(dir.path() + "/stdout.log") == "step 1 loss 0.5\nstep 1 loss 0.4\nno match\npartial loss");
   CHECK(read_all(filtered_path) == "[rank 1] step 1 loss 0.5\n[rank 1] step 1 loss 0.4\n[rank 1] partial loss\n");
   CHECK(read_all(dir.path() + "/plain.log") == read_all(dir.path() + "/stdout.log"));
+}
+
+TEST_CASE("universal newlines: '\\r' and \"\\r\\n\" end a console line, as torchrun's tee reads its file",
+          "[filters][console]") {
+  TempDir dir;
+  Pipe console_out = make_pipe();
+  fcntl(console_out.read.get(), F_SETFL, O_NONBLOCK);
+  ConsoleWriter console(console_out.write.get(), console_out.write.get());
+  StreamCaptureSettings settings{dir.path() + "/stdout.log", false, true, "[default0]:", false, nullptr};
+  settings.universal_newlines = true;
+  Pipe worker = make_pipe();
+  fcntl(worker.read.get(), F_SETFL, O_NONBLOCK);
+  StreamCapture capture(std::move(worker.read), settings);
+  // "\r" at the end of one read and "\n" at the start of the next are still one line end.
+  for (const std::string chunk : {"a\rb\n", "crlf\r", "\nend"}) {
+    REQUIRE(write_fully(worker.write.get(), chunk).empty());
+    capture.read_available(console);
+  }
+  worker.write.reset();
+  while (capture.open()) capture.read_available(console);
+  console.flush();
+  char buffer[4096];
+  const ssize_t got = read(console_out.read.get(), buffer, sizeof buffer);
+  REQUIRE(got > 0);
+  CHECK(std::string(buffer, static_cast<std::size_t>(got)) ==
+        "[default0]:a\n[default0]:b\n[default0]:crlf\n[default0]:end\n");
+  CHECK(read_all(dir.path() + "/stdout.log") == "b\ncrlf\nend");  // the log file keeps the final states
 }
