@@ -17,13 +17,21 @@ using namespace mgtrain::testing;
 
 namespace {
 
-// Two ranks; rank 1 starts its lines 0.5 s after rank 0, so that both launchers print the ranks in one order.
+// Two ranks; rank 1 writes only after rank 0 is done (a file named after their launcher's pid) and 0.3 s more, so
+// that both launchers print the ranks in one order (torchrun's tee polls its files every 0.1 s).
 const char* kWorker = R"(import os, sys, time
 r = int(os.environ["LOCAL_RANK"])
-time.sleep(0.5 * r)
+done = "rank0.%d.done" % os.getppid()
+deadline = time.time() + 30
+while r == 1 and not os.path.exists(done) and time.time() < deadline:
+    time.sleep(0.02)
+if r == 1:
+    time.sleep(0.3)
 print("@@ out", r, "apple", flush=True)
 print("@@ err", r, "orange", file=sys.stderr, flush=True)
 print("@@ out", r, "pear", flush=True)
+if r == 0:
+    open(done, "w").close()
 )";
 
 struct Console {
@@ -103,31 +111,44 @@ void report_torchrun() {
 
 }  // namespace
 
-TEST_CASE("torchrun's console: workers' lines as written when not teed, the rank filter", "[torchrun_console]") {
+TEST_CASE("torchrun's console: workers' lines as written when not teed", "[torchrun_console]") {
   report_torchrun();
   check_like_torchrun({{}, {}, kPlainOut, kPlainErr});
+}
+
+TEST_CASE("torchrun's console: the rank filter shows only the ranks it names", "[torchrun_console]") {
   check_like_torchrun({{"--local-ranks-filter", "1"}, {}, "@@ out 1 apple\n@@ out 1 pear\n", "@@ err 1 orange\n"});
 }
 
-TEST_CASE("torchrun's console: teed streams behind [<role><local rank>]:, redirected ones not at all",
-          "[torchrun_console]") {
-  report_torchrun();
+TEST_CASE("torchrun's console: teed streams behind [<role><local rank>]:", "[torchrun_console]") {
   check_like_torchrun({{"--tee", "3"}, {}, kTeedOut, kTeedErr});
+}
+
+TEST_CASE("torchrun's console: a redirected stream not teed is not shown", "[torchrun_console]") {
   check_like_torchrun({{"--redirects", "3", "--tee", "1"}, {}, kTeedOut, ""});
+}
+
+TEST_CASE("torchrun's console: the rank filter applies to teed streams", "[torchrun_console]") {
   check_like_torchrun({{"--tee", "3", "--local-ranks-filter", "1"},
                        {},
                        "[default1]:@@ out 1 apple\n[default1]:@@ out 1 pear\n",
                        "[default1]:@@ err 1 orange\n"});
 }
 
-TEST_CASE("torchrun's console: the prefix template replaces the header of teed streams only", "[torchrun_console]") {
-  report_torchrun();
-  const std::vector<std::string> role_template = {"--role", "trainer", "--log-line-prefix-template",
-                                                  "<${role_name}|${rank}|${local_rank}>"};
-  check_like_torchrun({role_template, {}, kPlainOut, kPlainErr});
-  std::vector<std::string> teed = role_template;
+const std::vector<std::string> kRoleTemplate = {"--role", "trainer", "--log-line-prefix-template",
+                                                "<${role_name}|${rank}|${local_rank}>"};
+
+TEST_CASE("torchrun's console: the prefix template is not used for streams that are not teed", "[torchrun_console]") {
+  check_like_torchrun({kRoleTemplate, {}, kPlainOut, kPlainErr});
+}
+
+TEST_CASE("torchrun's console: the prefix template replaces the header of teed streams", "[torchrun_console]") {
+  std::vector<std::string> teed = kRoleTemplate;
   teed.insert(teed.end(), {"--tee", "2"});
   check_like_torchrun({teed, {}, kPlainOut, "<trainer|0|0>@@ err 0 orange\n<trainer|1|1>@@ err 1 orange\n"});
+}
+
+TEST_CASE("torchrun's console: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE is the template", "[torchrun_console]") {
   check_like_torchrun({{"--tee", "1"},
                        {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${rank}: "}},
                        "0: @@ out 0 apple\n0: @@ out 0 pear\n1: @@ out 1 apple\n1: @@ out 1 pear\n",
@@ -143,7 +164,8 @@ TEST_CASE("invoked as torchrun (argv[0]) the console is torchrun's, mgtrain laun
   CHECK(linked.out == kTeedOut);
   CHECK(linked.err == kTeedErr);
   const Console launch = run_console(dir, {kMgtrain, "launch", "--log-dir", dir / "runs"}, {"--tee", "3"});
-  CHECK(launch.out == "[rank 0] @@ out 0 apple\n[rank 0] @@ out 0 pear\n[rank 1] @@ out 1 apple\n[rank 1] @@ out 1 pear\n");
+  CHECK(launch.out ==
+        "[rank 0] @@ out 0 apple\n[rank 0] @@ out 0 pear\n[rank 1] @@ out 1 apple\n[rank 1] @@ out 1 pear\n");
   CHECK(launch.err == "[rank 0] @@ err 0 orange\n[rank 1] @@ err 1 orange\n");
   // mgtrain launch applies the template to every console line, teed or not.
   const Console templated =
@@ -151,24 +173,37 @@ TEST_CASE("invoked as torchrun (argv[0]) the console is torchrun's, mgtrain laun
   CHECK(templated.err == "0| @@ err 0 orange\n1| @@ err 1 orange\n");
 }
 
-TEST_CASE("--duplicate-*-filters: matching teed lines of every rank in attempt_0/filtered_*.log", "[torchrun_console]") {
+TEST_CASE("duplicate filters: matching teed lines of every rank in attempt_0/filtered_*.log", "[torchrun_console]") {
   report_torchrun();
   TempDir dir;
   write_script(dir / "worker.py", kWorker);
   // ",," is a literal comma: "pear,x" matches nothing.
-  const std::vector<std::string> args = {"--rdzv-id", "job", "--tee", "3", "--duplicate-stdout-filters",
-                                         "pear,,x,apple", "--duplicate-stderr-filters", "orange",
-                                         "--local-ranks-filter", "1"};
+  const std::vector<std::string> args = {"--rdzv-id",
+                                         "job",
+                                         "--tee",
+                                         "3",
+                                         "--duplicate-stdout-filters",
+                                         "pear,,x,apple",
+                                         "--duplicate-stderr-filters",
+                                         "orange",
+                                         "--local-ranks-filter",
+                                         "1"};
   const std::string want_out = "[default1]:@@ out 1 apple\n";
   const std::string want_err = "[default1]:@@ err 1 orange\n";
   const Console mg = run_console(dir, {kMgtrain, "torchrun", "--log-dir", dir / "runs"}, args);
   CHECK(mg.out == "[default1]:@@ out 1 apple\n[default1]:@@ out 1 pear\n");  // the console is unchanged
   CHECK(read_text(dir / "runs/job/attempt_0/filtered_stdout.log") == want_out);
   CHECK(read_text(dir / "runs/job/attempt_0/filtered_stderr.log") == want_err);
+  // Not teed, torchrun copies nothing, but creates the file.
+  run_console(dir, {kMgtrain, "torchrun", "--log-dir", dir / "runs"},
+              {"--rdzv-id", "plain", "--duplicate-stdout-filters", "apple"});
+  CHECK(file_exists(dir / "runs/plain/attempt_0/filtered_stdout.log"));
+  CHECK(read_text(dir / "runs/plain/attempt_0/filtered_stdout.log").empty());
   // In mgtrain launch every console line has a prefix, so every console line is a candidate; PET_ works too.
   run_console(dir, {kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", "own"}, {},
               {{"PET_DUPLICATE_STDOUT_FILTERS", "pear"}});
-  CHECK(read_text(dir / "runs/own/attempt_0/filtered_stdout.log") == "[rank 0] @@ out 0 pear\n[rank 1] @@ out 1 pear\n");
+  CHECK(read_text(dir / "runs/own/attempt_0/filtered_stdout.log") ==
+        "[rank 0] @@ out 0 pear\n[rank 1] @@ out 1 pear\n");
   CHECK_FALSE(file_exists(dir / "runs/own/attempt_0/filtered_stderr.log"));
   if (!have_torchrun()) return;
   run_console(dir, {torchrun_path(), "--log-dir", dir / "torch_logs"}, args);
@@ -181,7 +216,7 @@ TEST_CASE("--duplicate-*-filters: matching teed lines of every rank in attempt_0
   CHECK(files == 1);
 }
 
-TEST_CASE("torchrun's console: bytes as written, '\\r' ends a teed line, a last line without newline is ended",
+TEST_CASE("torchrun's console: bytes as written, carriage returns end teed lines, a last line is ended",
           "[torchrun_console]") {
   TempDir dir;
   write_script(dir / "worker.py", R"(import os, sys
