@@ -138,6 +138,7 @@ void Supervisor::start_workers(int attempt) {
       filtered[stream] = std::make_shared<FilteredLog>(log_layout::filtered_log(attempt_directory, stream == 1),
                                                        *duplicate_filters_[stream]);
     }
+    const bool torchrun_console = plan_.personality == Personality::Torchrun;
     for (int local_rank = 0; local_rank < plan_.nproc; ++local_rank) {
       int global_rank = plan_.global_rank(local_rank);
       std::string rank_directory = log_layout::rank_dir(plan_.run_dir, attempt, global_rank);
@@ -153,8 +154,12 @@ void Supervisor::start_workers(int attempt) {
       spec.argv = expand_worker_command(worker_command(plan_, config_file_), local_rank);
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
       const ConsoleRouting& routing = plan_.console[local_rank];
-      const StreamSet terminal =
+      StreamSet terminal =
           terminal_streams(plan_.tty, local_rank, routing, console_.is_terminal(false), console_.is_terminal(true));
+      if (torchrun_console && plan_.tty.mode == TtyMode::Auto) {  // torchrun tees through a file: no terminal
+        terminal.out = terminal.out && !routing.stdout_teed;
+        terminal.err = terminal.err && !routing.stderr_teed;
+      }
       spec.stdout_terminal = terminal.out;
       spec.stderr_terminal = terminal.err;
       spec.terminal_size = console_.terminal_size();
@@ -172,7 +177,6 @@ void Supervisor::start_workers(int attempt) {
 
       // The console: mgtrain's prefixes every line; torchrun's only teed streams (line_prefix.hpp). The filtered
       // files copy the lines the console shows behind a prefix, as torch tails only teed streams into them.
-      const bool torchrun_console = plan_.personality == Personality::Torchrun;
       const PrefixFields fields{plan_.role, global_rank, local_rank, plan_.hostname};
       const bool to_console[2] = {routing.stdout_to_console, routing.stderr_to_console};
       const bool teed[2] = {routing.stdout_teed, routing.stderr_teed};

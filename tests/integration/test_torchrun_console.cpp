@@ -233,3 +233,18 @@ if os.environ["LOCAL_RANK"] == "0":
   CHECK(teed.out ==
         "[default0]:@@ bin \xff\x01 x\n[default0]:@@ a\n[default0]:@@ b\n[default0]:@@ crlf\n[default0]:@@ end\n");
 }
+
+TEST_CASE("torchrun's console on a terminal: a teed stream is no terminal for the worker, as torchrun's file",
+          "[torchrun_console][tty]") {
+  TempDir dir;
+  write_script(dir / "tty.py", R"(import os, sys
+print("@@ rank", os.environ["LOCAL_RANK"], "stdout", sys.stdout.isatty(), "stderr", sys.stderr.isatty(), flush=True)
+)");
+  const std::string command =
+      kMgtrain + " torchrun --log-dir " + dir / "runs" + " --nproc-per-node 1 --tee 1 " + dir / "tty.py";
+  const CapturedRun run = run_and_capture({"script", "-q", "-e", "-c", command, "/dev/null"}, CaptureOptions{});
+  INFO(run.out + run.err);
+  REQUIRE(run.exit_code == 0);
+  // torchrun 2.15 prints the same for its rank 0 (and, unlike mgtrain's launch.tty auto, for every rank).
+  CHECK_THAT(run.out, Catch::Contains("[default0]:@@ rank 0 stdout False stderr True"));
+}
