@@ -354,8 +354,9 @@ TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
                                             {"PET_VIRTUAL_LOCAL_RANK", "1"},
                                             {"PET_MONITOR_INTERVAL", "1"},
                                             {"PET_MODULE", "1"},
+                                            {"PET_DUPLICATE_STDERR_FILTERS", "oom"},
                                             {"PATH", "/bin"}});
-  REQUIRE(found.size() == 5);
+  REQUIRE(found.size() == 6);
   std::map<std::string, std::string> effect;
   for (const auto& v : found) effect[v.name] = v.effect;
   CHECK(effect["PET_NNODES"] == "launch.nnodes = 2");
@@ -363,6 +364,7 @@ TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
   CHECK(effect["PET_VIRTUAL_LOCAL_RANK"].rfind("refused: environment PET_VIRTUAL_LOCAL_RANK=1: mgtrain", 0) == 0);
   CHECK(effect["PET_MONITOR_INTERVAL"].find("no effect") != std::string::npos);
   CHECK(effect["PET_MODULE"] == "the program is a Python module (-m)");
+  CHECK_THAT(effect["PET_DUPLICATE_STDERR_FILTERS"], Catch::Contains("attempt_N/filtered_stderr.log"));
 }
 
 TEST_CASE("a literal -- among the script's arguments belongs to the script", "[cli][torchrun]") {
