@@ -167,7 +167,14 @@ TEST_CASE("invoked as torchrun (argv[0]) the console is torchrun's, mgtrain laun
   CHECK(launch.out ==
         "[rank 0] @@ out 0 apple\n[rank 0] @@ out 0 pear\n[rank 1] @@ out 1 apple\n[rank 1] @@ out 1 pear\n");
   CHECK(launch.err == "[rank 0] @@ err 0 orange\n[rank 1] @@ err 1 orange\n");
-  // mgtrain launch applies the template to every console line, teed or not.
+  const Console filtered =
+      run_console(dir, {kMgtrain, "launch", "--log-dir", dir / "runs"}, {"--local-ranks-filter", "1"});
+  CHECK(filtered.out == "[rank 1] @@ out 1 apple\n[rank 1] @@ out 1 pear\n");
+  CHECK(filtered.err == "[rank 1] @@ err 1 orange\n");
+  // mgtrain launch applies the template to every console line, teed or not (${role_name} is --role's).
+  const Console role = run_console(dir, {kMgtrain, "launch", "--log-dir", dir / "runs"},
+                                   {"--role", "trainer", "--log-line-prefix-template", "${role_name}${local_rank}| "});
+  CHECK(role.err == "trainer0| @@ err 0 orange\ntrainer1| @@ err 1 orange\n");
   const Console templated =
       run_console(dir, {kMgtrain, "launch", "--log-dir", dir / "runs"}, {"--log-line-prefix-template", "${rank}| "});
   CHECK(templated.err == "0| @@ err 0 orange\n1| @@ err 1 orange\n");
