@@ -1,6 +1,9 @@
 // `mgtrain launch`: load the config (every source, flags included), then hand over to the supervisor.
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "commands.hpp"
 #include "config/config_loader.hpp"
@@ -12,9 +15,14 @@ namespace mgtrain {
 
 int run_launch_command(const LaunchRequest& request) {
   // torchrun's --log-line-prefix-template is its TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, which the console reads.
-  if (request.log_line_prefix_template &&
-      setenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", request.log_line_prefix_template->c_str(), 1) != 0) {
-    throw SystemError("setenv(TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)", errno);
+  // The same for --duplicate-*-filters: the flag wins over its PET_ variable, as in torchrun.
+  const std::pair<const char*, const std::optional<std::string>*> variables[] = {
+      {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", &request.log_line_prefix_template},
+      {"PET_DUPLICATE_STDOUT_FILTERS", &request.duplicate_stdout_filters},
+      {"PET_DUPLICATE_STDERR_FILTERS", &request.duplicate_stderr_filters}};
+  for (const auto& [name, value] : variables) {
+    if (*value && setenv(name, (*value)->c_str(), 1) != 0)
+      throw SystemError(std::string("setenv(") + name + ")", errno);
   }
   LoadOptions options;
   options.detect = slurm_launch_detector(current_environment());  // inside a SLURM job (docs/slurm.md)

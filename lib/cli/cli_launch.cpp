@@ -341,6 +341,8 @@ LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions
   TorchrunExtras extras;
   add_settings(split, opts, env, request, extras);
   request.log_line_prefix_template = extras.log_line_prefix_template;
+  request.duplicate_stdout_filters = extras.duplicate_stdout_filters;
+  request.duplicate_stderr_filters = extras.duplicate_stderr_filters;
   request.rdzv_token = opts.rdzv_token;
   if (split.had_dashes) {
     if (split.after_dashes.empty())

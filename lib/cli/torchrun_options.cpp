@@ -59,19 +59,21 @@ void apply_prefix_template(const ValueSource&, const std::string& value, Torchru
   if (!value.empty()) out.log_line_prefix_template = value;  // torchrun: `args.template or the variable`
 }
 
-void refuse_duplicate_filters(const ValueSource& source, const std::string& value, TorchrunExtras&) {
-  if (trim(value).empty()) return;  // an empty filter list duplicates nothing, in torchrun too
-  refuse(source,
-         "mgtrain does not copy filtered lines to another file: every rank's whole output is in "
-         "<log dir>/<run id>/attempt_N/rank_R/{stdout,stderr}.log; filter those, e.g. "
-         "grep -h -e apple runs/RUN/attempt_0/rank_*/stdout.log");
+void apply_duplicate_stdout_filters(const ValueSource&, const std::string& value, TorchrunExtras& out) {
+  out.duplicate_stdout_filters = value;
+}
+void apply_duplicate_stderr_filters(const ValueSource&, const std::string& value, TorchrunExtras& out) {
+  out.duplicate_stderr_filters = value;
 }
 
-void refuse_logs_specs(const ValueSource& source, const std::string&, TorchrunExtras&) {
+// torchrun loads the LogsSpecs class from the entry point group torchrun.logs_specs; torch registers one, "default"
+// (DefaultLogsSpecs, what torchrun uses without the flag). Others are plugins of other Python packages.
+void check_logs_specs(const ValueSource& source, const std::string& value, TorchrunExtras&) {
+  if (value == "default") return;
   refuse(source,
          "LogsSpecs plugins are Python entry points, which mgtrain's launcher (no Python) cannot load: use "
          "--log-dir, --tee, --redirects and --local-ranks-filter; every rank's output is in "
-         "<log dir>/<run id>/attempt_N/rank_R/");
+         "<log dir>/<run id>/attempt_N/rank_R/ (--logs-specs default, torch's own, is accepted)");
 }
 
 void refuse_numa_binding(const ValueSource& source, const std::string&, TorchrunExtras&) {
@@ -149,15 +151,18 @@ const std::vector<TorchrunOption> kOptions = {
     {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter", true, false, "launch.local_ranks_filter",
      nullptr, ""},
     {"duplicate_stdout_filters", "--duplicate-stdout-filters,--duplicate_stdout_filters", true, false, nullptr,
-     refuse_duplicate_filters, "refused unless empty: every rank's whole output is in its log files; grep those"},
+     apply_duplicate_stdout_filters,
+     "A,B: console lines of stdout containing A or B are also copied to <run dir>/attempt_N/filtered_stdout.log "
+     "(',,' is a literal comma)"},
     {"duplicate_stderr_filters", "--duplicate-stderr-filters,--duplicate_stderr_filters", true, false, nullptr,
-     refuse_duplicate_filters, "refused unless empty: every rank's whole output is in its log files; grep those"},
+     apply_duplicate_stderr_filters, "the same for stderr: <run dir>/attempt_N/filtered_stderr.log"},
     {"node_rank", "--node-rank,--node_rank", true, false, "launch.node_rank", nullptr, ""},
     {"master_addr", "--master-addr,--master_addr", true, false, "launch.master_addr", nullptr, ""},
     {"master_port", "--master-port,--master_port", true, false, "launch.master_port", nullptr, ""},
     {"local_addr", "--local-addr,--local_addr", true, false, "launch.local_addr", nullptr, ""},
-    {"logs_specs", "--logs-specs,--logs_specs", false, false, nullptr, refuse_logs_specs,
-     "refused: a Python plugin; use --log-dir, --tee, --redirects, --local-ranks-filter"},
+    {"logs_specs", "--logs-specs,--logs_specs", false, false, nullptr, check_logs_specs,
+     "default (torch's own LogsSpecs) is accepted, no effect; other names are Python plugins, refused: use --log-dir, "
+     "--tee, --redirects, --local-ranks-filter"},
     {"numa_binding", "--numa-binding,--numa_binding", false, false, nullptr, refuse_numa_binding,
      "refused: run the program under numactl (${local_rank} is replaced per worker)"},
     {"signals_to_handle", "--signals-to-handle,--signals_to_handle", true, false, nullptr, check_signals,
@@ -187,6 +192,18 @@ const std::map<std::string, const char*> kRdzvNoEffect = {
     {"use_libuv", "a TCPStore detail"},
 };
 
+// rdzv_conf keys torch reads as integers (get_as_int, and the static backend's int(timeout)).
+const std::set<std::string> kRdzvIntegers = {
+    "join_timeout",        "last_call_timeout",      "close_timeout", "heartbeat_timeout",
+    "keep_alive_interval", "keep_alive_max_attempt", "read_timeout",  "timeout"};
+
+std::string without_quotes(const std::string& text) {
+  std::string out;
+  for (char c : text)
+    if (c != '"' && c != '\'') out += c;
+  return out;
+}
+
 }  // namespace
 
 const std::vector<TorchrunOption>& torchrun_options() { return kOptions; }
@@ -213,6 +230,14 @@ std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std
     const std::string value = eq == std::string::npos ? "" : trim(part.substr(eq + 1));
     if (name.empty()) refuse(source, "write the rendezvous options as KEY=VALUE,KEY=VALUE, e.g. join_timeout=900");
     if (value.empty()) refuse(source, fmt::format("rendezvous option '{}' has no value", name));
+    // torchrun keeps quotes (torch.distributed.elastic.rendezvous.utils): a quoted key is one it does not know, which
+    // it ignores; a quoted number is refused when torch reads it as an integer (int('"60"')).
+    if (name.find_first_of("\"'") != std::string::npos) continue;
+    if (value.find_first_of("\"'") != std::string::npos && kRdzvIntegers.count(name)) {
+      refuse(source, fmt::format("rendezvous option '{}': {} is not an integer (torchrun refuses it too): write {}={} "
+                                 "without quotes",
+                                 name, value, name, without_quotes(value)));
+    }
     conf[name] = value;
   }
   std::vector<FlagSetting> settings;
@@ -323,6 +348,7 @@ std::string describe_one(const TorchrunOption& option, const std::string& name, 
   if (extras.run_path) effect = "the program runs under launch.python (--run-path)";
   if (extras.log_line_prefix_template)
     effect = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE = " + *extras.log_line_prefix_template;
+  if (extras.duplicate_stdout_filters || extras.duplicate_stderr_filters) effect = option.help;
   if (!effect.empty()) return effect;
   if (option.store_true) return "off";
   return option.help;

@@ -21,6 +21,10 @@ struct TorchrunExtras {
   bool run_path = false;              // run the program under the interpreter, whatever its name
   std::vector<FlagSetting> settings;  // launch keys that --rdzv-conf maps to
   std::optional<std::string> log_line_prefix_template;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters as given (torch's comma list, parsed by the console):
+  // the launcher runs with PET_DUPLICATE_STDOUT_FILTERS / PET_DUPLICATE_STDERR_FILTERS set to them.
+  std::optional<std::string> duplicate_stdout_filters;
+  std::optional<std::string> duplicate_stderr_filters;
 };
 
 // Where a value came from: `name` is "--rdzv_conf" (as typed) or "environment PET_RDZV_CONF"; `where` starts

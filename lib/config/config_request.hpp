@@ -55,6 +55,10 @@ struct LaunchRequest {
   // torchrun's --log-line-prefix-template (or PET_LOG_LINE_PREFIX_TEMPLATE): the launcher runs with
   // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it, as torchrun prefers the flag over that variable.
   std::optional<std::string> log_line_prefix_template;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters (the flags; their PET_ variables are read where they
+  // are): the launcher runs with PET_DUPLICATE_STDOUT_FILTERS / PET_DUPLICATE_STDERR_FILTERS set to them.
+  std::optional<std::string> duplicate_stdout_filters;
+  std::optional<std::string> duplicate_stderr_filters;
   // --rdzv-token: the rendezvous secret (launch/rendezvous_secret.hpp); kept out of the config, which is
   // written to the run directory.
   std::optional<std::string> rdzv_token;

@@ -43,6 +43,10 @@ inline std::string rank_dir(const std::string& run_dir, int attempt, int global_
 }
 inline std::string stdout_log(const std::string& rank_directory) { return rank_directory + "/stdout.log"; }
 inline std::string stderr_log(const std::string& rank_directory) { return rank_directory + "/stderr.log"; }
+// torchrun's --duplicate-stdout-filters / --duplicate-stderr-filters: the matching lines of all the node's ranks.
+inline std::string filtered_log(const std::string& attempt_directory, bool is_stderr) {
+  return attempt_directory + (is_stderr ? "/filtered_stderr.log" : "/filtered_stdout.log");
+}
 // torch's @record writes the worker's exception here (TORCHELASTIC_ERROR_FILE).
 inline std::string error_file(const std::string& rank_directory) { return rank_directory + "/error.json"; }
 // Workers that opt in to the hang watchdog touch this file (MGTRAIN_HEARTBEAT_FILE).

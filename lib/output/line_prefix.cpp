@@ -97,4 +97,11 @@ std::string LinePrefix::render(const PrefixFields& fields) const {
   return out;
 }
 
+std::string console_prefix(const LinePrefix& configured, bool torchrun_console, bool teed, const PrefixFields& fields) {
+  if (!torchrun_console) return configured.render(fields);
+  if (!teed) return "";
+  if (configured.is_template()) return configured.render(fields);
+  return "[" + fields.role_name + std::to_string(fields.local_rank) + "]:";
+}
+
 }  // namespace mgtrain

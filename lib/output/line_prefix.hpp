@@ -1,7 +1,8 @@
 // The prefix of each worker line on the launcher's console: mgtrain's "[rank N] ", or torch 2.x's
 // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, a Python string.Template with ${role_name}, ${rank}, ${local_rank}
 // and ${hostname} (torch/distributed/elastic/agent/server/local_elastic_agent.py). The rendered template is
-// the whole prefix, used as written (no space is added), as torch's tail_log does.
+// the whole prefix, used as written (no space is added), as torch's tail_log does. In the torchrun personality
+// (console_prefix) only teed streams get a prefix, torchrun's "[<role><local rank>]:" unless a template is set.
 #pragma once
 
 #include <optional>
@@ -43,5 +44,11 @@ class LinePrefix {
   };
   std::optional<std::vector<Part>> template_;
 };
+
+// The prefix of one worker stream's console lines. mgtrain's console prefixes every line (`configured`: "[rank N] "
+// or the template). torchrun's (`torchrun_console`) prints a stream that is not teed as the worker wrote it (the
+// worker owns the launcher's stdout/stderr there), and a teed one behind the template, else "[<role><local rank>]:"
+// (tail_log.py's TailLog header, e.g. "[default0]:").
+std::string console_prefix(const LinePrefix& configured, bool torchrun_console, bool teed, const PrefixFields& fields);
 
 }  // namespace mgtrain

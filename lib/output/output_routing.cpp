@@ -14,6 +14,8 @@ std::vector<ConsoleRouting> resolve_console_routing(const std::vector<StreamSet>
   for (std::size_t rank = 0; rank < shown.size(); ++rank) {
     routing[rank].stdout_to_console = shown[rank] && (!redirects[rank].out || tees[rank].out);
     routing[rank].stderr_to_console = shown[rank] && (!redirects[rank].err || tees[rank].err);
+    routing[rank].stdout_teed = shown[rank] && tees[rank].out;
+    routing[rank].stderr_teed = shown[rank] && tees[rank].err;
   }
   return routing;
 }

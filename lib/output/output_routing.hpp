@@ -19,11 +19,14 @@ StreamSet streams_of_std(int mode);
 struct ConsoleRouting {
   bool stdout_to_console = true;
   bool stderr_to_console = true;
+  // The stream reaches the console through --tee (torchrun tails the log file: its lines get the [role0]: prefix).
+  bool stdout_teed = false;
+  bool stderr_teed = false;
 };
 
 // torchrun semantics, per local rank: a stream reaches the console unless redirected; tee puts a redirected stream
-// back on the console; a rank not `shown` (launch.local_ranks_filter) prints nothing. The three vectors have one
-// entry per local rank.
+// back on the console; a rank not `shown` (launch.local_ranks_filter) prints nothing, teed or not. The three vectors
+// have one entry per local rank.
 std::vector<ConsoleRouting> resolve_console_routing(const std::vector<StreamSet>& tees,
                                                     const std::vector<StreamSet>& redirects,
                                                     const std::vector<bool>& shown);

@@ -19,9 +19,9 @@ StreamCapture::StreamCapture(Fd source, StreamCaptureSettings settings)
 }
 
 void StreamCapture::write_log(std::string_view bytes) {
-  if (bytes.empty() || !log_) return;
-  if (!write_fully(log_.get(), bytes).empty())
-    log_.reset();  // disk full or similar: keep the job and the console going
+  if (bytes.empty()) return;
+  if (settings_.duplicate) settings_.duplicate->add_lines(bytes, settings_.prefix);
+  if (log_ && !write_fully(log_.get(), bytes).empty()) log_.reset();  // disk full or similar: keep the job going
 }
 
 void StreamCapture::read_available(ConsoleWriter& console) {
@@ -35,9 +35,21 @@ void StreamCapture::read_available(ConsoleWriter& console) {
   }
   const std::string_view data(buffer, static_cast<std::size_t>(got));
   write_log(log_cleaner_.feed(log_filter_.feed(data)));
-  if (settings_.to_console) {
-    splitter_.feed(data, Clock::now(), [&](const LiveLineSplitter::Piece& piece) { to_console(console, piece); });
+  if (!settings_.to_console) return;
+  std::string_view shown = data;
+  if (settings_.universal_newlines) {
+    translated_.clear();
+    for (char c : data) {
+      if (c == '\n' && after_carriage_return_) {
+        after_carriage_return_ = false;  // "\r\n": one line end
+        continue;
+      }
+      after_carriage_return_ = c == '\r';
+      translated_ += after_carriage_return_ ? '\n' : c;
+    }
+    shown = translated_;
   }
+  splitter_.feed(shown, Clock::now(), [&](const LiveLineSplitter::Piece& piece) { to_console(console, piece); });
 }
 
 void StreamCapture::on_time(Clock::time_point now, ConsoleWriter& console) {

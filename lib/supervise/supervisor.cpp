@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "contract/log_layout.hpp"
+#include "output/duplicate_filter.hpp"
 #include "output/file_tail.hpp"
 #include "output/stream_capture.hpp"
 #include "supervise/worker_process.hpp"
@@ -43,6 +44,13 @@ SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
 Clock::duration heartbeat_probe_interval(double timeout_s) {
   double interval = std::min(1.0, std::max(0.01, timeout_s / 4));
   return steady_seconds(interval);
+}
+
+// torchrun's filters for one stream, from the launcher's environment (a flag sets the variable: launch_command.cpp).
+std::optional<std::vector<std::string>> duplicate_filters(const EnvMap& environment, const char* variable) {
+  std::optional<std::string> text = environment_value(environment, variable);
+  if (!text) return std::nullopt;
+  return parse_duplicate_filters(*text);
 }
 
 void make_directories(const std::string& path) {
@@ -92,6 +100,8 @@ Supervisor::Supervisor(LaunchPlan plan, EnvMap parent_environment, std::string c
       console_(console_stdout_fd, console_stderr_fd),
       line_prefix_(
           LinePrefix::from_environment(environment_value(parent_environment_, kLogLinePrefixTemplateVariable))),
+      duplicate_filters_{duplicate_filters(parent_environment_, kDuplicateStdoutFiltersVariable),
+                         duplicate_filters(parent_environment_, kDuplicateStderrFiltersVariable)},
       policy_(policy_settings(plan_), *this),
       loop_(*this) {}
 
@@ -119,6 +129,16 @@ void Supervisor::start_workers(int attempt) {
   pids_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
   pids_by_attempt_[attempt].assign(plan_.nproc, -1);
   try {
+    // torchrun's filtered files: one per stream and attempt, shared by the node's ranks.
+    std::shared_ptr<FilteredLog> filtered[2];
+    for (int stream = 0; stream < 2; ++stream) {
+      if (!duplicate_filters_[stream]) continue;
+      const std::string attempt_directory = log_layout::attempt_dir(plan_.run_dir, attempt);
+      make_directories(attempt_directory);
+      filtered[stream] = std::make_shared<FilteredLog>(log_layout::filtered_log(attempt_directory, stream == 1),
+                                                       *duplicate_filters_[stream]);
+    }
+    const bool torchrun_console = plan_.personality == Personality::Torchrun;
     for (int local_rank = 0; local_rank < plan_.nproc; ++local_rank) {
       int global_rank = plan_.global_rank(local_rank);
       std::string rank_directory = log_layout::rank_dir(plan_.run_dir, attempt, global_rank);
@@ -134,8 +154,12 @@ void Supervisor::start_workers(int attempt) {
       spec.argv = expand_worker_command(worker_command(plan_, config_file_), local_rank);
       spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
       const ConsoleRouting& routing = plan_.console[local_rank];
-      const StreamSet terminal =
+      StreamSet terminal =
           terminal_streams(plan_.tty, local_rank, routing, console_.is_terminal(false), console_.is_terminal(true));
+      if (torchrun_console && plan_.tty.mode == TtyMode::Auto) {  // torchrun tees through a file: no terminal
+        terminal.out = terminal.out && !routing.stdout_teed;
+        terminal.err = terminal.err && !routing.stderr_teed;
+      }
       spec.stdout_terminal = terminal.out;
       spec.stderr_terminal = terminal.err;
       spec.terminal_size = console_.terminal_size();
@@ -151,17 +175,25 @@ void Supervisor::start_workers(int attempt) {
       workers_.push_back(std::move(worker));
       pids_by_attempt_[attempt][local_rank] = process.pid;
 
-      const std::string prefix = line_prefix_.render(PrefixFields{plan_.role, global_rank, local_rank, plan_.hostname});
-      loop_.add_output(
-          std::make_unique<CapturedOutput>(std::move(process.stdout_pipe),
-                                           StreamCaptureSettings{log_layout::stdout_log(rank_directory), false,
-                                                                 routing.stdout_to_console, prefix, terminal.out},
-                                           console_));
-      loop_.add_output(
-          std::make_unique<CapturedOutput>(std::move(process.stderr_pipe),
-                                           StreamCaptureSettings{log_layout::stderr_log(rank_directory), true,
-                                                                 routing.stderr_to_console, prefix, terminal.err},
-                                           console_));
+      // The console: mgtrain's prefixes every line; torchrun's only teed streams (line_prefix.hpp). The filtered
+      // files copy the lines the console shows behind a prefix, as torch tails only teed streams into them.
+      const PrefixFields fields{plan_.role, global_rank, local_rank, plan_.hostname};
+      const bool to_console[2] = {routing.stdout_to_console, routing.stderr_to_console};
+      const bool teed[2] = {routing.stdout_teed, routing.stderr_teed};
+      const bool terminal_stream[2] = {terminal.out, terminal.err};
+      Fd* pipes[2] = {&process.stdout_pipe, &process.stderr_pipe};
+      for (int stream = 0; stream < 2; ++stream) {
+        StreamCaptureSettings settings;
+        settings.log_path =
+            stream == 0 ? log_layout::stdout_log(rank_directory) : log_layout::stderr_log(rank_directory);
+        settings.is_stderr = stream == 1;
+        settings.to_console = to_console[stream];
+        settings.prefix = console_prefix(line_prefix_, torchrun_console, teed[stream], fields);
+        settings.terminal = terminal_stream[stream];
+        settings.universal_newlines = torchrun_console && teed[stream];
+        if (to_console[stream] && (!torchrun_console || teed[stream])) settings.duplicate = filtered[stream];
+        loop_.add_output(std::make_unique<CapturedOutput>(std::move(*pipes[stream]), std::move(settings), console_));
+      }
     }
   } catch (...) {
     loop_.kill_children();

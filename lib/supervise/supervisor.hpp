@@ -142,6 +142,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
 
   ConsoleWriter console_;
   LinePrefix line_prefix_;  // the console prefix of worker lines (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)
+  // PET_DUPLICATE_STDOUT_FILTERS / PET_DUPLICATE_STDERR_FILTERS (output/duplicate_filter.hpp); none: no file.
+  std::optional<std::vector<std::string>> duplicate_filters_[2];
   SupervisionPolicy policy_;
   EventLoop loop_;  // after console_: its outputs show on it
   bool watch_stdin_ = false;

@@ -24,7 +24,8 @@ struct Expected {
   bool flag = false;      // takes no value
   bool reads_pet = true;  // torchrun reads PET_<DEST>
   std::string sample;     // a value (flags: none)
-  std::string key;        // the launch key it sets ("" none); "command" when it changes how the program runs
+  std::string key;        // the launch key it sets ("" none); "command" when it changes how the program runs;
+                          // "prefix", "filters_out", "filters_err": the launcher variable it sets
   std::string value;      // the key's value ("" = sample)
   bool refused = false;
 };
@@ -54,14 +55,14 @@ const std::map<std::string, Expected> kTorchrun = {
     {"local_ranks_filter",
      {"--local-ranks-filter,--local_ranks_filter", false, true, "0", "launch.local_ranks_filter", ""}},
     {"duplicate_stdout_filters",
-     {"--duplicate-stdout-filters,--duplicate_stdout_filters", false, true, "apple", "", "", true}},
+     {"--duplicate-stdout-filters,--duplicate_stdout_filters", false, true, "apple,,pear", "filters_out", ""}},
     {"duplicate_stderr_filters",
-     {"--duplicate-stderr-filters,--duplicate_stderr_filters", false, true, "apple", "", "", true}},
+     {"--duplicate-stderr-filters,--duplicate_stderr_filters", false, true, "apple", "filters_err", ""}},
     {"node_rank", {"--node-rank,--node_rank", false, true, "1", "launch.node_rank", ""}},
     {"master_addr", {"--master-addr,--master_addr", false, true, "h", "launch.master_addr", ""}},
     {"master_port", {"--master-port,--master_port", false, true, "29501", "launch.master_port", ""}},
     {"local_addr", {"--local-addr,--local_addr", false, true, "10.0.0.2", "launch.local_addr", ""}},
-    {"logs_specs", {"--logs-specs,--logs_specs", false, false, "custom", "", "", true}},
+    {"logs_specs", {"--logs-specs,--logs_specs", false, false, "default", "", ""}},  // torch's own; others refused
     {"numa_binding", {"--numa-binding,--numa_binding", false, false, "node", "", "", true}},
     {"signals_to_handle", {"--signals-to-handle,--signals_to_handle", false, true, "SIGTERM,SIGUSR1", "", ""}},
     {"shutdown_timeout", {"--shutdown-timeout,--shutdown_timeout", false, true, "30", "launch.grace_period", ""}},
@@ -97,11 +98,18 @@ void check_effect(const LaunchRequest& r, const Expected& e, bool from_env) {
     CHECK(joined(r.command) == e.value);
   } else if (e.key == "prefix") {
     CHECK(r.log_line_prefix_template == std::optional<std::string>(e.sample));
+  } else if (e.key == "filters_out" || e.key == "filters_err") {
+    CHECK(settings.empty());
+    // The flag becomes PET_DUPLICATE_*_FILTERS of the launcher; the variable itself is read by the console.
+    const auto& given = e.key == "filters_out" ? r.duplicate_stdout_filters : r.duplicate_stderr_filters;
+    CHECK(given == (from_env ? std::nullopt : std::optional<std::string>(e.sample)));
   } else if (!e.key.empty()) {
     CHECK(setting(settings, e.key) == (e.value.empty() ? e.sample : e.value));
   } else {
     CHECK(settings.empty());  // accepted with no effect
     CHECK_FALSE(r.log_line_prefix_template);
+    CHECK_FALSE(r.duplicate_stdout_filters);
+    CHECK_FALSE(r.duplicate_stderr_filters);
   }
 }
 
@@ -212,7 +220,9 @@ TEST_CASE("torchrun's run.py: every option its parser has is in the table and ha
 }
 
 TEST_CASE("accepted values of options that torchrun and mgtrain treat differently", "[cli][torchrun]") {
-  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--duplicate-stdout-filters", "", "prog"})).config.flags.empty());
+  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--duplicate-stdout-filters", "", "prog"}))
+            .duplicate_stdout_filters ==
+        std::optional<std::string>(""));  // torchrun: one empty filter, which every line matches
   CHECK(std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}}))
             .config.environment.empty());
   CHECK(usage_error({"launch", "--signals-to-handle", "SIGTERM,SIGALRM", "prog"}).find("cannot handle SIGALRM") !=
@@ -229,6 +239,9 @@ TEST_CASE("accepted values of options that torchrun and mgtrain treat differentl
         std::string::npos);
   CHECK(usage_error({"launch", "--logs-specs", "x", "prog"}).find("--log-dir, --tee, --redirects") !=
         std::string::npos);
+  CHECK(
+      usage_error({"launch", "--logs_specs", "Default", "prog"}).rfind("--logs_specs Default: LogsSpecs plugins", 0) ==
+      0);  // torch's entry point names are matched exactly
 }
 
 TEST_CASE("rdzv-conf maps torchrun's rendezvous options onto launch keys and refuses unknown ones", "[cli][torchrun]") {
@@ -258,6 +271,19 @@ TEST_CASE("rdzv-conf maps torchrun's rendezvous options onto launch keys and ref
   CHECK(usage_error({"launch", "--rdzv-conf", "store_type=file", "prog"}).find("TCP only") != std::string::npos);
   CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_CONF", "rank=1"}})
             .rfind("environment PET_RDZV_CONF=rank=1: rank: give the node's rank with --node-rank", 0) == 0);
+  // Stray quotes, as torchrun reads them: a quoted key is one nobody knows (ignored), a quoted number is refused.
+  auto quoted_key =
+      std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf", "timeout=30,\"join_timeout=60\",'x'=1", "prog"}));
+  CHECK(setting(quoted_key.config.flags, "launch.join_timeout") == "30");
+  CHECK(quoted_key.config.flags.size() == 1);
+  CHECK(usage_error({"launch", "--rdzv-conf", "join_timeout=\"60\"", "prog"}) ==
+        "--rdzv-conf join_timeout=\"60\": rendezvous option 'join_timeout': \"60\" is not an integer (torchrun refuses "
+        "it too): write join_timeout=60 without quotes");
+  CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_CONF", "keep_alive_interval='2'"}})
+            .rfind("environment PET_RDZV_CONF=keep_alive_interval='2': rendezvous option 'keep_alive_interval'", 0) ==
+        0);
+  CHECK(usage_error({"launch", "--rdzv-conf", "store_type=\"tcp\"", "prog"}).find("TCP only") != std::string::npos);
+  CHECK(usage_error({"launch", "--rdzv-conf", "timeout=30,", "prog"}).find("KEY=VALUE,KEY=VALUE") != std::string::npos);
   // A bad number is caught where the key is loaded, naming the rendezvous option.
   auto bad = std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf", "join_timeout=soon", "prog"}));
   CHECK_THROWS_WITH(load_config(bad.config, {}),
@@ -328,8 +354,9 @@ TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
                                             {"PET_VIRTUAL_LOCAL_RANK", "1"},
                                             {"PET_MONITOR_INTERVAL", "1"},
                                             {"PET_MODULE", "1"},
+                                            {"PET_DUPLICATE_STDERR_FILTERS", "oom"},
                                             {"PATH", "/bin"}});
-  REQUIRE(found.size() == 5);
+  REQUIRE(found.size() == 6);
   std::map<std::string, std::string> effect;
   for (const auto& v : found) effect[v.name] = v.effect;
   CHECK(effect["PET_NNODES"] == "launch.nnodes = 2");
@@ -337,6 +364,7 @@ TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
   CHECK(effect["PET_VIRTUAL_LOCAL_RANK"].rfind("refused: environment PET_VIRTUAL_LOCAL_RANK=1: mgtrain", 0) == 0);
   CHECK(effect["PET_MONITOR_INTERVAL"].find("no effect") != std::string::npos);
   CHECK(effect["PET_MODULE"] == "the program is a Python module (-m)");
+  CHECK_THAT(effect["PET_DUPLICATE_STDERR_FILTERS"], Catch::Contains("attempt_N/filtered_stderr.log"));
 }
 
 TEST_CASE("a literal -- among the script's arguments belongs to the script", "[cli][torchrun]") {

@@ -38,3 +38,18 @@ TEST_CASE("an unknown placeholder or an unclosed brace is a usage error naming t
   CHECK_THROWS_WITH(render("${rank "), Catch::Contains("offset 0") && Catch::Contains("$$ for a literal $"));
   CHECK_THROWS_WITH(render("x${}"), Catch::Contains("offset 1"));
 }
+
+TEST_CASE("torchrun's console prefixes teed streams only, with the template or [role local_rank]:", "[prefix]") {
+  const PrefixFields trainer{"trainer", 3, 1, "node7"};
+  const LinePrefix none;
+  const LinePrefix ranks = LinePrefix::from_template("<${role_name}:${rank}:${local_rank}>", "T");
+  // mgtrain's console: every line, teed or not.
+  CHECK(console_prefix(none, false, false, trainer) == "[rank 3] ");
+  CHECK(console_prefix(none, false, true, trainer) == "[rank 3] ");
+  CHECK(console_prefix(ranks, false, false, trainer) == "<trainer:3:1>");
+  // torchrun's: as written unless teed; the template replaces the header only on teed streams.
+  CHECK(console_prefix(none, true, false, trainer) == "");
+  CHECK(console_prefix(none, true, true, trainer) == "[trainer1]:");
+  CHECK(console_prefix(ranks, true, false, trainer) == "");
+  CHECK(console_prefix(ranks, true, true, trainer) == "<trainer:3:1>");
+}

@@ -51,6 +51,17 @@ TEST_CASE("console routing follows torchrun: redirect hides, tee shows again, th
   CHECK((!per_rank[1].stdout_to_console && !per_rank[1].stderr_to_console));
 }
 
+TEST_CASE("a stream is teed when --tee names it and the rank filter shows the rank", "[routing]") {
+  auto plain = resolve_console_routing(modes({0}), modes({0}), {true});
+  CHECK_FALSE(plain[0].stdout_teed);
+  CHECK_FALSE(plain[0].stderr_teed);
+  auto tee_out = resolve_console_routing(modes({1, 3}), modes({0, 3}), {true, false});
+  CHECK(tee_out[0].stdout_teed);  // --tee 1 without --redirects: teed (torchrun adds the redirect)
+  CHECK_FALSE(tee_out[0].stderr_teed);
+  CHECK_FALSE(tee_out[1].stdout_teed);  // filtered out: written to its files only
+  CHECK_FALSE(tee_out[1].stderr_teed);
+}
+
 TEST_CASE("launch.tty decides per stream, auto follows the console, on and N force both streams", "[routing][tty]") {
   const ConsoleRouting both{true, true};
   const ConsoleRouting stdout_redirected{false, true};
