@@ -49,7 +49,7 @@ std::optional<std::string> check_signal_names(const std::string& v) {
     name.erase(0, name.find_first_not_of(" \t"));
     name.erase(name.find_last_not_of(" \t") + 1);
     if (!name.empty() && std::find(kNames.begin(), kNames.end(), name) == kNames.end())
-      return fmt::format("mgtrain cannot handle '{}': list only SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2",
+      return fmt::format("mgtrain cannot handle {}: list only SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2",
                          name);
     start = comma + 1;
   }

@@ -21,8 +21,7 @@ namespace mgtrain {
 namespace {
 
 long long unix_seconds_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::optional<std::string> error_file_named(const EnvMap& environment) {

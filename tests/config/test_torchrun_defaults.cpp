@@ -28,8 +28,8 @@ TEST_CASE("torchrun personality: a single node without --master-port is localhos
   LoadedConfig local_addr = load({{"launch.local_addr", "127.0.0.3", "--local-addr"}});
   CHECK(local_addr.config.launch.master_addr == "127.0.0.3");
 
-  LoadedConfig standalone = load({{"launch.standalone", "true", "--standalone"},
-                                  {"launch.master_port", "1234", "--master-port"}});
+  LoadedConfig standalone =
+      load({{"launch.standalone", "true", "--standalone"}, {"launch.master_port", "1234", "--master-port"}});
   CHECK(standalone.config.launch.master_addr == "localhost");
   CHECK(standalone.config.launch.master_port == 0);
 
@@ -40,8 +40,8 @@ TEST_CASE("torchrun personality: a single node without --master-port is localhos
 
 TEST_CASE("torchrun personality: --master-port keeps --master-addr, several static nodes default to 29500",
           "[config]") {
-  LoadedConfig port = load({{"launch.master_addr", "10.0.0.9", "--master-addr"},
-                            {"launch.master_port", "29555", "--master-port"}});
+  LoadedConfig port =
+      load({{"launch.master_addr", "10.0.0.9", "--master-addr"}, {"launch.master_port", "29555", "--master-port"}});
   CHECK(port.config.launch.master_addr == "10.0.0.9");
   CHECK(port.config.launch.master_port == 29555);
 
@@ -71,8 +71,9 @@ TEST_CASE("torchrun personality: uneven nproc allowed, SLURM ignored, explicit v
 }
 
 TEST_CASE("launch.signals_to_handle accepts the six signals only", "[config]") {
-  CHECK(load({{"launch.signals_to_handle", "SIGTERM, SIGUSR1", "--signals-to-handle"}})
-            .config.launch.signals_to_handle == "SIGTERM, SIGUSR1");
+  CHECK(
+      load({{"launch.signals_to_handle", "SIGTERM, SIGUSR1", "--signals-to-handle"}}).config.launch.signals_to_handle ==
+      "SIGTERM, SIGUSR1");
   CHECK_THROWS_WITH(load({{"launch.signals_to_handle", "SIGTERM,SIGALRM", "--signals-to-handle"}}),
                     Catch::Contains("SIGALRM"));
 }

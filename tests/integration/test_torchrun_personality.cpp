@@ -74,8 +74,8 @@ ChildProcess start_sleeping_job(const TorchrunDir& t, const std::string& traps,
       write_script(t.dir / "worker.sh", traps +
                                             "\necho $$ > \"$1/pgid_$RANK.tmp\" && mv \"$1/pgid_$RANK.tmp\" "
                                             "\"$1/pgid_$RANK\"\nsleep 30 &\nwait\nwait");
-  std::vector<std::string> argv = {"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", t.work, t.torchrun,
-                                   "--nproc-per-node", "2", "--shutdown-timeout", "2"};
+  std::vector<std::string> argv = {"/bin/sh",          "-c", "cd \"$0\" && exec \"$@\"", t.work, t.torchrun,
+                                   "--nproc-per-node", "2",  "--shutdown-timeout",       "2"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   argv.insert(argv.end(), {"--no-python", worker, t.dir.path()});
   ChildProcess launcher = start_process(argv, t.dir / "launcher",
@@ -196,8 +196,8 @@ TEST_CASE("torchrun personality: SIGUSR1 not in --signals-to-handle kills the la
 TEST_CASE("torchrun personality: a listed SIGUSR1 goes to the workers as the closing signal, exit 1",
           "[torchrun][signals]") {
   TorchrunDir t;
-  ChildProcess launcher = start_sleeping_job(t, "trap 'echo worker got usr1; exit 0' USR1",
-                                             {"--signals-to-handle", "SIGTERM,SIGUSR1"});
+  ChildProcess launcher =
+      start_sleeping_job(t, "trap 'echo worker got usr1; exit 0' USR1", {"--signals-to-handle", "SIGTERM,SIGUSR1"});
   const std::set<pid_t> groups = worker_groups(t);
   kill(launcher.pid, SIGUSR1);
   const std::optional<Ending> ending = wait_for_ending(launcher.pid, 15s);

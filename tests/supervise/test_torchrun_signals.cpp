@@ -66,8 +66,7 @@ TEST_CASE("launch.signals_to_handle becomes signal numbers, each once", "[plan]"
         std::vector<int>{SIGUSR2});
 }
 
-TEST_CASE("signal_response: mgtrain forwards USR1/USR2, torchrun stops on listed signals, dies by others",
-          "[policy]") {
+TEST_CASE("signal_response: mgtrain forwards USR1/USR2, torchrun stops on listed signals, dies by others", "[policy]") {
   const std::vector<int> defaults = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   CHECK(signal_response(SIGTERM, Personality::Mgtrain, {}) == SignalResponse::kStop);
   CHECK(signal_response(SIGUSR1, Personality::Mgtrain, {SIGUSR1}) == SignalResponse::kForward);
