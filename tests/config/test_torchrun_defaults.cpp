@@ -77,3 +77,16 @@ TEST_CASE("launch.signals_to_handle accepts the six signals only", "[config]") {
   CHECK_THROWS_WITH(load({{"launch.signals_to_handle", "SIGTERM,SIGALRM", "--signals-to-handle"}}),
                     Catch::Contains("SIGALRM"));
 }
+
+TEST_CASE("torchrun personality: a single node's generated run id is a uuid4, as torchrun's run()", "[config]") {
+  ConfigRequest request;
+  request.personality = Personality::Torchrun;
+  const std::string uuid = load_config_text("", "", request, {}, {}).config.launch.run_id;
+  REQUIRE(uuid.size() == 36);
+  CHECK(uuid[8] == '-');
+  CHECK(uuid[14] == '4');  // version 4
+  CHECK(std::string("89ab").find(uuid[19]) != std::string::npos);
+  CHECK(uuid != load_config_text("", "", request, {}, {}).config.launch.run_id);
+  request.personality = Personality::Mgtrain;
+  CHECK(load_config_text("", "", request, {}, {}).config.launch.run_id.size() != 36);  // 20261127-153023-8c2a
+}
