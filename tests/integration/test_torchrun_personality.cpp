@@ -114,6 +114,12 @@ TEST_CASE("torchrun personality: exit 0, 1 for a failed worker, 2 for a command 
   CapturedRun failed = run_torchrun(t, {"--nproc-per-node", "2", "--no-python", fails});
   CHECK(failed.exit_code == 1);  // torchrun: 1 whatever the worker's code (mgtrain launch: 7)
   CHECK(run_torchrun(t, {"--no-such-flag", "--no-python", ok}).exit_code == 2);
+  // `mgtrain torchrun ARGS` is the same personality.
+  CaptureOptions options;
+  options.working_directory = t.work;
+  options.set_env = t.env();
+  CHECK(run_and_capture({kMgtrain, "torchrun", "--nproc-per-node", "2", "--no-python", fails}, options).exit_code == 1);
+  CHECK_FALSE(std::filesystem::exists(t.work + "/runs"));
 }
 
 TEST_CASE("torchrun personality: MASTER_ADDR is localhost on one node, --master-addr with --master-port is kept",
