@@ -170,6 +170,10 @@ void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
   begin_stop(response == SignalResponse::kStop ? signal : SIGTERM, now);
 }
 
+void SupervisionPolicy::forward_to_workers(int signal) {
+  if (phase_ == Phase::kRunning || phase_ == Phase::kStopping) control_.signal_running_workers(signal);
+}
+
 void SupervisionPolicy::on_heartbeat(int local_rank, SteadyTime now) {
   if (phase_ == Phase::kRunning && running_.at(local_rank)) last_heartbeat_[local_rank] = now;
 }

@@ -106,6 +106,9 @@ class SupervisionPolicy {
   // Signals received by the launcher, as signal_response says: a stop (a second stopping signal kills at once), or
   // forwarded (mgtrain launch's USR1 and USR2).
   void on_signal(int signal, SteadyTime now);
+  // The status API's save requests (SIGUSR2 save and go on, SIGUSR1 save and stop): passed to the running workers in
+  // either personality, since they are not signals to the launcher (which the torchrun personality may die by).
+  void forward_to_workers(int signal);
   // A worker showed a sign of life (its heartbeat file changed).
   void on_heartbeat(int local_rank, SteadyTime now);
   // Time passed: escalation to SIGKILL and the hang watchdog.

@@ -103,3 +103,13 @@ TEST_CASE("torchrun personality: an unlisted SIGUSR1 stops the workers with SIGT
   CHECK(policy.failures().empty());
   CHECK(policy.launcher_signal() == SIGUSR1);
 }
+
+TEST_CASE("torchrun personality: the status API's save requests are forwarded, not a stop", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(torchrun_settings({SIGTERM, SIGINT, SIGHUP, SIGQUIT}), group);
+  policy.start(t0);
+  policy.forward_to_workers(SIGUSR2);
+  CHECK(group.log.back() == "signal SIGUSR2");
+  CHECK_FALSE(policy.launcher_signal());
+  CHECK(policy.attempt_running());
+}
