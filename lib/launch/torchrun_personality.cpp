@@ -1,6 +1,7 @@
 // The torchrun personality's log directory, launcher error file and death by an unhandled signal.
 #include "launch/torchrun_personality.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -95,6 +96,8 @@ void die_by_signal(int signal) {
   sigemptyset(&only);
   sigaddset(&only, signal);
   sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  const rlimit no_core{0, 0};  // SIGQUIT's default action would leave a core of the launcher in the current directory
+  setrlimit(RLIMIT_CORE, &no_core);
   raise(signal);
   _exit(128 + signal);  // a signal whose default action does not end the process (none of the six)
 }
