@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "config/schema_builder.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain::schema_detail {
 namespace {
@@ -41,17 +42,11 @@ std::optional<std::string> check_address(const std::string& v) {
 // launch.signals_to_handle: torchrun's comma-separated signal names, of the six the launcher receives.
 std::optional<std::string> check_signal_names(const std::string& v) {
   static const std::vector<std::string> kNames = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"};
-  std::size_t start = 0;
-  while (start <= v.size()) {
-    std::size_t comma = v.find(',', start);
-    if (comma == std::string::npos) comma = v.size();
-    std::string name = v.substr(start, comma - start);
-    name.erase(0, name.find_first_not_of(" \t"));
-    name.erase(name.find_last_not_of(" \t") + 1);
+  for (const std::string& part : split(v, ',')) {
+    const std::string name = trim(part);
     if (!name.empty() && std::find(kNames.begin(), kNames.end(), name) == kNames.end())
       return fmt::format("mgtrain cannot handle {}: list only SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2",
                          name);
-    start = comma + 1;
   }
   return std::nullopt;
 }

@@ -10,6 +10,7 @@
 #include "host/gpu_selection.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -154,18 +155,11 @@ std::string join_with_commas(const std::vector<std::string>& items) {
 
 std::vector<int> parse_signal_names(const std::string& names) {
   std::vector<int> signals;
-  std::size_t start = 0;
-  while (start <= names.size()) {
-    std::size_t comma = names.find(',', start);
-    if (comma == std::string::npos) comma = names.size();
-    std::string name = names.substr(start, comma - start);
-    name.erase(0, name.find_first_not_of(" \t"));
-    name.erase(name.find_last_not_of(" \t") + 1);
+  for (const std::string& part : split(names, ',')) {
     for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
-      if (name == signal_name(signal) && std::find(signals.begin(), signals.end(), signal) == signals.end())
+      if (trim(part) == signal_name(signal) && std::find(signals.begin(), signals.end(), signal) == signals.end())
         signals.push_back(signal);
     }
-    start = comma + 1;
   }
   return signals;
 }
