@@ -1,7 +1,8 @@
 // Entry point of the launcher `mgtrain`: parse the command line, run the subcommand, and turn any
 // error into one message on stderr and its documented exit code (docs/exit-codes.md). Invoked as `torchrun` (the
 // link `cmake --install` puts beside it) it is `mgtrain torchrun`, with torchrun's exit codes: 2 for a command line
-// that does not parse (argparse's), 1 for every other failure.
+// that does not parse (argparse's), 1 for every other failure; an error after the command line parsed is recorded in
+// the launcher's TORCHELASTIC_ERROR_FILE, as torchrun's @record main does.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "launch/torchrun_personality.hpp"
 #include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -65,6 +67,16 @@ int main(int argc, char** argv) {
     return exit_code::kSuccess;
   });
   if (parsed != exit_code::kSuccess) return parsed;
-  const int code = log::run_main(program, [&] { return dispatch(*request); });
+  const int code = log::run_main(program, [&] {
+    if (!torchrun) return dispatch(*request);
+    try {
+      return dispatch(*request);
+    } catch (const std::exception& error) {  // as torchrun's @record main: the exception in its error file
+      write_torchrun_exception_file(
+          std::string(dynamic_cast<const UsageError*>(&error) ? "UsageError: " : "Error: ") + error.what(),
+          current_environment());
+      throw;
+    }
+  });
   return torchrun && code != exit_code::kSuccess ? exit_code::kFailure : code;
 }

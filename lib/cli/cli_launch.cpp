@@ -53,6 +53,7 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--role", "launch.role", true},
     {"--local-addr,--local_addr", "launch.local_addr", true},
     {"--shutdown-timeout,--shutdown_timeout", "launch.grace_period", true},
+    {"--signals-to-handle,--signals_to_handle", "launch.signals_to_handle", true},
     {"--rdzv-endpoint,--rdzv_endpoint", "launch.rdzv_endpoint", true},
     {"--rdzv-backend,--rdzv_backend", "launch.rdzv_backend", true},
     {"--rdzv-token-file,--rdzv_token_file", "launch.rdzv_token_file", true},

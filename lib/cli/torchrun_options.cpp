@@ -93,26 +93,6 @@ void refuse_print_completion(const ValueSource& source, const std::string&, Torc
   refuse(source, "mgtrain prints no shell completion script: `mgtrain launch --help` lists every flag");
 }
 
-// The signals mgtrain's launcher always handles: the first four stop the workers, SIGUSR1/2 are forwarded.
-constexpr const char* kHandledSignals[] = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"};
-
-void check_signals(const ValueSource& source, const std::string& value, TorchrunExtras&) {
-  std::vector<std::string> refused;
-  for (const auto& part : split(value, ',')) {
-    const std::string name = trim(part);
-    if (name.empty()) continue;
-    if (std::find(std::begin(kHandledSignals), std::end(kHandledSignals), name) == std::end(kHandledSignals))
-      refused.push_back(name);
-  }
-  if (refused.empty()) return;
-  std::string list;
-  for (const auto& name : refused) list += (list.empty() ? "" : ", ") + name;
-  refuse(source,
-         fmt::format("mgtrain cannot handle {}: its launcher always handles SIGTERM, SIGINT, SIGHUP and SIGQUIT "
-                     "(stop the workers, exit 128+N) and forwards SIGUSR1 and SIGUSR2 to them; list only those",
-                     list));
-}
-
 const std::vector<TorchrunOption> kOptions = {
     {"nnodes", "--nnodes", true, false, "launch.nnodes", nullptr, ""},
     {"nproc_per_node", "--nproc-per-node,--nproc_per_node", true, false, "launch.nproc", check_nproc_value,
@@ -165,8 +145,8 @@ const std::vector<TorchrunOption> kOptions = {
      "--tee, --redirects, --local-ranks-filter"},
     {"numa_binding", "--numa-binding,--numa_binding", false, false, nullptr, refuse_numa_binding,
      "refused: run the program under numactl (${local_rank} is replaced per worker)"},
-    {"signals_to_handle", "--signals-to-handle,--signals_to_handle", true, false, nullptr, check_signals,
-     "accepted when it lists only SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2: mgtrain always handles those"},
+    {"signals_to_handle", "--signals-to-handle,--signals_to_handle", true, false, "launch.signals_to_handle", nullptr,
+     "SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 only; acted on in the torchrun personality"},
     {"shutdown_timeout", "--shutdown-timeout,--shutdown_timeout", true, false, "launch.grace_period", nullptr, ""},
     {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank", true, true, nullptr, refuse_virtual_local_rank,
      "refused: mgtrain sets the real LOCAL_RANK; --gpu-ids gives each worker only its own GPU"},

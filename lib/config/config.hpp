@@ -52,6 +52,10 @@ struct LaunchConfig {
   std::string hostfile;                     // path of a file of lines "host slots=4", read at launch time
   std::string remote_shell = "ssh {host}";  // command that runs an agent on {host}
   bool exit_with_stdin = false;             // stop the job when stdin closes (set by --hosts for its agents)
+  // torchrun's --signals-to-handle: in the torchrun personality the signals that stop the job (the workers get the
+  // same signal); the launcher dies by any other of SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 after stopping
+  // its workers. `mgtrain launch` always stops on the first four and forwards SIGUSR1/SIGUSR2.
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   // status API (docs/monitoring.md)
   std::int64_t status_port = 0;           // 0: no status server
   std::string status_bind = "127.0.0.1";  // address the status server listens on

@@ -211,6 +211,59 @@ void apply_torchrun_backend_default(LoadedConfig& loaded) {
       "torchrun's default, as launch.node_rank is set (" + loaded.origin["launch.node_rank"] + ")";
 }
 
+// The torchrun personality (ConfigRequest::personality): keys no source set take what torchrun 2.x does, as its
+// run.py `run()` decides before launching. A single node without --master-port (or --standalone) becomes torchrun's
+// "c10d on localhost:0": MASTER_ADDR is this node's own name (--local-addr, else localhost) whatever --master-addr
+// says, on a free port; several static nodes without --master-port meet at torchrun's 29500. Nodes may differ in
+// nproc, as torchrun accepts. Returns whether the single-node rule applied (its run id is a uuid4, as torchrun's).
+bool apply_torchrun_personality_defaults(LoadedConfig& loaded, Personality personality) {
+  if (personality != Personality::Torchrun) return false;
+  LaunchConfig& launch = loaded.config.launch;
+  auto is_default = [&](const char* key) { return loaded.origin[key] == "default"; };
+  if (is_default("launch.allow_uneven_nproc")) {
+    launch.allow_uneven_nproc = true;
+    loaded.origin["launch.allow_uneven_nproc"] = "torchrun's default (nodes may differ in nproc)";
+  }
+  const bool port_given = !is_default("launch.master_port");
+  const bool endpoint_given = !launch.standalone && !launch.rdzv_endpoint.empty();
+  if (launch.standalone || (!endpoint_given && !port_given && launch.nnodes.max == 1)) {
+    const std::string why = launch.standalone ? "--standalone" : "one node without --master-port";
+    launch.master_addr = launch.local_addr.empty() ? "localhost" : launch.local_addr;
+    loaded.origin["launch.master_addr"] = "torchrun's single-node rendezvous (" + why +
+                                          "): " + (launch.local_addr.empty() ? "localhost" : "--local-addr");
+    launch.master_port = 0;
+    loaded.origin["launch.master_port"] = "torchrun's single-node rendezvous (" + why + "): a free port";
+    return true;
+  }
+  if (!endpoint_given && !port_given) {
+    launch.master_port = 29500;
+    loaded.origin["launch.master_port"] = "torchrun's default (static rendezvous of several nodes)";
+  }
+  return false;
+}
+
+// A random UUID (version 4), as torchrun's run() makes the run id of a single-node rendezvous (uuid.uuid4()).
+std::string generate_uuid4() {
+  std::random_device random;
+  unsigned char bytes[16];
+  for (unsigned char& byte : bytes) byte = static_cast<unsigned char>(random() & 0xffu);
+  bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0f) | 0x40);
+  bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3f) | 0x80);
+  std::string text;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    text += fmt::format("{:02x}", bytes[i]);
+  }
+  return text;
+}
+
+// torchrun reads no SLURM_* variable: inside an allocation it still runs what its command line says.
+void apply_torchrun_slurm_default(LoadedConfig& loaded, Personality personality) {
+  if (personality != Personality::Torchrun || loaded.origin["launch.slurm"] != "default") return;
+  loaded.config.launch.slurm = SlurmMode::Off;
+  loaded.origin["launch.slurm"] = "torchrun's default (torchrun reads no SLURM_* variable)";
+}
+
 void check_combinations(const LoadedConfig& loaded) {
   const Config& c = loaded.config;
   if (c.model.type == ModelType::Gpt && c.model.d_model % c.model.heads != 0) {
@@ -264,13 +317,17 @@ LoadedConfig load_all_sources(const std::string& yaml_text, const std::string& d
   for (const auto& assignment : request.overrides) merger.apply_override(assignment);
   for (const auto& setting : request.environment) merger.apply_flag(setting);
   for (const auto& flag : request.flags) merger.apply_flag(flag);
+  apply_torchrun_slurm_default(loaded, request.personality);
   if (options.detect) {
     for (const auto& setting : options.detect(loaded)) merger.apply_detected(setting);
   }
 
   apply_torchrun_backend_default(loaded);
+  const bool torchrun_uuid = apply_torchrun_personality_defaults(loaded, request.personality);
   if (loaded.config.launch.run_id.empty()) {
-    loaded.config.launch.run_id = options.make_run_id ? options.make_run_id() : generate_run_id();
+    loaded.config.launch.run_id = options.make_run_id ? options.make_run_id()
+                                  : torchrun_uuid     ? generate_uuid4()
+                                                      : generate_run_id();
     loaded.origin["launch.run_id"] = "generated";
   }
   if (!options.resolved) {

@@ -16,6 +16,7 @@
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
 #include "launch/rendezvous_secret.hpp"
+#include "launch/torchrun_personality.hpp"
 #include "multinode/hosts_launch.hpp"
 #include "multinode/node_agent.hpp"
 #include "observe/run_record.hpp"
@@ -78,29 +79,10 @@ LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, co
   const bool builtin_trainer = request.command.empty();
   const std::vector<std::string> command =
       builtin_trainer ? std::vector<std::string>{find_worker_binary(launch.worker)} : request.command;
-  LaunchPlan plan =
-      make_launch_plan(launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp);
+  LaunchPlan plan = make_launch_plan(
+      launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp, request.config.personality);
   plan.builtin_trainer = builtin_trainer;
-  plan.personality = request.config.personality;
   return plan;
-}
-
-// The launcher's own TORCHELASTIC_ERROR_FILE, when a scheduler gave it one (as torchrun's @record main writes it).
-void write_launcher_error_file(const FailureReport& report, const EnvMap& environment) {
-  auto named = environment.find("TORCHELASTIC_ERROR_FILE");
-  if (named == environment.end() || named->second.empty()) return;
-  std::optional<std::string> root_text;
-  if (report.root_cause.error_file && report.root_cause.error_file->problem.empty()) {
-    const std::string& log = report.root_cause.stderr_log;
-    root_text = read_small_file(log.substr(0, log.rfind('/') + 1) + "error.json");
-  }
-  const long long now =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  try {
-    write_run_file(named->second, launcher_error_file_json(report, root_text, now));
-  } catch (const Error& error) {
-    log::warn("cannot write TORCHELASTIC_ERROR_FILE: {}", error.what());
-  }
 }
 
 // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
@@ -123,7 +105,7 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
                                       rendezvous_token(launch, flag_token, environment, slurm.job_id)},
                      ports);
   const int code = agent.exit_code;
-  if (agent.failure) write_launcher_error_file(*agent.failure, environment);
+  if (agent.failure) write_launcher_error_file(*agent.failure, environment, plan.personality);
   if (job_record) {
     const std::string warning = job_record->finish(
         finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
@@ -142,11 +124,22 @@ void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, c
   if (result.failure) {
     log::text(format_failure_report(*result.failure));
     write_run_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
-    write_launcher_error_file(*result.failure, environment);
+    write_launcher_error_file(*result.failure, environment, plan.personality);
   }
-  if (result.launcher_signal) {
+  const SignalResponse response = result.launcher_signal
+                                      ? signal_response(*result.launcher_signal, plan.personality, plan.handled_signals)
+                                      : SignalResponse::kForward;
+  if (plan.personality == Personality::Torchrun && response == SignalResponse::kStop) {
+    write_torchrun_exception_file(torchrun_signal_exception_text(*result.launcher_signal), environment);
+  }
+  if (response == SignalResponse::kStopAndDie) {
+    log::info(
+        "stopped by {}; all workers of run {} have exited; the launcher ends by {} as torchrun does (a signal "
+        "outside --signals-to-handle)",
+        signal_name(*result.launcher_signal), plan.run_id, signal_name(*result.launcher_signal));
+  } else if (result.launcher_signal) {
     log::info("stopped by {}; all workers of run {} have exited (exit code {})", signal_name(*result.launcher_signal),
-              plan.run_id, result.exit_code);
+              plan.run_id, plan.personality == Personality::Torchrun ? exit_code::kFailure : result.exit_code);
   } else if (result.stopped_after_checkpoint && !result.failure) {
     log::info(
         "the workers of run {} saved a checkpoint and stopped on request; run the same command again to resume "
@@ -186,6 +179,11 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
       slurm, loaded.config.launch,
       {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(), result.launcher_signal == SIGTERM},
       default_command_runner());
+  // Torchrun personality, a signal torchrun does not handle: it would have died by it (workers are stopped here).
+  if (result.launcher_signal &&
+      signal_response(*result.launcher_signal, plan.personality, plan.handled_signals) == SignalResponse::kStopAndDie) {
+    die_by_signal(*result.launcher_signal);
+  }
   return result.exit_code;
 }
 
@@ -245,7 +243,9 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
                             outside.stderr_fd, token);
   }
   const LaunchRequest request = with_interpreter(original_request, python, true);
-  const LoadedConfig loaded = with_writable_log_dir(original, environment);
+  const LoadedConfig loaded = original_request.config.personality == Personality::Torchrun
+                                  ? with_torchrun_log_dir(original, environment)
+                                  : with_writable_log_dir(original, environment);
   const LaunchConfig& launch = loaded.config.launch;
   SocketPortProbe socket_ports;
   PortProbe& ports = outside.ports ? *outside.ports : socket_ports;

@@ -4,10 +4,13 @@
 #include "supervise/launch_plan.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <set>
 
 #include "host/gpu_selection.hpp"
 #include "util/error.hpp"
+#include "util/exit_status.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -43,7 +46,7 @@ std::vector<std::string> resolve_gpu_ids(const GpuList& list, const HostFacts& h
 }
 
 int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
-                  const HostFacts& host, std::string& reason) {
+                  const HostFacts& host, Personality personality, std::string& reason) {
   switch (nproc.kind) {
     case NprocSpec::Kind::Count:
       if (gpu_ids_given && nproc.count != static_cast<int>(gpus.size())) {
@@ -67,6 +70,10 @@ int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, 
       if (nproc.kind == NprocSpec::Kind::Gpu) {
         throw UsageError("launch.nproc is 'gpu' but no NVIDIA GPU was " + where_gpus_come_from(host) +
                          ": use --nproc N or --nproc cpu on a machine without GPUs");
+      }
+      if (personality == Personality::Torchrun) {  // torchrun: one worker per CPU, as `cpu`
+        reason = "auto: no GPU found, " + plural(std::max(host.cpu_count, 1), "CPU") + " (torchrun's rule)";
+        return std::max(host.cpu_count, 1);
       }
       reason = "auto: no GPU found, 1 worker";
       return 1;
@@ -146,12 +153,25 @@ std::string join_with_commas(const std::vector<std::string>& items) {
 
 }  // namespace
 
+std::vector<int> parse_signal_names(const std::string& names) {
+  std::vector<int> signals;
+  for (const std::string& part : split(names, ',')) {
+    for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+      if (trim(part) == signal_name(signal) && std::find(signals.begin(), signals.end(), signal) == signals.end())
+        signals.push_back(signal);
+    }
+  }
+  return signals;
+}
+
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,
-                            Strategy strategy) {
+                            Strategy strategy, Personality personality) {
   if (command.empty()) throw UsageError("launch: no command to run: give one after `--`, or a config for the trainer");
   LaunchPlan plan;
   plan.command = command;
   plan.hostname = host.hostname;
+  plan.personality = personality;
+  plan.handled_signals = parse_signal_names(launch.signals_to_handle);
 
   bool gpu_ids_given = launch.gpu_ids.kind == GpuList::Kind::Listed;
   const bool data_parallel = strategy == Strategy::Dp;
@@ -172,7 +192,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
     plan.nproc_reason = "ddp.strategy dp: 1 process over " + plural(gpu_count, "GPU");
     if (gpu_ids_given) plan.gpu_for_local_rank = {join_with_commas(gpus)};
   } else {
-    plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, plan.nproc_reason);
+    plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, personality, plan.nproc_reason);
     if (gpu_ids_given) plan.gpu_for_local_rank = gpus;
   }
 

@@ -47,8 +47,12 @@ struct LaunchPlan {
   bool builtin_trainer = false;                 // `command` is the trainer, run with the config file (worker_command)
   std::string hostname;
   Personality personality = Personality::Mgtrain;  // torchrun's console, exit codes and signals (docs/torchrun.md)
-  std::string nproc_reason;                        // how nproc was chosen, e.g. "auto: 2 visible GPUs"
-  std::string gpu_note;                            // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
+  // The torchrun personality's --signals-to-handle (launch.signals_to_handle): the signals that stop the job as
+  // torchrun's handler does; any other signal the launcher receives stops the workers and then kills the launcher
+  // (supervision_policy.hpp, signal_response). Unused by `mgtrain launch`.
+  std::vector<int> handled_signals;
+  std::string nproc_reason;  // how nproc was chosen, e.g. "auto: 2 visible GPUs"
+  std::string gpu_note;      // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
 
   // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
   int first_rank = -1;       // global rank of local rank 0; -1: node_rank * nproc
@@ -91,7 +95,12 @@ struct LaunchPlan {
 // nnodes, ...). `command` is the worker's argv (non-empty). Throws UsageError naming the setting and the fix.
 // launch.gpu_ids auto: the nproc GPUs with the most free memory (host.gpu_stats; see gpu_selection.hpp).
 // `strategy` is ddp.strategy: dp starts one worker that sees every selected GPU (nproc 1, one node).
+// `personality` Torchrun: nproc auto without a GPU is one worker per CPU (torch._utils.cpu_count(), the affinity
+// count), as torchrun's determine_local_world_size; handled_signals come from launch.signals_to_handle.
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,
-                            Strategy strategy = Strategy::Ddp);
+                            Strategy strategy = Strategy::Ddp, Personality personality = Personality::Mgtrain);
+
+// launch.signals_to_handle ("SIGTERM,SIGINT") as signal numbers; names the schema did not accept are left out.
+std::vector<int> parse_signal_names(const std::string& names);
 
 }  // namespace mgtrain

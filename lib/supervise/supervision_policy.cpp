@@ -12,6 +12,13 @@ bool stops_the_job(int signal) {
   return signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGQUIT;
 }
 
+SignalResponse signal_response(int signal, Personality personality, const std::vector<int>& handled) {
+  if (personality == Personality::Mgtrain)
+    return stops_the_job(signal) ? SignalResponse::kStop : SignalResponse::kForward;
+  if (std::find(handled.begin(), handled.end(), signal) != handled.end()) return SignalResponse::kStop;
+  return SignalResponse::kStopAndDie;
+}
+
 int stopped_exit_code(int signal) { return ExitStatus::killed_by(signal).as_exit_code(); }
 
 bool stopped_by_signal(int exit_code) {
@@ -142,14 +149,15 @@ void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
 }
 
 void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
-  if (phase_ == Phase::kWaiting && stops_the_job(signal)) {  // coordinated, between attempts
+  const SignalResponse response = signal_response(signal, settings_.personality, settings_.handled_signals);
+  if (phase_ == Phase::kWaiting && response != SignalResponse::kForward) {  // coordinated, between attempts
     launcher_signal_ = signal;
     phase_ = Phase::kFinished;
     control_.attempt_ended();
     return;
   }
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
-  if (!stops_the_job(signal)) {
+  if (response == SignalResponse::kForward) {
     control_.signal_running_workers(signal);
     return;
   }
@@ -159,7 +167,11 @@ void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
     return;
   }
   launcher_signal_ = signal;
-  begin_stop(signal, now);
+  begin_stop(response == SignalResponse::kStop ? signal : SIGTERM, now);
+}
+
+void SupervisionPolicy::forward_to_workers(int signal) {
+  if (phase_ == Phase::kRunning || phase_ == Phase::kStopping) control_.signal_running_workers(signal);
 }
 
 void SupervisionPolicy::on_heartbeat(int local_rank, SteadyTime now) {

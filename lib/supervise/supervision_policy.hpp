@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
 #include "util/exit_status.hpp"
 
@@ -27,6 +28,17 @@ bool stops_the_job(int signal);
 // The exit code of a launcher (or a node agent leaving the rendezvous) that signal N stopped: 128+N, the shell's
 // code for a death by N (ExitStatus::as_exit_code).
 int stopped_exit_code(int signal);
+// What the launcher does with a signal it receives, in either personality (signal_response).
+enum class SignalResponse {
+  kStop,        // stop the workers with the same signal (SIGKILL after the grace period); exit 128+N (torchrun: 1)
+  kForward,     // `mgtrain launch`'s SIGUSR1 (save and stop) and SIGUSR2 (save and go on): passed to the workers
+  kStopAndDie,  // torchrun personality, a signal not in --signals-to-handle: torchrun dies by Python's default
+                // action and leaves its workers running; mgtrain stops them (SIGTERM, SIGKILL after the grace
+                // period), then dies by the signal, so the shell sees the same status and no orphan is left
+};
+// `handled` is the torchrun personality's --signals-to-handle (LaunchPlan::handled_signals); `mgtrain launch`
+// follows stops_the_job.
+SignalResponse signal_response(int signal, Personality personality, const std::vector<int>& handled);
 // An exit code stopped_exit_code gives for a signal that stops the job.
 bool stopped_by_signal(int exit_code);
 // Neither success nor exit_code::kStoppedAfterCheckpoint (75: saved a checkpoint and stopped on request).
@@ -80,6 +92,9 @@ class SupervisionPolicy {
     // Attempts started again on a new port after rank 0 found the store port taken (store_port_taken), on top of
     // max_restarts; 0: none (a port the user gave, or a multi-node job).
     int max_port_retries = 0;
+    // Which signals stop the job and how (signal_response).
+    Personality personality = Personality::Mgtrain;
+    std::vector<int> handled_signals;
   };
 
   SupervisionPolicy(const Settings& settings, WorkerGroupControl& control);
@@ -88,9 +103,12 @@ class SupervisionPolicy {
   // `killed_for_failure`: the launcher itself killed it for a fault of its own (an expired file timer), so a
   // SIGKILL/SIGTERM while the group stops still counts as a failure.
   void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure = false);
-  // Signals received by the launcher: INT, TERM, HUP, QUIT stop the job (a second one kills at once);
-  // USR1 and USR2 are only forwarded.
+  // Signals received by the launcher, as signal_response says: a stop (a second stopping signal kills at once), or
+  // forwarded (mgtrain launch's USR1 and USR2).
   void on_signal(int signal, SteadyTime now);
+  // The status API's save requests (SIGUSR2 save and go on, SIGUSR1 save and stop): passed to the running workers in
+  // either personality, since they are not signals to the launcher (which the torchrun personality may die by).
+  void forward_to_workers(int signal);
   // A worker showed a sign of life (its heartbeat file changed).
   void on_heartbeat(int local_rank, SteadyTime now);
   // Time passed: escalation to SIGKILL and the hang watchdog.

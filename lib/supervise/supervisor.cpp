@@ -38,6 +38,8 @@ SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
   settings.grace_period_s = plan.grace_period_s;
   settings.heartbeat_timeout_s = plan.heartbeat_timeout_s;
   settings.max_port_retries = plan.picks_port() && !plan.multi_node() ? Supervisor::kMaxPortRetries : 0;
+  settings.personality = plan.personality;
+  settings.handled_signals = plan.handled_signals;
   return settings;
 }
 

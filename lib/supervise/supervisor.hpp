@@ -80,9 +80,9 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   void stop_workers_on_request();
   void finish(int exit_code);
   const SupervisionPolicy& policy() const { return policy_; }
-  // As if the launcher got `signal` now (the status API: SIGUSR2 = save a checkpoint and go on,
-  // SIGUSR1 = save and stop with exit 75; both are forwarded to every worker's process group).
-  void act_on_signal(int signal) { policy_.on_signal(signal, std::chrono::steady_clock::now()); }
+  // The status API's requests: SIGUSR2 = save a checkpoint and go on, SIGUSR1 = save and stop with exit 75; both are
+  // forwarded to every worker's process group, in either personality (SupervisionPolicy::forward_to_workers).
+  void act_on_signal(int signal) { policy_.forward_to_workers(signal); }
   // The current attempt's workers, for the status API.
   struct WorkerView {
     int local_rank = 0;

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "launch_fixture.hpp"
+#include "integration/launch_fixture.hpp"
 
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;

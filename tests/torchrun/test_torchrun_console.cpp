@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launch_fixture.hpp"
+#include "integration/launch_fixture.hpp"
 #include "util/run_capture.hpp"
 
 using namespace mgtrain;

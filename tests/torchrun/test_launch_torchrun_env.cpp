@@ -12,7 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "launch_fixture.hpp"
+#include "integration/launch_fixture.hpp"
 
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;
