@@ -7,7 +7,8 @@ W = "{worker}"
 # workers that report and ignore the launcher's stop signals, then sleep
 IGNORING = [W, "--ignore", "TERM,INT,USR1", "--sleep", "60"]
 C10D = ["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:{port}", "--rdzv-id", "compat"]
-STATIC = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", "{port}", "--nproc-per-node", "1"]
+STATIC_NODES = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", "{port}"]
+STATIC = STATIC_NODES + ["--nproc-per-node", "1"]
 
 GROUPS = {
     # the environment contract, and how many workers each --nproc-per-node value starts
@@ -35,6 +36,17 @@ GROUPS = {
         Case("c10d_two_agents", [["--nnodes", "2", "--nproc-per-node", "1"] + C10D + [W]] * 2),
         Case("c10d_port0", ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--nnodes", "1",
                             "--nproc-per-node", "2", W]),
+    ],
+    # two agents (static: fixed node ranks) with different roles, and with different --nproc-per-node; --rdzv-conf
+    # as scripts write it
+    "rdzv2": [
+        Case("static_roles", [STATIC + ["--node-rank", "0", "--role", "trainer", W],
+                              STATIC + ["--node-rank", "1", "--role", "evaluator", W]]),
+        Case("static_uneven_roles", [STATIC_NODES + ["--node-rank", "0", "--nproc-per-node", "2", "--role", "a", W],
+                                     STATIC_NODES + ["--node-rank", "1", "--nproc-per-node", "1", "--role", "b", W]]),
+        Case("static_uneven_nproc", [STATIC_NODES + ["--node-rank", "0", "--nproc-per-node", "2", W],
+                                     STATIC_NODES + ["--node-rank", "1", "--nproc-per-node", "1", W]]),
+        Case("rdzv_conf_quotes", ["--nproc-per-node", "1", "--rdzv-conf", "'timeout=60'", W]),
     ],
     # restarts and restart counts; exit codes of failed jobs; error files with and without @record
     "restarts": [

@@ -21,11 +21,11 @@ class Case:
     args: the launcher's arguments, or one list per agent (agents started together, each in its own directory).
     Placeholders: {worker} (compat_worker.py in the working directory), {logs} (a log directory), {port} and
     {port2} (free TCP ports), {python} (the venv's python). signal: a signal name sent to the first agent once
-    `ready` workers have written their ready files. bound: (low, high) seconds from the signal, or from the first
+    `ready` workers have written their ready files. timeout: seconds each launcher may run. bound: (low, high) seconds from the signal, or from the first
     worker failure, to the launcher's exit. launcher_error_file: the launcher runs with TORCHELASTIC_ERROR_FILE set.
     """
 
-    def __init__(self, name, args, *, env=None, signal=None, ready=0, bound=None, timeout=60.0,
+    def __init__(self, name, args, *, env=None, signal=None, ready=0, bound=None, timeout=45.0,
                  launcher_error_file=False, note=""):
         self.name = name
         self.agents = args if args and isinstance(args[0], list) else [args]
@@ -45,10 +45,12 @@ def free_port():
 
 
 class Tools:
-    """Where the launchers are: the venv's torchrun, a `torchrun` link to mgtrain (argv[0] = torchrun), mgtrain."""
+    """Where the launchers are: the venv's torchrun, a `torchrun` link to mgtrain (argv[0] = torchrun), mgtrain.
+    self_check: the venv's torchrun stands in for the personality too."""
 
-    def __init__(self, mgtrain, venv, scratch):
+    def __init__(self, mgtrain, venv, scratch, self_check=False):
         self.venv = venv
+        self.self_check = self_check
         self.mgtrain = mgtrain
         link_dir = os.path.join(scratch, "bin")
         os.makedirs(link_dir, exist_ok=True)
@@ -58,7 +60,7 @@ class Tools:
         self.python = os.path.join(venv, "bin", "python")
 
     def command(self, launcher):
-        if launcher == "torchrun":
+        if launcher == "torchrun" or (launcher == "personality" and self.self_check):
             return [os.path.join(self.venv, "bin", "torchrun")]
         if launcher == "personality":
             return [self.personality]
@@ -122,55 +124,27 @@ def run_case(case, launcher, tools, case_dir, source_worker):
     values = {"worker": WORKER, "logs": os.path.join(kind_dir, "logs"), "python": tools.python,
               "port": str(ports[0]), "port2": str(ports[1])}
     procs, cwds = [], []
-    for index, args in enumerate(case.agents):
-        cwd = os.path.join(kind_dir, f"node{index}" if len(case.agents) > 1 else "cwd")
-        os.makedirs(cwd)
-        shutil.copy(source_worker, os.path.join(cwd, WORKER))
-        argv = tools.command(launcher) + [substitute(a, values) for a in args]
-        out = open(os.path.join(kind_dir, f"stdout.{index}"), "wb")
-        err = open(os.path.join(kind_dir, f"stderr.{index}"), "wb")
-        procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                      start_new_session=True))
-        out.close()
-        err.close()
-        cwds.append(cwd)
-    start = time.time()
-    deadline = start + case.timeout
+    try:
+        for index, args in enumerate(case.agents):
+            cwd = os.path.join(kind_dir, f"node{index}" if len(case.agents) > 1 else "cwd")
+            os.makedirs(cwd)
+            shutil.copy(source_worker, os.path.join(cwd, WORKER))
+            argv = tools.command(launcher) + [substitute(a, values) for a in args]
+            with open(os.path.join(kind_dir, f"stdout.{index}"), "wb") as out, \
+                    open(os.path.join(kind_dir, f"stderr.{index}"), "wb") as err:
+                procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err,
+                                              stdin=subprocess.DEVNULL, start_new_session=True))
+            cwds.append(cwd)
+        start = time.time()
+        signal_time, notes = act(case, procs, env["COMPAT_OUT"], start + case.timeout)
+        exit_times = wait_all(procs, start + case.timeout)
+        dumps = read_dumps(env["COMPAT_OUT"])
+        time.sleep(0.3)
+        orphans = sorted(d.get("pid", 0) for d in dumps if d.get("pid") and alive(d["pid"]))
+    finally:
+        stop_all(procs, kind_dir)
     out_dir = env["COMPAT_OUT"]
-    signal_time, notes = None, []
-    if case.signal:
-        while time.time() < deadline and all(p.poll() is None for p in procs):
-            if sum(name.startswith("ready.") for name in os.listdir(out_dir)) >= case.ready:
-                break
-            time.sleep(0.05)
-        else:
-            notes.append("the workers were not all ready before the signal")
-        time.sleep(0.5)
-        signal_time = time.time()
-        if procs[0].poll() is None:
-            os.kill(procs[0].pid, getattr(signal, "SIG" + case.signal))
-    exit_times = [None] * len(procs)
-    while time.time() < deadline and any(t is None for t in exit_times):
-        for i, p in enumerate(procs):
-            if exit_times[i] is None and p.poll() is not None:
-                exit_times[i] = time.time()
-        time.sleep(0.02)
     timed_out = any(t is None for t in exit_times)
-    dumps = read_dumps(out_dir)
-    time.sleep(0.3)
-    orphans = sorted(d.get("pid", 0) for d in dumps if d.get("pid") and alive(d["pid"]))
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            p.wait()
-    for pid in orphans:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     failures = failure_times(out_dir)
     reference = signal_time if signal_time is not None else (min(failures) if failures else start)
     end = max(t for t in exit_times if t is not None) if not timed_out else None
@@ -195,6 +169,51 @@ def substitute(arg, values):
     for key, value in values.items():
         arg = arg.replace("{" + key + "}", value)
     return arg
+
+
+def act(case, procs, out_dir, deadline):
+    """The case's action: its signal to the first agent once `ready` workers are up. (signal time, notes)"""
+    if not case.signal:
+        return None, []
+    notes = []
+    while time.time() < deadline and all(p.poll() is None for p in procs):
+        if sum(name.startswith("ready.") for name in os.listdir(out_dir)) >= case.ready:
+            break
+        time.sleep(0.05)
+    else:
+        notes.append("the workers were not all ready before the signal")
+    time.sleep(0.5)
+    signal_time = time.time()
+    if procs[0].poll() is None:
+        os.kill(procs[0].pid, getattr(signal, "SIG" + case.signal))
+    return signal_time, notes
+
+
+def wait_all(procs, deadline):
+    """Each launcher's exit time (None: still running at the deadline)."""
+    exit_times = [None] * len(procs)
+    while time.time() < deadline and any(t is None for t in exit_times):
+        for i, p in enumerate(procs):
+            if exit_times[i] is None and p.poll() is not None:
+                exit_times[i] = time.time()
+        time.sleep(0.02)
+    return exit_times
+
+
+def stop_all(procs, kind_dir):
+    """Kills what is left: each launcher's process group and every worker that wrote a dump."""
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.wait()
+    for dump in read_dumps(os.path.join(kind_dir, "out")):
+        if dump.get("pid") and alive(dump["pid"]):
+            try:
+                os.kill(dump["pid"], signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def read_text(path):

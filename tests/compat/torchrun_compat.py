@@ -10,8 +10,10 @@ import fnmatch
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,6 +36,10 @@ def parse_args():
     parser.add_argument("--no-launch", action="store_true", help="skip the informational `mgtrain launch` runs")
     parser.add_argument("--scratch", help="the folder for the runs (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument("--self-check", action="store_true",
+                        help="run real torchrun in place of the personality: every case must come out `same` (shows "
+                             "that the normalisation leaves no run-to-run noise)")
+    parser.add_argument("--budget", type=float, help="seconds: start no case after this long (the rest fail)")
     parser.add_argument("--list", action="store_true", help="list the groups and cases")
     parser.add_argument("--check-groups", metavar="G1,G2,...",
                         help="only check that these are exactly the suite's groups (tests/CMakeLists.txt's list)")
@@ -139,12 +145,17 @@ def main():
         return 1
     scratch = args.scratch or tempfile.mkdtemp(prefix="torchrun_compat.")
     os.makedirs(scratch, exist_ok=True)
-    tools = Tools(os.path.abspath(args.mgtrain), os.path.abspath(args.venv), scratch)
+    tools = Tools(os.path.abspath(args.mgtrain), os.path.abspath(args.venv), scratch, args.self_check)
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat_worker.py")
     launchers = [launcher for launcher in LAUNCHERS if not (args.no_launch and launcher == "launch")]
-    rows = []
+    # SIGTERM (ctest, a user) ends the run through the finally blocks that kill the launchers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    rows, began = [], time.monotonic()
     try:
         for group, case in cases:
+            if args.budget and time.monotonic() - began > args.budget:
+                rows.append((case.name, f"DIFFERENT: not run (over the {args.budget:.0f} s budget)", "not run"))
+                continue
             results = run_one(group, case, tools, scratch, worker, launchers)
             rows.append((case.name, verdict(results["personality"]),
                          verdict(results["launch"], True) if "launch" in results else "not run"))
@@ -153,11 +164,11 @@ def main():
             shutil.rmtree(scratch, ignore_errors=True)
         elif args.keep:
             print(f"runs kept in {scratch}")
-    width = max(len(r[0]) for r in rows)
+    width, middle = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
     print("\n" + "summary: torchrun 2.x against the personality and `mgtrain launch` (informational)")
-    print(f"{'case':{width}}  {'personality':40}  mgtrain launch")
+    print(f"{'case':{width}}  {'personality':{middle}}  mgtrain launch")
     for name, personality, launch in rows:
-        print(f"{name:{width}}  {personality:40}  {launch}")
+        print(f"{name:{width}}  {personality:{middle}}  {launch}")
     failed = [r[0] for r in rows if r[1].startswith("DIFFERENT")]
     print(f"{len(rows) - len(failed)} of {len(rows)} cases behave as torchrun's (deliberate differences allowed)"
           + (f"; different: {', '.join(failed)}" if failed else ""))
