@@ -17,6 +17,12 @@ DELIBERATE = [
         "./runs; torchrun's logs go to a temporary directory"),
     Row("*", "log_files", r"^(run\.json|config\.yaml|failure\.json|heartbeat\S*) x\d+$",
         "mgtrain's run record, resolved config and failure report in the run directory"),
+    Row("error_record_log_dir", "log_files", r"^(stdout|stderr)\.log",
+        "mgtrain keeps every rank's whole output in the run directory (attempt_N/rank_R/stdout.log, stderr.log) "
+        "even without --redirects or --tee, where torchrun writes none"),
+    Row("duplicate_filters", "log_files", r"^(stdout|stderr)\.log",
+        "mgtrain keeps every rank's whole output in the run directory (attempt_N/rank_R/stdout.log, stderr.log) "
+        "even without --redirects or --tee, where torchrun writes none"),
     Row("*", "stderr", r"^\s+\| ",
         "mgtrain's failure report (instead of torchrun's ChildFailedError text) quotes the failed rank's last "
         "stderr lines"),
