@@ -41,8 +41,6 @@ def parse_args():
                              "that the normalisation leaves no run-to-run noise)")
     parser.add_argument("--budget", type=float, help="seconds: start no case after this long (the rest fail)")
     parser.add_argument("--list", action="store_true", help="list the groups and cases")
-    parser.add_argument("--check-groups", metavar="G1,G2,...",
-                        help="only check that these are exactly the suite's groups (tests/CMakeLists.txt's list)")
     return parser.parse_args()
 
 
@@ -119,12 +117,6 @@ def run_one(group, case, tools, scratch, worker, launchers):
 
 def main():
     args = parse_args()
-    if args.check_groups is not None:
-        registered, defined = args.check_groups.split(","), list(GROUPS)
-        if registered != defined:
-            print(f"tests/CMakeLists.txt registers the groups {registered}; compat_cases.py defines {defined}")
-            return 1
-        return 0
     cases = selected_cases(args)
     if args.list:
         for group, case in cases:
