@@ -37,11 +37,11 @@ GROUPS = {
         Case("c10d_port0", ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--nnodes", "1",
                             "--nproc-per-node", "2", W]),
     ],
-    # two agents (static: fixed node ranks) with different roles, and with different --nproc-per-node; --rdzv-conf
-    # as scripts write it
+    # two agents (static: fixed node ranks) with different roles (and --tee: the console prefix on each node), and
+    # with different --nproc-per-node; --rdzv-conf as scripts write it
     "rdzv2": [
-        Case("static_roles", [STATIC + ["--node-rank", "0", "--role", "trainer", W],
-                              STATIC + ["--node-rank", "1", "--role", "evaluator", W]]),
+        Case("static_roles", [STATIC + ["--node-rank", "0", "--role", "trainer", "--tee", "3", W],
+                              STATIC + ["--node-rank", "1", "--role", "evaluator", "--tee", "3", W]]),
         Case("static_uneven_roles", [STATIC_NODES + ["--node-rank", "0", "--nproc-per-node", "2", "--role", "a", W],
                                      STATIC_NODES + ["--node-rank", "1", "--nproc-per-node", "1", "--role", "b", W]]),
         Case("static_uneven_nproc", [STATIC_NODES + ["--node-rank", "0", "--nproc-per-node", "2", W],
