@@ -184,7 +184,7 @@ def compare(case_name, ref, other, deliberate):
         if a == b:
             continue
         only_a, only_b = diff_items(a, b)
-        rows = [row for row in deliberate if row.field == field and fnmatch.fnmatch(case_name, row.case)]
+        rows = [row for row in deliberate if fnmatch.fnmatch(field, row.field) and fnmatch.fnmatch(case_name, row.case)]
         covered = {item: reason for item in only_a + only_b if (reason := covering_reason(item, rows))}
         reasons = "; ".join(dict.fromkeys(covered.values()))
         if covered:
