@@ -183,6 +183,14 @@ TEST_CASE("cmake --install produces a usable prefix", "[binary][install]") {
   CHECK(fs::exists(prefix / "bin/mgtrain"));
   CHECK(fs::exists(prefix / "bin/mgtrain-worker"));
   CHECK(fs::exists(prefix / "share/mgtrain/configs/fashion_mnist_cnn.yaml"));
+  // The torchrun personality's link, inside the prefix given at install time (it was once made where the build was
+  // configured to install, /usr/local/bin, whatever --prefix said).
+  CHECK(fs::is_symlink(prefix / "bin/torchrun"));
+  CHECK(fs::read_symlink(prefix / "bin/torchrun") == "mgtrain");
+  CHECK(install.out.find((prefix / "bin/torchrun").string()) != std::string::npos);
+  auto as_torchrun = run_and_capture({(prefix / "bin/torchrun").string(), "--no-python", "--nproc-per-node", "1",
+                                      "--log-dir", (prefix / "runs").string(), "/bin/sh", "-c", "exit 3"});
+  CHECK(as_torchrun.exit_code == 1);  // torchrun's code for a failed worker
   // The installed launcher finds the installed worker next to itself.
   auto env = run_and_capture({(prefix / "bin/mgtrain").string(), "env"});
   CHECK(env.out.find((prefix / "bin/mgtrain-worker").string()) != std::string::npos);
