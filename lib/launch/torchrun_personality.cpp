@@ -13,6 +13,7 @@
 #include "contract/log_layout.hpp"
 #include "output/file_tail.hpp"
 #include "supervise/run_directory.hpp"
+#include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/json_text.hpp"
 #include "util/log.hpp"
@@ -26,9 +27,9 @@ long long unix_seconds_now() {
 }
 
 std::optional<std::string> error_file_named(const EnvMap& environment) {
-  auto named = environment.find("TORCHELASTIC_ERROR_FILE");
-  if (named == environment.end() || named->second.empty()) return std::nullopt;
-  return named->second;
+  std::optional<std::string> named = environment_value(environment, "TORCHELASTIC_ERROR_FILE");
+  if (named && named->empty()) return std::nullopt;
+  return named;
 }
 
 void write_error_file(const std::string& path, const std::string& text) {

@@ -47,6 +47,7 @@ std::vector<std::string> resolve_gpu_ids(const GpuList& list, const HostFacts& h
 
 int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
                   const HostFacts& host, Personality personality, std::string& reason) {
+  const int cpu_workers = std::max(host.cpu_count, 1);  // `cpu`, and `auto` without a GPU in torchrun's personality
   switch (nproc.kind) {
     case NprocSpec::Kind::Count:
       if (gpu_ids_given && nproc.count != static_cast<int>(gpus.size())) {
@@ -72,8 +73,8 @@ int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, 
                          ": use --nproc N or --nproc cpu on a machine without GPUs");
       }
       if (personality == Personality::Torchrun) {  // torchrun: one worker per CPU, as `cpu`
-        reason = "auto: no GPU found, " + plural(std::max(host.cpu_count, 1), "CPU") + " (torchrun's rule)";
-        return std::max(host.cpu_count, 1);
+        reason = "auto: no GPU found, " + plural(cpu_workers, "CPU") + " (torchrun's rule)";
+        return cpu_workers;
       }
       reason = "auto: no GPU found, 1 worker";
       return 1;
@@ -82,7 +83,7 @@ int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, 
       break;
   }
   reason = "cpu: " + plural(host.cpu_count, "CPU");
-  return host.cpu_count > 0 ? host.cpu_count : 1;
+  return cpu_workers;
 }
 
 // A local rank named by `key` (launch.local_ranks_filter, launch.tty) must be one of this node's workers.
