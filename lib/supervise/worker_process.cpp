@@ -12,6 +12,7 @@
 
 #include "supervise/orphan_guard.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 namespace {
@@ -137,7 +138,11 @@ bool peek_exit(pid_t pid, ExitStatus& status) {
   siginfo_t info;
   std::memset(&info, 0, sizeof info);
   if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-    if (errno == ECHILD) {  // already reaped elsewhere: treat as lost
+    if (errno == ECHILD) {  // already reaped elsewhere: its status is gone, so it counts as failed (255)
+      log::warn(
+          "worker pid {} was reaped outside the launcher (SIGCHLD ignored or waited for elsewhere): its exit status "
+          "is lost and counts as 255",
+          pid);
       status = ExitStatus::exited(255);
       return true;
     }
