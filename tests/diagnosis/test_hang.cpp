@@ -262,7 +262,7 @@ TEST_CASE("built-in trainer: a rank frozen with SIGSTOP is the one named hung", 
   run.launcher = start_process(
       {kMgtrain, "launch", "--nproc", "2", "--run-id", "hang", "--log-dir", dir / "runs", "--hang-timeout", "5",
        "--grace-period", "2", std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml",
-       "train.max_steps=100000000", "data.synthetic_samples=4096"},
+       "train.max_steps=0", "train.epochs=1000000", "data.synthetic_samples=4096"},
       prefix);
   // Both ranks are training: their heartbeat lines report steps.
   const auto step_of = [&](int rank) -> long {

@@ -183,6 +183,7 @@ TEST_CASE("cmake --install produces a usable prefix", "[binary][install]") {
   CHECK(fs::exists(prefix / "bin/mgtrain"));
   CHECK(fs::exists(prefix / "bin/mgtrain-worker"));
   CHECK(fs::exists(prefix / "share/mgtrain/configs/fashion_mnist_cnn.yaml"));
+  CHECK(fs::exists(prefix / "share/mgtrain/python/mgtrain_progress.py"));  // docs/diagnosis.md
   // The installed launcher finds the installed worker next to itself.
   auto env = run_and_capture({(prefix / "bin/mgtrain").string(), "env"});
   CHECK(env.out.find((prefix / "bin/mgtrain-worker").string()) != std::string::npos);
