@@ -34,9 +34,10 @@ struct LaunchConfig {
   bool standalone = false;
   SlurmMode slurm = SlurmMode::Auto;  // auto: fill unset settings from a SLURM allocation (docs/slurm.md)
   bool slurm_requeue = true;          // node 0 requeues a SLURM job whose workers saved and stopped (exit 75)
-  double heartbeat_timeout = 0.0;     // seconds; 0: no hang watchdog
-  std::string worker;                 // path of the worker binary; empty: next to mgtrain
-  std::string python;                 // interpreter for `launch script.py`; empty: $PYTHON_EXEC, else python3 on PATH
+  double hang_timeout = 0.0;          // seconds without progress before a rank counts as hung; 0: off
+  double diagnose_timeout = launch_defaults::kDiagnoseTimeoutS;  // seconds to collect diagnostics of a hang
+  std::string worker;                                            // path of the worker binary; empty: next to mgtrain
+  std::string python;  // interpreter for `launch script.py`; empty: $PYTHON_EXEC, else python3 on PATH
   std::string role = launch_defaults::kRole;  // torchrun's --role: the workers' ROLE_NAME
   // multi-node (docs/multinode.md)
   RdzvEndpoint rdzv_endpoint;  // HOST[:PORT]: dynamic rendezvous, node ranks on arrival; empty: static

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -33,6 +34,20 @@ std::vector<std::string> all_key_paths() {
   std::vector<std::string> paths;
   for (const auto& k : config_schema()) paths.push_back(k.path);
   return paths;
+}
+
+// Keys that were renamed: the old path names the new one in the error instead of a guess.
+const std::pair<const char*, const char*> kRenamedKeys[] = {
+    {"launch.heartbeat_timeout", "launch.hang_timeout"},
+};
+
+// " (renamed: NEW)" for an old key path (or its MGTRAIN_ variable), else did_you_mean_suffix.
+std::string unknown_key_suffix(const std::string& name, const std::vector<std::string>& candidates) {
+  for (const auto& [old_path, new_path] : kRenamedKeys) {
+    if (name == old_path) return fmt::format(" (renamed: {})", new_path);
+    if (name == env_name_for_key(old_path)) return fmt::format(" (renamed: {})", env_name_for_key(new_path));
+  }
+  return did_you_mean_suffix(name, candidates);
 }
 
 bool is_section(const std::string& path) {
@@ -92,7 +107,7 @@ class Merger {
       if (!key) {
         throw UsageError(
             fmt::format("{}: not a config key{} (mgtrain reads MGTRAIN_<SECTION>_<KEY>; unset it or fix the name)",
-                        where, did_you_mean_suffix(name, known_names)));
+                        where, unknown_key_suffix(name, known_names)));
       }
       apply(*key, node_from_text(value, where, *key), where);
     }
@@ -107,7 +122,7 @@ class Merger {
     const std::string where = "override " + assignment;
     const KeyDef* key = find_key(path);
     if (!key)
-      throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, did_you_mean_suffix(path, all_key_paths())));
+      throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, unknown_key_suffix(path, all_key_paths())));
     apply(*key, node_from_text(assignment.substr(eq + 1), where, *key), where);
   }
 
@@ -160,7 +175,7 @@ class Merger {
       } else {
         std::vector<std::string> candidates = all_key_paths();
         for (const auto& s : config_sections()) candidates.push_back(s);
-        throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, did_you_mean_suffix(path, candidates)));
+        throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, unknown_key_suffix(path, candidates)));
       }
     }
   }

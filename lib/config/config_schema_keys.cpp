@@ -109,9 +109,13 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.slurm_requeue", &C::launch, &LaunchConfig::slurm_requeue,
             "inside a SLURM job: node 0 runs `scontrol requeue` when the workers saved a checkpoint and stopped "
             "(preemption), so the job resumes"));
-  s.add(key("launch.heartbeat_timeout", &C::launch, &LaunchConfig::heartbeat_timeout,
-            "seconds a heartbeating worker may stay silent before it counts as hung; 0: no watchdog")
+  s.add(key("launch.hang_timeout", &C::launch, &LaunchConfig::hang_timeout,
+            "hang detection: seconds a rank that reports progress (MGTRAIN_HEARTBEAT_FILE) may make none before it "
+            "counts as hung (--heartbeat-timeout is its old spelling); 0: off")
             .at_least(0));
+  s.add(key("launch.diagnose_timeout", &C::launch, &LaunchConfig::diagnose_timeout,
+            "hang detection: seconds to collect diagnostics (stack dumps) of the ranks before they are stopped")
+            .range(0, 3600));
   s.add(key("launch.worker", &C::launch, &LaunchConfig::worker,
             "path of the worker binary; empty: mgtrain-worker next to mgtrain"));
   s.add(key("launch.python", &C::launch, &LaunchConfig::python,

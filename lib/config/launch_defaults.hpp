@@ -11,6 +11,7 @@ inline constexpr double kJoinTimeoutS = 600.0;          // the nodes must meet w
 inline constexpr double kLastCallTimeoutS = 30.0;       // dynamic: wait for more nodes once MIN are there (torchrun's)
 inline constexpr double kNodeTimeoutS = 30.0;           // silence after which a node counts as dead
 inline constexpr double kNodeHeartbeatIntervalS = 5.0;  // between agent heartbeats (at most node_timeout / 3)
+inline constexpr double kDiagnoseTimeoutS = 10.0;       // a hang's diagnostics (stack dumps) before the stop
 inline constexpr const char* kRole = "default";         // torchrun's --role: the workers' ROLE_NAME
 
 }  // namespace mgtrain::launch_defaults

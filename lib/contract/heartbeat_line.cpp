@@ -16,7 +16,27 @@ std::optional<double> finite_number(const nlohmann::json& object, const char* ke
   return value;
 }
 
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 }  // namespace
+
+std::optional<std::int64_t> parse_progress_step(std::string_view text) {
+  while (!text.empty() && is_blank(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_blank(text.back())) text.remove_suffix(1);
+  if (text.empty()) return std::nullopt;
+  if (text.front() == '{') {
+    std::optional<HeartbeatInfo> line = parse_heartbeat_line(text);
+    if (!line) return std::nullopt;
+    return line->step;
+  }
+  if (text.size() > 18) return std::nullopt;  // fits an int64 without overflow checks
+  std::int64_t step = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    step = step * 10 + (c - '0');
+  }
+  return step;
+}
 
 std::string format_heartbeat_line(const HeartbeatInfo& info) {
   nlohmann::json line = {{"step", info.step}, {"loss", nullptr}, {"time", info.time}};

@@ -49,7 +49,9 @@ inline std::string filtered_log(const std::string& attempt_directory, bool is_st
 }
 // torch's @record writes the worker's exception here (TORCHELASTIC_ERROR_FILE).
 inline std::string error_file(const std::string& rank_directory) { return rank_directory + "/error.json"; }
-// Workers that opt in to the hang watchdog touch this file (MGTRAIN_HEARTBEAT_FILE).
+// The progress file workers touch or write (MGTRAIN_HEARTBEAT_FILE, contract/heartbeat_line.hpp).
 inline std::string heartbeat_file(const std::string& rank_directory) { return rank_directory + "/heartbeat"; }
+// Every thread's stack of a rank, dumped before a hung job is stopped (docs/diagnosis.md).
+inline std::string stacks_file(const std::string& rank_directory) { return rank_directory + "/stacks.txt"; }
 
 }  // namespace mgtrain::log_layout

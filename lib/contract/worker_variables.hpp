@@ -6,9 +6,11 @@
 
 namespace mgtrain {
 
-inline constexpr const char* kRunDirVariable = "MGTRAIN_RUN_DIR";                // <log_dir>/<run_id>
-inline constexpr const char* kConfigFileVariable = "MGTRAIN_CONFIG_FILE";        // the resolved config.yaml
-inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE";  // contract/heartbeat_line.hpp
+inline constexpr const char* kRunDirVariable = "MGTRAIN_RUN_DIR";          // <log_dir>/<run_id>
+inline constexpr const char* kConfigFileVariable = "MGTRAIN_CONFIG_FILE";  // the resolved config.yaml
+// The per-rank progress file (contract/heartbeat_line.hpp): set while hang or straggler detection or the status
+// API reads it.
+inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE";
 // The multi-node rendezvous secret (launch/rendezvous_secret.hpp). Read by the launcher, never passed to workers.
 inline constexpr const char* kRendezvousTokenVariable = "MGTRAIN_RDZV_TOKEN";
 

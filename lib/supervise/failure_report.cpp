@@ -32,7 +32,8 @@ nlohmann::ordered_json error_file_json(const FailedWorker& worker) {
 
 nlohmann::ordered_json worker_json(const FailedWorker& worker) {
   using nlohmann::ordered_json;
-  const bool signaled = !worker.hung && worker.status.signaled;
+  const bool stalled = worker.hung || worker.waiting;  // stopped by the launcher after a hang: no exit of its own
+  const bool signaled = !stalled && worker.status.signaled;
   ordered_json json = ordered_json::object();
   if (worker.node_rank >= 0 || worker.node_lost) {
     json["node_rank"] = worker.node_rank;
@@ -45,11 +46,17 @@ nlohmann::ordered_json worker_json(const FailedWorker& worker) {
   json["host"] = worker.host;
   json["pid"] = static_cast<long long>(worker.pid);
   json["outcome"] = worker.outcome();
-  json["exit_code"] = worker.hung ? ordered_json(nullptr) : ordered_json(worker.status.as_exit_code());
+  json["exit_code"] = stalled ? ordered_json(nullptr) : ordered_json(worker.status.as_exit_code());
   json["signal"] = signaled ? ordered_json(worker.status.value) : ordered_json(nullptr);
   json["signal_name"] = signaled ? ordered_json(signal_name(worker.status.value)) : ordered_json(nullptr);
   json["hung"] = worker.hung;
-  json["silent_s"] = worker.hung ? ordered_json(worker.silent_s) : ordered_json(nullptr);
+  json["waiting"] = worker.waiting;
+  json["silent_s"] = stalled ? ordered_json(worker.silent_s) : ordered_json(nullptr);
+  json["last_step"] = stalled && worker.last_step ? ordered_json(*worker.last_step) : ordered_json(nullptr);
+  json["last_progress_time"] =
+      stalled && !worker.last_progress_utc.empty() ? ordered_json(worker.last_progress_utc) : ordered_json(nullptr);
+  json["process_stopped"] = worker.process_stopped;
+  json["stacks"] = worker.stacks.empty() ? ordered_json(nullptr) : ordered_json(worker.stacks);
   json["time"] = worker.time_utc;
   json["during_teardown"] = worker.during_teardown;
   json["stderr_log"] = worker.stderr_log;
@@ -142,7 +149,11 @@ std::string launcher_error_file_json(const FailureReport& report,
 
 std::string FailedWorker::outcome() const {
   if (node_lost) return node_problem;
-  if (hung) return "no heartbeat for " + format_seconds(silent_s);
+  if (hung || waiting) {
+    return fmt::format("{}: no progress for {}{}{}", hung ? "hung" : "waiting", format_seconds(silent_s),
+                       last_step ? fmt::format(" (last step {})", *last_step) : "",
+                       process_stopped ? ", its process stopped (SIGSTOP)" : "");
+  }
   if (!expired_timer_scope.empty()) {
     return status.describe() + ", sent by the launcher: file timer \"" + expired_timer_scope + "\" expired (pid " +
            std::to_string(expired_timer_pid) + ")";
@@ -172,6 +183,8 @@ std::string format_failure_report(const FailureReport& report) {
     out += fmt::format("  pid        {}\n", cause.pid);
     out += fmt::format("  failure    {}\n", cause.outcome());
     out += fmt::format("  time       {}\n", cause.time_utc);
+    if (!cause.last_progress_utc.empty()) out += fmt::format("  progress   last report {}\n", cause.last_progress_utc);
+    if (!cause.stacks.empty()) out += fmt::format("  stacks     {}\n", cause.stacks);
     out += fmt::format("  stderr     {}{}\n", cause.stderr_log, cause.node_rank >= 0 ? " (on " + cause.host + ")" : "");
     if (!cause.error_file && !cause.error_message.empty()) out += fmt::format("  error      {}\n", cause.error_message);
   }

@@ -2,6 +2,7 @@
 // schedulers and scripts. Pure formatting; the supervisor gathers the facts.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,12 +18,17 @@ struct FailedWorker {
   int attempt = 0;
   std::string host;
   long pid = 0;
-  ExitStatus status;  // how the process ended (unused when `hung`)
-  bool hung = false;  // stopped sending heartbeats
-  double silent_s = 0.0;
-  std::string time_utc;                        // ISO 8601, when the launcher saw the failure
-  std::string stderr_log;                      // path of the rank's stderr.log
-  std::vector<std::string> stderr_tail;        // last lines of stderr.log
+  ExitStatus status;                      // how the process ended (unused when `hung`)
+  bool hung = false;                      // the root cause of a hang: its progress stopped first (docs/diagnosis.md)
+  bool waiting = false;                   // its progress stopped after the hung rank's: presumably waiting for it
+  double silent_s = 0.0;                  // hung or waiting: seconds without progress
+  std::optional<std::int64_t> last_step;  // hung or waiting: the step it last reported (none: touched only)
+  std::string last_progress_utc;          // hung or waiting: ISO 8601 time of its last report
+  bool process_stopped = false;           // hung: its process was stopped (SIGSTOP)
+  std::string stacks;                     // attempt_<n>/rank_<r>/stacks.txt when it was written, else ""
+  std::string time_utc;                   // ISO 8601, when the launcher saw the failure
+  std::string stderr_log;                 // path of the rank's stderr.log
+  std::vector<std::string> stderr_tail;   // last lines of stderr.log
   std::optional<TorchErrorRecord> error_file;  // TORCHELASTIC_ERROR_FILE, when the worker wrote it
   bool during_teardown = false;                // failed while the launcher was already stopping the group
   // Multi-node jobs only (docs/multinode.md):
@@ -37,7 +43,7 @@ struct FailedWorker {
   double after_start_s = -1;  // seconds from its attempt's start to the failure; -1: unknown
   std::string hint;           // what to try, e.g. another interpreter when torch cannot be imported
 
-  // "exit code 3", "signal SIGSEGV (11)", "no heartbeat for 30 s", or the node's problem.
+  // "exit code 3", "signal SIGSEGV (11)", "hung: no progress for 30 s (last step 41)", or the node's problem.
   std::string outcome() const;
 };
 

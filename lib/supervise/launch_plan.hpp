@@ -38,7 +38,8 @@ struct LaunchPlan {
   std::string role = launch_defaults::kRole;  // ROLE_NAME (launch.role, torchrun's --role)
   std::string run_dir;                        // absolute <log_dir>/<run_id>
   double grace_period_s = launch_defaults::kGracePeriodS;
-  double heartbeat_timeout_s = 0.0;     // 0: no hang watchdog
+  double hang_timeout_s = 0.0;                                     // 0: no hang detection (launch.hang_timeout)
+  double diagnose_timeout_s = launch_defaults::kDiagnoseTimeoutS;  // diagnostics of a hang before the stop
   bool status_server = false;           // the status API reads the workers' heartbeat files (launch.status_port)
   std::vector<ConsoleRouting> console;  // per local rank
   TtyChoice tty;                        // which worker writes to a pseudo-terminal (launch.tty)

@@ -31,7 +31,10 @@ bool failed_exit(const ExitStatus& status) {
 }
 
 SupervisionPolicy::SupervisionPolicy(const Settings& settings, WorkerGroupControl& control)
-    : settings_(settings), control_(control), running_(settings.nproc, false), last_heartbeat_(settings.nproc) {}
+    : settings_(settings),
+      control_(control),
+      running_(settings.nproc, false),
+      hang_watch_(settings.nproc, settings.hang_timeout_s) {}
 
 void SupervisionPolicy::start(SteadyTime now) {
   attempt_ = 0;
@@ -57,7 +60,7 @@ void SupervisionPolicy::begin_attempt(int attempt, SteadyTime now) {
 }
 
 void SupervisionPolicy::stop_on_request(SteadyTime now) {
-  if (phase_ != Phase::kRunning) return;
+  if (phase_ != Phase::kRunning && phase_ != Phase::kDiagnosing) return;
   begin_stop(SIGTERM, now);
 }
 
@@ -74,10 +77,10 @@ void SupervisionPolicy::start_attempt(SteadyTime now) {
   stopped_after_checkpoint_ = false;
   attempt_clean_ = false;
   kill_deadline_.reset();
+  diagnose_deadline_.reset();
   std::fill(running_.begin(), running_.end(), true);
-  std::fill(last_heartbeat_.begin(), last_heartbeat_.end(), std::nullopt);
+  hang_watch_.start_attempt(now);
   control_.start_workers(attempt_);
-  (void)now;
 }
 
 bool SupervisionPolicy::any_running() const {
@@ -95,14 +98,16 @@ void SupervisionPolicy::begin_stop(int signal, SteadyTime now) {
     phase_ = Phase::kStopping;
     stop_started_ = now;
     kill_deadline_ = now + steady_seconds(settings_.grace_period_s);
+    diagnose_deadline_.reset();
   }
   if (any_running()) control_.signal_running_workers(signal);
 }
 
 void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure) {
-  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
+  if (!workers_live()) return;
   if (!running_.at(local_rank)) return;
   running_[local_rank] = false;
+  hang_watch_.on_exit(local_rank);
   bool stopped_as_asked = !killed_for_failure && phase_ == Phase::kStopping && now > stop_started_ && status.signaled &&
                           (status.value == SIGTERM || status.value == SIGKILL || status.value == launcher_signal_);
   // Saved a checkpoint and stopped on request: the other workers agreed to do the same at the same step.
@@ -127,6 +132,8 @@ void SupervisionPolicy::stop_for_failure(const WorkerFailure& first, SteadyTime 
 
 void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
   if (any_running()) return;
+  // Every worker ended while a hang was diagnosed: the stop is over before it began.
+  if (phase_ == Phase::kDiagnosing) stop_for_failure(failures_.at(hang_failure_), now);
   if (settings_.coordinated) {
     attempt_clean_ = phase_ == Phase::kRunning;  // nobody failed, nothing was stopped
     kill_deadline_.reset();
@@ -156,7 +163,7 @@ void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
     control_.attempt_ended();
     return;
   }
-  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
+  if (!workers_live()) return;
   if (response == SignalResponse::kForward) {
     control_.signal_running_workers(signal);
     return;
@@ -171,11 +178,11 @@ void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
 }
 
 void SupervisionPolicy::forward_to_workers(int signal) {
-  if (phase_ == Phase::kRunning || phase_ == Phase::kStopping) control_.signal_running_workers(signal);
+  if (workers_live()) control_.signal_running_workers(signal);
 }
 
-void SupervisionPolicy::on_heartbeat(int local_rank, SteadyTime now) {
-  if (phase_ == Phase::kRunning && running_.at(local_rank)) last_heartbeat_[local_rank] = now;
+void SupervisionPolicy::on_progress(int local_rank, SteadyTime when, std::optional<std::int64_t> step) {
+  if (phase_ == Phase::kRunning && running_.at(local_rank)) hang_watch_.on_progress(local_rank, when, step);
 }
 
 void SupervisionPolicy::on_time(SteadyTime now) {
@@ -183,32 +190,51 @@ void SupervisionPolicy::on_time(SteadyTime now) {
     kill_deadline_.reset();
     if (any_running()) control_.signal_running_workers(SIGKILL);
   }
-  if (phase_ != Phase::kRunning || settings_.heartbeat_timeout_s <= 0) return;
-  bool hang_found = false;
-  const std::size_t first_new = failures_.size();
-  for (int rank = 0; rank < settings_.nproc; ++rank) {
-    if (!running_[rank] || !last_heartbeat_[rank]) continue;
-    if (now - *last_heartbeat_[rank] < steady_seconds(settings_.heartbeat_timeout_s)) continue;
-    WorkerFailure failure;
-    failure.local_rank = rank;
-    failure.hung = true;
-    failure.silent_s = std::chrono::duration<double>(now - *last_heartbeat_[rank]).count();
-    failure.time = now;
-    record_failure(failure);
-    hang_found = true;
+  if (phase_ == Phase::kDiagnosing && diagnose_deadline_ && now >= *diagnose_deadline_) {
+    stop_for_failure(failures_.at(hang_failure_), now);  // the diagnostics ran out of time
   }
-  if (hang_found) stop_for_failure(failures_[first_new], now);
+  if (phase_ == Phase::kRunning) check_hang(now);
+}
+
+// The hung rank(s) are recorded first (the root cause), then the ranks waiting for them; the group is stopped once
+// the diagnostics are collected (diagnosis_finished) or launch.diagnose_timeout has passed.
+void SupervisionPolicy::check_hang(SteadyTime now) {
+  for (int local_rank : hang_watch_.take_unreported(now)) control_.no_progress_yet(local_rank);
+  std::optional<HangVerdict> verdict =
+      hang_watch_.check(now, [this](int local_rank) { return control_.worker_stopped(local_rank); });
+  if (!verdict) return;
+  hang_failure_ = failures_.size();
+  for (const std::vector<HangRank>* group : {&verdict->hung, &verdict->waiting}) {
+    for (const HangRank& rank : *group) {
+      WorkerFailure failure;
+      failure.local_rank = rank.local_rank;
+      failure.hung = group == &verdict->hung;
+      failure.waiting = !failure.hung;
+      failure.silent_s = rank.silent_s;
+      failure.last_progress = rank.last_progress;
+      failure.last_step = rank.last_step;
+      failure.process_stopped = rank.stopped;
+      failure.time = now;
+      record_failure(failure);
+    }
+  }
+  phase_ = Phase::kDiagnosing;
+  diagnose_deadline_ = now + steady_seconds(std::max(0.0, settings_.diagnose_timeout_s));
+  control_.hang_detected(*verdict, *diagnose_deadline_);
+  if (phase_ == Phase::kDiagnosing && settings_.diagnose_timeout_s <= 0) diagnosis_finished(now);
+}
+
+void SupervisionPolicy::diagnosis_finished(SteadyTime now) {
+  if (phase_ == Phase::kDiagnosing) stop_for_failure(failures_.at(hang_failure_), now);
 }
 
 std::optional<SteadyTime> SupervisionPolicy::next_deadline() const {
   std::optional<SteadyTime> next = kill_deadline_;
-  if (phase_ == Phase::kRunning && settings_.heartbeat_timeout_s > 0) {
-    for (int rank = 0; rank < settings_.nproc; ++rank) {
-      if (!running_[rank] || !last_heartbeat_[rank]) continue;
-      SteadyTime due = *last_heartbeat_[rank] + steady_seconds(settings_.heartbeat_timeout_s);
-      if (!next || due < *next) next = due;
-    }
-  }
+  const auto keep = [&next](const std::optional<SteadyTime>& due) {
+    if (due && (!next || *due < *next)) next = due;
+  };
+  if (phase_ == Phase::kRunning) keep(hang_watch_.next_deadline());
+  if (phase_ == Phase::kDiagnosing) keep(diagnose_deadline_);
   return next;
 }
 

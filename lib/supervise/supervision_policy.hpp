@@ -1,22 +1,23 @@
 // The supervisor's decisions, free of I/O: when to stop the worker group, when to escalate SIGTERM
 // to SIGKILL, whether to restart (or start again on a new store port, uncounted), which failure is the root cause,
-// and the launcher's exit code.
+// and the launcher's exit code. Hang detection (hang_watch.hpp) decides which rank hung and which wait; the
+// policy then gives the supervisor up to launch.diagnose_timeout to collect diagnostics before the stop.
 // The supervisor (supervisor.cpp, on the event loop) feeds it events with the current time and carries
 // out its orders through WorkerGroupControl; unit tests drive it with a fake control and made-up times.
 // Also the one rule of which signals stop a job and which exits fail it (stops_the_job, failed_exit).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
+#include "supervise/hang_watch.hpp"
 #include "util/exit_status.hpp"
 
 namespace mgtrain {
-
-using SteadyTime = std::chrono::steady_clock::time_point;
 
 struct WorkerFailure;
 
@@ -64,15 +65,33 @@ class WorkerGroupControl {
     (void)root;
     return false;
   }
+  // Hang detection. Whether the worker's process is stopped (SIGSTOP, a debugger): evidence for the root cause.
+  virtual bool worker_stopped(int local_rank) {
+    (void)local_rank;
+    return false;
+  }
+  // A running worker has reported no progress hang_timeout after its start; said once per local rank and run.
+  virtual void no_progress_yet(int local_rank) { (void)local_rank; }
+  // A hang was found (its failures are recorded: the hung ranks, then the waiting ones). The workers are left
+  // running until diagnosis_finished() or `deadline` (launch.diagnose_timeout), then stopped as for any failure.
+  virtual void hang_detected(const HangVerdict& verdict, SteadyTime deadline) {
+    (void)verdict;
+    (void)deadline;
+  }
 };
 
-// A worker that failed: exited non-zero, died by a signal, or stopped sending heartbeats.
+// A worker that failed: exited non-zero, died by a signal, or stopped making progress (hung, or waiting for a
+// hung rank).
 struct WorkerFailure {
   int local_rank = 0;
   int attempt = 0;
-  ExitStatus status;  // unused when `hung`
-  bool hung = false;
-  double silent_s = 0.0;  // seconds without heartbeat, when `hung`
+  ExitStatus status;                      // unused when `hung` or `waiting`
+  bool hung = false;                      // the root cause of a hang: its progress stopped first
+  bool waiting = false;                   // its progress stopped after the hung rank's: presumably waiting for it
+  double silent_s = 0.0;                  // hung or waiting: seconds without progress
+  SteadyTime last_progress{};             // hung or waiting: its last report
+  std::optional<std::int64_t> last_step;  // hung or waiting: the step it last reported
+  bool process_stopped = false;           // hung: its process was stopped (SIGSTOP)
   SteadyTime time{};
   bool during_teardown = false;  // failed after the launcher had begun stopping the group
 };
@@ -84,8 +103,9 @@ class SupervisionPolicy {
   struct Settings {
     int nproc = 1;
     int max_restarts = 0;
-    double grace_period_s = launch_defaults::kGracePeriodS;  // SIGTERM -> SIGKILL
-    double heartbeat_timeout_s = 0.0;                        // 0: watchdog off
+    double grace_period_s = launch_defaults::kGracePeriodS;          // SIGTERM -> SIGKILL
+    double hang_timeout_s = 0.0;                                     // 0: hang detection off
+    double diagnose_timeout_s = launch_defaults::kDiagnoseTimeoutS;  // a hang's diagnostics before the stop
     // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
     // still stops the local group on a failure or signal (node_agent.hpp).
     bool coordinated = false;
@@ -109,10 +129,14 @@ class SupervisionPolicy {
   // The status API's save requests (SIGUSR2 save and go on, SIGUSR1 save and stop): passed to the running workers in
   // either personality, since they are not signals to the launcher (which the torchrun personality may die by).
   void forward_to_workers(int signal);
-  // A worker showed a sign of life (its heartbeat file changed).
-  void on_heartbeat(int local_rank, SteadyTime now);
-  // Time passed: escalation to SIGKILL and the hang watchdog.
+  // A worker reported progress (its progress file changed at `when`, reporting `step` when it writes one).
+  void on_progress(int local_rank, SteadyTime when, std::optional<std::int64_t> step = std::nullopt);
+  // Time passed: escalation to SIGKILL, hang detection, the end of a hang's diagnostics.
   void on_time(SteadyTime now);
+  // The diagnostics of a hang (hang_detected) are complete: stop the workers now.
+  void diagnosis_finished(SteadyTime now);
+  // Whether a hang's diagnostics are being collected (the workers still run, the stop is due).
+  bool diagnosing() const { return phase_ == Phase::kDiagnosing; }
 
   // Coordinated mode. start() leaves the policy waiting; the agent then calls:
   // begin_attempt: start the workers of `attempt` (only while waiting). If starting them throws, the
@@ -125,8 +149,8 @@ class SupervisionPolicy {
   void finish_coordinated(int exit_code);
   // Whether the policy waits for the agent (no workers running, not finished).
   bool waiting() const { return phase_ == Phase::kWaiting; }
-  // Whether the current attempt is running (workers alive, no stop begun).
-  bool attempt_running() const { return phase_ == Phase::kRunning; }
+  // Whether the current attempt is running (workers alive, no stop begun; a hang's diagnostics may be collected).
+  bool attempt_running() const { return phase_ == Phase::kRunning || phase_ == Phase::kDiagnosing; }
   // Whether the last attempt's workers all exited 0 (or 75) by themselves.
   bool attempt_succeeded() const { return attempt_clean_; }
 
@@ -151,7 +175,8 @@ class SupervisionPolicy {
   std::optional<std::size_t> root_cause() const;
 
  private:
-  enum class Phase { kIdle, kRunning, kStopping, kWaiting, kFinished };
+  // kDiagnosing: a hang was found; the workers run until the diagnostics are collected, then kStopping.
+  enum class Phase { kIdle, kRunning, kDiagnosing, kStopping, kWaiting, kFinished };
 
   void start_attempt(SteadyTime now);
   void begin_stop(int signal, SteadyTime now);
@@ -159,6 +184,10 @@ class SupervisionPolicy {
   void finish_attempt_if_done(SteadyTime now);
   bool any_running() const;
   void stop_for_failure(const WorkerFailure& first, SteadyTime now);
+  bool workers_live() const {
+    return phase_ == Phase::kRunning || phase_ == Phase::kDiagnosing || phase_ == Phase::kStopping;
+  }
+  void check_hang(SteadyTime now);
 
   Settings settings_;
   WorkerGroupControl& control_;
@@ -171,7 +200,9 @@ class SupervisionPolicy {
   std::optional<int> launcher_signal_;
   bool stopped_after_checkpoint_ = false;  // a worker of this attempt exited kStoppedAfterCheckpoint
   std::vector<bool> running_;
-  std::vector<std::optional<SteadyTime>> last_heartbeat_;
+  HangWatch hang_watch_;
+  std::optional<SteadyTime> diagnose_deadline_;
+  std::size_t hang_failure_ = 0;  // index into failures_ of the hang being diagnosed
   std::vector<WorkerFailure> failures_;
   bool attempt_clean_ = false;  // coordinated: the attempt ended without failure or stop
   std::optional<int> coordinated_exit_code_;

@@ -1,5 +1,5 @@
-// The supervisor on the event loop: starting workers, carrying out the policy's orders, heartbeats,
-// file timers, the failure report.
+// The supervisor on the event loop: starting workers, carrying out the policy's orders, file timers, the failure
+// report (progress files and hang diagnostics: supervisor_hang.cpp).
 #include "supervise/supervisor.hpp"
 
 #include <poll.h>
@@ -36,16 +36,12 @@ SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
   settings.nproc = plan.nproc;
   settings.max_restarts = plan.max_restarts;
   settings.grace_period_s = plan.grace_period_s;
-  settings.heartbeat_timeout_s = plan.heartbeat_timeout_s;
+  settings.hang_timeout_s = plan.hang_timeout_s;
+  settings.diagnose_timeout_s = plan.diagnose_timeout_s;
   settings.max_port_retries = plan.picks_port() && !plan.multi_node() ? Supervisor::kMaxPortRetries : 0;
   settings.personality = plan.personality;
   settings.handled_signals = plan.handled_signals;
   return settings;
-}
-
-Clock::duration heartbeat_probe_interval(double timeout_s) {
-  double interval = std::min(1.0, std::max(0.01, timeout_s / 4));
-  return steady_seconds(interval);
 }
 
 // torchrun's filters for one stream, from the launcher's environment (a flag sets the variable: launch_command.cpp).
@@ -171,7 +167,7 @@ void Supervisor::start_workers(int attempt) {
       worker.local_rank = local_rank;
       worker.pid = process.pid;
       worker.alive = true;
-      if (plan_.heartbeat_timeout_s > 0) {
+      if (plan_.hang_timeout_s > 0) {
         worker.heartbeat = std::make_unique<HeartbeatFile>(log_layout::heartbeat_file(rank_directory));
       }
       workers_.push_back(std::move(worker));
@@ -201,7 +197,7 @@ void Supervisor::start_workers(int attempt) {
     loop_.kill_children();
     throw;
   }
-  if (plan_.heartbeat_timeout_s > 0) next_heartbeat_probe_ = Clock::now();
+  if (plan_.hang_timeout_s > 0) next_heartbeat_probe_ = Clock::now();
   attempt_started_ = Clock::now();
 }
 
@@ -262,16 +258,6 @@ void Supervisor::on_signal(int signal, Clock::time_point now) {
   }
 }
 
-void Supervisor::probe_heartbeats(Clock::time_point now) {
-  if (!next_heartbeat_probe_ || now < *next_heartbeat_probe_) return;
-  for (Worker& worker : workers_) {
-    if (worker.alive && worker.heartbeat && worker.heartbeat->changed_since_last_check()) {
-      policy_.on_heartbeat(worker.local_rank, now);
-    }
-  }
-  next_heartbeat_probe_ = now + heartbeat_probe_interval(plan_.heartbeat_timeout_s);
-}
-
 SupervisionResult Supervisor::run() {
   started_steady_ = Clock::now();
   started_wall_ = std::chrono::system_clock::now();
@@ -308,14 +294,17 @@ void Supervisor::on_ready(const pollfd& ready, Clock::time_point now) {
 std::optional<Supervisor::Clock::time_point> Supervisor::next_deadline() const {
   std::optional<Clock::time_point> wake = policy_.next_deadline();
   if (!policy_.finished()) keep_earliest(wake, next_heartbeat_probe_);
+  if (policy_.diagnosing()) keep_earliest(wake, Clock::now() + steady_seconds(HangDiagnostics::kPollS));
   if (file_timers_ && !policy_.finished()) keep_earliest(wake, file_timers_->next_deadline(Clock::now()));
   return wake;
 }
 
 void Supervisor::on_time(Clock::time_point now) {
-  probe_heartbeats(now);
+  const std::optional<Clock::time_point> policy_due = policy_.next_deadline();
+  probe_heartbeats(now, policy_due && *policy_due <= now);  // a hang is judged on fresh reports only
   check_file_timers();
   policy_.on_time(now);
+  poll_diagnostics(now);
   console_.flush();
 }
 
@@ -378,7 +367,7 @@ void Supervisor::announce_restart(int attempt) {
   std::string why;
   for (const WorkerFailure& failure : policy_.failures()) {
     if (failure.attempt != attempt - 1 || failure.during_teardown) continue;
-    why = failure.hung ? fmt_rank(failure.local_rank) + " hung"
+    why = failure.hung ? "rank " + std::to_string(plan_.global_rank(failure.local_rank)) + " hung"
                        : fmt_rank(failure.local_rank) + " " + failure.status.describe();
     break;
   }
@@ -421,6 +410,7 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
   worker.pid = pids_by_attempt_.at(failure.attempt).at(failure.local_rank);
   worker.status = failure.status;
   worker.hung = failure.hung;
+  worker.waiting = failure.waiting;
   worker.silent_s = failure.silent_s;
   worker.during_teardown = failure.during_teardown;
   if (failure.attempt == policy_.attempt()) {
@@ -431,11 +421,9 @@ FailedWorker Supervisor::describe_failure(const WorkerFailure& failure) const {
     worker.expired_timer_scope = timer->second.scope_id;
     worker.expired_timer_pid = timer->second.pid;
   }
-  auto wall =
-      started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(failure.time - started_steady_);
-  worker.time_utc =
-      format_utc_millis(std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count());
+  worker.time_utc = format_utc_millis(unix_millis_at(failure.time));
   std::string rank_directory = log_layout::rank_dir(plan_.run_dir, failure.attempt, worker.global_rank);
+  if (failure.hung || failure.waiting) describe_hang_facts(failure, rank_directory, worker);
   worker.stderr_log = log_layout::stderr_log(rank_directory);
   worker.stderr_tail = read_last_lines(worker.stderr_log, kStderrTailLines);
   if (!plan_.python.empty()) {  // a Python program that died at once because its interpreter has no torch

@@ -1,7 +1,8 @@
 // One node's worker group on the event loop (event_loop.hpp): starts the workers as the loop's children,
-// has their output pumped into logs and the console, reacts to worker exits, signals, heartbeats, file
+// has their output pumped into logs and the console, reacts to worker exits, signals, progress files, file
 // timers and deadlines as they happen, carries out SupervisionPolicy's orders, and gathers the failure
-// report. A multi-node job's node agent drives the attempts (AttemptCoordinator).
+// report. A multi-node job's node agent drives the attempts (AttemptCoordinator). Hang detection's side of it
+// (progress files, the detection line, HangDiagnostics) is in supervisor_hang.cpp.
 #pragma once
 
 #include <poll.h>
@@ -50,6 +51,35 @@ class AttemptCoordinator {
   virtual void on_signal_during_teardown(int /*signal*/) {}
 };
 
+// What is collected when a hang is found, before any worker is signalled (docs/diagnosis.md): e.g. every rank's
+// stacks into attempt_<n>/rank_<r>/stacks.txt (log_layout::stacks_file). This default collects nothing; an
+// implementation is given to the supervisor with set_diagnostics.
+class HangDiagnostics {
+ public:
+  struct Target {
+    int local_rank = 0;
+    int global_rank = 0;
+    pid_t pid = -1;
+    std::string rank_directory;  // attempt_<n>/rank_<r>
+    bool hung = false;           // the root cause; the others wait or go on
+  };
+  virtual ~HangDiagnostics() = default;
+  // Starts collecting for `ranks` (every running local rank of `attempt`). It may return at once and go on in the
+  // background (the supervisor polls done() every kPollS) or block, but never beyond `deadline`
+  // (launch.diagnose_timeout after the detection); the workers are stopped after that in any case.
+  virtual void collect_diagnostics(int attempt, const std::vector<Target>& ranks,
+                                   std::chrono::steady_clock::time_point deadline) {
+    (void)attempt;
+    (void)ranks;
+    (void)deadline;
+  }
+  // Whether the collection has finished.
+  virtual bool done() { return true; }
+  // What the detection line announces, e.g. "collecting stacks"; "": nothing is collected.
+  virtual std::string activity() const { return ""; }
+  static constexpr double kPollS = 0.05;
+};
+
 class Supervisor : private WorkerGroupControl, private LoopHandler, private LoopParticipant {
  public:
   // Port retries of a single-node job whose store port the launcher picked (supervision_policy.hpp).
@@ -71,6 +101,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
 
   // Multi-node (the policy must be in coordinated mode; see AttemptCoordinator).
   void set_coordinator(AttemptCoordinator* coordinator) { coordinator_ = coordinator; }
+  // What to collect when a hang is found (kept by the caller, outliving run()); default: nothing.
+  void set_diagnostics(HangDiagnostics& diagnostics) { diagnostics_ = &diagnostics; }
   // Joins the loop (the node agent's sockets, the status API and resource sampler) until removed.
   void add_participant(LoopParticipant& participant) { loop_.add(participant); }
   void remove_participant(LoopParticipant& participant) { loop_.remove(participant); }
@@ -115,6 +147,15 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   void group_failing(const WorkerFailure& failure) override;
   void attempt_ended() override;
   bool store_port_taken(const WorkerFailure& root) override;
+  // Hang detection (supervisor_hang.cpp).
+  bool worker_stopped(int local_rank) override;
+  void no_progress_yet(int local_rank) override;
+  void hang_detected(const HangVerdict& verdict, Clock::time_point deadline) override;
+  void poll_diagnostics(Clock::time_point now);
+  // A hung or waiting rank's last step and report, whether its process was stopped, its stacks file.
+  void describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory, FailedWorker& worker) const;
+  // The wall clock (Unix milliseconds) of a steady time of this launch.
+  long long unix_millis_at(Clock::time_point time) const;
   void announce_port_retry(int attempt, int port);
   std::string store_port_hint(int attempt) const;
 
@@ -127,7 +168,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   std::optional<Clock::time_point> next_deadline() const override;
   void on_time(Clock::time_point now) override;
 
-  void probe_heartbeats(std::chrono::steady_clock::time_point now);
+  // Reads the changed progress files: every probe interval, and at once when `force` (a hang may be due).
+  void probe_heartbeats(Clock::time_point now, bool force);
   void read_file_timers();
   void check_file_timers();
   FailureReport build_failure_report() const;
@@ -157,6 +199,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   std::map<std::pair<int, int>, ExpiredFileTimer> timer_kills_;  // (attempt, local rank) -> the timer that fired
   std::chrono::steady_clock::time_point attempt_started_;
   AttemptCoordinator* coordinator_ = nullptr;
+  HangDiagnostics default_diagnostics_;
+  HangDiagnostics* diagnostics_ = &default_diagnostics_;
 };
 
 }  // namespace mgtrain

@@ -52,13 +52,15 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
     if (slot.console_columns > 0) env[kConsoleColumnsVariable] = std::to_string(slot.console_columns);
   }
   if (!slot.config_file.empty()) env[kConfigFileVariable] = slot.config_file;
-  if (plan.heartbeat_timeout_s > 0 || plan.status_server) {  // the watchdog, or the status API's step and loss
+  if (workers_get_progress_file(plan)) {
     env[kHeartbeatFileVariable] = log_layout::heartbeat_file(rank_directory);
   } else {
     env.erase(kHeartbeatFileVariable);  // a launcher above us must not watch our workers' files
   }
   return env;
 }
+
+bool workers_get_progress_file(const LaunchPlan& plan) { return plan.hang_timeout_s > 0 || plan.status_server; }
 
 std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent) {
   if (plan.nproc <= 1 || parent.count("OMP_NUM_THREADS") != 0) return "";

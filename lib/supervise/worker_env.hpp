@@ -27,6 +27,10 @@ struct WorkerSlot {
 // The parent's environment with the worker's variables set on top.
 EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, const EnvMap& parent);
 
+// Whether workers get their progress file (MGTRAIN_HEARTBEAT_FILE): whenever something reads it (hang
+// detection, the status API; straggler detection belongs here too).
+bool workers_get_progress_file(const LaunchPlan& plan);
+
 // torchrun's rule: with more than one worker per node and OMP_NUM_THREADS unset, workers get
 // OMP_NUM_THREADS=1. Returns the notice to print once (without the "mgtrain: " prefix), or "" when
 // the rule does not apply.

@@ -76,5 +76,5 @@ TEST_CASE("numeric flags given junk are refused by the loader naming the flag", 
   CHECK(contains(load_error({"--grace-period", "nan", "--", "true"}), "launch.grace_period: expected a number"));
   CHECK(contains(load_error({"--node-rank", "", "--", "true"}), "launch.node_rank"));
   CHECK(contains(load_error({"--status-port", "[1]", "--", "true"}), "launch.status_port: expected an integer"));
-  CHECK(contains(load_error({"--heartbeat-timeout", "{}", "--", "true"}), "launch.heartbeat_timeout"));
+  CHECK(contains(load_error({"--heartbeat-timeout", "{}", "--", "true"}), "launch.hang_timeout"));
 }

@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
       launch.max_restarts = std::stoll(value);
     else if (key == "grace_period")
       launch.grace_period = std::stod(value);
-    else if (key == "heartbeat_timeout")
-      launch.heartbeat_timeout = std::stod(value);
+    else if (key == "hang_timeout")
+      launch.hang_timeout = std::stod(value);
     else if (key == "log_dir")
       launch.log_dir = value;
     else if (key == "run_id")

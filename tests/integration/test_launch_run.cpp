@@ -287,13 +287,13 @@ TEST_CASE("hang watchdog: a worker that opted in and went silent is stopped and 
                                     "0.01; done; touch \"$MGTRAIN_HEARTBEAT_FILE\"; fi\n"
                                     "sleep 30 &\nwait");
   LaunchConfig launch = test_launch_config(dir, 2);
-  launch.heartbeat_timeout = 0.4;
+  launch.hang_timeout = 0.4;
   auto started = std::chrono::steady_clock::now();
   LaunchOutcome outcome = launch_in_process(launch, {worker});
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
   CHECK(outcome.exit_code == 124);
   CHECK_THAT(outcome.err, Catch::Contains("rank       1 (local rank 1)"));
-  CHECK_THAT(outcome.err, Catch::Contains("failure    no heartbeat for"));
+  CHECK_THAT(outcome.err, Catch::Contains("failure    hung: no progress for"));
   YAML::Node report = YAML::Load(read_text(outcome.run_dir + "/failure.json"));
   CHECK(report["root_cause"]["hung"].as<bool>());
   CHECK(report["root_cause"]["silent_s"].as<double>() >= 0.4);
@@ -309,7 +309,7 @@ TEST_CASE("hang watchdog: workers that beat, or never opted in, are left alone",
                                     "\"$MGTRAIN_HEARTBEAT_FILE\"; sleep 0.1; i=$((i+1)); done; exit 0; fi\n"
                                     "sleep 2.2  # never opted in: silence is fine");
   LaunchConfig launch = test_launch_config(dir, 2);
-  launch.heartbeat_timeout = 1.0;  // rank 0 beats for twice as long, every 0.1 s
+  launch.hang_timeout = 1.0;  // rank 0 beats for twice as long, every 0.1 s
   LaunchOutcome outcome = launch_in_process(launch, {worker});
   CHECK(outcome.exit_code == 0);
 }
@@ -345,7 +345,7 @@ TEST_CASE("launching again with the same run id does not inherit the old error o
                                    "\"$MGTRAIN_RUN_DIR/attempt_0/rank_0/heartbeat\"; exit 1");
   CHECK(launch_in_process(launch, {first}).exit_code == 1);
   std::string second = write_script(dir / "second.sh", "sleep 0.5; exit 2");
-  launch.heartbeat_timeout = 0.2;  // a stale heartbeat file would count as an opt-in and a hang
+  launch.hang_timeout = 0.2;  // a stale heartbeat file would count as an opt-in and a hang
   LaunchOutcome outcome = launch_in_process(launch, {second});
   CHECK(outcome.exit_code == 2);
   CHECK_THAT(outcome.err, !Catch::Contains("old failure"));

@@ -331,7 +331,7 @@ TEST_CASE("with the status server on, every worker gets a heartbeat file, and th
   plan.status_server = true;
   EnvMap env = build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {});
   CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/r/attempt_2/rank_1/heartbeat");
-  CHECK(plan.heartbeat_timeout_s == 0);  // the hang watchdog is a separate choice (launch.heartbeat_timeout)
+  CHECK(plan.hang_timeout_s == 0);  // the hang watchdog is a separate choice (launch.hang_timeout)
   plan.status_server = false;
   CHECK(build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}})
             .count("MGTRAIN_HEARTBEAT_FILE") == 0);

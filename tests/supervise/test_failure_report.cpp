@@ -74,12 +74,46 @@ TEST_CASE("a hung worker is reported by its silence", "[report]") {
   FailureReport report = sample_report();
   report.root_cause.hung = true;
   report.root_cause.silent_s = 30.2;
-  CHECK_THAT(format_failure_report(report), Catch::Contains("failure    no heartbeat for 30 s"));
+  CHECK_THAT(format_failure_report(report), Catch::Contains("failure    hung: no progress for 30 s\n"));
   YAML::Node root = YAML::Load(failure_report_to_json(report));
   CHECK(root["root_cause"]["hung"].as<bool>());
+  CHECK_FALSE(root["root_cause"]["waiting"].as<bool>());
   CHECK(root["root_cause"]["exit_code"].IsNull());
+  CHECK(root["root_cause"]["last_step"].IsNull());  // a program that only touches its progress file
+  CHECK(root["root_cause"]["stacks"].IsNull());
   report.root_cause.silent_s = 2.5;
-  CHECK_THAT(format_failure_report(report), Catch::Contains("no heartbeat for 2.5 s"));
+  CHECK_THAT(format_failure_report(report), Catch::Contains("hung: no progress for 2.5 s"));
+}
+
+TEST_CASE("a hang names the hung rank with its last step, time and stacks, and the ranks waiting for it", "[report]") {
+  FailureReport report = sample_report();
+  report.root_cause.hung = true;
+  report.root_cause.silent_s = 10.04;
+  report.root_cause.last_step = 41;
+  report.root_cause.last_progress_utc = "2026-11-22T03:50:02.000Z";
+  report.root_cause.process_stopped = true;
+  report.root_cause.stacks = "/runs/r/attempt_0/rank_1/stacks.txt";
+  FailedWorker waiting = report.root_cause;
+  waiting.global_rank = waiting.local_rank = 0;
+  waiting.hung = waiting.process_stopped = false;
+  waiting.waiting = true;
+  waiting.silent_s = 9.8;
+  waiting.stacks = "";
+  report.other_failures = {waiting};
+  const std::string text = format_failure_report(report);
+  CHECK_THAT(text, Catch::Contains("failure    hung: no progress for 10 s (last step 41), its process stopped"));
+  CHECK_THAT(text, Catch::Contains("progress   last report 2026-11-22T03:50:02.000Z"));
+  CHECK_THAT(text, Catch::Contains("stacks     /runs/r/attempt_0/rank_1/stacks.txt"));
+  CHECK_THAT(text, Catch::Contains("waiting: no progress for 9.8 s (last step 41)"));
+  YAML::Node root = YAML::Load(failure_report_to_json(report));
+  CHECK(root["root_cause"]["last_step"].as<long>() == 41);
+  CHECK(root["root_cause"]["last_progress_time"].as<std::string>() == "2026-11-22T03:50:02.000Z");
+  CHECK(root["root_cause"]["stacks"].as<std::string>() == "/runs/r/attempt_0/rank_1/stacks.txt");
+  CHECK(root["root_cause"]["process_stopped"].as<bool>());
+  CHECK(root["other_failures"][0]["waiting"].as<bool>());
+  CHECK_FALSE(root["other_failures"][0]["hung"].as<bool>());
+  CHECK(root["other_failures"][0]["exit_code"].IsNull());
+  CHECK(root["other_failures"][0]["silent_s"].as<double>() == Approx(9.8));
 }
 
 TEST_CASE("torch's error file, in both of its shapes", "[report]") {

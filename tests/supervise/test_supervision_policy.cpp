@@ -2,6 +2,7 @@
 // restarts, signals, hang watchdog, root cause and exit codes; the one stop/failure rule.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <string>
 #include <vector>
@@ -23,16 +24,28 @@ struct FakeGroup : WorkerGroupControl {
     log.push_back("port taken? rank " + std::to_string(root.local_rank));
     return port_taken;
   }
+  std::vector<int> stopped;  // local ranks whose process is stopped (SIGSTOP)
+  bool worker_stopped(int local_rank) override {
+    return std::find(stopped.begin(), stopped.end(), local_rank) != stopped.end();
+  }
+  void no_progress_yet(int local_rank) override { log.push_back("no progress yet " + std::to_string(local_rank)); }
+  void hang_detected(const HangVerdict& verdict, SteadyTime deadline) override {
+    log.push_back("hang " + rank_list({verdict.hung.front().local_rank}));
+    diagnose_until = deadline;
+  }
+  SteadyTime diagnose_until{};
 };
 
 const SteadyTime t0{};
 
-SupervisionPolicy::Settings settings(int nproc, int max_restarts = 0, double grace = 5, double heartbeat = 0) {
+SupervisionPolicy::Settings settings(int nproc, int max_restarts = 0, double grace = 5, double hang = 0,
+                                     double diagnose = 10) {
   SupervisionPolicy::Settings s;
   s.nproc = nproc;
   s.max_restarts = max_restarts;
   s.grace_period_s = grace;
-  s.heartbeat_timeout_s = heartbeat;
+  s.hang_timeout_s = hang;
+  s.diagnose_timeout_s = diagnose;
   return s;
 }
 
@@ -163,19 +176,29 @@ TEST_CASE("a worker exiting 0 after SIGUSR1 is a success", "[policy]") {
   CHECK(policy.exit_code() == 0);
 }
 
-TEST_CASE("hang watchdog: only workers that sent a heartbeat are watched", "[policy]") {
+TEST_CASE("hang detection: only workers that reported progress are judged, diagnostics come before the stop",
+          "[policy]") {
   FakeGroup group;
   SupervisionPolicy policy(settings(2, 0, 5, 10), group);
   policy.start(t0);
-  CHECK_FALSE(policy.next_deadline());  // nobody opted in yet
-  policy.on_heartbeat(0, t0 + 1s);
-  CHECK(*policy.next_deadline() == t0 + 11s);
-  policy.on_heartbeat(0, t0 + 4s);
+  CHECK(*policy.next_deadline() == t0 + 10s);  // when ranks that never reported are told so
+  policy.on_progress(0, t0 + 1s);
+  policy.on_progress(0, t0 + 4s);
+  policy.on_time(t0 + 10s);
+  CHECK(group.log == std::vector<std::string>{"start 0", "no progress yet 1"});
   CHECK(*policy.next_deadline() == t0 + 14s);
   policy.on_time(t0 + 13s);
-  CHECK(group.log == std::vector<std::string>{"start 0"});
+  CHECK(group.log.size() == 2);
   policy.on_time(t0 + 14s);
+  CHECK(group.log.back() == "hang rank 0");  // announced, nothing signalled yet
+  CHECK(policy.diagnosing());
+  CHECK(policy.attempt_running());
+  CHECK(group.diagnose_until == t0 + 24s);
+  CHECK(*policy.next_deadline() == t0 + 24s);
+  policy.on_progress(1, t0 + 14s);  // too late: the hang is decided
+  policy.diagnosis_finished(t0 + 15s);
   CHECK(group.log.back() == "signal SIGTERM");
+  CHECK_FALSE(policy.diagnosing());
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 15s);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 15s);
   CHECK(policy.finished());
@@ -184,6 +207,87 @@ TEST_CASE("hang watchdog: only workers that sent a heartbeat are watched", "[pol
   CHECK(hang.hung);
   CHECK(hang.local_rank == 0);
   CHECK(hang.silent_s == Approx(10.0));
+}
+
+TEST_CASE("hang detection: the workers are stopped when the diagnostics run out of time, or at once without any",
+          "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(1, 0, 5, 2, 3), group);
+  policy.start(t0);
+  policy.on_progress(0, t0);
+  policy.on_time(t0 + 2s);
+  CHECK(group.log.back() == "hang rank 0");
+  policy.on_time(t0 + 4999ms);
+  CHECK(group.log.back() == "hang rank 0");
+  policy.on_time(t0 + 5s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  CHECK(*policy.next_deadline() == t0 + 10s);  // then SIGKILL after the grace period, as for any failure
+
+  FakeGroup quick;
+  SupervisionPolicy no_diagnostics(settings(1, 0, 5, 2, 0), quick);
+  no_diagnostics.start(t0);
+  no_diagnostics.on_progress(0, t0);
+  no_diagnostics.on_time(t0 + 2s);
+  CHECK(quick.log == std::vector<std::string>{"start 0", "hang rank 0", "signal SIGTERM"});
+}
+
+TEST_CASE("hang detection: the root cause is the rank that stopped first, not the first noticed", "[policy]") {
+  // Built-in trainer, rank 1 frozen: rank 0 waits in the next all-reduce, its last report happens to be the older
+  // one (reports are rate-limited), so rank 0 is the first to be silent for the timeout. The old watchdog named
+  // rank 0; rank 1's lower step says it stopped first.
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 0, 5, 10, 0), group);
+  policy.start(t0);
+  policy.on_progress(0, t0 + 1000ms, 41);
+  policy.on_progress(1, t0 + 1150ms, 40);
+  policy.on_time(t0 + 11s);
+  CHECK(group.log[1] == "hang rank 1");
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 12s);
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 12s);
+  CHECK(policy.exit_code() == kHungWorkerExitCode);
+  const WorkerFailure& root = policy.failures()[*policy.root_cause()];
+  CHECK(root.local_rank == 1);
+  CHECK(root.hung);
+  CHECK(root.last_step == 40);
+  CHECK(root.last_progress == t0 + 1150ms);
+  REQUIRE(policy.failures().size() == 2);
+  CHECK(policy.failures()[1].local_rank == 0);
+  CHECK(policy.failures()[1].waiting);
+  CHECK_FALSE(policy.failures()[1].hung);
+}
+
+TEST_CASE("hang detection: a stopped process is the root cause, same steps and close times say nothing", "[policy]") {
+  FakeGroup group;
+  group.stopped = {1};
+  SupervisionPolicy policy(settings(2, 0, 5, 10, 0), group);
+  policy.start(t0);
+  policy.on_progress(0, t0 + 1000ms, 41);
+  policy.on_progress(1, t0 + 1150ms, 41);
+  policy.on_time(t0 + 11s);
+  const WorkerFailure& root = policy.failures()[*policy.root_cause()];
+  CHECK(root.local_rank == 1);
+  CHECK(root.process_stopped);
+}
+
+TEST_CASE("hang detection: workers ending during the diagnostics end the attempt, a signal stops at once", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 1, 5, 2), group);
+  policy.start(t0);
+  policy.on_progress(0, t0);
+  policy.on_progress(1, t0 + 1500ms);
+  policy.on_time(t0 + 2s);
+  CHECK(policy.diagnosing());
+  policy.on_worker_exit(1, ExitStatus::exited(1), t0 + 3s);  // its own failure, later: not the root cause
+  CHECK(policy.diagnosing());
+  policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 3s);
+  CHECK(group.log.back() == "start 1");   // restarted, as after any failure
+  CHECK(policy.failures().front().hung);  // attempt 0's root cause: the hang, not the exits after it
+  CHECK(policy.failures().front().local_rank == 0);
+  policy.on_progress(0, t0 + 4s);
+  policy.on_time(t0 + 6s);
+  CHECK(policy.diagnosing());
+  policy.on_signal(SIGINT, t0 + 6500ms);
+  CHECK(group.log.back() == "signal SIGINT");
 }
 
 TEST_CASE("grace period 0 kills at the first tick", "[policy]") {

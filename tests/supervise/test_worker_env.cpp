@@ -83,7 +83,7 @@ TEST_CASE("mgtrain's own variables stay outside the config's MGTRAIN_<SECTION>_ 
 
 TEST_CASE("config file, heartbeat file and GPUs are set only when they apply", "[env]") {
   LaunchPlan plan = two_node_plan();
-  plan.heartbeat_timeout_s = 30;
+  plan.hang_timeout_s = 30;
   plan.gpu_for_local_rank = {"4", "5", "6", "GPU-abc"};
   EnvMap env = build_worker_environment(plan, WorkerSlot{3, 0, 1234, "/logs/job-7/config.yaml"},
                                         {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
@@ -91,7 +91,7 @@ TEST_CASE("config file, heartbeat file and GPUs are set only when they apply", "
   CHECK(env.at("MGTRAIN_CONFIG_FILE") == "/logs/job-7/config.yaml");
   CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/job-7/attempt_0/rank_7/heartbeat");
 
-  plan.heartbeat_timeout_s = 0;
+  plan.hang_timeout_s = 0;
   EnvMap unwatched = build_worker_environment(plan, WorkerSlot{0, 0, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}});
   CHECK(unwatched.count("MGTRAIN_HEARTBEAT_FILE") == 0);
 }

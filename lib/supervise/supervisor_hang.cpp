@@ -1,0 +1,121 @@
+// The supervisor's side of hang detection (hang_watch.hpp decides): reading the workers' progress files, the
+// evidence of a stopped process, the line printed at detection, the diagnostics collected before the stop, and the
+// hang's facts in the failure report (docs/diagnosis.md).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "contract/log_layout.hpp"
+#include "supervise/supervisor.hpp"
+#include "util/fd.hpp"
+#include "util/time_format.hpp"
+#include "util/timespec.hpp"
+
+namespace mgtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration probe_interval(double timeout_s) {
+  return steady_seconds(std::min(1.0, std::max(0.01, timeout_s / 4)));
+}
+
+// The state letter of /proc/<pid>/stat (after the command's closing parenthesis); '?' when it cannot be read.
+char process_state(pid_t pid) {
+  Fd fd(open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return '?';
+  char buffer[512];
+  ssize_t got = read(fd.get(), buffer, sizeof buffer - 1);
+  if (got <= 0) return '?';
+  const std::string text(buffer, static_cast<std::size_t>(got));
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '?';
+}
+
+// "12:00:03.4Z"
+std::string clock_text(long long unix_millis) {
+  return format_utc(unix_millis / 1000, "%H:%M:%S") + "." + std::to_string((unix_millis % 1000) / 100) + "Z";
+}
+
+}  // namespace
+
+long long Supervisor::unix_millis_at(Clock::time_point time) const {
+  const auto wall =
+      started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(time - started_steady_);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count();
+}
+
+void Supervisor::probe_heartbeats(Clock::time_point now, bool force) {
+  if (!next_heartbeat_probe_ || (!force && now < *next_heartbeat_probe_)) return;
+  const double wall_now = unix_seconds_now();
+  for (Worker& worker : workers_) {
+    if (!worker.alive || !worker.heartbeat) continue;
+    std::optional<ProgressChange> change = worker.heartbeat->poll();
+    if (!change) continue;
+    // The file's own time, on the steady clock: reports are ordered by when they were written, not read.
+    const double age_s = std::max(0.0, wall_now - change->wall_time);
+    policy_.on_progress(worker.local_rank, now - steady_seconds(age_s), change->step);
+  }
+  next_heartbeat_probe_ = now + probe_interval(plan_.hang_timeout_s);
+}
+
+bool Supervisor::worker_stopped(int local_rank) {
+  for (const Worker& worker : workers_) {
+    if (worker.local_rank != local_rank || !worker.alive) continue;
+    const char state = process_state(worker.pid);
+    return state == 'T' || state == 't';
+  }
+  return false;
+}
+
+void Supervisor::no_progress_yet(int local_rank) {
+  console_.message(log::Level::Info,
+                   "rank {} has reported no progress yet: hang detection for it starts at its first report (it "
+                   "touches or writes MGTRAIN_HEARTBEAT_FILE; docs/diagnosis.md)",
+                   plan_.global_rank(local_rank));
+}
+
+void Supervisor::hang_detected(const HangVerdict& verdict, Clock::time_point deadline) {
+  const std::string activity = diagnostics_->activity();
+  const double seconds = std::chrono::duration<double>(deadline - Clock::now()).count();
+  const std::string next = activity.empty() ? "stopping the workers"
+                                            : activity + " before stopping the workers (up to " +
+                                                  format_seconds(std::max(0.0, seconds)) + ")";
+  console_.message(log::Level::Warning, "{}; {}",
+                   describe_hang(
+                       verdict, [this](int local_rank) { return plan_.global_rank(local_rank); },
+                       [this](Clock::time_point time) { return clock_text(unix_millis_at(time)); }),
+                   next);
+  console_.flush();  // the line is out before anything is collected or signalled
+  std::vector<HangDiagnostics::Target> targets;
+  for (const Worker& worker : workers_) {
+    if (!worker.alive) continue;
+    HangDiagnostics::Target target;
+    target.local_rank = worker.local_rank;
+    target.global_rank = plan_.global_rank(worker.local_rank);
+    target.pid = worker.pid;
+    target.rank_directory = log_layout::rank_dir(plan_.run_dir, policy_.attempt(), target.global_rank);
+    target.hung = std::any_of(verdict.hung.begin(), verdict.hung.end(),
+                              [&](const HangRank& rank) { return rank.local_rank == worker.local_rank; });
+    targets.push_back(std::move(target));
+  }
+  diagnostics_->collect_diagnostics(policy_.attempt(), targets, deadline);
+}
+
+void Supervisor::poll_diagnostics(Clock::time_point now) {
+  if (policy_.diagnosing() && diagnostics_->done()) policy_.diagnosis_finished(now);
+}
+
+void Supervisor::describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory,
+                                     FailedWorker& worker) const {
+  worker.last_step = failure.last_step;
+  worker.last_progress_utc = format_utc_millis(unix_millis_at(failure.last_progress));
+  worker.process_stopped = failure.process_stopped;
+  const std::string stacks = log_layout::stacks_file(rank_directory);
+  std::error_code error;
+  if (std::filesystem::exists(stacks, error)) worker.stacks = stacks;
+}
+
+}  // namespace mgtrain
