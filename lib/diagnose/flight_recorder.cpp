@@ -63,6 +63,21 @@ std::vector<std::string> flight_recorder_files(const std::string& rank_directory
   return files;
 }
 
+std::vector<std::string> gather_flight_recorder_files(const std::vector<std::string>& rank_directories,
+                                                      const std::string& folder) {
+  std::vector<std::string> copies;
+  for (const auto& rank_directory : rank_directories) {
+    for (const auto& dump : flight_recorder_files(rank_directory)) {
+      std::error_code error;
+      std::filesystem::create_directories(folder, error);
+      const auto copy = std::filesystem::path(folder) / std::filesystem::path(dump).filename();
+      std::filesystem::copy_file(dump, copy, std::filesystem::copy_options::overwrite_existing, error);
+      if (!error) copies.push_back(copy.string());
+    }
+  }
+  return copies;
+}
+
 int request_flight_recorder_dump(const std::string& rank_directory) {
   int requested = 0;
   std::error_code error;

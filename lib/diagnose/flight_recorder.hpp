@@ -28,6 +28,12 @@ EnvMap flight_recorder_environment(const EnvMap& environment, const std::string&
 // The flight recorder dumps in a rank folder (regular files named <prefix>*, not the .pipe), sorted by name.
 std::vector<std::string> flight_recorder_files(const std::string& rank_directory);
 
+// torch's reader (`torchfrtrace DIR`, torch.distributed.flight_recorder) wants every rank's dump in one folder:
+// copies the dumps of `rank_directories` into `folder` (made if absent; e.g. attempt_N/flight_recorder) and returns
+// the copies' paths. Names are kept (torch names each dump by its rank). A dump that cannot be copied is skipped.
+std::vector<std::string> gather_flight_recorder_files(const std::vector<std::string>& rank_directories,
+                                                      const std::string& folder);
+
 // Asks every rank in the folder whose NCCL process group listens on its debug pipe (<prefix><rank>.pipe, a FIFO
 // torch creates) to dump its trace now: writes one byte to each without blocking. Returns how many pipes took it
 // (0: no NCCL group, or torch without the pipe; not an error).

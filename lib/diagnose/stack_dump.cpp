@@ -166,7 +166,7 @@ std::string find_program(const std::string& program, const std::string& path_var
   std::string folder;
   while (std::getline(folders, folder, ':')) {
     if (folder.empty()) folder = ".";
-    const std::string candidate = folder + "/" + program;
+    std::string candidate = folder + "/" + program;
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "diagnose/flight_recorder.hpp"
 #include "support/temp_dir.hpp"
@@ -46,6 +47,23 @@ TEST_CASE("flight recorder dumps: the files torch names, not the pipe or other l
   CHECK(flight_recorder_files(dir.path()) ==
         std::vector<std::string>{dir.path() + "/nccl_trace_rank_3", dir.path() + "/nccl_trace_rank_3_20261127"});
   CHECK(flight_recorder_files(dir.path() + "/absent").empty());
+}
+
+TEST_CASE("flight recorder dumps gathered into one folder for torch's reader", "[flight_recorder]") {
+  testing::TempDir dir("mgtrain-fr");
+  for (int rank : {0, 1}) {
+    std::filesystem::create_directories(dir / ("rank_" + std::to_string(rank)));
+    std::ofstream(dir / ("rank_" + std::to_string(rank) + "/nccl_trace_rank_" + std::to_string(rank)))
+        << "trace " << rank;
+  }
+  std::filesystem::create_directories(dir / "rank_2");  // a rank without a dump
+  const auto copies = gather_flight_recorder_files({dir / "rank_0", dir / "rank_1", dir / "rank_2"}, dir / "fr");
+  CHECK(copies == std::vector<std::string>{dir / "fr/nccl_trace_rank_0", dir / "fr/nccl_trace_rank_1"});
+  std::ifstream in(dir / "fr/nccl_trace_rank_1");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "trace 1");
+  CHECK(gather_flight_recorder_files({dir / "rank_2"}, dir / "none").empty());
+  CHECK_FALSE(std::filesystem::exists(dir / "none"));  // no folder made for nothing
 }
 
 TEST_CASE("flight recorder request: one byte to each listening pipe, none and no hang without a reader",

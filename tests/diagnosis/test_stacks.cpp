@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "diagnose/python_hook.hpp"
 #include "diagnose/stack_dump.hpp"
@@ -56,6 +57,34 @@ bool have_eu_stack() {
 
 std::string tool_path(const std::string& name) {
   return (fs::read_symlink("/proc/self/exe").parent_path() / name).string();
+}
+
+// The folder of the built-in trainer under test and its launcher: $MGTRAIN_TEST_BIN_DIR (another build's bin/, for
+// a build without the worker), else this build's; "" when it has no mgtrain-worker.
+std::string worker_bin_dir() {
+  const char* chosen = std::getenv("MGTRAIN_TEST_BIN_DIR");
+  const std::string dir = chosen && *chosen ? chosen : MGTRAIN_BIN_DIR;
+  return access((dir + "/mgtrain-worker").c_str(), X_OK) == 0 ? dir : "";
+}
+
+// The live children of `parent` whose executable is named `name`.
+std::vector<pid_t> children_named(pid_t parent, const std::string& name) {
+  std::vector<pid_t> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid_text = entry.path().filename().string();
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text(entry.path() / "stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    std::error_code error;
+    const auto exe = fs::read_symlink(entry.path() / "exe", error);
+    if (ppid == parent && state != 'Z' && !error && exe.filename() == name) found.push_back(std::stoi(pid_text));
+  }
+  return found;
 }
 
 struct PythonWorker {
@@ -161,6 +190,37 @@ TEST_CASE("stacks: a native program names its functions and keeps running", "[st
   CHECK(process_state(target.pid).value_or('Z') != 'T');               // not left stopped
   kill(target.pid, SIGTERM);
   CHECK(wait_for_exit(target.pid, 10s) == std::optional<int>(128 + SIGTERM));  // it was alive until then
+}
+
+TEST_CASE("stacks: the built-in trainer's stacks name its training functions", "[stacks]") {
+  const std::string bin = worker_bin_dir();
+  if (bin.empty() || !have_eu_stack()) {
+    WARN("skipped: needs mgtrain-worker (built, or in $MGTRAIN_TEST_BIN_DIR) and eu-stack");
+    return;
+  }
+  TempDir dir("mgtrain-stacks");
+  ChildProcess launcher = start_process({bin + "/mgtrain", "launch", "--nproc", "1", "--log-dir", dir / "runs",
+                                         std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml",
+                                         "train.max_steps=100000000", "log.every_steps=1"},
+                                        dir / "launcher");
+  pid_t trainer = -1;
+  REQUIRE(wait_until(
+      [&] {
+        auto found = children_named(launcher.pid, "mgtrain-worker");
+        if (!found.empty()) trainer = found[0];
+        return trainer > 0 && read_text(dir / "launcher.out").find("step ") != std::string::npos;
+      },
+      60s));
+  DumpResult result = dump_stacks(DumpTarget{trainer, 0, ProgramKind::native, dir / "stacks.txt", ""},
+                                  Clock::now() + 10s);
+  const std::string stacks = read_text(dir / "stacks.txt");
+  INFO(stacks);
+  CHECK(result.native_frames);
+  CHECK(stacks.find("mgtrain::run_training(") != std::string::npos);
+  CHECK(stacks.find("mgtrain::run_worker(") != std::string::npos);
+  CHECK(process_state(trainer).value_or('Z') != 'T');
+  kill(launcher.pid, SIGTERM);  // the trainer, still running, saves nothing (no checkpoint dir) and stops
+  CHECK(wait_for_exit(launcher.pid, 30s).has_value());
 }
 
 TEST_CASE("stacks: a Python process without the hook is not sent the signal (it would end it)", "[stacks]") {
