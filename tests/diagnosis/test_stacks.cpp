@@ -4,15 +4,20 @@
 // before the deadline. Each dump must leave the process running, and finishing normally afterwards.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "diagnose/flight_recorder.hpp"
 #include "diagnose/python_hook.hpp"
+#include "diagnose/rank_diagnosis.hpp"
 #include "diagnose/stack_dump.hpp"
 #include "diagnose/top_frames.hpp"
 #include "integration/launch_fixture.hpp"
@@ -211,8 +216,8 @@ TEST_CASE("stacks: the built-in trainer's stacks name its training functions", "
         return trainer > 0 && read_text(dir / "launcher.out").find("step ") != std::string::npos;
       },
       60s));
-  DumpResult result = dump_stacks(DumpTarget{trainer, 0, ProgramKind::native, dir / "stacks.txt", ""},
-                                  Clock::now() + 10s);
+  DumpResult result =
+      dump_stacks(DumpTarget{trainer, 0, ProgramKind::native, dir / "stacks.txt", ""}, Clock::now() + 10s);
   const std::string stacks = read_text(dir / "stacks.txt");
   INFO(stacks);
   CHECK(result.native_frames);
@@ -306,4 +311,38 @@ TEST_CASE("stacks: every rank at once, and an ended process", "[stacks]") {
   CHECK(results[2].notes[0] == "rank 7 (pid 999999): no stacks: the process has ended");
   first.expect_finishes_normally();
   second.expect_finishes_normally();
+}
+
+TEST_CASE("stacks: a node's diagnosis: stacks, top frames and the flight recorder's dump gathered", "[stacks]") {
+  if (!have_python()) {
+    WARN("skipped: no " << kPython);
+    return;
+  }
+  PythonWorker worker(true);
+  // torch's NCCL monitor thread, stood in for: it holds the debug pipe open and dumps when a byte arrives
+  const std::string pipe = worker.rank_dir + "/nccl_trace_rank_0.pipe";
+  REQUIRE(mkfifo(pipe.c_str(), 0600) == 0);
+  const int reader = open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(reader >= 0);
+  std::thread torch([&] {
+    char byte = 0;
+    for (int i = 0; i < 400 && read(reader, &byte, 1) != 1; ++i) std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(200ms);  // torch dumps a moment later
+    std::ofstream(worker.rank_dir + "/nccl_trace_rank_0") << "pickled trace";
+  });
+  const auto started = Clock::now();
+  NodeDiagnosis diagnosis =
+      diagnose_ranks({RankProcess{0, worker.process.pid, ProgramKind::python, worker.rank_dir, true}},
+                     worker.dir / "attempt_0", Clock::now() + 8s);
+  torch.join();
+  close(reader);
+  CHECK(std::chrono::duration<double>(Clock::now() - started).count() < 5.0);
+  REQUIRE(diagnosis.ranks.size() == 1);
+  CHECK(diagnosis.ranks[0].dump.python_frames);
+  REQUIRE_FALSE(diagnosis.ranks[0].top_frames.empty());
+  CHECK(diagnosis.ranks[0].top_frames[0].rfind("stuck_here (stuck.py:", 0) == 0);
+  CHECK(diagnosis.ranks[0].flight_recorder_files == std::vector<std::string>{worker.rank_dir + "/nccl_trace_rank_0"});
+  CHECK(diagnosis.flight_recorder_folder == worker.dir / "attempt_0/flight_recorder");
+  CHECK(read_text(worker.dir / "attempt_0/flight_recorder/nccl_trace_rank_0") == "pickled trace");
+  worker.expect_finishes_normally();
 }
