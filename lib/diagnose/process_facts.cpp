@@ -83,7 +83,8 @@ std::string ptrace_obstacle(const std::string& ptrace_scope_text, bool has_cap_s
   if (has_cap_sys_ptrace) return "";
   if (scope == 2) return "kernel.yama.ptrace_scope is 2: only a process with CAP_SYS_PTRACE may read stacks";
   return "kernel.yama.ptrace_scope is 1: only a process's ancestors may ptrace it, and eu-stack is the launcher's "
-         "child, not the worker's parent (set it to 0: sysctl kernel.yama.ptrace_scope=0)";
+         "child, not the worker's parent, unless the worker names the launcher with prctl(PR_SET_PTRACER) (mgtrain's "
+         "Python hook does; or: sysctl kernel.yama.ptrace_scope=0)";
 }
 
 std::string ptrace_obstacle_here() {

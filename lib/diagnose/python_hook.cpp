@@ -37,6 +37,21 @@ def _mgtrain_arm():
         return None
 
 
+def _mgtrain_allow_launcher_ptrace():
+    # Yama's ptrace_scope 1 (Ubuntu's default) lets only ancestors ptrace a process; eu-stack, which reads the
+    # native frames, is the launcher's child. Name the launcher (this process's parent) as allowed tracer: Yama
+    # then also allows its descendants. Nothing happens where the scope is 0 or Yama is absent.
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as scope:
+            if scope.read().strip() != "1":
+                return
+        import ctypes
+        pr_set_ptracer = 0x59616D61
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_ptracer, _mgtrain_os.getppid(), 0, 0, 0)
+    except Exception:
+        pass
+
+
 def _mgtrain_import_shadowed():
     here = _mgtrain_os.environ.get("MGTRAIN_PYTHON_HOOK_DIR") or _mgtrain_os.path.dirname(
         _mgtrain_os.path.abspath(__file__))
@@ -53,6 +68,8 @@ def _mgtrain_import_shadowed():
 
 
 _mgtrain_stream = _mgtrain_arm()  # kept open for faulthandler
+if _mgtrain_stream is not None:
+    _mgtrain_allow_launcher_ptrace()
 _mgtrain_import_shadowed()
 )PY";
 

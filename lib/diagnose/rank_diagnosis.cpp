@@ -14,6 +14,13 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(50);
 }  // namespace
 
+EnvMap diagnostics_environment(const EnvMap& environment, const std::string& hook_directory,
+                               const std::string& rank_directory) {
+  EnvMap added = python_hook_environment(environment, hook_directory, rank_directory);
+  for (auto& [name, value] : flight_recorder_environment(environment, rank_directory)) added[name] = value;
+  return added;
+}
+
 std::string flight_recorder_folder(const std::string& attempt_directory) {
   return attempt_directory + "/flight_recorder";
 }

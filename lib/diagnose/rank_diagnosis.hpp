@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "diagnose/stack_dump.hpp"
+#include "util/environment.hpp"
 
 namespace mgtrain::diagnose {
 
@@ -34,6 +35,13 @@ struct NodeDiagnosis {
   std::vector<std::string> flight_recorder_gathered;  // the copies there
   double seconds = 0.0;
 };
+
+// Everything diagnostics add to one worker's environment `environment` (not changed), for the rank whose folder is
+// `rank_directory`: the Python hook's variables (python_hook_environment; harmless for a program that is not Python)
+// and the flight recorder's (flight_recorder_environment: only those the user did not set). Pure. The hook itself
+// is written once per run with write_python_hook(hook_directory).
+EnvMap diagnostics_environment(const EnvMap& environment, const std::string& hook_directory,
+                               const std::string& rank_directory);
 
 // The flight recorder folder of an attempt: <attempt dir>/flight_recorder.
 std::string flight_recorder_folder(const std::string& attempt_directory);

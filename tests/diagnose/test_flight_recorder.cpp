@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "diagnose/flight_recorder.hpp"
+#include "diagnose/rank_diagnosis.hpp"
 #include "support/temp_dir.hpp"
 #include "util/fd.hpp"
 
@@ -36,6 +37,17 @@ TEST_CASE("flight recorder variables: a setting the user made under either name 
   CHECK(added == EnvMap{{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "/runs/r1/attempt_0/rank_0/nccl_trace_rank_"}});
   CHECK(flight_recorder_environment({{"TORCH_NCCL_TRACE_BUFFER_SIZE", "10"}}, "/r")
             .count("TORCH_NCCL_TRACE_BUFFER_SIZE") == 0);
+}
+
+TEST_CASE("diagnostics environment: the Python hook's variables and the flight recorder's together",
+          "[flight_recorder]") {
+  const EnvMap added = diagnostics_environment({{"PYTHONPATH", "/u"}, {"TORCH_NCCL_DUMP_ON_TIMEOUT", "0"}}, "/run/hook",
+                                               "/run/attempt_0/rank_1");
+  CHECK(added.at("PYTHONPATH") == "/run/hook:/u");
+  CHECK(added.at("MGTRAIN_FAULTHANDLER_FILE") == "/run/attempt_0/rank_1/faulthandler.txt");
+  CHECK(added.at("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == "/run/attempt_0/rank_1/nccl_trace_rank_");
+  CHECK(added.count("TORCH_NCCL_DUMP_ON_TIMEOUT") == 0);  // the user's
+  CHECK(added.size() == 7);
 }
 
 TEST_CASE("flight recorder dumps: the files torch names, not the pipe or other logs", "[flight_recorder]") {
