@@ -28,6 +28,37 @@ const std::regex& native_frame() {
   return pattern;
 }
 
+// The C library's and the standard library's waiting layer, which tops nearly every thread of a stuck program and
+// says nothing of where it is stuck.
+const std::regex& waiting_layer() {
+  static const std::regex pattern(
+      R"re(^(__|_?pthread_|std::|clock_nanosleep|nanosleep|usleep|sleep|epoll_|poll|ppoll|select|pselect|syscall|)re"
+      R"re(futex|sem_|read|recv|accept|wait|do_futex|start_thread|clone))re");
+  return pattern;
+}
+
+// A native frame as the report shows it: "mgtrain::run_training" for "mgtrain::run_training(mgtrain::Config
+// const&, ...)", without "(anonymous namespace)::" and at most 100 characters.
+std::string short_native_name(std::string name) {
+  const std::string anonymous = "(anonymous namespace)::";
+  for (auto at = name.find(anonymous); at != std::string::npos; at = name.find(anonymous))
+    name.erase(at, anonymous.size());
+  if (const auto open = name.find('('); open != std::string::npos && open > 0) name.erase(open);
+  constexpr std::size_t kLongest = 100;
+  if (name.size() > kLongest) name = name.substr(0, kLongest - 3) + "...";
+  return name;
+}
+
+// A thread's native frames without the waiting layer on top (all of them when nothing else is left).
+std::vector<std::string> past_waiting_layer(const std::vector<std::string>& frames) {
+  std::size_t first = 0;
+  while (first < frames.size() && std::regex_search(frames[first], waiting_layer())) ++first;
+  if (first == frames.size()) first = 0;
+  std::vector<std::string> shown;
+  for (std::size_t i = first; i < frames.size(); ++i) shown.push_back(short_native_name(frames[i]));
+  return shown;
+}
+
 std::string base_name(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -62,6 +93,9 @@ std::vector<Thread> read_threads(const std::string& text, Section wanted) {
         threads.back().frames.push_back(match[1].str());
       }
     }
+  }
+  if (wanted == Section::native) {
+    for (auto& thread : threads) thread.frames = past_waiting_layer(thread.frames);
   }
   threads.erase(std::remove_if(threads.begin(), threads.end(), [](const Thread& t) { return t.frames.empty(); }),
                 threads.end());
