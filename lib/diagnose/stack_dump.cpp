@@ -65,7 +65,7 @@ std::string python_stacks(const DumpTarget& target, Clock::time_point deadline, 
   if (!catches_signal(target.pid, signal_number)) {
     notes.push_back(name + ": no Python frames: the process does not catch the stack signal " +
                     std::to_string(signal_number) +
-                    " (the hook did not run: python -S or -I, a PYTHONPATH replaced by the program, or "
+                    " (the hook did not run: python -E, -I or -S, a PYTHONPATH replaced by the program, or "
                     "not a Python interpreter), so it was not sent");
     return "";
   }
