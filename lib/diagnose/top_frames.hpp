@@ -1,0 +1,20 @@
+// The few lines of a stacks.txt that a failure report shows: each thread's innermost frames, Python frames when
+// the dump has them (they name the user's functions), else native ones.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace mgtrain::diagnose {
+
+// One line per thread, innermost frame first: "stuck_here (train.py:12) < step (train.py:40) < main (train.py:88)"
+// or, from native frames, "c10d::Work::wait < mgtrain::GradientReducer::finish_backward < mgtrain::run_epoch":
+// native frames lose their argument lists, frames without a symbol are skipped, and so is the waiting layer on top
+// (futex, pthread_cond_wait, std::condition_variable::wait, nanosleep, epoll, ...) unless nothing else is left.
+// The thread that took the signal (Python) or the main thread (native: TID == PID) comes first; at most
+// `max_threads` lines, `frames_per_thread` frames each. Empty when `stacks_text` has no frames.
+std::vector<std::string> top_frames(const std::string& stacks_text, std::size_t frames_per_thread = 3,
+                                    std::size_t max_threads = 8);
+
+}  // namespace mgtrain::diagnose
