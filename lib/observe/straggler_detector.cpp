@@ -44,8 +44,8 @@ StragglerDetector::StragglerDetector(StragglerSettings settings) : settings_(set
                                  settings.margin));
   }
   if (!(settings.window_s > 0)) {
-    throw UsageError(fmt::format("launch.straggler_window is {}: it must be a positive number of seconds",
-                                 settings.window_s));
+    throw UsageError(
+        fmt::format("launch.straggler_window is {}: it must be a positive number of seconds", settings.window_s));
   }
   window_ = steady_seconds(settings.window_s);
   sustain_ = steady_seconds(settings.window_s / 2);
@@ -54,7 +54,7 @@ StragglerDetector::StragglerDetector(StragglerSettings settings) : settings_(set
 void StragglerDetector::observe(int rank, Clock::time_point now, std::int64_t step) {
   Track& track = tracks_[rank];
   if (track.last_step && step < *track.last_step) {  // the worker started over: warm-up again
-    end_episode(rank, track, now, &pending_);
+    end_episode(rank, track, now, StragglerChange::Kind::kLeft, &pending_);
     track = Track{};
   }
   if (!track.last_step) {
@@ -71,12 +71,12 @@ void StragglerDetector::observe(int rank, Clock::time_point now, std::int64_t st
 void StragglerDetector::forget(int rank, Clock::time_point now) {
   auto found = tracks_.find(rank);
   if (found == tracks_.end()) return;
-  end_episode(rank, found->second, now, &pending_);
+  end_episode(rank, found->second, now, StragglerChange::Kind::kLeft, &pending_);
   tracks_.erase(found);
 }
 
 void StragglerDetector::restart(Clock::time_point now) {
-  for (auto& [rank, track] : tracks_) end_episode(rank, track, now, &pending_);
+  for (auto& [rank, track] : tracks_) end_episode(rank, track, now, StragglerChange::Kind::kLeft, &pending_);
   tracks_.clear();
 }
 
@@ -109,7 +109,7 @@ std::vector<StragglerChange> StragglerDetector::evaluate(Clock::time_point now) 
     }
     if (!track.rate || others.empty()) {  // not judged now: a flag cannot stand without evidence
       track.slow_since.reset();
-      end_episode(rank, track, now, &changes);
+      end_episode(rank, track, now, StragglerChange::Kind::kAlone, &changes);
       continue;
     }
     const double rate = *track.rate;
@@ -125,7 +125,7 @@ std::vector<StragglerChange> StragglerDetector::evaluate(Clock::time_point now) 
       episodes_.push_back(StragglerEpisode{rank, now, std::nullopt, rate, median, rate});
       track.recovered_since.reset();
       const double measured = seconds(std::min(window_, now - track.points.front().time));
-      changes.push_back(StragglerChange{rank, true, rate, median, measured});
+      changes.push_back(StragglerChange{rank, StragglerChange::Kind::kFlagged, rate, median, measured});
       continue;
     }
     StragglerEpisode& episode = episodes_[*track.episode];
@@ -140,19 +140,20 @@ std::vector<StragglerChange> StragglerDetector::evaluate(Clock::time_point now) 
     track.episode.reset();
     track.slow_since.reset();
     track.recovered_since.reset();
-    changes.push_back(StragglerChange{rank, false, rate, median, seconds(now - episode.start)});
+    changes.push_back(
+        StragglerChange{rank, StragglerChange::Kind::kRecovered, rate, median, seconds(now - episode.start)});
   }
   return changes;
 }
 
-void StragglerDetector::end_episode(int rank, Track& track, Clock::time_point now,
+void StragglerDetector::end_episode(int rank, Track& track, Clock::time_point now, StragglerChange::Kind why,
                                     std::vector<StragglerChange>* changes) {
   if (!track.episode) return;
   StragglerEpisode& episode = episodes_[*track.episode];
   episode.end = now;
   track.episode.reset();
   track.recovered_since.reset();
-  changes->push_back(StragglerChange{rank, false, 0, 0, seconds(now - episode.start)});
+  changes->push_back(StragglerChange{rank, why, 0, 0, seconds(now - episode.start)});
 }
 
 std::optional<double> StragglerDetector::step_rate(int rank) const {
@@ -175,18 +176,25 @@ std::optional<std::int64_t> parse_progress_step(std::string_view text) {
 }
 
 std::string straggler_message(const StragglerChange& change) {
-  if (change.flagged) {
-    const double slower = change.median_step_rate > 0 ? 100 * (1 - change.step_rate / change.median_step_rate) : 0;
-    return fmt::format("rank {} is a straggler: {} steps/s against a median of {} ({:.0f} % slower) over the last {:.0f} s",
-                       change.rank, rate_text(change.step_rate), rate_text(change.median_step_rate), slower,
-                       change.seconds);
+  switch (change.kind) {
+    case StragglerChange::Kind::kFlagged:
+      return fmt::format(
+          "rank {} is a straggler: {} steps/s against a median of {} ({:.0f} % slower) over the last {:.0f} s",
+          change.rank, rate_text(change.step_rate), rate_text(change.median_step_rate),
+          change.median_step_rate > 0 ? 100 * (1 - change.step_rate / change.median_step_rate) : 0.0, change.seconds);
+    case StragglerChange::Kind::kRecovered:
+      return fmt::format("rank {} is no longer a straggler: {} steps/s against a median of {} (flagged for {:.0f} s)",
+                         change.rank, rate_text(change.step_rate), rate_text(change.median_step_rate), change.seconds);
+    case StragglerChange::Kind::kLeft:
+      return fmt::format("rank {} is no longer judged as a straggler: it exited or started over (flagged for {:.0f} s)",
+                         change.rank, change.seconds);
+    case StragglerChange::Kind::kAlone:
+      break;
   }
-  if (change.median_step_rate <= 0) {
-    return fmt::format("rank {} is no longer judged as a straggler (it stopped or started over, after {:.0f} s)",
-                       change.rank, change.seconds);
-  }
-  return fmt::format("rank {} is no longer a straggler: {} steps/s against a median of {} (after {:.0f} s)", change.rank,
-                     rate_text(change.step_rate), rate_text(change.median_step_rate), change.seconds);
+  return fmt::format(
+      "rank {} is no longer judged as a straggler: no other rank reports progress to compare it with (flagged for "
+      "{:.0f} s)",
+      change.rank, change.seconds);
 }
 
 }  // namespace mgtrain

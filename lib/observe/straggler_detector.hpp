@@ -29,18 +29,25 @@ struct StragglerEpisode {
   int rank = 0;
   std::chrono::steady_clock::time_point start;
   std::optional<std::chrono::steady_clock::time_point> end;  // nullopt while it lasts
-  double step_rate = 0;         // the rank's steps/s when it was flagged
-  double median_step_rate = 0;  // the other ranks' median then
-  double lowest_step_rate = 0;  // the rank's lowest rate during the episode
+  double step_rate = 0;                                      // the rank's steps/s when it was flagged
+  double median_step_rate = 0;                               // the other ranks' median then
+  double lowest_step_rate = 0;                               // the rank's lowest rate during the episode
 };
 
-// A flag raised (flagged) or cleared by evaluate().
+// A flag raised or cleared by evaluate().
 struct StragglerChange {
+  enum class Kind {
+    kFlagged,    // the rank is a straggler now
+    kRecovered,  // its rate came back near the median
+    kLeft,       // it exited or started over (forget(), restart(), its step count went back)
+    kAlone,      // no other rank with a rate to compare it with any more
+  };
   int rank = 0;
-  bool flagged = false;
-  double step_rate = 0;         // 0 when the rank is no longer judged (it went away or started over)
-  double median_step_rate = 0;  // 0 when there is no median any more
-  double seconds = 0;           // flagged: the window the rate was measured over; cleared: the episode's length
+  Kind kind = Kind::kFlagged;
+  double step_rate = 0;         // kFlagged, kRecovered: the rank's steps/s
+  double median_step_rate = 0;  // kFlagged, kRecovered: the other ranks' median
+  double seconds = 0;           // kFlagged: the window the rate was measured over; else the episode's length
+  bool flagged() const { return kind == Kind::kFlagged; }
 };
 
 class StragglerDetector {
@@ -81,7 +88,8 @@ class StragglerDetector {
     std::optional<std::size_t> episode;                // index into episodes_ while flagged
   };
   std::optional<double> measure(Track& track, Clock::time_point now) const;
-  void end_episode(int rank, Track& track, Clock::time_point now, std::vector<StragglerChange>* changes);
+  void end_episode(int rank, Track& track, Clock::time_point now, StragglerChange::Kind why,
+                   std::vector<StragglerChange>* changes);
 
   StragglerSettings settings_;
   Clock::duration window_;
@@ -95,8 +103,9 @@ class StragglerDetector {
 // count (blanks around it allowed); nullopt for a file that is only touched (empty) or holds anything else.
 std::optional<std::int64_t> parse_progress_step(std::string_view text);
 
-// "rank 2 is a straggler: 0.71 steps/s against a median of 1.02 (30 % slower) over the last 30 s", and for a
-// cleared flag "rank 2 is no longer a straggler: 1.01 steps/s against a median of 1.02 (after 41 s)".
+// "rank 2 is a straggler: 0.71 steps/s against a median of 1.02 (30 % slower) over the last 30 s"; a cleared
+// flag: "rank 2 is no longer a straggler: 1.01 steps/s against a median of 1.02 (flagged for 41 s)", or why
+// it is no longer judged.
 std::string straggler_message(const StragglerChange& change);
 
 }  // namespace mgtrain

@@ -36,7 +36,8 @@ std::function<double(double)> every(double seconds) {
 // Step times drawn uniformly from mean x [1 - spread, 1 + spread] (independent per rank).
 std::function<double(double)> noisy(double mean, double spread, unsigned seed) {
   auto engine = std::make_shared<std::mt19937>(seed);
-  return [=](double) { return std::uniform_real_distribution<double>(mean * (1 - spread), mean * (1 + spread))(*engine); };
+  return
+      [=](double) { return std::uniform_real_distribution<double>(mean * (1 - spread), mean * (1 + spread))(*engine); };
 }
 
 struct Event {
@@ -61,7 +62,8 @@ std::vector<Event> run(StragglerDetector& detector, const std::vector<std::vecto
 }
 
 int raised(const std::vector<Event>& events) {
-  return static_cast<int>(std::count_if(events.begin(), events.end(), [](const Event& e) { return e.change.flagged; }));
+  return static_cast<int>(
+      std::count_if(events.begin(), events.end(), [](const Event& e) { return e.change.flagged(); }));
 }
 
 }  // namespace
@@ -86,7 +88,7 @@ TEST_CASE("straggler: a rank 30 % slower is flagged within 60 s, once, and only 
   REQUIRE(events.size() == 1);
   const Event& flag = events.front();
   CHECK(flag.change.rank == 2);
-  CHECK(flag.change.flagged);
+  CHECK(flag.change.flagged());
   CHECK(flag.time <= 5 + 60);  // its first step ends at 5 s
   CHECK(flag.change.step_rate == Approx(0.7).epsilon(0.05));
   CHECK(flag.change.median_step_rate == Approx(1.0).epsilon(0.05));
@@ -148,11 +150,11 @@ TEST_CASE("straggler: a rank that slows down mid-run, then recovers, is flagged 
   ranks[0] = step_ends(700, [](double t) { return t >= 100 && t < 250 ? 1.0 / 0.6 : 1.0; });
   const std::vector<Event> events = run(detector, ranks, 0, 600);
   REQUIRE(events.size() == 2);
-  CHECK(events[0].change.flagged);
+  CHECK(events[0].change.flagged());
   CHECK(events[0].change.rank == 0);
   CHECK(events[0].time > 100);
   CHECK(events[0].time <= 100 + 60);
-  CHECK_FALSE(events[1].change.flagged);
+  CHECK(events[1].change.kind == StragglerChange::Kind::kRecovered);
   CHECK(events[1].time > 250);
   CHECK(events[1].time <= 250 + 60);
   CHECK(events[1].change.step_rate == Approx(1.0).epsilon(0.15));
@@ -226,8 +228,9 @@ TEST_CASE("straggler: restarts start the ranks over and end open episodes", "[st
     detector.observe(2, at(100.5), 0);
     std::vector<StragglerChange> changes = detector.evaluate(at(100.5));
     REQUIRE(changes.size() == 1);
-    CHECK_FALSE(changes[0].flagged);
-    CHECK_THAT(straggler_message(changes[0]), Catch::StartsWith("rank 2 is no longer judged as a straggler"));
+    CHECK(changes[0].kind == StragglerChange::Kind::kLeft);
+    CHECK_THAT(straggler_message(changes[0]),
+               Catch::StartsWith("rank 2 is no longer judged as a straggler: it exited or started over"));
     CHECK_FALSE(detector.flagged(2));
     CHECK_FALSE(detector.step_rate(2));  // warm-up again
     REQUIRE(detector.episodes()[0].end);
@@ -243,8 +246,20 @@ TEST_CASE("straggler: restarts start the ranks over and end open episodes", "[st
   }
   SECTION("the rank went away") {
     detector.forget(2, at(101));
-    CHECK(detector.evaluate(at(101)).size() == 1);
+    const std::vector<StragglerChange> changes = detector.evaluate(at(101));
+    REQUIRE(changes.size() == 1);
+    CHECK(changes[0].kind == StragglerChange::Kind::kLeft);
     CHECK_FALSE(detector.flagged(2));
+  }
+  SECTION("the other ranks finished first") {
+    detector.forget(0, at(101));
+    detector.forget(1, at(101));
+    const std::vector<StragglerChange> changes = detector.evaluate(at(101));
+    REQUIRE(changes.size() == 1);
+    CHECK(changes[0].kind == StragglerChange::Kind::kAlone);
+    CHECK(changes[0].rank == 2);
+    CHECK_THAT(straggler_message(changes[0]), Catch::Contains("no other rank reports progress"));
+    CHECK(detector.step_rate(2));  // still measured, just not judged
   }
 }
 
