@@ -1,6 +1,10 @@
 // Resource sampling, status snapshots and status commands in the supervisor's event loop (see launch_monitor.hpp).
 #include "launch/launch_monitor.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -10,7 +14,7 @@
 #include "contract/log_layout.hpp"
 #include "observe/status_token.hpp"
 #include "util/error.hpp"
-#include "util/file_io.hpp"
+#include "util/fd.hpp"
 #include "util/log.hpp"
 #include "util/timespec.hpp"
 
@@ -33,6 +37,32 @@ double unix_time_of(Clock::time_point when) {
 // Progress files are read this often: a twentieth of the straggler window (1 s for the default 30 s), which
 // keeps the error of when an advance is seen below 5 % of the window, between 0.1 s and 1 s.
 Clock::duration progress_interval(double window_s) { return steady_seconds(std::clamp(window_s / 20, 0.1, 1.0)); }
+
+// A rank's progress file: its step (nullopt when absent, only touched or unreadable) and when it was written,
+// as a steady time (its modification time, so the launcher's own delays in reading do not blur the rates;
+// never later than `now`).
+struct ProgressReading {
+  std::optional<std::int64_t> step;
+  Clock::time_point written;
+};
+
+ProgressReading read_progress_file(const std::string& path, Clock::time_point now) {
+  ProgressReading reading{std::nullopt, now};
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat status {};
+  if (!fd || fstat(fd.get(), &status) != 0) return reading;
+  char buffer[256];
+  const ssize_t got = read(fd.get(), buffer, sizeof buffer);
+  if (got <= 0) return reading;
+  reading.step = parse_progress_step(std::string_view(buffer, static_cast<std::size_t>(got)));
+  const auto modified =
+      std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(status.st_mtim.tv_sec) + std::chrono::nanoseconds(status.st_mtim.tv_nsec)));
+  const auto age = std::chrono::system_clock::now() - modified;
+  if (age > std::chrono::system_clock::duration::zero())
+    reading.written = now - std::chrono::duration_cast<Clock::duration>(age);
+  return reading;
+}
 
 }  // namespace
 
@@ -152,11 +182,10 @@ void LaunchMonitor::read_progress(Clock::time_point now) {
         progress_pids_.erase(rank.rank);
         if (rank.state != "running") continue;
       }
-      const std::optional<std::string> text = try_read_file(rank.heartbeat_file);
-      const std::optional<std::int64_t> step = text ? parse_progress_step(*text) : std::nullopt;
-      if (!step) continue;
+      const ProgressReading reading = read_progress_file(rank.heartbeat_file, now);
+      if (!reading.step) continue;
       progress_pids_[rank.rank] = rank.pid;
-      stragglers_->observe(rank.rank, now, *step);
+      stragglers_->observe(rank.rank, reading.written, *reading.step);
     }
   }
   const std::vector<StragglerChange> changes = stragglers_->evaluate(now);

@@ -51,10 +51,11 @@ StragglerDetector::StragglerDetector(StragglerSettings settings) : settings_(set
   sustain_ = steady_seconds(settings.window_s / 2);
 }
 
-void StragglerDetector::observe(int rank, Clock::time_point now, std::int64_t step) {
+void StragglerDetector::observe(int rank, Clock::time_point when, std::int64_t step) {
   Track& track = tracks_[rank];
+  if (!track.points.empty()) when = std::max(when, track.points.back().time);
   if (track.last_step && step < *track.last_step) {  // the worker started over: warm-up again
-    end_episode(rank, track, now, StragglerChange::Kind::kLeft, &pending_);
+    end_episode(rank, track, when, StragglerChange::Kind::kLeft, &pending_);
     track = Track{};
   }
   if (!track.last_step) {
@@ -64,8 +65,8 @@ void StragglerDetector::observe(int rank, Clock::time_point now, std::int64_t st
   if (step == *track.last_step) return;
   track.last_step = step;
   if (++track.advances < kWarmupAdvances) return;
-  if (!track.measured_since) track.measured_since = now;
-  track.points.push_back(Point{now, step});
+  if (!track.measured_since) track.measured_since = when;
+  track.points.push_back(Point{when, step});
 }
 
 void StragglerDetector::forget(int rank, Clock::time_point now) {

@@ -1,11 +1,11 @@
-// Straggler detection from progress alone (docs/diagnosis.md#stragglers): a pure decision object fed with
-// each rank's step count as the launcher reads it from the rank's progress file (steady time), no collective
-// and nothing in the training step. Each rank's step rate is measured over a sliding window; a rank whose rate
-// stays below (1 - margin) x the median rate of the other ranks for half a window is flagged, and the flag
-// clears (hysteresis) once its rate has been at least (1 - margin/2) x that median for half a window.
-// Ranks without progress yet, each rank's first two advances (start-up, the first step's compilation and
-// warm-up) and ranks measured for less than half a window are not judged; at least two ranks with a rate are
-// needed. A step count that goes back (a restarted worker) starts that rank over.
+// Straggler detection from progress alone (docs/diagnosis-straggler-draft.md#stragglers): a pure decision object fed
+// with each rank's step count as the launcher reads it from the rank's progress file (steady time), no collective and
+// nothing in the training step. Each rank's step rate is measured over a sliding window; a rank whose rate stays below
+// (1 - margin) x the median rate of the other ranks for half a window is flagged, and the flag clears (hysteresis) once
+// its rate has been at least (1 - margin/2) x that median for half a window. Ranks without progress yet, each rank's
+// first two advances (start-up, the first step's compilation and warm-up) and ranks measured for less than half a
+// window are not judged; at least two ranks with a rate are needed. A step count that goes back (a restarted worker)
+// starts that rank over.
 #pragma once
 
 #include <chrono>
@@ -57,8 +57,10 @@ class StragglerDetector {
   // Throws UsageError when margin is not in (0, 1) or the window is not positive.
   explicit StragglerDetector(StragglerSettings settings);
 
-  // The rank's step count read at `now` (call at every reading, unchanged or not).
-  void observe(int rank, Clock::time_point now, std::int64_t step);
+  // The rank's step count as read (call at every reading, unchanged or not), `when` it was reached as well as
+  // known: the progress file's modification time, at the latest the reading's time. Times of a rank that go
+  // back are taken as its latest one.
+  void observe(int rank, Clock::time_point when, std::int64_t step);
   // The rank has no progress any more (exited, its file gone): not judged; its open episode ends.
   void forget(int rank, Clock::time_point now);
   // Every rank starts over (a new attempt of the worker group); open episodes end.
