@@ -353,3 +353,34 @@ TEST_CASE("with the status server on, every worker gets a heartbeat file, and th
   CHECK(build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}})
             .count("MGTRAIN_HEARTBEAT_FILE") == 0);
 }
+
+TEST_CASE("straggler detection runs exactly when the workers get progress files, with two ranks or more",
+          "[straggler][env]") {
+  LaunchPlan plan;
+  plan.nproc = 4;
+  plan.world_size = 4;
+  plan.run_id = "r";
+  plan.run_dir = "/logs/r";
+  plan.console.assign(4, {});
+  LaunchConfig launch;
+  for (const double timeout : {0.0, 30.0}) {
+    for (const bool server : {false, true}) {
+      CAPTURE(timeout, server);
+      plan.heartbeat_timeout_s = timeout;
+      plan.status_server = server;
+      const bool files = build_worker_environment(plan, WorkerSlot{1, 0, 1234, ""}, {}).count("MGTRAIN_HEARTBEAT_FILE");
+      CHECK(straggler_settings(plan, launch).has_value() == files);
+    }
+  }
+  launch.straggler_margin = 0.3;
+  launch.straggler_window = 12;
+  const std::optional<StragglerSettings> settings = straggler_settings(plan, launch);
+  REQUIRE(settings);
+  CHECK(settings->margin == 0.3);
+  CHECK(settings->window_s == 12);
+  launch.straggler_detection = false;
+  CHECK_FALSE(straggler_settings(plan, launch));
+  launch.straggler_detection = true;
+  plan.nproc = 1;
+  CHECK_FALSE(straggler_settings(plan, launch));  // no one to compare with
+}
