@@ -170,7 +170,7 @@ void LaunchMonitor::on_time(Clock::time_point now) {
 void LaunchMonitor::read_progress(Clock::time_point now) {
   const SupervisionPolicy& policy = supervisor_.policy();
   if (policy.attempt() != progress_attempt_ || !policy.attempt_running()) {
-    if (!progress_pids_.empty()) stragglers_->restart(now);  // a new attempt: every rank warms up again
+    stragglers_->restart(now);  // between attempts and at a new one: every rank warms up again
     progress_pids_.clear();
     progress_attempt_ = policy.attempt();
   }

@@ -162,7 +162,9 @@ TEST_CASE("a rank ~30 % slower is flagged: console, /status, /metrics, run.json"
 }
 
 TEST_CASE("equal ranks are not flagged while their rates are measured", "[diagnosis][straggler]") {
-  StragglerRun run("none", 60, {"launch.straggler_window=6"});
+  // A margin of 0.5: a loaded test machine stalls workers for seconds at times (they catch up in bursts), which
+  // the 20 % default would rightly call slow; the unit tests hold equal noisy ranks to the default margin.
+  StragglerRun run("none", 60, {"launch.straggler_window=6", "launch.straggler_margin=0.5"});
   // Wait until every rank has a rate (detection is on and judging), then watch three more windows.
   REQUIRE(wait_until(
       [&] {
@@ -180,6 +182,7 @@ TEST_CASE("equal ranks are not flagged while their rates are measured", "[diagno
   }
   const std::map<std::string, double> straggler = run.metric("mgtrain_rank_straggler");
   CHECK(straggler == std::map<std::string, double>{{"0", 0}, {"1", 0}, {"2", 0}, {"3", 0}});
+  INFO("launcher console:\n" << run.console());
   CHECK(run.console().find("is a straggler") == std::string::npos);
   CHECK_FALSE(nlohmann::json::parse(read_text(run.run_dir + "/run.json")).contains("stragglers"));
 }
