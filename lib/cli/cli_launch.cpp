@@ -69,6 +69,9 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--exit-with-stdin", "launch.exit_with_stdin", false},
     {"--status-port,--status_port", "launch.status_port", true},
     {"--status-bind,--status_bind", "launch.status_bind", true},
+    {"--no-straggler-detection", "launch.straggler_detection", false, "false"},
+    {"--straggler-margin,--straggler_margin", "launch.straggler_margin", true},
+    {"--straggler-window,--straggler_window", "launch.straggler_window", true},
 };
 
 // The spellings of a CLI11 option spec: "--nproc,--nproc_per_node" -> {"--nproc", "--nproc_per_node"}.

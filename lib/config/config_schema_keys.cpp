@@ -180,6 +180,18 @@ void add_launch_keys(SchemaBuilder& s) {
             "address the status server listens on (loopback unless you ask otherwise)")
             .normalized(without_brackets)
             .must(kAddressRule, check_address));
+  s.add(key("launch.straggler_detection", &C::launch, &LaunchConfig::straggler_detection,
+            "flag a rank whose step rate stays below the other ranks' median by more than straggler_margin (console "
+            "warning, status API, /metrics, run.json; docs/diagnosis.md#stragglers); works whenever the workers have "
+            "progress files (heartbeat_timeout or status_port set), single-node launches only"));
+  s.add(key("launch.straggler_margin", &C::launch, &LaunchConfig::straggler_margin,
+            "a straggler is slower than the other ranks' median step rate by more than this fraction (0.2 = 20 %); "
+            "it is cleared once within half of it")
+            .range(0.01, 0.99));
+  s.add(key("launch.straggler_window", &C::launch, &LaunchConfig::straggler_window,
+            "seconds each rank's step rate is measured over; a rank is flagged (and cleared) when the condition has "
+            "held for half of it. Make it hold at least ten steps")
+            .range(1, 86400));
 }
 
 // model: the network the built-in trainer builds.

@@ -166,7 +166,11 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   RunRecorder run_record(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
-  LaunchMonitoring monitoring(supervisor, plan, loaded.config);
+  // Straggler episodes go into run.json as they start and end.
+  LaunchMonitoring monitoring(supervisor, plan, loaded.config, [&run_record](std::vector<StragglerRecord> episodes) {
+    const std::string warning = run_record.set_stragglers(std::move(episodes));
+    if (!warning.empty()) say_line(warning);
+  });
   SupervisionResult result = supervisor.run();
   const std::string record_warning =
       run_record.finish(finished_status(result.exit_code, result.launcher_signal.has_value(),

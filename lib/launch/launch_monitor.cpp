@@ -1,6 +1,11 @@
 // Resource sampling, status snapshots and status commands in the supervisor's event loop (see launch_monitor.hpp).
 #include "launch/launch_monitor.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -9,6 +14,7 @@
 #include "contract/log_layout.hpp"
 #include "observe/status_token.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/log.hpp"
 #include "util/timespec.hpp"
 
@@ -23,16 +29,58 @@ constexpr auto kStatusSampleInterval = std::chrono::seconds(2);
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
+// A steady time point as Unix seconds (for run.json), by its distance from now.
+double unix_time_of(Clock::time_point when) {
+  return unix_now() - std::chrono::duration<double>(Clock::now() - when).count();
+}
+
+// Progress files are read this often: a twentieth of the straggler window (1 s for the default 30 s), which
+// keeps the error of when an advance is seen below 5 % of the window, between 0.1 s and 1 s.
+Clock::duration progress_interval(double window_s) { return steady_seconds(std::clamp(window_s / 20, 0.1, 1.0)); }
+
+// A rank's progress file: its step (nullopt when absent, only touched or unreadable) and when it was written,
+// as a steady time (its modification time, so the launcher's own delays in reading do not blur the rates;
+// never later than `now`).
+struct ProgressReading {
+  std::optional<std::int64_t> step;
+  Clock::time_point written;
+};
+
+ProgressReading read_progress_file(const std::string& path, Clock::time_point now) {
+  ProgressReading reading{std::nullopt, now};
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat status {};
+  if (!fd || fstat(fd.get(), &status) != 0) return reading;
+  char buffer[256];
+  const ssize_t got = read(fd.get(), buffer, sizeof buffer);
+  if (got <= 0) return reading;
+  reading.step = parse_progress_step(std::string_view(buffer, static_cast<std::size_t>(got)));
+  const auto modified =
+      std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(status.st_mtim.tv_sec) + std::chrono::nanoseconds(status.st_mtim.tv_nsec)));
+  const auto age = std::chrono::system_clock::now() - modified;
+  if (age > std::chrono::system_clock::duration::zero())
+    reading.written = now - std::chrono::duration_cast<Clock::duration>(age);
+  return reading;
+}
+
 }  // namespace
 
 LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
-                             double resource_interval_s)
+                             double resource_interval_s, std::optional<StragglerSettings> stragglers,
+                             StragglerEpisodesSink on_episodes)
     : supervisor_(supervisor),
       plan_(plan),
       server_(server),
       sampler_(gpus, plan.node_rank, resource_interval_s > 0 ? plan.run_dir + "/resources.jsonl" : ""),
-      start_time_(unix_now()) {
+      start_time_(unix_now()),
+      on_episodes_(std::move(on_episodes)) {
   const Clock::time_point now = Clock::now();
+  if (stragglers) {
+    stragglers_.emplace(*stragglers);
+    progress_interval_ = progress_interval(stragglers->window_s);
+    next_progress_ = now;
+  }
   if (resource_interval_s > 0) {
     row_interval_ = steady_seconds(resource_interval_s);
     sample_interval_ = row_interval_;
@@ -59,7 +107,8 @@ void LaunchMonitor::on_ready(const pollfd&, Clock::time_point) {
 
 std::optional<Clock::time_point> LaunchMonitor::next_deadline() const {
   if (supervisor_.policy().finished()) return std::nullopt;
-  return next_sample_;
+  if (next_sample_ && next_progress_) return std::min(*next_sample_, *next_progress_);
+  return next_sample_ ? next_sample_ : next_progress_;
 }
 
 void LaunchMonitor::refresh_ranks() {
@@ -70,9 +119,14 @@ void LaunchMonitor::refresh_ranks() {
     rank.local_rank = worker.local_rank;
     rank.pid = worker.pid;
     rank.state = worker.alive ? "running" : "exited";
-    rank.heartbeat_file = server_ ? log_layout::heartbeat_file(log_layout::rank_dir(
-                                        plan_.run_dir, supervisor_.policy().attempt(), worker.global_rank))
-                                  : "";
+    rank.heartbeat_file = server_ || stragglers_
+                              ? log_layout::heartbeat_file(log_layout::rank_dir(
+                                    plan_.run_dir, supervisor_.policy().attempt(), worker.global_rank))
+                              : "";
+    if (stragglers_) {
+      rank.step_rate = stragglers_->step_rate(rank.rank);
+      rank.straggler = stragglers_->flagged(rank.rank);
+    }
     for (const RankStatus& old : ranks_) {  // keep the last sample's figures of the same process
       if (old.pid == rank.pid && worker.alive) {
         rank.cpu_percent = old.cpu_percent;
@@ -94,6 +148,12 @@ void LaunchMonitor::on_time(Clock::time_point now) {
     next_sample_ = now + sample_interval_;
     sampled = true;
   }
+  if (next_progress_ && now >= *next_progress_) {
+    read_progress(now);
+    next_progress_ = now + progress_interval_;
+    refresh_ranks();  // the new rates and flags
+    sampled = true;
+  }
   if (!server_) return;
   std::string signature =
       std::to_string(supervisor_.policy().attempt()) + (supervisor_.policy().attempt_running() ? "r" : "s");
@@ -102,6 +162,60 @@ void LaunchMonitor::on_time(Clock::time_point now) {
     published_signature_ = signature;
     publish();
   }
+}
+
+// Each running rank's step from its progress file (a heartbeat line or a decimal count; a file that is only
+// touched has none and the rank is not judged), then the detector's verdict: a warning when a rank is flagged,
+// a line when the flag clears, and the episodes so far to run.json whenever they change.
+void LaunchMonitor::read_progress(Clock::time_point now) {
+  const SupervisionPolicy& policy = supervisor_.policy();
+  if (policy.attempt() != progress_attempt_ || !policy.attempt_running()) {
+    stragglers_->restart(now);  // between attempts and at a new one: every rank warms up again
+    progress_pids_.clear();
+    progress_attempt_ = policy.attempt();
+  }
+  if (policy.attempt_running()) {
+    for (const RankStatus& rank : ranks_) {
+      auto known = progress_pids_.find(rank.rank);
+      if (rank.state != "running" || (known != progress_pids_.end() && known->second != rank.pid)) {
+        stragglers_->forget(rank.rank, now);
+        progress_pids_.erase(rank.rank);
+        if (rank.state != "running") continue;
+      }
+      const ProgressReading reading = read_progress_file(rank.heartbeat_file, now);
+      if (!reading.step) continue;
+      progress_pids_[rank.rank] = rank.pid;
+      stragglers_->observe(rank.rank, reading.written, *reading.step);
+    }
+  }
+  const std::vector<StragglerChange> changes = stragglers_->evaluate(now);
+  for (const StragglerChange& change : changes) {
+    if (change.flagged()) {
+      episode_attempts_.resize(stragglers_->episodes().size(), progress_attempt_);
+      log::warn("{}", straggler_message(change));
+    } else {
+      log::info("{}", straggler_message(change));
+    }
+  }
+  if (!changes.empty() && on_episodes_) on_episodes_(straggler_records());
+}
+
+std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
+  std::vector<StragglerRecord> records;
+  const std::vector<StragglerEpisode>& episodes = stragglers_->episodes();
+  for (std::size_t index = 0; index < episodes.size(); ++index) {
+    const StragglerEpisode& episode = episodes[index];
+    StragglerRecord record;
+    record.rank = episode.rank;
+    record.attempt = index < episode_attempts_.size() ? episode_attempts_[index] : progress_attempt_;
+    record.start = unix_time_of(episode.start);
+    if (episode.end) record.end = unix_time_of(*episode.end);
+    record.step_rate = episode.step_rate;
+    record.median_step_rate = episode.median_step_rate;
+    record.lowest_step_rate = episode.lowest_step_rate;
+    records.push_back(record);
+  }
+  return records;
 }
 
 void LaunchMonitor::publish() {
@@ -128,6 +242,7 @@ void LaunchMonitor::publish() {
   snapshot.gpus = sampler_.gpus();
   snapshot.driver_version = driver_version_;
   if (sampler_.last_sample_time() > 0) snapshot.gpu_sample_time = sampler_.last_sample_time();
+  snapshot.straggler_detection = stragglers_.has_value();
   server_->publish(snapshot);
 }
 
@@ -157,10 +272,20 @@ std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::strin
   return line;
 }
 
-LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config)
+std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, const LaunchConfig& launch) {
+  const bool progress_files = plan.heartbeat_timeout_s > 0 || plan.status_server;  // as worker_env.cpp gives them
+  if (!launch.straggler_detection || !progress_files || plan.nproc < 2) return std::nullopt;
+  const StragglerSettings settings{launch.straggler_margin, launch.straggler_window};
+  StragglerDetector check(settings);  // throws UsageError for settings it refuses
+  return settings;
+}
+
+LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
+                                   StragglerEpisodesSink on_episodes)
     : supervisor_(supervisor) {
   const LaunchConfig& launch = config.launch;
   const double interval = config.log.resource_interval_s;
+  const std::optional<StragglerSettings> stragglers = straggler_settings(plan, launch);
   gpus_ = open_nvml();  // nullptr without the NVIDIA driver: no GPU statistics, not an error
   if (gpus_) {
     const std::string line = gpu_health_line(gpus_->sample(), gpus_->driver_version());
@@ -179,8 +304,9 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     std::ofstream(endpoint_file, std::ios::trunc) << server_->endpoint() << "\n";
     log::info("status API and dashboard on http://{}/ (POST needs the token in {})", server_->endpoint(), token_file);
   }
-  if (!server_ && interval <= 0) return;
-  monitor_ = std::make_unique<LaunchMonitor>(supervisor, plan, server_.get(), gpus_.get(), interval);
+  if (!server_ && interval <= 0 && !stragglers) return;
+  monitor_ = std::make_unique<LaunchMonitor>(supervisor, plan, server_.get(), gpus_.get(), interval, stragglers,
+                                             std::move(on_episodes));
   supervisor.add_participant(*monitor_);
   if (server_) monitor_->publish();  // a first snapshot (run id, no ranks yet) before serving
   if (server_) server_->start();

@@ -1,11 +1,14 @@
 // The launcher's monitoring inside the supervisor's event loop (a LoopParticipant): takes resource samples at
-// log.resource_interval_s (resources.jsonl), publishes the status snapshot to the status server whenever
+// log.resource_interval_s (resources.jsonl), reads the ranks' progress files for straggler detection
+// (observe/straggler_detector.hpp: a console warning per episode, the ranks' step rates and flags in the
+// status snapshot, episodes to run.json), publishes the status snapshot to the status server whenever
 // the workers change or a sample was taken, and carries out the server's POST commands in the loop:
 // /checkpoint = SIGUSR2 to every worker's group, /stop = as if the launcher got SIGUSR1.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,17 +16,24 @@
 
 #include "config/config.hpp"
 #include "observe/resource_sampler.hpp"
+#include "observe/run_record.hpp"
 #include "observe/status_server.hpp"
+#include "observe/straggler_detector.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/supervisor.hpp"
 
 namespace mgtrain {
 
+// Receives every straggler episode of the launch so far (for run.json) whenever one starts or ends.
+using StragglerEpisodesSink = std::function<void(std::vector<StragglerRecord>)>;
+
 class LaunchMonitor final : public LoopParticipant {
  public:
-  // `server` and `gpus` may be null; resource_interval_s 0 writes no resources.jsonl.
+  // `server` and `gpus` may be null; resource_interval_s 0 writes no resources.jsonl; `stragglers` nullopt:
+  // no straggler detection (`on_episodes` may be empty).
   LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
-                double resource_interval_s);
+                double resource_interval_s, std::optional<StragglerSettings> stragglers = std::nullopt,
+                StragglerEpisodesSink on_episodes = {});
 
   void add_fds(std::vector<pollfd>& fds) override;
   void on_ready(const pollfd& ready, std::chrono::steady_clock::time_point now) override;
@@ -33,7 +43,9 @@ class LaunchMonitor final : public LoopParticipant {
   void publish();  // hands the current state to the status server now
 
  private:
-  void refresh_ranks();  // from the supervisor's workers
+  void refresh_ranks();                                           // from the supervisor's workers
+  void read_progress(std::chrono::steady_clock::time_point now);  // straggler detection: files, flags, messages
+  std::vector<StragglerRecord> straggler_records() const;
 
   Supervisor& supervisor_;
   const LaunchPlan& plan_;
@@ -47,6 +59,13 @@ class LaunchMonitor final : public LoopParticipant {
   std::string published_signature_;
   double start_time_ = 0;
   std::string driver_version_;
+  std::optional<StragglerDetector> stragglers_;
+  StragglerEpisodesSink on_episodes_;
+  std::chrono::steady_clock::duration progress_interval_{};
+  std::optional<std::chrono::steady_clock::time_point> next_progress_;
+  int progress_attempt_ = -1;           // the attempt whose ranks the detector judges
+  std::map<int, pid_t> progress_pids_;  // rank -> the worker process its readings came from
+  std::vector<int> episode_attempts_;   // the attempt of each of the detector's episodes
 };
 
 // Everything monitoring needs for one single-node launch, in the order that keeps it safe: called after
@@ -57,7 +76,9 @@ class LaunchMonitor final : public LoopParticipant {
 // <run dir>/status_endpoint, and joins the supervisor's loop.
 class LaunchMonitoring {
  public:
-  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config);
+  // `on_episodes` gets the straggler episodes for run.json (may be empty).
+  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
+                   StragglerEpisodesSink on_episodes = {});
   ~LaunchMonitoring();
   LaunchMonitoring(const LaunchMonitoring&) = delete;
   LaunchMonitoring& operator=(const LaunchMonitoring&) = delete;
@@ -68,6 +89,11 @@ class LaunchMonitoring {
   std::unique_ptr<StatusServer> server_;
   std::unique_ptr<LaunchMonitor> monitor_;
 };
+
+// The straggler settings when detection runs for this launch: launch.straggler_detection on, at least two local
+// ranks, and progress files given to the workers (the same rule as supervise/worker_env.cpp: a heartbeat timeout
+// or the status API); else nullopt. Throws UsageError for settings the detector refuses.
+std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, const LaunchConfig& launch);
 
 // "mgtrain: GPUs (NVML): 2 x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 550.54.15" ("" without GPUs).
 std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::string& driver_version);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -90,6 +92,13 @@ std::vector<std::string> read_strings(const Json& root, const char* key, const s
   return items;
 }
 
+// A step rate to four significant digits (run.json is for people and scripts, not for exact replay).
+Json rate_json(double rate) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4g", rate);
+  return std::strtod(buffer, nullptr);
+}
+
 }  // namespace
 
 std::string run_record_to_json(const RunRecord& r) {
@@ -112,6 +121,21 @@ std::string run_record_to_json(const RunRecord& r) {
   launcher["boot_id"] = r.launcher.boot_id;
   launcher["start_ticks"] = r.launcher.start_ticks;
   root["launcher"] = std::move(launcher);
+  if (!r.stragglers.empty()) {
+    Json stragglers = Json::array();
+    for (const StragglerRecord& episode : r.stragglers) {
+      Json item = Json::object();
+      item["rank"] = episode.rank;
+      item["attempt"] = episode.attempt;
+      item["start"] = json_seconds(episode.start);
+      item["end"] = episode.end ? json_seconds(*episode.end) : Json(nullptr);
+      item["step_rate"] = rate_json(episode.step_rate);
+      item["median_step_rate"] = rate_json(episode.median_step_rate);
+      item["lowest_step_rate"] = rate_json(episode.lowest_step_rate);
+      stragglers.push_back(std::move(item));
+    }
+    root["stragglers"] = std::move(stragglers);
+  }
   return json_text(root, 2) + "\n";
 }
 
@@ -144,6 +168,22 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
     r.launcher.host = read_as<std::string>(*launcher, "host", where, false);
     r.launcher.boot_id = read_as<std::string>(*launcher, "boot_id", where, false);
     r.launcher.start_ticks = read_as<long long>(*launcher, "start_ticks", where, false);
+  }
+  if (const Json* stragglers = member(root, "stragglers")) {
+    const std::string where = source + ": stragglers";
+    if (!stragglers->is_array()) throw Error(where + " is not a list");
+    for (const Json& item : *stragglers) {
+      if (!item.is_object()) throw Error(where + ": an entry is not an object");
+      StragglerRecord episode;
+      episode.rank = read_as<int>(item, "rank", where);
+      episode.attempt = read_as<int>(item, "attempt", where, false);
+      episode.start = read_as<double>(item, "start", where);
+      if (member(item, "end")) episode.end = read_as<double>(item, "end", where);
+      episode.step_rate = read_as<double>(item, "step_rate", where, false);
+      episode.median_step_rate = read_as<double>(item, "median_step_rate", where, false);
+      episode.lowest_step_rate = read_as<double>(item, "lowest_step_rate", where, false);
+      r.stragglers.push_back(episode);
+    }
   }
   return r;
 }
@@ -237,6 +277,17 @@ std::string RunRecorder::finish(const std::string& status, int exit_code, int at
     write_run_record(run_dir_, record_);
   } catch (const std::exception& e) {
     return std::string("mgtrain: warning: the run record was not updated: ") + e.what();  // the caller prints it
+  }
+  return "";
+}
+
+std::string RunRecorder::set_stragglers(std::vector<StragglerRecord> stragglers) {
+  record_.stragglers = std::move(stragglers);
+  if (finished_) return "";  // finish() wrote the outcome; the record is not reopened
+  try {
+    write_run_record(run_dir_, record_);
+  } catch (const std::exception& e) {
+    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();
   }
   return "";
 }

@@ -21,6 +21,17 @@ struct LauncherIdentity {
   long long start_ticks = 0;  // the process's start time since boot, in clock ticks (/proc/<pid>/stat field 22)
 };
 
+// A period in which a rank was flagged as a straggler (observe/straggler_detector.hpp), in Unix seconds.
+struct StragglerRecord {
+  int rank = 0;
+  int attempt = 0;
+  double start = 0;
+  std::optional<double> end;  // nullopt: it lasted until the record was written
+  double step_rate = 0;       // steps/s when flagged
+  double median_step_rate = 0;
+  double lowest_step_rate = 0;
+};
+
 struct RunRecord {
   std::string run_id;
   std::string status = "running";  // running | succeeded | failed | stopped | interrupted
@@ -35,6 +46,7 @@ struct RunRecord {
   int attempts = 0;
   std::string config_file = "config.yaml";  // relative to the run directory
   LauncherIdentity launcher;
+  std::vector<StragglerRecord> stragglers;  // "stragglers" in run.json only when there were any
 };
 
 // The record's JSON text (one object, indented, newline at the end).
@@ -76,6 +88,8 @@ class RunRecorder {
   RunRecorder& operator=(const RunRecorder&) = delete;
   // Returns "" or a warning to print: the launch's outcome must not change because run.json could not be written.
   std::string finish(const std::string& status, int exit_code, int attempts);
+  // Records the straggler episodes so far and rewrites run.json now; "" or a warning to print.
+  std::string set_stragglers(std::vector<StragglerRecord> stragglers);
 
  private:
   std::string run_dir_;

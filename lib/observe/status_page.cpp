@@ -17,7 +17,7 @@ const char* status_page_html() {
   table { border-collapse: collapse; background: #fff; }
   th, td { border: 1px solid #ddd; padding: .25em .7em; text-align: right; font-variant-numeric: tabular-nums; }
   th { background: #f0f0f0; }
-  td.state-running { color: #1a7f37; } td.state-exited { color: #999; }
+  td.state-running { color: #1a7f37; } td.state-exited { color: #999; } td.straggler { color: #b45309; font-weight: bold; }
   .gpus { display: flex; flex-wrap: wrap; gap: 1em; }
   .gpu { background: #fff; border: 1px solid #ddd; padding: .6em .8em; min-width: 16em; }
   .bar { background: #eee; height: .8em; margin: .15em 0 .5em 0; }
@@ -33,7 +33,7 @@ const char* status_page_html() {
 <div id="error"></div>
 <h2>Ranks</h2>
 <table id="ranks">
-  <thead><tr><th>rank</th><th>local</th><th>pid</th><th>state</th><th>step</th><th>loss</th><th>heartbeat</th><th>CPU %</th><th>RSS</th></tr></thead>
+  <thead><tr><th>rank</th><th>local</th><th>pid</th><th>state</th><th>step</th><th>loss</th><th>heartbeat</th><th>steps/s</th><th>CPU %</th><th>RSS</th></tr></thead>
   <tbody></tbody>
 </table>
 <h2>GPUs</h2>
@@ -62,7 +62,8 @@ function renderStatus(s) {
       " | restarts " + s.restarts + " | " + s.hostname + " node " + s.node_rank + " | " + s.run_dir;
   const rows = s.ranks.map(r => "<tr class=\"rank-row\" data-rank=\"" + r.rank + "\"><td>" + r.rank + "</td><td>" + r.local_rank +
       "</td><td>" + r.pid + "</td><td class=\"state-" + esc(r.state) + "\">" + esc(r.state) + "</td><td>" + (r.step === null ? "–" : r.step) +
-      "</td><td>" + num(r.loss, 4) + "</td><td>" + age(r.last_heartbeat, s.time) + "</td><td>" + num(r.cpu_percent, 0) +
+      "</td><td>" + num(r.loss, 4) + "</td><td>" + age(r.last_heartbeat, s.time) + "</td><td" + (r.straggler ? " class=\"straggler\">" : ">") +
+      num(r.step_rate, 2) + (r.straggler ? " straggler" : "") + "</td><td>" + num(r.cpu_percent, 0) +
       "</td><td>" + bytes(r.rss_bytes) + "</td></tr>");
   document.querySelector("#ranks tbody").innerHTML = rows.join("");
   if (s.gpus.length) {

@@ -137,8 +137,11 @@ std::string status_to_json(const StatusSnapshot& s) {
     rank["last_heartbeat"] = r.heartbeat ? rounded(r.heartbeat->time) : Json(nullptr);
     rank["cpu_percent"] = rounded(r.cpu_percent);
     rank["rss_bytes"] = r.rss_bytes ? Json(*r.rss_bytes) : Json(nullptr);
+    rank["step_rate"] = r.step_rate ? rounded(*r.step_rate, 6) : Json(nullptr);
+    rank["straggler"] = r.straggler;
     ranks.push_back(std::move(rank));
   }
+  out["straggler_detection"] = s.straggler_detection;
   out["ranks"] = std::move(ranks);
   Json gpus = Json::array();
   for (const GpuSample& gpu : s.gpus) gpus.push_back(gpu_json(gpu, true));
@@ -177,6 +180,10 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
       metrics.add("mgtrain_rank_cpu_percent", "CPU use of the rank's worker process (100 = one core).");
   PrometheusMetric& rss =
       metrics.add("mgtrain_rank_resident_memory_bytes", "Resident memory of the rank's worker process.");
+  PrometheusMetric& step_rate = metrics.add(
+      "mgtrain_rank_step_rate", "Steps per second of the rank over the straggler window (launch.straggler_window).");
+  PrometheusMetric& straggler = metrics.add(
+      "mgtrain_rank_straggler", "1 while the rank is flagged as a straggler (slower than the other ranks' median).");
   PrometheusMetric& gpu_util =
       metrics.add("mgtrain_gpu_utilization_percent", "GPU busy time over the driver's sample period.");
   PrometheusMetric& gpu_used = metrics.add("mgtrain_gpu_memory_used_bytes", "GPU memory in use.");
@@ -198,6 +205,8 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
     }
     if (r.cpu_percent) cpu.add(labels, *r.cpu_percent);
     if (r.rss_bytes) rss.add(labels, static_cast<double>(*r.rss_bytes));
+    if (r.step_rate) step_rate.add(labels, *r.step_rate);
+    if (s.straggler_detection) straggler.add(labels, r.straggler ? 1 : 0);
   }
   for (const GpuSample& g : s.gpus) {
     const std::string labels =

@@ -26,6 +26,8 @@ struct RankStatus {
   std::optional<HeartbeatInfo> heartbeat;
   std::optional<double> cpu_percent;  // from the latest resource sample
   std::optional<std::int64_t> rss_bytes;
+  std::optional<double> step_rate;  // steps/s over the straggler window (observe/straggler_detector.hpp)
+  bool straggler = false;           // flagged as a straggler now
 };
 
 struct StatusSnapshot {
@@ -42,6 +44,7 @@ struct StatusSnapshot {
   std::vector<GpuSample> gpus;
   std::string driver_version;
   std::optional<double> gpu_sample_time;
+  bool straggler_detection = false;  // ranks' step rates are judged (launch.straggler_detection, progress files)
 };
 
 // The /status JSON (nlohmann::json, compact, keys in schema order).

@@ -54,6 +54,23 @@ TEST_CASE("run record: written atomically and read back field by field", "[run-r
   REQUIRE(back->end_time);
   CHECK(*back->end_time >= back->start_time);
   CHECK(back->attempts == 2);
+  CHECK(back->stragglers.empty());
+  CHECK(run_record_to_json(record).find("stragglers") == std::string::npos);  // only when there were any
+  // Straggler episodes: one over, one still open.
+  record.stragglers = {StragglerRecord{2, 0, 1763800000.25, 1763800041.5, 0.7142, 1.021, 0.65},
+                       StragglerRecord{1, 1, 1763800100.0, std::nullopt, 3.5, 5.0, 3.5}};
+  write_run_record(dir.string(), record);
+  back = read_run_record(dir.string());
+  REQUIRE(back->stragglers.size() == 2);
+  CHECK(back->stragglers[0].rank == 2);
+  CHECK(back->stragglers[0].start == Approx(1763800000.25).margin(0.001));
+  REQUIRE(back->stragglers[0].end);
+  CHECK(*back->stragglers[0].end == Approx(1763800041.5).margin(0.001));
+  CHECK(back->stragglers[0].step_rate == Approx(0.7142));
+  CHECK(back->stragglers[0].median_step_rate == Approx(1.021));
+  CHECK(back->stragglers[0].lowest_step_rate == Approx(0.65));
+  CHECK(back->stragglers[1].attempt == 1);
+  CHECK_FALSE(back->stragglers[1].end);
   // No temporary files left beside it.
   int files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file();

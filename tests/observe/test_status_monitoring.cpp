@@ -72,6 +72,8 @@ StatusSnapshot sample_snapshot() {
   r0.heartbeat = HeartbeatInfo{120, 0.5312, 1763800000.123};
   r0.cpu_percent = 97.5;
   r0.rss_bytes = 123456789;
+  r0.step_rate = 0.71;
+  r0.straggler = true;
   RankStatus r1;
   r1.rank = 1;
   r1.local_rank = 1;
@@ -81,6 +83,7 @@ StatusSnapshot sample_snapshot() {
   FakeGpus gpus;
   s.gpus = gpus.sample();
   s.driver_version = "550.54.15";
+  s.straggler_detection = true;
   return s;
 }
 
@@ -206,6 +209,11 @@ TEST_CASE("/status JSON: every field of the schema, escaped strings, null for un
   CHECK(s["ranks"][0]["rss_bytes"].get<long long>() == 123456789);
   CHECK(s["ranks"][1]["step"].is_null());
   CHECK(s["ranks"][1]["cpu_percent"].is_null());
+  CHECK(s["straggler_detection"].get<bool>());
+  CHECK(s["ranks"][0]["step_rate"].get<double>() == Approx(0.71));
+  CHECK(s["ranks"][0]["straggler"].get<bool>());
+  CHECK(s["ranks"][1]["step_rate"].is_null());
+  CHECK_FALSE(s["ranks"][1]["straggler"].get<bool>());
   REQUIRE(s["gpus"].size() == 2);
   CHECK(s["gpus"][0]["name"].get<std::string>() == "Fake \"GPU\" 80GB");
   CHECK(s["gpus"][0]["memory_total_bytes"].get<long long>() == 80LL << 30);
@@ -235,6 +243,15 @@ TEST_CASE("/metrics follows the Prometheus text format line by line", "[status][
   REQUIRE(find("mgtrain_gpu_power_watts", ""));
   CHECK(find("mgtrain_gpu_power_watts", "")->value == 250.5);
   CHECK(find("mgtrain_rank_last_heartbeat_timestamp_seconds", "0")->value == Approx(1763800000.123).margin(1e-3));
+  REQUIRE(find("mgtrain_rank_straggler", "0"));
+  CHECK(find("mgtrain_rank_straggler", "0")->value == 1);
+  CHECK(find("mgtrain_rank_straggler", "1")->value == 0);
+  CHECK(find("mgtrain_rank_step_rate", "0")->value == Approx(0.71));
+  CHECK_FALSE(find("mgtrain_rank_step_rate", "1"));  // not measured
+  StatusSnapshot off = sample_snapshot();
+  off.straggler_detection = false;
+  off.ranks[0].straggler = false;
+  CHECK(status_to_prometheus(off).find("mgtrain_rank_straggler{") == std::string::npos);
 
   // The checker itself catches what it should.
   CHECK_FALSE(prometheus_text_problems("a 1").empty());                           // no final newline
@@ -335,4 +352,35 @@ TEST_CASE("with the status server on, every worker gets a heartbeat file, and th
   plan.status_server = false;
   CHECK(build_worker_environment(plan, WorkerSlot{1, 2, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}})
             .count("MGTRAIN_HEARTBEAT_FILE") == 0);
+}
+
+TEST_CASE("straggler detection runs exactly when the workers get progress files, with two ranks or more",
+          "[straggler][env]") {
+  LaunchPlan plan;
+  plan.nproc = 4;
+  plan.world_size = 4;
+  plan.run_id = "r";
+  plan.run_dir = "/logs/r";
+  plan.console.assign(4, {});
+  LaunchConfig launch;
+  for (const double timeout : {0.0, 30.0}) {
+    for (const bool server : {false, true}) {
+      CAPTURE(timeout, server);
+      plan.heartbeat_timeout_s = timeout;
+      plan.status_server = server;
+      const bool files = build_worker_environment(plan, WorkerSlot{1, 0, 1234, ""}, {}).count("MGTRAIN_HEARTBEAT_FILE");
+      CHECK(straggler_settings(plan, launch).has_value() == files);
+    }
+  }
+  launch.straggler_margin = 0.3;
+  launch.straggler_window = 12;
+  const std::optional<StragglerSettings> settings = straggler_settings(plan, launch);
+  REQUIRE(settings);
+  CHECK(settings->margin == 0.3);
+  CHECK(settings->window_s == 12);
+  launch.straggler_detection = false;
+  CHECK_FALSE(straggler_settings(plan, launch));
+  launch.straggler_detection = true;
+  plan.nproc = 1;
+  CHECK_FALSE(straggler_settings(plan, launch));  // no one to compare with
 }

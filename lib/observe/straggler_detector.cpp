@@ -1,0 +1,201 @@
+// Step rates, the other ranks' median and the sustained-flag rule (see straggler_detector.hpp).
+#include "observe/straggler_detector.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "contract/heartbeat_line.hpp"
+#include "util/error.hpp"
+#include "util/timespec.hpp"
+#include "util/value_parsing.hpp"
+
+namespace mgtrain {
+namespace {
+
+// Advances of a rank that are warm-up: the first one ends whatever step was running at the first reading
+// (often the first, slow one: compilation, cuDNN autotuning, the data loader's start), the second one ends
+// a step that may still be warming up. Measuring starts at the second.
+constexpr int kWarmupAdvances = 2;
+
+double seconds(StragglerDetector::Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
+
+// Steps/s with two or three significant digits, never in exponent form: 0.71, 1.02, 12.5, 1234.
+std::string rate_text(double rate) {
+  if (rate >= 100) return fmt::format("{:.0f}", rate);
+  if (rate >= 10) return fmt::format("{:.1f}", rate);
+  if (rate >= 0.1) return fmt::format("{:.2f}", rate);
+  return fmt::format("{:.2g}", rate);
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace
+
+StragglerDetector::StragglerDetector(StragglerSettings settings) : settings_(settings) {
+  if (!(settings.margin > 0 && settings.margin < 1)) {
+    throw UsageError(fmt::format("launch.straggler_margin is {}: it must be above 0 and below 1 (0.2 = 20 % slower)",
+                                 settings.margin));
+  }
+  if (!(settings.window_s > 0)) {
+    throw UsageError(
+        fmt::format("launch.straggler_window is {}: it must be a positive number of seconds", settings.window_s));
+  }
+  window_ = steady_seconds(settings.window_s);
+  sustain_ = steady_seconds(settings.window_s / 2);
+}
+
+void StragglerDetector::observe(int rank, Clock::time_point when, std::int64_t step) {
+  Track& track = tracks_[rank];
+  if (!track.points.empty()) when = std::max(when, track.points.back().time);
+  if (track.last_step && step < *track.last_step) {  // the worker started over: warm-up again
+    end_episode(rank, track, when, StragglerChange::Kind::kLeft, &pending_);
+    track = Track{};
+  }
+  if (!track.last_step) {
+    track.last_step = step;
+    return;
+  }
+  if (step == *track.last_step) return;
+  track.last_step = step;
+  if (++track.advances < kWarmupAdvances) return;
+  if (!track.measured_since) track.measured_since = when;
+  track.points.push_back(Point{when, step});
+}
+
+void StragglerDetector::forget(int rank, Clock::time_point now) {
+  auto found = tracks_.find(rank);
+  if (found == tracks_.end()) return;
+  end_episode(rank, found->second, now, StragglerChange::Kind::kLeft, &pending_);
+  tracks_.erase(found);
+}
+
+void StragglerDetector::restart(Clock::time_point now) {
+  for (auto& [rank, track] : tracks_) end_episode(rank, track, now, StragglerChange::Kind::kLeft, &pending_);
+  tracks_.clear();
+}
+
+// Steps/s over the window: from the oldest kept advance A to the newest B, (B - A) / (tB - tA); but no more
+// than (B - A + 1) / (now - tA), since the next step has not come yet: a rank that stops advancing sees its
+// rate fall instead of keeping its last one. nullopt until the rank has been measured for half a window.
+std::optional<double> StragglerDetector::measure(Track& track, Clock::time_point now) const {
+  if (!track.measured_since || now - *track.measured_since < sustain_) return std::nullopt;
+  while (track.points.size() >= 2 && track.points[1].time <= now - window_) track.points.pop_front();
+  const Point& first = track.points.front();
+  const Point& last = track.points.back();
+  const double steps = static_cast<double>(last.step - first.step);
+  const double since_first = seconds(now - first.time);
+  if (since_first <= 0) return std::nullopt;
+  double rate = (steps + 1) / since_first;
+  const double between = seconds(last.time - first.time);
+  if (steps > 0 && between > 0) rate = std::min(rate, steps / between);
+  return rate;
+}
+
+std::vector<StragglerChange> StragglerDetector::evaluate(Clock::time_point now) {
+  std::vector<StragglerChange> changes = std::move(pending_);
+  pending_.clear();
+  for (auto& [rank, track] : tracks_) track.rate = measure(track, now);
+
+  for (auto& [rank, track] : tracks_) {
+    std::vector<double> others;
+    for (const auto& [other_rank, other] : tracks_) {
+      if (other_rank != rank && other.rate) others.push_back(*other.rate);
+    }
+    if (!track.rate || others.empty()) {  // not judged now: a flag cannot stand without evidence
+      track.slow_since.reset();
+      end_episode(rank, track, now, StragglerChange::Kind::kAlone, &changes);
+      continue;
+    }
+    const double rate = *track.rate;
+    const double median = median_of(others);
+    if (!track.episode) {
+      if (rate >= (1 - settings_.margin) * median) {
+        track.slow_since.reset();
+        continue;
+      }
+      if (!track.slow_since) track.slow_since = now;
+      if (now - *track.slow_since < sustain_) continue;
+      track.episode = episodes_.size();
+      episodes_.push_back(StragglerEpisode{rank, now, std::nullopt, rate, median, rate});
+      track.recovered_since.reset();
+      const double measured = seconds(std::min(window_, now - track.points.front().time));
+      changes.push_back(StragglerChange{rank, StragglerChange::Kind::kFlagged, rate, median, measured});
+      continue;
+    }
+    StragglerEpisode& episode = episodes_[*track.episode];
+    episode.lowest_step_rate = std::min(episode.lowest_step_rate, rate);
+    if (rate < (1 - settings_.margin / 2) * median) {
+      track.recovered_since.reset();
+      continue;
+    }
+    if (!track.recovered_since) track.recovered_since = now;
+    if (now - *track.recovered_since < sustain_) continue;
+    episode.end = now;
+    track.episode.reset();
+    track.slow_since.reset();
+    track.recovered_since.reset();
+    changes.push_back(
+        StragglerChange{rank, StragglerChange::Kind::kRecovered, rate, median, seconds(now - episode.start)});
+  }
+  return changes;
+}
+
+void StragglerDetector::end_episode(int rank, Track& track, Clock::time_point now, StragglerChange::Kind why,
+                                    std::vector<StragglerChange>* changes) {
+  if (!track.episode) return;
+  StragglerEpisode& episode = episodes_[*track.episode];
+  episode.end = now;
+  track.episode.reset();
+  track.recovered_since.reset();
+  changes->push_back(StragglerChange{rank, why, 0, 0, seconds(now - episode.start)});
+}
+
+std::optional<double> StragglerDetector::step_rate(int rank) const {
+  const auto found = tracks_.find(rank);
+  return found == tracks_.end() ? std::nullopt : found->second.rate;
+}
+
+bool StragglerDetector::flagged(int rank) const {
+  const auto found = tracks_.find(rank);
+  return found != tracks_.end() && found->second.episode.has_value();
+}
+
+std::optional<std::int64_t> parse_progress_step(std::string_view text) {
+  if (const std::optional<HeartbeatInfo> beat = parse_heartbeat_line(text)) return beat->step;
+  const std::string count = trim(std::string(text));
+  if (!all_digits(count)) return std::nullopt;
+  const std::optional<std::uint64_t> value = parse_digits(count);
+  if (!value || *value > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  return static_cast<std::int64_t>(*value);
+}
+
+std::string straggler_message(const StragglerChange& change) {
+  switch (change.kind) {
+    case StragglerChange::Kind::kFlagged:
+      return fmt::format(
+          "rank {} is a straggler: {} steps/s against a median of {} ({:.0f} % slower) over the last {:.0f} s",
+          change.rank, rate_text(change.step_rate), rate_text(change.median_step_rate),
+          change.median_step_rate > 0 ? 100 * (1 - change.step_rate / change.median_step_rate) : 0.0, change.seconds);
+    case StragglerChange::Kind::kRecovered:
+      return fmt::format("rank {} is no longer a straggler: {} steps/s against a median of {} (flagged for {:.0f} s)",
+                         change.rank, rate_text(change.step_rate), rate_text(change.median_step_rate), change.seconds);
+    case StragglerChange::Kind::kLeft:
+      return fmt::format("rank {} is no longer judged as a straggler: it exited or started over (flagged for {:.0f} s)",
+                         change.rank, change.seconds);
+    case StragglerChange::Kind::kAlone:
+      break;
+  }
+  return fmt::format(
+      "rank {} is no longer judged as a straggler: no other rank reports progress to compare it with (flagged for "
+      "{:.0f} s)",
+      change.rank, change.seconds);
+}
+
+}  // namespace mgtrain
