@@ -60,7 +60,7 @@ struct LaunchConfig {
   // status API (docs/monitoring.md)
   std::int64_t status_port = 0;           // 0: no status server
   std::string status_bind = "127.0.0.1";  // address the status server listens on
-  // straggler detection (docs/diagnosis-straggler-draft.md#stragglers): judged from the workers' progress files
+  // straggler detection (docs/diagnosis.md#stragglers): judged from the workers' progress files
   bool straggler_detection = true;  // on whenever the workers have progress files
   double straggler_margin = 0.2;    // flagged when slower than (1 - margin) x the other ranks' median step rate
   double straggler_window = 30.0;   // seconds the rate is measured over; flagged after half of it

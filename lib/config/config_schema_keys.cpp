@@ -183,7 +183,7 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.straggler_detection", &C::launch, &LaunchConfig::straggler_detection,
             "flag a rank whose step rate stays below the other ranks' median by more than straggler_margin (console "
             "warning, status API, /metrics, run.json; docs/diagnosis.md#stragglers); works whenever the workers have "
-            "progress files (heartbeat_timeout or status_port set), single-node launches only"));
+            "progress files (hang_timeout or status_port set), single-node launches only"));
   s.add(key("launch.straggler_margin", &C::launch, &LaunchConfig::straggler_margin,
             "a straggler is slower than the other ranks' median step rate by more than this fraction (0.2 = 20 %); "
             "it is cleared once within half of it")

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <map>
 
+#include "contract/heartbeat_line.hpp"
 #include "contract/log_layout.hpp"
 #include "observe/status_token.hpp"
+#include "supervise/worker_env.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
@@ -273,8 +275,7 @@ std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::strin
 }
 
 std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, const LaunchConfig& launch) {
-  const bool progress_files = plan.heartbeat_timeout_s > 0 || plan.status_server;  // as worker_env.cpp gives them
-  if (!launch.straggler_detection || !progress_files || plan.nproc < 2) return std::nullopt;
+  if (!launch.straggler_detection || !workers_get_progress_file(plan) || plan.nproc < 2) return std::nullopt;
   const StragglerSettings settings{launch.straggler_margin, launch.straggler_window};
   StragglerDetector check(settings);  // throws UsageError for settings it refuses
   return settings;

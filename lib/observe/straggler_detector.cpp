@@ -167,15 +167,6 @@ bool StragglerDetector::flagged(int rank) const {
   return found != tracks_.end() && found->second.episode.has_value();
 }
 
-std::optional<std::int64_t> parse_progress_step(std::string_view text) {
-  if (const std::optional<HeartbeatInfo> beat = parse_heartbeat_line(text)) return beat->step;
-  const std::string count = trim(std::string(text));
-  if (!all_digits(count)) return std::nullopt;
-  const std::optional<std::uint64_t> value = parse_digits(count);
-  if (!value || *value > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
-  return static_cast<std::int64_t>(*value);
-}
-
 std::string straggler_message(const StragglerChange& change) {
   switch (change.kind) {
     case StragglerChange::Kind::kFlagged:

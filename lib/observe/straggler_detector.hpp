@@ -1,4 +1,4 @@
-// Straggler detection from progress alone (docs/diagnosis-straggler-draft.md#stragglers): a pure decision object fed
+// Straggler detection from progress alone (docs/diagnosis.md#stragglers): a pure decision object fed
 // with each rank's step count as the launcher reads it from the rank's progress file (steady time), no collective and
 // nothing in the training step. Each rank's step rate is measured over a sliding window; a rank whose rate stays below
 // (1 - margin) x the median rate of the other ranks for half a window is flagged, and the flag clears (hysteresis) once
@@ -100,10 +100,6 @@ class StragglerDetector {
   std::vector<StragglerChange> pending_;  // clears from forget()/restart(), returned by the next evaluate()
   std::vector<StragglerEpisode> episodes_;
 };
-
-// The step count in a progress file's text: the worker heartbeat line's "step" ({"step":N,...}) or a decimal
-// count (blanks around it allowed); nullopt for a file that is only touched (empty) or holds anything else.
-std::optional<std::int64_t> parse_progress_step(std::string_view text);
 
 // "rank 2 is a straggler: 0.71 steps/s against a median of 1.02 (30 % slower) over the last 30 s"; a cleared
 // flag: "rank 2 is no longer a straggler: 1.01 steps/s against a median of 1.02 (flagged for 41 s)", or why

@@ -1,4 +1,4 @@
-// Straggler detection end to end (docs/diagnosis-straggler-draft.md#stragglers): the real `mgtrain` launching 4 Python
+// Straggler detection end to end (docs/diagnosis.md#stragglers): the real `mgtrain` launching 4 Python
 // workers that write their step counts into their progress files (rank 0 as heartbeat lines, the others as decimal
 // counts), paced by the clock, one of them ~30 % slower by an injected sleep. The slow rank must be flagged
 // (console warning, /status, /metrics, run.json) well within 60 s; equal ranks must not be, over several

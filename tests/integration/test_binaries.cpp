@@ -190,7 +190,7 @@ TEST_CASE("cmake --install produces a usable prefix", "[binary][install]") {
   CHECK(install.out.find((prefix / "bin/torchrun").string()) != std::string::npos);
   auto as_torchrun = run_and_capture({(prefix / "bin/torchrun").string(), "--no-python", "--nproc-per-node", "1",
                                       "--log-dir", (prefix / "runs").string(), "/bin/sh", "-c", "exit 3"});
-  CHECK(as_torchrun.exit_code == 1);  // torchrun's code for a failed worker
+  CHECK(as_torchrun.exit_code == 1);                                       // torchrun's code for a failed worker
   CHECK(fs::exists(prefix / "share/mgtrain/python/mgtrain_progress.py"));  // docs/diagnosis.md
   // The installed launcher finds the installed worker next to itself.
   auto env = run_and_capture({(prefix / "bin/mgtrain").string(), "env"});

@@ -366,7 +366,7 @@ TEST_CASE("straggler detection runs exactly when the workers get progress files,
   for (const double timeout : {0.0, 30.0}) {
     for (const bool server : {false, true}) {
       CAPTURE(timeout, server);
-      plan.heartbeat_timeout_s = timeout;
+      plan.hang_timeout_s = timeout;
       plan.status_server = server;
       const bool files = build_worker_environment(plan, WorkerSlot{1, 0, 1234, ""}, {}).count("MGTRAIN_HEARTBEAT_FILE");
       CHECK(straggler_settings(plan, launch).has_value() == files);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 
+#include "contract/heartbeat_line.hpp"
 #include "observe/straggler_detector.hpp"
 #include "util/error.hpp"
 
