@@ -4,11 +4,16 @@
 // (for `mgtrain env`); `--export-torchscript` writes a checkpoint's model as TorchScript (for `mgtrain export`);
 // otherwise it loads the config and runs the trainer. Errors become one message
 // and a documented exit code.
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "contract/worker_identity.hpp"
+#include "contract/worker_variables.hpp"
 #include "train/loop/blas_setup.hpp"
 #include "train/loop/worker_main.hpp"
 #include "train/state/torchscript_export.hpp"
@@ -25,6 +30,9 @@ int main(int argc, char** argv) {
     const bool first_rank =
         training && mgtrain::worker_identity_from_environment(mgtrain::current_environment()).rank == 0;
     mgtrain::restart_with_better_blas_core(argv, first_rank);
+    // Under a launcher: Yama's ptrace_scope 1 (Ubuntu's default) lets only a process's ancestors read its stacks, and
+    // the launcher's eu-stack child is not one: name the launcher as tracer (docs/diagnosis.md). No Yama: a no-op.
+    if (std::getenv(mgtrain::kRunDirVariable) != nullptr) prctl(PR_SET_PTRACER, getppid(), 0, 0, 0);
     if (args.size() == 1 && args[0] == "--probe") {
       std::printf("%s\n", mgtrain::probe_json_with_blas(mgtrain::torch_facts_json()).c_str());
       return mgtrain::exit_code::kSuccess;

@@ -53,5 +53,7 @@ inline std::string error_file(const std::string& rank_directory) { return rank_d
 inline std::string heartbeat_file(const std::string& rank_directory) { return rank_directory + "/heartbeat"; }
 // Every thread's stack of a rank, dumped before a hung job is stopped (docs/diagnosis.md).
 inline std::string stacks_file(const std::string& rank_directory) { return rank_directory + "/stacks.txt"; }
+// The Python stack hook (sitecustomize.py) of a run, put first on its Python workers' PYTHONPATH (docs/diagnosis.md).
+inline std::string python_hook_dir(const std::string& run_dir) { return run_dir + "/python_hook"; }
 
 }  // namespace mgtrain::log_layout

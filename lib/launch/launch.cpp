@@ -15,6 +15,7 @@
 #include "elastic/file_timer_pipe.hpp"
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
+#include "launch/rank_diagnostics.hpp"
 #include "launch/rendezvous_secret.hpp"
 #include "launch/torchrun_personality.hpp"
 #include "multinode/hosts_launch.hpp"
@@ -99,10 +100,11 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
     keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
+  RankDiagnostics diagnostics;  // this node's ranks' stacks when a hang is found (docs/diagnosis.md)
   const NodeAgentResult agent =
       run_node_agent(plan, loaded, environment,
                      NodeAgentOutside{outside.stdout_fd, outside.stderr_fd, outside.reload_with_run_id,
-                                      rendezvous_token(launch, flag_token, environment, slurm.job_id)},
+                                      rendezvous_token(launch, flag_token, environment, slurm.job_id), &diagnostics},
                      ports);
   const int code = agent.exit_code;
   if (agent.failure) write_launcher_error_file(*agent.failure, environment, plan.personality);
@@ -164,7 +166,9 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
 
   // Run history: run.json says "running" now and the outcome at the end (docs/monitoring.md#run-history).
   RunRecorder run_record(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
+  RankDiagnostics diagnostics;  // the ranks' stacks when a hang is found (docs/diagnosis.md); outlives the supervisor
   Supervisor supervisor(plan, environment, config_file, ports, first_port, outside.stdout_fd, outside.stderr_fd);
+  supervisor.set_diagnostics(diagnostics);
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
   // Straggler episodes go into run.json as they start and end.
   LaunchMonitoring monitoring(supervisor, plan, loaded.config, [&run_record](std::vector<StragglerRecord> episodes) {

@@ -463,6 +463,7 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
 
   NodeAgent agent(plan, loaded, outside);
   Supervisor supervisor(plan, environment, "", ports, 0, outside.stdout_fd, outside.stderr_fd);
+  if (outside.diagnostics) supervisor.set_diagnostics(*outside.diagnostics);
   std::unique_ptr<RendezvousServer> server;
   if (listener) {
     server = std::make_unique<RendezvousServer>(

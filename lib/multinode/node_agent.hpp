@@ -17,6 +17,7 @@
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/port_probe.hpp"
+#include "supervise/supervisor.hpp"
 #include "util/environment.hpp"
 
 namespace mgtrain {
@@ -30,6 +31,8 @@ struct NodeAgentOutside {
   std::function<LoadedConfig(const std::string& run_id)> reload_with_run_id;
   // The job's rendezvous secret (launch/rendezvous_secret.hpp); none: frames are not authenticated.
   rdzv::RendezvousToken token;
+  // What this node collects about its ranks when a hang is found (launch/rank_diagnostics.hpp); none: nothing.
+  HangDiagnostics* diagnostics = nullptr;
 };
 
 // How this node's part of the job ended.

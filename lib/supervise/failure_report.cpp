@@ -14,6 +14,8 @@
 namespace mgtrain {
 namespace {
 
+constexpr std::size_t kTopFrameLines = 4;  // of the root cause's top frames, in the table (all in failure.json)
+
 void append_indented(std::string& out, const std::string& text, const std::string& indent) {
   for (const std::string& line : split_lines(text)) out += indent + line + '\n';
 }
@@ -57,6 +59,7 @@ nlohmann::ordered_json worker_json(const FailedWorker& worker) {
       stalled && !worker.last_progress_utc.empty() ? ordered_json(worker.last_progress_utc) : ordered_json(nullptr);
   json["process_stopped"] = worker.process_stopped;
   json["stacks"] = worker.stacks.empty() ? ordered_json(nullptr) : ordered_json(worker.stacks);
+  json["top_frames"] = worker.top_frames;
   json["time"] = worker.time_utc;
   json["during_teardown"] = worker.during_teardown;
   json["stderr_log"] = worker.stderr_log;
@@ -185,6 +188,9 @@ std::string format_failure_report(const FailureReport& report) {
     out += fmt::format("  time       {}\n", cause.time_utc);
     if (!cause.last_progress_utc.empty()) out += fmt::format("  progress   last report {}\n", cause.last_progress_utc);
     if (!cause.stacks.empty()) out += fmt::format("  stacks     {}\n", cause.stacks);
+    for (std::size_t i = 0; i < cause.top_frames.size() && i < kTopFrameLines; ++i) {
+      out += fmt::format("  {}{}\n", i == 0 ? "frames     " : "           ", cause.top_frames[i]);
+    }
     out += fmt::format("  stderr     {}{}\n", cause.stderr_log, cause.node_rank >= 0 ? " (on " + cause.host + ")" : "");
     if (!cause.error_file && !cause.error_message.empty()) out += fmt::format("  error      {}\n", cause.error_message);
   }

@@ -26,6 +26,7 @@ struct FailedWorker {
   std::string last_progress_utc;          // hung or waiting: ISO 8601 time of its last report
   bool process_stopped = false;           // hung: its process was stopped (SIGSTOP)
   std::string stacks;                     // attempt_<n>/rank_<r>/stacks.txt when it was written, else ""
+  std::vector<std::string> top_frames;    // from stacks: each thread's innermost frames (diagnose/top_frames.hpp)
   std::string time_utc;                   // ISO 8601, when the launcher saw the failure
   std::string stderr_log;                 // path of the rank's stderr.log
   std::vector<std::string> stderr_tail;   // last lines of stderr.log

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "contract/log_layout.hpp"
+#include "diagnose/python_hook.hpp"
 #include "output/duplicate_filter.hpp"
 #include "output/file_tail.hpp"
 #include "output/stream_capture.hpp"
@@ -137,6 +138,8 @@ void Supervisor::start_workers(int attempt) {
                                                        *duplicate_filters_[stream]);
     }
     const bool torchrun_console = plan_.personality == Personality::Torchrun;
+    // Progress files come with stack dumps: the Python hook the workers' PYTHONPATH names (worker_env.cpp).
+    if (workers_get_progress_file(plan_)) diagnose::write_python_hook(log_layout::python_hook_dir(plan_.run_dir));
     for (int local_rank = 0; local_rank < plan_.nproc; ++local_rank) {
       int global_rank = plan_.global_rank(local_rank);
       std::string rank_directory = log_layout::rank_dir(plan_.run_dir, attempt, global_rank);

@@ -8,6 +8,8 @@
 #include <filesystem>
 
 #include "contract/log_layout.hpp"
+#include "diagnose/top_frames.hpp"
+#include "output/file_tail.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/fd.hpp"
 #include "util/time_format.hpp"
@@ -17,6 +19,8 @@ namespace mgtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kStacksReadLimit = 4 << 20;  // the top frames are in the first threads of stacks.txt
 
 Clock::duration probe_interval(double timeout_s) {
   return steady_seconds(std::min(1.0, std::max(0.01, timeout_s / 4)));
@@ -115,7 +119,11 @@ void Supervisor::describe_hang_facts(const WorkerFailure& failure, const std::st
   worker.process_stopped = failure.process_stopped;
   const std::string stacks = log_layout::stacks_file(rank_directory);
   std::error_code error;
-  if (std::filesystem::exists(stacks, error)) worker.stacks = stacks;
+  if (!std::filesystem::exists(stacks, error)) return;
+  worker.stacks = stacks;
+  if (std::optional<std::string> text = read_small_file(stacks, kStacksReadLimit)) {
+    worker.top_frames = diagnose::top_frames(*text);
+  }
 }
 
 }  // namespace mgtrain

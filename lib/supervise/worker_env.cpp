@@ -4,6 +4,7 @@
 #include "contract/console_progress.hpp"
 #include "contract/log_layout.hpp"
 #include "contract/worker_variables.hpp"
+#include "diagnose/rank_diagnosis.hpp"
 #include "util/exit_status.hpp"
 
 namespace mgtrain {
@@ -54,6 +55,10 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   if (!slot.config_file.empty()) env[kConfigFileVariable] = slot.config_file;
   if (workers_get_progress_file(plan)) {
     env[kHeartbeatFileVariable] = log_layout::heartbeat_file(rank_directory);
+    // Stacks on demand or before a hung job is stopped: the Python hook and NCCL's flight recorder.
+    const EnvMap added =
+        diagnose::diagnostics_environment(env, log_layout::python_hook_dir(plan.run_dir), rank_directory);
+    for (const auto& [name, value] : added) env[name] = value;
   } else {
     env.erase(kHeartbeatFileVariable);  // a launcher above us must not watch our workers' files
   }

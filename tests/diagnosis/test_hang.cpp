@@ -150,7 +150,13 @@ void check_hung_and_waiting(const HangRun& run, int hung_rank, const std::vector
   CHECK(report["root_cause"]["silent_s"].as<double>() >= kHangTimeoutS * 0.9);
   CHECK(report["root_cause"]["last_step"].as<long>() > 0);
   CHECK_FALSE(report["root_cause"]["last_progress_time"].IsNull());
-  CHECK(report["root_cause"]["stacks"].IsNull());  // nothing dumps stacks yet
+  // Every rank's stacks were taken before any was stopped; the root cause's top frames are in the report.
+  CHECK(report["root_cause"]["stacks"].as<std::string>() ==
+        run.run_dir + "/attempt_0/rank_" + std::to_string(hung_rank) + "/stacks.txt");
+  CHECK(report["root_cause"]["top_frames"].size() >= 1);
+  for (int rank = 0; rank <= static_cast<int>(waiting.size()); ++rank) {
+    CHECK(std::filesystem::exists(run.run_dir + "/attempt_0/rank_" + std::to_string(rank) + "/stacks.txt"));
+  }
   std::vector<int> named;
   for (const YAML::Node& other : report["other_failures"]) {
     if (other["waiting"].as<bool>()) named.push_back(other["global_rank"].as<int>());
@@ -215,6 +221,10 @@ TEST_CASE("a rank stuck in a function while the others wait for it is named hung
   check_hung_and_waiting(run, 2, {0, 1});
   YAML::Node report = YAML::Load(read_text(run.run_dir + "/failure.json"));
   CHECK(report["root_cause"]["last_step"].as<long>() == 14);
+  // The stuck rank's stacks name the function it is stuck in, through Python's faulthandler.
+  CHECK_THAT(read_text(run.run_dir + "/attempt_0/rank_2/stacks.txt"), Contains("stuck_here"));
+  CHECK_THAT(report["root_cause"]["top_frames"][0].as<std::string>(), Contains("stuck_here"));
+  CHECK_THAT(err, Contains("frames     ") && Contains("stuck_here"));
   for (const YAML::Node& other : report["other_failures"]) {
     if (other["waiting"].as<bool>()) CHECK(other["last_step"].as<long>() == 15);
   }
@@ -296,4 +306,6 @@ TEST_CASE("built-in trainer: a rank frozen with SIGSTOP is the one named hung", 
   CHECK(*code == 124);
   CHECK_THAT(err, Contains("rank 1 hung: no progress for") && Contains("rank 0 waiting since"));
   check_hung_and_waiting(run, 1, {0});
+  // The rank that waits was dumped before it was stopped: its native stacks name the trainer's functions.
+  CHECK_THAT(read_text(run.run_dir + "/attempt_0/rank_0/stacks.txt"), Contains("mgtrain::"));
 }
