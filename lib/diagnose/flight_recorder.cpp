@@ -17,7 +17,8 @@ namespace {
 
 // One setting: every name torch reads for it (a user's value under any of them wins), the name mgtrain sets (the
 // TORCH_NCCL_ one, which every torch 2.x reads; newer ones also read a TORCH_FR_ name first and may warn once that
-// the older name is deprecated) and the value.
+// the older name is deprecated) and the value. The buffer size is not set: torch 2.x keeps 2000 entries by default,
+// and setting TORCH_NCCL_TRACE_BUFFER_SIZE makes every process of a newer torch warn that the name is deprecated.
 struct Setting {
   std::vector<const char*> names;
   const char* name_set;
@@ -34,9 +35,6 @@ EnvMap flight_recorder_environment(const EnvMap& environment, const std::string&
   const std::string prefix =
       (std::filesystem::absolute(rank_directory).lexically_normal() / kFlightRecorderPrefix).string();
   const std::vector<Setting> settings = {
-      {{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"},
-       "TORCH_NCCL_TRACE_BUFFER_SIZE",
-       kFlightRecorderBufferEntries},
       {{"TORCH_FR_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT"}, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1"},
       {{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix},
       {{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE"}, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", prefix},

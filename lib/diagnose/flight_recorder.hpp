@@ -14,7 +14,6 @@ namespace mgtrain::diagnose {
 // The dumps' name prefix inside the rank folder: torch appends the rank ("nccl_trace_rank_3"; with
 // TORCH_FR_DUMP_DYNAMIC_FILE_NAME more after it), and the debug pipe is "<prefix><rank>.pipe".
 inline constexpr const char* kFlightRecorderPrefix = "nccl_trace_rank_";
-inline constexpr const char* kFlightRecorderBufferEntries = "2000";  // torch's own default where it has one
 
 // The variables to add for the rank whose folder is `rank_directory`, given the environment the worker would get
 // (`environment`: a setting the user made under either of its names is left alone, and so is nothing added for

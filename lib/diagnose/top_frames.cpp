@@ -105,6 +105,28 @@ std::vector<Thread> read_threads(const std::string& text, Section wanted) {
 
 }  // namespace
 
+bool waits_in_collective(const std::string& top_frames_line) {
+  static const char* const kMarks[] = {
+      "distributed_c10d.py",
+      "c10d::",
+      "gloo::",
+      "nccl",
+      "ProcessGroup",
+      "all_reduce",
+      "allreduce",
+      "all_gather",
+      "allgather",
+      "reduce_scatter",
+      "broadcast (",
+      "barrier (",
+      "GradientReducer::finish",
+  };
+  for (const char* mark : kMarks) {
+    if (top_frames_line.find(mark) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> top_frames(const std::string& stacks_text, std::size_t frames_per_thread,
                                     std::size_t max_threads) {
   std::vector<Thread> threads = read_threads(stacks_text, Section::python);

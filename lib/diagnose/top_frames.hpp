@@ -17,4 +17,9 @@ namespace mgtrain::diagnose {
 std::vector<std::string> top_frames(const std::string& stacks_text, std::size_t frames_per_thread = 3,
                                     std::size_t max_threads = 8);
 
+// Whether a thread's top-frames line (one element of top_frames()) shows it waiting in a collective: torch.distributed
+// calls (all_reduce, barrier, broadcast, all_gather, reduce_scatter, ... in distributed_c10d.py), c10d's Work::wait
+// and ProcessGroup calls, gloo or NCCL, or mgtrain's gradient reducer waiting for its all-reduce. Pure.
+bool waits_in_collective(const std::string& top_frames_line);
+
 }  // namespace mgtrain::diagnose

@@ -54,6 +54,14 @@ bool RankDiagnostics::done() {
   return true;
 }
 
+std::vector<std::string> RankDiagnostics::top_frames_of(int global_rank) const {
+  if (!finished_) return {};
+  for (const diagnose::RankDiagnosis& rank : last_.ranks) {
+    if (rank.rank == global_rank) return rank.top_frames;
+  }
+  return {};
+}
+
 std::vector<std::string> diagnosis_summary(const diagnose::NodeDiagnosis& diagnosis, const std::string& attempt_dir) {
   std::vector<std::string> lines;
   std::size_t written = 0;

@@ -25,6 +25,7 @@ class RankDiagnostics final : public HangDiagnostics {
   // True once the collection ended; then (once) prints where the stacks are and what could not be taken.
   bool done() override;
   std::string activity() const override { return "collecting every rank's stacks"; }
+  std::vector<std::string> top_frames_of(int global_rank) const override;
 
   // The last collection's result (after done()).
   const diagnose::NodeDiagnosis& last() const { return last_; }

@@ -224,6 +224,24 @@ void SupervisionPolicy::check_hang(SteadyTime now) {
   if (phase_ == Phase::kDiagnosing && settings_.diagnose_timeout_s <= 0) diagnosis_finished(now);
 }
 
+void SupervisionPolicy::blame(int local_rank) {
+  if (phase_ != Phase::kDiagnosing) return;
+  auto first = failures_.begin() + static_cast<std::ptrdiff_t>(hang_failure_);
+  auto chosen = std::find_if(first, failures_.end(), [&](const WorkerFailure& failure) {
+    return failure.attempt == attempt_ && failure.local_rank == local_rank && (failure.hung || failure.waiting);
+  });
+  if (chosen == failures_.end() || chosen->hung) return;
+  for (auto failure = first; failure != failures_.end(); ++failure) {
+    if (failure->hung && !failure->process_stopped) {
+      failure->hung = false;
+      failure->waiting = true;
+    }
+  }
+  chosen->hung = true;
+  chosen->waiting = false;
+  std::rotate(first, chosen, chosen + 1);  // the root cause is the hang's first failure
+}
+
 void SupervisionPolicy::diagnosis_finished(SteadyTime now) {
   if (phase_ == Phase::kDiagnosing) stop_for_failure(failures_.at(hang_failure_), now);
 }

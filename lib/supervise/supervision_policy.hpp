@@ -135,6 +135,10 @@ class SupervisionPolicy {
   void on_time(SteadyTime now);
   // The diagnostics of a hang (hang_detected) are complete: stop the workers now.
   void diagnosis_finished(SteadyTime now);
+  // While diagnosing: the diagnostics showed that `local_rank` (one of the hang's stopped ranks) is the hung one, not
+  // the rank progress named (the stacks show the others waiting in a collective and this one not). It
+  // becomes the root cause; the rank named before becomes waiting, unless its process is stopped.
+  void blame(int local_rank);
   // Whether a hang's diagnostics are being collected (the workers still run, the stop is due).
   bool diagnosing() const { return phase_ == Phase::kDiagnosing; }
 

@@ -75,6 +75,12 @@ class HangDiagnostics {
   }
   // Whether the collection has finished.
   virtual bool done() { return true; }
+  // After done(): the rank's top frames, one line per thread, its main (or signalled) thread first
+  // (diagnose/top_frames.hpp); empty when unknown. They settle a hang that progress alone cannot.
+  virtual std::vector<std::string> top_frames_of(int global_rank) const {
+    (void)global_rank;
+    return {};
+  }
   // What the detection line announces, e.g. "collecting stacks"; "": nothing is collected.
   virtual std::string activity() const { return ""; }
   static constexpr double kPollS = 0.05;
@@ -152,6 +158,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   void no_progress_yet(int local_rank) override;
   void hang_detected(const HangVerdict& verdict, Clock::time_point deadline) override;
   void poll_diagnostics(Clock::time_point now);
+  // The stacks name the hung rank where they are clear: the one stopped rank outside any collective.
+  void settle_tie_by_stacks();
   // A hung or waiting rank's last step and report, whether its process was stopped, its stacks file.
   void describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory, FailedWorker& worker) const;
   // The wall clock (Unix milliseconds) of a steady time of this launch.
@@ -201,6 +209,7 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   AttemptCoordinator* coordinator_ = nullptr;
   HangDiagnostics default_diagnostics_;
   HangDiagnostics* diagnostics_ = &default_diagnostics_;
+  std::vector<int> tied_ranks_;  // the hang being diagnosed: its stopped ranks, for the stacks to settle
 };
 
 }  // namespace mgtrain

@@ -105,11 +105,50 @@ void Supervisor::hang_detected(const HangVerdict& verdict, Clock::time_point dea
                               [&](const HangRank& rank) { return rank.local_rank == worker.local_rank; });
     targets.push_back(std::move(target));
   }
+  // The stacks may overrule progress (settle_tie_by_stacks), not a stopped process.
+  tied_ranks_.clear();
+  const bool process_stopped =
+      std::any_of(verdict.hung.begin(), verdict.hung.end(), [](const HangRank& rank) { return rank.stopped; });
+  if (!process_stopped) {
+    for (const std::vector<HangRank>* group : {&verdict.hung, &verdict.waiting}) {
+      for (const HangRank& rank : *group) tied_ranks_.push_back(rank.local_rank);
+    }
+  }
   diagnostics_->collect_diagnostics(policy_.attempt(), targets, deadline);
 }
 
 void Supervisor::poll_diagnostics(Clock::time_point now) {
-  if (policy_.diagnosing() && diagnostics_->done()) policy_.diagnosis_finished(now);
+  if (!policy_.diagnosing() || !diagnostics_->done()) return;
+  settle_tie_by_stacks();
+  policy_.diagnosis_finished(now);
+}
+
+// Ranks in lock-step (DDP) stop at the same step: the one stuck elsewhere and the ones waiting for it in the next
+// collective report alike (and rate-limited reports may even show the waiting ones a step behind). The main
+// threads' top frames tell them apart: when exactly one stopped rank is outside a collective and every other one
+// is in one, that one is hung, whatever progress said.
+void Supervisor::settle_tie_by_stacks() {
+  if (tied_ranks_.empty()) return;
+  std::vector<int> outside, inside;
+  for (int local_rank : tied_ranks_) {
+    const std::vector<std::string> frames = diagnostics_->top_frames_of(plan_.global_rank(local_rank));
+    if (frames.empty()) return;  // a rank without stacks: nothing to settle it with
+    (diagnose::waits_in_collective(frames.front()) ? inside : outside).push_back(local_rank);
+  }
+  tied_ranks_.clear();
+  if (outside.size() != 1 || inside.empty()) return;
+  const int hung = outside.front();
+  console_.message(log::Level::Warning,
+                   "the stacks settle it: rank {} is outside any collective ({}) while {} wait{} in one: rank {} is "
+                   "the hung rank",
+                   plan_.global_rank(hung), diagnostics_->top_frames_of(plan_.global_rank(hung)).front(),
+                   rank_list([&] {
+                     std::vector<int> globals;
+                     for (int local_rank : inside) globals.push_back(plan_.global_rank(local_rank));
+                     return globals;
+                   }()),
+                   inside.size() == 1 ? "s" : "", plan_.global_rank(hung));
+  policy_.blame(hung);
 }
 
 void Supervisor::describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory,

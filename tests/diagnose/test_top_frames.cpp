@@ -91,3 +91,18 @@ TEST_CASE("top_frames: nothing from a dump with only notes, or from text that is
   CHECK(top_frames("").empty());
   CHECK(top_frames("  File \"x.py\", line 1 in f\n#0  0x1 main\n").empty());  // frames outside any section
 }
+
+TEST_CASE("waits_in_collective: a main thread in a collective, and one elsewhere", "[top_frames]") {
+  CHECK(waits_in_collective(
+      "c10d::Work::wait < mgtrain::GradientReducer::finish_backward < mgtrain::TrainingRun::run_epoch"));
+  CHECK(
+      waits_in_collective("all_reduce (torch/distributed/distributed_c10d.py:2806) < wrapper "
+                          "(torch/distributed/c10d_logger.py:81) < <module> (train.py:20)"));
+  CHECK(waits_in_collective("barrier (torch/distributed/distributed_c10d.py:4159) < <module> (train.py:9)"));
+  CHECK(waits_in_collective("gloo::transport::tcp::UnboundBuffer::waitRecv < gloo::allreduce"));
+  CHECK_FALSE(waits_in_collective("stuck_here (train.py:23) < <module> (train.py:28)"));
+  CHECK_FALSE(waits_in_collective(
+      "mgtrain::(anonymous namespace)::test_hook_hang_here < mgtrain::TrainingRun::run_epoch < mgtrain::run_training"));
+  CHECK_FALSE(waits_in_collective("mgtrain::BatchLoader::next < mgtrain::TrainingRun::run_epoch"));
+  CHECK_FALSE(waits_in_collective(""));
+}

@@ -309,3 +309,32 @@ TEST_CASE("built-in trainer: a rank frozen with SIGSTOP is the one named hung", 
   // The rank that waits was dumped before it was stopped: its native stacks name the trainer's functions.
   CHECK_THAT(read_text(run.run_dir + "/attempt_0/rank_0/stacks.txt"), Contains("mgtrain::"));
 }
+
+// Needs the torch build. The built-in trainer's test hook (MGTRAIN_TEST_HANG_AT) blocks rank 1 after step 300 outside
+// any collective; rank 0 reports the same step and waits in the next all-reduce. Progress cannot tell them apart:
+// the stacks do, and the report names rank 1 with the hook's frame.
+TEST_CASE("built-in trainer: a rank hung by the test hook is named by its stacks", "[diagnosis][hang][torch]") {
+  if (!std::filesystem::exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker")) {
+    WARN("skipped: mgtrain-worker is not built (the torch build runs this case)");
+    return;
+  }
+  TempDir dir;
+  HangRun run;
+  run.run_dir = dir / "runs/hang";
+  run.launcher = start_process(
+      {kMgtrain, "launch", "--nproc", "2", "--run-id", "hang", "--log-dir", dir / "runs", "--hang-timeout", "4",
+       "--grace-period", "2", std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml", "train.max_steps=0",
+       "train.epochs=1000000", "data.synthetic_samples=4096"},
+      dir / "launcher", {{"MGTRAIN_TEST_HANG_AT", "1:300"}});
+  std::optional<int> code = wait_for_exit(run.launcher.pid, 90s);
+  const std::string err = read_text(run.launcher.err_path);
+  INFO(err);
+  REQUIRE(code);
+  CHECK(*code == 124);
+  check_hung_and_waiting(run, 1, {0});
+  const std::string hung_stacks = read_text(run.run_dir + "/attempt_0/rank_1/stacks.txt");
+  CHECK_THAT(hung_stacks, Contains("test_hook_hang_here") && Contains("mgtrain::run_training"));
+  CHECK_THAT(read_text(run.run_dir + "/attempt_0/rank_0/stacks.txt"), Contains("mgtrain::"));
+  YAML::Node report = YAML::Load(read_text(run.run_dir + "/failure.json"));
+  CHECK_THAT(report["root_cause"]["top_frames"][0].as<std::string>(), Contains("test_hook_hang_here"));
+}

@@ -269,6 +269,32 @@ TEST_CASE("hang detection: a stopped process is the root cause, same steps and c
   CHECK(root.process_stopped);
 }
 
+TEST_CASE("hang detection: a tie that the stacks settle makes the rank outside the collective the root cause",
+          "[policy]") {
+  // Lock-step ranks stop at the same step; progress names rank 0, the stacks show rank 2 outside any collective.
+  FakeGroup group;
+  SupervisionPolicy policy(settings(3, 0, 5, 10, 10), group);
+  policy.start(t0);
+  for (int rank : {0, 1, 2}) policy.on_progress(rank, t0 + 1000ms + std::chrono::milliseconds(10 * rank), 41);
+  policy.on_time(t0 + 11s);
+  REQUIRE(policy.diagnosing());
+  CHECK(policy.failures()[*policy.root_cause()].local_rank == 0);
+  policy.blame(2);
+  policy.blame(7);  // not one of the hang's ranks: nothing changes
+  policy.diagnosis_finished(t0 + 12s);
+  for (int rank : {0, 1, 2}) policy.on_worker_exit(rank, ExitStatus::killed_by(SIGTERM), t0 + 12s);
+  CHECK(policy.exit_code() == kHungWorkerExitCode);
+  const WorkerFailure& root = policy.failures()[*policy.root_cause()];
+  CHECK(root.local_rank == 2);
+  CHECK(root.hung);
+  CHECK_FALSE(root.waiting);
+  int hung = 0;
+  for (const WorkerFailure& failure : policy.failures()) hung += failure.hung ? 1 : 0;
+  CHECK(hung == 1);
+  CHECK(policy.failures()[1].local_rank == 0);
+  CHECK(policy.failures()[1].waiting);
+}
+
 TEST_CASE("hang detection: workers ending during the diagnostics end the attempt, a signal stops at once", "[policy]") {
   FakeGroup group;
   SupervisionPolicy policy(settings(2, 1, 5, 2), group);

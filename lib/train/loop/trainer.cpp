@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -38,6 +40,20 @@
 
 namespace mgtrain {
 namespace {
+
+// Test hook (tests/diagnosis/test_hang.cpp): MGTRAIN_TEST_HANG_AT="<rank>:<step>" makes that rank block for good
+// after that step, as a rank stuck outside any collective would; the other ranks then wait in the next all-reduce.
+std::optional<std::int64_t> test_hang_step(int rank) {
+  const char* text = std::getenv("MGTRAIN_TEST_HANG_AT");
+  int hang_rank = -1;
+  long long step = -1;
+  if (text == nullptr || std::sscanf(text, "%d:%lld", &hang_rank, &step) != 2 || hang_rank != rank) return std::nullopt;
+  return step;
+}
+
+[[gnu::noinline]] void test_hook_hang_here() {
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -149,7 +165,8 @@ class TrainingRun {
         scaler_({setup.precision.loss_scaling, train_.loss_scale_init, train_.loss_scale_growth_factor,
                  train_.loss_scale_backoff_factor,
                  train_.loss_scale_growth_interval}),  // fp16 only; else scale 1, no checks
-        agreement_(comm) {}
+        agreement_(comm),
+        test_hang_step_(test_hang_step(comm.rank())) {}
 
   TrainSummary run(Clock::time_point run_start) {
     describe_summary();
@@ -227,6 +244,7 @@ class TrainingRun {
       agreement_.begin(my_votes());
       const double loss = train_step(loader);
       heartbeat_.beat(step_, loss);
+      if (test_hang_step_ && step_ >= *test_hang_step_) test_hook_hang_here();
       const bool epoch_done = s + 1 == steps_this_epoch;
       current_ = TrainPosition{step_, epoch_done ? epoch_ + 1 : epoch_, epoch_done ? 0 : consumed_};
       if (act_on_votes(agreement_.finish())) return;  // stopped after a checkpoint
@@ -397,6 +415,7 @@ class TrainingRun {
   std::optional<Checkpointer> checkpoints_;  // made after the start lines: it may say what it cleaned up
   GradScaler scaler_;
   StepAgreement agreement_;
+  std::optional<std::int64_t> test_hang_step_;  // MGTRAIN_TEST_HANG_AT, for tests only
   std::optional<StopRequestHandler> stop_requests_;
   std::optional<TrainingReporter> reporter_;
   std::optional<StepStatistics> stats_;
