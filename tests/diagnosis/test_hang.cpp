@@ -258,22 +258,35 @@ TEST_CASE("the old spelling --heartbeat-timeout still works, the old config key 
   CHECK_THAT(old_key.err, Contains("launch.heartbeat_timeout: unknown key (renamed: launch.hang_timeout)"));
 }
 
+namespace {
+
+bool worker_built() {
+  if (std::filesystem::exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker")) return true;
+  WARN("skipped: mgtrain-worker is not built (the torch build runs this case)");
+  return false;
+}
+
+// The built-in trainer, 2 ranks over gloo, training without end under --hang-timeout `timeout`.
+HangRun start_trainer_run(const TempDir& dir, const std::string& timeout,
+                          const std::vector<std::pair<std::string, std::string>>& environment) {
+  HangRun run;
+  run.run_dir = dir / "runs/hang";
+  run.launcher = start_process(
+      {kMgtrain, "launch", "--nproc", "2", "--run-id", "hang", "--log-dir", dir / "runs", "--hang-timeout", timeout,
+       "--grace-period", "2", std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml", "train.max_steps=0",
+       "train.epochs=1000000", "data.synthetic_samples=4096"},
+      dir / "launcher", environment);
+  return run;
+}
+
+}  // namespace
+
 // Needs the torch build (mgtrain-worker next to mgtrain): the built-in trainer over gloo, 2 ranks, rank 1 frozen.
 // Rank 0 then waits in the next all-reduce and its heartbeat stops too; the old watchdog named rank 0.
 TEST_CASE("built-in trainer: a rank frozen with SIGSTOP is the one named hung", "[diagnosis][hang][torch]") {
-  if (!std::filesystem::exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker")) {
-    WARN("skipped: mgtrain-worker is not built (the torch build runs this case)");
-    return;
-  }
+  if (!worker_built()) return;
   TempDir dir;
-  HangRun run;
-  run.run_dir = dir / "runs/hang";
-  const std::string prefix = dir / "launcher";
-  run.launcher = start_process(
-      {kMgtrain, "launch", "--nproc", "2", "--run-id", "hang", "--log-dir", dir / "runs", "--hang-timeout", "5",
-       "--grace-period", "2", std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml", "train.max_steps=0",
-       "train.epochs=1000000", "data.synthetic_samples=4096"},
-      prefix);
+  HangRun run = start_trainer_run(dir, "5", {});
   // Both ranks are training: their heartbeat lines report steps.
   const auto step_of = [&](int rank) -> long {
     const std::string text = read_text(run.run_dir + "/attempt_0/rank_" + std::to_string(rank) + "/heartbeat");
@@ -314,18 +327,9 @@ TEST_CASE("built-in trainer: a rank frozen with SIGSTOP is the one named hung", 
 // any collective; rank 0 reports the same step and waits in the next all-reduce. Progress cannot tell them apart:
 // the stacks do, and the report names rank 1 with the hook's frame.
 TEST_CASE("built-in trainer: a rank hung by the test hook is named by its stacks", "[diagnosis][hang][torch]") {
-  if (!std::filesystem::exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker")) {
-    WARN("skipped: mgtrain-worker is not built (the torch build runs this case)");
-    return;
-  }
+  if (!worker_built()) return;
   TempDir dir;
-  HangRun run;
-  run.run_dir = dir / "runs/hang";
-  run.launcher = start_process(
-      {kMgtrain, "launch", "--nproc", "2", "--run-id", "hang", "--log-dir", dir / "runs", "--hang-timeout", "4",
-       "--grace-period", "2", std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml", "train.max_steps=0",
-       "train.epochs=1000000", "data.synthetic_samples=4096"},
-      dir / "launcher", {{"MGTRAIN_TEST_HANG_AT", "1:300"}});
+  HangRun run = start_trainer_run(dir, "4", {{"MGTRAIN_TEST_HANG_AT", "1:300"}});
   std::optional<int> code = wait_for_exit(run.launcher.pid, 90s);
   const std::string err = read_text(run.launcher.err_path);
   INFO(err);
