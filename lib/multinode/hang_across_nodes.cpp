@@ -48,26 +48,6 @@ Message diagnosed_message(int round, const std::vector<NodeFailure>& ranks) {
   return m;
 }
 
-void write_failures(Message& message, const std::string& prefix, const std::vector<NodeFailure>& failures, int limit) {
-  const int count = std::min(static_cast<int>(failures.size()), limit);
-  message.set(prefix + "count", count);
-  message.set(prefix + "left_out", static_cast<int>(failures.size()) - count);
-  for (int index = 0; index < count; ++index) failures[index].write_to(message, fmt::format("{}{}.", prefix, index));
-}
-
-std::vector<NodeFailure> read_failures(const Message& message, const std::string& prefix, int limit) {
-  const long long count = message.integer(prefix + "count");
-  if (count < 0 || count > limit) {
-    throw ProtocolError(
-        fmt::format("{} message lists {} ranks; 0 to {} expected", type_name(message.type), count, limit));
-  }
-  std::vector<NodeFailure> failures;
-  for (long long index = 0; index < count; ++index) {
-    failures.push_back(NodeFailure::read_from(message, fmt::format("{}{}.", prefix, index)));
-  }
-  return failures;
-}
-
 std::optional<JobHangVerdict> decide_job_hang(const std::vector<NodeFailure>& ranks) {
   std::vector<const NodeFailure*> timed;
   for (const NodeFailure& rank : ranks) {

@@ -29,11 +29,6 @@ Message diagnose_message(int round, const std::string& reason);
 // `ranks`: this node's stalled ranks (hung or waiting), with last progress, step, stacks and top frames.
 Message diagnosed_message(int round, const std::vector<NodeFailure>& ranks);
 
-// A list of failures in `message` under `prefix` ("<prefix>count", then "<prefix><i>."), at most `limit` of them;
-// read_failures throws ProtocolError for a count above `limit`.
-void write_failures(Message& message, const std::string& prefix, const std::vector<NodeFailure>& failures, int limit);
-std::vector<NodeFailure> read_failures(const Message& message, const std::string& prefix, int limit);
-
 struct JobHangVerdict {
   NodeFailure root_cause;           // hung: its progress stopped first across the nodes
   std::vector<NodeFailure> others;  // every other stalled rank: hung too (a stopped process), else waiting

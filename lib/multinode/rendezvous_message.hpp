@@ -195,6 +195,11 @@ struct NodeFailure {
   static NodeFailure read_from(const Message& message, const std::string& prefix);
 };
 
+// A list of failures in `message` under `prefix` ("<prefix>count", then "<prefix><i>."), at most `limit` of them;
+// read_failures throws ProtocolError for a count above `limit`.
+void write_failures(Message& message, const std::string& prefix, const std::vector<NodeFailure>& failures, int limit);
+std::vector<NodeFailure> read_failures(const Message& message, const std::string& prefix, int limit);
+
 // Outcomes of a node's round in kWorkersEnded.
 inline constexpr const char* kEndedSuccess = "success";        // every worker exited 0
 inline constexpr const char* kEndedCheckpoint = "checkpoint";  // saved a checkpoint and stopped (75)
