@@ -148,7 +148,10 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
 
   // A hang: the workers run until the server has every node's diagnostics (hang_across_nodes.hpp).
   void on_hang_detected() override { client_->send(hang_found_for(*supervisor_, plan_, round_, node_name())); }
-  void on_hang_diagnosed() override { client_->send(diagnosed_for(*supervisor_, plan_, round_, node_name())); }
+  void on_hang_diagnosed() override {
+    say("the workers of " + node_name() + " keep running until every node has its ranks' stacks");
+    client_->send(diagnosed_for(*supervisor_, plan_, round_, node_name()));
+  }
 
   void on_attempt_ended() override {
     const SupervisionPolicy& policy = supervisor_->policy();
