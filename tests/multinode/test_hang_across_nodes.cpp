@@ -1,6 +1,6 @@
 // A hang across nodes (multinode/hang_across_nodes.hpp): the job's verdict from every node's stalled ranks, the
 // messages on the wire, and the rendezvous server holding the stop until every node has its diagnostics (or the
-// deadline), then naming the rank that stopped first on any node.
+// deadline), then naming the rank that stopped first on any node; and what a node sends and reports of it.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "multinode/hang_across_nodes.hpp"
+#include "multinode/node_failure.hpp"
 #include "rounds_fixture.hpp"
 
 using namespace mgtrain::rdzv;
@@ -221,4 +222,54 @@ TEST_CASE("server: during a hang's diagnosis a failure or a lost node answers fo
     CHECK(rounds.phase() == RendezvousRounds::Phase::kStopping);
     CHECK_FALSE(out.to(1, MessageType::kStop).empty());
   }
+}
+
+TEST_CASE("a node's report of a hang is the job's verdict: the hung rank elsewhere, the waiting ranks with facts",
+          "[rdzv][hang]") {
+  // This node's supervisor named its rank 0 hung (node 0's local rule); the job's verdict names rank 3 on node 1.
+  mgtrain::FailureReport local;
+  local.root_cause.global_rank = 0;
+  local.root_cause.hung = true;
+  local.root_cause.last_step = 15;
+  local.root_cause.last_progress_unix_ms = 1'002'000;
+  local.root_cause.top_frames = {std::string(1000, 'f'), "2", "3", "4", "5", "6", "7", "8", "9"};
+  mgtrain::FailedWorker other;
+  other.global_rank = 1;
+  other.local_rank = 1;
+  other.waiting = true;
+  other.stderr_tail = {"a line that need not travel"};
+  local.other_failures = {other};
+  std::vector<NodeFailure> sent = mgtrain::local_hang_ranks(local, 0, 0, "node 0 (hostA)");
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[0].hung);
+  CHECK(sent[0].has_last_step);
+  CHECK(sent[0].last_step == 15);
+  CHECK(sent[0].last_progress_ms == 1'002'000);
+  CHECK(sent[0].top_frames.size() == 8);  // a few frames travel, failure.json names the file for the rest
+  CHECK(sent[0].top_frames[0].size() == 300);
+  CHECK(sent[1].waiting);
+  CHECK(sent[1].stderr_tail.empty());
+
+  mgtrain::LaunchPlan plan;
+  plan.node_rank = 0;
+  plan.run_id = "hang";
+  NodeFailure cause = stalled(3, 1'000'000, 10, true);
+  cause.node_rank = 1;
+  cause.node = "node 1 (hostB)";
+  std::vector<NodeFailure> waiting{stalled(0, 1'002'000, 15), stalled(2, 1'002'050, 15)};
+  waiting[0].node_rank = 0;
+  mgtrain::FailureReport report = mgtrain::job_failure_report(cause, waiting, local, plan, "node 0 (hostA)", 0, 124);
+  CHECK(report.exit_code == 124);
+  CHECK(report.root_cause.global_rank == 3);
+  CHECK(report.root_cause.node_rank == 1);
+  CHECK(report.root_cause.hung);
+  CHECK(report.root_cause.last_step == 10);
+  CHECK(report.root_cause.last_progress_utc == "1970-01-01T00:16:40.000Z");
+  CHECK(report.root_cause.stacks == "attempt_0/rank_3/stacks.txt");
+  CHECK(report.root_cause.top_frames == std::vector<std::string>{"frame_of_rank_3 (w.py:1)"});
+  REQUIRE(report.other_failures.size() == 2);
+  CHECK(report.other_failures[0].global_rank == 0);
+  CHECK(report.other_failures[0].waiting);
+  CHECK_FALSE(report.other_failures[0].hung);
+  CHECK(report.other_failures[0].last_step == 15);
 }
