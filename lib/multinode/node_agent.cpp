@@ -14,6 +14,7 @@
 
 #include "config/config_yaml.hpp"
 #include "contract/log_layout.hpp"
+#include "multinode/hang_across_nodes.hpp"
 #include "multinode/node_failure.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_hosting.hpp"
@@ -145,10 +146,17 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
     client_->send(rdzv::workers_failed_message(report));
   }
 
+  // A hang: the workers run until the server has every node's diagnostics (hang_across_nodes.hpp).
+  void on_hang_detected() override { client_->send(hang_found_for(*supervisor_, plan_, round_, node_name())); }
+  void on_hang_diagnosed() override {
+    say("the workers of " + node_name() + " keep running until every node has its ranks' stacks");
+    client_->send(diagnosed_for(*supervisor_, plan_, round_, node_name()));
+  }
+
   void on_attempt_ended() override {
     const SupervisionPolicy& policy = supervisor_->policy();
     if (policy.finished()) {  // the launcher got a signal: this node leaves the job
-      if (policy.launcher_signal()) leave_on_signal(*policy.launcher_signal());
+      if (policy.launcher_signal()) leave_on_signal(plan_, server_.get(), *client_, *policy.launcher_signal());
       return;
     }
     std::string outcome;
@@ -215,8 +223,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       }
       return code;
     }
-    emit_report(
-        job_failure_report(*ending.cause, supervisor_->local_failure_report(), plan_, node_name(), round_, code));
+    emit_report(job_failure_report(*ending.cause, waiting_, supervisor_->local_failure_report(), plan_, node_name(),
+                                   round_, code));
     log::info("{}", ending.text);
     return code;
   }
@@ -264,9 +272,14 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
         if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
         stop_workers(message.text("reason"));
         return;
+      case MessageType::kDiagnose:
+        if (message.integer("round") != round_ || ending_) return;
+        if (auto answer = diagnose_for_server(*supervisor_, message, round_)) client_->send(*answer);
+        return;
       case MessageType::kFinish: {
         std::optional<rdzv::NodeFailure> cause;
         if (message.flag("has_cause")) cause = rdzv::NodeFailure::read_from(message, "cause.");
+        if (message.has("waiting.count")) waiting_ = rdzv::read_failures(message, "waiting.", rdzv::kMaxListedWaiting);
         if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), cause, false);
         return;
       }
@@ -276,27 +289,6 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
       default:
         throw rdzv::ProtocolError("the server sent a " + rdzv::type_name(message.type) +
                                   " message, which only agents send");
-    }
-  }
-
-  // The launcher got `signal` and its supervisor finished. Nothing this agent waits for may hold it
-  // now: a client still connecting stops retrying; a joined one says goodbye (the server stops the
-  // others' workers as for a lost node); a hosting agent whose round has not started tells every
-  // agent at once, since the rendezvous goes away with it.
-  void leave_on_signal(int signal) {
-    const std::string why = "was stopped by " + signal_name(signal);
-    if (server_) {
-      std::string who = plan_.dynamic ? fmt::format("the agent on {}, which hosts the rendezvous,", plan_.hostname)
-                                      : fmt::format("node 0 ({}), which hosts the rendezvous,", plan_.hostname);
-      server_->abandon(
-          kNodeLostExitCode,
-          fmt::format("{} {} before the job started; start `mgtrain launch` on every node again", who, why),
-          Clock::now());
-    }
-    if (client_->state() == RendezvousClient::State::kConnected) {
-      client_->send(rdzv::leave_message(stopped_exit_code(signal), why));
-    } else {
-      client_->close();
     }
   }
 
@@ -436,6 +428,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   std::string node_name_;  // "node 1 (hostB, 10.77.0.2)", as the server names this node in the current round
   bool run_ready_ = false;
   std::optional<Ending> ending_;
+  std::vector<rdzv::NodeFailure> waiting_;  // a hang's other stalled ranks, from the server's finish
   std::optional<Clock::time_point> finished_at_;
   bool left_after_silence_ = false;  // server_lost sent a leave that the server may still get
   bool said_linger_ = false;

@@ -1,14 +1,17 @@
-// Hosting the rendezvous: the listening socket and the server's settings (see rendezvous_hosting.hpp).
+// Hosting the rendezvous: the listening socket, the server's settings, leaving on a signal (rendezvous_hosting.hpp).
 #include "multinode/rendezvous_hosting.hpp"
 
 #include <cerrno>
+#include <chrono>
 
 #include <fmt/format.h>
 
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/tcp_socket.hpp"
+#include "supervise/supervision_policy.hpp"
 #include "util/build_info.hpp"
 #include "util/error.hpp"
+#include "util/exit_status.hpp"
 #include "util/log.hpp"
 
 namespace mgtrain {
@@ -65,6 +68,7 @@ rdzv::RoundsSettings rounds_settings(const LaunchPlan& plan, const std::string& 
   settings.last_call_timeout_s = plan.last_call_timeout_s;
   settings.node_timeout_s = plan.node_timeout_s;
   settings.heartbeat_interval_s = plan.node_heartbeat_interval_s;
+  settings.diagnose_timeout_s = plan.diagnose_timeout_s;
   settings.max_restarts = plan.max_restarts;
   settings.master_addr = plan.dynamic ? plan.rdzv_host : plan.master_addr;
   settings.host_agent_id = host_agent_id;
@@ -125,6 +129,22 @@ void announce_authentication(const LaunchPlan& plan, const std::string& connect_
         "the rendezvous on port {} is not authenticated: anyone who can reach it can join or end this job; set the "
         "same MGTRAIN_RDZV_TOKEN or launch.rdzv_token_file on every node (docs/multinode.md#the-rendezvous-token)",
         plan.rdzv_port);
+  }
+}
+
+void leave_on_signal(const LaunchPlan& plan, RendezvousServer* server, RendezvousClient& client, int signal) {
+  const std::string why = "was stopped by " + signal_name(signal);
+  if (server) {
+    std::string who = plan.dynamic ? fmt::format("the agent on {}, which hosts the rendezvous,", plan.hostname)
+                                   : fmt::format("node 0 ({}), which hosts the rendezvous,", plan.hostname);
+    server->abandon(kNodeLostExitCode,
+                    fmt::format("{} {} before the job started; start `mgtrain launch` on every node again", who, why),
+                    std::chrono::steady_clock::now());
+  }
+  if (client.state() == RendezvousClient::State::kConnected) {
+    client.send(rdzv::leave_message(stopped_exit_code(signal), why));
+  } else {
+    client.close();
   }
 }
 

@@ -1,12 +1,14 @@
-// Which node agent hosts the rendezvous server, with what settings, and the plan a round gives a node
-// (docs/multinode.md).
+// Which node agent hosts the rendezvous server, with what settings, the plan a round gives a node, and how an
+// agent leaves on a signal (docs/multinode.md).
 #pragma once
 
 #include <string>
 
 #include "config/config_loader.hpp"
 #include "multinode/frame_auth.hpp"
+#include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_rounds.hpp"
+#include "multinode/rendezvous_server.hpp"
 #include "supervise/launch_plan.hpp"
 #include "util/fd.hpp"
 
@@ -41,5 +43,11 @@ rdzv::JoinRequest join_request_for(const LaunchPlan& plan, const LoadedConfig& l
 // other than loopback, no token) a warning that anyone who reaches the port can join or end the job.
 void announce_authentication(const LaunchPlan& plan, const std::string& connect_host,
                              const rdzv::RendezvousToken& token);
+
+// The launcher got `signal` and its supervisor finished. Nothing this agent waits for may hold it
+// now: a client still connecting stops retrying; a joined one says goodbye (the server stops the
+// others' workers as for a lost node); a hosting agent (`server`, else null) whose round has not started tells
+// every agent at once, since the rendezvous goes away with it.
+void leave_on_signal(const LaunchPlan& plan, RendezvousServer* server, RendezvousClient& client, int signal);
 
 }  // namespace mgtrain

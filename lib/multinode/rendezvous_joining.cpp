@@ -231,6 +231,7 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   ++round_;
   last_call_deadline_.reset();
   root_cause_.reset();
+  reset_hang();
   if (run_id_.empty()) {
     // Every explicit run id agrees (checked at join); nodes without one adopt it, else node 0's.
     for (Node* node : members) {
@@ -302,7 +303,8 @@ std::string RendezvousRounds::standby_text() const {
 
 // A dynamic node that joined while a round is under way.
 void RendezvousRounds::handle_late_join(Node& node) {
-  switch (arrival_during(phase_, member_count(), settings_.max_nodes)) {
+  // While a hang is diagnosed the round is as good as stopping: a scale-up now would stop it before the stacks.
+  switch (diagnosing() ? Arrival::kNextRound : arrival_during(phase_, member_count(), settings_.max_nodes)) {
     case Arrival::kScaleUp:
       return scale_up(node);
     case Arrival::kStandby:

@@ -13,7 +13,7 @@ namespace mgtrain::rdzv {
 namespace {
 
 constexpr char kMagic[4] = {'M', 'G', 'R', 'V'};
-constexpr std::uint16_t kLastType = static_cast<std::uint16_t>(MessageType::kHello);
+constexpr std::uint16_t kLastType = static_cast<std::uint16_t>(kLastMessageType);
 
 void put_u16(std::string& out, std::uint16_t value) {
   out += static_cast<char>(value >> 8);
@@ -89,6 +89,12 @@ std::string type_name(MessageType type) {
       return "regroup";
     case MessageType::kHello:
       return "hello";
+    case MessageType::kHangFound:
+      return "hang-found";
+    case MessageType::kDiagnose:
+      return "diagnose";
+    case MessageType::kDiagnosed:
+      return "diagnosed";
   }
   return fmt::format("type {}", static_cast<int>(type));
 }
@@ -372,7 +378,9 @@ void NodeFailure::write_to(Message& m, const std::string& p) const {
   m.set(p + "pid", static_cast<long long>(pid)).set(p + "exit_code", exit_code).set(p + "signal", signal);
   m.set(p + "hung", hung).set(p + "silent_s", silent_s).set(p + "outcome", outcome).set(p + "time", time_utc);
   m.set(p + "stderr_log", stderr_log).set(p + "stderr_tail", join(stderr_tail, '\n'));
-  m.set(p + "error_message", error_message);
+  m.set(p + "error_message", error_message).set(p + "waiting", waiting).set(p + "last_progress_ms", last_progress_ms);
+  m.set(p + "last_step", has_last_step ? std::to_string(last_step) : "").set(p + "stopped", process_stopped);
+  m.set(p + "stacks", stacks).set(p + "top_frames", join(top_frames, '\n'));
 }
 
 NodeFailure NodeFailure::read_from(const Message& m, const std::string& p) {
@@ -394,7 +402,34 @@ NodeFailure NodeFailure::read_from(const Message& m, const std::string& p) {
   f.stderr_log = m.text(p + "stderr_log");
   f.stderr_tail = split_list(m.text(p + "stderr_tail"), '\n');
   f.error_message = m.text(p + "error_message");
+  f.waiting = m.flag(p + "waiting");
+  f.last_progress_ms = m.integer(p + "last_progress_ms");
+  f.has_last_step = !m.text(p + "last_step").empty();
+  if (f.has_last_step) f.last_step = m.integer(p + "last_step");
+  f.process_stopped = m.flag(p + "stopped");
+  f.stacks = m.text(p + "stacks");
+  f.top_frames = split_list(m.text(p + "top_frames"), '\n');
   return f;
+}
+
+void write_failures(Message& message, const std::string& prefix, const std::vector<NodeFailure>& failures, int limit) {
+  const int count = std::min(static_cast<int>(failures.size()), limit);
+  message.set(prefix + "count", count);
+  message.set(prefix + "left_out", static_cast<int>(failures.size()) - count);
+  for (int index = 0; index < count; ++index) failures[index].write_to(message, fmt::format("{}{}.", prefix, index));
+}
+
+std::vector<NodeFailure> read_failures(const Message& message, const std::string& prefix, int limit) {
+  const long long count = message.integer(prefix + "count");
+  if (count < 0 || count > limit) {
+    throw ProtocolError(
+        fmt::format("{} message lists {} ranks; 0 to {} expected", type_name(message.type), count, limit));
+  }
+  std::vector<NodeFailure> failures;
+  for (long long index = 0; index < count; ++index) {
+    failures.push_back(NodeFailure::read_from(message, fmt::format("{}{}.", prefix, index)));
+  }
+  return failures;
 }
 
 Message workers_failed_message(const NodeFailure& failure) {

@@ -19,8 +19,9 @@
 namespace mgtrain::rdzv {
 
 // 2: regroup (elastic scale-up), assign's restart_count; 3: hello first, authentication tags; 4: join's role,
-// assign's role ranks (an agent of version 3 would not say its role, and would give its workers wrong ROLE_RANKs)
-inline constexpr std::uint16_t kProtocolVersion = 4;
+// assign's role ranks (an agent of version 3 would not say its role, and would give its workers wrong ROLE_RANKs);
+// 5: hang-found, diagnose, diagnosed (every node's stacks before a hang's stop), a failure's hang facts
+inline constexpr std::uint16_t kProtocolVersion = 5;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint16_t kTaggedBit = 0x8000;  // in the type field: an authentication tag follows the payload
 inline constexpr std::size_t kTagBytes = 32;         // HMAC-SHA256
@@ -47,7 +48,12 @@ enum class MessageType : std::uint16_t {
                        // follows, and it is not a failure (no restart of --max-restarts is used)
   kHello = 12,         // both ways, first on every connection, never tagged: the sender's nonce and whether it
                        // authenticates its frames (frame_auth.hpp)
+  kHangFound = 13,     // agent -> server: this node found a hang; its workers run while it collects diagnostics
+  kDiagnose = 14,      // server -> agent: another node found a hang: collect your ranks' diagnostics, keep them running
+  kDiagnosed = 15,     // agent -> server: diagnostics collected; this node's stalled ranks with their progress facts
 };
+// The last type of this version (the decoder refuses higher ones).
+inline constexpr MessageType kLastMessageType = MessageType::kDiagnosed;
 std::string type_name(MessageType type);
 
 // One message: a type and named string fields (typed accessors throw ProtocolError naming the field).
@@ -174,12 +180,25 @@ struct NodeFailure {
   std::string stderr_log;  // on that host
   std::vector<std::string> stderr_tail;
   std::string error_message;  // from TORCHELASTIC_ERROR_FILE
+  // A hang (docs/diagnosis-multinode-part.md): waiting for the hung rank, its progress and stacks.
+  bool waiting = false;
+  long long last_progress_ms = 0;  // Unix milliseconds of its last progress report; 0: unknown
+  bool has_last_step = false;
+  long long last_step = 0;
+  bool process_stopped = false;
+  std::string stacks;  // attempt_<n>/rank_<r>/stacks.txt on that host
+  std::vector<std::string> top_frames;
 
   // One line: "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 3".
   std::string summary() const;
   void write_to(Message& message, const std::string& prefix) const;
   static NodeFailure read_from(const Message& message, const std::string& prefix);
 };
+
+// A list of failures in `message` under `prefix` ("<prefix>count", then "<prefix><i>."), at most `limit` of them;
+// read_failures throws ProtocolError for a count above `limit`.
+void write_failures(Message& message, const std::string& prefix, const std::vector<NodeFailure>& failures, int limit);
+std::vector<NodeFailure> read_failures(const Message& message, const std::string& prefix, int limit);
 
 // Outcomes of a node's round in kWorkersEnded.
 inline constexpr const char* kEndedSuccess = "success";        // every worker exited 0

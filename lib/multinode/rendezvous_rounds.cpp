@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "multinode/hang_across_nodes.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/tcp_socket.hpp"
 #include "util/error.hpp"
@@ -146,9 +147,19 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
       case MessageType::kWorkersFailed: {
         if (!node->join) throw ProtocolError("workers-failed before join");
         NodeFailure failure = NodeFailure::read_from(message, "cause.");
-        if (failure.round == round_ && node->member) handle_failure(*node, failure);
-        return;
+        if (failure.round != round_ || !node->member) return;
+        if (!diagnosing()) return handle_failure(*node, failure);
+        // During a hang's diagnosis a failure answers for the node: the hang, found first, stays the cause.
+        std::vector<NodeFailure> ranks;
+        if (failure.hung || failure.waiting) ranks.push_back(failure);
+        return handle_diagnosed(*node, ranks);
       }
+      case MessageType::kHangFound:
+      case MessageType::kDiagnosed:
+        if (!node->join) throw ProtocolError(type_name(message.type) + " before join");
+        if (message.integer("round") != round_ || !node->member) return;
+        if (message.type == MessageType::kHangFound) return handle_hang_found(*node, message);
+        return handle_diagnosed(*node, read_failures(message, "rank.", kMaxDiagnosedRanks));
       case MessageType::kWorkersEnded:
         if (!node->join) throw ProtocolError("workers-ended before join");
         if (message.integer("round") == round_ && node->member) handle_ended(*node, message);
@@ -183,6 +194,7 @@ void RendezvousRounds::stop_other_members(const Node* except, const std::string&
 // A failure counts while the round runs, and during a scale-up's stop when it is the first: a worker that
 // failed by itself before the stop order reached it (teardown exits are not reported as failures).
 bool RendezvousRounds::accepts_failures() const {
+  if (diagnosing()) return false;
   return phase_ == Phase::kRunning || (phase_ == Phase::kStopping && scaling_up_ && !root_cause_);
 }
 
@@ -204,6 +216,7 @@ void RendezvousRounds::handle_ended(Node& node, const Message& message) {
   node.ended = true;
   --unended_members_;
   node.outcome = message.text("outcome");
+  if (diagnosing()) handle_diagnosed(node, {});  // its workers are gone: it has nothing more to collect
   if (node.outcome == kEndedFailed && accepts_failures()) {
     NodeFailure failure;
     failure.exit_code = static_cast<int>(message.integer("exit_code"));
@@ -231,6 +244,14 @@ void RendezvousRounds::lose_node(ConnectionId connection, const std::string& why
     return;
   }
   if (!node.member) return;  // a dynamic node waiting for the next round
+  if (diagnosing()) {
+    // It cannot answer now; the hang, found first, stays the cause (its workers' stacks may be missing).
+    outbox_.note(
+        fmt::format("rendezvous: {} is gone while the nodes collect a hang's diagnostics: {}", describe(node), why));
+    check_diagnosis();
+    check_round_end();
+    return;
+  }
   if (phase_ == Phase::kRunning && !node.ended) {
     NodeFailure failure;
     failure.round = round_;
@@ -343,7 +364,9 @@ void RendezvousRounds::broadcast_final(const Message& message, int code, bool an
 
 void RendezvousRounds::finish(int code, const std::string& text) {
   bool failed = code != exit_code::kSuccess && code != exit_code::kStoppedAfterCheckpoint;
-  broadcast_final(finish_message(code, text, root_cause_), code, failed);
+  Message message = finish_message(code, text, root_cause_);
+  if (root_cause_ && root_cause_->hung) write_failures(message, "waiting.", hang_others_, kMaxListedWaiting);
+  broadcast_final(message, code, failed);
 }
 
 void RendezvousRounds::reject_all(const std::string& text) {
@@ -405,6 +428,7 @@ void RendezvousRounds::on_time(SteadyTime now) {
     lose_node(id, rule.describe(node->last_heard, now), kNodeLostExitCode);
     if (phase_ == Phase::kFinished) return;
   }
+  if (diagnose_deadline_ && now >= *diagnose_deadline_) stop_after_diagnosis();
   if (phase_ == Phase::kGathering) {
     check_gathering();
     if (phase_ == Phase::kGathering && now >= join_deadline_) {
@@ -439,6 +463,7 @@ std::optional<SteadyTime> RendezvousRounds::next_deadline() const {
     if (!next || when < *next) next = when;
   };
   if (phase_ == Phase::kGathering) consider(join_deadline_);
+  if (diagnose_deadline_) consider(*diagnose_deadline_);
   if (last_call_deadline_) consider(*last_call_deadline_);
   if (auto heard = heard_.oldest()) consider(silence_rule().lost_at(*heard));
   if (auto sent = sent_.oldest()) consider(*sent + steady_seconds(settings_.heartbeat_interval_s));

@@ -28,7 +28,8 @@ struct RoundsSettings {
   double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;         // dynamic: more nodes once MIN are there
   double node_timeout_s = launch_defaults::kNodeTimeoutS;                  // silent this long past due: dead
   double heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;  // the server's heartbeats to each agent
-  int max_restarts = 0;       // new rounds after failures, for the whole job
+  double diagnose_timeout_s = launch_defaults::kDiagnoseTimeoutS;  // a hang: every node's diagnostics before the stop
+  int max_restarts = 0;                                            // new rounds after failures, for the whole job
   std::string master_addr;    // MASTER_ADDR for the workers: the server's host as the others reach it
   std::string host_agent_id;  // dynamic: the agent on the server's host gets node rank 0 (its rank 0
                               // worker hosts the store on a port the server picked there)
@@ -111,10 +112,11 @@ class RendezvousRounds {
     SteadyTime last_heard{};
     SteadyTime last_sent{};
     std::optional<JoinRequest> join;
-    long arrival = 0;     // join order
-    bool member = false;  // in the current round
-    int node_rank = -1;   // in the current round (static: from the join)
-    bool ended = false;   // its workers of the current round have all exited
+    long arrival = 0;        // join order
+    bool member = false;     // in the current round
+    int node_rank = -1;      // in the current round (static: from the join)
+    bool ended = false;      // its workers of the current round have all exited
+    bool diagnosed = false;  // a hang: it answered kDiagnosed (or can no longer: failed, ended)
     std::string outcome;
   };
 
@@ -139,6 +141,14 @@ class RendezvousRounds {
   void check_gathering();
   void start_round(const std::vector<Node*>& members);
   void handle_failure(Node& node, const NodeFailure& failure);
+  // A hang across nodes (hang_across_nodes.cpp): while diagnosing(), the workers run and failures are answers.
+  bool diagnosing() const { return diagnose_deadline_.has_value(); }
+  void handle_hang_found(Node& node, const Message& message);
+  void handle_diagnosed(Node& node, const std::vector<NodeFailure>& ranks);
+  void check_diagnosis();
+  void stop_after_diagnosis();
+  void reset_hang();
+  NodeFailure from_node(const Node& node, NodeFailure failure) const;  // the server's node name and rank on it
   bool accepts_failures() const;
   int member_count() const;
   void handle_late_join(Node& node);
@@ -176,7 +186,11 @@ class RendezvousRounds {
   int restarts_used_ = 0;
   bool scaling_up_ = false;  // the current stop (and the gathering after it) admits new nodes: no restart used
   std::string run_id_;       // fixed by the first round
-  std::optional<NodeFailure> root_cause_;  // of the current round
+  std::optional<NodeFailure> root_cause_;        // of the current round
+  std::optional<SteadyTime> diagnose_deadline_;  // a hang is being diagnosed on every node until then
+  std::optional<NodeFailure> hang_found_;        // the first node's hung rank
+  std::map<int, NodeFailure> hang_ranks_;        // by global rank: the stalled ranks the nodes reported
+  std::vector<NodeFailure> hang_others_;         // the job's verdict besides root_cause_, for kFinish
   SteadyTime join_deadline_{};
   std::optional<SteadyTime> last_call_deadline_;
   std::optional<int> final_exit_code_;

@@ -24,6 +24,7 @@ struct FailedWorker {
   double silent_s = 0.0;                  // hung or waiting: seconds without progress
   std::optional<std::int64_t> last_step;  // hung or waiting: the step it last reported (none: touched only)
   std::string last_progress_utc;          // hung or waiting: ISO 8601 time of its last report
+  long long last_progress_unix_ms = 0;    // the same in Unix milliseconds (compared across nodes); 0: unknown
   bool process_stopped = false;           // hung: its process was stopped (SIGSTOP)
   std::string stacks;                     // attempt_<n>/rank_<r>/stacks.txt when it was written, else ""
   std::vector<std::string> top_frames;    // from stacks: each thread's innermost frames (diagnose/top_frames.hpp)

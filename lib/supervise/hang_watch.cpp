@@ -106,7 +106,8 @@ std::string describe_hang(const HangVerdict& verdict, const std::function<int(in
   if (!verdict.waiting.empty()) {
     std::vector<int> waiting;
     for (const HangRank& rank : verdict.waiting) waiting.push_back(global_rank(rank.local_rank));
-    out += fmt::format("; {} waiting since {}", rank_list(waiting), clock(verdict.waiting.front().last_progress));
+    out += fmt::format("{}{} waiting since {}", out.empty() ? "" : "; ", rank_list(waiting),
+                       clock(verdict.waiting.front().last_progress));
   }
   if (!verdict.tied.empty() && verdict.hung.size() == 1) {
     std::vector<int> tied;
@@ -153,6 +154,21 @@ std::optional<HangVerdict> HangWatch::check(SteadyTime now, const std::function<
   std::vector<RankProgress> with_evidence = ranks_;
   for (RankProgress& rank : with_evidence) rank.stopped = rank.running && rank.reported && stopped(rank.local_rank);
   return decide_hang(with_evidence, now, timeout_s_);
+}
+
+HangVerdict HangWatch::all_waiting(SteadyTime now, const std::function<bool(int)>& stopped) const {
+  std::vector<const RankProgress*> reported;
+  for (const RankProgress& rank : ranks_) {
+    if (rank.running && rank.reported) reported.push_back(&rank);
+  }
+  std::sort(reported.begin(), reported.end(), earlier);
+  HangVerdict verdict;
+  for (const RankProgress* rank : reported) {
+    HangRank waiting = hang_rank(*rank, now);
+    waiting.stopped = stopped(rank->local_rank);
+    verdict.waiting.push_back(waiting);
+  }
+  return verdict;
 }
 
 std::optional<SteadyTime> HangWatch::next_deadline() const {

@@ -83,6 +83,9 @@ class HangWatch {
   std::vector<int> take_unreported(SteadyTime now);
   // decide_hang over the ranks; `stopped(local_rank)` is asked only when a hang is due.
   std::optional<HangVerdict> check(SteadyTime now, const std::function<bool(int)>& stopped) const;
+  // Another node found a hang (multi-node): every running rank that reported, as waiting, by last progress (the
+  // job's verdict is made across nodes, multinode/hang_across_nodes.hpp); `stopped` as for check.
+  HangVerdict all_waiting(SteadyTime now, const std::function<bool(int)>& stopped) const;
   // When check or take_unreported must run next; nullopt: off, or nothing to watch.
   std::optional<SteadyTime> next_deadline() const;
   const RankProgress& rank(int local_rank) const { return ranks_.at(local_rank); }

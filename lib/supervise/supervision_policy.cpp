@@ -78,6 +78,7 @@ void SupervisionPolicy::start_attempt(SteadyTime now) {
   attempt_clean_ = false;
   kill_deadline_.reset();
   diagnose_deadline_.reset();
+  diagnosis_reported_ = false;
   std::fill(running_.begin(), running_.end(), true);
   hang_watch_.start_attempt(now);
   control_.start_workers(attempt_);
@@ -133,7 +134,13 @@ void SupervisionPolicy::stop_for_failure(const WorkerFailure& first, SteadyTime 
 void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
   if (any_running()) return;
   // Every worker ended while a hang was diagnosed: the stop is over before it began.
-  if (phase_ == Phase::kDiagnosing) stop_for_failure(failures_.at(hang_failure_), now);
+  if (phase_ == Phase::kDiagnosing) {
+    if (hang_failure_ < failures_.size()) {
+      stop_for_failure(failures_[hang_failure_], now);
+    } else {
+      begin_stop(SIGTERM, now);  // diagnosed on request with no rank that had reported: nothing failed here
+    }
+  }
   if (settings_.coordinated) {
     attempt_clean_ = phase_ == Phase::kRunning;  // nobody failed, nothing was stopped
     kill_deadline_.reset();
@@ -191,7 +198,7 @@ void SupervisionPolicy::on_time(SteadyTime now) {
     if (any_running()) control_.signal_running_workers(SIGKILL);
   }
   if (phase_ == Phase::kDiagnosing && diagnose_deadline_ && now >= *diagnose_deadline_) {
-    stop_for_failure(failures_.at(hang_failure_), now);  // the diagnostics ran out of time
+    end_diagnosis(now);  // the diagnostics ran out of time
   }
   if (phase_ == Phase::kRunning) check_hang(now);
 }
@@ -202,13 +209,23 @@ void SupervisionPolicy::check_hang(SteadyTime now) {
   for (int local_rank : hang_watch_.take_unreported(now)) control_.no_progress_yet(local_rank);
   std::optional<HangVerdict> verdict =
       hang_watch_.check(now, [this](int local_rank) { return control_.worker_stopped(local_rank); });
-  if (!verdict) return;
+  if (verdict) enter_diagnosis(*verdict, now);
+}
+
+bool SupervisionPolicy::diagnose_on_request(SteadyTime now) {
+  if (!settings_.coordinated || phase_ != Phase::kRunning) return false;
+  enter_diagnosis(hang_watch_.all_waiting(now, [this](int local_rank) { return control_.worker_stopped(local_rank); }),
+                  now);
+  return true;
+}
+
+void SupervisionPolicy::enter_diagnosis(const HangVerdict& verdict, SteadyTime now) {
   hang_failure_ = failures_.size();
-  for (const std::vector<HangRank>* group : {&verdict->hung, &verdict->waiting}) {
+  for (const std::vector<HangRank>* group : {&verdict.hung, &verdict.waiting}) {
     for (const HangRank& rank : *group) {
       WorkerFailure failure;
       failure.local_rank = rank.local_rank;
-      failure.hung = group == &verdict->hung;
+      failure.hung = group == &verdict.hung;
       failure.waiting = !failure.hung;
       failure.silent_s = rank.silent_s;
       failure.last_progress = rank.last_progress;
@@ -219,8 +236,9 @@ void SupervisionPolicy::check_hang(SteadyTime now) {
     }
   }
   phase_ = Phase::kDiagnosing;
+  diagnosis_reported_ = false;
   diagnose_deadline_ = now + steady_seconds(std::max(0.0, settings_.diagnose_timeout_s));
-  control_.hang_detected(*verdict, *diagnose_deadline_);
+  control_.hang_detected(verdict, *diagnose_deadline_);
   if (phase_ == Phase::kDiagnosing && settings_.diagnose_timeout_s <= 0) diagnosis_finished(now);
 }
 
@@ -243,7 +261,16 @@ void SupervisionPolicy::blame(int local_rank) {
 }
 
 void SupervisionPolicy::diagnosis_finished(SteadyTime now) {
-  if (phase_ == Phase::kDiagnosing) stop_for_failure(failures_.at(hang_failure_), now);
+  if (diagnosing()) end_diagnosis(now);
+}
+
+// Alone, the node stops its workers now. Coordinated, the other nodes may still be dumping their ranks' stacks:
+// stopping these workers would end the others' collectives with errors before that, so the agent decides.
+void SupervisionPolicy::end_diagnosis(SteadyTime now) {
+  if (!settings_.coordinated) return stop_for_failure(failures_.at(hang_failure_), now);
+  diagnose_deadline_.reset();
+  diagnosis_reported_ = true;
+  control_.hang_diagnosed();
 }
 
 std::optional<SteadyTime> SupervisionPolicy::next_deadline() const {
@@ -269,7 +296,7 @@ int SupervisionPolicy::exit_code() const {
   std::optional<std::size_t> cause = root_cause();
   if (!cause) return stopped_after_checkpoint_ ? exit_code::kStoppedAfterCheckpoint : 0;
   const WorkerFailure& failure = failures_[*cause];
-  return failure.hung ? kHungWorkerExitCode : failure.status.as_exit_code();
+  return failure.hung || failure.waiting ? kHungWorkerExitCode : failure.status.as_exit_code();
 }
 
 }  // namespace mgtrain

@@ -78,6 +78,9 @@ class WorkerGroupControl {
     (void)verdict;
     (void)deadline;
   }
+  // Coordinated mode only: a hang's diagnostics are collected (or their time is up). The workers keep running until
+  // the agent stops them (stop_on_request), once every node has its diagnostics (docs/diagnosis-multinode-part.md).
+  virtual void hang_diagnosed() {}
 };
 
 // A worker that failed: exited non-zero, died by a signal, or stopped making progress (hung, or waiting for a
@@ -133,14 +136,20 @@ class SupervisionPolicy {
   void on_progress(int local_rank, SteadyTime when, std::optional<std::int64_t> step = std::nullopt);
   // Time passed: escalation to SIGKILL, hang detection, the end of a hang's diagnostics.
   void on_time(SteadyTime now);
-  // The diagnostics of a hang (hang_detected) are complete: stop the workers now.
+  // The diagnostics of a hang (hang_detected) are complete: stop the workers now (coordinated: hang_diagnosed()).
   void diagnosis_finished(SteadyTime now);
   // While diagnosing: the diagnostics showed that `local_rank` (one of the hang's stopped ranks) is the hung one, not
   // the rank progress named (the stacks show the others waiting in a collective and this one not). It
   // becomes the root cause; the rank named before becomes waiting, unless its process is stopped.
   void blame(int local_rank);
   // Whether a hang's diagnostics are being collected (the workers still run, the stop is due).
-  bool diagnosing() const { return phase_ == Phase::kDiagnosing; }
+  bool diagnosing() const { return phase_ == Phase::kDiagnosing && !diagnosis_reported_; }
+  // Coordinated: a hang's diagnostics are collected here; the workers run until the agent stops them.
+  bool hang_held() const { return phase_ == Phase::kDiagnosing && diagnosis_reported_; }
+  // Coordinated: another node found a hang; diagnose this node's running ranks as for a hang of its own (every
+  // reported rank waiting, hang_detected, then hang_diagnosed). False when the attempt is not kRunning (already
+  // diagnosing, stopping, or between attempts).
+  bool diagnose_on_request(SteadyTime now);
 
   // Coordinated mode. start() leaves the policy waiting; the agent then calls:
   // begin_attempt: start the workers of `attempt` (only while waiting). If starting them throws, the
@@ -192,6 +201,8 @@ class SupervisionPolicy {
     return phase_ == Phase::kRunning || phase_ == Phase::kDiagnosing || phase_ == Phase::kStopping;
   }
   void check_hang(SteadyTime now);
+  void enter_diagnosis(const HangVerdict& verdict, SteadyTime now);
+  void end_diagnosis(SteadyTime now);
 
   Settings settings_;
   WorkerGroupControl& control_;
@@ -206,7 +217,8 @@ class SupervisionPolicy {
   std::vector<bool> running_;
   HangWatch hang_watch_;
   std::optional<SteadyTime> diagnose_deadline_;
-  std::size_t hang_failure_ = 0;  // index into failures_ of the hang being diagnosed
+  std::size_t hang_failure_ = 0;     // index into failures_ of the hang being diagnosed
+  bool diagnosis_reported_ = false;  // coordinated: hang_diagnosed() was called; waiting for stop_on_request
   std::vector<WorkerFailure> failures_;
   bool attempt_clean_ = false;  // coordinated: the attempt ended without failure or stop
   std::optional<int> coordinated_exit_code_;

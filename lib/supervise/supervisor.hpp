@@ -49,6 +49,10 @@ class AttemptCoordinator {
   // A signal that stops the job (stops_the_job) after the policy has finished (the job is decided; only
   // teardown is left): stop lingering now. The exit code stays the job's.
   virtual void on_signal_during_teardown(int /*signal*/) {}
+  // Hang detection: this node found a hang (its failures are recorded, its diagnostics started; not called for
+  // diagnose_on_request), and its diagnostics are collected: the workers run until stop_workers_on_request.
+  virtual void on_hang_detected() {}
+  virtual void on_hang_diagnosed() {}
 };
 
 // What is collected when a hang is found, before any worker is signalled (docs/diagnosis.md): e.g. every rank's
@@ -116,6 +120,9 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   // store, run directory) and config file, which replace the supervisor's from now on.
   void begin_attempt(int attempt, LaunchPlan round_plan, std::string config_file);
   void stop_workers_on_request();
+  // Another node found a hang: collect this node's diagnostics as for its own hang (the detection line begins with
+  // `reason`), then on_hang_diagnosed. False when the attempt is not running undiagnosed (policy diagnose_on_request).
+  bool diagnose_on_request(const std::string& reason);
   void finish(int exit_code);
   const SupervisionPolicy& policy() const { return policy_; }
   // The status API's requests: SIGUSR2 = save a checkpoint and go on, SIGUSR1 = save and stop with exit 75; both are
@@ -157,6 +164,9 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   bool worker_stopped(int local_rank) override;
   void no_progress_yet(int local_rank) override;
   void hang_detected(const HangVerdict& verdict, Clock::time_point deadline) override;
+  void hang_diagnosed() override {
+    if (coordinator_) coordinator_->on_hang_diagnosed();
+  }
   void poll_diagnostics(Clock::time_point now);
   // The stacks name the hung rank where they are clear: the one stopped rank outside any collective.
   void settle_tie_by_stacks();
@@ -210,6 +220,7 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   HangDiagnostics default_diagnostics_;
   HangDiagnostics* diagnostics_ = &default_diagnostics_;
   std::vector<int> tied_ranks_;  // the hang being diagnosed: its stopped ranks, for the stacks to settle
+  std::string requested_diagnosis_;  // diagnose_on_request's reason, while it starts the diagnosis
 };
 
 }  // namespace mgtrain

@@ -87,11 +87,11 @@ void Supervisor::hang_detected(const HangVerdict& verdict, Clock::time_point dea
   const std::string next = activity.empty() ? "stopping the workers"
                                             : activity + " before stopping the workers (up to " +
                                                   format_seconds(std::max(0.0, seconds)) + ")";
-  console_.message(log::Level::Warning, "{}; {}",
-                   describe_hang(
-                       verdict, [this](int local_rank) { return plan_.global_rank(local_rank); },
-                       [this](Clock::time_point time) { return clock_text(unix_millis_at(time)); }),
-                   next);
+  std::string found = describe_hang(
+      verdict, [this](int local_rank) { return plan_.global_rank(local_rank); },
+      [this](Clock::time_point time) { return clock_text(unix_millis_at(time)); });
+  if (!requested_diagnosis_.empty()) found = requested_diagnosis_ + (found.empty() ? "" : "; here " + found);
+  console_.message(log::Level::Warning, "{}; {}", found, next);
   console_.flush();  // the line is out before anything is collected or signalled
   std::vector<HangDiagnostics::Target> targets;
   for (const Worker& worker : workers_) {
@@ -115,6 +115,14 @@ void Supervisor::hang_detected(const HangVerdict& verdict, Clock::time_point dea
     }
   }
   diagnostics_->collect_diagnostics(policy_.attempt(), targets, deadline);
+  if (coordinator_ && requested_diagnosis_.empty()) coordinator_->on_hang_detected();
+}
+
+bool Supervisor::diagnose_on_request(const std::string& reason) {
+  requested_diagnosis_ = reason;
+  const bool started = policy_.diagnose_on_request(Clock::now());
+  requested_diagnosis_.clear();
+  return started;
 }
 
 void Supervisor::poll_diagnostics(Clock::time_point now) {
@@ -154,7 +162,8 @@ void Supervisor::settle_tie_by_stacks() {
 void Supervisor::describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory,
                                      FailedWorker& worker) const {
   worker.last_step = failure.last_step;
-  worker.last_progress_utc = format_utc_millis(unix_millis_at(failure.last_progress));
+  worker.last_progress_unix_ms = unix_millis_at(failure.last_progress);
+  worker.last_progress_utc = format_utc_millis(worker.last_progress_unix_ms);
   worker.process_stopped = failure.process_stopped;
   const std::string stacks = log_layout::stacks_file(rank_directory);
   std::error_code error;

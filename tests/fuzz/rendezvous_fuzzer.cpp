@@ -1,15 +1,16 @@
 // libFuzzer target for the rendezvous server's decoder (lib/multinode/rendezvous_message.cpp): any byte
 // stream, cut into reads of any size, either decodes into messages or is refused with rdzv::ProtocolError,
-// and so is every typed message made from what decoded (join, assign, failure, regroup) — no crash, no other
-// exception, no sanitizer report, no unbounded buffering. A decoded message encodes back to bytes that
-// decode to the same message, and no tagged frame passes authentication (frame_auth.hpp) on a connection whose
-// key the input cannot know. tests/fuzz/CMakeLists.txt builds it with clang++
-// -fsanitize=fuzzer,address,undefined; ctest runs a fixed number of inputs from rendezvous_corpus/.
+// and so is every typed message made from what decoded (join, assign, failure, regroup, a hang's lists) — no crash, no
+// other exception, no sanitizer report, no unbounded buffering. A decoded message encodes back to bytes that decode to
+// the same message, and no tagged frame passes authentication (frame_auth.hpp) on a connection whose key the input
+// cannot know. tests/fuzz/CMakeLists.txt builds it with clang++ -fsanitize=fuzzer,address,undefined; ctest runs a fixed
+// number of inputs from rendezvous_corpus/.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "multinode/frame_auth.hpp"
+#include "multinode/hang_across_nodes.hpp"
 #include "multinode/rendezvous_message.hpp"
 
 using namespace mgtrain::rdzv;
@@ -34,8 +35,15 @@ void typed(const Message& message) {
         (void)message.text("reason");
         break;
       case MessageType::kWorkersFailed:
+      case MessageType::kHangFound:
+        (void)NodeFailure::read_from(message, "cause.").summary();
+        break;
       case MessageType::kFinish:
         (void)NodeFailure::read_from(message, "cause.").summary();
+        (void)read_failures(message, "waiting.", kMaxListedWaiting);
+        break;
+      case MessageType::kDiagnosed:
+        for (const NodeFailure& rank : read_failures(message, "rank.", kMaxDiagnosedRanks)) (void)rank.summary();
         break;
       default:
         (void)message.integer("exit_code");

@@ -86,7 +86,7 @@ TEST_CASE("the join carries the role and the assignment the role ranks, a join w
 }
 
 TEST_CASE("a peer of protocol version 3 (before roles) is refused, naming both versions", "[rdzv][roles][codec]") {
-  REQUIRE(kProtocolVersion == 4);
+  REQUIRE(kProtocolVersion == 5);
   std::string frame = encode(hello_message(std::string(32, 'a'), false));
   frame[4] = 0;
   frame[5] = 3;
@@ -94,7 +94,7 @@ TEST_CASE("a peer of protocol version 3 (before roles) is refused, naming both v
   decoder.feed(frame.data(), frame.size());
   CHECK_THROWS_WITH(decoder.next(),
                     Catch::Contains("the peer speaks rendezvous protocol version 3, this mgtrain "
-                                    "speaks version 4: install the same mgtrain version on every node"));
+                                    "speaks version 5: install the same mgtrain version on every node"));
 }
 
 TEST_CASE("static: three nodes of two roles and uneven nproc get torchrun's role ranks whatever the arrival order",
