@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "diagnose/top_frames.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
 
@@ -75,6 +76,22 @@ std::optional<HangVerdict> decide_hang(const std::vector<RankProgress>& ranks, S
     (is_hung ? verdict.hung : verdict.waiting).push_back(hang_rank(*rank, now));
   }
   return verdict;
+}
+
+std::optional<std::size_t> outside_collective(const std::vector<std::string>& main_frames) {
+  std::optional<std::size_t> outside;
+  std::size_t inside = 0;
+  for (std::size_t index = 0; index < main_frames.size(); ++index) {
+    if (main_frames[index].empty()) return std::nullopt;
+    if (diagnose::waits_in_collective(main_frames[index])) {
+      ++inside;
+    } else if (outside) {
+      return std::nullopt;  // two ranks outside: the stacks do not say which one
+    } else {
+      outside = index;
+    }
+  }
+  return inside > 0 ? outside : std::nullopt;
 }
 
 std::string rank_list(std::vector<int> ranks) {

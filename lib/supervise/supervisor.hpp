@@ -219,7 +219,7 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   AttemptCoordinator* coordinator_ = nullptr;
   HangDiagnostics default_diagnostics_;
   HangDiagnostics* diagnostics_ = &default_diagnostics_;
-  std::vector<int> tied_ranks_;  // the hang being diagnosed: its stopped ranks, for the stacks to settle
+  std::vector<int> tied_ranks_;      // the hang being diagnosed: its stopped ranks, for the stacks to settle
   std::string requested_diagnosis_;  // diagnose_on_request's reason, while it starts the diagnosis
 };
 

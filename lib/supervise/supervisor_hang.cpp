@@ -137,25 +137,24 @@ void Supervisor::poll_diagnostics(Clock::time_point now) {
 // is in one, that one is hung, whatever progress said.
 void Supervisor::settle_tie_by_stacks() {
   if (tied_ranks_.empty()) return;
-  std::vector<int> outside, inside;
+  std::vector<std::string> main_frames;
   for (int local_rank : tied_ranks_) {
     const std::vector<std::string> frames = diagnostics_->top_frames_of(plan_.global_rank(local_rank));
-    if (frames.empty()) return;  // a rank without stacks: nothing to settle it with
-    (diagnose::waits_in_collective(frames.front()) ? inside : outside).push_back(local_rank);
+    main_frames.push_back(frames.empty() ? std::string() : frames.front());
   }
-  tied_ranks_.clear();
-  if (outside.size() != 1 || inside.empty()) return;
-  const int hung = outside.front();
+  const std::vector<int> ranks = std::exchange(tied_ranks_, {});
+  const std::optional<std::size_t> outside = outside_collective(main_frames);
+  if (!outside) return;
+  const int hung = ranks[*outside];
+  std::vector<int> waiting;
+  for (int local_rank : ranks) {
+    if (local_rank != hung) waiting.push_back(plan_.global_rank(local_rank));
+  }
   console_.message(log::Level::Warning,
                    "the stacks settle it: rank {} is outside any collective ({}) while {} wait{} in one: rank {} is "
                    "the hung rank",
-                   plan_.global_rank(hung), diagnostics_->top_frames_of(plan_.global_rank(hung)).front(),
-                   rank_list([&] {
-                     std::vector<int> globals;
-                     for (int local_rank : inside) globals.push_back(plan_.global_rank(local_rank));
-                     return globals;
-                   }()),
-                   inside.size() == 1 ? "s" : "", plan_.global_rank(hung));
+                   plan_.global_rank(hung), main_frames[*outside], rank_list(waiting), waiting.size() == 1 ? "s" : "",
+                   plan_.global_rank(hung));
   policy_.blame(hung);
 }
 
