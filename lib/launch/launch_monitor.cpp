@@ -216,6 +216,11 @@ std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
     record.step_rate = episode.step_rate;
     record.median_step_rate = episode.median_step_rate;
     record.lowest_step_rate = episode.lowest_step_rate;
+    if (episode.basis == StragglerBasis::kBusyTime) {
+      record.busy_per_step = episode.busy_per_step;
+      record.median_busy_per_step = episode.median_busy_per_step;
+      record.highest_busy_per_step = episode.highest_busy_per_step;
+    }
     records.push_back(record);
   }
   return records;

@@ -1,7 +1,8 @@
 // The straggler detector on ranks in lock-step (DDP, docs/diagnosis-ddp-part.md): every step ends for all ranks when
 // the slowest one's work is done, so step rates are equal; the ranks' busy seconds (time outside the wait, from the
 // progress line's "wait") name the slow one. Synthetic series: a rank with 30 % more own work is flagged, equal noisy
-// ranks are not, a rank that does not report its wait falls back to step rates; and the progress line's "wait".
+// ranks are not, a rank that does not report its wait falls back to step rates; the progress line's "wait" and
+// run.json's busy fields.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "contract/heartbeat_line.hpp"
+#include "observe/run_record.hpp"
 #include "observe/straggler_detector.hpp"
 
 using namespace mgtrain;
@@ -172,4 +174,22 @@ TEST_CASE("progress lines: the wait gives the busy seconds", "[straggler][lockst
   REQUIRE(round);
   CHECK(round->wait == 3.5);
   CHECK(format_heartbeat_line(HeartbeatInfo{7, 0.5, 1.0}).find("wait") == std::string::npos);
+}
+
+TEST_CASE("run.json: an episode compared by busy time keeps its busy seconds", "[straggler][lockstep]") {
+  RunRecord record;
+  record.run_id = "r";
+  StragglerRecord busy{1, 0, 1763800000.25, std::nullopt, 7.3, 7.3, 7.2};
+  busy.busy_per_step = 0.1321;
+  busy.median_busy_per_step = 0.1034;
+  busy.highest_busy_per_step = 0.14;
+  record.stragglers = {busy, StragglerRecord{2, 0, 1763800100.0, std::nullopt, 3.5, 5.0, 3.5}};
+  const std::string text = run_record_to_json(record);
+  const RunRecord back = parse_run_record(text, "run.json");
+  REQUIRE(back.stragglers.size() == 2);
+  REQUIRE(back.stragglers[0].busy_per_step);
+  CHECK(*back.stragglers[0].busy_per_step == Approx(0.1321));
+  CHECK(back.stragglers[0].median_busy_per_step == Approx(0.1034));
+  CHECK(back.stragglers[0].highest_busy_per_step == Approx(0.14));
+  CHECK_FALSE(back.stragglers[1].busy_per_step);  // compared by step rates: no busy fields
 }
