@@ -21,13 +21,21 @@ bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; 
 }  // namespace
 
 std::optional<std::int64_t> parse_progress_step(std::string_view text) {
+  const std::optional<ProgressReport> report = parse_progress(text);
+  if (!report) return std::nullopt;
+  return report->step;
+}
+
+std::optional<ProgressReport> parse_progress(std::string_view text) {
   while (!text.empty() && is_blank(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_blank(text.back())) text.remove_suffix(1);
   if (text.empty()) return std::nullopt;
   if (text.front() == '{') {
     std::optional<HeartbeatInfo> line = parse_heartbeat_line(text);
     if (!line) return std::nullopt;
-    return line->step;
+    ProgressReport report{line->step, std::nullopt};
+    if (line->wait) report.busy = line->time - *line->wait;
+    return report;
   }
   if (text.size() > 18) return std::nullopt;  // fits an int64 without overflow checks
   std::int64_t step = 0;
@@ -35,12 +43,13 @@ std::optional<std::int64_t> parse_progress_step(std::string_view text) {
     if (c < '0' || c > '9') return std::nullopt;
     step = step * 10 + (c - '0');
   }
-  return step;
+  return ProgressReport{step, std::nullopt};
 }
 
 std::string format_heartbeat_line(const HeartbeatInfo& info) {
   nlohmann::json line = {{"step", info.step}, {"loss", nullptr}, {"time", info.time}};
   if (info.loss && std::isfinite(*info.loss)) line["loss"] = *info.loss;
+  if (info.wait && std::isfinite(*info.wait)) line["wait"] = *info.wait;
   return line.dump();
 }
 
@@ -54,6 +63,8 @@ std::optional<HeartbeatInfo> parse_heartbeat_line(std::string_view text) {
   info.step = static_cast<std::int64_t>(*step);
   info.loss = finite_number(object, "loss");
   info.time = *time;
+  info.wait = finite_number(object, "wait");
+  if (info.wait && *info.wait < 0) info.wait.reset();
   return info;
 }
 

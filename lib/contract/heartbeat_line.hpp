@@ -1,8 +1,10 @@
 // The progress file (MGTRAIN_HEARTBEAT_FILE, docs/diagnosis.md): the contract between any worker and the
 // launcher's hang detection. A worker reports progress by touching the file, by writing a decimal step count
 // ("41\n"), or with the heartbeat line mgtrain-worker rewrites, {"step":N,"loss":x,"time":unix} (loss null
-// before the first step). The launcher watches the file change (its time is the progress time) and reads the
-// step back (parse_progress_step); the status API reads the whole line.
+// before the first step). The line may carry "wait": the seconds the rank has spent so far waiting for the other
+// ranks (in collectives), which lets straggler detection tell a slow rank among ranks in lock-step
+// (docs/diagnosis-ddp-part.md). The launcher watches the file change (its time is the progress time) and reads the
+// step back (parse_progress_step, parse_progress); the status API reads the whole line.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,16 @@ struct HeartbeatInfo {
   std::int64_t step = 0;
   std::optional<double> loss;
   double time = 0;  // Unix seconds of the beat
+  std::optional<double> wait =
+      std::nullopt;  // seconds spent waiting for other ranks, from the worker's start up to the beat
+};
+
+// What straggler detection reads from a progress file.
+struct ProgressReport {
+  std::int64_t step = 0;
+  // Seconds of the rank's own work (the beat's time minus its wait), from an arbitrary origin: only differences
+  // between two reports of one rank mean anything. nullopt unless the line has a time and a wait.
+  std::optional<double> busy;
 };
 
 std::string format_heartbeat_line(const HeartbeatInfo& info);  // one line, no newline
@@ -24,5 +36,7 @@ std::optional<HeartbeatInfo> parse_heartbeat_line(std::string_view text);
 // The step a progress file reports: the heartbeat line's step, or a decimal count (blanks around it allowed);
 // nullopt for anything else (an empty, touched file).
 std::optional<std::int64_t> parse_progress_step(std::string_view text);
+// The step as parse_progress_step reads it, with the busy seconds when the line reports its wait.
+std::optional<ProgressReport> parse_progress(std::string_view text);
 
 }  // namespace mgtrain

@@ -40,11 +40,12 @@ double unix_time_of(Clock::time_point when) {
 // keeps the error of when an advance is seen below 5 % of the window, between 0.1 s and 1 s.
 Clock::duration progress_interval(double window_s) { return steady_seconds(std::clamp(window_s / 20, 0.1, 1.0)); }
 
-// A rank's progress file: its step (nullopt when absent, only touched or unreadable) and when it was written,
+// A rank's progress file: its step (nullopt when absent, only touched or unreadable) with its busy seconds when the
+// line reports its wait (docs/diagnosis-ddp-part.md), and when it was written,
 // as a steady time (its modification time, so the launcher's own delays in reading do not blur the rates;
 // never later than `now`).
 struct ProgressReading {
-  std::optional<std::int64_t> step;
+  std::optional<ProgressReport> report;
   Clock::time_point written;
 };
 
@@ -56,7 +57,7 @@ ProgressReading read_progress_file(const std::string& path, Clock::time_point no
   char buffer[256];
   const ssize_t got = read(fd.get(), buffer, sizeof buffer);
   if (got <= 0) return reading;
-  reading.step = parse_progress_step(std::string_view(buffer, static_cast<std::size_t>(got)));
+  reading.report = parse_progress(std::string_view(buffer, static_cast<std::size_t>(got)));
   const auto modified =
       std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::seconds(status.st_mtim.tv_sec) + std::chrono::nanoseconds(status.st_mtim.tv_nsec)));
@@ -185,9 +186,9 @@ void LaunchMonitor::read_progress(Clock::time_point now) {
         if (rank.state != "running") continue;
       }
       const ProgressReading reading = read_progress_file(rank.heartbeat_file, now);
-      if (!reading.step) continue;
+      if (!reading.report) continue;
       progress_pids_[rank.rank] = rank.pid;
-      stragglers_->observe(rank.rank, reading.written, *reading.step);
+      stragglers_->observe(rank.rank, reading.written, reading.report->step, reading.report->busy);
     }
   }
   const std::vector<StragglerChange> changes = stragglers_->evaluate(now);
@@ -215,6 +216,11 @@ std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
     record.step_rate = episode.step_rate;
     record.median_step_rate = episode.median_step_rate;
     record.lowest_step_rate = episode.lowest_step_rate;
+    if (episode.basis == StragglerBasis::kBusyTime) {
+      record.busy_per_step = episode.busy_per_step;
+      record.median_busy_per_step = episode.median_busy_per_step;
+      record.highest_busy_per_step = episode.highest_busy_per_step;
+    }
     records.push_back(record);
   }
   return records;

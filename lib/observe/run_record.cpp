@@ -132,6 +132,11 @@ std::string run_record_to_json(const RunRecord& r) {
       item["step_rate"] = rate_json(episode.step_rate);
       item["median_step_rate"] = rate_json(episode.median_step_rate);
       item["lowest_step_rate"] = rate_json(episode.lowest_step_rate);
+      if (episode.busy_per_step) {
+        item["busy_per_step"] = rate_json(*episode.busy_per_step);
+        item["median_busy_per_step"] = rate_json(episode.median_busy_per_step.value_or(0));
+        item["highest_busy_per_step"] = rate_json(episode.highest_busy_per_step.value_or(0));
+      }
       stragglers.push_back(std::move(item));
     }
     root["stragglers"] = std::move(stragglers);
@@ -182,6 +187,11 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
       episode.step_rate = read_as<double>(item, "step_rate", where, false);
       episode.median_step_rate = read_as<double>(item, "median_step_rate", where, false);
       episode.lowest_step_rate = read_as<double>(item, "lowest_step_rate", where, false);
+      if (member(item, "busy_per_step")) {
+        episode.busy_per_step = read_as<double>(item, "busy_per_step", where);
+        episode.median_busy_per_step = read_as<double>(item, "median_busy_per_step", where, false);
+        episode.highest_busy_per_step = read_as<double>(item, "highest_busy_per_step", where, false);
+      }
       r.stragglers.push_back(episode);
     }
   }

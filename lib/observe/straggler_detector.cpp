@@ -30,6 +30,11 @@ std::string rate_text(double rate) {
   return fmt::format("{:.2g}", rate);
 }
 
+// Seconds per step with three significant digits: 0.131, 1.25, 0.00412.
+std::string seconds_text(double value) {
+  return value >= 100 ? fmt::format("{:.0f}", value) : fmt::format("{:.3g}", value);
+}
+
 double median_of(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
@@ -51,7 +56,7 @@ StragglerDetector::StragglerDetector(StragglerSettings settings) : settings_(set
   sustain_ = steady_seconds(settings.window_s / 2);
 }
 
-void StragglerDetector::observe(int rank, Clock::time_point when, std::int64_t step) {
+void StragglerDetector::observe(int rank, Clock::time_point when, std::int64_t step, std::optional<double> busy) {
   Track& track = tracks_[rank];
   if (!track.points.empty()) when = std::max(when, track.points.back().time);
   if (track.last_step && step < *track.last_step) {  // the worker started over: warm-up again
@@ -66,7 +71,7 @@ void StragglerDetector::observe(int rank, Clock::time_point when, std::int64_t s
   track.last_step = step;
   if (++track.advances < kWarmupAdvances) return;
   if (!track.measured_since) track.measured_since = when;
-  track.points.push_back(Point{when, step});
+  track.points.push_back(Point{when, step, busy});
 }
 
 void StragglerDetector::forget(int rank, Clock::time_point now) {
@@ -83,55 +88,84 @@ void StragglerDetector::restart(Clock::time_point now) {
 
 // Steps/s over the window: from the oldest kept advance A to the newest B, (B - A) / (tB - tA); but no more
 // than (B - A + 1) / (now - tA), since the next step has not come yet: a rank that stops advancing sees its
-// rate fall instead of keeping its last one. nullopt until the rank has been measured for half a window.
-std::optional<double> StragglerDetector::measure(Track& track, Clock::time_point now) const {
-  if (!track.measured_since || now - *track.measured_since < sustain_) return std::nullopt;
+// rate fall instead of keeping its last one. Busy seconds per step over the same advances, when both report
+// them: (busyB - busyA) / (B - A). Neither until the rank has been measured for half a window.
+void StragglerDetector::measure(Track& track, Clock::time_point now) const {
+  track.rate.reset();
+  track.busy_per_step.reset();
+  if (!track.measured_since || now - *track.measured_since < sustain_) return;
   while (track.points.size() >= 2 && track.points[1].time <= now - window_) track.points.pop_front();
   const Point& first = track.points.front();
   const Point& last = track.points.back();
   const double steps = static_cast<double>(last.step - first.step);
   const double since_first = seconds(now - first.time);
-  if (since_first <= 0) return std::nullopt;
+  if (since_first <= 0) return;
   double rate = (steps + 1) / since_first;
   const double between = seconds(last.time - first.time);
   if (steps > 0 && between > 0) rate = std::min(rate, steps / between);
-  return rate;
+  track.rate = rate;
+  // A worker's clock read coarsely, or a wait measured a little longer than the step, may give a busy time of
+  // about zero: kept above a microsecond per step so that its speed stays finite.
+  if (steps > 0 && first.busy && last.busy) track.busy_per_step = std::max(1e-6, (*last.busy - *first.busy) / steps);
 }
 
 std::vector<StragglerChange> StragglerDetector::evaluate(Clock::time_point now) {
   std::vector<StragglerChange> changes = std::move(pending_);
   pending_.clear();
-  for (auto& [rank, track] : tracks_) track.rate = measure(track, now);
+  for (auto& [rank, track] : tracks_) measure(track, now);
+  // Busy time when every rank with a rate reports it; step rates otherwise. Either way a "speed": higher is faster.
+  bool busy_everywhere = true;
+  for (const auto& [rank, track] : tracks_) busy_everywhere = busy_everywhere && (!track.rate || track.busy_per_step);
+  const StragglerBasis basis = busy_everywhere ? StragglerBasis::kBusyTime : StragglerBasis::kStepRate;
+  const auto speed_of = [basis](const Track& track) -> std::optional<double> {
+    if (!track.rate) return std::nullopt;
+    return basis == StragglerBasis::kBusyTime ? 1 / *track.busy_per_step : *track.rate;
+  };
 
   for (auto& [rank, track] : tracks_) {
     std::vector<double> others;
+    std::vector<double> other_rates;
     for (const auto& [other_rank, other] : tracks_) {
-      if (other_rank != rank && other.rate) others.push_back(*other.rate);
+      if (other_rank == rank || !other.rate) continue;
+      others.push_back(*speed_of(other));
+      other_rates.push_back(*other.rate);
     }
-    if (!track.rate || others.empty()) {  // not judged now: a flag cannot stand without evidence
+    const std::optional<double> speed = speed_of(track);
+    if (!speed || others.empty()) {  // not judged now: a flag cannot stand without evidence
       track.slow_since.reset();
       end_episode(rank, track, now, StragglerChange::Kind::kAlone, &changes);
       continue;
     }
-    const double rate = *track.rate;
     const double median = median_of(others);
+    StragglerChange change{rank, StragglerChange::Kind::kFlagged, basis, *track.rate, median_of(other_rates)};
+    if (basis == StragglerBasis::kBusyTime) {
+      change.busy_per_step = *track.busy_per_step;
+      change.median_busy_per_step = 1 / median;
+    }
     if (!track.episode) {
-      if (rate >= (1 - settings_.margin) * median) {
+      if (*speed >= (1 - settings_.margin) * median) {
         track.slow_since.reset();
         continue;
       }
       if (!track.slow_since) track.slow_since = now;
       if (now - *track.slow_since < sustain_) continue;
       track.episode = episodes_.size();
-      episodes_.push_back(StragglerEpisode{rank, now, std::nullopt, rate, median, rate});
+      StragglerEpisode episode{
+          rank, basis, now, std::nullopt, change.step_rate, change.median_step_rate, change.step_rate};
+      episode.busy_per_step = change.busy_per_step;
+      episode.median_busy_per_step = change.median_busy_per_step;
+      episode.highest_busy_per_step = change.busy_per_step;
+      episodes_.push_back(episode);
       track.recovered_since.reset();
-      const double measured = seconds(std::min(window_, now - track.points.front().time));
-      changes.push_back(StragglerChange{rank, StragglerChange::Kind::kFlagged, rate, median, measured});
+      change.seconds = seconds(std::min(window_, now - track.points.front().time));
+      changes.push_back(change);
       continue;
     }
     StragglerEpisode& episode = episodes_[*track.episode];
-    episode.lowest_step_rate = std::min(episode.lowest_step_rate, rate);
-    if (rate < (1 - settings_.margin / 2) * median) {
+    episode.lowest_step_rate = std::min(episode.lowest_step_rate, *track.rate);
+    if (track.busy_per_step)
+      episode.highest_busy_per_step = std::max(episode.highest_busy_per_step, *track.busy_per_step);
+    if (*speed < (1 - settings_.margin / 2) * median) {
       track.recovered_since.reset();
       continue;
     }
@@ -141,8 +175,9 @@ std::vector<StragglerChange> StragglerDetector::evaluate(Clock::time_point now) 
     track.episode.reset();
     track.slow_since.reset();
     track.recovered_since.reset();
-    changes.push_back(
-        StragglerChange{rank, StragglerChange::Kind::kRecovered, rate, median, seconds(now - episode.start)});
+    change.kind = StragglerChange::Kind::kRecovered;
+    change.seconds = seconds(now - episode.start);
+    changes.push_back(change);
   }
   return changes;
 }
@@ -154,12 +189,19 @@ void StragglerDetector::end_episode(int rank, Track& track, Clock::time_point no
   episode.end = now;
   track.episode.reset();
   track.recovered_since.reset();
-  changes->push_back(StragglerChange{rank, why, 0, 0, seconds(now - episode.start)});
+  StragglerChange change{rank, why};
+  change.seconds = seconds(now - episode.start);
+  changes->push_back(change);
 }
 
 std::optional<double> StragglerDetector::step_rate(int rank) const {
   const auto found = tracks_.find(rank);
   return found == tracks_.end() ? std::nullopt : found->second.rate;
+}
+
+std::optional<double> StragglerDetector::busy_per_step(int rank) const {
+  const auto found = tracks_.find(rank);
+  return found == tracks_.end() ? std::nullopt : found->second.busy_per_step;
 }
 
 bool StragglerDetector::flagged(int rank) const {
@@ -168,13 +210,28 @@ bool StragglerDetector::flagged(int rank) const {
 }
 
 std::string straggler_message(const StragglerChange& change) {
+  const bool busy = change.basis == StragglerBasis::kBusyTime;
   switch (change.kind) {
     case StragglerChange::Kind::kFlagged:
+      if (busy) {
+        return fmt::format(
+            "rank {} is a straggler: {} s of own work per step against a median of {} s ({:.0f} % more; steps/s "
+            "equal in lock-step: {} against {}) over the last {:.0f} s",
+            change.rank, seconds_text(change.busy_per_step), seconds_text(change.median_busy_per_step),
+            change.median_busy_per_step > 0 ? 100 * (change.busy_per_step / change.median_busy_per_step - 1) : 0.0,
+            rate_text(change.step_rate), rate_text(change.median_step_rate), change.seconds);
+      }
       return fmt::format(
           "rank {} is a straggler: {} steps/s against a median of {} ({:.0f} % slower) over the last {:.0f} s",
           change.rank, rate_text(change.step_rate), rate_text(change.median_step_rate),
           change.median_step_rate > 0 ? 100 * (1 - change.step_rate / change.median_step_rate) : 0.0, change.seconds);
     case StragglerChange::Kind::kRecovered:
+      if (busy) {
+        return fmt::format(
+            "rank {} is no longer a straggler: {} s of own work per step against a median of {} s (flagged for "
+            "{:.0f} s)",
+            change.rank, seconds_text(change.busy_per_step), seconds_text(change.median_busy_per_step), change.seconds);
+      }
       return fmt::format("rank {} is no longer a straggler: {} steps/s against a median of {} (flagged for {:.0f} s)",
                          change.rank, rate_text(change.step_rate), rate_text(change.median_step_rate), change.seconds);
     case StragglerChange::Kind::kLeft:

@@ -26,7 +26,9 @@ HeartbeatWriter::~HeartbeatWriter() = default;
 
 void HeartbeatWriter::beat(std::int64_t progress) { beat(progress, std::nan("")); }
 
-void HeartbeatWriter::beat(std::int64_t progress, double loss) {
+void HeartbeatWriter::beat(std::int64_t progress, double loss) { beat(progress, loss, std::nullopt); }
+
+void HeartbeatWriter::beat(std::int64_t progress, double loss, std::optional<double> wait_seconds) {
   if (!fd_) return;
   const auto now = std::chrono::steady_clock::now();
   if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) return;
@@ -35,6 +37,7 @@ void HeartbeatWriter::beat(std::int64_t progress, double loss) {
   info.step = progress;
   if (std::isfinite(loss)) info.loss = loss;
   info.time = unix_seconds_now();
+  info.wait = wait_seconds;
   // Fixed size: spaces up to the newline, so readers need no truncation and never see an older tail.
   char text[kLineBytes];
   std::memset(text, ' ', sizeof text);

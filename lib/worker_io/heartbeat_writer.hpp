@@ -1,12 +1,14 @@
 // The worker's side of the hang watchdog and of the status API's per-rank view: rewrites
 // MGTRAIN_HEARTBEAT_FILE (set by the launcher) in place as it makes progress, at most every
 // `min_interval_ms`, so a stuck worker goes quiet and a live one costs about one pwrite per interval.
-// The file holds one line of JSON, {"step":N,"loss":x,"time":unix}, padded to a fixed size so a
-// rewrite never leaves the tail of a longer earlier line. Without the variable it does nothing.
+// The file holds one line of JSON, {"step":N,"loss":x,"time":unix}, with "wait" (seconds spent waiting for the other
+// ranks so far, docs/diagnosis-ddp-part.md) when the trainer measures it, padded to a fixed size so a rewrite never
+// leaves the tail of a longer earlier line. Without the variable it does nothing.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "util/fd.hpp"
@@ -23,8 +25,9 @@ class HeartbeatWriter {
   // Records progress (the step number, and the step's loss when known); writes only if the interval has passed.
   void beat(std::int64_t progress);
   void beat(std::int64_t progress, double loss);
+  void beat(std::int64_t progress, double loss, std::optional<double> wait_seconds);
   bool active() const { return fd_.valid(); }
-  static constexpr std::size_t kLineBytes = 96;  // the file's size: the JSON line, spaces, '\n'
+  static constexpr std::size_t kLineBytes = 128;  // the file's size: the JSON line, spaces, '\n'
 
  private:
   Fd fd_;

@@ -177,9 +177,11 @@ void GradientReducer::finish_backward() {
   }
   launch_ready_buckets_in_order();
   lock.unlock();
+  const auto wait_start = std::chrono::steady_clock::now();
   for (auto& bucket : buckets_) {
     if (bucket.work) bucket.work->wait();
   }
+  waited_ += std::chrono::steady_clock::now() - wait_start;
   for (auto& slot : params_) {
     const at::Tensor& view = buckets_[slot.bucket].views[slot.index_in_bucket];
     at::Tensor& grad = slot.tensor.mutable_grad();

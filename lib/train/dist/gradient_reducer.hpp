@@ -5,6 +5,7 @@
 // computation. Buckets are launched in the same order on every rank. See ARCHITECTURE.md.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,10 @@ class GradientReducer {
   // parameter's .grad holding the average over ranks. Throws when a parameter got no gradient and
   // find_unused_parameters is off (naming the parameters), instead of waiting forever.
   void finish_backward();
+  // Seconds finish_backward has spent so far waiting for the buckets' all-reduces: mostly time this rank waited for
+  // slower ones (the heartbeat's "wait", docs/diagnosis-ddp-part.md). Host time: meaningful where Work::wait blocks
+  // the host (CPU tensors), not for NCCL, whose wait only orders streams.
+  double wait_seconds() const { return std::chrono::duration<double>(waited_).count(); }
   // Zeroes the gradients (bucket views stay in place with gradient_as_bucket_view).
   void zero_grad();
 
@@ -82,6 +87,7 @@ class GradientReducer {
   bool sync_ = false;
   bool in_backward_ = false;
   std::size_t next_to_launch_ = 0;
+  std::chrono::steady_clock::duration waited_{};
 };
 
 }  // namespace mgtrain

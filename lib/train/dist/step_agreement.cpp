@@ -12,7 +12,11 @@ void StepAgreement::begin(const StepVotes& mine) {
 }
 
 StepVotes StepAgreement::finish() {
-  if (work_) work_->wait();
+  if (work_) {
+    const auto wait_start = std::chrono::steady_clock::now();
+    work_->wait();
+    waited_ += std::chrono::steady_clock::now() - wait_start;
+  }
   work_ = {};
   const float* v = votes_.data_ptr<float>();
   return StepVotes{v[0] > 0, v[1] > 0, v[2] > 0, v[3] > 0};

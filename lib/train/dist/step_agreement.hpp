@@ -4,6 +4,8 @@
 // read after backward, so it overlaps the step instead of adding a round trip.
 #pragma once
 
+#include <chrono>
+
 #include <ATen/core/Tensor.h>
 
 #include "train/dist/communicator.hpp"
@@ -25,11 +27,14 @@ class StepAgreement {
   void begin(const StepVotes& mine);
   // The decision of all ranks (any rank's vote counts).
   StepVotes finish();
+  // Seconds finish() has spent so far waiting for the vote (as GradientReducer::wait_seconds).
+  double wait_seconds() const { return std::chrono::duration<double>(waited_).count(); }
 
  private:
   Communicator& comm_;
   at::Tensor votes_;
   torch_compat::WorkHandle work_;
+  std::chrono::steady_clock::duration waited_{};
 };
 
 }  // namespace mgtrain

@@ -243,7 +243,7 @@ class TrainingRun {
       const auto step_start = Clock::now();
       agreement_.begin(my_votes());
       const double loss = train_step(loader);
-      heartbeat_.beat(step_, loss);
+      heartbeat_.beat(step_, loss, collective_wait_seconds());
       if (test_hang_step_ && step_ >= *test_hang_step_) test_hook_hang_here();
       const bool epoch_done = s + 1 == steps_this_epoch;
       current_ = TrainPosition{step_, epoch_done ? epoch_ + 1 : epoch_, epoch_done ? 0 : consumed_};
@@ -253,6 +253,14 @@ class TrainingRun {
       if (epoch_done) finish_epoch();
     }
     if (steps_this_epoch == 0) summary_.epochs_completed = epoch_ + 1;  // resumed right at its end
+  }
+
+  // The seconds this rank has waited for the others in the step's collectives (the gradients' all-reduce, the
+  // vote), for the heartbeat: straggler detection compares the ranks' time outside them (docs/diagnosis-ddp-part.md).
+  // Not on a GPU: NCCL's Work::wait returns before the collective is done, so the host would not see the wait.
+  std::optional<double> collective_wait_seconds() const {
+    if (s_.device.is_cuda() || comm_.single_process()) return std::nullopt;
+    return s_.reducer->wait_seconds() + agreement_.wait_seconds();
   }
 
   // What this rank says before the step: the ranks agree on it after the step (step_agreement.hpp).
