@@ -175,9 +175,9 @@ constexpr int kBusyExit = 6;         // another dump is being taken
 
 void print_stacks(const Json& answer) {
   const Json& ranks = answer.at("ranks");
-  std::printf("stacks of run %s, attempt %d: %zu rank%s dumped in %s s\n", text_or_dash(field(answer, "run_id")).c_str(),
-              answer.at("attempt").get<int>() + 1, ranks.size(), ranks.size() == 1 ? "" : "s",
-              text_or_dash(field(answer, "seconds"), 2).c_str());
+  std::printf("stacks of run %s, attempt %d: %zu rank%s dumped in %s s\n",
+              text_or_dash(field(answer, "run_id")).c_str(), answer.at("attempt").get<int>() + 1, ranks.size(),
+              ranks.size() == 1 ? "" : "s", text_or_dash(field(answer, "seconds"), 2).c_str());
   for (const Json& r : ranks) {
     std::printf("\nrank %s (local %s, pid %s): %s, %s\n", text_or_dash(field(r, "rank")).c_str(),
                 text_or_dash(field(r, "local_rank")).c_str(), text_or_dash(field(r, "pid")).c_str(),
@@ -215,8 +215,8 @@ int run_stacks(const fs::path& run_dir, bool json) {
   std::string body, why;
   const int wait_s = static_cast<int>(kMaxStacksDumpS) + 30;
   if (!status_http_post(endpoint, "/stacks", token, wait_s, status, body, why)) {
-    throw Error("run " + run_dir.string() + " is not running: " + why +
-                    " (its launcher has ended, or it runs without the status API: " + how_to_enable + ")",
+    throw Error("run " + run_dir.string() + " is not running: " + why + ": its launcher has ended (`mgtrain status " +
+                    run_dir.string() + "` shows what its files say)",
                 kNotRunningExit);
   }
   const Json answer = Json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -233,8 +233,10 @@ int run_stacks(const fs::path& run_dir, bool json) {
     throw Error("the launcher at " + endpoint + " does not know POST /stacks (an older mgtrain?)");
   }
   if (status != 200 || !answer.is_object() || !field(answer, "ranks").is_array()) {
-    throw Error("the status API at " + endpoint + " answered POST /stacks with HTTP " + std::to_string(status) +
-                ": " + (message != "-" ? message : error != "-" ? error : body));
+    throw Error("the status API at " + endpoint + " answered POST /stacks with HTTP " + std::to_string(status) + ": " +
+                (message != "-" ? message
+                 : error != "-" ? error
+                                : body));
   }
   if (json) {
     std::fputs(body.c_str(), stdout);

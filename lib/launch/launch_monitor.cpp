@@ -11,9 +11,9 @@
 #include <fstream>
 #include <map>
 
+#include "config/launch_defaults.hpp"
 #include "contract/heartbeat_line.hpp"
 #include "contract/log_layout.hpp"
-#include "config/launch_defaults.hpp"
 #include "launch/stacks_on_demand.hpp"
 #include "observe/status_token.hpp"
 #include "supervise/worker_env.hpp"
@@ -301,8 +301,8 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     options.run_dir = plan.run_dir;
     options.token = generate_status_token();
     // POST /stacks: bounded like a hang's dump (launch.diagnose_timeout; its 0 turns off only the hang's).
-    const double dump_timeout_s =
-        launch.diagnose_timeout > 0 ? std::min(launch.diagnose_timeout, kMaxStacksDumpS) : launch_defaults::kDiagnoseTimeoutS;
+    const double dump_timeout_s = launch.diagnose_timeout > 0 ? std::min(launch.diagnose_timeout, kMaxStacksDumpS)
+                                                              : launch_defaults::kDiagnoseTimeoutS;
     options.dump_stacks = [dump_timeout_s](const StatusSnapshot& snapshot) {
       return dump_stacks_on_demand(snapshot, dump_timeout_s);
     };

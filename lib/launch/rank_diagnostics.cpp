@@ -68,8 +68,8 @@ std::vector<std::string> diagnosis_summary(const diagnose::NodeDiagnosis& diagno
   for (const diagnose::RankDiagnosis& rank : diagnosis.ranks) {
     if (!rank.dump.output_path.empty() && rank.rank >= 0) ++written;
   }
-  lines.push_back("stacks of " + std::to_string(written) + " rank" + (written == 1 ? "" : "s") + " in " +
-                  attempt_dir + "/rank_*/stacks.txt (" + format_seconds(diagnosis.seconds) + ")");
+  lines.push_back("stacks of " + std::to_string(written) + " rank" + (written == 1 ? "" : "s") + " in " + attempt_dir +
+                  "/rank_*/stacks.txt (" + format_seconds(diagnosis.seconds) + ")");
   for (const diagnose::RankDiagnosis& rank : diagnosis.ranks) {
     for (const std::string& note : rank.dump.notes) lines.push_back(note);
   }

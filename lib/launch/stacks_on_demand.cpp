@@ -54,7 +54,7 @@ std::string on_demand_stacks_file(const std::string& rank_directory, int number)
 int next_stacks_number(const std::vector<std::string>& rank_directories) {
   int number = 1;
   std::error_code error;
-  for (bool taken = true; taken; ) {
+  for (bool taken = true; taken;) {
     taken = false;
     for (const std::string& directory : rank_directories) {
       if (std::filesystem::exists(on_demand_stacks_file(directory, number), error)) {
@@ -84,8 +84,9 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
   std::unique_lock<std::timed_mutex> lock(stack_dump_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) {
     dump.outcome = StacksOutcome::kBusy;
-    dump.message = "the ranks' stacks are being dumped now (a hang's diagnostics or another request); ask again "
-                   "when that is done";
+    dump.message =
+        "the ranks' stacks are being dumped now (a hang's diagnostics or another request); ask again "
+        "when that is done";
     return dump;
   }
   const auto started = diagnose::Clock::now();

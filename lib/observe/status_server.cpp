@@ -5,7 +5,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
@@ -45,7 +44,6 @@ struct StatusServer::State {
   std::mutex mutex;  // guards snapshot and commands
   StatusSnapshot snapshot;
   std::vector<StatusCommand> commands;
-  std::atomic<bool> dumping{false};  // a POST /stacks is being answered
 
   // The snapshot with each rank's heartbeat line read now (the files are the workers'; reading is safe here).
   StatusSnapshot current() {
@@ -86,23 +84,16 @@ struct StatusServer::State {
     return json_answer(202, std::string("{\"accepted\":\"") + name + "\"}\n");
   }
 
-  // POST /stacks: the launcher's dump on this thread, one at a time (status_stacks.hpp).
+  // POST /stacks: the launcher's dump, on this thread (status_stacks.hpp; the dumper answers busy itself).
   HttpAnswer stacks(const HttpRequest& request) {
     if (!authorized(request)) return unauthorized();
     if (!options.dump_stacks) return json_answer(404, "{\"error\":\"this launcher does not dump stacks\"}\n");
-    StacksDump dump;
     const StatusSnapshot now = current();
-    if (dumping.exchange(true)) {
-      dump.outcome = StacksOutcome::kBusy;
-      dump.message = "a stack dump of this run is being taken now; ask again when it is done (a few seconds)";
-    } else {
-      try {
-        dump = options.dump_stacks(now);
-      } catch (const std::exception& error) {
-        dumping = false;
-        return json_answer(500, "{\"error\":" + json_string(error.what()) + "}\n");
-      }
-      dumping = false;
+    StacksDump dump;
+    try {
+      dump = options.dump_stacks(now);
+    } catch (const std::exception& error) {
+      return json_answer(500, "{\"error\":" + json_string(error.what()) + "}\n");
     }
     HttpAnswer answer = json_answer(stacks_http_status(dump), stacks_to_json(dump, now.run_id) + "\n");
     if (dump.outcome == StacksOutcome::kBusy) answer.headers.emplace_back("Retry-After", "5");

@@ -3,8 +3,8 @@
 // POST /stacks with the run's bearer token. Served by cpp-httplib (the dlopen'ed module of status_http.hpp)
 // from its own threads; the supervisor loop stays the only owner of worker state: it publishes snapshots
 // here, and the POST commands wait in a queue whose eventfd the loop polls. POST /stacks is the exception: the
-// launcher's dumper (status_stacks.hpp) runs on the HTTP thread that asked, on the ranks of the last snapshot,
-// one dump at a time (a second request meanwhile is answered 409 "busy" at once), so the loop never waits for it.
+// launcher's dumper (status_stacks.hpp) runs on the HTTP thread that asked, on the ranks of the last snapshot, so
+// the loop never waits for it; the dumper answers a request that comes while it dumps with "busy" at once.
 #pragma once
 
 #include <memory>
@@ -24,8 +24,8 @@ class StatusServer {
   struct Options {
     std::string bind = "127.0.0.1";
     int port = 0;
-    std::string token;    // POST requests must carry "Authorization: Bearer <token>"
-    std::string run_dir;  // where metrics.jsonl is read from
+    std::string token;         // POST requests must carry "Authorization: Bearer <token>"
+    std::string run_dir;       // where metrics.jsonl is read from
     StacksDumper dump_stacks;  // POST /stacks; empty: answered 404
   };
   // Binds the port now: UsageError naming the address and port when it cannot (busy, bad address);

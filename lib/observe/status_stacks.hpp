@@ -1,6 +1,6 @@
 // The status API's on-demand stack dump (POST /stacks, docs/monitoring.md): what the launcher answers, as plain
-// data, and its JSON. The dump itself is the launcher's (launch/rank_diagnostics.hpp, through lib/diagnose); the
-// status server only calls it, one at a time, from the HTTP thread that asked, so the supervisor loop never waits.
+// data, and its JSON. The dump itself is the launcher's (launch/stacks_on_demand.hpp, through lib/diagnose); the
+// status server calls it from the HTTP thread that asked, so the supervisor loop never waits.
 #pragma once
 
 #include <sys/types.h>
@@ -18,8 +18,8 @@ struct RankStacks {
   int rank = 0;
   int local_rank = 0;
   pid_t pid = -1;
-  std::string stacks_file;              // attempt_N/rank_R/stacks-K.txt; "" when not even the notes could be written
-  std::string outcome;                  // "complete", "partial" or "failed" (diagnose::DumpOutcome)
+  std::string stacks_file;  // stacks-K.txt in the rank's folder; "" when not even notes were written
+  std::string outcome;      // "complete", "partial" or "failed" (diagnose::DumpOutcome)
   bool python_frames = false;
   bool native_frames = false;
   std::vector<std::string> top_frames;  // one line per thread, innermost first (diagnose/top_frames.hpp)
@@ -46,7 +46,8 @@ struct StacksDump {
 // little longer for the answer.
 inline constexpr double kMaxStacksDumpS = 60.0;
 
-// The launcher's dump of the ranks `snapshot` shows running (called on an HTTP thread, never two at once).
+// The launcher's dump of the ranks `snapshot` shows running, called on an HTTP thread: a call while another dumps
+// returns kBusy at once.
 using StacksDumper = std::function<StacksDump(const StatusSnapshot& snapshot)>;
 
 // The answer's JSON: {"run_id", "attempt", "time", "seconds", "ranks":[{rank, local_rank, pid, stacks_file, outcome,
