@@ -92,6 +92,7 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
   const auto started = diagnose::Clock::now();
   dump.time = unix_seconds_now();
   std::vector<std::string> rank_directories;
+  rank_directories.reserve(running.size());
   for (const RankStatus* rank : running) {
     rank_directories.push_back(log_layout::rank_dir(snapshot.run_dir, snapshot.attempt, rank->rank));
   }

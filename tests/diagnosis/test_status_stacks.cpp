@@ -67,9 +67,9 @@ struct StacksRun {
   explicit StacksRun(std::vector<std::string> extra_flags = {},
                      std::vector<std::pair<std::string, std::string>> env = {}) {
     std::ofstream(dir / "worker.py") << kWorker;
-    std::vector<std::string> argv = {kMgtrain,      "launch", "--nproc",         "2",   "--status-port",
-                                     std::to_string(free_port()), "--log-dir", log_dir, "--run-id", "live",
-                                     "--grace-period", "3"};
+    std::vector<std::string> argv = {
+        kMgtrain,    "launch", "--nproc",  "2",    "--status-port",  std::to_string(free_port()),
+        "--log-dir", log_dir,  "--run-id", "live", "--grace-period", "3"};
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
     argv.insert(argv.end(), {"--", kPython, dir / "worker.py"});
     env.emplace_back("TEST_DIR", dir.path());
@@ -141,9 +141,9 @@ TEST_CASE("status --stacks: both ranks' frames of a running job, which goes on a
   CHECK_THAT(first.out, Catch::Contains("stacks of run live, attempt 1: 2 ranks dumped"));
   CHECK_THAT(first.out, Catch::Contains("rank 0 (local 0, pid ") && Catch::Contains("rank 1 (local 1, pid "));
   CHECK_THAT(first.out, Catch::Contains("  waiting_for_the_release_file (worker.py:"));  // rank 1's top frame
-  CHECK_THAT(first.out, Catch::Contains("  <module> (worker.py:"));                     // rank 0's
-  CHECK_THAT(first.out, Catch::Contains(run.rank_dir(0) + "/stacks-1.txt") &&
-                            Catch::Contains(run.rank_dir(1) + "/stacks-1.txt"));
+  CHECK_THAT(first.out, Catch::Contains("  <module> (worker.py:"));                      // rank 0's
+  CHECK_THAT(first.out,
+             Catch::Contains(run.rank_dir(0) + "/stacks-1.txt") && Catch::Contains(run.rank_dir(1) + "/stacks-1.txt"));
   CHECK_THAT(read_text(run.rank_dir(1) + "/stacks-1.txt"), Catch::Contains("in waiting_for_the_release_file"));
   CHECK_FALSE(file_exists(run.rank_dir(1) + "/stacks.txt"));  // the hang report's file stays untouched
 
@@ -175,8 +175,8 @@ TEST_CASE("status --stacks: a second request while a dump runs is told busy at o
   StacksRun run({"--diagnose-timeout", "5"}, {{"BLOCK_STACKS_RANK", "0"}});
   const std::string rank0_pid = read_text(run.run_dir + "/ready_0");
   const auto started = Clock::now();
-  ChildProcess slow = start_process({kMgtrain, "status", "live", "--log-dir", run.log_dir, "--stacks"},
-                                    run.dir / "slow");
+  ChildProcess slow =
+      start_process({kMgtrain, "status", "live", "--log-dir", run.log_dir, "--stacks"}, run.dir / "slow");
   REQUIRE(wait_until([&] { return signal_pending(rank0_pid); }, 5s));  // the first dump is under way
   const auto asked = Clock::now();
   CapturedRun busy = run.status_stacks();
