@@ -82,7 +82,8 @@ bool post(const std::string& host, int port, const std::string& path, const std:
   if (!authorization.empty()) headers.emplace("Authorization", authorization);
   httplib::Result result = client.Post(path.c_str(), headers, "", "text/plain");
   if (!result) {
-    error = httplib::to_string(result.error());
+    error = result.error() == httplib::Error::Connection ? "could not connect: refused or timed out"
+                                                         : httplib::to_string(result.error());
     return false;
   }
   status = result->status;
