@@ -1,7 +1,8 @@
-// `mgtrain status [RUN] [--log-dir DIR] [--json]`: a run's live state for humans. Reads the endpoint the
+// `mgtrain status [RUN] [--log-dir DIR] [--json] [--stacks]`: a run's live state for humans. Reads the endpoint the
 // launcher wrote to <run dir>/status_endpoint and asks its /status; without a live launcher it says so
 // and shows what the run's files say (heartbeats, the last resource sample, the last metrics row).
-// docs/monitoring.md#status-api-and-dashboard
+// docs/monitoring.md#status-api-and-dashboard. With --stacks: POST /stacks with the run's token, then each rank's
+// stacks file and top frames, or an error with its own exit code (docs/diagnosis-status-part.md, docs/exit-codes.md).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -13,6 +14,7 @@
 #include "contract/log_layout.hpp"
 #include "observe/status_server.hpp"
 #include "observe/status_snapshot.hpp"
+#include "observe/status_stacks.hpp"
 #include "util/error.hpp"
 #include "util/file_io.hpp"
 #include "util/strings.hpp"
@@ -165,10 +167,90 @@ void print_from_files(const fs::path& run_dir) {
   if (!metrics.empty()) std::printf("last metrics row: %s\n", metrics.c_str());
 }
 
+// `mgtrain status --stacks`'s exit codes besides 0, 1 and 2 (docs/exit-codes.md).
+constexpr int kNotRunningExit = 3;   // no launcher answers, or no rank runs now
+constexpr int kNoStatusApiExit = 4;  // the run was launched without --status-port
+constexpr int kTokenExit = 5;        // status_token missing or unreadable, or refused
+constexpr int kBusyExit = 6;         // another dump is being taken
+
+void print_stacks(const Json& answer) {
+  const Json& ranks = answer.at("ranks");
+  std::printf("stacks of run %s, attempt %d: %zu rank%s dumped in %s s\n",
+              text_or_dash(field(answer, "run_id")).c_str(), answer.at("attempt").get<int>() + 1, ranks.size(),
+              ranks.size() == 1 ? "" : "s", text_or_dash(field(answer, "seconds"), 2).c_str());
+  for (const Json& r : ranks) {
+    std::printf("\nrank %s (local %s, pid %s): %s, %s\n", text_or_dash(field(r, "rank")).c_str(),
+                text_or_dash(field(r, "local_rank")).c_str(), text_or_dash(field(r, "pid")).c_str(),
+                text_or_dash(field(r, "outcome")).c_str(), text_or_dash(field(r, "stacks_file")).c_str());
+    const Json& frames = field(r, "top_frames");
+    if (!frames.is_array() || frames.empty()) std::printf("  (no frames)\n");
+    if (frames.is_array()) {
+      for (const Json& frame : frames) std::printf("  %s\n", text_or_dash(frame).c_str());
+    }
+    const Json& notes = field(r, "notes");
+    if (notes.is_array()) {
+      for (const Json& note : notes) std::printf("  note: %s\n", text_or_dash(note).c_str());
+    }
+  }
+}
+
+// POST /stacks to the run's launcher, then the answer printed (or as JSON).
+int run_stacks(const fs::path& run_dir, bool json) {
+  const std::string how_to_enable =
+      "relaunch it with --status-port PORT (launch.status_port) to dump its stacks on demand; a job started with "
+      "--hang-timeout S gets every rank's stacks.txt by itself when it hangs";
+  const std::string endpoint = trim(file_text(run_dir / "status_endpoint"));
+  if (endpoint.empty()) {
+    throw Error("run " + run_dir.string() + " has no status API (no status_endpoint file): " + how_to_enable,
+                kNoStatusApiExit);
+  }
+  const std::string token = trim(file_text(run_dir / "status_token"));
+  if (token.empty()) {
+    throw Error("cannot read the run's token " + (run_dir / "status_token").string() +
+                    ": it is missing, or readable only by the user who launched the run (mode 0600); run this as "
+                    "that user",
+                kTokenExit);
+  }
+  int status = 0;
+  std::string body, why;
+  const int wait_s = static_cast<int>(kMaxStacksDumpS) + 30;
+  if (!status_http_post(endpoint, "/stacks", token, wait_s, status, body, why)) {
+    throw Error("run " + run_dir.string() + " is not running: " + why + ": its launcher has ended (`mgtrain status " +
+                    run_dir.string() + "` shows what its files say)",
+                kNotRunningExit);
+  }
+  const Json answer = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const std::string error = text_or_dash(field(answer, "error"));
+  const std::string message = text_or_dash(field(answer, "message"));
+  if (status == 401) {
+    throw Error("the launcher at " + endpoint + " refused the token of " + (run_dir / "status_token").string() +
+                    " (a status_token of another launch of this run?)",
+                kTokenExit);
+  }
+  if (status == 409 && error == "busy") throw Error("busy: " + message, kBusyExit);
+  if (status == 409 && error == "not_running") throw Error("not running: " + message, kNotRunningExit);
+  if (status == 404) {  // an older launcher: /stacks is no page of its
+    throw Error("the launcher at " + endpoint + " does not know POST /stacks (an older mgtrain?)");
+  }
+  if (status != 200 || !answer.is_object() || !field(answer, "ranks").is_array()) {
+    throw Error("the status API at " + endpoint + " answered POST /stacks with HTTP " + std::to_string(status) + ": " +
+                (message != "-" ? message
+                 : error != "-" ? error
+                                : body));
+  }
+  if (json) {
+    std::fputs(body.c_str(), stdout);
+    return 0;
+  }
+  print_stacks(answer);
+  return 0;
+}
+
 }  // namespace
 
 int run_status_command(const StatusRequest& request) {
   const fs::path run_dir = find_run_directory(request);
+  if (request.stacks) return run_stacks(run_dir, request.json);
   const std::string endpoint = trim(file_text(run_dir / "status_endpoint"));
   std::string why = "the run was not launched with --status-port";
   if (!endpoint.empty()) {

@@ -62,12 +62,14 @@ struct PlotRequest {
   std::string log_dir;  // as for RunsRequest
 };
 
-// `mgtrain status [RUN] [--log-dir DIR] [--json]`: a run's live state from its launcher's status API, or
-// from its files when no launcher serves it (docs/monitoring.md#status-api-and-dashboard).
+// `mgtrain status [RUN] [--log-dir DIR] [--json] [--stacks]`: a run's live state from its launcher's status API, or
+// from its files when no launcher serves it (docs/monitoring.md#status-api-and-dashboard); with --stacks, every
+// running rank's stacks dumped now through POST /stacks (docs/diagnosis-status-part.md).
 struct StatusRequest {
   std::string run;      // run id under the log directory, or a run directory; empty: the newest run
   std::string log_dir;  // empty: $MGTRAIN_LAUNCH_LOG_DIR, else "runs"
-  bool json = false;    // the /status JSON as the server sends it
+  bool json = false;    // the /status JSON (with --stacks: the /stacks JSON) as the server sends it
+  bool stacks = false;  // dump the running ranks' stacks now (POST /stacks) and print their top frames
 };
 
 struct EnvRequest {

@@ -235,12 +235,17 @@ std::unique_ptr<Subcommand> add_status(CLI::App& app) {
   cmd.add_option("run", request.run, "run id under the log directory, or a run directory (default: the newest run)");
   cmd.add_option("--log-dir,--log_dir", request.log_dir,
                  "where run directories are (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
-  cmd.add_flag("--json", request.json, "the /status JSON as the launcher serves it");
+  cmd.add_flag("--json", request.json, "the /status JSON as the launcher serves it (with --stacks: the /stacks JSON)");
+  cmd.add_flag("--stacks", request.stacks,
+               "dump every running rank's stacks now, without stopping the job, and print their top frames and "
+               "stacks files (POST /stacks; needs the run's status_token)");
   cmd.footer(
       "The launcher serves it with --status-port PORT (launch.status_port); without a live launcher the\n"
       "command says so and shows what the run's files say.\nExamples:\n  mgtrain status\n  mgtrain status my-run "
-      "--json\n"
-      "Docs: docs/monitoring.md#status-api-and-dashboard");
+      "--json\n  mgtrain status my-run --stacks\n"
+      "Exit codes with --stacks: 0 dumped, 2 no such run, 3 not running, 4 no status API, 5 token, 6 busy "
+      "(docs/exit-codes.md)\n"
+      "Docs: docs/monitoring.md#status-api-and-dashboard, docs/diagnosis.md");
   return sub;
 }
 

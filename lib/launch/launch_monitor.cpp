@@ -11,8 +11,10 @@
 #include <fstream>
 #include <map>
 
+#include "config/launch_defaults.hpp"
 #include "contract/heartbeat_line.hpp"
 #include "contract/log_layout.hpp"
+#include "launch/stacks_on_demand.hpp"
 #include "observe/status_token.hpp"
 #include "supervise/worker_env.hpp"
 #include "util/error.hpp"
@@ -304,6 +306,12 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     options.port = static_cast<int>(launch.status_port);
     options.run_dir = plan.run_dir;
     options.token = generate_status_token();
+    // POST /stacks: bounded like a hang's dump (launch.diagnose_timeout; its 0 turns off only the hang's).
+    const double dump_timeout_s = launch.diagnose_timeout > 0 ? std::min(launch.diagnose_timeout, kMaxStacksDumpS)
+                                                              : launch_defaults::kDiagnoseTimeoutS;
+    options.dump_stacks = [dump_timeout_s](const StatusSnapshot& snapshot) {
+      return dump_stacks_on_demand(snapshot, dump_timeout_s);
+    };
     server_ = std::make_unique<StatusServer>(options);  // binds now: a busy port fails before any worker starts
     const std::string token_file = plan.run_dir + "/status_token";
     write_status_token_file(token_file, options.token);

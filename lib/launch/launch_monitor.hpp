@@ -3,7 +3,8 @@
 // (observe/straggler_detector.hpp: a console warning per episode, the ranks' step rates and flags in the
 // status snapshot, episodes to run.json), publishes the status snapshot to the status server whenever
 // the workers change or a sample was taken, and carries out the server's POST commands in the loop:
-// /checkpoint = SIGUSR2 to every worker's group, /stop = as if the launcher got SIGUSR1.
+// /checkpoint = SIGUSR2 to every worker's group, /stop = as if the launcher got SIGUSR1. POST /stacks does not pass
+// through the loop: LaunchMonitoring gives the server stacks_on_demand.hpp's dump, run on the HTTP thread.
 #pragma once
 
 #include <chrono>

@@ -4,10 +4,16 @@
 #include <filesystem>
 
 #include "diagnose/process_facts.hpp"
+#include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/time_format.hpp"
 
 namespace mgtrain {
+
+std::timed_mutex& stack_dump_mutex() {
+  static std::timed_mutex mutex;
+  return mutex;
+}
 
 RankDiagnostics::~RankDiagnostics() { join(); }
 
@@ -35,6 +41,8 @@ void RankDiagnostics::collect_diagnostics(int attempt, const std::vector<Target>
   reported_ = false;
   worker_ = std::thread([this, processes = std::move(processes), deadline] {
     try {
+      std::unique_lock<std::timed_mutex> lock(stack_dump_mutex(), deadline);  // an on-demand dump ends first
+      if (!lock.owns_lock()) throw Error("an on-demand dump (POST /stacks) held the ranks until the deadline");
       last_ = diagnose::diagnose_ranks(processes, attempt_directory_, deadline);
     } catch (const std::exception& error) {  // reported by done(): the workers are stopped all the same
       last_ = diagnose::NodeDiagnosis{};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,11 @@ class RankDiagnostics final : public HangDiagnostics {
   std::string attempt_directory_;
   diagnose::NodeDiagnosis last_;
 };
+
+// One stack dump of this node's ranks at a time: the hang diagnostics and the status API's on-demand dump
+// (stacks_on_demand.hpp) share each rank's faulthandler.txt and ptrace. A hang's collection waits for an on-demand
+// dump to end (until its own deadline at most); an on-demand dump is refused (busy) while either runs.
+std::timed_mutex& stack_dump_mutex();
 
 // The lines printed when a node's collection ended: where the stacks are, how long it took, and each rank's notes
 // (what could not be taken and why). Pure.

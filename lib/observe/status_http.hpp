@@ -36,12 +36,16 @@ class HttpServer {
   virtual void start(HttpHandler handler) = 0;  // after bind
 };
 
-// What the module exports (mgtrain_status_http_module_v1).
+// What the module exports (mgtrain_status_http_module_v2).
 struct StatusHttpModule {
   HttpServer* (*create_server)();
   // GET http://host:port/path: true with the status and body of any answer, false with `error` when none came.
   bool (*get)(const std::string& host, int port, const std::string& path, int& status, std::string& body,
               std::string& error);
+  // POST http://host:port/path without a body, with "Authorization: <authorization>" unless it is "", waiting up to
+  // `timeout_s` for the answer (a dump of stacks takes seconds): as get.
+  bool (*post)(const std::string& host, int port, const std::string& path, const std::string& authorization,
+               int timeout_s, int& status, std::string& body, std::string& error);
 };
 
 // The module, loaded once: next to the running executable (build tree), else in ../lib/mgtrain (installed).
@@ -50,4 +54,4 @@ const StatusHttpModule& status_http_module();
 
 }  // namespace mgtrain
 
-extern "C" const mgtrain::StatusHttpModule* mgtrain_status_http_module_v1();
+extern "C" const mgtrain::StatusHttpModule* mgtrain_status_http_module_v2();

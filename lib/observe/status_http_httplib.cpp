@@ -73,11 +73,29 @@ bool get(const std::string& host, int port, const std::string& path, int& status
   return true;
 }
 
-const StatusHttpModule kModule{create_server, get};
+bool post(const std::string& host, int port, const std::string& path, const std::string& authorization, int timeout_s,
+          int& status, std::string& body, std::string& error) {
+  httplib::Client client(host, port);
+  client.set_connection_timeout(2, 0);
+  client.set_read_timeout(timeout_s, 0);
+  httplib::Headers headers;
+  if (!authorization.empty()) headers.emplace("Authorization", authorization);
+  httplib::Result result = client.Post(path.c_str(), headers, "", "text/plain");
+  if (!result) {
+    error = result.error() == httplib::Error::Connection ? "could not connect: refused or timed out"
+                                                         : httplib::to_string(result.error());
+    return false;
+  }
+  status = result->status;
+  body = result->body;
+  return true;
+}
+
+const StatusHttpModule kModule{create_server, get, post};
 
 }  // namespace
 }  // namespace mgtrain
 
-extern "C" __attribute__((visibility("default"))) const mgtrain::StatusHttpModule* mgtrain_status_http_module_v1() {
+extern "C" __attribute__((visibility("default"))) const mgtrain::StatusHttpModule* mgtrain_status_http_module_v2() {
   return &mgtrain::kModule;
 }

@@ -29,9 +29,9 @@ const StatusHttpModule& status_http_module() {
       continue;
     }
     using Entry = const StatusHttpModule* (*)();
-    void* symbol = dlsym(handle, "mgtrain_status_http_module_v1");
+    void* symbol = dlsym(handle, "mgtrain_status_http_module_v2");
     if (!symbol) {
-      tried += "\n  " + path + ": no mgtrain_status_http_module_v1 (a module of another mgtrain version?)";
+      tried += "\n  " + path + ": no mgtrain_status_http_module_v2 (a module of another mgtrain version?)";
       dlclose(handle);
       continue;
     }

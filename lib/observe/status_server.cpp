@@ -15,6 +15,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/file_io.hpp"
+#include "util/json_text.hpp"
 #include "util/time_format.hpp"
 #include "util/value_parsing.hpp"
 
@@ -58,18 +59,22 @@ struct StatusServer::State {
     return copy;
   }
 
-  HttpAnswer command(const HttpRequest& request, StatusCommand what, const char* name) {
+  bool authorized(const HttpRequest& request) const {
     const std::string prefix = "Bearer ";
-    const bool authorized = request.authorization.compare(0, prefix.size(), prefix) == 0 &&
-                            tokens_equal(options.token, std::string_view(request.authorization).substr(prefix.size()));
-    if (!authorized) {
-      HttpAnswer answer =
-          json_answer(401,
-                      "{\"error\":\"missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-                      "token from <run dir>/status_token\"}\n");
-      answer.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"mgtrain\"");
-      return answer;
-    }
+    return request.authorization.compare(0, prefix.size(), prefix) == 0 &&
+           tokens_equal(options.token, std::string_view(request.authorization).substr(prefix.size()));
+  }
+
+  static HttpAnswer unauthorized() {
+    HttpAnswer answer = json_answer(401,
+                                    "{\"error\":\"missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+                                    "with the token from <run dir>/status_token\"}\n");
+    answer.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"mgtrain\"");
+    return answer;
+  }
+
+  HttpAnswer command(const HttpRequest& request, StatusCommand what, const char* name) {
+    if (!authorized(request)) return unauthorized();
     {
       std::lock_guard<std::mutex> lock(mutex);
       commands.push_back(what);
@@ -77,6 +82,22 @@ struct StatusServer::State {
     const std::uint64_t one = 1;
     (void)!write(event_fd.get(), &one, sizeof one);
     return json_answer(202, std::string("{\"accepted\":\"") + name + "\"}\n");
+  }
+
+  // POST /stacks: the launcher's dump, on this thread (status_stacks.hpp; the dumper answers busy itself).
+  HttpAnswer stacks(const HttpRequest& request) {
+    if (!authorized(request)) return unauthorized();
+    if (!options.dump_stacks) return json_answer(404, "{\"error\":\"this launcher does not dump stacks\"}\n");
+    const StatusSnapshot now = current();
+    StacksDump dump;
+    try {
+      dump = options.dump_stacks(now);
+    } catch (const std::exception& error) {
+      return json_answer(500, "{\"error\":" + json_string(error.what()) + "}\n");
+    }
+    HttpAnswer answer = json_answer(stacks_http_status(dump), stacks_to_json(dump, now.run_id) + "\n");
+    if (dump.outcome == StacksOutcome::kBusy) answer.headers.emplace_back("Retry-After", "5");
+    return answer;
   }
 
   HttpAnswer handle(const HttpRequest& request) {
@@ -96,9 +117,10 @@ struct StatusServer::State {
     } else if (request.method == "POST") {
       if (path == "/checkpoint") return command(request, StatusCommand::kCheckpoint, "checkpoint");
       if (path == "/stop") return command(request, StatusCommand::kStop, "stop");
+      if (path == "/stacks") return stacks(request);
     }
     const bool known = path == "/healthz" || path == "/status" || path == "/metrics" || path == "/api/metrics" ||
-                       path == "/" || path == "/checkpoint" || path == "/stop";
+                       path == "/" || path == "/checkpoint" || path == "/stop" || path == "/stacks";
     if (known) return json_answer(405, "{\"error\":\"method not allowed\"}\n");
     return json_answer(404, "{\"error\":\"no such page: try /, /status, /metrics, /healthz\"}\n");
   }
@@ -144,15 +166,40 @@ std::vector<StatusCommand> StatusServer::take_commands() {
 
 std::string StatusServer::endpoint() const { return state_->options.bind + ":" + std::to_string(state_->options.port); }
 
-std::optional<std::string> status_http_get(const std::string& endpoint, const std::string& path, std::string& error) {
+namespace {
+
+// "host:port" split, a wildcard host asked on loopback; false with `error` when it is not host:port.
+bool split_endpoint(const std::string& endpoint, std::string& host, int& port, std::string& error) {
   const std::size_t colon = endpoint.rfind(':');
   if (colon == std::string::npos) {
     error = "'" + endpoint + "' is not host:port";
-    return std::nullopt;
+    return false;
   }
-  std::string host = endpoint.substr(0, colon);
+  host = endpoint.substr(0, colon);
   if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
-  const int port = static_cast<int>(parse_int(endpoint.substr(colon + 1)).value_or(0));
+  port = static_cast<int>(parse_int(endpoint.substr(colon + 1)).value_or(0));
+  return true;
+}
+
+}  // namespace
+
+bool status_http_post(const std::string& endpoint, const std::string& path, const std::string& token, int timeout_s,
+                      int& status, std::string& body, std::string& error) {
+  std::string host;
+  int port = 0;
+  if (!split_endpoint(endpoint, host, port, error)) return false;
+  std::string why;
+  if (!status_http_module().post(host, port, path, "Bearer " + token, timeout_s, status, body, why)) {
+    error = "no answer from " + endpoint + " (" + why + ")";
+    return false;
+  }
+  return true;
+}
+
+std::optional<std::string> status_http_get(const std::string& endpoint, const std::string& path, std::string& error) {
+  std::string host;
+  int port = 0;
+  if (!split_endpoint(endpoint, host, port, error)) return std::nullopt;
   int status = 0;
   std::string body, why;
   if (!status_http_module().get(host, port, path, status, body, why)) {

@@ -1,8 +1,10 @@
 // The launcher's status API over HTTP (docs/monitoring.md): GET /healthz, /status (JSON), /metrics
-// (Prometheus), /api/metrics (rank 0's loss curves), / (the dashboard page); POST /checkpoint and
-// POST /stop with the run's bearer token. Served by cpp-httplib (the dlopen'ed module of status_http.hpp)
+// (Prometheus), /api/metrics (rank 0's loss curves), / (the dashboard page); POST /checkpoint, POST /stop and
+// POST /stacks with the run's bearer token. Served by cpp-httplib (the dlopen'ed module of status_http.hpp)
 // from its own threads; the supervisor loop stays the only owner of worker state: it publishes snapshots
-// here, and the POST commands wait in a queue whose eventfd the loop polls.
+// here, and the POST commands wait in a queue whose eventfd the loop polls. POST /stacks is the exception: the
+// launcher's dumper (status_stacks.hpp) runs on the HTTP thread that asked, on the ranks of the last snapshot, so
+// the loop never waits for it; the dumper answers a request that comes while it dumps with "busy" at once.
 #pragma once
 
 #include <memory>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "observe/status_snapshot.hpp"
+#include "observe/status_stacks.hpp"
 
 namespace mgtrain {
 
@@ -21,8 +24,9 @@ class StatusServer {
   struct Options {
     std::string bind = "127.0.0.1";
     int port = 0;
-    std::string token;    // POST requests must carry "Authorization: Bearer <token>"
-    std::string run_dir;  // where metrics.jsonl is read from
+    std::string token;         // POST requests must carry "Authorization: Bearer <token>"
+    std::string run_dir;       // where metrics.jsonl is read from
+    StacksDumper dump_stacks;  // POST /stacks; empty: answered 404
   };
   // Binds the port now: UsageError naming the address and port when it cannot (busy, bad address);
   // Error when the HTTP module cannot be loaded.
@@ -48,5 +52,11 @@ class StatusServer {
 // An HTTP GET on a status server ("host:port"): the body of a 200 answer, or nullopt with `error` set
 // (connection refused, timeout, other status). Used by `mgtrain status`.
 std::optional<std::string> status_http_get(const std::string& endpoint, const std::string& path, std::string& error);
+
+// An HTTP POST (no body) on a status server with "Authorization: Bearer <token>", waiting up to `timeout_s`: true
+// with the status and body of any answer, false with `error` set when none came (refused, timeout).
+// Used by `mgtrain status --stacks`.
+bool status_http_post(const std::string& endpoint, const std::string& path, const std::string& token, int timeout_s,
+                      int& status, std::string& body, std::string& error);
 
 }  // namespace mgtrain

@@ -1,0 +1,26 @@
+// The status API's on-demand stack dump for a single-node launch (POST /stacks, `mgtrain status --stacks`;
+// docs/diagnosis-status-part.md): every rank that runs now, dumped without stopping it into its own folder of the
+// current attempt as stacks-K.txt (K = 1, 2, ... per attempt: earlier dumps are kept, and stacks.txt stays the hang
+// report's), by a deadline, with each rank's top frames and notes. Runs on the status server's HTTP thread, so the
+// supervisor loop goes on; it shares stack_dump_mutex() with the hang diagnostics, so the two never dump at once.
+#pragma once
+
+#include <string>
+
+#include "diagnose/stack_dump.hpp"
+#include "observe/status_stacks.hpp"
+
+namespace mgtrain {
+
+// <rank dir>/stacks-<number>.txt
+std::string on_demand_stacks_file(const std::string& rank_directory, int number);
+// The first number K >= 1 for which no rank folder of `rank_directories` has stacks-K.txt.
+int next_stacks_number(const std::vector<std::string>& rank_directories);
+
+// Dumps the ranks `snapshot` shows running (its phase must be "running", else kNotRunning) within `timeout_s`;
+// kBusy while the hang diagnostics hold the dump lock. A rank whose pid is no longer this launcher's child (it
+// ended since the snapshot) gets a note instead of a dump.
+StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_s,
+                                 const diagnose::DumpOptions& options = {});
+
+}  // namespace mgtrain
