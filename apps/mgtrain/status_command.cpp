@@ -2,7 +2,7 @@
 // launcher wrote to <run dir>/status_endpoint and asks its /status; without a live launcher it says so
 // and shows what the run's files say (heartbeats, the last resource sample, the last metrics row).
 // docs/monitoring.md#status-api-and-dashboard. With --stacks: POST /stacks with the run's token, then each rank's
-// stacks file and top frames, or an error with its own exit code (docs/diagnosis-status-part.md, docs/exit-codes.md).
+// stacks file and top frames, or an error with its own exit code (docs/diagnosis.md, docs/exit-codes.md).
 #include <cstdio>
 #include <filesystem>
 #include <string>

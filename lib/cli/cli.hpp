@@ -64,7 +64,7 @@ struct PlotRequest {
 
 // `mgtrain status [RUN] [--log-dir DIR] [--json] [--stacks]`: a run's live state from its launcher's status API, or
 // from its files when no launcher serves it (docs/monitoring.md#status-api-and-dashboard); with --stacks, every
-// running rank's stacks dumped now through POST /stacks (docs/diagnosis-status-part.md).
+// running rank's stacks dumped now through POST /stacks (docs/diagnosis.md).
 struct StatusRequest {
   std::string run;      // run id under the log directory, or a run directory; empty: the newest run
   std::string log_dir;  // empty: $MGTRAIN_LAUNCH_LOG_DIR, else "runs"

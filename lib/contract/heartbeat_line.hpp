@@ -3,7 +3,7 @@
 // ("41\n"), or with the heartbeat line mgtrain-worker rewrites, {"step":N,"loss":x,"time":unix} (loss null
 // before the first step). The line may carry "wait": the seconds the rank has spent so far waiting for the other
 // ranks (in collectives), which lets straggler detection tell a slow rank among ranks in lock-step
-// (docs/diagnosis-ddp-part.md). The launcher watches the file change (its time is the progress time) and reads the
+// (docs/diagnosis.md). The launcher watches the file change (its time is the progress time) and reads the
 // step back (parse_progress_step, parse_progress); the status API reads the whole line.
 #pragma once
 

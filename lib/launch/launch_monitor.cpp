@@ -43,7 +43,7 @@ double unix_time_of(Clock::time_point when) {
 Clock::duration progress_interval(double window_s) { return steady_seconds(std::clamp(window_s / 20, 0.1, 1.0)); }
 
 // A rank's progress file: its step (nullopt when absent, only touched or unreadable) with its busy seconds when the
-// line reports its wait (docs/diagnosis-ddp-part.md), and when it was written,
+// line reports its wait (docs/diagnosis.md), and when it was written,
 // as a steady time (its modification time, so the launcher's own delays in reading do not blur the rates;
 // never later than `now`).
 struct ProgressReading {

@@ -1,5 +1,5 @@
 // The status API's on-demand stack dump for a single-node launch (POST /stacks, `mgtrain status --stacks`;
-// docs/diagnosis-status-part.md): every rank that runs now, dumped without stopping it into its own folder of the
+// docs/diagnosis.md): every rank that runs now, dumped without stopping it into its own folder of the
 // current attempt as stacks-K.txt (K = 1, 2, ... per attempt: earlier dumps are kept, and stacks.txt stays the hang
 // report's), by a deadline, with each rank's top frames and notes. Runs on the status server's HTTP thread, so the
 // supervisor loop goes on; it shares stack_dump_mutex() with the hang diagnostics, so the two never dump at once.

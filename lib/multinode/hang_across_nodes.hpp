@@ -1,4 +1,4 @@
-// A hang across the nodes of a job (docs/diagnosis-multinode-part.md). When one node finds a hang it tells the
+// A hang across the nodes of a job (docs/diagnosis.md). When one node finds a hang it tells the
 // rendezvous server (kHangFound) and keeps its workers running while it collects its ranks' stacks; the server asks
 // every other node to do the same (kDiagnose); each answers with its stalled ranks' progress facts once its stacks
 // are written (kDiagnosed). Only when every node answered, or launch.diagnose_timeout (+ kDiagnoseSlackS) passed,

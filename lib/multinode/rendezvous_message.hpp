@@ -180,7 +180,7 @@ struct NodeFailure {
   std::string stderr_log;  // on that host
   std::vector<std::string> stderr_tail;
   std::string error_message;  // from TORCHELASTIC_ERROR_FILE
-  // A hang (docs/diagnosis-multinode-part.md): waiting for the hung rank, its progress and stacks.
+  // A hang (docs/diagnosis.md): waiting for the hung rank, its progress and stacks.
   bool waiting = false;
   long long last_progress_ms = 0;  // Unix milliseconds of its last progress report; 0: unknown
   bool has_last_step = false;

@@ -30,7 +30,7 @@ struct StragglerRecord {
   double step_rate = 0;       // steps/s when flagged
   double median_step_rate = 0;
   double lowest_step_rate = 0;
-  // Ranks compared by busy time (in lock-step, docs/diagnosis-ddp-part.md): own-work seconds per step when flagged,
+  // Ranks compared by busy time (in lock-step, docs/diagnosis.md): own-work seconds per step when flagged,
   // the other ranks' median then, the rank's highest during the episode. nullopt: compared by step rates.
   std::optional<double> busy_per_step = std::nullopt;
   std::optional<double> median_busy_per_step = std::nullopt;

@@ -1,4 +1,4 @@
-// Straggler detection from progress alone (docs/diagnosis.md#stragglers, docs/diagnosis-ddp-part.md): a pure decision
+// Straggler detection from progress alone (docs/diagnosis.md#stragglers, docs/diagnosis.md): a pure decision
 // object fed with each rank's step count as the launcher reads it from the rank's progress file (steady time), no
 // collective and nothing in the training step. Each rank's step rate is measured over a sliding window; a rank whose
 // rate stays below (1 - margin) x the median rate of the other ranks for half a window is flagged, and the flag clears

@@ -79,7 +79,7 @@ class WorkerGroupControl {
     (void)deadline;
   }
   // Coordinated mode only: a hang's diagnostics are collected (or their time is up). The workers keep running until
-  // the agent stops them (stop_on_request), once every node has its diagnostics (docs/diagnosis-multinode-part.md).
+  // the agent stops them (stop_on_request), once every node has its diagnostics (docs/diagnosis.md).
   virtual void hang_diagnosed() {}
 };
 

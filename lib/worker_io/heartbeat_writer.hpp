@@ -2,7 +2,7 @@
 // MGTRAIN_HEARTBEAT_FILE (set by the launcher) in place as it makes progress, at most every
 // `min_interval_ms`, so a stuck worker goes quiet and a live one costs about one pwrite per interval.
 // The file holds one line of JSON, {"step":N,"loss":x,"time":unix}, with "wait" (seconds spent waiting for the other
-// ranks so far, docs/diagnosis-ddp-part.md) when the trainer measures it, padded to a fixed size so a rewrite never
+// ranks so far, docs/diagnosis.md) when the trainer measures it, padded to a fixed size so a rewrite never
 // leaves the tail of a longer earlier line. Without the variable it does nothing.
 #pragma once
 

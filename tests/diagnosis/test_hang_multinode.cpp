@@ -1,4 +1,4 @@
-// Hang diagnosis across nodes as real processes (docs/diagnosis-multinode-part.md): two `mgtrain launch --nnodes 2`
+// Hang diagnosis across nodes as real processes (docs/diagnosis.md): two `mgtrain launch --nnodes 2`
 // node agents on loopback, 2 ranks each, Python workers (the shipped progress helper) that wait for each other at a
 // file barrier in a directory both nodes share (a collective). Global rank 3 gets stuck in stuck_here() on node 1;
 // the others wait for it. Node 1 finds the hang, the server asks node 0 to dump its ranks' stacks too, and only then

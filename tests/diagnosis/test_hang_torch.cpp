@@ -1,4 +1,4 @@
-// Hang detection with torch 2.x over gloo (issue 24's "Done when", docs/diagnosis-ddp-part.md): the real
+// Hang detection with torch 2.x over gloo (issue 24's "Done when", docs/diagnosis.md): the real
 // `mgtrain launch --nproc 3 --hang-timeout 3` running Python DDP-style workers of the torch venv
 // (init_process_group("gloo") with a 600 s timeout) that report progress through the shipped helper. The last rank
 // has one batch fewer (uneven inputs, the classic DDP hang): it skips the all_reduce of step 16 and waits in the

@@ -1,5 +1,5 @@
 // `mgtrain status --stacks` and the status API's POST /stacks against a running job of the real `mgtrain launch`
-// (docs/diagnosis-status-part.md): two Python ranks, rank 1 waiting inside waiting_for_the_release_file(); the
+// (docs/diagnosis.md): two Python ranks, rank 1 waiting inside waiting_for_the_release_file(); the
 // command prints both ranks' top frames and stacks-K.txt files, earlier dumps are kept, stacks.txt (the hang
 // report's) is not written, and the job goes on and exits 0 once released. A second request while a dump runs is
 // told busy; the error cases (no such run, no status API, token missing or refused, run no longer running) end with

@@ -1,4 +1,4 @@
-// Straggler detection among ranks in lock-step, end to end (docs/diagnosis-ddp-part.md): the real `mgtrain launch`
+// Straggler detection among ranks in lock-step, end to end (docs/diagnosis.md): the real `mgtrain launch`
 // with 3 Python ranks that meet at a file barrier after every step (as DDP ranks meet in each all-reduce, so their
 // step rates are equal) and report the seconds they waited there through the shipped helper
 // (progress(step, wait_s=...)). A rank whose own work takes 30 % longer must be flagged within 60 s by its busy time;

@@ -1,4 +1,4 @@
-// The straggler detector on ranks in lock-step (DDP, docs/diagnosis-ddp-part.md): every step ends for all ranks when
+// The straggler detector on ranks in lock-step (DDP, docs/diagnosis.md): every step ends for all ranks when
 // the slowest one's work is done, so step rates are equal; the ranks' busy seconds (time outside the wait, from the
 // progress line's "wait") name the slow one. Synthetic series: a rank with 30 % more own work is flagged, equal noisy
 // ranks are not, a rank that does not report its wait falls back to step rates; the progress line's "wait" and

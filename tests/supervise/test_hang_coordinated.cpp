@@ -1,6 +1,6 @@
 // Hang detection in a multi-node (coordinated) group, with a fake worker group and made-up times: the workers keep
 // running after the node's diagnostics until the agent stops them (every node must dump first), and a node asked by
-// another (diagnose_on_request) diagnoses its ranks as waiting (docs/diagnosis-multinode-part.md).
+// another (diagnose_on_request) diagnoses its ranks as waiting (docs/diagnosis.md).
 #include <catch2/catch.hpp>
 
 #include <csignal>

@@ -44,7 +44,7 @@ class GradientReducer {
   // find_unused_parameters is off (naming the parameters), instead of waiting forever.
   void finish_backward();
   // Seconds finish_backward has spent so far waiting for the buckets' all-reduces: mostly time this rank waited for
-  // slower ones (the heartbeat's "wait", docs/diagnosis-ddp-part.md). Host time: meaningful where Work::wait blocks
+  // slower ones (the heartbeat's "wait", docs/diagnosis.md). Host time: meaningful where Work::wait blocks
   // the host (CPU tensors), not for NCCL, whose wait only orders streams.
   double wait_seconds() const { return std::chrono::duration<double>(waited_).count(); }
   // Zeroes the gradients (bucket views stay in place with gradient_as_bucket_view).

@@ -256,7 +256,7 @@ class TrainingRun {
   }
 
   // The seconds this rank has waited for the others in the step's collectives (the gradients' all-reduce, the
-  // vote), for the heartbeat: straggler detection compares the ranks' time outside them (docs/diagnosis-ddp-part.md).
+  // vote), for the heartbeat: straggler detection compares the ranks' time outside them (docs/diagnosis.md).
   // Not on a GPU: NCCL's Work::wait returns before the collective is done, so the host would not see the wait.
   std::optional<double> collective_wait_seconds() const {
     if (s_.device.is_cuda() || comm_.single_process()) return std::nullopt;

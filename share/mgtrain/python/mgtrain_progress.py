@@ -13,7 +13,7 @@ is cheap; write every step, or the last step reported before a hang is not the l
 
 Ranks in lock-step (DDP: each all-reduce waits for the slowest rank) all make steps at the same rate, so a slow
 rank cannot be told by its steps. Pass the seconds the rank spent waiting for the others since the previous call,
-and straggler detection compares the ranks' own work per step instead (docs/diagnosis-ddp-part.md):
+and straggler detection compares the ranks' own work per step instead (docs/diagnosis.md):
 
         started = time.monotonic()
         dist.all_reduce(grads)
