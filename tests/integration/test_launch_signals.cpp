@@ -2,6 +2,9 @@
 // second Ctrl-C, SIGKILL of the launcher — and afterwards no process of the job may be alive.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <fstream>
 #include <set>
@@ -142,13 +145,41 @@ TEST_CASE("a worker ignoring SIGTERM is killed after the grace period", "[signal
   require_no_job_process_left(dir, {});
 }
 
+namespace {
+
+// Starts argv as a child of a parent that left SIGCHLD ignored: the disposition is set in the forked child and stays
+// across exec (an interpreter in between, as perl was here, adds its own ways to fail).
+ChildProcess start_with_sigchld_ignored(const std::vector<std::string>& argv, const std::string& output_prefix) {
+  ChildProcess child;
+  child.out_path = output_prefix + ".out";
+  child.err_path = output_prefix + ".err";
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(child.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(child.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGCHLD, SIG_IGN);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  child.pid = pid;
+  return child;
+}
+
+}  // namespace
+
 TEST_CASE("a launcher started with SIGCHLD ignored still sees its workers exit", "[signals]") {
   TempDir dir;
-  // An ignored signal stays ignored across exec; some parents leave SIGCHLD so (perl-base is in every Debian).
-  ChildProcess launcher =
-      start_process({"/usr/bin/perl", "-e", "$SIG{CHLD} = 'IGNORE'; exec @ARGV or die", harness_path(), "nproc=2",
-                     "log_dir=" + (dir / "runs"), "run_id=chld", "--", "sh", "-c", "exit $LOCAL_RANK"},
-                    dir / "launcher");
+  ChildProcess launcher = start_with_sigchld_ignored(
+      {harness_path(), "nproc=2", "log_dir=" + (dir / "runs"), "run_id=chld", "--", "sh", "-c", "exit $LOCAL_RANK"},
+      dir / "launcher");
   std::optional<int> code = wait_for_exit(launcher.pid, 10s);
   REQUIRE(code);
   const std::string err = read_text(launcher.err_path);
