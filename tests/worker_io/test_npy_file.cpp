@@ -379,3 +379,32 @@ np.savez(d + '/both.npz', a=np.ones(2))
   CHECK_THROWS_WITH(NpyFile::open(dir / "scalar.npy"), Contains("a 0-d array (shape ()) of float32"));
   CHECK_THROWS_WITH(NpyFile::open(dir / "both.npz"), Contains("an .npz archive?"));
 }
+
+TEST_CASE("npy: damaged bytes and cut files either open or are refused with a UsageError, never anything else") {
+  const TempDir dir("mgtrain-npy");
+  const std::string good = npy_bytes(dict_text("<f4", "(2, 3)"), std::string(24, '\x01'));
+  std::uint64_t state = 12345;  // a fixed xorshift sequence: the same damage on every run
+  const auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int opened = 0;
+  for (int i = 0; i < 1000; ++i) {
+    std::string bytes = good;
+    if (i % 5 == 0) bytes.resize(next() % bytes.size());
+    for (int flips = 1 + static_cast<int>(next() % 3); flips > 0 && !bytes.empty(); --flips) {
+      bytes[next() % bytes.size()] = static_cast<char>(next());
+    }
+    const std::string path = dir / ("x" + std::to_string(i) + ".npy");  // a new file: rewriting one waits (ext4)
+    write_bytes(path, bytes);
+    try {
+      const NpyFile file = NpyFile::open(path);
+      REQUIRE(file.data_bytes() ==
+              static_cast<std::size_t>(file.rows() * file.row_elements()) * mgtrain::npy_type_size(file.type()));
+      ++opened;
+    } catch (const mgtrain::UsageError&) {}
+  }
+  CHECK(opened > 0);  // damage in the padding or the data
+}
