@@ -13,18 +13,21 @@
 #include "config/config_loader.hpp"
 #include "config/config_yaml.hpp"
 #include "config/starter_config.hpp"
+#include "launch/worker_plugins.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {
 
 int run_config_show(const ConfigShowRequest& request) {
   LoadedConfig loaded = load_config(request.config, current_environment());
+  check_config_against_worker(loaded);  // a registered model's options appear with their defaults
   std::fputs(config_to_yaml(loaded.config, request.show_origin ? &loaded.origin : nullptr).c_str(), stdout);
   return exit_code::kSuccess;
 }
 
 int run_config_validate(const ConfigValidateRequest& request) {
-  load_config(request.config, current_environment());
+  LoadedConfig loaded = load_config(request.config, current_environment());
+  check_config_against_worker(loaded);  // model.type and data.dataset against what launch.worker registers
   std::printf("%s: OK\n", request.config.path->c_str());
   return exit_code::kSuccess;
 }

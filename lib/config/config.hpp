@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,8 @@ struct ModelConfig {
   std::int64_t d_model = 128;                     // gpt
   std::int64_t context_length = 128;              // gpt
   std::string path;                               // torchscript module file
+  std::string registered;                         // type registered: the name the worker registered it under
+  std::map<std::string, std::string> options;     // model.options.*: a registered model's own keys (value as text)
 };
 
 // `data:` — the data set and its loader.
@@ -93,6 +96,8 @@ struct DataConfig {
   std::int64_t prefetch_batches = 4;
   bool shuffle = true;
   bool drop_last = false;
+  std::string registered;                      // dataset registered: the name the worker registered it under
+  std::map<std::string, std::string> options;  // data.options.*: a registered data set's own keys (value as text)
 };
 
 // `train:` — the loop.

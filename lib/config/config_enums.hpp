@@ -15,21 +15,23 @@
 
 namespace mgtrain {
 
-enum class SlurmMode { Auto, Off };                                      // launch.slurm
-enum class RdzvBackend { C10d, Static };                                 // launch.rdzv_backend
-enum class ModelType { Mlp, Cnn, Resnet, Gpt, Torchscript };             // model.type
-enum class DatasetKind { Synthetic, Mnist, Cifar10, Tokens };            // data.dataset
-enum class DeviceOption { Auto, Cpu, Cuda };                             // train.device
-enum class PrecisionMode { Fp32, Bf16, Fp16 };                           // train.precision
-enum class OptimizerName { Sgd, Adam, Adamw };                           // optim.name
-enum class LrScheduleKind { Constant, Step, Cosine, Linear };            // optim.schedule
-enum class BackendChoice { Auto, Gloo, Nccl };                           // ddp.backend
-enum class Strategy { Ddp, Dp };                                         // ddp.strategy
-enum class BestMetric { None, EvalLoss, EvalAccuracy, EvalPerplexity };  // checkpoint.best_metric
-enum class WhenBusy { Wait, Skip };                                      // checkpoint.when_busy
-enum class OnWriteError { Stop, Continue };                              // checkpoint.on_write_error
-enum class LogLevel { Debug, Info, Warn, Error };                        // log.level
-enum class ProgressMode { Auto, Bar, Lines, Off };                       // log.progress
+enum class SlurmMode { Auto, Off };       // launch.slurm
+enum class RdzvBackend { C10d, Static };  // launch.rdzv_backend
+// Registered: a model or data set the worker registered (mgtrain/registry.hpp); its name is in ModelConfig::registered
+// (DataConfig::registered). The config spells it by that name, never "registered".
+enum class ModelType { Mlp, Cnn, Resnet, Gpt, Torchscript, Registered };        // model.type
+enum class DatasetKind { Synthetic, Mnist, Cifar10, Tokens, Npy, Registered };  // data.dataset
+enum class DeviceOption { Auto, Cpu, Cuda };                                    // train.device
+enum class PrecisionMode { Fp32, Bf16, Fp16 };                                  // train.precision
+enum class OptimizerName { Sgd, Adam, Adamw };                                  // optim.name
+enum class LrScheduleKind { Constant, Step, Cosine, Linear };                   // optim.schedule
+enum class BackendChoice { Auto, Gloo, Nccl };                                  // ddp.backend
+enum class Strategy { Ddp, Dp };                                                // ddp.strategy
+enum class BestMetric { None, EvalLoss, EvalAccuracy, EvalPerplexity };         // checkpoint.best_metric
+enum class WhenBusy { Wait, Skip };                                             // checkpoint.when_busy
+enum class OnWriteError { Stop, Continue };                                     // checkpoint.on_write_error
+enum class LogLevel { Debug, Info, Warn, Error };                               // log.level
+enum class ProgressMode { Auto, Bar, Lines, Off };                              // log.progress
 
 // EnumNames<E>::names[i] is the config spelling of the enumerator with value i.
 template <class E>
@@ -49,9 +51,9 @@ struct HasEnumNames<E, std::void_t<decltype(EnumNames<E>::names)>> : std::true_t
 MGTRAIN_ENUM_NAMES(SlurmMode, std::string_view("auto"), std::string_view("off"));
 MGTRAIN_ENUM_NAMES(RdzvBackend, std::string_view("c10d"), std::string_view("static"));
 MGTRAIN_ENUM_NAMES(ModelType, std::string_view("mlp"), std::string_view("cnn"), std::string_view("resnet"),
-                   std::string_view("gpt"), std::string_view("torchscript"));
+                   std::string_view("gpt"), std::string_view("torchscript"), std::string_view("registered"));
 MGTRAIN_ENUM_NAMES(DatasetKind, std::string_view("synthetic"), std::string_view("mnist"), std::string_view("cifar10"),
-                   std::string_view("tokens"));
+                   std::string_view("tokens"), std::string_view("npy"), std::string_view("registered"));
 MGTRAIN_ENUM_NAMES(DeviceOption, std::string_view("auto"), std::string_view("cpu"), std::string_view("cuda"));
 MGTRAIN_ENUM_NAMES(PrecisionMode, std::string_view("fp32"), std::string_view("bf16"), std::string_view("fp16"));
 MGTRAIN_ENUM_NAMES(OptimizerName, std::string_view("sgd"), std::string_view("adam"), std::string_view("adamw"));

@@ -105,6 +105,7 @@ class Merger {
         if (env_name_for_key(k.path) == name) key = &k;
       const std::string where = "environment " + name;
       if (!key) {
+        if (apply_environment_option(name, value, where)) continue;
         throw UsageError(
             fmt::format("{}: not a config key{} (mgtrain reads MGTRAIN_<SECTION>_<KEY>; unset it or fix the name)",
                         where, unknown_key_suffix(name, known_names)));
@@ -120,10 +121,42 @@ class Merger {
     }
     const std::string path = trim(assignment.substr(0, eq));
     const std::string where = "override " + assignment;
+    if (apply_option(path, assignment.substr(eq + 1), where)) return;
     const KeyDef* key = find_key(path);
     if (!key)
       throw UsageError(fmt::format("{}: {}: unknown key{}", where, path, unknown_key_suffix(path, all_key_paths())));
     apply(*key, node_from_text(assignment.substr(eq + 1), where, *key), where);
+  }
+
+  // MGTRAIN_MODEL_OPTIONS_WIDTH=64: model.options.width (option names in lower case).
+  bool apply_environment_option(const std::string& name, const std::string& value, const std::string& where) {
+    for (const auto& k : config_schema()) {
+      const std::string prefix = env_name_for_key(k.path) + "_";
+      if (k.type_name != "mapping" || !starts_with(name, prefix) || name.size() == prefix.size()) continue;
+      std::string option = name.substr(prefix.size());
+      for (auto& c : option) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return apply_option(k.path + "." + option, value, where);
+    }
+    return false;
+  }
+
+  // model.options.NAME=VALUE (an override, or MGTRAIN_MODEL_OPTIONS_NAME): one entry of a mapping key. False when
+  // `path` is not below one.
+  bool apply_option(const std::string& path, const std::string& text, const std::string& where) {
+    const auto dot = path.rfind('.');
+    const KeyDef* mapping = dot == std::string::npos ? nullptr : find_key(path.substr(0, dot));
+    if (!mapping || mapping->type_name != "mapping") return false;
+    YAML::Node entry(YAML::NodeType::Map);
+    const std::string value = trim(text);
+    entry[path.substr(dot + 1)] =
+        !value.empty() && value.front() == '['
+            ? load_yaml_document(
+                  value,
+                  [&](const YAML::Mark&) { return fmt::format("{}: {}: malformed list '{}'", where, path, value); })
+            : YAML::Node(value);
+    apply(*mapping, entry, where);
+    out_.origin[path] = where;
+    return true;
   }
 
   // A detected value fills a key only while it still holds its default.
@@ -166,6 +199,10 @@ class Merger {
             fmt::format("{}: {}: duplicate key (it is already set above in the same mapping)", where, path));
       if (const KeyDef* key = find_key(path)) {
         apply(*key, value, yaml_location(file, value.IsNull() ? key_node.Mark() : value.Mark()));
+        if (key->type_name == "mapping" && value.IsMap()) {  // model.options: each entry has a place of its own
+          for (auto entry = value.begin(); entry != value.end(); ++entry)
+            out_.origin[path + "." + entry->first.Scalar()] = yaml_location(file, entry->first.Mark());
+        }
       } else if (is_section(path)) {
         if (value.IsNull()) continue;  // "train:" with nothing below it
         if (!value.IsMap())

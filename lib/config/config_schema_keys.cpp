@@ -197,7 +197,8 @@ void add_launch_keys(SchemaBuilder& s) {
 // model: the network the built-in trainer builds.
 void add_model_keys(SchemaBuilder& s) {
   using C = Config;
-  s.add(key("model.type", &C::model, &ModelConfig::type, "network the built-in trainer builds"));
+  s.add(registrable_key("model.type", &C::model, &ModelConfig::type, &ModelConfig::registered,
+                        "network the trainer builds: a built-in, or a model the worker registers (docs/trainer.md)"));
   s.add(key("model.hidden_sizes", &C::model, &ModelConfig::hidden_sizes, "mlp: hidden layer widths").at_least(1));
   s.add(key("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability (mlp, gpt)").range(0, 1));
   s.add(
@@ -216,13 +217,17 @@ void add_model_keys(SchemaBuilder& s) {
       key("model.context_length", &C::model, &ModelConfig::context_length, "gpt: tokens per sample").range(1, 1 << 20));
   s.add(key("model.path", &C::model, &ModelConfig::path,
             "torchscript: file written by torch.jit.script(model).save(path)"));
+  s.add(options_key("model.options", &C::model, &ModelConfig::options,
+                    "a registered model's own keys, as it declares them (docs/trainer.md#bring-your-own-model)"));
 }
 
 // data: the data set and its loader.
 void add_data_keys(SchemaBuilder& s) {
   using C = Config;
-  s.add(key("data.dataset", &C::data, &DataConfig::dataset, "data set format"));
-  s.add(key("data.path", &C::data, &DataConfig::path, "directory (mnist, cifar10) or file (tokens) holding the data"));
+  s.add(registrable_key("data.dataset", &C::data, &DataConfig::dataset, &DataConfig::registered,
+                        "data set format: a built-in, or a data set the worker registers (docs/trainer.md)"));
+  s.add(key("data.path", &C::data, &DataConfig::path,
+            "directory (mnist, cifar10, npy) or file (tokens) holding the data; a registered data set reads it too"));
   s.add(key("data.input_shape", &C::data, &DataConfig::input_shape, "synthetic: shape of one sample").at_least(1));
   s.add(key("data.num_classes", &C::data, &DataConfig::num_classes, "synthetic: number of classes").range(2, 1 << 20));
   s.add(key("data.synthetic_samples", &C::data, &DataConfig::synthetic_samples,
@@ -236,6 +241,8 @@ void add_data_keys(SchemaBuilder& s) {
   s.add(key("data.shuffle", &C::data, &DataConfig::shuffle, "reshuffle the training split every epoch (seed + epoch)"));
   s.add(key("data.drop_last", &C::data, &DataConfig::drop_last,
             "drop the tail so every rank gets equal full batches (else pad by repeating samples)"));
+  s.add(options_key("data.options", &C::data, &DataConfig::options,
+                    "a registered data set's own keys, as it declares them"));
 }
 
 // train: the training loop.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 
 #include "config/config.hpp"
 #include "config/config_schema.hpp"
+#include "config/plugin_catalog.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/value_parsing.hpp"
 
@@ -30,6 +32,29 @@ inline std::string describe_node(const YAML::Node& node) {
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";
   return "'" + node.Scalar() + "'";
+}
+
+// An option value as text: a scalar verbatim, a list as "[a, b]". Throws ValueError for a mapping or a nested list.
+inline std::string option_text(const YAML::Node& node, const std::string& name) {
+  if (node.IsNull()) throw ValueError{fmt::format("option {} has no value", name)};
+  if (node.IsScalar()) return node.Scalar();
+  if (!node.IsSequence()) throw ValueError{fmt::format("option {}: expected a value or a list, got a mapping", name)};
+  std::string text = "[";
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    if (!node[i].IsScalar()) throw ValueError{fmt::format("option {}: a list of plain values only", name)};
+    text += (i ? ", " : "") + node[i].Scalar();
+  }
+  return text + "]";
+}
+
+// The YAML node of an option's text (a list for "[...]").
+inline YAML::Node option_node(const std::string& text) {
+  if (text.empty() || text.front() != '[' || text.back() != ']') return YAML::Node(text);
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& part : split(text.substr(1, text.size() - 2), ','))
+    if (!trim(part).empty()) list.push_back(trim(part));
+  list.SetStyle(YAML::EmitterStyle::Flow);
+  return list;
 }
 
 inline void require_scalar(const YAML::Node& node, const char* expected) {
@@ -275,11 +300,88 @@ class SchemaBuilder {
     def.read = [k](const Config& config) { return ValueType<T>::to((config.*(k.section)).*(k.field)); };
     keys_.push_back(std::move(def));
   }
+  // A key written by hand (registrable_key, options_key below).
+  void add(KeyDef def) { keys_.push_back(std::move(def)); }
   std::vector<KeyDef> take() { return std::move(keys_); }
 
  private:
   std::vector<KeyDef> keys_;
 };
+
+// model.type / data.dataset: a built-in (enum E, whose last enumerator is E::Registered) or the name of one the
+// worker registers, stored in `name` with the enum at E::Registered. Whether the worker knows that name is checked
+// once the worker is known (config/plugin_catalog.hpp).
+template <class Section, class E>
+KeyDef registrable_key(std::string path, Section Config::*section, E Section::*field, std::string Section::*name,
+                       std::string doc) {
+  KeyDef def;
+  def.path = std::move(path);
+  def.type_name = "string";
+  def.doc = std::move(doc);
+  for (std::string_view builtin : EnumNames<E>::names)
+    if (builtin != name_of(E::Registered)) def.choices.emplace_back(builtin);
+  def.choices_open = true;
+  def.constraint = "one of ";
+  for (const auto& c : def.choices) def.constraint += c + ", ";
+  def.constraint += "or a name the worker registers";
+  def.assign = [section, field, name, path = def.path](Config& config, const YAML::Node& node) {
+    require_scalar(node, "a string");
+    const std::string& text = node.Scalar();
+    Section& s = config.*section;
+    if (text == name_of(E::Registered)) {
+      throw ValueError{fmt::format("write the registered name itself (e.g. {}: my_model), not '{}'",
+                                   path.substr(path.find('.') + 1), text)};
+    }
+    if (auto builtin = parse_enum<E>(text)) {
+      s.*field = *builtin;
+      (s.*name).clear();
+      return;
+    }
+    if (!is_registrable_name(text)) {
+      throw ValueError{
+          fmt::format("'{}' is neither a built-in nor a name a worker can register (a letter, then "
+                      "letters, digits, '_' or '-')",
+                      text)};
+    }
+    s.*field = E::Registered;
+    s.*name = text;
+  };
+  def.read = [section, field, name](const Config& config) {
+    const Section& s = config.*section;
+    return YAML::Node(s.*field == E::Registered ? s.*name : std::string(name_of(s.*field)));
+  };
+  return def;
+}
+
+// model.options / data.options: a mapping of a registered model's (data set's) own keys to scalar or flow-list
+// values, kept as text. Each source adds to (or replaces single entries of) what the earlier ones set.
+template <class Section>
+KeyDef options_key(std::string path, Section Config::*section, std::map<std::string, std::string> Section::*field,
+                   std::string doc) {
+  KeyDef def;
+  def.path = std::move(path);
+  def.type_name = "mapping";
+  def.doc = std::move(doc);
+  def.constraint = "name: value entries the registered plugin declares";
+  def.assign = [section, field](Config& config, const YAML::Node& node) {
+    if (node.IsNull()) return;
+    if (!node.IsMap())
+      throw ValueError{fmt::format("expected a mapping of option: value, got {}", describe_node(node))};
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Node name = it->first;
+      const YAML::Node value = it->second;
+      if (!name.IsScalar()) throw ValueError{"option names must be plain names"};
+      (config.*section.*field)[name.Scalar()] = option_text(value, name.Scalar());
+    }
+  };
+  def.read = [section, field](const Config& config) {
+    YAML::Node map(YAML::NodeType::Map);
+    for (const auto& [name, text] : config.*section.*field) map[name] = option_node(text);
+    if (map.size() == 0) map.SetStyle(YAML::EmitterStyle::Flow);
+    return map;
+  };
+  return def;
+}
 
 // Every key, in documentation order (config_schema_keys.cpp); config_schema() keeps the one copy.
 std::vector<KeyDef> build_schema();

@@ -6,6 +6,10 @@
 
 namespace mgtrain {
 
+// The worker's flag that prints what it registers besides the built-ins (config/plugin_catalog.hpp's YAML) and
+// exits 0: the launcher checks a config's model.type, data.dataset and their options against it.
+inline constexpr const char* kDescribePluginsFlag = "--describe-plugins";
+
 // Directory of the running executable (/proc/self/exe).
 std::string executable_directory();
 

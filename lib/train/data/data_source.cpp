@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "train/data/cifar10_data.hpp"
+#include "train/data/data_registry.hpp"
 #include "train/data/mnist_data.hpp"
+#include "train/data/npy_data.hpp"
 #include "train/data/synthetic_data.hpp"
 #include "train/data/token_data.hpp"
 #include "util/error.hpp"
@@ -30,6 +32,10 @@ std::unique_ptr<DataSource> open_data_source(const DataConfig& data, Split split
       return open_cifar10_data(data.path, split);
     case DatasetKind::Tokens:
       return open_token_data(data.path, split, context_length);
+    case DatasetKind::Npy:
+      return open_npy_data(data.path, split);
+    case DatasetKind::Registered:
+      return open_registered_data(data, split, context_length, seed);
   }
   throw Error(fmt::format("internal error: no data set for data.dataset {}", data.dataset));
 }

@@ -34,6 +34,8 @@ class DataSource {
 //  mnist:     IDX files (raw or .gz) in the directory data.path.
 //  cifar10:   CIFAR-10 binary batches in the directory data.path.
 //  tokens:    uint16 token file data.path; samples are windows of `context_length` (+1 for the target) tokens.
+//  npy:       NumPy arrays in the directory data.path: train_x.npy / train_y.npy, test_x.npy / test_y.npy.
+//  registered: the data set the worker registered as data.registered (data_registry.hpp).
 // Missing or malformed files raise UsageError naming the file; failed reads SystemError.
 std::unique_ptr<DataSource> open_data_source(const DataConfig& data, Split split, int64_t context_length,
                                              uint64_t seed);

@@ -16,7 +16,8 @@ namespace {
 // Data: the same data set everywhere; the sampler gives each rank its shard.
 void open_data(const Config& config, Communicator& comm, TrainingSetup& setup) {
   const auto seed = static_cast<std::uint64_t>(config.train.seed);
-  setup.language_model = config.model.type == ModelType::Gpt;
+  // Perplexity is reported for the built-in language model, and for any model trained on token data.
+  setup.language_model = config.model.type == ModelType::Gpt || config.data.dataset == DatasetKind::Tokens;
   setup.train_data = open_data_source(config.data, Split::Train, config.model.context_length, seed);
   setup.test_data = open_data_source(config.data, Split::Test, config.model.context_length, seed);
   setup.sampler.emplace(setup.train_data->size(), comm.world_size(), comm.rank(), config.data.shuffle, seed,

@@ -11,10 +11,12 @@
 #include "contract/slurm_task.hpp"
 #include "contract/worker_identity.hpp"
 #include "contract/worker_variables.hpp"
+#include "train/data/data_registry.hpp"
 #include "train/dist/communicator.hpp"
 #include "train/dist/device_setup.hpp"
 #include "train/loop/stop_request.hpp"
 #include "train/loop/trainer.hpp"
+#include "train/models/model_registry.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -25,12 +27,15 @@ namespace {
 
 const char* kUsage = R"(usage: mgtrain-worker [CONFIG.yaml] [KEY=VALUE ...]
        mgtrain-worker --probe
+       mgtrain-worker --describe-plugins
        mgtrain-worker --export-torchscript CHECKPOINT OUT [--force]
 
 One training process (one rank). Normally started by `mgtrain launch CONFIG.yaml`, which hands it the
 resolved config in MGTRAIN_CONFIG_FILE. It also runs under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, ...),
 under srun with one task per rank (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), or alone as world size 1.
 --probe prints the LibTorch facts as JSON (used by `mgtrain env`).
+--describe-plugins prints the models and data sets this worker registers besides the built-ins, with their
+options (YAML; the launcher checks configs against it).
 --export-torchscript writes the checkpoint's model as a TorchScript module (used by `mgtrain export`).
 )";
 
@@ -54,7 +59,9 @@ ConfigRequest config_request_from_args(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int run_worker(const std::vector<std::string>& args) {
+PluginCatalog registered_plugins() { return PluginCatalog{registered_model_specs(), registered_data_specs()}; }
+
+int run_training_worker(const std::vector<std::string>& args) {
   SaveRequest::install();  // first: SIGUSR2 (save now) during setup must not kill us (stop_request.hpp)
   StopRequestHandler::record_early_warning();  // likewise SIGUSR1 (SLURM's warning): acted on at the first step
   const EnvMap env = current_environment();
@@ -78,6 +85,7 @@ int run_worker(const std::vector<std::string>& args) {
     };
     loaded = load_config(config_request_from_args(args), env, options);
   }
+  apply_plugin_catalog(loaded, registered_plugins());  // options left out get their defaults
   ignore_file_size_signal();  // a write over RLIMIT_FSIZE fails with EFBIG (reported) instead of killing us
   const WorkerIdentity id = worker_identity_from_environment(env);
   const Config& config = loaded.config;

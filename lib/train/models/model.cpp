@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "train/models/model_builders.hpp"
+#include "train/models/model_registry.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {
@@ -24,6 +25,7 @@ int64_t parameter_count(Model& model) {
 
 std::unique_ptr<Model> build_model(const ModelConfig& config, const ModelInput& input) {
   if (config.type == ModelType::Torchscript) return build_torchscript_model(config, input);
+  if (config.type == ModelType::Registered) return build_registered_model(config, input);
   if (input.sample_shape.empty())
     throw UsageError(fmt::format("model.type {}: the data set reports an empty sample shape", config.type));
   if (input.num_classes < 1)
@@ -38,6 +40,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, const ModelInput& 
     case ModelType::Gpt:
       return build_gpt_model(config, input);
     case ModelType::Torchscript:
+    case ModelType::Registered:
       break;  // built above
   }
   throw Error(fmt::format("internal error: no builder for model.type {}", config.type));

@@ -453,6 +453,13 @@ TorchScriptExportResult export_torchscript(const std::string& checkpoint_path, c
     throw UsageError(fmt::format("{} exists; add --force to overwrite it, or choose another file with -o", out_path));
   }
   const auto [file, config] = read_checkpoint_and_config(checkpoint_path);
+  if (config.model.type == ModelType::Registered) {
+    throw UsageError(
+        fmt::format("{}: model.type {} is a model a worker registered: its C++ code cannot be written as "
+                    "TorchScript here; export its weights as safetensors (mgtrain export {}, the default "
+                    "format) and load them into the same network in Python",
+                    checkpoint_path, config.model.registered, checkpoint_path));
+  }
   ScriptedModel scripted = config.model.type == ModelType::Torchscript
                                ? script_user_module(config, file, checkpoint_path)
                                : script_builtin_model(config, file);
