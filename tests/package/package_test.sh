@@ -2,8 +2,8 @@
 # The installed CMake package (lib/package.cmake), used the way a project outside the tree uses it: installs BUILD_DIR
 # into a temporary prefix, checks the layout (worker-side libraries and headers in, launcher-only libraries out, no
 # path into the build or source tree in the installed CMake files), configures and builds tests/package/consumer
-# against the prefix with find_package(mgtrain), and runs the built worker: --help, LibTorch and fmt directly, and 2
-# steps of training on synthetic data. Registered in tests/CMakeLists.txt (labels integration, torch, slow).
+# against the prefix with find_package(mgtrain), and runs the built worker: --help, LibTorch and fmt directly, 2 steps
+# of training on synthetic data alone and as 2 ranks under the installed `mgtrain launch --worker`. Registered in tests/CMakeLists.txt (labels integration, torch, slow).
 # Usage: package_test.sh BUILD_DIR WORK_DIR TORCH_DIR CXX_COMPILER [COMPILER_LAUNCHER]
 set -euo pipefail
 build=$(cd "$1" && pwd -P)
@@ -86,4 +86,15 @@ cat "$work/train.log"
 [[ $status -eq 0 ]] || fail "my-worker's training exited with $status (above)"
 grep -q '"summary":' "$work/train.log" || fail "my-worker's training printed no summary (above)"
 grep -q '"steps":2[,}]' "$work/train.log" || fail "my-worker's training did not run exactly 2 steps (above)"
+# The same under the installed launcher: 2 ranks of my-worker (gloo), as a user runs a worker of their own.
+set +e
+(cd "$run" && OMP_NUM_THREADS=1 "$prefix/bin/mgtrain" launch --nproc 2 --worker "$worker" model.type=mlp \
+   model.hidden_sizes=16 data.dataset=synthetic data.input_shape=1,8,8 data.synthetic_samples=256 train.max_steps=2 \
+   train.batch_size=16 "launch.log_dir=$run/launch-logs" "checkpoint.dir=$run/launch-checkpoints") \
+  >"$work/launch.log" 2>&1
+status=$?
+set -e
+cat "$work/launch.log"
+[[ $status -eq 0 ]] || fail "mgtrain launch --nproc 2 --worker my-worker exited with $status (above)"
+grep -q '"world_size":2[,}]' "$work/launch.log" || fail "the launched run's summary does not say world_size 2 (above)"
 say "PASS"
