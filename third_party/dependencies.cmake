@@ -11,95 +11,9 @@ pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 
 if(MGTRAIN_BUILD_WORKER)
-  # MGTRAIN_TORCH_ROOT: the torch package directory of a pip wheel (<venv>/lib/pythonX.Y/site-packages/torch), set by
-  # scripts/build-torch2.sh. Then every LibTorch library must come from there, never from Debian's libtorch-dev
-  # (TorchConfig's find_library(c10 PATHS <root>/lib) searches /usr/lib first and would link Debian's libc10 1.13).
-  if(MGTRAIN_TORCH_ROOT)
-    get_filename_component(MGTRAIN_TORCH_ROOT "${MGTRAIN_TORCH_ROOT}" REALPATH)
-    get_filename_component(_mgtrain_site "${MGTRAIN_TORCH_ROOT}/.." REALPATH)
-    # The CUDA runtime and NVRTC that torch was built with ship as wheels beside it (nvidia/cu13/lib); link those
-    # rather than the toolkit's (/usr/local/cuda), so that one libcudart.so.13 is loaded, the one torch expects.
-    file(GLOB _mgtrain_cudart "${_mgtrain_site}/nvidia/cu*/lib/libcudart.so.*")
-    file(GLOB _mgtrain_nvrtc "${_mgtrain_site}/nvidia/cu*/lib/libnvrtc.so.*")
-    list(FILTER _mgtrain_nvrtc EXCLUDE REGEX "builtins")
-    if(_mgtrain_cudart AND NOT CUDA_cudart_LIBRARY)
-      list(GET _mgtrain_cudart 0 _first)
-      set(CUDA_cudart_LIBRARY "${_first}" CACHE FILEPATH "CUDA runtime of the torch wheel")
-    endif()
-    if(_mgtrain_nvrtc AND NOT CUDA_NVRTC_LIB)
-      list(GET _mgtrain_nvrtc 0 _first)
-      set(CUDA_NVRTC_LIB "${_first}" CACHE FILEPATH "NVRTC of the torch wheel")
-    endif()
-    # Hide the system library directories while TorchConfig/Caffe2Config search (CUDA stays: /usr/local/cuda).
-    set(_mgtrain_saved_ignore "${CMAKE_IGNORE_PATH}")
-    list(APPEND CMAKE_IGNORE_PATH /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE} /usr/lib /lib/${CMAKE_LIBRARY_ARCHITECTURE} /lib
-         /usr/lib64 /lib64)
-    # TorchConfig's find_dependency(Caffe2 PATHS ...) would also find Debian's Caffe2Config first: name it.
-    set(Caffe2_DIR "${MGTRAIN_TORCH_ROOT}/share/cmake/Caffe2" CACHE PATH "Caffe2 of MGTRAIN_TORCH_ROOT" FORCE)
-    find_package(Torch REQUIRED PATHS "${MGTRAIN_TORCH_ROOT}/share/cmake" NO_DEFAULT_PATH)
-    set(CMAKE_IGNORE_PATH "${_mgtrain_saved_ignore}")
-    foreach(_var TORCH_LIBRARY c10_LIBRARY C10_CUDA_LIBRARY)
-      if(DEFINED ${_var} AND NOT "${${_var}}" MATCHES "^${MGTRAIN_TORCH_ROOT}/")
-        message(FATAL_ERROR "mgtrain: ${_var} is ${${_var}}, not under MGTRAIN_TORCH_ROOT ${MGTRAIN_TORCH_ROOT}: "
-                            "this build would mix two LibTorch versions (start from an empty build directory)")
-      endif()
-    endforeach()
-    foreach(_target torch torch_cpu c10 torch_cuda c10_cuda)
-      if(TARGET ${_target})
-        get_target_property(_loc ${_target} IMPORTED_LOCATION_RELEASE)
-        if(_loc AND NOT _loc MATCHES "^${MGTRAIN_TORCH_ROOT}/")
-          message(FATAL_ERROR "mgtrain: ${_target} is ${_loc}, not under MGTRAIN_TORCH_ROOT ${MGTRAIN_TORCH_ROOT}")
-        endif()
-      endif()
-    endforeach()
-    # The wheel's NCCL headers: NCCLUtils.hpp picks features (and so ProcessGroupNCCL's layout) by NCCL_VERSION_CODE,
-    # which must be the NCCL torch was built with, not the toolkit's.
-    if(EXISTS "${_mgtrain_site}/nvidia/nccl/include/nccl.h")
-      set(MGTRAIN_NCCL_INCLUDE_DIR "${_mgtrain_site}/nvidia/nccl/include")
-    endif()
-    # The wheel bundles fmt (a newer major) in <root>/include/fmt. mgtrain links Debian's libfmt, so its headers
-    # must win, for mgtrain's code and torch's alike: an -I directory holding only a link to /usr/include/fmt
-    # (-I is searched before the -isystem torch include directory; /usr/include itself cannot be put first).
-    if(EXISTS "${MGTRAIN_TORCH_ROOT}/include/fmt")
-      set(MGTRAIN_FMT_OVERRIDE_DIR "${CMAKE_BINARY_DIR}/fmt-before-torch")
-      file(MAKE_DIRECTORY "${MGTRAIN_FMT_OVERRIDE_DIR}")
-      get_target_property(_fmt_dirs fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
-      find_path(_mgtrain_fmt_root fmt/core.h HINTS ${_fmt_dirs} NO_CACHE)
-      file(CREATE_LINK "${_mgtrain_fmt_root}/fmt" "${MGTRAIN_FMT_OVERRIDE_DIR}/fmt" SYMBOLIC)
-    endif()
-  else()
-    find_package(Torch REQUIRED)
-  endif()
-  # The NCCL path needs c10d's ProcessGroupNCCL, which a CUDA LibTorch built with NCCL announces with the compile
-  # definition USE_C10D_NCCL on torch_cuda (2.x; Debian's 1.13 is CPU-only). A torch_cuda without it has no NCCL.
-  set(MGTRAIN_WITH_CUDA OFF)
-  set(_mgtrain_cuda_why "no torch_cuda")
-  if(TARGET torch_cuda)
-    get_target_property(_cuda_defs torch_cuda INTERFACE_COMPILE_DEFINITIONS)
-    find_file(_mgtrain_pg_nccl torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH
-              NO_CACHE)
-    if(NOT "USE_C10D_NCCL" IN_LIST _cuda_defs)
-      set(_mgtrain_cuda_why "torch_cuda without USE_C10D_NCCL (LibTorch built without NCCL)")
-    elseif(NOT _mgtrain_pg_nccl)
-      set(_mgtrain_cuda_why "no ProcessGroupNCCL.hpp in ${TORCH_INCLUDE_DIRS}")
-    else()
-      set(MGTRAIN_WITH_CUDA ON)
-    endif()
-  endif()
-  if(MGTRAIN_WITH_CUDA)
-    message(STATUS "mgtrain: LibTorch ${Torch_VERSION} with CUDA: building the NCCL path")
-  else()
-    message(STATUS "mgtrain: LibTorch ${Torch_VERSION} without CUDA (${_mgtrain_cuda_why}): CPU-only build (gloo backend)")
-  endif()
-  # ProcessGroupGloo.hpp needs gloo's headers. The 2.x wheels ship none (LibTorch zips may: build-cuda.sh passes
-  # GLOO_INCLUDE_DIR then); Debian's libgloo-dev works: ProcessGroupGloo's layout holds gloo types only behind
-  # pointers, and the newer Store API is behind GLOO_STORE_HAS_STORE_V2, which Debian's config.h does not define.
-  find_path(GLOO_INCLUDE_DIR gloo/config.h)
-  if(NOT GLOO_INCLUDE_DIR)
-    message(FATAL_ERROR "gloo headers not found: ProcessGroupGloo.hpp needs them (Debian: apt-get install libgloo-dev)")
-  endif()
-  set(GLOO_INCLUDE_DIR ${GLOO_INCLUDE_DIR})
-  set(Torch_VERSION ${Torch_VERSION})
+  # LibTorch and what compiling against it needs (a macro shared with the installed package's mgtrainConfig.cmake).
+  include(${CMAKE_CURRENT_LIST_DIR}/mgtrain_torch.cmake)
+  mgtrain_find_torch()
 endif()
 
 # cairo (Debian: libcairo2-dev) draws `mgtrain plot`'s images in the separate mgtrain-plot binary; without it the
