@@ -61,8 +61,9 @@ std::vector<std::string> builtin_names() {
 
 // One section's choice (model or data) and its options.
 template <class E>
-void check_choice(LoadedConfig& loaded, E kind, const std::string& registered, std::map<std::string, std::string>& options,
-                  const std::vector<PluginSpec>& plugins, const std::string& section, const std::string& choice_key) {
+void check_choice(LoadedConfig& loaded, E kind, const std::string& registered,
+                  std::map<std::string, std::string>& options, const std::vector<PluginSpec>& plugins,
+                  const std::string& section, const std::string& choice_key) {
   const std::string choice_path = section + "." + choice_key;
   const PluginSpec* plugin = nullptr;
   if (kind == E::Registered) {
@@ -73,23 +74,24 @@ void check_choice(LoadedConfig& loaded, E kind, const std::string& registered, s
       for (const auto& name : names_of(plugins)) known.push_back(name);
       std::string list;
       for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
-      throw UsageError(fmt::format("{}: {}: '{}' is not a {} this worker knows{} (it knows: {}){}",
-                                   loaded.origin_of(choice_path), choice_path, registered,
-                                   section == "model" ? "model" : "data set", did_you_mean_suffix(registered, known),
-                                   list,
-                                   plugins.empty() ? "; a model or data set of your own needs a worker built with "
-                                                     "mgtrain::trainer (docs/trainer.md#bring-your-own-model)"
-                                                   : ""));
+      throw UsageError(fmt::format(
+          "{}: {}: '{}' is not a {} this worker knows{} (it knows: {}){}", loaded.origin_of(choice_path), choice_path,
+          registered, section == "model" ? "model" : "data set", did_you_mean_suffix(registered, known), list,
+          plugins.empty() ? "; a model or data set of your own needs a worker built with "
+                            "mgtrain::trainer (docs/trainer.md#bring-your-own-model)"
+                          : ""));
     }
   }
   const std::string options_path = section + ".options";
   for (const auto& [name, text] : options) {
     const std::string path = options_path + "." + name;
-    const std::string where = loaded.origin_of(path) == "default" ? loaded.origin_of(options_path) : loaded.origin_of(path);
+    const std::string where =
+        loaded.origin_of(path) == "default" ? loaded.origin_of(options_path) : loaded.origin_of(path);
     if (!plugin) {
-      throw UsageError(fmt::format("{}: {}: the built-in {} {} takes no options (options are for a registered one; "
-                                   "its own keys are under {}.*)",
-                                   where, path, choice_path, name_of(kind), section));
+      throw UsageError(
+          fmt::format("{}: {}: the built-in {} {} takes no options (options are for a registered one; "
+                      "its own keys are under {}.*)",
+                      where, path, choice_path, name_of(kind), section));
     }
     const auto spec = std::find_if(plugin->options.begin(), plugin->options.end(),
                                    [&name = name](const OptionSpec& o) { return o.name == name; });
@@ -109,9 +111,9 @@ void check_choice(LoadedConfig& loaded, E kind, const std::string& registered, s
   for (const auto& spec : plugin->options) {
     if (options.count(spec.name)) continue;
     if (spec.default_value.empty() && spec.type != OptionType::String) {
-      throw UsageError(fmt::format("{}: {}.{}: {} {} needs this option ({}: {}); add it under {}:",
-                                   loaded.origin_of(choice_path), options_path, spec.name, choice_path, plugin->name,
-                                   option_type_name(spec.type), spec.doc, options_path));
+      throw UsageError(fmt::format(
+          "{}: {}.{}: {} {} needs this option ({}: {}); add it under {}:", loaded.origin_of(choice_path), options_path,
+          spec.name, choice_path, plugin->name, option_type_name(spec.type), spec.doc, options_path));
     }
     options[spec.name] = spec.default_value;
     loaded.origin[options_path + "." + spec.name] = "default of " + plugin->name;
@@ -167,8 +169,8 @@ std::optional<std::string> option_value_problem(const OptionSpec& spec, const st
 
 void check_plugin_spec(const PluginSpec& spec, const char* kind) {
   if (!is_registrable_name(spec.name)) {
-    throw Error(fmt::format("register_{}(\"{}\"): a name is a letter, then letters, digits, '_' or '-'", kind,
-                            spec.name));
+    throw Error(
+        fmt::format("register_{}(\"{}\"): a name is a letter, then letters, digits, '_' or '-'", kind, spec.name));
   }
   std::set<std::string> seen;
   for (const auto& option : spec.options) {
@@ -179,8 +181,8 @@ void check_plugin_spec(const PluginSpec& spec, const char* kind) {
       throw Error(fmt::format("register_{}(\"{}\"): option {} is declared twice", kind, spec.name, option.name));
     if (!option.default_value.empty()) {
       if (auto problem = option_value_problem(option, option.default_value))
-        throw Error(fmt::format("register_{}(\"{}\"): the default of option {}: {}", kind, spec.name, option.name,
-                                *problem));
+        throw Error(
+            fmt::format("register_{}(\"{}\"): the default of option {}: {}", kind, spec.name, option.name, *problem));
     }
   }
 }
@@ -213,8 +215,8 @@ std::string catalog_to_yaml(const PluginCatalog& catalog) {
 PluginCatalog catalog_from_yaml(const std::string& text, const std::string& where) {
   const YAML::Node root = load_yaml_document(text, where);
   auto bad = [&where](const std::string& what) {
-    return UsageError(fmt::format("{}: not a plugin catalog: {} (is this an mgtrain worker of the same version?)",
-                                  where, what));
+    return UsageError(
+        fmt::format("{}: not a plugin catalog: {} (is this an mgtrain worker of the same version?)", where, what));
   };
   if (!root.IsMap()) throw bad("expected a mapping with models: and datasets:");
   PluginCatalog catalog;
@@ -260,8 +262,8 @@ PluginOptions::PluginOptions(PluginSpec spec, std::map<std::string, std::string>
     : spec_(std::move(spec)), values_(std::move(values)) {}
 
 const std::string& PluginOptions::text(const std::string& name, std::initializer_list<OptionType> types) const {
-  const auto spec = std::find_if(spec_.options.begin(), spec_.options.end(),
-                                 [&name](const OptionSpec& o) { return o.name == name; });
+  const auto spec =
+      std::find_if(spec_.options.begin(), spec_.options.end(), [&name](const OptionSpec& o) { return o.name == name; });
   if (spec == spec_.options.end())
     throw Error(fmt::format("{} reads option '{}', which it did not declare when it was registered", spec_.name, name));
   if (std::find(types.begin(), types.end(), spec->type) == types.end()) {
@@ -269,7 +271,8 @@ const std::string& PluginOptions::text(const std::string& name, std::initializer
                             option_type_name(*types.begin()), option_type_name(spec->type)));
   }
   const auto value = values_.find(name);
-  if (value == values_.end()) throw Error(fmt::format("{}: option {} has no value (config not checked)", spec_.name, name));
+  if (value == values_.end())
+    throw Error(fmt::format("{}: option {} has no value (config not checked)", spec_.name, name));
   return value->second;
 }
 

@@ -5,7 +5,9 @@
 
 namespace mgtrain {
 
-void register_model(PluginSpec spec, ModelFactory factory) { add_registered_model(std::move(spec), std::move(factory)); }
+void register_model(PluginSpec spec, ModelFactory factory) {
+  add_registered_model(std::move(spec), std::move(factory));
+}
 
 void register_data(PluginSpec spec, DataFactory factory) { add_registered_data(std::move(spec), std::move(factory)); }
 

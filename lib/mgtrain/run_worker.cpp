@@ -30,8 +30,8 @@ namespace mgtrain {
 int run_worker(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   return log::run_main("mgtrain-worker", [&] {
-    const bool training = args.empty() || (args[0] != "--probe" && args[0] != "--export-torchscript" &&
-                                           args[0] != kDescribePluginsFlag);
+    const bool training =
+        args.empty() || (args[0] != "--probe" && args[0] != "--export-torchscript" && args[0] != kDescribePluginsFlag);
     // Rank 0 (or a worker outside any launcher) says what the whole job does.
     const bool first_rank = training && worker_identity_from_environment(current_environment()).rank == 0;
     restart_with_better_blas_core(argv, first_rank);

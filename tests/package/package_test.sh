@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The installed CMake package (lib/package.cmake), used the way a project outside the tree uses it: installs BUILD_DIR
 # into a temporary prefix, checks the layout (worker-side libraries and headers in, launcher-only libraries out, no
-# path into the build or source tree in the installed CMake files), configures and builds tests/package/consumer
-# against the prefix with find_package(mgtrain), and runs the built worker: --help, LibTorch and fmt directly, 2 steps
-# of training on synthetic data alone and as 2 ranks under the installed `mgtrain launch --worker`. Registered in tests/CMakeLists.txt (labels integration, torch, slow).
+# path into the build or source tree in the installed CMake files), configures and builds examples/custom_model against
+# the prefix with find_package(mgtrain) (another LibTorch is refused), then runs it as a user would: a typo in one of
+# its own config keys is refused with file:line:column and a suggestion; 2 ranks train under the installed
+# `mgtrain launch --worker` and the loss falls; a run whose rank is killed resumes from its checkpoint and ends
+# bit-identical to an uninterrupted one; `mgtrain export` writes its weights. Registered in tests/CMakeLists.txt
+# (labels integration, torch, slow).
 # Usage: package_test.sh BUILD_DIR WORK_DIR TORCH_DIR CXX_COMPILER [COMPILER_LAUNCHER]
 set -euo pipefail
 build=$(cd "$1" && pwd -P)
@@ -28,7 +31,7 @@ for file in "$libdir/cmake/mgtrain/mgtrainConfig.cmake" "$libdir/cmake/mgtrain/m
             "$libdir/cmake/mgtrain/mgtrainTargets.cmake" "$libdir/cmake/mgtrain/mgtrain_torch.cmake" \
             "$libdir/libmgtrain_train_loop.a" "$libdir/libmgtrain_util.a" "$libdir/libmgtrain_worker_io.a" \
             include/mgtrain/internal/util/build_info.hpp include/mgtrain/internal/train/loop/worker_main.hpp \
-            include/mgtrain/internal/config/config_loader.hpp; do
+            include/mgtrain/internal/config/config_loader.hpp include/mgtrain/trainer.hpp include/mgtrain/registry.hpp; do
   [[ -f "$prefix/$file" ]] || fail "$prefix/$file is not installed"
 done
 for library in supervise launch multinode slurm observe cli output elastic diagnose; do
@@ -39,30 +42,13 @@ if grep -n -e "$build" -e "$source_dir" "$prefix/$libdir"/cmake/mgtrain/*.cmake;
   fail "the installed CMake files name the build tree $build or the source tree $source_dir (above)"
 fi
 
-# The consumer: its own project, configured as a user would (the prefix, Torch's directory, this build's compiler).
-consumer=$work/consumer
-configure=(cmake -S "$source_dir/tests/package/consumer" -B "$consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release
-           "-DCMAKE_PREFIX_PATH=$prefix" "-DTorch_DIR=$torch_dir" "-DCMAKE_CXX_COMPILER=$cxx")
-if [[ -n "$launcher" ]]; then configure+=("-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher"); fi
-say "${configure[*]}"
-"${configure[@]}" >"$work/configure.log" 2>&1 || { cat "$work/configure.log" >&2; fail "the consumer's configure"; }
-say "cmake --build $consumer"
-cmake --build "$consumer" -j 2 >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; fail "the consumer's build"; }
-worker=$consumer/my-worker
-
-out=$("$worker" --help) || fail "my-worker --help exited with $?"
-[[ "$out" == *"usage: mgtrain-worker"* ]] || fail "my-worker --help printed no usage: $out"
-out=$("$worker" --torch-check) || fail "my-worker --torch-check exited with $?"
-[[ "$out" == "consumer: torch "*" sum 6" ]] || fail "my-worker --torch-check printed: $out"
-say "$out"
-
 # Another LibTorch than the one mgtrain was built with is refused at configure time, naming both (a stand-in package
 # of another version, laid out as a wheel's <root>/share/cmake/Torch).
 other=$work/other-torch/share/cmake/Torch
 mkdir -p "$other"
 echo 'set(TORCH_LIBRARIES "")' >"$other/TorchConfig.cmake"
 printf 'set(PACKAGE_VERSION 0.0.1)\nset(PACKAGE_VERSION_COMPATIBLE TRUE)\n' >"$other/TorchConfigVersion.cmake"
-other_configure=(cmake -S "$source_dir/tests/package/consumer" -B "$work/consumer-other" -G Ninja
+other_configure=(cmake -S "$source_dir/examples/custom_model" -B "$work/consumer-other" -G Ninja
                  "-DCMAKE_PREFIX_PATH=$prefix" "-DTorch_DIR=$other" "-DCMAKE_CXX_COMPILER=$cxx")
 if "${other_configure[@]}" >"$work/other.log" 2>&1; then
   cat "$work/other.log" >&2
@@ -73,28 +59,97 @@ refusal=$(tr -s ' \n' ' ' <"$work/other.log" |
 [[ "$refusal" == *"found LibTorch 0.0.1" ]] || { cat "$work/other.log" >&2; fail "no clear refusal of LibTorch 0.0.1"; }
 say "another LibTorch is refused: $refusal"
 
-# Two steps of training, alone (world size 1), on synthetic data.
+# The example: its own project, configured as a user would (the prefix, Torch's directory, this build's compiler).
+example=$work/example
+configure=(cmake -S "$source_dir/examples/custom_model" -B "$example" -G Ninja -DCMAKE_BUILD_TYPE=Release
+           "-DCMAKE_PREFIX_PATH=$prefix" "-DTorch_DIR=$torch_dir" "-DCMAKE_CXX_COMPILER=$cxx")
+if [[ -n "$launcher" ]]; then configure+=("-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher"); fi
+say "${configure[*]}"
+"${configure[@]}" >"$work/configure.log" 2>&1 || { cat "$work/configure.log" >&2; fail "the example's configure"; }
+say "cmake --build $example"
+cmake --build "$example" -j 2 >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; fail "the example's build"; }
+worker=$example/custom-worker
+mgtrain=$prefix/bin/mgtrain
+out=$("$worker" --describe-plugins) || fail "custom-worker --describe-plugins exited with $?"
+[[ "$out" == *"name: residual_mlp"* && "$out" == *"name: spirals"* ]] || fail "--describe-plugins printed: $out"
+
+# A typo in the model's own key: refused before any worker starts, with the place and a suggestion.
 run=$work/run
 mkdir -p "$run"
+sed 's/^    blocks: 3$/    blcoks: 3/' "$source_dir/examples/custom_model/custom.yaml" >"$run/typo.yaml"
 set +e
-(cd "$run" && env -u MGTRAIN_CONFIG_FILE OMP_NUM_THREADS=1 "$worker" model.type=mlp model.hidden_sizes=16 \
-   data.dataset=synthetic data.input_shape=1,8,8 data.synthetic_samples=256 train.max_steps=2 train.batch_size=16 \
-   log.every_steps=1 "launch.log_dir=$run/logs" "checkpoint.dir=$run/checkpoints") >"$work/train.log" 2>&1
+(cd "$run" && "$mgtrain" launch --nproc 2 --worker "$worker" typo.yaml) >"$work/typo.log" 2>&1
 status=$?
 set -e
-cat "$work/train.log"
-[[ $status -eq 0 ]] || fail "my-worker's training exited with $status (above)"
-grep -q '"summary":' "$work/train.log" || fail "my-worker's training printed no summary (above)"
-grep -q '"steps":2[,}]' "$work/train.log" || fail "my-worker's training did not run exactly 2 steps (above)"
-# The same under the installed launcher: 2 ranks of my-worker (gloo), as a user runs a worker of their own.
+cat "$work/typo.log"
+[[ $status -eq 2 ]] || fail "a typo in model.options exited with $status, not 2"
+grep -q 'typo.yaml:6:5: model.options.blcoks: unknown option of model.type residual_mlp (did you mean blocks?)' \
+  "$work/typo.log" || fail "the typo's message lacks file:line:column or the suggestion (above)"
+
+# 2 ranks, the example's config; checkpoints every 50 steps. `launch` runs it in $run with run id $1.
+cp "$source_dir/examples/custom_model/custom.yaml" "$run/"
+launch() {
+  (cd "$run" && OMP_NUM_THREADS=1 "$mgtrain" launch --nproc 2 --worker "$worker" --run-id "$1" custom.yaml \
+     train.epochs=2 checkpoint.every_steps=50 log.every_steps=25 "${@:2}")
+}
 set +e
-(cd "$run" && OMP_NUM_THREADS=1 "$prefix/bin/mgtrain" launch --nproc 2 --worker "$worker" model.type=mlp \
-   model.hidden_sizes=16 data.dataset=synthetic data.input_shape=1,8,8 data.synthetic_samples=256 train.max_steps=2 \
-   train.batch_size=16 "launch.log_dir=$run/launch-logs" "checkpoint.dir=$run/launch-checkpoints") \
-  >"$work/launch.log" 2>&1
+launch whole >"$work/whole.log" 2>&1
 status=$?
 set -e
-cat "$work/launch.log"
-[[ $status -eq 0 ]] || fail "mgtrain launch --nproc 2 --worker my-worker exited with $status (above)"
-grep -q '"world_size":2[,}]' "$work/launch.log" || fail "the launched run's summary does not say world_size 2 (above)"
+cat "$work/whole.log"
+[[ $status -eq 0 ]] || fail "the 2-rank run exited with $status (above)"
+grep -q '"world_size":2[,}]' "$work/whole.log" || fail "the run's summary does not say world_size 2 (above)"
+first=$(grep -o 'step 25/[0-9]* epoch 1 loss [0-9.]*' "$work/whole.log" | awk '{print $NF}')
+last=$(grep -o '"final_train_loss":[0-9.e-]*' "$work/whole.log" | cut -d: -f2)
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if b < a / 2 else 1)" \
+  "$first" "$last" || fail "the loss did not fall by half: $first at step 25, $last at the end"
+say "the loss fell from $first (step 25) to $last"
+
+# The same run, its rank 1 stuck at step 120 (the trainer's test hook) and killed there: the launcher fails; the same
+# run id again resumes from step 100 and ends where the uninterrupted run ended, bit for bit.
+set +e
+MGTRAIN_TEST_HANG_AT=1:120 launch killed >"$work/killed.log" 2>&1 &
+launcher_pid=$!
+set -e
+for _ in $(seq 600); do
+  [[ -f "$run/runs/killed/checkpoints/checkpoint-step000000100.safetensors" ]] && break
+  sleep 0.1
+done
+sleep 1
+pkill -KILL -x custom-worker || true  # the workers only (the launcher names the binary in its arguments)
+set +e
+wait "$launcher_pid"
+status=$?
+set -e
+[[ $status -ne 0 ]] || { cat "$work/killed.log"; fail "the launcher whose worker was killed exited 0"; }
+set +e
+launch killed >"$work/resumed.log" 2>&1
+status=$?
+set -e
+cat "$work/resumed.log"
+[[ $status -eq 0 ]] || fail "the resumed run exited with $status (above)"
+grep -q 'resum.*step 100' "$work/resumed.log" || fail "the second run did not resume from step 100 (above)"
+summary() { grep -o '"final_train_loss":[^,]*,.*"eval":{[^}]*}' "$1" | sed 's/"wall_s[^,]*,//'; }
+[[ "$(grep -o '"eval":{[^}]*}' "$work/whole.log")" == "$(grep -o '"eval":{[^}]*}' "$work/resumed.log")" ]] ||
+  fail "the resumed run's evaluation differs from the uninterrupted run's"
+
+# Exported as safetensors, the two runs' weights are the same bytes.
+for name in whole killed; do
+  checkpoint=$(ls "$run/runs/$name/checkpoints/"checkpoint-step*.safetensors | sort | tail -1)
+  "$mgtrain" export "$checkpoint" -o "$work/$name.safetensors" >"$work/export-$name.log" 2>&1 ||
+    { cat "$work/export-$name.log"; fail "mgtrain export $checkpoint"; }
+done
+python3 - "$work/whole.safetensors" "$work/killed.safetensors" <<'PY' || fail "the exported weights differ"
+import json, struct, sys
+def tensors(path):
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    body = data[8 + size:]
+    return {k: body[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys() and len(a) > 10, (sorted(a), sorted(b))
+assert all(a[k] == b[k] for k in a), [k for k in a if a[k] != b[k]]
+print(f"package_test: {len(a)} exported tensors bit-identical: " + ", ".join(sorted(a)[:3]) + ", ...")
+PY
 say "PASS"

@@ -17,10 +17,10 @@ namespace mgtrain {
 // sampler then gives each rank its shard, so a data set returns all of its split's samples.
 struct DataContext {
   Split split = Split::Train;
-  std::string path;             // data.path as the config gives it (${config_dir} expanded)
-  std::uint64_t seed = 0;       // train.seed: the same on every rank
+  std::string path;                 // data.path as the config gives it (${config_dir} expanded)
+  std::uint64_t seed = 0;           // train.seed: the same on every rank
   std::int64_t context_length = 0;  // model.context_length (for sequence data)
-  PluginOptions options;        // data.options.*, checked
+  PluginOptions options;            // data.options.*, checked
 };
 
 using DataFactory = std::function<std::unique_ptr<DataSource>(const DataContext&)>;

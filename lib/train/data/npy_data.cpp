@@ -108,8 +108,8 @@ at::Tensor read_labels(const NpyFile& y, std::int64_t rows, const std::string& x
                                  fmt::join(y.shape(), ", ")));
   }
   if (y.rows() != rows) {
-    throw UsageError(fmt::format("{} holds {} labels but {} holds {} samples: they must match", y.path(), y.rows(),
-                                 x_path, rows));
+    throw UsageError(
+        fmt::format("{} holds {} labels but {} holds {} samples: they must match", y.path(), y.rows(), x_path, rows));
   }
   at::Tensor labels = at::empty({rows}, at::kLong);
   auto* out = labels.data_ptr<std::int64_t>();
@@ -180,10 +180,9 @@ std::unique_ptr<DataSource> open_npy_data(const std::string& directory, Split sp
                                    npy_path(directory, split, "y"), largest, classes - 1));
     }
   }
-  const std::string description =
-      fmt::format("npy {} ({}): {} samples of {} {}, {} classes", x_path, split_name(split), x.rows(),
-                  npy_type_name(x.type()), fmt::join(std::vector<int64_t>(x.shape().begin() + 1, x.shape().end()), "x"),
-                  classes);
+  const std::string description = fmt::format(
+      "npy {} ({}): {} samples of {} {}, {} classes", x_path, split_name(split), x.rows(), npy_type_name(x.type()),
+      fmt::join(std::vector<int64_t>(x.shape().begin() + 1, x.shape().end()), "x"), classes);
   return std::make_unique<NpyData>(std::move(x), std::move(labels), classes, description);
 }
 
