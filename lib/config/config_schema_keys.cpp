@@ -198,7 +198,7 @@ void add_launch_keys(SchemaBuilder& s) {
 void add_model_keys(SchemaBuilder& s) {
   using C = Config;
   s.add(registrable_key("model.type", &C::model, &ModelConfig::type, &ModelConfig::registered,
-                        "network the trainer builds: a built-in, or a model the worker registers (docs/trainer.md)"));
+                        "network the trainer builds (docs/trainer.md)"));
   s.add(key("model.hidden_sizes", &C::model, &ModelConfig::hidden_sizes, "mlp: hidden layer widths").at_least(1));
   s.add(key("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability (mlp, gpt)").range(0, 1));
   s.add(
@@ -225,7 +225,7 @@ void add_model_keys(SchemaBuilder& s) {
 void add_data_keys(SchemaBuilder& s) {
   using C = Config;
   s.add(registrable_key("data.dataset", &C::data, &DataConfig::dataset, &DataConfig::registered,
-                        "data set format: a built-in, or a data set the worker registers (docs/trainer.md)"));
+                        "data set format (docs/trainer.md)"));
   s.add(key("data.path", &C::data, &DataConfig::path,
             "directory (mnist, cifar10, npy) or file (tokens) holding the data; a registered data set reads it too"));
   s.add(key("data.input_shape", &C::data, &DataConfig::input_shape, "synthetic: shape of one sample").at_least(1));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -30,6 +31,12 @@ std::vector<std::string> list_elements(const std::string& text) {
   return elements;
 }
 
+// 65536, 0.5: a bound as a message prints it.
+std::string bound_text(double v) {
+  const bool whole = std::fabs(v) < 9.2e18 && v == static_cast<double>(static_cast<std::int64_t>(v));
+  return whole ? std::to_string(static_cast<std::int64_t>(v)) : format_number(v);
+}
+
 std::optional<std::string> number_problem(const OptionSpec& spec, const std::string& text, bool integer) {
   std::optional<double> value;
   if (integer) {
@@ -39,8 +46,8 @@ std::optional<std::string> number_problem(const OptionSpec& spec, const std::str
   }
   if (!value) return fmt::format("'{}' is not {}", text, integer ? "an integer" : "a number");
   if ((spec.min && *value < *spec.min) || (spec.max && *value > *spec.max)) {
-    return fmt::format("{} is out of range ({} to {})", text, spec.min ? format_number(*spec.min) : "-inf",
-                       spec.max ? format_number(*spec.max) : "inf");
+    return fmt::format("{} is out of range ({} to {})", text, spec.min ? bound_text(*spec.min) : "-inf",
+                       spec.max ? bound_text(*spec.max) : "inf");
   }
   return std::nullopt;
 }

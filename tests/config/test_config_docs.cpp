@@ -53,8 +53,9 @@ TEST_CASE("the starter config loads back to the answered values", "[init]") {
       answer_init_questions({{"model.type", "gpt", "--model"}, {"launch.nproc", "4", "--nproc"}}, nullptr, std::cerr);
   const std::string yaml = starter_config_yaml(answered);
   CHECK(
-      yaml.find("  # network the built-in trainer builds [one of mlp, cnn, resnet, gpt, torchscript]\n  type: gpt\n") !=
-      std::string::npos);
+      yaml.find(
+          "  # network the trainer builds (docs/trainer.md) [one of mlp, cnn, resnet, gpt, torchscript, or a name the "
+          "worker registers]\n  type: gpt\n") != std::string::npos);
   LoadOptions options;
   options.resolved = true;
   LoadedConfig loaded = load_config_text(yaml, "starter.yaml", {}, {}, options);

@@ -260,7 +260,8 @@ TEST_CASE("options with fixed values: every spelling round-trips, a wrong one is
     CHECK_THAT(error, Catch::Contains(key.path) && Catch::Contains("'not-a-choice' is not allowed") &&
                           Catch::Contains("allowed: " + key.allowed_text()));
   }
-  CHECK(fixed >= 15);  // the enum-class options of config_enums.hpp
+  CHECK(fixed >= 13);  // the enum-class options of config_enums.hpp (model.type and data.dataset are open: a worker
+                       // may register more, tests/config/test_plugin_catalog.cpp)
   CHECK_THAT(error_of("train:\n  precision: bf61\n"), Catch::Contains("(did you mean bf16?)"));
 }
 

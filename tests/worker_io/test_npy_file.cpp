@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/npy_bytes.hpp"
 #include "support/temp_dir.hpp"
 #include "util/error.hpp"
 #include "worker_io/npy_file.hpp"
@@ -18,34 +19,9 @@ using Catch::Matchers::Contains;
 using mgtrain::NpyFile;
 using mgtrain::NpyType;
 using mgtrain::testing::TempDir;
+using namespace mgtrain::testing::npy;
 
 namespace {
-
-// A .npy file's bytes as numpy.save writes them: magic, version, header length, the dict, spaces up to 64-byte
-// alignment of the data, '\n', then `data`.
-std::string npy_bytes(const std::string& dict, const std::string& data, int major = 1) {
-  const std::size_t prefix = major == 1 ? 10 : 12;
-  std::string header = dict;
-  const std::size_t total = prefix + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header += '\n';
-  std::string out = "\x93NUMPY";
-  out += static_cast<char>(major);
-  out += '\0';
-  for (std::size_t i = 0; i < prefix - 8; ++i) out += static_cast<char>(header.size() >> (8 * i) & 0xff);
-  return out + header + data;
-}
-
-std::string dict_text(const std::string& descr, const std::string& shape, const std::string& fortran = "False") {
-  return "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
-}
-
-template <typename T>
-std::string raw(const std::vector<T>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 template <typename T>
 std::vector<T> values_of(const NpyFile& file) {
