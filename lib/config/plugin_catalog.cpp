@@ -54,6 +54,7 @@ std::optional<std::string> number_problem(const OptionSpec& spec, const std::str
 
 std::vector<std::string> names_of(const std::vector<PluginSpec>& plugins) {
   std::vector<std::string> names;
+  names.reserve(plugins.size());
   for (const auto& p : plugins) names.push_back(p.name);
   return names;
 }
