@@ -57,8 +57,8 @@ TEST_CASE("a registered model's typo in its own key: file:line:column and a sugg
 }
 
 TEST_CASE("registered names, options and defaults", "[config][plugins]") {
-  LoadedConfig loaded = load(
-      "model:\n  type: residual_mlp\n  options:\n    width: 128\n    sizes: [4, 5]\ndata:\n  dataset: spirals\n");
+  LoadedConfig loaded =
+      load("model:\n  type: residual_mlp\n  options:\n    width: 128\n    sizes: [4, 5]\ndata:\n  dataset: spirals\n");
   CHECK(loaded.config.model.type == ModelType::Registered);
   CHECK(loaded.config.model.registered == "residual_mlp");
   CHECK(loaded.config.data.dataset == DatasetKind::Registered);
@@ -96,9 +96,8 @@ TEST_CASE("registered names, options and defaults", "[config][plugins]") {
 TEST_CASE("options from overrides, flags and the environment, entry by entry", "[config][plugins]") {
   ConfigRequest request;
   request.overrides = {"model.options.width=32", "model.options.sizes=[1, 2, 3]"};
-  LoadedConfig loaded =
-      load("model:\n  type: residual_mlp\n  options:\n    width: 128\n    blocks: 5\n", request,
-           {{"MGTRAIN_MODEL_OPTIONS_DROPOUT", "0.5"}});
+  LoadedConfig loaded = load("model:\n  type: residual_mlp\n  options:\n    width: 128\n    blocks: 5\n", request,
+                             {{"MGTRAIN_MODEL_OPTIONS_DROPOUT", "0.5"}});
   CHECK(loaded.config.model.options.at("width") == "32");
   CHECK(loaded.config.model.options.at("blocks") == "5");  // the file's entry stays
   CHECK(loaded.config.model.options.at("sizes") == "[1, 2, 3]");
@@ -132,7 +131,7 @@ TEST_CASE("values of the wrong type or range, required options, unknown names", 
         "configs/x.yaml:2:9: model.type: 'residual_mpl' is not a model this worker knows (did you mean "
         "residual_mlp?) (it knows: mlp, cnn, resnet, gpt, torchscript, residual_mlp, needs_file)");
   CHECK_THAT(error_of("data:\n  dataset: spiral\n"), Contains("'spiral' is not a data set this worker knows (did you "
-                                                             "mean spirals?)"));
+                                                              "mean spirals?)"));
   CHECK(error_of("model:\n  type: cnn\n  options:\n    width: 3\n") ==
         "configs/x.yaml:4:5: model.options.width: the built-in model.type cnn takes no options (options are for a "
         "registered one; its own keys are under model.*)");
@@ -141,7 +140,8 @@ TEST_CASE("values of the wrong type or range, required options, unknown names", 
   CHECK_THROWS_WITH(load("model:\n  type: registered\n"), Contains("write the registered name itself"));
   // The stock worker (an empty catalog) says how to get a model of one's own.
   LoadedConfig stock = load("model:\n  type: residual_mlp\n");
-  CHECK_THROWS_WITH(apply_plugin_catalog(stock, PluginCatalog{}), Contains("needs a worker built with mgtrain::trainer"));
+  CHECK_THROWS_WITH(apply_plugin_catalog(stock, PluginCatalog{}),
+                    Contains("needs a worker built with mgtrain::trainer"));
 }
 
 TEST_CASE("the catalog's YAML round trip, and what is not a catalog", "[config][plugins]") {
@@ -168,12 +168,11 @@ TEST_CASE("a plugin's own declaration is checked when it registers", "[config][p
   CHECK_THROWS_WITH(check_plugin_spec({"2net", "", {}}, "model"), Contains("a name is a letter"));
   CHECK_THROWS_WITH(check_plugin_spec({"net", "", {{"a.b", OptionType::Integer, "1", "", {}, {}}}}, "model"),
                     Contains("option name 'a.b'"));
-  CHECK_THROWS_WITH(check_plugin_spec({"net",
-                                       "",
-                                       {{"a", OptionType::Integer, "1", "", {}, {}},
-                                        {"a", OptionType::Integer, "1", "", {}, {}}}},
-                                      "model"),
-                    Contains("option a is declared twice"));
+  CHECK_THROWS_WITH(
+      check_plugin_spec(
+          {"net", "", {{"a", OptionType::Integer, "1", "", {}, {}}, {"a", OptionType::Integer, "1", "", {}, {}}}},
+          "model"),
+      Contains("option a is declared twice"));
   CHECK_THROWS_WITH(check_plugin_spec({"net", "", {{"a", OptionType::Integer, "x", "", {}, {}}}}, "data"),
                     Contains("register_data(\"net\"): the default of option a: 'x' is not an integer"));
 }

@@ -87,8 +87,8 @@ TEST_CASE("npy: refused files, each named with what is wrong") {
   }
   SECTION("mismatched feature and label counts") {
     write_bytes(dir / "train_y.npy", npy_bytes(dict_text("<i8", "(5,)"), raw(std::vector<int64_t>{0, 1, 2, 0, 1})));
-    CHECK(refusal(dir) == (dir / "train_y.npy") + " holds 5 labels but " + (dir / "train_x.npy") +
-                              " holds 6 samples: they must match");
+    CHECK(refusal(dir) ==
+          (dir / "train_y.npy") + " holds 5 labels but " + (dir / "train_x.npy") + " holds 6 samples: they must match");
   }
   SECTION("unsupported dtype") {
     write_bytes(dir / "train_x.npy", npy_bytes(dict_text("<U2", "(6,)"), std::string(48, 'a')));
@@ -114,16 +114,16 @@ TEST_CASE("npy: refused files, each named with what is wrong") {
 TEST_CASE("npy: arrays written by numpy.save train with mgtrain-worker") {
   const std::string python = std::string(MGTRAIN_TORCH2_VENV) + "/bin/python";
   const TempDir dir;
-  const mgtrain::CapturedRun made = mgtrain::run_and_capture(
-      {python, "-c",
-       "import numpy as np, sys\n"
-       "rng = np.random.default_rng(0)\n"
-       "for split, n in (('train', 2048), ('test', 512)):\n"
-       "    y = rng.integers(0, 4, n)\n"
-       "    x = (rng.normal(size=(n, 8)) + y[:, None] * 1.5).astype(np.float64)\n"
-       "    np.save(f'{sys.argv[1]}/{split}_x.npy', x)\n"
-       "    np.save(f'{sys.argv[1]}/{split}_y.npy', y.astype(np.int16))\n",
-       dir.path()});
+  const mgtrain::CapturedRun made =
+      mgtrain::run_and_capture({python, "-c",
+                                "import numpy as np, sys\n"
+                                "rng = np.random.default_rng(0)\n"
+                                "for split, n in (('train', 2048), ('test', 512)):\n"
+                                "    y = rng.integers(0, 4, n)\n"
+                                "    x = (rng.normal(size=(n, 8)) + y[:, None] * 1.5).astype(np.float64)\n"
+                                "    np.save(f'{sys.argv[1]}/{split}_x.npy', x)\n"
+                                "    np.save(f'{sys.argv[1]}/{split}_y.npy', y.astype(np.int16))\n",
+                                dir.path()});
   if (made.exit_code != 0) {
     WARN("skipped: " << python << " cannot write .npy files with numpy (" << made.err << ")");
     return;
@@ -137,6 +137,7 @@ TEST_CASE("npy: arrays written by numpy.save train with mgtrain-worker") {
       options);
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
-  CHECK_THAT(run.err + run.out, Contains("npy " + (dir / "train_x.npy") + " (train): 2048 samples of float64 8, 4 classes"));
+  CHECK_THAT(run.err + run.out,
+             Contains("npy " + (dir / "train_x.npy") + " (train): 2048 samples of float64 8, 4 classes"));
   CHECK(mgtrain::testing::summary_number(run.out, "accuracy") > 0.8);
 }
