@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "config/config_loader.hpp"
+#include "util/error.hpp"
 
 namespace mgtrain {
 
@@ -60,6 +62,47 @@ std::optional<std::string> option_value_problem(const OptionSpec& spec, const st
 // their type and range. Options left out get their defaults (a required one missing is an error). Messages start
 // with the place the value came from (file:line:column, override, variable). Throws UsageError.
 void apply_plugin_catalog(LoadedConfig& loaded, const PluginCatalog& catalog);
+
+// The models (or data sets) a worker registered, with their factories, in registration order: what register_model
+// (register_data) adds to and the trainer builds from. `kind` ("model", "data") names the register_ function in
+// messages; `builtin` says whether a name is a built-in's, which no registration may take.
+template <class Factory>
+class PluginRegistry {
+ public:
+  PluginRegistry(const char* kind, std::function<bool(const std::string&)> builtin)
+      : kind_(kind), builtin_(std::move(builtin)) {}
+
+  // Throws Error for an invalid spec (check_plugin_spec), a built-in's name, a name taken or no factory.
+  void add(PluginSpec spec, Factory factory) {
+    check_plugin_spec(spec, kind_);
+    const auto where = [&] { return std::string("register_") + kind_ + "(\"" + spec.name + "\"): "; };
+    if (builtin_(spec.name)) throw Error(where() + "that is a built-in's name");
+    if (find(spec.name)) throw Error(where() + "registered twice");
+    if (!factory) throw Error(where() + "no factory");
+    entries_.push_back({std::move(spec), std::move(factory)});
+  }
+  std::vector<PluginSpec> specs() const {
+    std::vector<PluginSpec> specs;
+    specs.reserve(entries_.size());
+    for (const auto& entry : entries_) specs.push_back(entry.spec);
+    return specs;
+  }
+  struct Entry {
+    PluginSpec spec;
+    Factory factory;
+  };
+  // The registration of `name`, or nullptr.
+  const Entry* find(const std::string& name) const {
+    for (const auto& entry : entries_)
+      if (entry.spec.name == name) return &entry;
+    return nullptr;
+  }
+
+ private:
+  const char* kind_;
+  std::function<bool(const std::string&)> builtin_;
+  std::vector<Entry> entries_;
+};
 
 // A registered model's (data set's) options as its factory reads them: checked and completed by
 // apply_plugin_catalog, so every declared option has a value of its type. Reading an option the plugin did not

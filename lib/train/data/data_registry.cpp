@@ -10,46 +10,28 @@
 namespace mgtrain {
 namespace {
 
-struct RegisteredData {
-  PluginSpec spec;
-  DataFactory factory;
-};
-
-std::vector<RegisteredData>& registry() {
-  static std::vector<RegisteredData> sets;
+PluginRegistry<DataFactory>& registry() {
+  static PluginRegistry<DataFactory> sets(
+      "data", [](const std::string& name) { return parse_enum<DatasetKind>(name).has_value(); });
   return sets;
 }
 
 }  // namespace
 
-void add_registered_data(PluginSpec spec, DataFactory factory) {
-  check_plugin_spec(spec, "data");
-  if (parse_enum<DatasetKind>(spec.name))
-    throw Error(fmt::format("register_data(\"{}\"): that is a built-in data set's name", spec.name));
-  for (const auto& d : registry())
-    if (d.spec.name == spec.name) throw Error(fmt::format("register_data(\"{}\"): registered twice", spec.name));
-  if (!factory) throw Error(fmt::format("register_data(\"{}\"): no factory", spec.name));
-  registry().push_back({std::move(spec), std::move(factory)});
-}
+void add_registered_data(PluginSpec spec, DataFactory factory) { registry().add(std::move(spec), std::move(factory)); }
 
-std::vector<PluginSpec> registered_data_specs() {
-  std::vector<PluginSpec> specs;
-  for (const auto& d : registry()) specs.push_back(d.spec);
-  return specs;
-}
+std::vector<PluginSpec> registered_data_specs() { return registry().specs(); }
 
 std::unique_ptr<DataSource> open_registered_data(const DataConfig& data, Split split, std::int64_t context_length,
                                                  std::uint64_t seed) {
-  for (const auto& d : registry()) {
-    if (d.spec.name != data.registered) continue;
-    std::unique_ptr<DataSource> source =
-        d.factory(DataContext{split, data.path, seed, context_length, PluginOptions(d.spec, data.options)});
-    if (!source) throw Error(fmt::format("the factory of data set {} returned nothing", data.registered));
-    if (source->size() < 1)
-      throw UsageError(fmt::format("data.dataset {}: the {} split has no samples", data.registered, split_name(split)));
-    return source;
-  }
-  throw UsageError(fmt::format("data.dataset {}: this worker registers no such data set", data.registered));
+  const auto* entry = registry().find(data.registered);
+  if (!entry) throw UsageError(fmt::format("data.dataset {}: this worker registers no such data set", data.registered));
+  std::unique_ptr<DataSource> source =
+      entry->factory(DataContext{split, data.path, seed, context_length, PluginOptions(entry->spec, data.options)});
+  if (!source) throw Error(fmt::format("the factory of data set {} returned nothing", data.registered));
+  if (source->size() < 1)
+    throw UsageError(fmt::format("data.dataset {}: the {} split has no samples", data.registered, split_name(split)));
+  return source;
 }
 
 }  // namespace mgtrain

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include <ATen/ATen.h>
 #include <c10/util/Half.h>
@@ -19,81 +20,46 @@ std::string npy_path(const std::string& directory, Split split, const char* whic
   return fmt::format("{}/{}_{}.npy", directory, split == Split::Train ? "train" : "test", which);
 }
 
-template <class T>
-float element_as_float(const void* data, std::int64_t i) {
-  T value;
-  std::memcpy(&value, static_cast<const unsigned char*>(data) + i * sizeof(T), sizeof(T));
-  return static_cast<float>(value);
-}
-
-// Element `i` of an array of `type`, as float32 (what the model gets) or int64 (labels).
-float as_float(NpyType type, const void* data, std::int64_t i) {
+// Calls f(T{}) with T the C++ type of `type`'s elements (c10::Half for float16; uint8 for bool).
+template <class F>
+auto with_element_type(NpyType type, F&& f) {
   switch (type) {
     case NpyType::Bool:
     case NpyType::UInt8:
-      return element_as_float<std::uint8_t>(data, i);
+      return f(std::uint8_t{});
     case NpyType::Int8:
-      return element_as_float<std::int8_t>(data, i);
+      return f(std::int8_t{});
     case NpyType::Int16:
-      return element_as_float<std::int16_t>(data, i);
+      return f(std::int16_t{});
     case NpyType::UInt16:
-      return element_as_float<std::uint16_t>(data, i);
+      return f(std::uint16_t{});
     case NpyType::Int32:
-      return element_as_float<std::int32_t>(data, i);
+      return f(std::int32_t{});
     case NpyType::UInt32:
-      return element_as_float<std::uint32_t>(data, i);
+      return f(std::uint32_t{});
     case NpyType::Int64:
-      return element_as_float<std::int64_t>(data, i);
+      return f(std::int64_t{});
     case NpyType::UInt64:
-      return element_as_float<std::uint64_t>(data, i);
-    case NpyType::Float16: {
-      std::uint16_t bits;
-      std::memcpy(&bits, static_cast<const unsigned char*>(data) + i * 2, 2);
-      return static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
-    }
+      return f(std::uint64_t{});
+    case NpyType::Float16:
+      return f(c10::Half{});
     case NpyType::Float32:
-      return element_as_float<float>(data, i);
+      return f(float{});
     case NpyType::Float64:
-      return element_as_float<double>(data, i);
+      return f(double{});
   }
-  return 0.0f;
+  return f(std::uint8_t{});
 }
 
-std::int64_t as_label(NpyType type, const void* data, std::int64_t i) {
-  switch (type) {
-    case NpyType::Int8:
-      return *(static_cast<const std::int8_t*>(data) + i);
-    case NpyType::UInt8:
-      return *(static_cast<const std::uint8_t*>(data) + i);
-    case NpyType::Int16: {
-      std::int16_t v;
-      std::memcpy(&v, static_cast<const unsigned char*>(data) + i * 2, 2);
-      return v;
-    }
-    case NpyType::UInt16: {
-      std::uint16_t v;
-      std::memcpy(&v, static_cast<const unsigned char*>(data) + i * 2, 2);
-      return v;
-    }
-    case NpyType::Int32: {
-      std::int32_t v;
-      std::memcpy(&v, static_cast<const unsigned char*>(data) + i * 4, 4);
-      return v;
-    }
-    case NpyType::UInt32: {
-      std::uint32_t v;
-      std::memcpy(&v, static_cast<const unsigned char*>(data) + i * 4, 4);
-      return v;
-    }
-    case NpyType::Int64:
-    case NpyType::UInt64: {  // a uint64 above int64's range reads negative: refused as a negative label
-      std::int64_t v;
-      std::memcpy(&v, static_cast<const unsigned char*>(data) + i * 8, 8);
-      return v;
-    }
-    default:
-      return -1;
-  }
+// Element `i` of an array of `type` as R (labels: int64; a uint64 above int64's range reads negative and is refused
+// as a negative label).
+template <class R>
+R element_as(NpyType type, const void* data, std::int64_t i) {
+  return with_element_type(type, [&](auto tag) {
+    decltype(tag) value;
+    std::memcpy(&value, static_cast<const unsigned char*>(data) + i * sizeof(value), sizeof(value));
+    return static_cast<R>(value);
+  });
 }
 
 // y as int64 class ids, checked: 1-d integers, N rows, no negative label.
@@ -114,7 +80,7 @@ at::Tensor read_labels(const NpyFile& y, std::int64_t rows, const std::string& x
   at::Tensor labels = at::empty({rows}, at::kLong);
   auto* out = labels.data_ptr<std::int64_t>();
   for (std::int64_t i = 0; i < rows; ++i) {
-    out[i] = as_label(y.type(), y.data(), i);
+    out[i] = element_as<std::int64_t>(y.type(), y.data(), i);
     if (out[i] < 0) throw UsageError(fmt::format("{}: label {} of sample {} is negative", y.path(), out[i], i));
   }
   return labels;
@@ -141,14 +107,24 @@ class NpyData final : public DataSource {
     at::Tensor inputs = at::empty(shape, at::kFloat);
     float* out = inputs.data_ptr<float>();
     const std::int64_t per_row = x_.row_elements();
-    for (size_t b = 0; b < indices.size(); ++b) {
-      const std::int64_t first = indices[b] * per_row;
-      if (x_.type() == NpyType::Float32) {
-        std::memcpy(out + b * per_row, static_cast<const float*>(x_.data()) + first, per_row * sizeof(float));
-      } else {
-        for (std::int64_t e = 0; e < per_row; ++e) out[b * per_row + e] = as_float(x_.type(), x_.data(), first + e);
+    const auto* base = static_cast<const unsigned char*>(x_.data());
+    with_element_type(x_.type(), [&](auto tag) {  // the type dispatched once per batch, not per element
+      using T = decltype(tag);
+      for (size_t b = 0; b < indices.size(); ++b) {
+        const unsigned char* row = base + indices[b] * per_row * sizeof(T);
+        float* to = out + b * per_row;
+        if constexpr (std::is_same_v<T, float>) {
+          std::memcpy(to, row, per_row * sizeof(float));
+        } else {
+          for (std::int64_t e = 0; e < per_row; ++e) {
+            T value;
+            std::memcpy(&value, row + e * sizeof(T), sizeof(T));
+            to[e] = static_cast<float>(value);
+          }
+        }
       }
-    }
+      return 0;
+    });
     return Batch{inputs, gather_rows(labels_, indices)};
   }
 
