@@ -12,45 +12,5 @@
 // factory, and rank 0's state is broadcast anyway.
 #pragma once
 
-#include <memory>
-#include <string>
-#include <utility>
-
-#include <torch/nn/module.h>
-
-#include "train/models/model.hpp"
-
-namespace mgtrain {
-
-// A Model over a torch::nn::Module: M is the module class (e.g. struct ResidualMlpImpl : torch::nn::Module), held by
-// shared_ptr; parameters and buffers are the module's, named as torch names them ("blocks.0.fc1.weight").
-template <class M>
-class ModuleModel final : public Model {
- public:
-  explicit ModuleModel(std::shared_ptr<M> module, std::string description = "")
-      : module_(std::move(module)), description_(std::move(description)) {}
-
-  at::Tensor forward(const at::Tensor& inputs) override { return module_->forward(inputs); }
-  NamedTensors named_parameters() override { return pairs(module_->named_parameters(/*recurse=*/true)); }
-  NamedTensors named_buffers() override { return pairs(module_->named_buffers(/*recurse=*/true)); }
-  void train(bool on) override { module_->train(on); }
-  void to(const c10::Device& device) override { module_->to(device); }
-  std::string summary() const override {
-    std::int64_t count = 0;
-    for (const auto& p : module_->parameters(/*recurse=*/true)) count += p.numel();
-    return (description_.empty() ? module_->name() : description_) + ", " + std::to_string(count) + " parameters";
-  }
-  M& module() { return *module_; }
-
- private:
-  static NamedTensors pairs(const torch::OrderedDict<std::string, at::Tensor>& dict) {
-    NamedTensors out;
-    for (const auto& item : dict) out.emplace_back(item.key(), item.value());
-    return out;
-  }
-
-  std::shared_ptr<M> module_;
-  std::string description_;
-};
-
-}  // namespace mgtrain
+#include "train/models/model.hpp"         // Model, ModelInput, NamedTensors
+#include "train/models/module_model.hpp"  // ModuleModel<M>: M a torch::nn::Module class with forward(Tensor)

@@ -289,8 +289,8 @@ TEST_CASE("sync batch norm: conversion keeps the tensors and names, and a world 
   synced->train(false);
   CHECK(at::equal(plain->forward(x), synced->forward(x)));
 
-  CHECK(revert_sync_batch_norm(*dynamic_cast<LayerModel&>(*synced).root()) == 2);
-  CHECK(revert_sync_batch_norm(*dynamic_cast<LayerModel&>(*synced).root()) == 0);
+  CHECK(revert_sync_batch_norm(*dynamic_cast<LayerModel&>(*synced).module()) == 2);
+  CHECK(revert_sync_batch_norm(*dynamic_cast<LayerModel&>(*synced).module()) == 0);
 }
 
 TEST_CASE(

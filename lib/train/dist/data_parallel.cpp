@@ -39,7 +39,7 @@ class ReplicableLayers final : public torch::nn::Cloneable<ReplicableLayers> {
                       config_.type));
     }
     description_ = built->summary();
-    root_ = register_module("root", layers->root());
+    root_ = register_module("root", layers->module());
   }
 
   std::shared_ptr<torch::nn::Module> clone(
@@ -83,12 +83,6 @@ class ReplicableLayers final : public torch::nn::Cloneable<ReplicableLayers> {
   std::string description_;
 };
 
-NamedTensors to_pairs(const torch::OrderedDict<std::string, at::Tensor>& dict) {
-  NamedTensors out;
-  for (const auto& item : dict) out.emplace_back(item.key(), item.value());
-  return out;
-}
-
 class DataParallelModel final : public Model {
  public:
   DataParallelModel(std::shared_ptr<ReplicableLayers> module, std::vector<c10::Device> devices)
@@ -102,8 +96,8 @@ class DataParallelModel final : public Model {
     throw Error("internal error: DataParallel over several devices in a CPU-only build");
 #endif
   }
-  NamedTensors named_parameters() override { return to_pairs(module_->root()->named_parameters(true)); }
-  NamedTensors named_buffers() override { return to_pairs(module_->root()->named_buffers(true)); }
+  NamedTensors named_parameters() override { return named_tensors(module_->root()->named_parameters(true)); }
+  NamedTensors named_buffers() override { return named_tensors(module_->root()->named_buffers(true)); }
   void train(bool on) override { module_->train(on); }
   void to(const c10::Device& device) override { module_->to(device); }
   std::string summary() const override {

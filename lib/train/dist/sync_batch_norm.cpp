@@ -212,7 +212,7 @@ int revert_sync_batch_norm(torch::nn::Module& root) {
 
 int convert_to_sync_batch_norm(Model& model, Communicator& comm) {
   auto* layered = dynamic_cast<LayerModel*>(&model);
-  return layered ? convert_to_sync_batch_norm(*layered->root(), comm) : 0;
+  return layered ? convert_to_sync_batch_norm(*layered->module(), comm) : 0;
 }
 
 int apply_sync_batch_norm(const DdpConfig& ddp, Model& model, Communicator& comm) {

@@ -385,7 +385,7 @@ ScriptedModel script_builtin_model(const Config& config, const CheckpointFile& f
   if (!layered) throw Error(fmt::format("internal error: model.type {} is not a layer tree", config.model.type));
   ScriptedModel scripted;
   ScriptBuilder builder(config.model);
-  scripted.module = builder.build(*layered->root(), "");
+  scripted.module = builder.build(*layered->module(), "");
   scripted.module.eval();
   scripted.summary = model->summary();
   scripted.input = check_input(model_input, config.model.type == ModelType::Gpt);
