@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "config/yaml_document.hpp"
@@ -59,14 +60,6 @@ std::vector<std::string> names_of(const std::vector<PluginSpec>& plugins) {
   return names;
 }
 
-template <class E>
-std::vector<std::string> builtin_names() {
-  std::vector<std::string> names;
-  for (std::string_view name : EnumNames<E>::names)
-    if (name != name_of(E::Registered)) names.emplace_back(name);
-  return names;
-}
-
 // One section's choice (model or data) and its options.
 template <class E>
 void check_choice(LoadedConfig& loaded, E kind, const std::string& registered,
@@ -80,14 +73,13 @@ void check_choice(LoadedConfig& loaded, E kind, const std::string& registered,
     if (!plugin) {
       std::vector<std::string> known = builtin_names<E>();
       for (const auto& name : names_of(plugins)) known.push_back(name);
-      std::string list;
-      for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
-      throw UsageError(fmt::format(
-          "{}: {}: '{}' is not a {} this worker knows{} (it knows: {}){}", loaded.origin_of(choice_path), choice_path,
-          registered, section == "model" ? "model" : "data set", did_you_mean_suffix(registered, known), list,
-          plugins.empty() ? "; a model or data set of your own needs a worker built with "
-                            "mgtrain::trainer (docs/trainer.md#bring-your-own-model)"
-                          : ""));
+      throw UsageError(fmt::format("{}: {}: '{}' is not a {} this worker knows{} (it knows: {}){}",
+                                   loaded.origin_of(choice_path), choice_path, registered,
+                                   section == "model" ? "model" : "data set", did_you_mean_suffix(registered, known),
+                                   fmt::join(known, ", "),
+                                   plugins.empty() ? "; a model or data set of your own needs a worker built with "
+                                                     "mgtrain::trainer (docs/trainer.md#bring-your-own-model)"
+                                                   : ""));
     }
   }
   const std::string options_path = section + ".options";
@@ -105,12 +97,12 @@ void check_choice(LoadedConfig& loaded, E kind, const std::string& registered,
                                    [&name = name](const OptionSpec& o) { return o.name == name; });
     if (spec == plugin->options.end()) {
       std::vector<std::string> declared;
+      declared.reserve(plugin->options.size());
       for (const auto& o : plugin->options) declared.push_back(o.name);
-      std::string list;
-      for (const auto& d : declared) list += (list.empty() ? "" : ", ") + d;
-      throw UsageError(fmt::format("{}: {}: unknown option of {} {}{} ({})", where, path, choice_path, plugin->name,
-                                   did_you_mean_suffix(name, declared),
-                                   declared.empty() ? "it declares none" : "it declares: " + list));
+      throw UsageError(fmt::format(
+          "{}: {}: unknown option of {} {}{} ({})", where, path, choice_path, plugin->name,
+          did_you_mean_suffix(name, declared),
+          declared.empty() ? "it declares none" : fmt::format("it declares: {}", fmt::join(declared, ", "))));
     }
     if (auto problem = option_value_problem(*spec, text))
       throw UsageError(fmt::format("{}: {}: {} ({} expected)", where, path, *problem, option_type_name(spec->type)));

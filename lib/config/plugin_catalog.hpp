@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config_loader.hpp"
@@ -46,6 +47,15 @@ struct PluginCatalog {
 // (e.g. "./my-worker --describe-plugins") for a document that is not a catalog.
 std::string catalog_to_yaml(const PluginCatalog& catalog);
 PluginCatalog catalog_from_yaml(const std::string& text, const std::string& where);
+
+// The spellings of the built-ins of E (ModelType, DatasetKind): every name but that of E::Registered.
+template <class E>
+std::vector<std::string> builtin_names() {
+  std::vector<std::string> names;
+  for (std::string_view name : EnumNames<E>::names)
+    if (name != name_of(E::Registered)) names.emplace_back(name);
+  return names;
+}
 
 // A name a worker may register a model or data set under: a letter, then letters, digits, '_' or '-'.
 bool is_registrable_name(const std::string& text);

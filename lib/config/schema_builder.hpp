@@ -318,8 +318,7 @@ KeyDef registrable_key(std::string path, Section Config::*section, E Section::*f
   def.path = std::move(path);
   def.type_name = "string";
   def.doc = std::move(doc);
-  for (std::string_view builtin : EnumNames<E>::names)
-    if (builtin != name_of(E::Registered)) def.choices.emplace_back(builtin);
+  def.choices = builtin_names<E>();
   def.choices_open = true;
   def.constraint = "one of ";
   for (const auto& c : def.choices) def.constraint += c + ", ";

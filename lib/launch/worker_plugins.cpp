@@ -7,7 +7,6 @@
 #include "contract/worker_binary.hpp"
 #include "util/error.hpp"
 #include "util/run_capture.hpp"
-#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
@@ -32,11 +31,13 @@ PluginCatalog describe_worker(const std::string& worker, const std::string& orig
 
 }  // namespace
 
+PluginCatalog worker_plugin_catalog(const LaunchConfig& launch, const std::string& origin) {
+  if (launch.worker.empty()) return {};  // the stock worker registers nothing
+  return describe_worker(find_worker_binary(launch.worker), origin);
+}
+
 void check_config_against_worker(LoadedConfig& loaded) {
-  const std::string& configured = loaded.config.launch.worker;
-  PluginCatalog catalog;  // the stock worker registers nothing
-  if (!configured.empty()) catalog = describe_worker(find_worker_binary(configured), loaded.origin_of("launch.worker"));
-  apply_plugin_catalog(loaded, catalog);
+  apply_plugin_catalog(loaded, worker_plugin_catalog(loaded.config.launch, loaded.origin_of("launch.worker")));
 }
 
 }  // namespace mgtrain
