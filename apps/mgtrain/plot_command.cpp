@@ -92,10 +92,18 @@ PlotSeries series_of(const std::string& run, const std::string& directory, const
 std::string renderer_path() {
   std::string path = executable_directory() + "/mgtrain-plot";
   if (access(path.c_str(), X_OK) != 0) {
+#ifdef MGTRAIN_WITH_PLOT
+    // This build found cairo, so the renderer is built with mgtrain: it was removed, or mgtrain was copied alone.
+    throw UsageError(fmt::format(
+        "the plot renderer {} is not there ({}): this build has cairo, so `cmake --build <build dir> --target "
+        "mgtrain-plot` (or scripts/build.sh) builds it; an installed mgtrain has it beside itself",
+        path, std::strerror(errno)));
+#else
     throw UsageError(
-        fmt::format("the plot renderer {} is not there ({}): it is built only when cairo is found; install "
-                    "libcairo2-dev (scripts/install-deps.sh) and build again (cmake --build <build dir>)",
+        fmt::format("the plot renderer {} is not there ({}): this build found no cairo; install libcairo2-dev "
+                    "(apt-get install libcairo2-dev, or scripts/install-deps.sh) and run scripts/build.sh again",
                     path, std::strerror(errno)));
+#endif
   }
   return path;
 }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -190,6 +191,16 @@ TEST_CASE("mgtrain plot draws PNG and SVG curves and names what is missing", "[b
     CHECK_THAT(run.err, Contains("libcairo2-dev"));
     WARN("mgtrain-plot is not built (no cairo): only the refusal was checked");
     return;
+  }
+  {
+    // A build with cairo builds the renderer with mgtrain; an mgtrain copied away from it names the command.
+    const std::string alone = dir / "alone";
+    std::filesystem::create_directories(alone);
+    std::filesystem::copy_file(kMgtrain, alone + "/mgtrain");
+    CapturedRun run = run_and_capture({alone + "/mgtrain", "plot", "a", "--log-dir", dir / "runs", "-o", dir / "x.png"},
+                                      CaptureOptions{60.0, {}, {}, ""});
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains("this build has cairo") && Contains("--target mgtrain-plot"));
   }
 
   // PNG: two runs by id, the default metric (loss).
