@@ -12,6 +12,7 @@
 # tests/integration/check_torch_libraries.sh on the linked worker, also a ctest test of this flavour). See docs/gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/compiler-cache.sh
 build=${MGTRAIN_TORCH2_BUILD_DIR:-build}
 cuda_home=${MGTRAIN_CUDA_HOME:-/usr/local/cuda}
 say() { echo "build-torch2.sh: $*" >&2; }
@@ -84,6 +85,7 @@ log="$build.configure.log"
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMGTRAIN_TORCH_ROOT="$torch_root" \
   -DMGTRAIN_REFERENCE_TORCHRUN="${venv:+$venv/bin/torchrun}" -DCUDAToolkit_ROOT="$cuda_home" -DCMAKE_CUDA_COMPILER="$nvcc" -DTORCH_CUDA_ARCH_LIST="$TORCH_CUDA_ARCH_LIST" \
+  "${compiler_cache_args[@]}" \
   ${MGTRAIN_CMAKE_ARGS:-} >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; die "configure failed (above)"; }
 grep -E "^-- (mgtrain|Found Torch|PyTorch: CUDA detected)" "$log" >&2 || true
 if ! grep -q "with CUDA: building the NCCL path" "$log"; then

@@ -9,6 +9,7 @@
 # Usage: scripts/build.sh [TARGET...]   (no target: everything, tests included)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/compiler-cache.sh
 flavour=${MGTRAIN_FLAVOUR:-torch2}
 targets=()
 if [[ $# -gt 0 ]]; then targets=(--target "$@"); fi
@@ -22,7 +23,7 @@ case $flavour in
       rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
     fi
     if [[ ! -f "$build/build.ninja" ]]; then
-      cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${MGTRAIN_CMAKE_ARGS:-}
+      cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${compiler_cache_args[@]}" ${MGTRAIN_CMAKE_ARGS:-}
     fi
     cmake --build "$build" -j "$(nproc)" "${targets[@]}" ;;
   *)

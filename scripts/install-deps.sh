@@ -8,13 +8,15 @@
 # libcairo2-dev: mgtrain-plot, the renderer of `mgtrain plot` (optional: without it the rest builds).
 # patchelf: scripts/device/pack.sh points the GPU bundle's binaries at the bundle's own lib/.
 # python3-venv: the main flavour's virtual environment with PyPI's torch (scripts/torch2-env.sh).
+# ccache: rebuilds of files compiled before are cache lookups (scripts/compiler-cache.sh).
 # elfutils: eu-stack, which the launcher runs (as a program; nothing links libdw) for the native frames of stack
 # dumps (lib/diagnose/stack_dump.hpp); without it dumps have Python frames only, with a note.
 set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtorch-dev libgloo-dev libcli11-dev libyaml-cpp-dev libfmt-dev
                 catch2 zlib1g-dev dataset-fashion-mnist libopenblas0-openmp libcairo2-dev
-                libcpp-httplib-dev libsodium-dev nlohmann-json3-dev libxxhash-dev patchelf python3-venv elfutils)
+                libcpp-httplib-dev libsodium-dev nlohmann-json3-dev libxxhash-dev patchelf python3-venv elfutils
+                ccache)
 # python3-torch: torchrun and Python DDP for compatibility tests; iproute2: network namespaces;
 # procps: ps/pgrep in tests; time: /usr/bin/time for benchmarks; clang + libclang-rt-14-dev: the libFuzzer
 # target (tests/fuzz); slurmctld slurmd slurm-client munge: a SLURM cluster on this machine (tests/slurm);

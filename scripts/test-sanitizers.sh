@@ -9,12 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+source scripts/compiler-cache.sh
 build=${1:-${MGTRAIN_ASAN_BUILD_DIR:-build-asan}}
 start=$(date +%s)
 generator=()
 if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DMGTRAIN_BUILD_WORKER=OFF -DMGTRAIN_SANITIZE=ON -DMGTRAIN_WERROR=ON >/dev/null
+  -DMGTRAIN_BUILD_WORKER=OFF -DMGTRAIN_SANITIZE=ON -DMGTRAIN_WERROR=ON "${compiler_cache_args[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target mgtrain mgtrain_unit_tests
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -24,6 +24,7 @@ for stage in $stages; do
     { echo "test.sh: MGTRAIN_TEST_STAGES: unknown stage '$stage' (the stages: main sanitizers debian)" >&2; exit 2; }
 done
 scripts/install-deps.sh --test
+source scripts/compiler-cache.sh  # ccache for every build below, and for the projects tests configure
 # Warnings are errors in every stage (build.sh passes MGTRAIN_CMAKE_ARGS when it configures).
 export MGTRAIN_CMAKE_ARGS="-DMGTRAIN_WERROR=ON ${MGTRAIN_CMAKE_ARGS:-}"
 status=0
