@@ -27,6 +27,7 @@
 #include "supervise/host_probe.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/run_directory.hpp"
+#include "supervise/run_directory_lock.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/error.hpp"
@@ -94,9 +95,12 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   if (launch.status_port > 0) {
     log::warn("--status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
   }
-  // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
+  // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md), and holds
+  // the run folder's lock: the other nodes of the job share the folder (node_<k>/ each) and take no lock.
+  std::optional<RunDirectoryLock> run_lock;
   std::optional<RunRecorder> job_record;
   if (!plan.dynamic && plan.node_rank == 0) {
+    run_lock.emplace(plan.run_dir, plan.run_id, plan.hostname);
     keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
@@ -109,8 +113,9 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   const int code = agent.exit_code;
   if (agent.failure) write_launcher_error_file(*agent.failure, environment, plan.personality);
   if (job_record) {
-    const std::string warning = job_record->finish(
-        finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
+    const std::string status =
+        finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint);
+    const std::string warning = job_record->finish(status, code, 0);
     if (!warning.empty()) say_line(warning);
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
@@ -154,6 +159,9 @@ void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, c
 int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
                     const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports) {
   const std::string config_file = log_layout::config_file(plan.run_dir);
+  // The run folder is this launcher's while it lives: a live launcher of the same run id refuses this launch here,
+  // before anything of its run is touched (docs/launch.md#run-id).
+  const RunDirectoryLock run_lock(plan.run_dir, plan.run_id, plan.hostname);
   const int first_port = choose_first_port(plan, ports);
 
   const std::string archived = prepare_run_directory(plan.run_dir);
@@ -176,10 +184,9 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
     if (!warning.empty()) say_line(warning);
   });
   SupervisionResult result = supervisor.run();
-  const std::string record_warning =
-      run_record.finish(finished_status(result.exit_code, result.launcher_signal.has_value(),
-                                        result.stopped_after_checkpoint && !result.failure),
-                        result.exit_code, result.attempts);
+  const std::string status = finished_status(result.exit_code, result.launcher_signal.has_value(),
+                                             result.stopped_after_checkpoint && !result.failure);
+  const std::string record_warning = run_record.finish(status, result.exit_code, result.attempts);
   if (!record_warning.empty()) say_line(record_warning);
   report_single_node_end(plan, result, environment);
   // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
