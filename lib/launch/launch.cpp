@@ -74,6 +74,17 @@ void ensure_standard_fds_open() {
 // A line from a helper that words it whole, "mgtrain: ..." (no newline): the GPU choice, a run record warning.
 void say_line(const std::string& line) { log::text(line + "\n"); }
 
+// `mgtrain launch` names its run and folder when it starts and when it ends (docs/launch.md#run-id); the torchrun
+// personality does not, its console is torchrun's.
+void announce_run_start(const LaunchPlan& plan) {
+  if (plan.personality != Personality::Torchrun) log::info("run {}: logs in {}", plan.run_id, plan.run_dir);
+}
+void announce_run_end(const LaunchPlan& plan, const std::string& status, int exit_code) {
+  if (plan.personality != Personality::Torchrun) {
+    log::info("run {} {} (exit code {}): logs in {}", plan.run_id, status, exit_code, plan.run_dir);
+  }
+}
+
 // The plan for this node: the program after `--`, or the built-in trainer, which gets the run's
 // config file (worker_command) once the run directory is known.
 LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, const HostFacts& host) {
@@ -102,6 +113,7 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   if (!plan.dynamic && plan.node_rank == 0) {
     run_lock.emplace(plan.run_dir, plan.run_id, plan.hostname);
     keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
+    announce_run_start(plan);
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
   RankDiagnostics diagnostics;  // this node's ranks' stacks when a hang is found (docs/diagnosis.md)
@@ -117,6 +129,7 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
         finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint);
     const std::string warning = job_record->finish(status, code, 0);
     if (!warning.empty()) say_line(warning);
+    announce_run_end(plan, status, code);
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
   // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
@@ -165,6 +178,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   const int first_port = choose_first_port(plan, ports);
 
   const std::string archived = prepare_run_directory(plan.run_dir);
+  announce_run_start(plan);
   if (!archived.empty()) log::info("run {} was launched before; its logs are kept in {}", plan.run_id, archived);
   keep_earlier_run_record(plan.run_dir, archived);
   write_run_file(config_file, config_to_yaml(loaded.config));
@@ -194,6 +208,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
       slurm, loaded.config.launch,
       {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(), result.launcher_signal == SIGTERM},
       default_command_runner());
+  announce_run_end(plan, status, result.exit_code);
   // Torchrun personality, a signal torchrun does not handle: it would have died by it (workers are stopped here).
   if (result.launcher_signal &&
       signal_response(*result.launcher_signal, plan.personality, plan.handled_signals) == SignalResponse::kStopAndDie) {
