@@ -27,6 +27,7 @@
 #include "supervise/host_probe.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/run_directory.hpp"
+#include "supervise/run_directory_lock.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/error.hpp"
@@ -73,6 +74,17 @@ void ensure_standard_fds_open() {
 // A line from a helper that words it whole, "mgtrain: ..." (no newline): the GPU choice, a run record warning.
 void say_line(const std::string& line) { log::text(line + "\n"); }
 
+// `mgtrain launch` names its run and folder when it starts and when it ends (docs/launch.md#run-id); the torchrun
+// personality does not, its console is torchrun's.
+void announce_run_start(const LaunchPlan& plan) {
+  if (plan.personality != Personality::Torchrun) log::info("run {}: logs in {}", plan.run_id, plan.run_dir);
+}
+void announce_run_end(const LaunchPlan& plan, const std::string& status, int exit_code) {
+  if (plan.personality != Personality::Torchrun) {
+    log::info("run {} {} (exit code {}): logs in {}", plan.run_id, status, exit_code, plan.run_dir);
+  }
+}
+
 // The plan for this node: the program after `--`, or the built-in trainer, which gets the run's
 // config file (worker_command) once the run directory is known.
 LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, const HostFacts& host) {
@@ -94,10 +106,14 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   if (launch.status_port > 0) {
     log::warn("--status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
   }
-  // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md).
+  // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md), and holds
+  // the run folder's lock: the other nodes of the job share the folder (node_<k>/ each) and take no lock.
+  std::optional<RunDirectoryLock> run_lock;
   std::optional<RunRecorder> job_record;
   if (!plan.dynamic && plan.node_rank == 0) {
+    run_lock.emplace(plan.run_dir, plan.run_id, plan.hostname);
     keep_earlier_run_record(plan.run_dir, prepare_run_directory(plan.run_dir));
+    announce_run_start(plan);
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
   RankDiagnostics diagnostics;  // this node's ranks' stacks when a hang is found (docs/diagnosis.md)
@@ -109,9 +125,11 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   const int code = agent.exit_code;
   if (agent.failure) write_launcher_error_file(*agent.failure, environment, plan.personality);
   if (job_record) {
-    const std::string warning = job_record->finish(
-        finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint), code, 0);
+    const std::string status =
+        finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint);
+    const std::string warning = job_record->finish(status, code, 0);
     if (!warning.empty()) say_line(warning);
+    announce_run_end(plan, status, code);
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
   // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
@@ -154,9 +172,13 @@ void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, c
 int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
                     const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports) {
   const std::string config_file = log_layout::config_file(plan.run_dir);
+  // The run folder is this launcher's while it lives: a live launcher of the same run id refuses this launch here,
+  // before anything of its run is touched (docs/launch.md#run-id).
+  const RunDirectoryLock run_lock(plan.run_dir, plan.run_id, plan.hostname);
   const int first_port = choose_first_port(plan, ports);
 
   const std::string archived = prepare_run_directory(plan.run_dir);
+  announce_run_start(plan);
   if (!archived.empty()) log::info("run {} was launched before; its logs are kept in {}", plan.run_id, archived);
   keep_earlier_run_record(plan.run_dir, archived);
   write_run_file(config_file, config_to_yaml(loaded.config));
@@ -176,10 +198,9 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
     if (!warning.empty()) say_line(warning);
   });
   SupervisionResult result = supervisor.run();
-  const std::string record_warning =
-      run_record.finish(finished_status(result.exit_code, result.launcher_signal.has_value(),
-                                        result.stopped_after_checkpoint && !result.failure),
-                        result.exit_code, result.attempts);
+  const std::string status = finished_status(result.exit_code, result.launcher_signal.has_value(),
+                                             result.stopped_after_checkpoint && !result.failure);
+  const std::string record_warning = run_record.finish(status, result.exit_code, result.attempts);
   if (!record_warning.empty()) say_line(record_warning);
   report_single_node_end(plan, result, environment);
   // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
@@ -187,6 +208,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
       slurm, loaded.config.launch,
       {plan.node_rank, result.stopped_after_checkpoint, result.failure.has_value(), result.launcher_signal == SIGTERM},
       default_command_runner());
+  announce_run_end(plan, status, result.exit_code);
   // Torchrun personality, a signal torchrun does not handle: it would have died by it (workers are stopped here).
   if (result.launcher_signal &&
       signal_response(*result.launcher_signal, plan.personality, plan.handled_signals) == SignalResponse::kStopAndDie) {

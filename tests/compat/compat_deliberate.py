@@ -16,8 +16,8 @@ DELIBERATE = [
     Row("*", "cwd_files", r"^(node\d+/)?runs/",
         "without --log-dir mgtrain keeps its run directory (run.json, config, per-rank logs, failure report) in "
         "./runs; torchrun's logs go to a temporary directory"),
-    Row("*", "log_files", r"^(run\.json|config\.yaml|failure\.json|heartbeat\S*) x\d+$",
-        "mgtrain's run record, resolved config and failure report in the run directory"),
+    Row("*", "log_files", r"^(run\.json|config\.yaml|failure\.json|launcher\.lock|heartbeat\S*) x\d+$",
+        "mgtrain's run record, resolved config, failure report and launcher lock in the run directory"),
     Row("error_record_log_dir", "log_files", r"^(stdout|stderr)\.log",
         "mgtrain keeps every rank's whole output in the run directory (attempt_N/rank_R/stdout.log, stderr.log) "
         "even without --redirects or --tee, where torchrun writes none"),

@@ -1,5 +1,6 @@
 // The launcher's console through the real `mgtrain` binary: partial lines reach it live, a pseudo-terminal
-// for one worker (launch.tty), and torch's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE.
+// for one worker (launch.tty), torch's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, and the lines naming the run at its
+// start and end.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -197,4 +198,32 @@ TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the console prefix, a typo
   CHECK(typo.exit_code == 2);
   CHECK_THAT(typo.err,
              Catch::Contains("unknown placeholder ${local_rnak}") && Catch::Contains("did you mean local_rank"));
+}
+
+TEST_CASE("mgtrain launch names its run and folder at the start and at the end, the torchrun personality does not",
+          "[binary][console][run_id]") {
+  TempDir dir;
+  const std::string start = "mgtrain: run named: logs in " + dir / "runs/named" + "\n";
+  CapturedRun run = mgtrain_launch(dir, {"--run-id", "named", "--", "sh", "-c", "echo working"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out == "[rank 0] working\n");
+  CHECK_THAT(run.err, Catch::StartsWith(start) || Catch::Contains("\n" + start));
+  CHECK_THAT(run.err, Catch::EndsWith("\nmgtrain: run named succeeded (exit code 0): logs in " + dir / "runs/named\n"));
+
+  CapturedRun failed = mgtrain_launch(dir, {"--run-id", "failing", "--", "sh", "-c", "exit 3"});
+  INFO(failed.out << failed.err);
+  CHECK(failed.exit_code == 3);
+  CHECK_THAT(failed.err, Catch::Contains("mgtrain: run failing: logs in " + dir / "runs/failing\n"));
+  CHECK_THAT(failed.err,
+             Catch::EndsWith("\nmgtrain: run failing failed (exit code 3): logs in " + dir / "runs/failing\n"));
+
+  CapturedRun torchrun = run_and_capture({kMgtrain, "torchrun", "--log-dir", dir / "runs", "--rdzv-id", "quiet",
+                                          "--nproc-per-node", "1", "--no-python", "sh", "-c", "echo working"},
+                                         CaptureOptions{});
+  INFO(torchrun.out << torchrun.err);
+  CHECK(torchrun.exit_code == 0);
+  CHECK(torchrun.out == "working\n");
+  CHECK_THAT(torchrun.out + torchrun.err, !Catch::Contains("mgtrain: run "));
+  CHECK(file_exists(dir / "runs/quiet/run.json"));
 }

@@ -1,5 +1,6 @@
 // run_launch with real worker processes (shell scripts): the environment contract, exit codes,
-// the failure report, restarts, logs, console prefixes and filters, ports, the hang watchdog.
+// the failure report, restarts, logs, console prefixes and filters, ports, the hang watchdog; and real `mgtrain
+// launch` processes sharing a run id (a live launcher's run folder is refused, a dead one's taken over).
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -9,6 +10,9 @@
 
 #include <yaml-cpp/yaml.h>
 #include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -17,6 +21,7 @@
 
 using namespace mgtrain;
 using namespace mgtrain::testing;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -351,4 +356,71 @@ TEST_CASE("launching again with the same run id does not inherit the old error o
   CHECK_THAT(outcome.err, !Catch::Contains("old failure"));
   YAML::Node report = YAML::Load(read_text(outcome.run_dir + "/failure.json"));
   CHECK(report["root_cause"]["error_file"].IsNull());
+}
+
+namespace {
+
+// A real `mgtrain launch --run-id ID` of two ranks that each print a line, touch <dir>/started_<ID>_<rank> and wait
+// for <dir>/stop (30 s at most); returned once both ranks started.
+ChildProcess start_waiting_launch(const TempDir& dir, const std::string& run_id) {
+  const std::string started = dir / ("started_" + run_id);
+  const std::string script =
+      "echo hello $RANK; touch \"$0_$RANK\"; i=0; while [ ! -e \"$1\" ] && [ $i -lt 300 ]; do sleep 0.1; "
+      "i=$((i+1)); done";
+  ChildProcess launcher = start_process({kMgtrain, "launch", "--log-dir", dir / "runs", "--run-id", run_id, "--nproc",
+                                         "2", "--grace-period", "1", "--", "sh", "-c", script, started, dir / "stop"},
+                                        dir / ("launcher_" + run_id));
+  if (!wait_until([&] { return file_exists(started + "_0") && file_exists(started + "_1"); }, 20s)) {
+    kill(launcher.pid, SIGKILL);
+    wait_for_exit(launcher.pid, 5s);
+    FAIL("the workers of run " << run_id << " did not start: " << read_text(launcher.err_path));
+  }
+  return launcher;
+}
+
+}  // namespace
+
+TEST_CASE("a run folder belongs to its live launcher: a second launch is refused, a dead one's is taken over",
+          "[launch][run_id]") {
+  TempDir dir;
+  const std::string run_dir = dir / "runs/dup";
+  ChildProcess first = start_waiting_launch(dir, "dup");
+  const std::string record = read_text(run_dir + "/run.json");
+  const std::string config = read_text(run_dir + "/config.yaml");
+  REQUIRE_THAT(record, Catch::Contains("\"running\""));
+
+  CapturedRun second = mgtrain_launch(dir, {"--run-id", "dup", "--", "sh", "-c", "touch \"$0\"", dir / "second_ran"});
+  INFO(second.out << second.err);
+  CHECK(second.exit_code == 2);
+  CHECK_THAT(second.err, Catch::Contains("run dup is in use") &&
+                             Catch::Contains("pid " + std::to_string(first.pid) + " on host ") &&
+                             Catch::Contains(run_dir + "/launcher.lock"));
+  CHECK_THAT(second.err, !Catch::Contains("launched before"));
+  CHECK_FALSE(file_exists(dir / "second_ran"));
+  // Nothing of the live run was touched: no archive, the same run record and config, its logs in place.
+  CHECK_FALSE(file_exists(run_dir + "/earlier"));
+  CHECK(read_text(run_dir + "/run.json") == record);
+  CHECK(read_text(run_dir + "/config.yaml") == config);
+  CHECK(wait_until([&] { return read_text(run_dir + "/attempt_0/rank_1/stdout.log") == "hello 1\n"; }, 10s));
+
+  // The first run ends as it would have: exit 0, its record says succeeded, still no archive.
+  std::ofstream(dir / "stop").put('x');
+  CHECK(wait_for_exit(first.pid, 20s) == 0);
+  CHECK_THAT(read_text(run_dir + "/run.json"), Catch::Contains("\"succeeded\""));
+  CHECK(read_text(run_dir + "/attempt_0/rank_0/stdout.log") == "hello 0\n");
+  CHECK_FALSE(file_exists(run_dir + "/earlier"));
+  std::filesystem::remove(dir / "stop");
+
+  // A launcher killed by SIGKILL leaves its lock behind in no form: the next launch takes the folder over.
+  ChildProcess killed = start_waiting_launch(dir, "stale");
+  kill(killed.pid, SIGKILL);
+  CHECK(wait_for_exit(killed.pid, 10s) == 128 + SIGKILL);
+  std::ofstream(dir / "stop").put('x');  // its workers end too (the orphan guard kills them first)
+  CapturedRun third = mgtrain_launch(dir, {"--run-id", "stale", "--", "true"});
+  INFO(third.out << third.err);
+  CHECK(third.exit_code == 0);
+  CHECK_THAT(third.err, Catch::Contains("run stale was launched before; its logs are kept in " + dir.path() +
+                                        "/runs/stale/earlier/1"));
+  CHECK(file_exists(dir / "runs/stale/earlier/1/attempt_0/rank_0/stdout.log"));
+  CHECK(file_exists(dir / "runs/stale/attempt_0/rank_0/stdout.log"));
 }
