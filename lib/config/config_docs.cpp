@@ -63,7 +63,9 @@ file (and line:column) or the flag:
   here ...`), never ignored.
 - At most {} levels of lists and mappings inside each other (`x.yaml:1:65: nesting deeper than 64 levels ...`)
   and at most {} values in all (an alias counts once: anchors cannot multiply the work).
-- A message quoting a huge value keeps its first 2000 and last 1000 characters.
+- A message quoting a huge value keeps its first 2000 and last 1000 characters. Control characters in a value it
+  quotes are shown escaped, from every source: `\0` (a NUL no longer ends the message), `\t`, `\n`, `\r`, and `\xNN`
+  for the others (`x.yaml:2:18: launch.rdzv_endpoint: 'a\0b' has a malformed host: ...`).
 - A YAML syntax error names file:line:col and what was expected, then the parser's own words, e.g.
   `x.yaml:3:9: malformed YAML: a [ ] list is not closed: expected ',' and another item, or ']' (yaml-cpp: end of
   sequence flow not found)`.
@@ -71,7 +73,9 @@ file (and line:column) or the flag:
   `--rdzv-endpoint [::1]:29400` are addresses, not YAML lists (only a key of type "list of integers" reads
   `[1, 2]` as a list). An address (`launch.master_addr`, `launch.local_addr`, `launch.status_bind`) may be an IPv6
   address in brackets; it is stored, and given to the workers as `MASTER_ADDR`, without them (`::1`). In a YAML
-  file quote it (`master_addr: '[::1]'`): unquoted, `[::1]` is a list there.
+  file quote it (`master_addr: '[::1]'`): unquoted, `[::1]` is a list there. The host of an address or of
+  `launch.rdzv_endpoint` must be well-formed, an IPv4 or IPv6 address or a host name of letters, digits, `-`, `_`
+  and `.` (docs/multinode.md, "Static rendezvous"): `--rdzv-endpoint +1` is refused at once (exit 2), not retried.
 - A flag without a value (`--standalone`, `--exit-with-stdin`, `--no-python`, ...) accepts only a boolean when
   written `--flag=VALUE`: true/false, yes/no, on/off, 1/0 (`--standalone=false` turns it off); anything else is a
   usage error naming the flag, e.g. `launch: --standalone is a flag: give it alone, or as --standalone=true ...`.

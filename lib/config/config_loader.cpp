@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <random>
@@ -402,8 +401,14 @@ LoadedConfig load_config_text(const std::string& yaml_text, const std::string& d
   try {
     return load_all_sources(yaml_text, display_name, request, env, options);
   } catch (const UsageError& e) {
-    if (std::strlen(e.what()) <= kMaxMessageChars) throw;
-    throw UsageError(bounded_message(e.what()));
+    // Every config error is one line, and the values it quotes are shown with their control characters escaped,
+    // line feeds and tabs too (Error escapes the others, NUL included, where the message is made).
+    const std::string message = escape_control_characters(e.what());
+    if (message.size() <= kMaxMessageChars) {
+      if (message == e.what()) throw;
+      throw UsageError(message);
+    }
+    throw UsageError(bounded_message(message));
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "config/launch_settings.hpp"
 #include "config/schema_builder.hpp"
 #include "util/value_parsing.hpp"
 
@@ -33,10 +34,13 @@ std::string without_brackets(std::string v) {
   return v;
 }
 
+// The address itself as launch_settings' host_name_problem has it (empty: the key's default meaning).
 std::optional<std::string> check_address(const std::string& v) {
   if (auto problem = check_plain_word(v, true)) return problem;
   if (v.find_first_of("[]") != std::string::npos)
     return fmt::format("'{}' has a bracket that does not enclose the whole address", v);
+  if (v.empty()) return std::nullopt;
+  if (auto problem = host_name_problem(v)) return fmt::format("'{}' is not a valid host: {}", v, *problem);
   return std::nullopt;
 }
 // launch.signals_to_handle: torchrun's comma-separated signal names, of the six the launcher receives.

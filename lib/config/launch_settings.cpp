@@ -1,6 +1,10 @@
 // The one parser and writer of each typed launch setting (see launch_settings.hpp).
 #include "config/launch_settings.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cctype>
 #include <optional>
 #include <sstream>
 
@@ -218,6 +222,70 @@ std::string TtySpec::text() const {
   return std::to_string(rank);
 }
 
+// ---- host names ----------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kMaxNameChars = 253;
+constexpr std::size_t kMaxLabelChars = 63;
+
+bool name_character(unsigned char c) { return std::isalnum(c) || c == '-' || c == '_'; }
+
+// One character as a message shows it: "'+'", "a blank", "byte 0x01" (a control character or a byte of UTF-8).
+std::string shown_character(unsigned char c) {
+  if (c == ' ') return "a blank";
+  if (c > ' ' && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));
+  return fmt::format("byte 0x{:02x}", c);
+}
+
+std::optional<std::string> ipv6_problem(const std::string& host) {
+  const std::size_t percent = host.find('%');
+  const std::string address = host.substr(0, percent);
+  in6_addr parsed{};
+  if (inet_pton(AF_INET6, address.c_str(), &parsed) != 1) {
+    return fmt::format("'{}' is not an IPv6 address (and a host name has no ':')", address);
+  }
+  if (percent == std::string::npos) return std::nullopt;
+  const std::string zone = host.substr(percent + 1);
+  if (zone.empty()) return std::string("the IPv6 zone after '%' is empty");
+  for (const unsigned char c : zone) {
+    if (!name_character(c) && c != '.') return fmt::format("{} is not allowed in an IPv6 zone", shown_character(c));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> host_name_problem(const std::string& host) {
+  if (host.empty()) return std::string("the host is empty");
+  if (host.find(':') != std::string::npos) return ipv6_problem(host);
+  for (const unsigned char c : host) {
+    if (!name_character(c) && c != '.') {
+      return fmt::format("{} is not allowed in a host name (letters, digits, '-', '_' and '.')", shown_character(c));
+    }
+  }
+  const std::string name = ends_with(host, ".") ? host.substr(0, host.size() - 1) : host;
+  if (name.size() > kMaxNameChars) {
+    return fmt::format("a host name has at most {} characters, this one {}", kMaxNameChars, name.size());
+  }
+  const std::vector<std::string> labels = split(name, '.');
+  for (const std::string& label : labels) {
+    if (label.empty()) return std::string("a host name has no empty part ('.' at its start or twice in a row)");
+    if (label.size() > kMaxLabelChars) {
+      return fmt::format("a part of a host name has at most {} characters, '{}...' has {}", kMaxLabelChars,
+                         label.substr(0, 16), label.size());
+    }
+    if (label.front() == '-' || label.back() == '-') {
+      return fmt::format("'{}': a part of a host name does not start or end with '-'", label);
+    }
+  }
+  in_addr ipv4{};
+  if (all_digits(labels.back()) && inet_pton(AF_INET, host.c_str(), &ipv4) != 1) {
+    return std::string("it ends in a number but is not an IPv4 address (a.b.c.d, each 0-255)");
+  }
+  return std::nullopt;
+}
+
 // ---- rdzv_endpoint --------------------------------------------------------------------------
 
 Parsed<RdzvEndpoint> RdzvEndpoint::parse(const std::string& raw) {
@@ -248,10 +316,7 @@ Parsed<RdzvEndpoint> RdzvEndpoint::parse(const std::string& raw) {
     if (!number || *number > 65535) return fail("has no valid port (0-65535)");
     endpoint.port = number;
   }
-  // No host name or address holds blanks, control characters or brackets (other than the IPv6 ones removed above).
-  for (unsigned char c : endpoint.host)
-    if (c <= ' ' || c == 0x7f || c == '[' || c == ']')
-      return fail("has a host with blanks, brackets or control characters");
+  if (auto problem = host_name_problem(endpoint.host)) return fail("has a malformed host: " + *problem);
   return endpoint;
 }
 

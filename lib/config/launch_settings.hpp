@@ -120,9 +120,19 @@ struct TtySpec {
   std::string text() const;
 };
 
+// The grammar of a host that the rendezvous or the workers' store is reached at or bound to (rdzv_endpoint's host,
+// master_addr, local_addr, status_bind): an IPv4 address (a.b.c.d, each 0-255), an IPv6 address (bare, as inet_pton
+// reads it, with an optional %zone), or a DNS name: labels of letters, digits, '-' and '_' joined by '.', none empty,
+// none starting or ending with '-', at most 63 characters each and 253 in all, one trailing '.' allowed (RFC 1123;
+// '_' is not in it, but glibc resolves such names and some clusters name their nodes so). A name whose last label is
+// a number must be an IPv4 address ("1.2.3", "+1" and "10.0.0.256" are refused: getaddrinfo would read the first
+// as an address and never find the others). nullopt for a valid host, else what is wrong with it, worded to follow
+// a quote of the value: "'+' is not allowed in a host name (letters, digits, '-', '_' and '.')".
+std::optional<std::string> host_name_problem(const std::string& host);
+
 // launch.rdzv_endpoint: empty (static rendezvous, node ranks from node_rank), or HOST[:PORT], an IPv6 address in
-// brackets ([::1]:29400). Without a port, torchrun's c10d default 29400; port 0 asks for a free port (one node only,
-// the launch plan checks that).
+// brackets ([::1]:29400), HOST as host_name_problem accepts it. Without a port, torchrun's c10d default 29400; port 0
+// asks for a free port (one node only, the launch plan checks that).
 struct RdzvEndpoint {
   static constexpr const char* kAllowed = "empty, or HOST[:PORT]";
   static constexpr int kDefaultPort = 29400;

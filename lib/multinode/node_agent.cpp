@@ -115,6 +115,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   void on_time(Clock::time_point now) override {
     if (server_) server_->on_time(now);
     client_->on_time(now);
+    if (auto notice = client_->take_unresolved_notice(now); notice && !ending_) say(*notice);
     if (client_->state() == RendezvousClient::State::kConnected) {
       if (supervisor_->policy().finished()) {
         if (!finished_at_) finished_at_ = now;

@@ -4,10 +4,14 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
@@ -33,16 +37,27 @@ bool RendezvousClient::take_connected_event() {
   return event;
 }
 
+std::optional<std::string> RendezvousClient::take_unresolved_notice(rdzv::SteadyTime now) {
+  if (state_ != State::kConnecting || !notice_due_ || now < *notice_due_) return std::nullopt;
+  notice_due_ = now + kUnresolvedNoticeInterval;
+  const double left = std::chrono::duration<double>(connect_deadline_ - now).count();
+  return fmt::format("still cannot resolve {} ({}); retrying until the join timeout in {}", host_, unresolved_reason_,
+                     format_seconds(std::max(0.0, std::ceil(left))));
+}
+
 void RendezvousClient::try_connect(rdzv::SteadyTime now) {
   retry_at_.reset();
   std::string error;
   std::vector<SocketAddress> addresses = resolve_tcp(host_, port_, error);
   if (addresses.empty()) {
     problem_ = fmt::format("{} does not resolve ({})", host_, error);
+    unresolved_reason_ = error;
+    if (!notice_due_) notice_due_ = now + kUnresolvedNoticeInterval;
     retry_at_ = now + kRetryDelay;
     if (now >= connect_deadline_) state_ = State::kUnreachable;
     return;
   }
+  notice_due_.reset();
   // The first address; a host with several is tried in turn across retries.
   const SocketAddress& address = addresses[rotation_++ % addresses.size()];
   connecting_to_ = address.text();

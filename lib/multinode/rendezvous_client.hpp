@@ -5,6 +5,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,10 @@ class RendezvousClient {
  public:
   enum class State { kConnecting, kConnected, kUnreachable, kLost };
 
+  // While the server's host name does not resolve (a well-formed name whose Kubernetes pod is not up yet, or a
+  // typo), the console hears so this often, the first time this long after the first failure.
+  static constexpr std::chrono::seconds kUnresolvedNoticeInterval{30};
+
   // Starts connecting to host:port at once; gives up at `connect_deadline`. With a `token` the connection is
   // authenticated (frame_auth.hpp).
   RendezvousClient(std::string host, int port, rdzv::SteadyTime connect_deadline, rdzv::SteadyTime now,
@@ -31,6 +36,9 @@ class RendezvousClient {
   const std::string& problem() const { return problem_; }
   // Set once when the connection is established (the agent then sends its join).
   bool take_connected_event();
+  // "still cannot resolve HOST (reason); retrying until the join timeout in N s" once every
+  // kUnresolvedNoticeInterval while connecting and the host does not resolve; nullopt otherwise.
+  std::optional<std::string> take_unresolved_notice(rdzv::SteadyTime now);
 
   void add_poll_fds(std::vector<pollfd>& fds);
   // Received messages are appended to `messages`. A server that sends garbage throws rdzv::ProtocolError, one
@@ -63,6 +71,8 @@ class RendezvousClient {
   Fd connecting_;  // the socket while connecting
   std::string connecting_to_;
   std::optional<rdzv::SteadyTime> retry_at_;
+  std::string unresolved_reason_;               // getaddrinfo's, while the host does not resolve
+  std::optional<rdzv::SteadyTime> notice_due_;  // set while the host does not resolve
   std::unique_ptr<MessageConnection> connection_;
   bool connected_event_ = false;
   bool authenticated_ = false;

@@ -11,12 +11,24 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
+#include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
 
 constexpr auto kLinger = std::chrono::seconds(3);
 constexpr std::uint64_t kListenerId = 0;  // connection ids start at 1
+
+// How a peer ended its connection before any message of its reached the rounds: "closed the connection in the
+// middle of the handshake (5 bytes)". A port scan or a TCP health check closes without sending anything.
+std::string early_end(const MessageConnection& socket) {
+  const std::string& reason = socket.end_reason();  // "closed the connection ...", "reset the connection (...)"
+  const std::string how = starts_with(reason, "closed the connection") ? "closed the connection" : reason;
+  if (socket.received_bytes() == 0) return how + " without sending anything";
+  if (!socket.peer_hello_arrived())
+    return fmt::format("{} in the middle of the handshake ({} bytes)", how, socket.received_bytes());
+  return how + " after the handshake, before joining";
+}
 
 }  // namespace
 
@@ -145,6 +157,8 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
     return;
   } catch (const rdzv::ProtocolError& error) {
     std::vector<rdzv::Message> messages = std::move(messages_);
+    connection.delivered = connection.delivered || !messages.empty();
+    if (!connection.delivered) count_dropped_connection(connection, error.what());
     for (const rdzv::Message& message : messages) rounds_.on_message(id, message, now);
     rounds_.on_disconnect(id, std::string("sent bytes that are not mgtrain's rendezvous protocol: ") + error.what(),
                           now);
@@ -152,12 +166,23 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
   }
   // Moved out: handling a message may send, close or (through rounds) reach this server again.
   std::vector<rdzv::Message> messages = std::move(messages_);
+  connection.delivered = connection.delivered || !messages.empty();
   for (const rdzv::Message& message : messages) rounds_.on_message(id, message, now);
   messages_ = std::move(messages);
   auto still = connections_.find(id);
   if (still != connections_.end() && still->second.socket->ended() && !still->second.closing) {
-    rounds_.on_disconnect(id, still->second.socket->end_reason(), now);
+    const Connection& ended = still->second;
+    if (!ended.delivered) count_dropped_connection(ended, early_end(*ended.socket));
+    rounds_.on_disconnect(id, ended.socket->end_reason(), now);
   }
+}
+
+void RendezvousServer::count_dropped_connection(const Connection& connection, const std::string& why) {
+  ++dropped_connections_;
+  if (dropped_connections_ < next_dropped_connection_note_) return;
+  while (next_dropped_connection_note_ <= dropped_connections_) next_dropped_connection_note_ *= 10;
+  note(fmt::format("rendezvous: dropped a connection from {} ({}); {} dropped so far, the job is not affected",
+                   connection.address.empty() ? "an unknown peer" : connection.address, why, dropped_connections_));
 }
 
 void RendezvousServer::count_dropped(Connection& connection, const std::string& why) {

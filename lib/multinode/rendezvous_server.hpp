@@ -33,6 +33,10 @@ class RendezvousServer : private rdzv::RoundsOutbox {
 
   // Frames dropped because they failed authentication, in all.
   long long dropped_frames() const { return dropped_frames_; }
+  // Connections that ended before any message reached the rounds (bytes that are not this protocol, a
+  // handshake cut short, a port scan), in all. Noted like dropped frames, at 1, 10, 100, ...: "rendezvous:
+  // dropped a connection from 10.0.0.9 (why); 1 dropped so far, the job is not affected".
+  long long dropped_connections() const { return dropped_connections_; }
 
   // Adds exactly one descriptor (the epoll set); on_poll takes that slice.
   void add_poll_fds(std::vector<pollfd>& fds);
@@ -61,6 +65,7 @@ class RendezvousServer : private rdzv::RoundsOutbox {
     bool closing = false;          // send what is queued, then half-close and read until the agent hangs up
     bool shut = false;             // half-closed
     bool watching_output = false;  // EPOLLOUT is registered (output waits for the socket)
+    bool delivered = false;        // a message of its reached the rounds (it is an agent, which the rounds name)
   };
 
   void send(rdzv::ConnectionId connection, const rdzv::Message& message) override;
@@ -72,12 +77,16 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   void watch(rdzv::ConnectionId id, int operation, std::uint32_t events);
   void reap_closed(rdzv::SteadyTime now);
   void count_dropped(Connection& connection, const std::string& why);
+  // A connection that ended before it delivered a message: counted and noted (rate-limited).
+  void count_dropped_connection(const Connection& connection, const std::string& why);
 
   bool linger_cut_ = false;
   rdzv::RendezvousToken token_;
   long long dropped_frames_ = 0;
   long long next_dropped_note_ = 1;  // noted at 1, 10, 100, ... dropped frames: a flood cannot flood the log
-  Fd listener_;                      // closed once the job is decided (after the linger when latecomers must hear it)
+  long long dropped_connections_ = 0;
+  long long next_dropped_connection_note_ = 1;  // the same for dropped connections
+  Fd listener_;  // closed once the job is decided (after the linger when latecomers must hear it)
   PortProbe& ports_;
   std::function<void(const std::string&)> note_;
   rdzv::RendezvousRounds rounds_;

@@ -272,6 +272,7 @@ void MessageConnection::on_ready(short revents, std::vector<rdzv::Message>& mess
     while (fd_) {
       ssize_t count = ::recv(fd_.get(), buffer, sizeof buffer, 0);
       if (count > 0) {
+        received_ += static_cast<std::size_t>(count);
         decoder_.feed(buffer, static_cast<std::size_t>(count));
         try {
           while (fd_) {

@@ -67,6 +67,9 @@ class MessageConnection {
   bool wants_write() const { return written_ < output_.size(); }
   // A frame from the peer passed authentication (with no token: the peer's hello arrived).
   bool peer_authenticated() const { return peer_authenticated_; }
+  // The peer's hello arrived (the handshake is done), and how many bytes the peer sent in all.
+  bool peer_hello_arrived() const { return auth_.started(); }
+  std::size_t received_bytes() const { return received_; }
   // Frames that failed authentication and were dropped since the last call (a refused hello counts as one).
   int take_dropped_frames();
   // POLLIN, plus POLLOUT while output waits.
@@ -95,6 +98,7 @@ class MessageConnection {
   std::string end_reason_;
   bool peer_authenticated_ = false;
   int dropped_ = 0;
+  std::size_t received_ = 0;
 };
 
 }  // namespace mgtrain

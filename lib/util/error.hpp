@@ -19,11 +19,12 @@ inline constexpr int kStoppedAfterCheckpoint = 75;  // EX_TEMPFAIL: try again la
 // stopped_exit_code, the one rule.
 }  // namespace exit_code
 
-// Base of every error mgtrain raises on purpose. The message is complete and user-facing.
+// Base of every error mgtrain raises on purpose. The message is complete and user-facing. Control characters
+// other than line feed and tab are kept escaped in it ("\0", "\x1b": util/strings.hpp's escape_control_characters):
+// a value it quotes cannot cut it short at a NUL or reach the terminal as escape sequences.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message, int exit_code = exit_code::kFailure)
-      : std::runtime_error(message), exit_code_(exit_code) {}
+  explicit Error(const std::string& message, int exit_code = exit_code::kFailure);
   int exit_code() const { return exit_code_; }
 
  private:

@@ -25,4 +25,33 @@ std::vector<std::string> split_lines(std::string_view text, char terminator) {
 
 std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+std::string escape_control_characters(std::string_view text, std::string_view kept) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte >= 0x20 && byte != 0x7f) || kept.find(c) != std::string_view::npos) {
+      out += c;
+      continue;
+    }
+    switch (c) {
+      case '\0':
+        out += "\\0";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return out;
+}
+
 }  // namespace mgtrain

@@ -1,6 +1,6 @@
 // Small text helpers that every library needs (C++17 has no std::string::starts_with): prefix and suffix tests,
-// text cut into lines, and a tensor shape as text. Parsing text into values is in value_parsing.hpp; JSON strings
-// in json_text.hpp.
+// text cut into lines, a tensor shape as text, and control characters escaped for messages. Parsing text into values
+// is in value_parsing.hpp; JSON strings in json_text.hpp.
 #pragma once
 
 #include <cstdint>
@@ -20,5 +20,11 @@ std::vector<std::string> split_lines(std::string_view text, char terminator = '\
 
 // "[2, 3]", "[]" for a scalar: a tensor's shape in messages. Torch-free: LibTorch callers pass sizes().vec().
 std::string shape_text(const std::vector<std::int64_t>& shape);
+
+// `text` with its control characters (bytes 0-31 and 127) written as escapes, "\0", "\t", "\n", "\r" and "\xNN"
+// for the others (ESC: "\x1b"), except those in `kept`; everything else, UTF-8 included, stays as it is. For messages
+// that quote a value: a NUL would cut the message (an exception's what() is a C string), and the others would move
+// the terminal's cursor or hide what follows. Backslashes stay single: "a\\0b" and "a<NUL>b" read alike.
+std::string escape_control_characters(std::string_view text, std::string_view kept = {});
 
 }  // namespace mgtrain

@@ -14,6 +14,7 @@
 #include "config/config_loader.hpp"
 #include "config/yaml_document.hpp"
 #include "support/temp_dir.hpp"
+#include "util/environment.hpp"
 #include "util/error.hpp"
 
 using namespace mgtrain;
@@ -229,6 +230,51 @@ TEST_CASE("a rendezvous endpoint's host holds no blanks or stray brackets", "[co
     request.flags = {{"launch.rdzv_endpoint", endpoint, "--rdzv-endpoint"}};
     CHECK(contains(text_error("", request), "launch.rdzv_endpoint: '"));
   }
+}
+
+TEST_CASE("a value's control characters are shown escaped, from every source, and never cut the message",
+          "[config][input]") {
+  auto no_control_characters = [](const std::string& message) {
+    for (const char c : message)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+    return true;
+  };
+  // YAML's "\0" is a NUL: the message used to end at it ("launch.rdzv_endpoint: 'a").
+  const std::string yaml = text_error("launch:\n  rdzv_endpoint: \"a\\0b\"\n");
+  CHECK(yaml ==
+        "x.yaml:2:18: launch.rdzv_endpoint: 'a\\0b' has a malformed host: byte 0x00 is not allowed in a host name "
+        "(letters, digits, '-', '_' and '.') (allowed: empty, or HOST[:PORT])");
+  CHECK(contains(text_error("launch:\n  run_id: \"x/\\ty\\e[2J\"\n"), "launch.run_id: 'x/\\ty\\x1b[2J' must be"));
+  // The environment, a flag (argv cannot carry a NUL, but other control characters) and an override.
+  const EnvMap env = {{"MGTRAIN_LAUNCH_RDZV_ENDPOINT",
+                       "node\x01"
+                       "0:29400"}};
+  try {
+    load_config_text("", "", {}, env, fixed_run_id());
+    FAIL("expected a UsageError");
+  } catch (const UsageError& e) {
+    CHECK(contains(e.what(),
+                   "environment MGTRAIN_LAUNCH_RDZV_ENDPOINT: launch.rdzv_endpoint: 'node\\x01"
+                   "0:29400'"));
+    CHECK(no_control_characters(e.what()));
+  }
+  ConfigRequest flag;
+  flag.flags = {{"launch.master_addr",
+                 "a\x01"
+                 "b\x7f",
+                 "--master-addr"}};
+  const std::string from_flag = text_error("", flag);
+  CHECK(contains(from_flag,
+                 "--master-addr a\\x01"
+                 "b\\x7f: launch.master_addr: 'a\\x01"
+                 "b\\x7f' is not a valid host: "
+                 "byte 0x01 is not allowed in a host name"));
+  CHECK(no_control_characters(from_flag));
+  ConfigRequest line_feed;
+  line_feed.overrides = {"launch.run_id=a/\nb"};
+  const std::string from_override = text_error("", line_feed);
+  CHECK(contains(from_override, "override launch.run_id=a/\\nb: launch.run_id: 'a/\\nb' must be a plain name"));
+  CHECK(no_control_characters(from_override));
 }
 
 TEST_CASE("a message quoting a huge value is cut to its start and end", "[config][input]") {

@@ -56,6 +56,11 @@ const Good kGood[] = {
     {"launch.rdzv_endpoint", "localhost:0", "localhost:0"},
     {"launch.rdzv_endpoint", "[::1]:1234", "[::1]:1234"},
     {"launch.rdzv_endpoint", "[fe80::1]", "[fe80::1]"},
+    {"launch.rdzv_endpoint", "[fe80::1%eth0]:29400", "[fe80::1%eth0]:29400"},
+    {"launch.rdzv_endpoint", "10.0.0.7:29400", "10.0.0.7:29400"},
+    {"launch.rdzv_endpoint", "trainer-0.trainer.default.svc.cluster.local.:29400",
+     "trainer-0.trainer.default.svc.cluster.local.:29400"},
+    {"launch.rdzv_endpoint", "gpu_node07:29400", "gpu_node07:29400"},
     {"launch.hosts", "", ""},
     {"launch.hosts", "node0:4, node1:2", "node0:4,node1:2"},
     {"launch.hosts", "a,b", "a,b"},
@@ -105,6 +110,22 @@ const Bad kBad[] = {
     {"launch.rdzv_endpoint", "[::1", "'[::1' is not HOST:PORT"},
     {"launch.rdzv_endpoint", "[]:1", "'[]:1' is not HOST:PORT"},
     {"launch.rdzv_endpoint", "[::1]1234", "'[::1]1234' is not HOST:PORT"},
+    {"launch.rdzv_endpoint", "+1",
+     "'+1' has a malformed host: '+' is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+    {"launch.rdzv_endpoint", "node-:29400",
+     "'node-:29400' has a malformed host: 'node-': a part of a host name does not start or end with '-'"},
+    {"launch.rdzv_endpoint", "a..b",
+     "'a..b' has a malformed host: a host name has no empty part ('.' at its start or twice in a row)"},
+    {"launch.rdzv_endpoint", "10.0.0.256:1",
+     "'10.0.0.256:1' has a malformed host: it ends in a number but is not an IPv4 address (a.b.c.d, each 0-255)"},
+    {"launch.rdzv_endpoint", "[fe80::zz]",
+     "'[fe80::zz]' has a malformed host: 'fe80::zz' is not an IPv6 address (and a host name has no ':')"},
+    {"launch.master_addr", "+1",
+     "'+1' is not a valid host: '+' is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+    {"launch.master_addr", "-node0",
+     "'-node0' is not a valid host: '-node0': a part of a host name does not start or end with '-'"},
+    {"launch.master_addr", "1.2.3",
+     "'1.2.3' is not a valid host: it ends in a number but is not an IPv4 address (a.b.c.d, each 0-255)"},
     {"launch.hosts", "a:x", "'a:x': 'x' is not a number of workers (slots): use a positive number"},
     {"launch.hosts", "a:2,b:0", "'b:0' in 'a:2,b:0': '0' is not a number of workers (slots): use a positive number"},
     {"launch.hosts", "a:", "'a:': '' is not a number of workers (slots): use a positive number"},
@@ -203,6 +224,69 @@ TEST_CASE("the parsers give typed values", "[config][settings]") {
   CHECK_FALSE(failed.ok());
   CHECK(failed.error() == "'many' is not a process count");
   CHECK_THROWS_AS(failed.value(), Error);
+}
+
+TEST_CASE("a host is an IPv4 or IPv6 address or an RFC 1123 name (with '_'), nothing else", "[config][settings]") {
+  const std::string label63(63, 'a');
+  const std::string name253 = label63 + "." + label63 + "." + label63 + "." + std::string(61, 'b');
+  REQUIRE(name253.size() == 253);
+  for (const std::string& good : {std::string("node0"),
+                                  std::string("localhost"),
+                                  std::string("n"),
+                                  std::string("0node"),
+                                  std::string("gpu-node-07"),
+                                  std::string("gpu_node_07"),
+                                  std::string("Node0.Example.COM"),
+                                  std::string("trainer-0.trainer.default.svc.cluster.local."),
+                                  std::string("xn--bcher-kva.example"),
+                                  std::string("127.0.0.1"),
+                                  std::string("10.0.0.255"),
+                                  std::string("10.0.0.1a"),
+                                  std::string("::1"),
+                                  std::string("::"),
+                                  std::string("fe80::1%eth0"),
+                                  std::string("2001:db8::8a2e:370:7334"),
+                                  std::string("::ffff:10.0.0.1"),
+                                  label63,
+                                  name253,
+                                  name253 + "."}) {
+    INFO(good);
+    CHECK(host_name_problem(good) == std::nullopt);
+  }
+  const std::pair<std::string, std::string> bad[] = {
+      {"", "the host is empty"},
+      {"+1", "'+' is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+      {"node 0", "a blank is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+      {std::string("a\x01"
+                   "b",
+                   3),
+       "byte 0x01 is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+      {"n\xc3\xb6"
+       "de",
+       "byte 0xc3 is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+      {"user@node0", "'@' is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+      {"node0/24", "'/' is not allowed in a host name (letters, digits, '-', '_' and '.')"},
+      {"-node", "'-node': a part of a host name does not start or end with '-'"},
+      {"node-.example", "'node-': a part of a host name does not start or end with '-'"},
+      {".node", "a host name has no empty part ('.' at its start or twice in a row)"},
+      {"node..example", "a host name has no empty part ('.' at its start or twice in a row)"},
+      {".", "a host name has no empty part ('.' at its start or twice in a row)"},
+      {"node0..", "a host name has no empty part ('.' at its start or twice in a row)"},
+      {label63 + "a", "a part of a host name has at most 63 characters, 'aaaaaaaaaaaaaaaa...' has 64"},
+      {name253 + "b", "a host name has at most 253 characters, this one 254"},
+      {"1", "it ends in a number but is not an IPv4 address (a.b.c.d, each 0-255)"},
+      {"10.0.0.256", "it ends in a number but is not an IPv4 address (a.b.c.d, each 0-255)"},
+      {"10.0.0.1.", "it ends in a number but is not an IPv4 address (a.b.c.d, each 0-255)"},
+      {"node.42", "it ends in a number but is not an IPv4 address (a.b.c.d, each 0-255)"},
+      {"fe80::zz", "'fe80::zz' is not an IPv6 address (and a host name has no ':')"},
+      {"node0:1", "'node0:1' is not an IPv6 address (and a host name has no ':')"},
+      {"fe80::1%", "the IPv6 zone after '%' is empty"},
+      {"fe80::1%a b", "a blank is not allowed in an IPv6 zone"},
+  };
+  for (const auto& [host, problem] : bad) {
+    INFO(host);
+    CHECK(host_name_problem(host) == std::optional<std::string>(problem));
+  }
 }
 
 TEST_CASE("the defaults are the typed settings' defaults, written as before", "[config][settings]") {

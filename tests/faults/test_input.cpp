@@ -141,3 +141,47 @@ TEST_CASE("bad input through the binary: documented usage exit code and a messag
   CHECK(contains(run.err, "two.yaml:3:1: a second YAML document starts here"));
   CHECK_FALSE(contains(run.err + run.out, "internal error"));
 }
+
+TEST_CASE("a malformed host is refused at once with exit 2, and a config value's NUL is shown escaped",
+          "[faults][input]") {
+  TempDir dir("mgtrain-input");
+  // `config validate` refuses what `launch` would retry until the join timeout (600 s by default).
+  std::ofstream(dir / "plus.yaml") << "launch:\n  rdzv_endpoint: '+1'\n";
+  CapturedRun run = run_mgtrain({"config", "validate", dir / "plus.yaml"});
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err,
+                 "plus.yaml:2:18: launch.rdzv_endpoint: '+1' has a malformed host: '+' is not allowed in a "
+                 "host name (letters, digits, '-', '_' and '.')"));
+  std::ofstream(dir / "ok.yaml") << "train:\n  epochs: 1\n";
+  run = run_mgtrain({"config", "validate", dir / "ok.yaml", "--set", "launch.master_addr=node-"});
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err, "launch.master_addr: 'node-' is not a valid host: 'node-': a part of a host name"));
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--rdzv-endpoint", "+1"}, std::vector<std::string>{"--rdzv-endpoint", "+1:29400"},
+        std::vector<std::string>{"--master-addr", "+1", "--node-rank", "1"}}) {
+    INFO(flags[0] << " " << flags[1]);
+    std::vector<std::string> args = {"launch", "--nnodes", "2", "--nproc", "1", "--log-dir", dir / "runs"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "true"});
+    const auto start = std::chrono::steady_clock::now();
+    run = run_mgtrain(args, 20);
+    CHECK_FALSE(run.timed_out);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    CHECK(run.exit_code == 2);
+    CHECK(contains(run.err, "'+' is not allowed in a host name"));
+  }
+  // A NUL inside a quoted YAML value used to end the message there ("launch.rdzv_endpoint: 'a").
+  std::ofstream(dir / "nul.yaml") << "launch:\n  rdzv_endpoint: \"a\\0b\"\n";
+  run = run_mgtrain({"config", "validate", dir / "nul.yaml"});
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err,
+                 "launch.rdzv_endpoint: 'a\\0b' has a malformed host: byte 0x00 is not allowed in a host "
+                 "name (letters, digits, '-', '_' and '.') (allowed: empty, or HOST[:PORT])"));
+  // argv cannot carry a NUL, but other control characters, shown escaped too.
+  run = run_mgtrain({"launch", "--nnodes", "2", "--nproc", "1", "--rdzv-endpoint",
+                     "a\x01"
+                     "b\x1b[2J",
+                     "--", "true"});
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err, "launch.rdzv_endpoint: 'a\\x01b\\x1b[2J' has a malformed host: byte 0x01"));
+}

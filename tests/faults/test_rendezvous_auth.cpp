@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -208,6 +210,29 @@ TEST_CASE("with a token, garbage, forged and replayed frames are dropped and the
   CHECK_THAT(log, Catch::Contains("authenticated with the token from MGTRAIN_RDZV_TOKEN"));
   CHECK_THAT(log, Catch::Contains("dropped a message from 127.0.0.1") && Catch::Contains("the job is not affected"));
   CHECK_THAT(log, !Catch::Contains("intruder"));
+}
+
+TEST_CASE("without a token, garbage and cut handshakes on the rendezvous port are logged by node 0, rate-limited",
+          "[faults][rendezvous]") {
+  TempDir dir;
+  const int port = free_port();
+  ChildProcess node0 = start_process(node(0, port, dir, "true", {"--join-timeout", "30"}), dir / "node0");
+  attack(port, "GET / HTTP/1.0\r\n\r\n");
+  const std::string dropped = "rendezvous: dropped a connection from 127.0.0.1";
+  CHECK(wait_until([&] { return read_text(node0.err_path).find(dropped) != std::string::npos; }, 15s));
+  // Nine more (a hello cut short, a port scan's connect and close, ...): the tenth is noted again, the others not.
+  const std::string hello = rdzv::encode(rdzv::hello_message(rdzv::random_hex(16), false));
+  for (int i = 0; i < 9; ++i) attack(port, i % 2 ? hello.substr(0, 7) : std::string());
+  CHECK(wait_until([&] { return read_text(node0.err_path).find("10 dropped so far") != std::string::npos; }, 15s));
+  ::kill(node0.pid, SIGTERM);
+  CHECK(wait_for_exit(node0.pid, 15s).has_value());
+  const std::string log = read_text(node0.err_path);
+  CHECK_THAT(log, Catch::Contains(dropped + " (not an mgtrain rendezvous peer: it sent 47 45 54 20 2f 20 48 54 "
+                                            "('GET / HT') where a message starts with 'MGRV'); 1 dropped so far, the "
+                                            "job is not affected"));
+  std::size_t lines = 0;
+  for (std::size_t at = log.find(dropped); at != std::string::npos; at = log.find(dropped, at + 1)) ++lines;
+  CHECK(lines == 2);
 }
 
 TEST_CASE("nodes with different tokens, or a token on one node only, are told so and exit 2",

@@ -1,4 +1,5 @@
-// Suggestions, strict value parsing, the worker's identity from its environment, and run_main (a binary's errors).
+// Suggestions, strict value parsing, the worker's identity from its environment, run_main (a binary's errors), and
+// control characters escaped in messages.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/strings.hpp"
 #include "util/value_parsing.hpp"
 
 using namespace mgtrain;
@@ -127,4 +129,21 @@ TEST_CASE("run_main: a binary's errors caught once, as one line and an exit code
   CHECK(stderr_of([&] { code = log::run_main("prog", []() -> int { throw std::out_of_range("vector"); }); }) ==
         "prog: internal error: vector\n");
   CHECK(code == exit_code::kFailure);
+}
+
+TEST_CASE("control characters are escaped for messages, everything else is kept", "[helpers]") {
+  const std::string nul_inside("a\0b", 3);
+  CHECK(escape_control_characters(nul_inside) == "a\\0b");
+  CHECK(escape_control_characters("tab\tline\ncr\r") == "tab\\tline\\ncr\\r");
+  CHECK(escape_control_characters("\x01\x1b[31m\x7f") == "\\x01\\x1b[31m\\x7f");
+  CHECK(escape_control_characters("n\xc3\xb6"
+                                  "de [::1] \\ ok") ==
+        "n\xc3\xb6"
+        "de [::1] \\ ok");  // UTF-8 and '\\' stay
+  CHECK(escape_control_characters("two\nlines\tand\x01", "\n\t") == "two\nlines\tand\\x01");
+  // Every Error keeps line feeds and tabs (multi-line help) and escapes the rest: a NUL no longer cuts its what().
+  const UsageError error("launch.rdzv_endpoint: '" + nul_inside + "\x1b[2J' is bad\n\tsee --help");
+  CHECK(std::string(error.what()) == "launch.rdzv_endpoint: 'a\\0b\\x1b[2J' is bad\n\tsee --help");
+  CHECK(std::string(SystemError(std::string("opening a\0b", 11), 2).what()) ==
+        "opening a\\0b: No such file or directory");
 }
