@@ -18,6 +18,7 @@
 
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "config/config_yaml.hpp"
 #include "train/loop/grad_scaler.hpp"
 #include "train/state/train_state.hpp"
 #include "util/build_info.hpp"
@@ -314,8 +315,12 @@ void Checkpointer::report_resume(const std::string& chosen, const CheckpointFile
   auto hash = file.metadata().find("mgtrain.config_hash");
   const std::string current = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
   if (hash != file.metadata().end() && hash->second != current) {
-    log::progress(
-        "note: the config differs from the one the checkpoint was saved with (see its mgtrain.config metadata)");
+    const auto saved = file.metadata().find("mgtrain.config");
+    const std::string keys = saved == file.metadata().end()
+                                 ? ""
+                                 : describe_config_differences(config_differences(saved->second, resolved_config_));
+    log::progress("note: the config differs from the one the checkpoint was saved with: {}",
+                  keys.empty() ? "see its mgtrain.config metadata" : keys);
   }
 }
 
