@@ -122,6 +122,14 @@ YAML::Node to_yaml(const Json& json, int depth = 0, int flow_depth = 3) {
   return YAML::Node(json.dump());
 }
 
+// What train.device auto does here when the probe's facts alone leave it unsaid: a CUDA LibTorch without a visible
+// GPU trains on the CPU (the worker says nothing about it per run). "" otherwise.
+std::string device_auto_note(const Json& probe) {
+  if (!probe.is_object() || probe.value("built_with_cuda", false) != true || probe.value("cuda_available", true))
+    return "";
+  return "train.device auto trains on the CPU with gloo here: this LibTorch has CUDA but no GPU is visible";
+}
+
 }  // namespace
 
 int run_env_command(const EnvRequest& request) {
@@ -149,6 +157,7 @@ int run_env_command(const EnvRequest& request) {
                                   {"path", python.path.empty() ? Json(nullptr) : Json(python.path)},
                                   {"chosen_by", python.source}});
   facts["torch"] = probe.is_null() ? Json::object({{"error", probe_problem}}) : probe;
+  if (const std::string note = device_auto_note(probe); !note.empty()) facts["torch"]["note"] = note;
   Json machine = Json::object();
   machine["hostname"] = hostname;
   machine["cpu_cores_online"] = sysconf(_SC_NPROCESSORS_ONLN);

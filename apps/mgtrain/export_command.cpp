@@ -1,5 +1,6 @@
-// `mgtrain export CHECKPOINT [--format safetensors|torchscript] [-o OUT] [--force]`: the model of a training
-// checkpoint for use outside mgtrain.
+// `mgtrain export CHECKPOINT [--format safetensors|torchscript] [-o OUT] [--force] [--log-dir DIR]`: the model of a
+// training checkpoint for use outside mgtrain. CHECKPOINT is a checkpoint file, a `latest`/`best` pointer, a
+// checkpoint directory, a run directory or a run id (resolve_source below); the report says which file it took.
 //  safetensors (here, torch-free): the "model/<name>" tensors, renamed to <name> (the model's parameter and buffer
 //               names, Python's), with __metadata__ {"format": "pt", "mgtrain.model", "mgtrain.step",
 //               "mgtrain.source"}; safetensors.torch.load_file(OUT) gives a state_dict for the same Python model.
@@ -13,23 +14,103 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
+#include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
 #include "commands.hpp"
+#include "contract/log_layout.hpp"
 #include "contract/worker_binary.hpp"
+#include "observe/run_history.hpp"
+#include "observe/run_record.hpp"
 #include "util/environment.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "util/strings.hpp"
 
 namespace mgtrain {
 namespace {
 
+namespace fs = std::filesystem;
+
 std::string file_name_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+// The checkpoint file to export and how it was found ("" when it is what was given).
+struct Source {
+  std::string path;
+  std::string how;
+};
+
+// A run directory's checkpoint directory: its config.yaml's checkpoint.dir (a relative one from where the launch
+// ran, run.json's cwd), else <run>/checkpoints, the default.
+std::string run_checkpoint_directory(const fs::path& run_dir) {
+  std::error_code error;
+  std::optional<std::string> configured;
+  try {
+    const YAML::Node dir = YAML::LoadFile((run_dir / "config.yaml").string())["checkpoint"]["dir"];
+    if (dir && dir.IsScalar()) configured = dir.Scalar();
+  } catch (const YAML::Exception&) {  // no config.yaml, or an unreadable one: the default place
+  }
+  if (configured && configured->empty()) {
+    throw UsageError(fmt::format("export: run {} saved no checkpoints (its config.yaml has checkpoint.dir: \"\")",
+                                 run_dir.string()));
+  }
+  if (configured) {
+    fs::path dir = *configured;
+    if (dir.is_relative()) {
+      try {
+        const std::optional<RunRecord> record = read_run_record(run_dir.string());
+        if (record && !record->cwd.empty()) dir = fs::path(record->cwd) / dir;
+      } catch (const Error&) {  // an unreadable run.json: relative to here
+      }
+    }
+    if (fs::is_directory(dir, error)) return dir.string();
+  }
+  const fs::path fallback = run_dir / "checkpoints";
+  if (fs::is_directory(fallback, error)) return fallback.string();
+  throw UsageError(fmt::format("export: run {} has no checkpoint directory (no {}{})", run_dir.string(),
+                               configured ? *configured + ", no " : "", fallback.string()));
+}
+
+// What CHECKPOINT names: an existing file or directory of checkpoints by resolve_checkpoint (the rule
+// checkpoint.resume follows: a file is itself, `latest`/`best` the file they name, a directory its newest valid
+// checkpoint); a run directory (config.yaml or run.json in it) or a run id under the log directory: the newest valid
+// checkpoint of its checkpoint directory.
+Source resolve_source(const ExportRequest& request) {
+  const std::string& given = request.checkpoint;
+  std::error_code error;
+  std::string target = given;
+  std::string run;  // the run directory, when one was named
+  const bool exists = fs::exists(given, error);
+  if (exists && fs::is_directory(given, error) &&
+      (fs::exists(fs::path(given) / "config.yaml", error) || fs::exists(fs::path(given) / "run.json", error))) {
+    run = given;
+  } else if (!exists && given.find('/') == std::string::npos && !ends_with(given, ".safetensors")) {
+    const std::string log_dir = request.log_dir.empty() ? log_layout::default_log_dir() : request.log_dir;
+    run = resolve_run_directory(given, log_dir);  // UsageError naming the runs there
+  }
+  if (!run.empty()) target = run_checkpoint_directory(run);
+  ResolvedCheckpoint resolved;
+  try {
+    resolved = resolve_checkpoint(target);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("export: {}", e.what()));
+  }
+  for (const std::string& note : resolved.notes) log::warn("skipping damaged checkpoint: {}", note);
+  if (resolved.path.empty()) {
+    throw UsageError(fmt::format("export: {} holds no valid checkpoint{}", target,
+                                 resolved.notes.empty() ? "" : " (the damaged ones are named above)"));
+  }
+  if (!run.empty()) return {resolved.path, fmt::format("the newest valid checkpoint of run {}", run)};
+  return {resolved.path, resolved.how};
+}
 
 // <dir>/<stem>.model.safetensors or <dir>/<stem>.torchscript.pt, the stem being the file name without its last
 // extension (checkpoint-step000001000.safetensors -> checkpoint-step000001000).
@@ -47,10 +128,6 @@ void check_paths(const std::string& checkpoint, const std::string& out, bool for
   if (::stat(checkpoint.c_str(), &in_stat) != 0) {
     throw UsageError(
         fmt::format("export: {}: {}", checkpoint, errno == ENOENT ? "no such file" : std::strerror(errno)));
-  }
-  if (S_ISDIR(in_stat.st_mode)) {
-    throw UsageError(fmt::format(
-        "export: {} is a directory; give one checkpoint file (the directory's `latest` names the newest)", checkpoint));
   }
   struct stat out_stat {};
   if (::stat(out.c_str(), &out_stat) == 0) {
@@ -76,8 +153,11 @@ std::string metadata_or(const CheckpointFile& file, const std::string& key, cons
   return it == file.metadata().end() ? fallback : it->second;
 }
 
-int export_safetensors(const ExportRequest& request, const std::string& out) {
-  const CheckpointFile file = open_checkpoint(request.checkpoint);
+// "; named by runs/r/checkpoints/latest" (how the file was found), or "" for a file given by its name.
+std::string how_text(const Source& source) { return source.how.empty() ? "" : "; " + source.how; }
+
+int export_safetensors(const Source& source, const std::string& out) {
+  const CheckpointFile file = open_checkpoint(source.path);
   std::vector<TensorRecord> records;
   std::uint64_t total_bytes = 0;
   for (const TensorEntry& t : file.tensors()) {
@@ -86,8 +166,8 @@ int export_safetensors(const ExportRequest& request, const std::string& out) {
     total_bytes += t.nbytes;
   }
   if (records.empty()) {
-    throw UsageError(fmt::format("export: {}: no model/ tensors; is it a checkpoint written by mgtrain's trainer?",
-                                 request.checkpoint));
+    throw UsageError(
+        fmt::format("export: {}: no model/ tensors; is it a checkpoint written by mgtrain's trainer?", source.path));
   }
   // Wider dtypes first (as the safetensors library orders them), each group in the model's order: every tensor then
   // starts at a multiple of its element size, e.g. BatchNorm's int64 num_batches_tracked after float32 weights.
@@ -98,23 +178,24 @@ int export_safetensors(const ExportRequest& request, const std::string& out) {
       {"format", "pt"},
       {"mgtrain.model", metadata_or(file, "mgtrain.model", "")},
       {"mgtrain.step", metadata_or(file, "mgtrain.step", "")},
-      {"mgtrain.source", file_name_of(request.checkpoint)},
+      {"mgtrain.source", file_name_of(source.path)},
   };
   write_checkpoint_file(out, metadata, records);
   const std::string size = total_bytes < 1000000 ? fmt::format("{} bytes", total_bytes)
                                                  : fmt::format("{:.1f} MB", static_cast<double>(total_bytes) / 1e6);
-  std::printf("%s: %zu tensors, %s, from %s (step %s)\n", out.c_str(), records.size(), size.c_str(),
-              request.checkpoint.c_str(), metadata_or(file, "mgtrain.step", "?").c_str());
+  std::printf("%s: %zu tensors, %s, from %s (step %s%s)\n", out.c_str(), records.size(), size.c_str(),
+              source.path.c_str(), metadata_or(file, "mgtrain.step", "?").c_str(), how_text(source).c_str());
   return exit_code::kSuccess;
 }
 
-[[noreturn]] void exec_torchscript_export(const ExportRequest& request, const std::string& out) {
+[[noreturn]] void exec_torchscript_export(const ExportRequest& request, const Source& source, const std::string& out) {
   // Verified here first: a damaged file is reported without starting LibTorch.
-  open_checkpoint(request.checkpoint);
+  open_checkpoint(source.path);
+  if (!source.how.empty()) std::printf("exporting %s (%s)\n", source.path.c_str(), source.how.c_str());
   const EnvMap env = current_environment();
   const auto configured = env.find("MGTRAIN_LAUNCH_WORKER");
   const std::string worker = find_worker_binary(configured == env.end() ? "" : configured->second);
-  std::vector<std::string> args = {worker, "--export-torchscript", request.checkpoint, out};
+  std::vector<std::string> args = {worker, "--export-torchscript", source.path, out};
   if (request.force) args.push_back("--force");
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
@@ -129,10 +210,11 @@ int export_safetensors(const ExportRequest& request, const std::string& out) {
 }  // namespace
 
 int run_export_command(const ExportRequest& request) {
-  const std::string out = request.output.empty() ? default_output(request.checkpoint, request.format) : request.output;
-  check_paths(request.checkpoint, out, request.force);
-  if (request.format == "torchscript") exec_torchscript_export(request, out);
-  return export_safetensors(request, out);
+  const Source source = resolve_source(request);
+  const std::string out = request.output.empty() ? default_output(source.path, request.format) : request.output;
+  check_paths(source.path, out, request.force);
+  if (request.format == "torchscript") exec_torchscript_export(request, source, out);
+  return export_safetensors(source, out);
 }
 
 }  // namespace mgtrain

@@ -1,7 +1,6 @@
 // `mgtrain runs [--log-dir DIR] [--json]`: the run history, newest first — id, status, start, duration, steps
 // and the best evaluation metric (eval.accuracy's maximum, else eval.loss's minimum). docs/monitoring.md#run-history
 #include <cstdio>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -18,20 +17,6 @@
 
 namespace mgtrain {
 namespace {
-
-std::string local_time_text(double unix_seconds) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_seconds);
-  std::tm parts{};
-  localtime_r(&seconds, &parts);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &parts);
-  return buffer;
-}
-
-std::string best_text(const std::optional<BestMetric>& best) {
-  if (!best) return "-";
-  return fmt::format("{} {:.4g} @{}", best->metric, best->value, best->step);
-}
 
 using Json = nlohmann::ordered_json;
 
@@ -71,7 +56,7 @@ void print_table(const std::vector<RunSummary>& runs) {
       status += fmt::format(" ({})", *r.record->exit_code);
     rows.push_back({r.run_id, status, r.start_time ? local_time_text(*r.start_time) : "-",
                     r.duration_s ? format_duration(*r.duration_s, DurationPrecision::Tenths) : "-",
-                    r.steps ? std::to_string(*r.steps) : "-", best_text(r.best)});
+                    r.steps ? std::to_string(*r.steps) : "-", best_metric_text(r.best)});
   }
   std::vector<std::size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {

@@ -1,17 +1,24 @@
-// `mgtrain status [RUN] [--log-dir DIR] [--json] [--stacks]`: a run's live state for humans. Reads the endpoint the
-// launcher wrote to <run dir>/status_endpoint and asks its /status; without a live launcher it says so
-// and shows what the run's files say (heartbeats, the last resource sample, the last metrics row).
+// `mgtrain status [RUN] [--log-dir DIR] [--json] [--stacks]`: a run's live state for humans. A run whose run.json
+// says it has ended (or whose launcher is gone) gets a summary of its record and files, without asking anyone;
+// otherwise it reads the endpoint the launcher wrote to <run dir>/status_endpoint and asks its /status, and
+// without an answer says so and shows what the run's files say (heartbeats, the last metrics).
 // docs/monitoring.md#status-api-and-dashboard. With --stacks: POST /stacks with the run's token, then each rank's
 // stacks file and top frames, or an error with its own exit code (docs/diagnosis.md, docs/exit-codes.md).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "contract/log_layout.hpp"
+#include "observe/metrics_reader.hpp"
+#include "observe/run_history.hpp"
+#include "observe/run_record.hpp"
 #include "observe/status_server.hpp"
 #include "observe/status_snapshot.hpp"
 #include "observe/status_stacks.hpp"
@@ -119,28 +126,9 @@ void print_live(const Json& s, const std::string& endpoint) {
   }
 }
 
-// The last complete line of a JSONL file ("" when none).
-std::string last_complete_line(const std::string& text) {
-  std::size_t end = text.rfind('\n');
-  if (end == std::string::npos) return "";
-  std::size_t begin = text.rfind('\n', end == 0 ? 0 : end - 1);
-  begin = begin == std::string::npos || begin >= end ? 0 : begin + 1;
-  return text.substr(begin, end - begin);
-}
-
-void print_from_files(const fs::path& run_dir) {
-  std::printf("run %s (from its files, %s)\n", run_dir.filename().c_str(), run_dir.c_str());
-  const std::string record = file_text(run_dir / "run.json");
-  if (!record.empty()) {
-    const Json r = Json::parse(record, nullptr, /*allow_exceptions=*/false);
-    if (r.is_object()) {
-      std::printf("run.json: status %s, exit code %s, attempts %s\n", text_or_dash(field(r, "status")).c_str(),
-                  text_or_dash(field(r, "exit_code")).c_str(), text_or_dash(field(r, "attempts")).c_str());
-    } else {
-      std::printf("run.json: cannot be read\n");
-    }
-  }
-  // The newest attempt's heartbeats.
+// The newest attempt's heartbeats, one line per rank directory; nothing when no rank wrote one (the run's workers
+// got no progress file).
+void print_heartbeats(const fs::path& run_dir) {
   std::error_code error;
   int attempt = -1;
   for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, error)) {
@@ -148,23 +136,77 @@ void print_from_files(const fs::path& run_dir) {
     if (starts_with(name, "attempt_"))
       attempt = std::max(attempt, static_cast<int>(parse_int(name.substr(8)).value_or(-1)));
   }
-  if (attempt >= 0) {
-    std::printf("attempt %d, last heartbeats:\n", attempt + 1);
-    const fs::path attempt_dir = run_dir / ("attempt_" + std::to_string(attempt));
-    for (const fs::directory_entry& entry : fs::directory_iterator(attempt_dir, error)) {
-      std::optional<HeartbeatInfo> beat = parse_heartbeat_line(file_text(entry.path() / "heartbeat"));
-      std::printf(
-          "  %-8s %s\n", entry.path().filename().c_str(),
-          beat ? fmt::format("step {} loss {} ({:.0f} s ago)", beat->step,
-                             beat->loss ? fmt::format("{:.4f}", *beat->loss) : "-", unix_seconds_now() - beat->time)
-                     .c_str()
-               : "no heartbeat");
-    }
+  if (attempt < 0) return;
+  const fs::path attempt_dir = run_dir / ("attempt_" + std::to_string(attempt));
+  std::vector<std::string> lines;
+  bool any = false;
+  for (const fs::directory_entry& entry : fs::directory_iterator(attempt_dir, error)) {
+    if (!entry.is_directory(error)) continue;
+    const std::optional<HeartbeatInfo> beat = parse_heartbeat_line(file_text(entry.path() / "heartbeat"));
+    any = any || beat.has_value();
+    lines.push_back(fmt::format("  {:<8} {}", entry.path().filename().string(),
+                                beat ? fmt::format("step {} loss {} ({} ago)", beat->step,
+                                                   beat->loss ? fmt::format("{:.4f}", *beat->loss) : "-",
+                                                   format_duration(unix_seconds_now() - beat->time))
+                                     : "no heartbeat"));
   }
-  const std::string resources = last_complete_line(file_text(run_dir / "resources.jsonl"));
-  if (!resources.empty()) std::printf("last resource sample: %s\n", resources.c_str());
-  const std::string metrics = last_complete_line(file_text(run_dir / "metrics.jsonl"));
-  if (!metrics.empty()) std::printf("last metrics row: %s\n", metrics.c_str());
+  if (!any) return;
+  // rank_2 before rank_10: shorter names first.
+  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    const std::size_t a_name = a.find(' ', 2), b_name = b.find(' ', 2);
+    return a_name != b_name ? a_name < b_name : a < b;
+  });
+  std::printf("last heartbeats (attempt %d):\n", attempt + 1);
+  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+}
+
+// The train rows' last step and loss, and the best evaluation: "step 40, loss 0.2311; best eval.accuracy 0.91 @40".
+std::string metrics_text(const fs::path& run_dir, const std::optional<BestMetric>& best) {
+  const MetricsLog metrics = read_metrics_file(metrics_file(run_dir.string()));
+  const std::vector<MetricPoint> loss = metrics.series("loss");
+  if (loss.empty() && !best) return "";
+  std::string text = loss.empty() ? "" : fmt::format("step {}, loss {:.4f}", loss.back().step, loss.back().value);
+  if (best) text += (text.empty() ? "" : "; best ") + best_metric_text(best);
+  return text;
+}
+
+// What the run's files say, for a run whose launcher does not answer: run.json's outcome, the heartbeats, the
+// metrics. Readable lines, no raw JSON.
+void print_from_files(const fs::path& run_dir, const RunSummary& summary) {
+  std::printf("run %s (from its files in %s)\n", run_dir.filename().c_str(), run_dir.c_str());
+  if (!summary.record_problem.empty()) std::printf("run.json cannot be read: %s\n", summary.record_problem.c_str());
+  if (summary.record) std::printf("run.json: status %s\n", summary.status.c_str());
+  print_heartbeats(run_dir);
+  const std::string metrics = metrics_text(run_dir, summary.best);
+  if (!metrics.empty()) std::printf("last metrics: %s\n", metrics.c_str());
+}
+
+// A run that has ended (run.json says so, or its launcher is gone): its outcome and record, plainly.
+void print_ended(const fs::path& run_dir, const RunSummary& summary) {
+  const RunRecord& r = *summary.record;
+  std::string outcome = summary.status;
+  if (r.exit_code) outcome += fmt::format(", exit code {}", *r.exit_code);
+  if (summary.status == "interrupted") {
+    outcome += fmt::format(" (its launcher, pid {} on {}, is gone without recording an outcome)", r.launcher.pid,
+                           r.launcher.host.empty() ? "this host" : r.launcher.host);
+  }
+  std::printf("run %s has ended: %s\n", r.run_id.empty() ? run_dir.filename().c_str() : r.run_id.c_str(),
+              outcome.c_str());
+  const auto row = [](const char* name, const std::string& value) { std::printf("  %-10s %s\n", name, value.c_str()); };
+  row("started", local_time_text(r.start_time));
+  if (r.end_time) {
+    row("ended", fmt::format("{} (after {})", local_time_text(*r.end_time),
+                             format_duration(*r.end_time - r.start_time, DurationPrecision::Tenths)));
+  }
+  row("attempts", std::to_string(r.attempts));
+  std::string hosts;
+  for (const std::string& host : r.hosts) hosts += (hosts.empty() ? "" : ", ") + host;
+  row("nodes", fmt::format("{}{}, world size {}", r.nnodes, hosts.empty() ? "" : " (" + hosts + ")", r.world_size));
+  const std::string metrics = metrics_text(run_dir, summary.best);
+  if (!metrics.empty()) row("metrics", metrics);
+  row("directory", run_dir.string());
+  if (fs::exists(run_dir / "failure.json")) row("failure", (run_dir / "failure.json").string());
+  print_heartbeats(run_dir);
 }
 
 // `mgtrain status --stacks`'s exit codes besides 0, 1 and 2 (docs/exit-codes.md).
@@ -251,6 +293,18 @@ int run_stacks(const fs::path& run_dir, bool json) {
 int run_status_command(const StatusRequest& request) {
   const fs::path run_dir = find_run_directory(request);
   if (request.stacks) return run_stacks(run_dir, request.json);
+  const RunSummary summary = summarize_run(run_dir.filename().string(), run_dir.string(), unix_seconds_now());
+  if (summary.record && summary.status != "running") {  // no launcher to ask
+    if (request.json) {
+      std::fprintf(stderr,
+                   "mgtrain: run %s has ended (%s): there is no live status; `mgtrain runs --json` has its "
+                   "record\n",
+                   run_dir.c_str(), summary.status.c_str());
+      return 1;
+    }
+    print_ended(run_dir, summary);
+    return 0;
+  }
   const std::string endpoint = trim(file_text(run_dir / "status_endpoint"));
   std::string why = "the run was not launched with --status-port";
   if (!endpoint.empty()) {
@@ -270,7 +324,7 @@ int run_status_command(const StatusRequest& request) {
   }
   std::fprintf(request.json ? stderr : stdout, "no live status server for %s: %s\n", run_dir.c_str(), why.c_str());
   if (request.json) return 1;
-  print_from_files(run_dir);
+  print_from_files(run_dir, summary);
   return 0;
 }
 

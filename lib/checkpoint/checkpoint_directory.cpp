@@ -133,6 +133,39 @@ NewestValidCheckpoint newest_valid_checkpoint(const std::string& dir) {
   return result;
 }
 
+ResolvedCheckpoint resolve_checkpoint(const std::string& path) {
+  ResolvedCheckpoint resolved;
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    NewestValidCheckpoint newest = newest_valid_checkpoint(path);
+    if (newest.chosen) resolved.path = newest.chosen->path;
+    resolved.how = fmt::format("the newest valid checkpoint in {}", path);
+    resolved.notes = std::move(newest.notes);
+    return resolved;
+  }
+  const std::size_t slash = path.rfind('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  resolved.path = path;
+  if (name != "latest" && name != "best") return resolved;
+  std::optional<std::string> target;
+  try {
+    if (name == "latest") {
+      target = read_latest_pointer(dir);
+    } else if (const std::optional<BestCheckpoint> best = read_best_pointer(dir)) {
+      target = best->file_name;
+    }
+  } catch (const SystemError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  if (!target) return resolved;  // no such file: the caller says so
+  resolved.path = slash == std::string::npos ? *target : join_path(path.substr(0, slash + 1), *target);
+  resolved.how = fmt::format("named by {}", path);
+  return resolved;
+}
+
 void update_latest_pointer(const std::string& dir, const std::string& file_name) {
   if (!is_plain_file_name(file_name)) {
     throw Error(

@@ -47,6 +47,20 @@ struct NewestValidCheckpoint {
 // leaves a complete newer file, and that one is the right one to resume from.
 NewestValidCheckpoint newest_valid_checkpoint(const std::string& dir);
 
+// What a path given for one checkpoint names: one rule for `checkpoint.resume: PATH` and `mgtrain export PATH`.
+//  - a directory: its newest valid checkpoint (newest_valid_checkpoint), with the notes of the damaged ones skipped;
+//  - a file named `latest` or `best`: the checkpoint that pointer names, in the pointer's directory;
+//  - anything else: itself (the caller verifies or reads it and says what is wrong, e.g. that it does not exist).
+// A malformed pointer throws UsageError naming it.
+struct ResolvedCheckpoint {
+  std::string path;  // the checkpoint file; "" for a directory without a valid checkpoint
+  // "" when `path` is what was given; else how it was found, for messages: "named by runs/r/checkpoints/latest",
+  // "the newest valid checkpoint in runs/r/checkpoints".
+  std::string how;
+  std::vector<std::string> notes;  // a directory's damaged files skipped (newest_valid_checkpoint's notes)
+};
+ResolvedCheckpoint resolve_checkpoint(const std::string& path);
+
 // Writes `<dir>/latest` = file_name + "\n" atomically.
 void update_latest_pointer(const std::string& dir, const std::string& file_name);
 

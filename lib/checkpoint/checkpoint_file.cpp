@@ -157,9 +157,10 @@ MappedBytes map_checkpoint(const std::string& path) {
 // The header length field, checked against the limit and the file's size.
 std::uint64_t checked_header_size(const std::string& path, const unsigned char* bytes, std::uint64_t size) {
   const std::uint64_t header_size = get_le64(bytes);
-  if (header_size > kMaxHeaderSize) {
-    corrupt(path, fmt::format("damaged header length field: {} bytes (safetensors allows at most {})", header_size,
-                              kMaxHeaderSize));
+  if (header_size > kMaxHeaderSize) {  // a text file, or another format altogether
+    corrupt(path, fmt::format("not an mgtrain checkpoint (the header length field says {} bytes, more than the {} "
+                              "safetensors allows; the file has {} bytes)",
+                              header_size, kMaxHeaderSize, size));
   }
   if (header_size > size - 8) {
     corrupt(path, fmt::format(

@@ -44,8 +44,9 @@ struct TokenizeRequest {
 struct ExportRequest {
   std::string checkpoint;
   std::string format = "safetensors";  // safetensors | torchscript
-  std::string output;  // empty: next to the checkpoint, <stem>.model.safetensors / <stem>.torchscript.pt
-  bool force = false;  // overwrite an existing output
+  std::string output;   // empty: next to the checkpoint, <stem>.model.safetensors / <stem>.torchscript.pt
+  bool force = false;   // overwrite an existing output
+  std::string log_dir;  // where a run id is looked up; empty: $MGTRAIN_LAUNCH_LOG_DIR, else "runs"
 };
 
 // `mgtrain runs [--log-dir DIR] [--json]`: the run history under the log directory, newest first.

@@ -181,7 +181,10 @@ std::unique_ptr<Subcommand> add_export(CLI::App& app) {
       app, "export", "write a checkpoint's model as safetensors (for Python) or TorchScript");
   CLI::App& cmd = sub->cmd();
   ExportRequest& request = sub->fields();
-  cmd.add_option("checkpoint", request.checkpoint, "the checkpoint file (checkpoint-step*.safetensors)")->required();
+  cmd.add_option("checkpoint", request.checkpoint,
+                 "a checkpoint file (checkpoint-step*.safetensors), a checkpoint directory's latest or best file, a "
+                 "checkpoint directory or a run directory (its newest valid checkpoint), or a run id")
+      ->required();
   cmd.add_option("--format", request.format,
                  "safetensors: the weights, named like the model's parameters (default); torchscript: a module for "
                  "torch.jit.load (runs mgtrain-worker)")
@@ -189,8 +192,12 @@ std::unique_ptr<Subcommand> add_export(CLI::App& app) {
   cmd.add_option("-o,--output", request.output,
                  "file to write (default: next to the checkpoint, <stem>.model.safetensors or <stem>.torchscript.pt)");
   cmd.add_flag("--force", request.force, "overwrite an existing output file");
+  cmd.add_option("--log-dir,--log_dir", request.log_dir,
+                 "where a run id is looked up (default: $MGTRAIN_LAUNCH_LOG_DIR, else runs)");
   cmd.footer(
-      "Examples:\n  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors\n"
+      "Examples:\n  mgtrain export r1    # run r1's newest valid checkpoint\n"
+      "  mgtrain export runs/r1/checkpoints/latest\n"
+      "  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors\n"
       "  mgtrain export runs/r1/checkpoints/checkpoint-step000001000.safetensors --format torchscript -o model.pt\n"
       "In Python: safetensors.torch.load_file(OUT) gives the state_dict; torch.jit.load(OUT) the module.\n"
       "Docs: docs/checkpoints.md#export");

@@ -372,7 +372,8 @@ void add_checkpoint_keys(SchemaBuilder& s) {
   s.add(key("checkpoint.on_write_error", &C::checkpoint, &CheckpointConfig::on_write_error,
             "a failed write (disk full, permissions): stop training (exit 1), or continue and warn"));
   s.add(key("checkpoint.resume", &C::checkpoint, &CheckpointConfig::resume,
-            "auto: newest valid checkpoint in dir; never; or a checkpoint file")
+            "auto: newest valid checkpoint in dir; never; or a checkpoint file, a latest/best pointer file or a "
+            "directory (its newest valid checkpoint)")
             .one_of_or({"auto", "never"}, "auto, never or a path"));
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -92,6 +93,20 @@ RunSummary summarize_run(const std::string& run_id, const std::string& directory
     s.start_time = modification_time(fs::path(directory) / "config.yaml");
   }
   return s;
+}
+
+std::string best_metric_text(const std::optional<BestMetric>& best) {
+  if (!best) return "-";
+  return fmt::format("{} {:.4g} @{}", best->metric, best->value, best->step);
+}
+
+std::string local_time_text(double unix_seconds) {
+  const auto seconds = static_cast<std::time_t>(unix_seconds);
+  std::tm parts{};
+  localtime_r(&seconds, &parts);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &parts);
+  return buffer;
 }
 
 std::vector<RunSummary> list_runs(const std::string& log_dir, double now_unix_seconds) {

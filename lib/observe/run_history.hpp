@@ -38,6 +38,11 @@ std::vector<RunSummary> list_runs(const std::string& log_dir, double now_unix_se
 // One run directory's summary.
 RunSummary summarize_run(const std::string& run_id, const std::string& directory, double now_unix_seconds);
 
+// "eval.accuracy 0.8612 @2000" ("-" without one), as `mgtrain runs` and `mgtrain status` show it.
+std::string best_metric_text(const std::optional<BestMetric>& best);
+// Unix seconds as the local time, "2026-11-22 03:50:12".
+std::string local_time_text(double unix_seconds);
+
 // The run directory `run` names: <log_dir>/<run> when that is a directory, else `run` itself when it is a
 // directory. Throws UsageError naming the run and listing the runs that exist under `log_dir`.
 std::string resolve_run_directory(const std::string& run, const std::string& log_dir);

@@ -58,6 +58,21 @@ class HttplibServer final : public HttpServer {
 
 HttpServer* create_server() { return new HttplibServer(); }
 
+// httplib's error in words for a person ("Connection" alone says little).
+std::string error_text(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "could not connect: refused or timed out";
+    case httplib::Error::ConnectionTimeout:
+      return "could not connect: timed out";
+    case httplib::Error::Read:
+    case httplib::Error::Write:
+      return "the connection broke before an answer came";
+    default:
+      return httplib::to_string(error);
+  }
+}
+
 bool get(const std::string& host, int port, const std::string& path, int& status, std::string& body,
          std::string& error) {
   httplib::Client client(host, port);
@@ -65,7 +80,7 @@ bool get(const std::string& host, int port, const std::string& path, int& status
   client.set_read_timeout(5, 0);
   httplib::Result result = client.Get(path.c_str());
   if (!result) {
-    error = httplib::to_string(result.error());
+    error = error_text(result.error());
     return false;
   }
   status = result->status;
@@ -82,8 +97,7 @@ bool post(const std::string& host, int port, const std::string& path, const std:
   if (!authorization.empty()) headers.emplace("Authorization", authorization);
   httplib::Result result = client.Post(path.c_str(), headers, "", "text/plain");
   if (!result) {
-    error = result.error() == httplib::Error::Connection ? "could not connect: refused or timed out"
-                                                         : httplib::to_string(result.error());
+    error = error_text(result.error());
     return false;
   }
   status = result->status;

@@ -128,6 +128,42 @@ TEST_CASE("checkpoint directory: latest pointer", "[checkpoint][directory]") {
                     Contains((dir / "latest").string() + ": expected one file name and a newline"));
 }
 
+TEST_CASE("checkpoint directory: resolve_checkpoint follows latest and best and takes a directory's newest valid",
+          "[checkpoint][directory]") {
+  const testing::TempDir temp_dir("mgtrain-ckptdir-resolve");
+  const fs::path dir = temp_dir.path();
+  const std::string step1 = write_step(dir, 1), step2 = write_step(dir, 2);
+  update_latest_pointer(dir.string(), checkpoint_file_name(1));
+  update_best_pointer(dir.string(), {checkpoint_file_name(2), "eval.loss", 0.5});
+
+  // A file is itself, whatever it holds (the caller verifies it).
+  ResolvedCheckpoint resolved = resolve_checkpoint(step2);
+  CHECK(resolved.path == step2);
+  CHECK(resolved.how.empty());
+  CHECK(resolve_checkpoint((dir / "absent").string()).path == (dir / "absent").string());
+  // The pointers: the file they name, next to them.
+  resolved = resolve_checkpoint((dir / "latest").string());
+  CHECK(resolved.path == step1);
+  CHECK(resolved.how == "named by " + (dir / "latest").string());
+  CHECK(resolve_checkpoint((dir / "best").string()).path == step2);
+  // A directory: its newest valid checkpoint (not what latest says), damaged ones noted.
+  resolved = resolve_checkpoint(dir.string());
+  CHECK(resolved.path == step2);
+  CHECK(resolved.how == "the newest valid checkpoint in " + dir.string());
+  fs::resize_file(step2, fs::file_size(step2) - 1);
+  resolved = resolve_checkpoint(dir.string());
+  CHECK(resolved.path == step1);
+  REQUIRE(resolved.notes.size() == 1);
+  CHECK_THAT(resolved.notes[0], Contains(step2 + ": truncated"));
+  // A malformed pointer is the user's input: UsageError naming it.
+  write_text(dir / "latest", "not a name/\n");
+  CHECK_THROWS_AS(resolve_checkpoint((dir / "latest").string()), UsageError);
+  CHECK_THROWS_WITH(resolve_checkpoint((dir / "latest").string()), Contains((dir / "latest").string()));
+  // A directory without checkpoints: no path.
+  fs::create_directory(dir / "empty");
+  CHECK(resolve_checkpoint((dir / "empty").string()).path.empty());
+}
+
 TEST_CASE("checkpoint directory: prune keeps the newest, the protected and the latest", "[checkpoint][directory]") {
   const testing::TempDir temp_dir("mgtrain-ckptdir-prune");
   const fs::path dir = temp_dir.path();

@@ -369,6 +369,12 @@ TEST_CASE("checkpoint file: clear errors for files that are not mgtrain checkpoi
           "[checkpoint][file][corruption]") {
   const testing::TempDir temp_dir("mgtrain-ckpt-foreign");
   const fs::path dir = temp_dir.path();
+  // A text file (a `latest` pointer's content): its first 8 bytes read as an absurd header length.
+  const std::string text = (dir / "latest").string();
+  write_all(text, "checkpoint-step000000020.safetensors\n");
+  CHECK_THAT(verify_checkpoint_file(text),
+             StartsWith(text + ": not an mgtrain checkpoint (the header length field says ") &&
+                 Contains("the file has 37 bytes)"));
   const std::string path = (dir / "x.safetensors").string();
   // A valid safetensors file written by someone else: no mgtrain checksum.
   const std::string json = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";

@@ -32,3 +32,24 @@ TEST_CASE("show-origin annotates each value", "[config][yaml]") {
   CHECK(yaml.find("epochs: 3  # override train.epochs=3") != std::string::npos);
   CHECK(yaml.find("batch_size: 64  # default") != std::string::npos);
 }
+
+TEST_CASE("config differences name the keys and both values", "[config][yaml]") {
+  ConfigRequest r;
+  r.overrides = {"launch.run_id=r", "optim.lr=0.1", "train.max_steps=8"};
+  const std::string before = config_to_yaml(load_config_text("", "", r, {}, {}).config);
+  r.overrides = {"launch.run_id=r", "optim.lr=0.05", "train.max_steps=16", "model.hidden_sizes=[64, 32]"};
+  const std::string after = config_to_yaml(load_config_text("", "", r, {}, {}).config);
+  CHECK(config_differences(before, before).empty());
+  const std::vector<ConfigDifference> differences = config_differences(before, after);
+  const std::string text = describe_config_differences(differences);
+  INFO(text);
+  REQUIRE(differences.size() == 3);
+  CHECK_THAT(text, Catch::Contains("optim.lr 0.1 -> 0.05") && Catch::Contains("train.max_steps 8 -> 16") &&
+                       Catch::Contains("model.hidden_sizes [") && Catch::Contains("-> [64, 32]"));
+  CHECK(describe_config_differences(differences, 1).find(" and 2 more") != std::string::npos);
+  // A key only one side has (another version's), and a text that is no config.
+  const std::vector<ConfigDifference> added = config_differences("train:\n  old_key: 1\n", "train:\n  new_key: 2\n");
+  REQUIRE(added.size() == 2);
+  CHECK(describe_config_differences(added) == "train.new_key (none) -> 2, train.old_key 1 -> (none)");
+  CHECK(config_differences("[not, a, map", "train:\n  a: 1\n").size() == 1);
+}

@@ -131,6 +131,9 @@ TEST_CASE("mgtrain env reports torch facts from the worker", "[binary][env]") {
   CHECK(run.out.find("\"libtorch_version\": \"" MGTRAIN_TEST_TORCH_VERSION) != std::string::npos);
   // The LibTorch 2.x flavour (PyPI's CUDA wheel) is built with CUDA, Debian's 1.13 is not.
   CHECK(run.out.find("\"built_with_cuda\": " MGTRAIN_TEST_BUILT_WITH_CUDA) != std::string::npos);
+  // A CUDA LibTorch without a GPU: train.device auto is the CPU, which env notes (the worker says nothing per run).
+  CHECK((run.out.find("train.device auto trains on the CPU with gloo here") != std::string::npos) ==
+        (std::string(MGTRAIN_TEST_BUILT_WITH_CUDA) == "true"));
 #endif
   CHECK(run.out.find("\"cuda_available\": false") != std::string::npos);
   CHECK(run.out.find("\"hostname\"") != std::string::npos);

@@ -482,7 +482,7 @@ TEST_CASE("a damaged newest checkpoint is skipped with a warning naming it, and 
     INFO(run.out << run.err);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.err, Contains("mgtrain: warning: skipping damaged checkpoint: " + newest + ": checksum mismatch"));
-    CHECK_THAT(run.err, Contains("trying an older one"));
+    CHECK_THAT(run.err, Contains(", using " + previous));
     CHECK_THAT(run.out, Contains(resumed_line_for(previous, 200)));
     CHECK(resume_lines(run.out).size() == 1);
     // 40 more steps from 200 give the reference's final state again (the damaged file is replaced).
@@ -496,7 +496,7 @@ TEST_CASE("a damaged newest checkpoint is skipped with a warning naming it, and 
     INFO(run.out << run.err);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.err, Contains("mgtrain: warning: skipping damaged checkpoint: " + newest + ": truncated"));
-    CHECK_THAT(run.err, Contains("trying an older one"));
+    CHECK_THAT(run.err, Contains(", using " + previous));
     CHECK_THAT(run.out, Contains(resumed_line_for(previous, 200)));
     CHECK(resume_lines(run.out).size() == 1);
     CHECK(summary_number(run.out, "steps") == kSteps);

@@ -248,6 +248,37 @@ void check_torchscript_export(const std::string& checkpoint, const fs::path& dir
   CHECK(mismatched.out.find("forward differs from the C++ model's") != std::string::npos);
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// `checkpoint` (the newest of run "r" under `dir`) named three other ways, each exported: the same bytes as the file
+// exported by its own name, and the report line names the file taken and how it was found.
+void check_other_names(const std::string& checkpoint, const fs::path& dir) {
+  const std::string direct = (dir / "direct.safetensors").string();
+  REQUIRE(run_mgtrain({"export", checkpoint, "-o", direct}).exit_code == 0);
+  const std::string checkpoints = (dir / "r/checkpoints").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> forms = {
+      {{checkpoints + "/latest"}, "named by " + checkpoints + "/latest"},
+      {{(dir / "r").string()}, "the newest valid checkpoint of run " + (dir / "r").string()},
+      {{"r", "--log-dir", dir.string()}, "the newest valid checkpoint of run " + (dir / "r").string()},
+  };
+  int n = 0;
+  for (const auto& [names, how] : forms) {
+    const std::string out = (dir / ("form" + std::to_string(++n) + ".safetensors")).string();
+    std::vector<std::string> args = {"export"};
+    args.insert(args.end(), names.begin(), names.end());
+    args.insert(args.end(), {"-o", out});
+    const CapturedRun exported = run_mgtrain(args);
+    INFO(names[0] << "\n" << exported.out << exported.err);
+    REQUIRE(exported.exit_code == 0);
+    CHECK(exported.out.find(out + ": ") == 0);
+    CHECK(exported.out.find("from " + checkpoint + " (step 20; " + how + ")") != std::string::npos);
+    CHECK(file_bytes(out) == file_bytes(direct));
+  }
+}
+
 int exit_code_of(const std::vector<std::string>& args, std::string* err = nullptr) {
   const CapturedRun r = run_mgtrain(args);
   if (err) *err = r.err;
@@ -263,6 +294,7 @@ TEST_CASE("export: mlp checkpoint as safetensors and TorchScript", "[export][pyt
                                                   {"data.synthetic_samples=1024", "model.dropout=0.2"});
   const ModelInput input{{1, 28, 28}, 10};
   check_safetensors_export(checkpoint, dir, input);
+  check_other_names(checkpoint, dir);
   check_torchscript_export(checkpoint, dir, input, false);
 }
 
@@ -369,9 +401,19 @@ TEST_CASE("export: bad inputs exit 2 with clear messages", "[export]") {
   CHECK(err.find("absent.safetensors: no such file") != std::string::npos);
   CHECK(exit_code_of({"export", (dir / "absent.safetensors").string(), "--format", "torchscript"}, &err) == 2);
   CHECK(err.find("absent.safetensors: no such file") != std::string::npos);
-  // A directory.
-  CHECK(exit_code_of({"export", dir.string()}, &err) == 2);
-  CHECK(err.find("is a directory") != std::string::npos);
+  // A directory without checkpoints; a run id that is no run.
+  fs::create_directory(dir / "empty");
+  CHECK(exit_code_of({"export", (dir / "empty").string()}, &err) == 2);
+  CHECK(err.find("empty holds no valid checkpoint") != std::string::npos);
+  CHECK(exit_code_of({"export", "no-such-run", "--log-dir", dir.string()}, &err) == 2);
+  CHECK(err.find("unknown run 'no-such-run'") != std::string::npos);
+  // A file that is not a checkpoint at all (a `latest` pointer's text under another name): said so, not a huge
+  // header length alone.
+  const std::string text_file = (dir / "notes.txt").string();
+  std::ofstream(text_file) << "checkpoint-step000000007.safetensors\n";
+  CHECK(exit_code_of({"export", text_file, "-o", (dir / "t.safetensors").string()}, &err) == 2);
+  CHECK(err.find("notes.txt: not an mgtrain checkpoint (the header length field says") != std::string::npos);
+  CHECK(err.find("the file has 37 bytes)") != std::string::npos);
   // Unknown format.
   CHECK(exit_code_of({"export", checkpoint, "--format", "onnx"}, &err) == 2);
   CHECK(err.find("onnx") != std::string::npos);

@@ -339,15 +339,47 @@ TEST_CASE("mgtrain status: the live table, and the files when no launcher serves
     mgtrain::CapturedRun json = mgtrain::run_and_capture({kMgtrain, "status", "live", "--log-dir", log_dir, "--json"});
     CHECK(json.exit_code == 0);
     CHECK(YAML::Load(json.out)["ranks"].size() == 2);
-    // Stop it, then ask again: the launcher is gone, the files remain.
+    // Stop it, then ask again: the launcher is gone, run.json says how it ended, the files remain; no connection is
+    // tried (no httplib word such as "Connection"), and no raw JSON rows are shown.
     kill(run.launcher.pid, SIGTERM);
     REQUIRE(wait_for_exit(run.launcher.pid, 10s));
     mgtrain::CapturedRun dead = mgtrain::run_and_capture({kMgtrain, "status", "--log-dir", log_dir});
+    INFO(dead.out << dead.err);
     CHECK(dead.exit_code == 0);
-    CHECK_THAT(dead.out, Catch::Contains("no live status server") && Catch::Contains("last heartbeats") &&
-                             Catch::Contains("rank_0") && Catch::Contains("last metrics row"));
+    CHECK_THAT(dead.out, Catch::Contains("run live has ended: stopped, exit code 143") &&
+                             Catch::Contains("last heartbeats") && Catch::Contains("rank_0") &&
+                             Catch::Contains("metrics    step ") && Catch::Contains("directory  " + log_dir + "/live"));
+    CHECK_THAT(dead.out + dead.err, !Catch::Contains("Connection") && !Catch::Contains("no answer") &&
+                                        !Catch::Contains("{") && !Catch::Contains("no live status server"));
     mgtrain::CapturedRun missing = mgtrain::run_and_capture({kMgtrain, "status", "nope", "--log-dir", log_dir});
     CHECK(missing.exit_code == 2);
     CHECK_THAT(missing.err, Catch::Contains("no run 'nope'"));
   }
+}
+
+TEST_CASE("mgtrain status: a finished run gets a readable summary of run.json, no connection attempt",
+          "[status_api][cli]") {
+  TempDir dir;
+  const std::string log_dir = dir / "runs";
+  // The status API was on, so status_endpoint names a port nobody listens on any more.
+  mgtrain::CapturedRun launched =
+      mgtrain::run_and_capture({kMgtrain, "launch", "--status-port", std::to_string(mgtrain::testing::free_port()),
+                                "--log-dir", log_dir, "--run-id", "done", "--", "sh", "-c", "exit 0"});
+  INFO(launched.out << launched.err);
+  REQUIRE(launched.exit_code == 0);
+  REQUIRE(file_exists(log_dir + "/done/status_endpoint"));
+  mgtrain::CapturedRun status = mgtrain::run_and_capture({kMgtrain, "status", "done", "--log-dir", log_dir});
+  INFO(status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out, Catch::StartsWith("run done has ended: succeeded, exit code 0\n"));
+  for (const char* row : {"  started    ", "  ended      ", "  attempts   1\n", "  nodes      1 (", "  directory  "}) {
+    CHECK_THAT(status.out, Catch::Contains(row));
+  }
+  CHECK_THAT(status.out + status.err, !Catch::Contains("Connection") && !Catch::Contains("no answer") &&
+                                          !Catch::Contains("{") && !Catch::Contains("\"status\""));
+  // --json has no /status to print for an ended run: exit 1, said plainly on stderr.
+  mgtrain::CapturedRun json = mgtrain::run_and_capture({kMgtrain, "status", "done", "--log-dir", log_dir, "--json"});
+  CHECK(json.exit_code == 1);
+  CHECK(json.out.empty());
+  CHECK_THAT(json.err, Catch::Contains("has ended (succeeded)") && !Catch::Contains("Connection"));
 }

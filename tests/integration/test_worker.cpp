@@ -74,6 +74,43 @@ TEST_CASE("a worker started alone trains as world size 1", "[worker]") {
   REQUIRE(run.exit_code == 0);
   CHECK(summary_number(run.out, "world_size") == 1);
   CHECK(summary_number(run.out, "steps") == 128);
+  CHECK(summary_number(run.out, "epochs") == 2);
+  // train.device auto on a machine without GPUs is the CPU, without a word (a CUDA LibTorch used to warn every run).
+  if (!fs::exists("/proc/driver/nvidia/gpus") && !fs::exists("/dev/nvidia0")) {
+    CHECK(run.err.find("no GPU is visible") == std::string::npos);
+    CHECK(run.err.find("warning") == std::string::npos);
+  }
+}
+
+TEST_CASE("a resume names the config keys that differ, and the summary counts a partial epoch", "[worker][resume]") {
+  const testing::TempDir temp_dir("mgtrain-worker-test-resume-note");
+  fs::path dir = temp_dir.path();
+  CaptureOptions options;
+  options.unset_env = {"RANK",        "WORLD_SIZE",   "LOCAL_RANK",   "MASTER_ADDR",
+                       "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE"};
+  // 2048 samples of 32: 64 steps an epoch; 8 steps are an eighth of it.
+  const auto job = with(small_job(dir), {"launch.run_id=same", "checkpoint.dir=" + (dir / "checkpoints").string(),
+                                         "log.every_steps=4", "train.eval_at_epoch_end=false"});
+  CapturedRun first = run_and_capture(with(with({kBin + "/mgtrain-worker"}, job), {"train.max_steps=8"}), options);
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(summary_number(first.out, "epochs") == 0.125);
+  CHECK(first.out.find("\"epochs\":0.125,") != std::string::npos);
+  // checkpoint.resume names the directory's `latest` pointer: the file it names is resumed (resolve_checkpoint).
+  CapturedRun second = run_and_capture(
+      with(with({kBin + "/mgtrain-worker"}, job),
+           {"train.max_steps=16", "optim.lr=0.02", "checkpoint.resume=" + (dir / "checkpoints/latest").string()}),
+      options);
+  INFO(second.out << second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.out.find("resumed from " + (dir / "checkpoints/checkpoint-step000000008.safetensors").string() +
+                        ": step 8") != std::string::npos);
+  CHECK(summary_number(second.out, "steps") == 16);
+  CHECK(summary_number(second.out, "epochs") == 0.25);
+  const std::string both = second.out + second.err;
+  CHECK(both.find("note: the config differs from the one the checkpoint was saved with: ") != std::string::npos);
+  CHECK(both.find("optim.lr 0.05 -> 0.02") != std::string::npos);
+  CHECK(both.find("train.max_steps 8 -> 16") != std::string::npos);
 }
 
 TEST_CASE("ddp.force_process_group: a world of 1 trains through a real process group", "[worker]") {

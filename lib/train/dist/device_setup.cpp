@@ -38,13 +38,15 @@ DeviceChoice choose_training_device(const TrainConfig& train, const WorkerIdenti
   }
   if (train.device == DeviceOption::Cpu) return choice;
   if (!cuda) {
-    if (torch_has_cuda()) {
+    // auto on a machine without GPUs is the CPU, said by nothing (`mgtrain env` notes it); only GPUs this process
+    // cannot use are worth a warning.
+    const int host_gpus = count_nvidia_gpus("/");
+    if (host_gpus > 0) {
       choice.fallback_warning =
-          "train.device auto: this LibTorch has CUDA but no GPU is visible; training on the CPU with gloo";
-    } else if (count_nvidia_gpus("/") > 0) {
-      choice.fallback_warning =
-          "train.device auto: the host has NVIDIA GPUs but this build's LibTorch is CPU-only "
-          "(see scripts/build-cuda.sh); training on the CPU with gloo";
+          fmt::format("train.device auto: the host has {} NVIDIA GPU{} but {}; training on the CPU with gloo",
+                      host_gpus, host_gpus == 1 ? "" : "s",
+                      torch_has_cuda() ? "this process sees none (CUDA_VISIBLE_DEVICES? the driver?)"
+                                       : "this build's LibTorch is CPU-only (see scripts/build-cuda.sh)");
     }
     return choice;
   }

@@ -15,8 +15,9 @@ namespace mgtrain {
 
 struct DeviceChoice {
   c10::Device device{c10::kCPU};
-  // One line for rank 0 to print when train.device auto fell back to the CPU although a GPU was to be expected
-  // (a CUDA LibTorch without a visible GPU, or GPUs on the host but a CPU-only LibTorch); empty otherwise.
+  // One line for rank 0 to print when train.device auto fell back to the CPU although the host has NVIDIA GPUs
+  // (none visible to this process, or a CPU-only LibTorch); empty otherwise: a CUDA LibTorch on a machine without
+  // GPUs just trains on the CPU, as auto says (`mgtrain env` notes it).
   std::string fallback_warning;
 };
 

@@ -18,6 +18,7 @@
 
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "config/config_yaml.hpp"
 #include "train/loop/grad_scaler.hpp"
 #include "train/state/train_state.hpp"
 #include "util/build_info.hpp"
@@ -249,20 +250,27 @@ Checkpointer::~Checkpointer() = default;
 
 std::string Checkpointer::choose_checkpoint() const {
   const std::string& resume = config_.checkpoint.resume;
-  if (resume != "auto") {
-    const std::string problem = verify_checkpoint_file(resume);
-    if (!problem.empty()) throw UsageError(fmt::format("checkpoint.resume: {}", problem));
-    return resume;
+  // auto: the newest valid file of checkpoint.dir (none: start from scratch); a PATH names a file, a `latest` or
+  // `best` pointer or a directory (resolve_checkpoint, the rule `mgtrain export` follows too) and must be valid.
+  if (resume == "auto") {
+    const NewestValidCheckpoint newest = newest_valid_checkpoint(dir_);
+    for (const std::string& note : newest.notes) log::warn("skipping damaged checkpoint: {}", note);
+    if (!newest.chosen && !newest.notes.empty())
+      log::warn("none of the {} checkpoints in {} is valid; starting from scratch", newest.notes.size(), dir_);
+    return newest.chosen ? newest.chosen->path : "";
   }
-  const auto listing = list_checkpoints(dir_);
-  for (auto it = listing.rbegin(); it != listing.rend(); ++it) {
-    const std::string problem = verify_checkpoint_file(it->path);
-    if (problem.empty()) return it->path;
-    log::warn("skipping damaged checkpoint: {}; trying an older one", problem);
+  ResolvedCheckpoint chosen;
+  try {
+    chosen = resolve_checkpoint(resume);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("checkpoint.resume: {}", e.what()));
   }
-  if (!listing.empty())
-    log::warn("none of the {} checkpoints in {} is valid; starting from scratch", listing.size(), dir_);
-  return "";
+  for (const std::string& note : chosen.notes) log::warn("skipping damaged checkpoint: {}", note);
+  if (chosen.path.empty()) throw UsageError(fmt::format("checkpoint.resume: {} holds no valid checkpoint", resume));
+  const std::string problem = verify_checkpoint_file(chosen.path);
+  if (!problem.empty()) throw UsageError(fmt::format("checkpoint.resume: {}", problem));
+  if (!chosen.how.empty()) log::progress("checkpoint.resume: {} is {}", resume, chosen.how);
+  return chosen.path;
 }
 
 std::string Checkpointer::agree_on_checkpoint() {
@@ -307,8 +315,12 @@ void Checkpointer::report_resume(const std::string& chosen, const CheckpointFile
   auto hash = file.metadata().find("mgtrain.config_hash");
   const std::string current = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
   if (hash != file.metadata().end() && hash->second != current) {
-    log::progress(
-        "note: the config differs from the one the checkpoint was saved with (see its mgtrain.config metadata)");
+    const auto saved = file.metadata().find("mgtrain.config");
+    const std::string keys = saved == file.metadata().end()
+                                 ? ""
+                                 : describe_config_differences(config_differences(saved->second, resolved_config_));
+    log::progress("note: the config differs from the one the checkpoint was saved with: {}",
+                  keys.empty() ? "see its mgtrain.config metadata" : keys);
   }
 }
 

@@ -148,6 +148,15 @@ class StepStatistics {
   std::int64_t window_count_ = 0;
 };
 
+// The epochs `at` stands for: its whole epochs plus the share of the next one its samples are, given the samples of
+// one epoch (all ranks); 3 decimals, rounded down so that an unfinished epoch never reads as a whole one.
+double epochs_trained(const TrainPosition& at, std::int64_t samples_per_epoch) {
+  // In thousandths, in integers: 0.64 is then the double nearest to 0.64, which JSON prints as 0.64.
+  const std::int64_t share =
+      samples_per_epoch > 0 ? std::clamp<std::int64_t>(at.samples_in_epoch * 1000 / samples_per_epoch, 0, 999) : 0;
+  return static_cast<double>(at.epoch * 1000 + share) / 1000.0;
+}
+
 // One rank's run over the set-up model: epochs of steps, the ranks' agreement after each step (stop, save),
 // evaluation, checkpoints and reports. run() reads top to bottom; each part of a step has a name below.
 class TrainingRun {
@@ -252,7 +261,6 @@ class TrainingRun {
       if (train_.eval_every_steps > 0 && step_ % train_.eval_every_steps == 0) run_eval("periodic");
       if (epoch_done) finish_epoch();
     }
-    if (steps_this_epoch == 0) summary_.epochs_completed = epoch_ + 1;  // resumed right at its end
   }
 
   // The seconds this rank has waited for the others in the step's collectives (the gradients' all-reduce, the
@@ -367,7 +375,6 @@ class TrainingRun {
   }
 
   void finish_epoch() {
-    summary_.epochs_completed = epoch_ + 1;
     if (train_.eval_at_epoch_end) run_eval("epoch end");
     const std::int64_t every = config_.checkpoint.every_epochs;
     if (every > 0 && (epoch_ + 1) % every == 0 && last_saved_step_ != step_) save(current_, "epoch end");
@@ -402,6 +409,7 @@ class TrainingRun {
 
   void fill_summary(Clock::time_point run_start) {
     summary_.steps = step_;
+    summary_.epochs = epochs_trained(current_, s_.steps_per_epoch * samples_per_step_);
     summary_.wall_s = seconds_since(run_start);
     summary_.samples_per_s = stats_->samples_per_s();
     summary_.step_time_ms = stats_->median_step_ms();
@@ -445,7 +453,7 @@ TrainSummary run_training(const Config& config, const WorkerIdentity& id, Commun
 
 std::string summary_json_line(const TrainSummary& s) {
   nlohmann::ordered_json summary = {{"steps", s.steps},
-                                    {"epochs", s.epochs_completed},
+                                    {"epochs", s.epochs},
                                     {"wall_s", s.wall_s},
                                     {"samples_per_s", s.samples_per_s},
                                     {"step_time_ms", s.step_time_ms},

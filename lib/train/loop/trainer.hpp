@@ -22,7 +22,9 @@ struct EvalResult {
 
 struct TrainSummary {
   std::int64_t steps = 0;  // optimizer steps
-  std::int64_t epochs_completed = 0;
+  // Epochs trained, the one in progress as its finished share: 0.64 after 64% of the first epoch (3 decimals, never
+  // rounded up to a whole epoch that is not finished).
+  double epochs = 0.0;
   double wall_s = 0.0;         // whole run, setup and evaluation included
   double samples_per_s = 0.0;  // all ranks together, training steps only, after warm-up
   double step_time_ms = 0.0;   // median optimizer step time after warm-up
