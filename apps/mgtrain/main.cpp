@@ -3,6 +3,9 @@
 // link `cmake --install` puts beside it) it is `mgtrain torchrun`, with torchrun's exit codes: 2 for a command line
 // that does not parse (argparse's), 1 for every other failure; an error after the command line parsed is recorded in
 // the launcher's TORCHELASTIC_ERROR_FILE, as torchrun's @record main does.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -52,6 +55,13 @@ bool invoked_as_torchrun(std::string_view argv0) {
   return argv0.substr(slash == std::string_view::npos ? 0 : slash + 1) == "torchrun";
 }
 
+// stdout's terminal width for help texts; 0 when stdout is no terminal (help is then 80 columns, or COLUMNS).
+std::size_t terminal_columns() {
+  winsize size{};
+  if (isatty(STDOUT_FILENO) == 0 || ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0) return 0;
+  return size.ws_col;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +73,7 @@ int main(int argc, char** argv) {
   const char* program = as_torchrun ? "torchrun" : "mgtrain";
   std::optional<CliRequest> request;
   const int parsed = log::run_main(program, [&] {
-    request = parse_cli(args, current_environment());
+    request = parse_cli(args, current_environment(), CliInvocation{as_torchrun, terminal_columns()});
     return exit_code::kSuccess;
   });
   if (parsed != exit_code::kSuccess) return parsed;

@@ -10,7 +10,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/help_formatter.hpp"
+#include "cli/help_layout.hpp"
 #include "cli/subcommands.hpp"
+#include "cli/torchrun_help.hpp"
 #include "cli/torchrun_options.hpp"
 #include "util/build_info.hpp"
 #include "util/did_you_mean.hpp"
@@ -63,15 +66,28 @@ void check_subcommand(const CLI::App& app, const std::vector<std::string>& args)
   }
 }
 
+// How messages about the (sub)subcommand `path` ("launch", "config show") start, and the command whose --help they
+// point at: `launch` speaks as the persona (the torchrun personality's messages name torchrun).
+struct MessageNames {
+  std::string where;    // "config show: "
+  std::string command;  // "mgtrain config show"
+};
+
+MessageNames message_names(const std::string& path, const cli_detail::LaunchPersona& persona) {
+  if (path == "launch") return {persona.where, persona.command};
+  if (path.empty()) return {"", "mgtrain"};
+  return {path + ": ", "mgtrain " + path};
+}
+
 // A CLI11 parse error as a UsageError naming the (sub)subcommand it happened in.
-UsageError parse_error(const CLI::App& app, const CLI::ParseError& e) {
-  std::string where;
+UsageError parse_error(const CLI::App& app, const CLI::ParseError& e, const cli_detail::LaunchPersona& persona) {
+  std::string path;
   for (auto* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front(); sub;
        sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) {
-    where += (where.empty() ? "" : " ") + sub->get_name();
+    path += (path.empty() ? "" : " ") + sub->get_name();
   }
-  if (where.empty()) return UsageError(fmt::format("{}\nRun 'mgtrain --help' for usage.", e.what()));
-  return UsageError(fmt::format("{}: {}\nRun 'mgtrain {} --help' for usage.", where, e.what(), where));
+  const MessageNames names = message_names(path, persona);
+  return UsageError(fmt::format("{}{}\nRun '{} --help' for usage.", names.where, e.what(), names.command));
 }
 
 // The subcommand (or `config`'s sub-subcommand) named `name` of `app`, or nullptr.
@@ -85,7 +101,7 @@ CLI::App* find_subcommand(CLI::App& app, const std::string& name) {
 // so " yes" and "ON" too), and the token becomes --flag=true or --flag=false. Anything else is a UsageError naming the
 // flag and the accepted values: CLI11 would count "5" as five flags, and throw std::invalid_argument ("internal
 // error") for "x" or "abc". Tokens after "--" belong to a program, and a value of an option is never a flag.
-void normalize_flag_values(CLI::App& app, std::vector<std::string>& tokens) {
+void normalize_flag_values(CLI::App& app, std::vector<std::string>& tokens, const cli_detail::LaunchPersona& persona) {
   CLI::App* command = &app;
   std::string where;
   bool value_next = false;
@@ -114,10 +130,11 @@ void normalize_flag_values(CLI::App& app, std::vector<std::string>& tokens) {
     const std::string value = token.substr(eq + 1);
     const std::optional<bool> flag = parse_bool(value);
     if (!flag) {
-      throw UsageError(fmt::format(
-          "{}{}{} is a flag: give it alone, or as {}=true or {}=false (also yes/no, on/off, 1/0), not '{}'\n"
-          "Run 'mgtrain {}{}--help' for usage.",
-          where, where.empty() ? "" : ": ", name, name, name, value, where, where.empty() ? "" : " "));
+      const MessageNames names = message_names(where, persona);
+      throw UsageError(
+          fmt::format("{}{} is a flag: give it alone, or as {}=true or {}=false (also yes/no, on/off, 1/0), not '{}'\n"
+                      "Run '{} --help' for usage.",
+                      names.where, name, name, name, value, names.command));
     }
     token = name + (*flag ? "=true" : "=false");
   }
@@ -128,41 +145,51 @@ void normalize_flag_values(CLI::App& app, std::vector<std::string>& tokens) {
 CliRequest parse_cli(const std::vector<std::string>& args) { return parse_cli(args, EnvMap{}); }
 
 CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env) {
+  return parse_cli(args, env, CliInvocation{});
+}
+
+CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env, const CliInvocation& invocation) {
+  const std::size_t width = cli_detail::help_width(env, invocation.terminal_columns);
   CLI::App app{"mgtrain: launch and supervise distributed training (a faster, safer drop-in for torchrun)", "mgtrain"};
+  app.formatter(cli_detail::wrapping_formatter(width));  // before the subcommands: they take the app's formatter
   app.footer(kTopFooter);
   app.require_subcommand(1);
   bool want_version = false;
   app.add_flag("--version", want_version, "print the version and exit");
 
+  // `mgtrain torchrun ARGS` (and the binary invoked as `torchrun`, apps/mgtrain/main.cpp) is `launch` in torchrun's
+  // personality: its own help, and messages that speak torchrun.
+  const bool torchrun = !args.empty() && args[0] == "torchrun";
+  const cli_detail::LaunchPersona persona = cli_detail::launch_persona(torchrun, invocation.as_torchrun);
+
   // Registration order is the order of `mgtrain --help`.
-  std::unique_ptr<cli_detail::LaunchSubcommand> launch = cli_detail::add_launch(app, env);
+  std::unique_ptr<cli_detail::LaunchSubcommand> launch = cli_detail::add_launch(app, env, persona);
   std::vector<std::unique_ptr<Subcommand>> subcommands = cli_detail::add_config(app);
   for (auto add : {cli_detail::add_env, cli_detail::add_tokenize, cli_detail::add_export, cli_detail::add_runs,
                    cli_detail::add_plot, cli_detail::add_status})
     subcommands.push_back(add(app));
 
-  // `launch` arguments are split by hand; everything else goes to CLI11 as is. `mgtrain torchrun ARGS` (and the
-  // binary invoked as `torchrun`, apps/mgtrain/main.cpp) is `launch` in torchrun's personality.
+  // `launch` arguments are split by hand; everything else goes to CLI11 as is.
   std::vector<std::string> tokens = args;
-  const bool torchrun = !args.empty() && args[0] == "torchrun";
   if (!args.empty() && (args[0] == "launch" || torchrun)) {
     tokens = {"launch"};
     for (auto& token : launch->split_arguments(std::vector<std::string>(args.begin() + 1, args.end())))
       tokens.push_back(std::move(token));
   }
   check_subcommand(app, args);
-  normalize_flag_values(app, tokens);
+  normalize_flag_values(app, tokens, persona);
 
   try {
     std::vector<std::string> reversed(tokens.rbegin(), tokens.rend());
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
+    if (torchrun) return PrintRequest{cli_detail::torchrun_help(persona.command, width)};
     return PrintRequest{app.help()};
   } catch (const CLI::CallForAllHelp&) {
     return PrintRequest{app.help("", CLI::AppFormatMode::All)};
   } catch (const CLI::ParseError& e) {
     if (want_version) return PrintRequest{version_text() + "\n"};
-    throw parse_error(app, e);
+    throw parse_error(app, e, persona);
   }
   if (want_version) return PrintRequest{version_text() + "\n"};
 

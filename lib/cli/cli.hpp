@@ -2,6 +2,7 @@
 // (CLI11 stays inside lib/cli's .cpp files). Pure: no I/O, so every spelling is unit-tested.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <variant>
@@ -86,9 +87,21 @@ using CliRequest =
     std::variant<LaunchRequest, ConfigShowRequest, ConfigValidateRequest, ConfigInitRequest, ConfigDocsRequest,
                  EnvRequest, TokenizeRequest, ExportRequest, RunsRequest, PlotRequest, StatusRequest, PrintRequest>;
 
+// How mgtrain was started, beyond its arguments (apps/mgtrain/main.cpp finds out): for help texts and for the
+// messages that point at them.
+struct CliInvocation {
+  // argv[0] is `torchrun` (a link to mgtrain): the arguments then start with "torchrun", and the personality's help
+  // and errors say `torchrun` instead of `mgtrain torchrun`.
+  bool as_torchrun = false;
+  std::size_t terminal_columns = 0;  // stdout's terminal width; 0 when stdout is no terminal
+};
+
 // Parses argv without argv[0]. Throws UsageError with a message that names the bad argument.
 // `env` is the environment the command runs in, for torchrun's PET_* variables (launch, config show/validate):
-// they set what no flag gave, above the config's own sources (docs/torchrun.md). Nothing else is read from it.
+// they set what no flag gave, above the config's own sources (docs/torchrun.md). Help is wrapped to COLUMNS, else
+// to the terminal's width, else to 80 columns. Nothing else is read from it.
+CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env, const CliInvocation& invocation);
+// The same, started as `mgtrain` with stdout no terminal.
 CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env);
 // The same in an empty environment.
 CliRequest parse_cli(const std::vector<std::string>& args);

@@ -97,29 +97,30 @@ bool looks_like_config_override(const std::string& arg) {
   return key.find('.') != std::string::npos && key.find('/') == std::string::npos;
 }
 
+// Laid out for the terminal by the formatter (help_layout.hpp's wrap_lines): each line is wrapped on its own, so a
+// paragraph is one line here.
 const char* kLaunchFooter =
-    R"(The config's launch: section, MGTRAIN_LAUNCH_* variables and --set launch.KEY=VALUE set the
-same values; torchrun's PET_* variables (PET_NNODES, PET_NPROC_PER_NODE ...) win over those, and a flag wins over
-all of them. Every torchrun 2.15 flag is accepted with its meaning, or refused saying what to use (docs/torchrun.md).
+    R"(The config's launch: section, MGTRAIN_LAUNCH_* variables and --set launch.KEY=VALUE set the same values; torchrun's PET_* variables (PET_NNODES, PET_NPROC_PER_NODE ...) win over those, and a flag wins over all of them. Every torchrun 2.15 flag is accepted with its meaning, or refused saying what to use (docs/torchrun.md).
 
 Forms:
-  mgtrain launch [FLAGS] CONFIG.yaml [KEY=VALUE ...]     built-in trainer, one mgtrain-worker per rank
-  mgtrain launch [FLAGS] KEY=VALUE ...                    built-in trainer on the defaults plus overrides
-  mgtrain launch [FLAGS] [CONFIG.yaml] -- COMMAND [ARGS]  any program, e.g. -- python3 train.py
-  mgtrain launch [FLAGS] train.py [ARGS]                  a .py script runs under launch.python
-                                                          (--no-python runs it directly; -m: a module;
-                                                          --run-path: any script under launch.python)
-Everything after the script or program is its own, a literal -- included.
-In COMMAND's arguments ${local_rank} is replaced per worker.
+  mgtrain launch [FLAGS] CONFIG.yaml [KEY=VALUE ...]
+      the built-in trainer, one mgtrain-worker per rank
+  mgtrain launch [FLAGS] KEY=VALUE ...
+      the built-in trainer on the defaults plus overrides
+  mgtrain launch [FLAGS] [CONFIG.yaml] -- COMMAND [ARGS]
+      any program, e.g. -- python3 train.py
+  mgtrain launch [FLAGS] train.py [ARGS]
+      a .py script runs under launch.python (--no-python runs it directly; -m: a module; --run-path: any script under launch.python)
+Everything after the script or program is its own, a literal -- included. In COMMAND's arguments ${local_rank} is replaced per worker.
 
 Examples:
   mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml
   mgtrain launch --nproc 4 --max-restarts 3 configs/fashion_mnist_cnn.yaml optim.lr=0.05
   mgtrain launch --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 --nproc 8 cfg.yaml
   mgtrain launch --nnodes 1:4 --rdzv-endpoint node0:29400 --rdzv-id job7 --nproc 8 cfg.yaml   (elastic)
-  mgtrain launch --hosts node0:8,node1:8 cfg.yaml           (one agent per host over ssh; docs/multinode.md)
+  mgtrain launch --hosts node0:8,node1:8 cfg.yaml   (one agent per host over ssh; docs/multinode.md)
   mgtrain launch --rdzv-backend c10d --rdzv-endpoint localhost:0 --nnodes 1 --nproc 2 train.py   (free port)
-  mgtrain launch --nproc_per_node 2 train.py --epochs 3        (a torchrun command line, one word changed))";
+  mgtrain launch --nproc_per_node 2 train.py --epochs 3   (a torchrun command line, one word changed))";
 
 // Everything `launch` needs to know about an option token during the pre-split.
 struct OptionInfo {
@@ -148,8 +149,39 @@ struct LaunchSplit {
   bool had_dashes = false;
 };
 
+// The torchrun personality's spelling of the flag `flag` (a suggestion for `typed`): torchrun's own name of the same
+// launch key, with '_' when the user typed one ("--nproc" -> "--nproc-per-node"). mgtrain's flags that torchrun has
+// no option for stay as they are (the personality accepts them too).
+std::string torchrun_spelling(const std::string& flag, const std::string& typed) {
+  for (const auto& option : torchrun_options())
+    for (const auto& n : names_of(option.names))
+      if (n == flag) return flag;
+  for (const auto& f : kLaunchFlags) {
+    const auto names = names_of(f.names);
+    if (std::find(names.begin(), names.end(), flag) == names.end()) continue;
+    const TorchrunOption* option = torchrun_option_for_key(f.key);
+    if (!option) return flag;
+    std::string spelling;
+    for (const auto& n : names_of(option->names)) {
+      if (!starts_with(n, "--")) continue;
+      if (spelling.empty()) spelling = n;
+      if (typed.find('_') != std::string::npos && n.find('_') != std::string::npos) return n;
+    }
+    return spelling.empty() ? flag : spelling;
+  }
+  return flag;
+}
+
+// " (did you mean --x?)" for an unknown flag, in the persona's spellings.
+std::string flag_suggestion(const std::string& typed, const std::vector<std::string>& known,
+                            const LaunchPersona& persona) {
+  const std::optional<std::string> match = closest_match(typed, known);
+  if (!match) return "";
+  return " (did you mean " + (persona.torchrun ? torchrun_spelling(*match, typed) : *match) + "?)";
+}
+
 // Only a "--" before the program counts: one among the program's arguments is the program's (torchrun's REMAINDER).
-LaunchSplit split_launch_args(const std::vector<std::string>& args) {
+LaunchSplit split_launch_args(const std::vector<std::string>& args, const LaunchPersona& persona) {
   static const auto table = launch_option_table();
   LaunchSplit split;
   auto dashes = args.begin();
@@ -179,12 +211,12 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args) {
       const std::string name = arg.substr(0, arg.find('='));
       auto found = table.find(name);
       if (found == table.end()) {
-        throw UsageError(fmt::format("launch: unknown flag {}{}\nRun 'mgtrain launch --help' for the flags.", name,
-                                     did_you_mean_suffix(name, known)));
+        throw UsageError(fmt::format("{}unknown flag {}{}\nRun '{} --help' for the flags.", persona.where, name,
+                                     flag_suggestion(name, known, persona), persona.command));
       }
       split.option_tokens.push_back(arg);
       if (found->second.takes_value && arg.find('=') == std::string::npos) {
-        if (it + 1 == dashes) throw UsageError(fmt::format("launch: {} needs a value", name));
+        if (it + 1 == dashes) throw UsageError(fmt::format("{}{} needs a value", persona.where, name));
         split.option_tokens.push_back(*++it);
       }
       continue;
@@ -195,9 +227,9 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args) {
       split.bare_overrides.push_back(arg);
     } else if (split.config_path) {
       throw UsageError(
-          fmt::format("launch: unexpected argument '{}' after {} (overrides look like KEY=VALUE, "
+          fmt::format("{}unexpected argument '{}' after {} (overrides look like KEY=VALUE, "
                       "a program goes after --)",
-                      arg, *split.config_path));
+                      persona.where, arg, *split.config_path));
     } else {
       split.program.assign(it, dashes);  // a script or program: the rest is its own arguments
       break;
@@ -322,11 +354,11 @@ void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const Env
 // How the program runs: a .py script (or any with --run-path) and -m under launch.python, else itself.
 // After `--` (`verbatim`) only -m and --run-path put it under launch.python.
 void set_program(const std::vector<std::string>& program, const TorchrunExtras& extras, bool verbatim,
-                 LaunchRequest& request) {
+                 const LaunchPersona& persona, LaunchRequest& request) {
   const std::string& first = program.front();
   const bool python_script = !verbatim && first.size() > 3 && ends_with(first, ".py");
-  if (extras.module && extras.run_path) throw UsageError("launch: -m and --run-path cannot be combined");
-  if (extras.module && extras.no_python) throw UsageError("launch: -m and --no-python cannot be combined");
+  if (extras.module && extras.run_path) throw UsageError(persona.where + "-m and --run-path cannot be combined");
+  if (extras.module && extras.no_python) throw UsageError(persona.where + "-m and --no-python cannot be combined");
   // torchrun: --run-path wins over --no-python.
   if (extras.module || extras.run_path || (python_script && !extras.no_python)) {
     // The interpreter is launch.python, known only once the config is loaded.
@@ -337,7 +369,8 @@ void set_program(const std::vector<std::string>& program, const TorchrunExtras& 
   request.command.insert(request.command.end(), program.begin(), program.end());
 }
 
-LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions& opts, const EnvMap& env) {
+LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions& opts, const EnvMap& env,
+                                   const LaunchPersona& persona) {
   LaunchRequest request;
   request.config.path = split.config_path;
   request.config.overrides = opts.set_overrides;
@@ -351,54 +384,70 @@ LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions
   request.rdzv_token = opts.rdzv_token;
   if (split.had_dashes) {
     if (split.after_dashes.empty())
-      throw UsageError("launch: nothing follows --; give the program to run, e.g. -- python3 train.py");
-    set_program(split.after_dashes, extras, true, request);
+      throw UsageError(persona.where + "nothing follows --; give the program to run, e.g. -- python3 train.py");
+    set_program(split.after_dashes, extras, true, persona, request);
     return request;
   }
   if (split.program.empty()) {
     if (!split.config_path && split.bare_overrides.empty() && opts.set_overrides.empty()) {
+      if (persona.torchrun) {
+        throw UsageError(fmt::format(
+            "{}the following arguments are required: training_script (e.g. {} --nproc-per-node 2 train.py)\n"
+            "Run '{} --help' for usage.",
+            persona.where, persona.command, persona.command));
+      }
       throw UsageError(
           "launch: give a config (mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml) "
           "or a program (mgtrain launch --nproc 2 -- python3 train.py)");
     }
     if (extras.module || extras.no_python || extras.run_path) {
       throw UsageError(
-          "launch: -m/--no-python/--run-path (or PET_MODULE/PET_NO_PYTHON/PET_RUN_PATH) apply to a program, and none "
-          "was given");
+          persona.where +
+          "-m/--no-python/--run-path (or PET_MODULE/PET_NO_PYTHON/PET_RUN_PATH) apply to a program, and none was "
+          "given");
     }
     return request;
   }
-  set_program(split.program, extras, false, request);
+  set_program(split.program, extras, false, persona, request);
   return request;
 }
 
 class Launch final : public LaunchSubcommand {
  public:
-  Launch(CLI::App& app, EnvMap env)
-      : cmd_(app.add_subcommand("launch", "spawn and supervise one worker per rank")), env_(std::move(env)) {
+  Launch(CLI::App& app, EnvMap env, LaunchPersona persona)
+      : cmd_(app.add_subcommand("launch", "spawn and supervise one worker per rank")),
+        env_(std::move(env)),
+        persona_(std::move(persona)) {
     cmd_->footer(kLaunchFooter);
     add_launch_options(*cmd_, opts_);
   }
   std::vector<std::string> split_arguments(const std::vector<std::string>& args) override {
-    split_ = split_launch_args(args);
+    split_ = split_launch_args(args, persona_);
     return split_.option_tokens;
   }
   std::optional<CliRequest> request() override {
     if (!cmd_->parsed()) return std::nullopt;
-    return build_launch_request(split_, opts_, env_);
+    return build_launch_request(split_, opts_, env_, persona_);
   }
 
  private:
   CLI::App* cmd_;
   EnvMap env_;
+  LaunchPersona persona_;
   LaunchOptions opts_;
   LaunchSplit split_;
 };
 
 }  // namespace
 
-std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env) {
-  return std::make_unique<Launch>(app, env);
+LaunchPersona launch_persona(bool torchrun, bool as_torchrun) {
+  if (!torchrun) return {};
+  if (as_torchrun) return {true, "torchrun", ""};
+  return {true, "mgtrain torchrun", "torchrun: "};
+}
+
+std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env, const LaunchPersona& persona) {
+  return std::make_unique<Launch>(app, env, persona);
 }
 
 }  // namespace mgtrain::cli_detail

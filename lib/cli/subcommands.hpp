@@ -33,8 +33,17 @@ class LaunchSubcommand : public Subcommand {
   virtual std::vector<std::string> split_arguments(const std::vector<std::string>& args) = 0;
 };
 
+// Whom `launch`'s messages speak for: `mgtrain launch`, or the torchrun personality (`mgtrain torchrun`, or a link
+// named `torchrun`). The personality's errors name its command and torchrun's spelling of a flag.
+struct LaunchPersona {
+  bool torchrun = false;
+  std::string command = "mgtrain launch";  // as typed: "mgtrain launch", "mgtrain torchrun" or "torchrun"
+  std::string where = "launch: ";          // how its messages start ("" for `torchrun`, the program's name says it)
+};
+LaunchPersona launch_persona(bool torchrun, bool as_torchrun);
+
 // `env` is the environment the command runs in: torchrun's PET_* variables (torchrun_options.hpp).
-std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env);
+std::unique_ptr<LaunchSubcommand> add_launch(CLI::App& app, const EnvMap& env, const LaunchPersona& persona);
 // `config` and its show, validate, init and docs, in that order.
 std::vector<std::unique_ptr<Subcommand>> add_config(CLI::App& app);
 std::unique_ptr<Subcommand> add_env(CLI::App& app);

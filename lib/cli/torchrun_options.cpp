@@ -90,67 +90,140 @@ void refuse_virtual_local_rank(const ValueSource& source, const std::string&, To
 }
 
 void refuse_print_completion(const ValueSource& source, const std::string&, TorchrunExtras&) {
-  refuse(source, "mgtrain prints no shell completion script: `mgtrain launch --help` lists every flag");
+  refuse(source, "mgtrain prints no shell completion script: --help lists every flag");
 }
 
+// Columns: dest, names, metavar, reads_pet, store_true, key, apply, torchrun's help, default, mgtrain's note.
 const std::vector<TorchrunOption> kOptions = {
-    {"nnodes", "--nnodes", true, false, "launch.nnodes", nullptr, ""},
-    {"nproc_per_node", "--nproc-per-node,--nproc_per_node", true, false, "launch.nproc", check_nproc_value,
-     "xpu is refused (NVIDIA GPUs and CPUs only); auto without a GPU starts 1 worker, not one per CPU (use cpu)"},
-    {"rdzv_backend", "--rdzv-backend,--rdzv_backend", true, false, "launch.rdzv_backend", check_rdzv_backend,
-     "c10d and static use mgtrain's own rendezvous; etcd and etcd-v2 are refused"},
-    {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", true, false, "launch.rdzv_endpoint", nullptr,
+    {"nnodes", "--nnodes", nullptr, true, false, "launch.nnodes", nullptr,
+     "Number of nodes, or the range of nodes in form <minimum_nodes>:<maximum_nodes>.", "1:1", ""},
+    {"nproc_per_node", "--nproc-per-node,--nproc_per_node", nullptr, true, false, "launch.nproc", check_nproc_value,
+     "Number of workers per node; supported values: [auto, cpu, gpu, xpu, int].", "1",
+     "xpu is refused (NVIDIA GPUs and CPUs only)"},
+    {"rdzv_backend", "--rdzv-backend,--rdzv_backend", nullptr, true, false, "launch.rdzv_backend", check_rdzv_backend,
+     "Rendezvous backend.", "static", "c10d and static use mgtrain's own rendezvous; etcd and etcd-v2 are refused"},
+    {"rdzv_endpoint", "--rdzv-endpoint,--rdzv_endpoint", nullptr, true, false, "launch.rdzv_endpoint", nullptr,
+     "Rendezvous backend endpoint; usually in form <host>:<port>.", nullptr,
      "HOST:0 with --nnodes 1 runs a single node on a free port"},
-    {"rdzv_id", "--rdzv-id,--rdzv_id", true, false, "launch.run_id", nullptr, ""},
-    {"rdzv_conf", "--rdzv-conf,--rdzv_conf", true, false, nullptr, apply_rdzv_conf,
+    {"rdzv_id", "--rdzv-id,--rdzv_id", nullptr, true, false, "launch.run_id", nullptr, "User-defined group id.",
+     nullptr, "it names the run's log directory; without it the run id is generated (one node: a random UUID)"},
+    {"rdzv_conf", "--rdzv-conf,--rdzv_conf", nullptr, true, false, nullptr, apply_rdzv_conf,
+     "Additional rendezvous configuration (<key1>=<value1>,<key2>=<value2>,...).", nullptr,
      "KEY=VALUE,...: join_timeout, last_call_timeout and timeout (= join_timeout), keep_alive_interval "
      "(node_heartbeat_interval), keep_alive_max_attempt (node_timeout = attempts x interval) set launch keys; "
      "close_timeout, read_timeout, is_host, use_libuv and store_type=tcp have no effect; others are refused"},
-    {"standalone", "--standalone", true, true, "launch.standalone", nullptr, ""},
-    {"max_restarts", "--max-restarts,--max_restarts", true, false, "launch.max_restarts", nullptr, ""},
-    {"monitor_interval", "--monitor-interval,--monitor_interval", true, false, nullptr, check_monitor_interval,
+    {"standalone", "--standalone", nullptr, true, true, "launch.standalone", nullptr,
+     "Start a local standalone rendezvous backend on a free port. Useful when launching single-node, multi-worker "
+     "job. If specified --rdzv-backend, --rdzv-endpoint, --rdzv-id are auto-assigned and any explicitly set values "
+     "are ignored.",
+     nullptr, ""},
+    {"max_restarts", "--max-restarts,--max_restarts", nullptr, true, false, "launch.max_restarts", nullptr,
+     "Maximum number of worker group restarts before failing.", "0", ""},
+    {"monitor_interval", "--monitor-interval,--monitor_interval", nullptr, true, false, nullptr, check_monitor_interval,
+     "Interval, in seconds, to monitor the state of workers.", "0.1",
      "accepted, no effect: mgtrain reacts to worker exits at once (one event loop), it does not poll"},
-    {"start_method", "--start-method,--start_method", true, false, nullptr, check_start_method,
+    {"start_method", "--start-method,--start_method", "{spawn,fork,forkserver}", true, false, nullptr,
+     check_start_method, "Multiprocessing start method to use when creating workers.", "spawn",
      "accepted (spawn, fork or forkserver), no effect: every worker is a new process, fork+exec"},
-    {"event_log_handler", "--event-log-handler,--event_log_handler", true, false, nullptr, accept_any,
+    {"event_log_handler", "--event-log-handler,--event_log_handler", nullptr, true, false, nullptr, accept_any,
+     "name of a registered event logging handler (see: https://docs.pytorch.org/docs/stable/elastic/events.html)",
+     "null",
      "accepted, no effect: mgtrain records the run's events (start, restarts, failures, outcome) in <run "
      "dir>/run.json"},
-    {"role", "--role", true, false, "launch.role", nullptr, ""},
-    {"module", "-m,--module", true, true, nullptr, apply_module,
-     "the program is a Python module: python3 -u -m MODULE"},
-    {"no_python", "--no-python,--no_python", true, true, nullptr, apply_no_python,
-     "run the program itself, not under launch.python"},
-    {"run_path", "--run-path,--run_path", true, true, nullptr, apply_run_path,
+    {"role", "--role", nullptr, true, false, "launch.role", nullptr, "User-defined role for the workers.", "default",
+     ""},
+    {"module", "-m,--module", nullptr, true, true, nullptr, apply_module,
+     "Change each process to interpret the launch script as a Python module, executing with the same behavior as "
+     "'python -m'.",
+     nullptr, "the program is a Python module: python3 -u -m MODULE"},
+    {"no_python", "--no-python,--no_python", nullptr, true, true, nullptr, apply_no_python,
+     "Skip prepending the training script with 'python' - just execute it directly. Useful when the script is not a "
+     "Python script.",
+     nullptr, "run the program itself, not under launch.python"},
+    {"run_path", "--run-path,--run_path", nullptr, true, true, nullptr, apply_run_path,
+     "Run the training script with runpy.run_path in the same interpreter. Takes precedence over --no-python.", nullptr,
      "run the program under launch.python whatever its name (torchrun: runpy.run_path); wins over --no-python"},
-    {"log_dir", "--log-dir,--log_dir", true, false, "launch.log_dir", nullptr, ""},
-    {"redirects", "-r,--redirects", true, false, "launch.redirect", nullptr, ""},
-    {"tee", "-t,--tee", true, false, "launch.tee", nullptr, ""},
-    {"log_line_prefix_template", "--log-line-prefix-template,--log_line_prefix_template", true, false, nullptr,
+    {"log_dir", "--log-dir,--log_dir", nullptr, true, false, "launch.log_dir", nullptr,
+     "Base directory to use for log files. The same directory is reused for multiple runs (a unique job-level "
+     "sub-directory is created with rdzv_id as the prefix).",
+     "a temporary directory, $TMPDIR/mgtrain-<user>/runs",
+     "each rank's logs are in <log dir>/<run id>/attempt_N/rank_R/"},
+    {"redirects", "-r,--redirects", nullptr, true, false, "launch.redirect", nullptr,
+     "Redirect std streams into a log file in the log directory (e.g. [-r 3] redirects both stdout+stderr for all "
+     "workers, [-r 0:1,1:2] redirects stdout for local rank 0 and stderr for local rank 1).",
+     "0", ""},
+    {"tee", "-t,--tee", nullptr, true, false, "launch.tee", nullptr,
+     "Tee std streams into a log file and also to console (see --redirects for format).", "0", ""},
+    {"log_line_prefix_template", "--log-line-prefix-template,--log_line_prefix_template", nullptr, true, false, nullptr,
      apply_prefix_template,
+     "Template for the prefix prepended to each console log line of a tee'd stream (e.g. "
+     "[--log-line-prefix-template '${hostname}:${rank}: '] renders as 'r12i0n8:3: '). Available macros: "
+     "${role_name}, ${local_rank}, ${rank}, ${hostname}.",
+     "'[${role_name}${local_rank}]:'",
      "the console line prefix: the launcher runs with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it"},
-    {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter", true, false, "launch.local_ranks_filter",
-     nullptr, ""},
-    {"duplicate_stdout_filters", "--duplicate-stdout-filters,--duplicate_stdout_filters", true, false, nullptr,
+    {"local_ranks_filter", "--local-ranks-filter,--local_ranks_filter", nullptr, true, false,
+     "launch.local_ranks_filter", nullptr,
+     "Only show logs from specified ranks in console (e.g. [--local_ranks_filter=0,1,2] will only show logs from rank "
+     "0, 1 and 2). This will only apply to stdout and stderr, not to log files saved via --redirect or --tee.",
+     "every rank", ""},
+    {"duplicate_stdout_filters", "--duplicate-stdout-filters,--duplicate_stdout_filters", nullptr, true, false, nullptr,
      apply_duplicate_stdout_filters,
+     "Duplicates logs streamed to stdout to another specified file with a list of filters (e.g. "
+     "[--duplicate_stdout_filters 'apple,orange'] will duplicate log lines matching 'apple' OR 'orange'). Use double "
+     "comma to escape a comma.",
+     nullptr,
      "A,B: console lines of stdout containing A or B are also copied to <run dir>/attempt_N/filtered_stdout.log "
      "(',,' is a literal comma)"},
-    {"duplicate_stderr_filters", "--duplicate-stderr-filters,--duplicate_stderr_filters", true, false, nullptr,
-     apply_duplicate_stderr_filters, "the same for stderr: <run dir>/attempt_N/filtered_stderr.log"},
-    {"node_rank", "--node-rank,--node_rank", true, false, "launch.node_rank", nullptr, ""},
-    {"master_addr", "--master-addr,--master_addr", true, false, "launch.master_addr", nullptr, ""},
-    {"master_port", "--master-port,--master_port", true, false, "launch.master_port", nullptr, ""},
-    {"local_addr", "--local-addr,--local_addr", true, false, "launch.local_addr", nullptr, ""},
-    {"logs_specs", "--logs-specs,--logs_specs", false, false, nullptr, check_logs_specs,
+    {"duplicate_stderr_filters", "--duplicate-stderr-filters,--duplicate_stderr_filters", nullptr, true, false, nullptr,
+     apply_duplicate_stderr_filters,
+     "Duplicates logs streamed to stderr to another specified file with a list of filters (see "
+     "--duplicate-stdout-filters).",
+     nullptr, "the same for stderr: <run dir>/attempt_N/filtered_stderr.log"},
+    {"node_rank", "--node-rank,--node_rank", nullptr, true, false, "launch.node_rank", nullptr,
+     "Rank of the node for multi-node distributed training. It is only used for static rendezvous (i.e., when "
+     "--rdzv-backend=static).",
+     "0", ""},
+    {"master_addr", "--master-addr,--master_addr", nullptr, true, false, "launch.master_addr", nullptr,
+     "Address of the master node (rank 0) that only used for static rendezvous. It should be either the IP address "
+     "or the hostname of rank 0. For single node multi-proc training the --master-addr can simply be 127.0.0.1; IPv6 "
+     "should have the pattern `[0:0:0:0:0:0:0:1]`.",
+     "127.0.0.1", ""},
+    {"master_port", "--master-port,--master_port", nullptr, true, false, "launch.master_port", nullptr,
+     "Port on the master node (rank 0) to be used for communication during distributed training. It is only used for "
+     "static rendezvous.",
+     "29500", ""},
+    {"local_addr", "--local-addr,--local_addr", nullptr, true, false, "launch.local_addr", nullptr,
+     "Address of the local node. If specified, will use the given address for connection. Else, will look up the "
+     "local node address instead. Else, it will be default to local machine's FQDN.",
+     nullptr, ""},
+    {"logs_specs", "--logs-specs,--logs_specs", nullptr, false, false, nullptr, check_logs_specs,
+     "torchrun.logs_specs group entrypoint name, value must be type of LogsSpecs. Can be used to override custom "
+     "logging behavior.",
+     nullptr,
      "default (torch's own LogsSpecs) is accepted, no effect; other names are Python plugins, refused: use --log-dir, "
      "--tee, --redirects, --local-ranks-filter"},
-    {"numa_binding", "--numa-binding,--numa_binding", false, false, nullptr, refuse_numa_binding,
-     "refused: run the program under numactl (${local_rank} is replaced per worker)"},
-    {"signals_to_handle", "--signals-to-handle,--signals_to_handle", true, false, "launch.signals_to_handle", nullptr,
+    {"numa_binding", "--numa-binding,--numa_binding", "{node,socket,exclusive,core-complex}", false, false, nullptr,
+     refuse_numa_binding,
+     "Bind worker processes to CPUs near their assigned GPUs for better performance. See torch/numa/binding.py for "
+     "available modes and details.",
+     nullptr, "refused: run the program under numactl (${local_rank} is replaced per worker)"},
+    {"signals_to_handle", "--signals-to-handle,--signals_to_handle", nullptr, true, false, "launch.signals_to_handle",
+     nullptr,
+     "Comma-separated list of signals to handle and forward to subprocesses. Common additional signals: "
+     "SIGUSR1,SIGUSR2 (used in SLURM environments).",
+     "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
      "SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 only; acted on in the torchrun personality"},
-    {"shutdown_timeout", "--shutdown-timeout,--shutdown_timeout", true, false, "launch.grace_period", nullptr, ""},
-    {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank", true, true, nullptr, refuse_virtual_local_rank,
-     "refused: mgtrain sets the real LOCAL_RANK; --gpu-ids gives each worker only its own GPU"},
-    {"print_completion", "--print-completion,--print_completion", false, false, nullptr, refuse_print_completion,
+    {"shutdown_timeout", "--shutdown-timeout,--shutdown_timeout", nullptr, true, false, "launch.grace_period", nullptr,
+     "Time in seconds to wait for graceful shutdown of worker processes before sending SIGKILL. If not specified, "
+     "uses TORCH_ELASTIC_SHUTDOWN_TIMEOUT environment variable.",
+     "30", ""},
+    {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank", nullptr, true, true, nullptr,
+     refuse_virtual_local_rank,
+     "Enable virtual local rank mode for workers. When enabled, LOCAL_RANK is set to 0 for all workers and "
+     "CUDA_VISIBLE_DEVICES is adjusted so each worker accesses its assigned GPU at device index 0.",
+     nullptr, "refused: mgtrain sets the real LOCAL_RANK; --gpu-ids gives each worker only its own GPU"},
+    {"print_completion", "--print-completion,--print_completion", "{bash,zsh,tcsh}", false, false, nullptr,
+     refuse_print_completion, "Print a shell completion script for torchrun to stdout and exit.", nullptr,
      "refused: mgtrain prints no completion script"},
 };
 

@@ -37,14 +37,20 @@ struct ValueSource {
 // Checks a value and records what it asks for; throws UsageError starting with source.where when mgtrain refuses it.
 using TorchrunApply = void (*)(const ValueSource& source, const std::string& value, TorchrunExtras& out);
 
+// One row of torchrun's options. The torchrun personality's --help (torchrun_help.hpp) is made from these rows: the
+// spellings, metavar, torchrun's help and default, and mgtrain's note.
 struct TorchrunOption {
-  const char* dest;     // argparse's dest; torchrun reads PET_<DEST upper-cased>
-  const char* names;    // torchrun's spellings, CLI11 style: "--run-path,--run_path"
-  bool reads_pet;       // action=env or check_env (logs_specs, numa_binding and print_completion have none)
-  bool store_true;      // a flag without a value; its PET_ variable holds an integer (0: off)
-  const char* key;      // the launch key the option sets (a kLaunchFlags row has its spellings); nullptr: `apply`
-  TorchrunApply apply;  // with `key`: an extra check of the value (may be null); else handles the option
-  const char* help;     // what mgtrain does with it: `launch --help` (options without a key), docs, `mgtrain env`
+  const char* dest;           // argparse's dest; torchrun reads PET_<DEST upper-cased>
+  const char* names;          // torchrun's spellings, CLI11 style: "--run-path,--run_path"
+  const char* metavar;        // the value's name in --help: nullptr for DEST (argparse's); "{a,b}" for choices
+  bool reads_pet;             // action=env or check_env (logs_specs, numa_binding and print_completion have none)
+  bool store_true;            // a flag without a value; its PET_ variable holds an integer (0: off)
+  const char* key;            // the launch key the option sets (a kLaunchFlags row has its spellings); nullptr: `apply`
+  TorchrunApply apply;        // with `key`: an extra check of the value (may be null); else handles the option
+  const char* torchrun_help;  // torchrun 2.15's help for it (run.py), shortened where it says more than the option
+  const char* default_value;  // what the torchrun personality uses without it (torchrun's default); nullptr: none
+  const char* help;  // what mgtrain does differently: `launch --help` (options without a key), the personality's
+                     // --help ("mgtrain: ..."), docs, `mgtrain env`
 };
 
 // Every launch option of torchrun 2.15, in run.py's order (help and completion excepted).

@@ -48,12 +48,13 @@ std::vector<std::string> resolve_gpu_ids(const GpuList& list, const HostFacts& h
 int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
                   const HostFacts& host, Personality personality, std::string& reason) {
   const int cpu_workers = std::max(host.cpu_count, 1);  // `cpu`, and `auto` without a GPU in torchrun's personality
+  const std::string flag = personality == Personality::Torchrun ? "--nproc-per-node" : "--nproc";  // its spelling
   switch (nproc.kind) {
     case NprocSpec::Kind::Count:
       if (gpu_ids_given && nproc.count != static_cast<int>(gpus.size())) {
         throw UsageError("launch.nproc is " + nproc.text() + " but launch.gpu_ids names " +
-                         plural(static_cast<int>(gpus.size()), "GPU") +
-                         ": give one GPU per worker, or set --nproc gpu to run one worker per listed GPU");
+                         plural(static_cast<int>(gpus.size()), "GPU") + ": give one GPU per worker, or set " + flag +
+                         " gpu to run one worker per listed GPU");
       }
       reason = "nproc " + nproc.text();
       return nproc.count;
@@ -69,8 +70,8 @@ int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, 
         return visible;
       }
       if (nproc.kind == NprocSpec::Kind::Gpu) {
-        throw UsageError("launch.nproc is 'gpu' but no NVIDIA GPU was " + where_gpus_come_from(host) +
-                         ": use --nproc N or --nproc cpu on a machine without GPUs");
+        throw UsageError("launch.nproc is 'gpu' but no NVIDIA GPU was " + where_gpus_come_from(host) + ": use " + flag +
+                         " N or " + flag + " cpu on a machine without GPUs");
       }
       if (personality == Personality::Torchrun) {  // torchrun: one worker per CPU, as `cpu`
         reason = "auto: no GPU found, " + plural(cpu_workers, "CPU") + " (torchrun's rule)";

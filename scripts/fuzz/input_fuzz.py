@@ -64,7 +64,9 @@ ALONE = {"--hosts", "--hostfile", "--remote-shell"}
 
 def launch_flags(mgtrain):
     """(spellings, takes_value) of every `mgtrain launch` option, from its --help."""
-    help_text = subprocess.run([mgtrain, "launch", "--help"], capture_output=True, text=True, check=True).stdout
+    # One line per option: the help is wrapped to COLUMNS (else the terminal, else 80 columns).
+    help_text = subprocess.run([mgtrain, "launch", "--help"], capture_output=True, text=True, check=True,
+                               env=dict(os.environ, COLUMNS="1000")).stdout
     flags = []
     for line in help_text.splitlines():
         match = re.match(r"^  (-[^ ]+)(?: ([A-Z=]+))?", line)

@@ -197,6 +197,10 @@ TEST_CASE("torchrun's run.py: every option its parser has is in the table and ha
   REQUIRE(listing.exit_code == 0);
   std::istringstream lines(listing.out);
   int options = 0;
+  // The torchrun personality's --help (one line per entry at this width) lists every spelling run.py has.
+  const CliRequest help_request = parse_cli({"torchrun", "--help"}, {{"COLUMNS", "1000"}});
+  REQUIRE(std::holds_alternative<PrintRequest>(help_request));
+  const std::string help = std::get<PrintRequest>(help_request).text;
   for (std::string line; std::getline(lines, line);) {
     const auto fields = split(line, '\t');
     REQUIRE(fields.size() == 4);
@@ -214,6 +218,12 @@ TEST_CASE("torchrun's run.py: every option its parser has is in the table and ha
     CHECK((fields[1] == "flag") == e.flag);
     CHECK((fields[2] == "pet") == e.reads_pet);
     e.spellings = fields[3];  // the spellings this torch version has
+    for (const auto& spelling : split(fields[3], ',')) {
+      const bool listed = help.find("\n  " + spelling + (e.flag ? "" : " ")) != std::string::npos ||
+                          help.find(", " + spelling + (e.flag ? "" : " ")) != std::string::npos;
+      INFO("in the personality's --help: " << spelling);
+      CHECK(listed);
+    }
     check_option(dest, e);
     ++options;
   }

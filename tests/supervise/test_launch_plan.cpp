@@ -43,7 +43,11 @@ TEST_CASE("nproc: a number, cpu, gpu and auto", "[plan]") {
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).nproc == 6);
   launch.nproc = parsed<NprocSpec>("gpu");
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(4)).nproc == 4);
-  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)), Catch::Contains("no NVIDIA GPU"));
+  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
+                    Catch::Contains("no NVIDIA GPU") && Catch::Contains("use --nproc N or --nproc cpu"));
+  // The torchrun personality's message names torchrun's flag.
+  CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0), Strategy::Ddp, Personality::Torchrun),
+                    Catch::Contains("use --nproc-per-node N or --nproc-per-node cpu"));
   launch.nproc = parsed<NprocSpec>("auto");
   CHECK(make_launch_plan(launch, kCommand, host_with_gpus(2)).nproc == 2);
   LaunchPlan cpu_only = make_launch_plan(launch, kCommand, host_with_gpus(0));

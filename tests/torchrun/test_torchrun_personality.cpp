@@ -4,6 +4,7 @@
 // against the real torchrun is another file. Workers are /bin/sh scripts (--no-python).
 #include <catch2/catch.hpp>
 
+#include <pty.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,7 +104,100 @@ void require_no_worker_left(const TorchrunDir& t, const std::set<pid_t>& groups)
   }
 }
 
+// The lines of `text` (without '\r'), and whether each fits in `width` columns unless it is one word.
+std::vector<std::string> help_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (auto& line : split_lines(text)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+void check_lines_fit(const std::string& text, std::size_t width) {
+  for (const auto& line : help_lines(text)) {
+    if (line.size() <= width) continue;
+    INFO("over " << width << " columns: " << line);
+    CHECK(line.substr(line.find_first_not_of(' ')).find(' ') == std::string::npos);
+  }
+}
+
+// `argv` with stdout on a pseudo-terminal `columns` wide and COLUMNS unset: what it printed there.
+std::string run_on_terminal(const std::vector<std::string>& argv, unsigned short columns) {
+  winsize size{};
+  size.ws_row = 24;
+  size.ws_col = columns;
+  int master = -1;
+  int slave = -1;
+  REQUIRE(openpty(&master, &slave, nullptr, nullptr, &size) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(slave, STDOUT_FILENO);
+    close(master);
+    close(slave);
+    unsetenv("COLUMNS");
+    std::vector<char*> args;
+    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(slave);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(master, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  close(master);  // read ends with EIO once the child has closed the terminal
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("torchrun personality: --help is torchrun's, wrapped to COLUMNS or the terminal, errors name its flags",
+          "[torchrun]") {
+  TorchrunDir t;
+  // Through a `torchrun` link, stdout a pipe: COLUMNS, else 80.
+  CapturedRun help = run_torchrun(t, {"--help"}, {{"COLUMNS", "60"}});
+  REQUIRE(help.exit_code == 0);
+  auto lines = help_lines(help.out);
+  REQUIRE(lines.size() > 30);
+  CHECK(lines[0] == "usage: torchrun [-h] [--nnodes NNODES]");
+  CHECK_THAT(help.out, Catch::Contains("training_script ...\n"));
+  CHECK_THAT(help.out, Catch::Contains("\npositional arguments:\n  training_script "));
+  CHECK_THAT(help.out, Catch::Contains("--nproc-per-node NPROC_PER_NODE,"));
+  CHECK_THAT(help.out, Catch::Contains("(default: 1:1)"));
+  CHECK_THAT(help.out, !Catch::Contains("mgtrain launch [OPTIONS]"));
+  check_lines_fit(help.out, 60);
+  CaptureOptions plain;
+  plain.unset_env = {"COLUMNS"};
+  plain.working_directory = t.work;
+  CapturedRun eighty = run_and_capture({t.torchrun, "-h"}, plain);
+  CHECK(help_lines(eighty.out)[0] == "usage: torchrun [-h] [--nnodes NNODES] [--nproc-per-node NPROC_PER_NODE]");
+  check_lines_fit(eighty.out, 80);
+  // `mgtrain torchrun --help` names itself so.
+  CapturedRun through_mgtrain = run_and_capture({kMgtrain, "torchrun", "--help"}, plain);
+  CHECK(help_lines(through_mgtrain.out)[0].rfind("usage: mgtrain torchrun [-h] [--nnodes NNODES]", 0) == 0);
+  // On a terminal without COLUMNS: its width.
+  const std::string terminal = run_on_terminal({t.torchrun, "--help"}, 70);
+  CHECK(help_lines(terminal)[0] == "usage: torchrun [-h] [--nnodes NNODES]");
+  check_lines_fit(terminal, 70);
+  const std::string launch = run_on_terminal({kMgtrain, "launch", "--help"}, 70);
+  CHECK_THAT(launch, Catch::Contains("Usage: mgtrain launch [OPTIONS]"));
+  check_lines_fit(launch, 70);
+  // Errors name torchrun's flag and help, exit 2 as argparse.
+  CapturedRun typo = run_torchrun(t, {"--nprocs", "2", "train.py"});
+  CHECK(typo.exit_code == 2);
+  CHECK(typo.err ==
+        "torchrun: error: unknown flag --nprocs (did you mean --nproc-per-node?)\nRun 'torchrun --help' for the "
+        "flags.\n");
+  CapturedRun typo_mgtrain = run_and_capture({kMgtrain, "torchrun", "--nprocs", "2", "train.py"}, plain);
+  CHECK(typo_mgtrain.exit_code == 2);
+  CHECK_THAT(typo_mgtrain.err, Catch::Contains("did you mean --nproc-per-node?"));
+  CHECK_THAT(typo_mgtrain.err, Catch::Contains("Run 'mgtrain torchrun --help'"));
+}
 
 TEST_CASE("torchrun personality: exit 0, 1 for a failed worker, 2 for a command line that does not parse",
           "[torchrun]") {
