@@ -84,7 +84,7 @@ void check_python_script(const std::vector<std::string>& command, bool interpret
     suggestion = " (did you mean " + (given.parent_path() / *close).string() + "?)";
   }
   const std::string where = given.is_absolute() ? " (the workers run in " + working_directory + ")"
-                                                 : " in " + working_directory + ", the workers' working directory";
+                                                : " in " + working_directory + ", the workers' working directory";
   throw UsageError("the Python script " + *script + " does not exist" + where + suggestion +
                    ": check its name and path; no worker was started");
 }

@@ -71,14 +71,13 @@ TEST_CASE("python script: a missing one is refused with its name and the workers
   check_python_script({"python3", "train.py"}, false, dir.path());
   check_python_script({"python3", dir / "train.py"}, false, "/");
   check_python_script({"python3", "-m", "trian"}, false, dir.path());  // a module: not checked
-  check_python_script({"python3", "."}, false, dir.path());             // a folder with __main__.py: there
+  check_python_script({"python3", "."}, false, dir.path());            // a folder with __main__.py: there
   try {
     check_python_script({"python3", "trian.py"}, false, dir.path());
     FAIL("no error");
   } catch (const UsageError& error) {
-    CHECK_THAT(std::string(error.what()),
-               Contains("the Python script trian.py does not exist in " + dir.path() +
-                        ", the workers' working directory (did you mean train.py?)"));
+    CHECK_THAT(std::string(error.what()), Contains("the Python script trian.py does not exist in " + dir.path() +
+                                                   ", the workers' working directory (did you mean train.py?)"));
   }
   try {
     check_python_script({"/usr/bin/python3", "sub/train.py"}, true, dir.path());
