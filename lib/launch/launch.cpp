@@ -15,6 +15,7 @@
 #include "elastic/file_timer_pipe.hpp"
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
+#include "launch/python_script.hpp"
 #include "launch/rank_diagnostics.hpp"
 #include "launch/rendezvous_secret.hpp"
 #include "launch/torchrun_personality.hpp"
@@ -125,17 +126,18 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
   const int code = agent.exit_code;
   if (agent.failure) write_launcher_error_file(*agent.failure, environment, plan.personality);
   if (job_record) {
-    const std::string status =
-        finished_status(code, stopped_by_signal(code), code == exit_code::kStoppedAfterCheckpoint);
+    const std::string status = finished_status(code, agent.launcher_signal.has_value() || stopped_by_signal(code),
+                                               code == exit_code::kStoppedAfterCheckpoint);
     const std::string warning = job_record->finish(status, code, 0);
     if (!warning.empty()) say_line(warning);
     announce_run_end(plan, status, code);
   }
   // Preempted (SIGUSR1, or SIGTERM at a time limit): node 0 requeues the SLURM job once its own workers
-  // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written.
-  requeue_after_preemption(
-      slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, code == stopped_exit_code(SIGTERM)},
-      default_command_runner());
+  // saved and stopped, since global rank 0 (on node 0) exits 75 only after its checkpoint is written. After SIGTERM
+  // (to this agent, or to another node, whose 143 ended the job) the job's state tells a time limit from scancel.
+  const bool after_sigterm = agent.launcher_signal == SIGTERM || code == stopped_exit_code(SIGTERM);
+  requeue_after_preemption(slurm, launch, {agent.node_rank, agent.workers_saved_and_stopped, false, after_sigterm},
+                           default_command_runner());
   return code;
 }
 
@@ -157,6 +159,12 @@ void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, c
         "stopped by {}; all workers of run {} have exited; the launcher ends by {} as torchrun does (a signal "
         "outside --signals-to-handle)",
         signal_name(*result.launcher_signal), plan.run_id, signal_name(*result.launcher_signal));
+  } else if (result.launcher_signal && plan.personality == Personality::Mgtrain &&
+             result.exit_code == exit_code::kStoppedAfterCheckpoint) {
+    log::info(
+        "stopped by {}; the workers of run {} saved a checkpoint and stopped; run the same command again to resume "
+        "(exit code {})",
+        signal_name(*result.launcher_signal), plan.run_id, result.exit_code);
   } else if (result.launcher_signal) {
     log::info("stopped by {}; all workers of run {} have exited (exit code {})", signal_name(*result.launcher_signal),
               plan.run_id, plan.personality == Personality::Torchrun ? exit_code::kFailure : result.exit_code);
@@ -273,6 +281,12 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
                             outside.stderr_fd, token);
   }
   const LaunchRequest request = with_interpreter(original_request, python, true);
+  const HostFacts host = probe_host_facts(environment);
+  // `python3 trian.py`: every rank would fail with Python's "can't open file"; the torchrun personality leaves that
+  // to the workers, as torchrun does.
+  if (original_request.config.personality == Personality::Mgtrain) {
+    check_python_script(request.command, original_request.run_under_python, host.cwd);
+  }
   const LoadedConfig loaded = original_request.config.personality == Personality::Torchrun
                                   ? with_torchrun_log_dir(original, environment)
                                   : with_writable_log_dir(original, environment);
@@ -280,7 +294,7 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
   SocketPortProbe socket_ports;
   PortProbe& ports = outside.ports ? *outside.ports : socket_ports;
 
-  LaunchPlan plan = plan_for(request, loaded, probe_host_facts(environment));
+  LaunchPlan plan = plan_for(request, loaded, host);
   if (original_request.run_under_python) {
     plan.python = python.path;
     plan.python_source = python.source;

@@ -58,7 +58,13 @@ std::optional<HostsPolicy::Time> HostsPolicy::next_deadline() const {
 }
 
 int HostsPolicy::exit_code() const {
-  if (launcher_signal_) return stopped_exit_code(*launcher_signal_);
+  if (launcher_signal_) {
+    const bool every_agent_saved =
+        std::all_of(ended_.begin(), ended_.end(), [](const std::optional<ExitStatus>& ended) {
+          return ended && !ended->signaled && ended->value == mgtrain::exit_code::kStoppedAfterCheckpoint;
+        });
+    return stopped_job_exit_code(*launcher_signal_, every_agent_saved);
+  }
   if (first_failure_) return ended_[*first_failure_]->as_exit_code();
   for (const std::optional<ExitStatus>& ended : ended_) {
     if (ended && !ended->signaled && ended->value == mgtrain::exit_code::kStoppedAfterCheckpoint) {

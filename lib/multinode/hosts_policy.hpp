@@ -47,8 +47,8 @@ class HostsPolicy {
   double settle_seconds() const { return grace_period_s_ + kSettleMarginS; }
   std::optional<int> launcher_signal() const { return launcher_signal_; }
   std::optional<std::size_t> first_failure() const { return first_failure_; }
-  // 128+N after the launcher's signal N, else the first failed agent's code, else 75 when an agent saved
-  // and stopped on request, else 0. Meaningful once every agent has ended.
+  // After the launcher's signal N: 128+N, or 75 when every agent exited 75 (stopped_job_exit_code). Else the first
+  // failed agent's code, else 75 when an agent saved and stopped on request, else 0. Meaningful once every agent ended.
   int exit_code() const;
 
  private:

@@ -485,6 +485,7 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   outcome.node_rank = agent.plan().node_rank;
   outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
   outcome.failure = agent.emitted_report();
+  outcome.launcher_signal = result.launcher_signal;
   return outcome;
 }
 

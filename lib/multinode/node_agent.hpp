@@ -42,6 +42,7 @@ struct NodeAgentResult {
   bool workers_saved_and_stopped = false;  // this node's workers of the last round all exited 75, none failed:
                                            // on node 0 that means global rank 0 finished writing its checkpoint
   std::optional<FailureReport> failure;    // the failure report this node printed (its own workers' or the job's)
+  std::optional<int> launcher_signal;      // this agent was stopped by this signal (SIGTERM: a SLURM time limit?)
 };
 
 // Runs this node's part of the job described by `plan` (plan.multi_node()). Each round's plan (node

@@ -70,6 +70,7 @@ rdzv::RoundsSettings rounds_settings(const LaunchPlan& plan, const std::string& 
   settings.heartbeat_interval_s = plan.node_heartbeat_interval_s;
   settings.diagnose_timeout_s = plan.diagnose_timeout_s;
   settings.max_restarts = plan.max_restarts;
+  settings.personality = plan.personality;
   settings.master_addr = plan.dynamic ? plan.rdzv_host : plan.master_addr;
   settings.host_agent_id = host_agent_id;
   return settings;

@@ -9,6 +9,7 @@
 #include "multinode/hang_across_nodes.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/tcp_socket.hpp"
+#include "supervise/supervision_policy.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/time_format.hpp"
@@ -300,6 +301,15 @@ void RendezvousRounds::decide_after_round() {
   const std::string cause = root_cause_ ? root_cause_->summary() : "a node failed";
   if (restarts_used_ >= settings_.max_restarts) {
     return finish(code, fmt::format("{}; no restart left (launch.max_restarts {})", cause, settings_.max_restarts));
+  }
+  const bool worker_exit = root_cause_ && !root_cause_->node_lost && !root_cause_->hung && !root_cause_->waiting;
+  if (worker_exit && !restart_can_help(root_cause_->signal != 0 ? ExitStatus::killed_by(root_cause_->signal)
+                                                                : ExitStatus::exited(root_cause_->exit_code),
+                                       settings_.personality)) {
+    return finish(code, fmt::format("{}, which means bad input (config, arguments, data, a missing file: "
+                                    "docs/exit-codes.md): not restarted, since a restart would fail the same way "
+                                    "({} of launch.max_restarts {} left unused)",
+                                    cause, settings_.max_restarts - restarts_used_, settings_.max_restarts));
   }
   if (!settings_.dynamic) {
     std::vector<Node*> present(settings_.max_nodes, nullptr);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
 #include "multinode/recency_list.hpp"
 #include "multinode/rendezvous_message.hpp"
@@ -30,6 +31,7 @@ struct RoundsSettings {
   double heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;  // the server's heartbeats to each agent
   double diagnose_timeout_s = launch_defaults::kDiagnoseTimeoutS;  // a hang: every node's diagnostics before the stop
   int max_restarts = 0;                                            // new rounds after failures, for the whole job
+  Personality personality = Personality::Mgtrain;  // which failures a restart cannot help (restart_can_help)
   std::string master_addr;    // MASTER_ADDR for the workers: the server's host as the others reach it
   std::string host_agent_id;  // dynamic: the agent on the server's host gets node rank 0 (its rank 0
                               // worker hosts the store on a port the server picked there)

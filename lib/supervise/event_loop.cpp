@@ -15,7 +15,6 @@ EventLoop::EventLoop(LoopHandler& handler) : handler_(handler) {}
 EventLoop::~EventLoop() { kill_children(); }
 
 WorkerProcess EventLoop::start_child(WorkerProcessSpec spec) {
-  spec.signal_mask = signals_.original_mask();
   spec.announce_fd = guard_.announce_fd();  // the child registers its process group itself
   WorkerProcess process = start_worker_process(spec);
   children_.push_back(process.pid);

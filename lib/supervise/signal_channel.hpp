@@ -13,9 +13,9 @@ namespace mgtrain {
 
 class SignalChannel {
  public:
-  // Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, ignores SIGPIPE and
-  // gives SIGCHLD, SIGUSR1 and SIGUSR2 their default disposition (a parent may have left them ignored). The
-  // destructor ignores SIGUSR1/SIGUSR2 from then on (late save/stop requests) and restores the rest. One at a time.
+  // Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, then gives each its default disposition (a
+  // parent may have left them ignored), and ignores SIGPIPE. The destructor ignores SIGUSR1/SIGUSR2 from then on (late
+  // save/stop requests) and restores the rest. One at a time.
   SignalChannel();
   ~SignalChannel();
   SignalChannel(const SignalChannel&) = delete;
@@ -24,14 +24,12 @@ class SignalChannel {
   int fd() const { return fd_.get(); }
   // The signals received since the last call, in arrival order (non-blocking).
   std::vector<int> take_pending();
-  // The mask the process had before; workers start with it.
-  const sigset_t& original_mask() const { return original_mask_; }
 
  private:
   Fd fd_;
   sigset_t original_mask_;
   struct sigaction original_sigpipe_;
-  struct sigaction original_sigchld_;
+  struct sigaction original_actions_[5];  // SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT
 };
 
 }  // namespace mgtrain

@@ -26,6 +26,14 @@ bool stopped_by_signal(int exit_code) {
   return signal > 0 && stops_the_job(signal);
 }
 
+int stopped_job_exit_code(int signal, bool every_worker_saved) {
+  return every_worker_saved ? exit_code::kStoppedAfterCheckpoint : stopped_exit_code(signal);
+}
+
+bool restart_can_help(const ExitStatus& status, Personality personality) {
+  return personality == Personality::Torchrun || status.signaled || status.value != exit_code::kUsage;
+}
+
 bool failed_exit(const ExitStatus& status) {
   return !status.success() && (status.signaled || status.value != exit_code::kStoppedAfterCheckpoint);
 }
@@ -75,8 +83,10 @@ void SupervisionPolicy::start_attempt(SteadyTime now) {
   phase_ = Phase::kRunning;
   stopping_for_failure_ = false;
   stopped_after_checkpoint_ = false;
+  saved_workers_ = 0;
   attempt_clean_ = false;
   kill_deadline_.reset();
+  notice_deadline_.reset();
   diagnose_deadline_.reset();
   diagnosis_reported_ = false;
   std::fill(running_.begin(), running_.end(), true);
@@ -95,13 +105,34 @@ void SupervisionPolicy::record_failure(WorkerFailure failure) {
 }
 
 void SupervisionPolicy::begin_stop(int signal, SteadyTime now) {
-  if (phase_ != Phase::kStopping) {
+  const bool first = phase_ != Phase::kStopping;
+  if (first) {
     phase_ = Phase::kStopping;
     stop_started_ = now;
+    stop_signal_ = signal;
     kill_deadline_ = now + steady_seconds(settings_.grace_period_s);
+    const double notice_s = std::min(settings_.stop_notice_s, settings_.grace_period_s / 2);
+    if (notice_s > 0) notice_deadline_ = now + steady_seconds(notice_s);
     diagnose_deadline_.reset();
   }
   if (any_running()) control_.signal_running_workers(signal);
+  if (first) kill_stopped_workers();
+}
+
+// A stopped process (SIGSTOP, a debugger) acts on the stop's signal only once it runs again, so the stop would wait the
+// whole grace period for it. A hang's stacks are taken before the stop begins, so nothing more is to be had from it.
+void SupervisionPolicy::kill_stopped_workers() {
+  for (int local_rank = 0; local_rank < settings_.nproc; ++local_rank) {
+    if (running_[local_rank] && control_.worker_stopped(local_rank)) control_.kill_worker(local_rank);
+  }
+}
+
+void SupervisionPolicy::say_who_is_awaited() {
+  std::vector<int> awaited;
+  for (int local_rank = 0; local_rank < settings_.nproc; ++local_rank) {
+    if (running_[local_rank]) awaited.push_back(local_rank);
+  }
+  if (!awaited.empty() && kill_deadline_) control_.waiting_for_exit(awaited, stop_signal_, *kill_deadline_);
 }
 
 void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure) {
@@ -113,7 +144,10 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
                           (status.value == SIGTERM || status.value == SIGKILL || status.value == launcher_signal_);
   // Saved a checkpoint and stopped on request: the other workers agreed to do the same at the same step.
   const bool checkpointed_stop = !status.signaled && status.value == exit_code::kStoppedAfterCheckpoint;
-  if (checkpointed_stop) stopped_after_checkpoint_ = true;
+  if (checkpointed_stop) {
+    stopped_after_checkpoint_ = true;
+    ++saved_workers_;
+  }
   if (failed_exit(status) && !stopped_as_asked) {
     WorkerFailure failure;
     failure.local_rank = local_rank;
@@ -144,6 +178,7 @@ void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
   if (settings_.coordinated) {
     attempt_clean_ = phase_ == Phase::kRunning;  // nobody failed, nothing was stopped
     kill_deadline_.reset();
+    notice_deadline_.reset();
     phase_ = launcher_signal_ ? Phase::kFinished : Phase::kWaiting;
     control_.attempt_ended();
     return;
@@ -153,12 +188,17 @@ void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
   const bool port_retry =
       failed && cause && port_retries_ < settings_.max_port_retries && control_.store_port_taken(failures_[*cause]);
   if (port_retry) ++port_retries_;
-  if (port_retry || (failed && restarts() < settings_.max_restarts)) {
+  const bool restart_left = failed && restarts() < settings_.max_restarts;
+  const bool restart_helps = !cause || failures_[*cause].hung || failures_[*cause].waiting ||
+                             restart_can_help(failures_[*cause].status, settings_.personality);
+  if (port_retry || (restart_left && restart_helps)) {
     ++attempt_;
     start_attempt(now);
   } else {
     phase_ = Phase::kFinished;
     kill_deadline_.reset();
+    notice_deadline_.reset();
+    if (restart_left && cause) control_.not_restarted(failures_[*cause]);
   }
 }
 
@@ -178,6 +218,7 @@ void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
   if (launcher_signal_) {  // the second Ctrl-C: no more patience
     control_.signal_running_workers(SIGKILL);
     kill_deadline_.reset();
+    notice_deadline_.reset();
     return;
   }
   launcher_signal_ = signal;
@@ -193,8 +234,13 @@ void SupervisionPolicy::on_progress(int local_rank, SteadyTime when, std::option
 }
 
 void SupervisionPolicy::on_time(SteadyTime now) {
+  if (notice_deadline_ && now >= *notice_deadline_) {
+    notice_deadline_.reset();
+    say_who_is_awaited();  // also when this call is late and the SIGKILL below is due as well: once per stop
+  }
   if (kill_deadline_ && now >= *kill_deadline_) {
     kill_deadline_.reset();
+    notice_deadline_.reset();
     if (any_running()) control_.signal_running_workers(SIGKILL);
   }
   if (phase_ == Phase::kDiagnosing && diagnose_deadline_ && now >= *diagnose_deadline_) {
@@ -278,6 +324,7 @@ std::optional<SteadyTime> SupervisionPolicy::next_deadline() const {
   const auto keep = [&next](const std::optional<SteadyTime>& due) {
     if (due && (!next || *due < *next)) next = due;
   };
+  keep(notice_deadline_);
   if (phase_ == Phase::kRunning) keep(hang_watch_.next_deadline());
   if (phase_ == Phase::kDiagnosing) keep(diagnose_deadline_);
   return next;
@@ -291,7 +338,7 @@ std::optional<std::size_t> SupervisionPolicy::root_cause() const {
 }
 
 int SupervisionPolicy::exit_code() const {
-  if (launcher_signal_) return stopped_exit_code(*launcher_signal_);
+  if (launcher_signal_) return stopped_job_exit_code(*launcher_signal_, saved_workers_ == settings_.nproc);
   if (coordinated_exit_code_) return *coordinated_exit_code_;
   std::optional<std::size_t> cause = root_cause();
   if (!cause) return stopped_after_checkpoint_ ? exit_code::kStoppedAfterCheckpoint : 0;

@@ -4,7 +4,9 @@
 // policy then gives the supervisor up to launch.diagnose_timeout to collect diagnostics before the stop.
 // The supervisor (supervisor.cpp, on the event loop) feeds it events with the current time and carries
 // out its orders through WorkerGroupControl; unit tests drive it with a fake control and made-up times.
-// Also the one rule of which signals stop a job and which exits fail it (stops_the_job, failed_exit).
+// Also the one rule of which signals stop a job and which exits fail it (stops_the_job, failed_exit), which
+// failures a restart cannot help (restart_can_help), and the exit code of a job a signal stopped
+// (stopped_job_exit_code).
 #pragma once
 
 #include <chrono>
@@ -42,6 +44,14 @@ enum class SignalResponse {
 SignalResponse signal_response(int signal, Personality personality, const std::vector<int>& handled);
 // An exit code stopped_exit_code gives for a signal that stops the job.
 bool stopped_by_signal(int exit_code);
+// The exit code of a launcher that signal N stopped: 75 (exit_code::kStoppedAfterCheckpoint) when every worker saved a
+// checkpoint and exited 75 (the job can be resumed: the built-in trainer on SIGTERM), else stopped_exit_code(N). The
+// torchrun personality turns either into 1 (apps/mgtrain/main.cpp), as torchrun does.
+int stopped_job_exit_code(int signal, bool every_worker_saved);
+// Whether starting the group again can help after a worker ended with `status`. Not in `mgtrain launch` after an exit
+// 2: bad input (config, arguments, data, a script that is not there; docs/exit-codes.md) fails the same way every time,
+// so the job ends at once, restarts left or not. The torchrun personality restarts after any failure, as torchrun does.
+bool restart_can_help(const ExitStatus& status, Personality personality);
 // Neither success nor exit_code::kStoppedAfterCheckpoint (75: saved a checkpoint and stopped on request).
 bool failed_exit(const ExitStatus& status);
 
@@ -53,6 +63,19 @@ class WorkerGroupControl {
   virtual void start_workers(int attempt) = 0;
   // Send `signal` to the process group of every worker still running.
   virtual void signal_running_workers(int signal) = 0;
+  // SIGKILL to one running worker's process group, at once: its process is stopped (worker_stopped) as the group's
+  // stop begins, so it cannot act on the stop's signal before the grace period ends.
+  virtual void kill_worker(int local_rank) { (void)local_rank; }
+  // The group's stop has waited Settings::stop_notice_s (at most half the grace period) and `local_ranks` still run:
+  // they got `signal` and get SIGKILL at `kill_at`. Said once per stop.
+  virtual void waiting_for_exit(const std::vector<int>& local_ranks, int signal, SteadyTime kill_at) {
+    (void)local_ranks;
+    (void)signal;
+    (void)kill_at;
+  }
+  // An attempt failed with restarts left, but its root cause is one a restart cannot help (restart_can_help): the
+  // job ends now. Said once.
+  virtual void not_restarted(const WorkerFailure& root) { (void)root; }
   // Coordinated mode (multi-node) only: the first failure of an attempt, as the group starts to stop.
   virtual void group_failing(const WorkerFailure& failure) { (void)failure; }
   // Coordinated mode only: every worker of the attempt has exited; the policy waits for
@@ -106,7 +129,10 @@ class SupervisionPolicy {
   struct Settings {
     int nproc = 1;
     int max_restarts = 0;
-    double grace_period_s = launch_defaults::kGracePeriodS;          // SIGTERM -> SIGKILL
+    double grace_period_s = launch_defaults::kGracePeriodS;  // SIGTERM -> SIGKILL
+    // How long into a stop the console says which workers it still waits for (waiting_for_exit), at most half the
+    // grace period; 0: never.
+    double stop_notice_s = 0.0;
     double hang_timeout_s = 0.0;                                     // 0: hang detection off
     double diagnose_timeout_s = launch_defaults::kDiagnoseTimeoutS;  // a hang's diagnostics before the stop
     // Multi-node: the node agent decides when attempts start, restarts and the exit code; the policy
@@ -193,6 +219,8 @@ class SupervisionPolicy {
 
   void start_attempt(SteadyTime now);
   void begin_stop(int signal, SteadyTime now);
+  void kill_stopped_workers();
+  void say_who_is_awaited();
   void record_failure(WorkerFailure failure);
   void finish_attempt_if_done(SteadyTime now);
   bool any_running() const;
@@ -212,8 +240,11 @@ class SupervisionPolicy {
   bool stopping_for_failure_ = false;
   SteadyTime stop_started_{};
   std::optional<SteadyTime> kill_deadline_;
+  std::optional<SteadyTime> notice_deadline_;  // waiting_for_exit is due
+  int stop_signal_ = 0;                        // what the current stop sent
   std::optional<int> launcher_signal_;
   bool stopped_after_checkpoint_ = false;  // a worker of this attempt exited kStoppedAfterCheckpoint
+  int saved_workers_ = 0;                  // how many workers of this attempt did
   std::vector<bool> running_;
   HangWatch hang_watch_;
   std::optional<SteadyTime> diagnose_deadline_;

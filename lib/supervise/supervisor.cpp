@@ -37,6 +37,7 @@ SupervisionPolicy::Settings policy_settings(const LaunchPlan& plan) {
   settings.nproc = plan.nproc;
   settings.max_restarts = plan.max_restarts;
   settings.grace_period_s = plan.grace_period_s;
+  settings.stop_notice_s = Supervisor::kStopNoticeS;
   settings.hang_timeout_s = plan.hang_timeout_s;
   settings.diagnose_timeout_s = plan.diagnose_timeout_s;
   settings.max_port_retries = plan.picks_port() && !plan.multi_node() ? Supervisor::kMaxPortRetries : 0;
@@ -236,6 +237,33 @@ void Supervisor::finish(int exit_code) { policy_.finish_coordinated(exit_code); 
 // The loop's running children are the current attempt's running workers: an attempt starts only after the last one
 // ended.
 void Supervisor::signal_running_workers(int signal) { loop_.signal_children(signal); }
+
+void Supervisor::waiting_for_exit(const std::vector<int>& local_ranks, int signal, Clock::time_point kill_at) {
+  std::vector<int> ranks;
+  std::string pids;
+  for (const Worker& worker : workers_) {
+    if (!worker.alive || std::find(local_ranks.begin(), local_ranks.end(), worker.local_rank) == local_ranks.end()) {
+      continue;
+    }
+    ranks.push_back(plan_.global_rank(worker.local_rank));
+    pids += (pids.empty() ? "" : ", ") + std::to_string(worker.pid);
+  }
+  if (ranks.empty()) return;
+  const double left_s = std::max(0.0, std::chrono::duration<double>(kill_at - Clock::now()).count());
+  console_.message(log::Level::Info, "waiting for {} (pid{} {}) to exit after {}: SIGKILL in {} (--grace-period {})",
+                   rank_list(ranks), ranks.size() == 1 ? "" : "s", pids, signal_name(signal), format_seconds(left_s),
+                   format_seconds(plan_.grace_period_s));
+}
+
+void Supervisor::not_restarted(const WorkerFailure& root) {
+  const int left = plan_.max_restarts - policy_.restarts();
+  console_.message(log::Level::Info,
+                   "rank {} {}, which means bad input (config, arguments, data, a missing file: docs/exit-codes.md): "
+                   "not restarted, since a restart would fail the same way ({} restart{} of --max-restarts {} left "
+                   "unused); fix the input and launch again",
+                   plan_.global_rank(root.local_rank), root.status.describe(), left, left == 1 ? "" : "s",
+                   plan_.max_restarts);
+}
 
 void Supervisor::on_child_exits(const std::vector<ChildExit>& exits, Clock::time_point now) {
   std::vector<std::pair<int, ExitStatus>> ended;

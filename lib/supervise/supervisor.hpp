@@ -96,6 +96,8 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
   static constexpr int kMaxPortRetries = 5;
   // How soon after its start rank 0 must fail for an "address already in use" to count as its store's start.
   static constexpr double kStoreStartWindowS = 120.0;
+  // How long into a stop the console says which workers it still waits for (at most half the grace period).
+  static constexpr double kStopNoticeS = 3.0;
 
   // `first_port` is the master port of attempt 0 (already checked or picked, and reserved by `ports`). Later
   // attempts pick a fresh port through `ports` when plan.picks_port() (the probe's reservation moves to it); when
@@ -157,11 +159,14 @@ class Supervisor : private WorkerGroupControl, private LoopHandler, private Loop
 
   void start_workers(int attempt) override;
   void signal_running_workers(int signal) override;
+  void waiting_for_exit(const std::vector<int>& local_ranks, int signal, Clock::time_point kill_at) override;
+  void not_restarted(const WorkerFailure& root) override;
   void group_failing(const WorkerFailure& failure) override;
   void attempt_ended() override;
   bool store_port_taken(const WorkerFailure& root) override;
   // Hang detection (supervisor_hang.cpp).
   bool worker_stopped(int local_rank) override;
+  void kill_worker(int local_rank) override;
   void no_progress_yet(int local_rank) override;
   void hang_detected(const HangVerdict& verdict, Clock::time_point deadline) override;
   void hang_diagnosed() override {

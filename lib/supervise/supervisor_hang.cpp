@@ -1,16 +1,18 @@
 // The supervisor's side of hang detection (hang_watch.hpp decides): reading the workers' progress files, the
-// evidence of a stopped process, the line printed at detection, the diagnostics collected before the stop, and the
-// hang's facts in the failure report (docs/diagnosis.md).
+// evidence of a stopped process (and its SIGKILL when the group stops), the line printed at detection, the diagnostics
+// collected before the stop, and the hang's facts in the failure report (docs/diagnosis.md).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 
 #include "contract/log_layout.hpp"
 #include "diagnose/top_frames.hpp"
 #include "output/file_tail.hpp"
 #include "supervise/supervisor.hpp"
+#include "supervise/worker_process.hpp"
 #include "util/fd.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
@@ -72,6 +74,17 @@ bool Supervisor::worker_stopped(int local_rank) {
     return state == 'T' || state == 't';
   }
   return false;
+}
+
+void Supervisor::kill_worker(int local_rank) {
+  for (const Worker& worker : workers_) {
+    if (worker.local_rank != local_rank || !worker.alive) continue;
+    console_.message(log::Level::Info,
+                     "rank {} (pid {}) is stopped (SIGSTOP or a debugger) and cannot act on the stop: killing it now "
+                     "(SIGKILL) instead of waiting out --grace-period",
+                     plan_.global_rank(local_rank), worker.pid);
+    signal_process_group(worker.pid, SIGKILL);
+  }
 }
 
 void Supervisor::no_progress_yet(int local_rank) {

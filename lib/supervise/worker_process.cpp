@@ -72,8 +72,18 @@ Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
   if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 || dup2(stderr_fd, STDERR_FILENO) < 0) {
     fail(errno);
   }
-  signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; workers get the default back
-  sigprocmask(SIG_SETMASK, &spec.signal_mask, nullptr);
+  // Every signal's default disposition and none blocked, whatever the launcher inherited or set (it ignores SIGPIPE
+  // and blocks the signals it reads from its signalfd; a script's `mgtrain launch ... &` starts it with SIGINT and
+  // SIGQUIT ignored, which a worker would otherwise keep across exec, and then ignore the launcher's SIGINT).
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &default_action, nullptr);  // glibc's own ones: EINVAL
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   execvpe(argv[0], argv, envp);
   report_failure_and_exit(report_fd, errno);
 }

@@ -1,6 +1,6 @@
-// Starting one worker process: its own process group, death with the launcher (PR_SET_PDEATHSIG),
-// stdout and stderr through pipes or pseudo-terminals (launch.tty), stdin from /dev/null; plus signalling
-// and reaping it.
+// Starting one worker process: its own process group, death with the launcher (PR_SET_PDEATHSIG), every signal's
+// default disposition and an empty signal mask, stdout and stderr through pipes or pseudo-terminals (launch.tty),
+// stdin from /dev/null; plus signalling and reaping it.
 #pragma once
 
 #include <signal.h>
@@ -19,7 +19,6 @@ namespace mgtrain {
 struct WorkerProcessSpec {
   std::vector<std::string> argv;         // argv[0] is looked up on PATH like execvp
   std::vector<std::string> environment;  // "KEY=VALUE"
-  sigset_t signal_mask{};                // the mask the worker starts with (the launcher's original one)
   // If >= 0: before exec, the child writes its pid (an int) to this pipe, so that the orphan guard
   // knows the new process group before any of the worker's own code runs (OrphanGuard::announce_fd).
   int announce_fd = -1;

@@ -117,12 +117,13 @@ struct HangRun {
   std::string run_dir;
 };
 
-HangRun start_hang_run(const TempDir& dir, int nproc, const std::vector<std::string>& command) {
+HangRun start_hang_run(const TempDir& dir, int nproc, const std::vector<std::string>& command,
+                       const std::string& grace_period = "2") {
   HangRun run;
   run.run_dir = dir / "runs/hang";
-  std::vector<std::string> argv = {kMgtrain,         "launch",    "--nproc",    std::to_string(nproc), "--run-id",
-                                   "hang",           "--log-dir", dir / "runs", "--hang-timeout",      "2",
-                                   "--grace-period", "2",         "--"};
+  std::vector<std::string> argv = {kMgtrain,         "launch",     "--nproc",    std::to_string(nproc), "--run-id",
+                                   "hang",           "--log-dir",  dir / "runs", "--hang-timeout",      "2",
+                                   "--grace-period", grace_period, "--"};
   argv.insert(argv.end(), command.begin(), command.end());
   const std::string prefix = dir / "launcher";
   run.launcher = start_process(
@@ -192,6 +193,33 @@ TEST_CASE("a rank frozen with SIGSTOP is named hung, the ranks waiting for it ar
   // The waiting ranks got SIGTERM after the line was out (the frozen one cannot run its trap).
   for (int rank : {0, 2}) CHECK(read_text(run.run_dir + "/term_" + std::to_string(rank)) == "after\n");
   check_hung_and_waiting(run, 1, {0, 2});
+}
+
+TEST_CASE("a rank frozen with SIGSTOP is killed once its stacks are taken: the stop does not wait out the grace period",
+          "[diagnosis][hang]") {
+  TempDir dir;
+  const std::string worker = write_script(dir / "worker.sh", kShellWorker);
+  // A grace period no test waits for: the job can end in time only because the frozen rank is SIGKILLed at once.
+  HangRun run = start_hang_run(dir, 2, {"/bin/sh", worker}, "600");
+  REQUIRE(wait_until([&] { return all_reported(run.run_dir, 2, 5); }, 20s));
+  const pid_t frozen = std::stoi(read_text(run.run_dir + "/pid_1"));
+  REQUIRE(kill(frozen, SIGSTOP) == 0);
+  const std::optional<int> code = wait_for_exit(run.launcher.pid, 90s);
+  if (!code) {
+    kill(run.launcher.pid, SIGKILL);
+    kill(-frozen, SIGKILL);
+  }
+  const std::string err = read_text(run.launcher.err_path);
+  INFO(err);
+  REQUIRE(code);
+  CHECK(*code == 124);
+  CHECK_THAT(err, Contains("rank 1 hung: no progress for") && Contains("its process is stopped"));
+  CHECK_THAT(err,
+             Contains("mgtrain: rank 1 (pid " + std::to_string(frozen) +
+                      ") is stopped (SIGSTOP or a debugger) and cannot act on the stop: killing it now (SIGKILL)"));
+  CHECK(err.find("killing it now") < err.find("Root cause"));
+  CHECK(std::filesystem::exists(run.run_dir + "/attempt_0/rank_1/stacks.txt"));  // taken before the kill
+  CHECK(read_text(run.run_dir + "/term_0") == "after\n");                        // rank 0 stopped by SIGTERM as usual
 }
 
 TEST_CASE("a rank stuck in a function while the others wait for it is named hung (Python helper)",

@@ -77,6 +77,25 @@ TEST_CASE("a busy --master-port exits 2 before any worker starts", "[binary][lau
   CHECK_FALSE(file_exists(dir / "started"));
 }
 
+TEST_CASE("a Python script that is not there exits 2 naming it and the folder, before any worker starts",
+          "[binary][launch]") {
+  TempDir dir;
+  std::ofstream(dir / "train.py") << "print('hello')\n";
+  CaptureOptions options;
+  options.working_directory = dir.path();
+  // `-- python3 FILE` and the torchrun form `launch FILE` (the interpreter is never started: sh stands in for it).
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--nproc", "2", "--", "python3", "-u", "trian.py"},
+        std::vector<std::string>{"--nproc", "2", "--python", "sh", "trian.py"}}) {
+    CapturedRun run = mgtrain_launch(dir, args, options);
+    INFO(run.err);
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Catch::Contains("mgtrain: error: the Python script trian.py does not exist in ") &&
+                            Catch::Contains(", the workers' working directory (did you mean train.py?)"));
+    CHECK_FALSE(file_exists(dir / "runs"));  // nothing started, no run folder
+  }
+}
+
 TEST_CASE("torchrun's --role, --run-path and a literal -- among the script's arguments", "[binary][launch][torchrun]") {
   TempDir dir;
   // No .py suffix: --run-path still runs it under launch.python (here sh, so no Python is needed).

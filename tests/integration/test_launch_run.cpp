@@ -190,6 +190,30 @@ TEST_CASE("restarts: failing only on attempt 0 succeeds with max_restarts 1 and 
   }
 }
 
+TEST_CASE("a worker's exit 2 (bad input) ends the job at once, with restarts left, saying why once",
+          "[launch][restart]") {
+  TempDir dir;
+  std::string worker =
+      write_script(dir / "worker.sh",
+                   "echo \"attempt $TORCHELASTIC_RESTART_COUNT\" >> \"$MGTRAIN_RUN_DIR/attempts_$RANK\"\n"
+                   "if [ \"$RANK\" = 1 ]; then echo 'error: data.path: no such file' >&2; exit 2; fi\n"
+                   "exec sleep 30");
+  LaunchConfig launch = test_launch_config(dir, 2);
+  launch.max_restarts = 2;
+  LaunchOutcome outcome = launch_in_process(launch, {worker});
+  INFO(outcome.err);
+  CHECK(outcome.exit_code == 2);
+  CHECK(read_text(outcome.run_dir + "/attempts_1") == "attempt 0\n");  // started once
+  CHECK_FALSE(file_exists(outcome.run_dir + "/attempt_1"));
+  CHECK_THAT(outcome.err, !Catch::Contains("restarting"));
+  const std::string why = "rank 1 exit code 2, which means bad input";
+  CHECK_THAT(outcome.err, Catch::Contains(why) && Catch::Contains("not restarted, since a restart would fail the same "
+                                                                  "way (2 restarts of --max-restarts 2 left unused)"));
+  CHECK(outcome.err.find(why) == outcome.err.rfind(why));  // once
+  YAML::Node report = YAML::Load(read_text(outcome.run_dir + "/failure.json"));
+  CHECK(report["root_cause"]["exit_code"].as<int>() == 2);
+}
+
 TEST_CASE("log files per attempt and rank, console lines prefixed by rank", "[launch][output]") {
   TempDir dir;
   std::string worker = write_script(

@@ -142,14 +142,20 @@ TEST_CASE("a worker ignoring SIGTERM is killed after the grace period", "[signal
   std::string err = read_text(launcher.err_path);
   CHECK_THAT(err, Catch::Contains("rank       1 (local rank 1)"));
   CHECK_THAT(err, !Catch::Contains("Other failures"));  // rank 0 died of our SIGKILL: not a failure
+  // Half-way through the grace period the console says whom the stop waits for, once.
+  const std::string waiting = "mgtrain: waiting for rank 0 (pid ";
+  CHECK_THAT(err, Catch::Contains(waiting) && Catch::Contains(") to exit after SIGTERM: SIGKILL in "));
+  CHECK(err.find(waiting) == err.rfind(waiting));
   require_no_job_process_left(dir, {});
 }
 
 namespace {
 
-// Starts argv as a child of a parent that left SIGCHLD ignored: the disposition is set in the forked child and stays
-// across exec (an interpreter in between, as perl was here, adds its own ways to fail).
-ChildProcess start_with_sigchld_ignored(const std::vector<std::string>& argv, const std::string& output_prefix) {
+// Starts argv as a child of a parent that left `ignored` ignored: the disposition is set in the forked child and stays
+// across exec (an interpreter in between, as perl was here, adds its own ways to fail). A script's `mgtrain launch &`
+// starts it so with SIGINT and SIGQUIT.
+ChildProcess start_with_ignored(const std::vector<std::string>& argv, const std::string& output_prefix,
+                                const std::vector<int>& ignored) {
   ChildProcess child;
   child.out_path = output_prefix + ".out";
   child.err_path = output_prefix + ".err";
@@ -165,7 +171,7 @@ ChildProcess start_with_sigchld_ignored(const std::vector<std::string>& argv, co
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGCHLD, SIG_IGN);
+    for (int signal : ignored) std::signal(signal, SIG_IGN);
     execv(args[0], args.data());
     _exit(127);
   }
@@ -177,9 +183,9 @@ ChildProcess start_with_sigchld_ignored(const std::vector<std::string>& argv, co
 
 TEST_CASE("a launcher started with SIGCHLD ignored still sees its workers exit", "[signals]") {
   TempDir dir;
-  ChildProcess launcher = start_with_sigchld_ignored(
+  ChildProcess launcher = start_with_ignored(
       {harness_path(), "nproc=2", "log_dir=" + (dir / "runs"), "run_id=chld", "--", "sh", "-c", "exit $LOCAL_RANK"},
-      dir / "launcher");
+      dir / "launcher", {SIGCHLD});
   std::optional<int> code = wait_for_exit(launcher.pid, 10s);
   REQUIRE(code);
   const std::string err = read_text(launcher.err_path);
@@ -187,4 +193,52 @@ TEST_CASE("a launcher started with SIGCHLD ignored still sees its workers exit",
   CHECK(*code == 1);
   CHECK_THAT(err, Catch::Contains("rank       1 (local rank 1)"));
   CHECK_THAT(err, !Catch::Contains("reaped outside the launcher"));
+}
+
+TEST_CASE("a launcher started with SIGINT ignored (`mgtrain launch &` in a script) stops on SIGINT", "[signals]") {
+  TempDir dir;
+  // Each worker records the signals a program it starts ignores and blocks (as the worker passes them on: a shell keeps
+  // an ignored signal ignored), then waits.
+  const std::string worker =
+      write_script(dir / "worker.sh",
+                   "grep -E '^Sig(Ign|Blk):' /proc/self/status > \"$1/signals_$RANK\"\n"
+                   "echo $$ > \"$1/pgid_$RANK.tmp\" && mv \"$1/pgid_$RANK.tmp\" \"$1/pgid_$RANK\"\n"
+                   "sleep 30 &\nwait");
+  // A grace period no test waits for: the job ends in time only when the workers act on the SIGINT passed on.
+  ChildProcess launcher = start_with_ignored({harness_path(), "nproc=2", "grace_period=600",
+                                              "log_dir=" + (dir / "runs"), "run_id=bg", "--", worker, dir.path()},
+                                             dir / "launcher", {SIGINT, SIGQUIT});
+  const bool ready = wait_until([&] { return file_exists(dir / "pgid_0") && file_exists(dir / "pgid_1"); }, 10s);
+  if (!ready) kill(launcher.pid, SIGKILL);
+  REQUIRE(ready);
+  const std::set<pid_t> groups = recorded_groups(dir, 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    // The workers start with every default disposition (nothing ignored) and nothing blocked.
+    CHECK(read_text(dir / ("signals_" + std::to_string(rank))) ==
+          "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  }
+  kill(launcher.pid, SIGINT);
+  const std::optional<int> code = wait_for_exit(launcher.pid, 60s);
+  if (!code) {
+    kill(launcher.pid, SIGKILL);
+    for (pid_t group : groups) kill(-group, SIGKILL);
+  }
+  REQUIRE(code);
+  CHECK(*code == 130);
+  CHECK_THAT(read_text(launcher.err_path), Catch::Contains("stopped by SIGINT"));
+  require_no_job_process_left(dir, groups);
+}
+
+TEST_CASE("SIGTERM to the launcher: workers that save and exit 75 make it exit 75, as documented", "[signals]") {
+  TempDir dir;
+  ChildProcess launcher = start_launcher(dir, worker_script(dir, "trap 'exit 75' TERM"));
+  const std::set<pid_t> groups = recorded_groups(dir, 2);
+  kill(launcher.pid, SIGTERM);
+  const std::optional<int> code = wait_for_exit(launcher.pid, 10s);
+  REQUIRE(code);
+  CHECK(*code == 75);
+  CHECK_THAT(read_text(launcher.err_path),
+             Catch::Contains("mgtrain: stopped by SIGTERM; the workers of run sig saved a checkpoint and stopped; run "
+                             "the same command again to resume (exit code 75)"));
+  require_no_job_process_left(dir, groups);
 }

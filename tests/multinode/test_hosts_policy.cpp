@@ -95,3 +95,15 @@ TEST_CASE("hosts: a signal during the settling time stops everyone at once", "[h
   CHECK(is(policy.on_time(t0 + 15s), HostsAction::kStopStragglers, SIGTERM));
   CHECK(policy.exit_code() == 128 + SIGHUP);
 }
+
+TEST_CASE("hosts: SIGTERM with every agent exiting 75 (their workers saved) ends with 75, else 143", "[hosts-policy]") {
+  for (int second_code : {exit_code::kStoppedAfterCheckpoint, 143}) {
+    DYNAMIC_SECTION("the other agent exits " << second_code) {
+      HostsPolicy policy(2, 10);
+      CHECK(is(policy.on_signal(SIGTERM, t0), HostsAction::kStopOnSignal, SIGTERM));
+      policy.on_agent_exit(0, ExitStatus::exited(exit_code::kStoppedAfterCheckpoint), t0 + 1s);
+      policy.on_agent_exit(1, ExitStatus::exited(second_code), t0 + 1s);
+      CHECK(policy.exit_code() == (second_code == exit_code::kStoppedAfterCheckpoint ? 75 : 143));
+    }
+  }
+}

@@ -249,6 +249,36 @@ TEST_CASE("fate sharing: one node's failure stops the others, restarts are globa
   }
 }
 
+TEST_CASE("a worker's exit 2 (bad input) ends the job with restarts left, the torchrun personality restarts",
+          "[rdzv][rounds]") {
+  for (Personality personality : {Personality::Mgtrain, Personality::Torchrun}) {
+    DYNAMIC_SECTION((personality == Personality::Mgtrain ? "mgtrain launch" : "torchrun")) {
+      FakeOutbox out;
+      RoundsSettings settings = static_settings(2, 3);
+      settings.personality = personality;
+      RendezvousRounds rounds(settings, out, t0);
+      two_nodes_join(rounds, t0);
+      out.clear();
+      rounds.on_message(2, workers_failed_message(worker_failure(0, 3, 2)), t0 + 1s);
+      rounds.on_message(2, workers_ended_message(0, kEndedFailed, 2), t0 + 1s);
+      rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 2s);
+      if (personality == Personality::Mgtrain) {
+        REQUIRE(rounds.finished());
+        CHECK(rounds.restarts_used() == 0);
+        Message finish = out.last(1, MessageType::kFinish);
+        CHECK(finish.integer("exit_code") == 2);
+        CHECK_THAT(finish.text("text"), Catch::Contains("exit code 2, which means bad input") &&
+                                            Catch::Contains("not restarted") &&
+                                            Catch::Contains("(3 of launch.max_restarts 3 left unused)"));
+      } else {
+        CHECK_FALSE(rounds.finished());
+        CHECK(rounds.restarts_used() == 1);
+        CHECK(Assignment::from(out.last(1, MessageType::kAssign)).round == 1);
+      }
+    }
+  }
+}
+
 TEST_CASE("a round where every node succeeds ends the job with 0, a checkpointed stop with 75", "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2), out, t0);

@@ -20,6 +20,15 @@ struct FakeGroup : WorkerGroupControl {
   bool port_taken = false;  // the answer to store_port_taken
   void start_workers(int attempt) override { log.push_back("start " + std::to_string(attempt)); }
   void signal_running_workers(int signal) override { log.push_back("signal " + signal_name(signal)); }
+  void kill_worker(int local_rank) override { log.push_back("kill " + std::to_string(local_rank)); }
+  void waiting_for_exit(const std::vector<int>& local_ranks, int signal, SteadyTime kill_at) override {
+    log.push_back("waiting for " + rank_list(local_ranks) + " after " + signal_name(signal));
+    kill_due = kill_at;
+  }
+  void not_restarted(const WorkerFailure& root) override {
+    log.push_back("not restarted after rank " + std::to_string(root.local_rank));
+  }
+  SteadyTime kill_due{};
   bool store_port_taken(const WorkerFailure& root) override {
     log.push_back("port taken? rank " + std::to_string(root.local_rank));
     return port_taken;
@@ -344,7 +353,8 @@ TEST_CASE("workers that saved a checkpoint and stopped on request (exit 75) are 
   CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGUSR1"});
 }
 
-TEST_CASE("SIGTERM to the launcher: workers exiting 75 after saving did what they were asked", "[policy]") {
+TEST_CASE("SIGTERM to the launcher: workers exiting 75 after saving did what they were asked, the job exits 75",
+          "[policy]") {
   FakeGroup group;
   SupervisionPolicy policy(settings(2, 3), group);
   policy.start(t0);
@@ -353,7 +363,123 @@ TEST_CASE("SIGTERM to the launcher: workers exiting 75 after saving did what the
   policy.on_worker_exit(1, ExitStatus::exited(75), t0 + 2s);
   CHECK(policy.finished());
   CHECK(policy.failures().empty());
-  CHECK(policy.exit_code() == 143);
+  CHECK(policy.launcher_signal() == SIGTERM);
+  CHECK(policy.exit_code() == 75);  // saved: the job can be resumed
+}
+
+TEST_CASE("a signal to the launcher: 128+N unless every worker saved and exited 75", "[policy]") {
+  for (int signal : {SIGTERM, SIGINT, SIGHUP}) {
+    DYNAMIC_SECTION(signal_name(signal)) {
+      FakeGroup group;
+      SupervisionPolicy policy(settings(2, 3), group);
+      policy.start(t0);
+      policy.on_signal(signal, t0 + 1s);
+      policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 2s);
+      policy.on_worker_exit(1, ExitStatus::killed_by(signal), t0 + 2s);  // one did not save
+      CHECK(policy.finished());
+      CHECK(policy.exit_code() == 128 + signal);
+    }
+  }
+  CHECK(stopped_job_exit_code(SIGTERM, true) == 75);
+  CHECK(stopped_job_exit_code(SIGINT, true) == 75);
+  CHECK(stopped_job_exit_code(SIGTERM, false) == 143);
+  CHECK(stopped_job_exit_code(SIGINT, false) == 130);
+}
+
+TEST_CASE("a worker's exit 2 (bad input) ends the job at once, restarts left or not, torchrun restarts", "[policy]") {
+  FakeGroup group;
+  SupervisionPolicy policy(settings(2, 3), group);
+  policy.start(t0);
+  policy.on_worker_exit(1, ExitStatus::exited(2), t0 + 1s);
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 2);
+  CHECK(policy.attempt() == 0);
+  CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "not restarted after rank 1"});
+
+  SupervisionPolicy::Settings torchrun = settings(2, 3);
+  torchrun.personality = Personality::Torchrun;
+  FakeGroup torchrun_group;
+  SupervisionPolicy restarting(torchrun, torchrun_group);
+  restarting.start(t0);
+  restarting.on_worker_exit(1, ExitStatus::exited(2), t0 + 1s);
+  restarting.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
+  CHECK_FALSE(restarting.finished());
+  CHECK(restarting.attempt() == 1);
+
+  FakeGroup last_group;  // no restart left: the job ends as for any failure, nothing more to say
+  SupervisionPolicy last(settings(1, 0), last_group);
+  last.start(t0);
+  last.on_worker_exit(0, ExitStatus::exited(2), t0 + 1s);
+  CHECK(last.exit_code() == 2);
+  CHECK(last_group.log == std::vector<std::string>{"start 0"});
+
+  CHECK_FALSE(restart_can_help(ExitStatus::exited(2), Personality::Mgtrain));
+  CHECK(restart_can_help(ExitStatus::exited(2), Personality::Torchrun));
+  CHECK(restart_can_help(ExitStatus::exited(1), Personality::Mgtrain));
+  CHECK(restart_can_help(ExitStatus::killed_by(2), Personality::Mgtrain));  // SIGINT, not exit 2
+}
+
+TEST_CASE("a stop kills a stopped worker at once, and says once whom it still waits for", "[policy]") {
+  FakeGroup group;
+  group.stopped = {1};
+  SupervisionPolicy::Settings s = settings(3, 0, 30);
+  s.stop_notice_s = 3;
+  SupervisionPolicy policy(s, group);
+  policy.start(t0);
+  policy.on_worker_exit(2, ExitStatus::exited(1), t0 + 1s);
+  CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "kill 1"});
+  REQUIRE(policy.next_deadline());
+  CHECK(*policy.next_deadline() == t0 + 4s);  // the notice, well before SIGKILL
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGKILL), t0 + 1100ms);
+  policy.on_time(t0 + 4s);
+  CHECK(group.log.back() == "waiting for rank 0 after SIGTERM");
+  CHECK(group.kill_due == t0 + 31s);
+  CHECK(*policy.next_deadline() == t0 + 31s);
+  policy.on_time(t0 + 10s);
+  CHECK(group.log.back() == "waiting for rank 0 after SIGTERM");  // once
+  CHECK(std::count(group.log.begin(), group.log.end(), "waiting for rank 0 after SIGTERM") == 1);
+  policy.on_time(t0 + 31s);
+  CHECK(group.log.back() == "signal SIGKILL");
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 31s);
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == 1);
+  CHECK(policy.failures().size() == 1);  // the stopped rank died of the launcher's SIGKILL: no failure
+
+  FakeGroup quick;  // everyone gone before the notice: nothing said
+  SupervisionPolicy short_stop(s, quick);
+  short_stop.start(t0);
+  short_stop.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);
+  short_stop.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 1100ms);
+  short_stop.on_worker_exit(2, ExitStatus::killed_by(SIGTERM), t0 + 1100ms);
+  CHECK_FALSE(short_stop.next_deadline());
+  CHECK(quick.log == std::vector<std::string>{"start 0", "signal SIGTERM"});
+
+  FakeGroup brief;  // a short grace period: the notice comes half-way
+  SupervisionPolicy::Settings short_grace = s;
+  short_grace.grace_period_s = 2;
+  SupervisionPolicy half(short_grace, brief);
+  half.start(t0);
+  half.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);
+  CHECK(*half.next_deadline() == t0 + 2s);
+}
+
+TEST_CASE("a hang with a stopped rank: its stacks first, then SIGKILL for it and SIGTERM for the others", "[policy]") {
+  FakeGroup group;
+  group.stopped = {1};
+  SupervisionPolicy policy(settings(2, 0, 600, 10, 5), group);
+  policy.start(t0);
+  policy.on_progress(0, t0 + 1000ms, 41);
+  policy.on_progress(1, t0 + 1150ms, 41);
+  policy.on_time(t0 + 11s);
+  REQUIRE(policy.diagnosing());
+  CHECK(group.log == std::vector<std::string>{"start 0", "hang rank 1"});  // nothing signalled while diagnosing
+  policy.diagnosis_finished(t0 + 12s);
+  CHECK(group.log == std::vector<std::string>{"start 0", "hang rank 1", "signal SIGTERM", "kill 1"});
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGKILL), t0 + 12s + 1ms);
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 12s + 1ms);
+  CHECK(policy.finished());
+  CHECK(policy.exit_code() == kHungWorkerExitCode);
 }
 
 namespace {

@@ -216,6 +216,18 @@ TEST_CASE("torchrun personality: exit 0, 1 for a failed worker, 2 for a command 
   CHECK_FALSE(std::filesystem::exists(t.work + "/runs"));
 }
 
+TEST_CASE("torchrun personality: a worker's exit 2 is restarted, as torchrun does (mgtrain launch does not)",
+          "[torchrun]") {
+  TorchrunDir t;
+  const std::string worker =
+      write_script(t.dir / "bad_input.sh", "echo started >> \"" + t.dir / "starts" + "\"; exit 2");
+  CapturedRun run = run_torchrun(t, {"--nproc-per-node", "1", "--max-restarts", "1", "--no-python", worker});
+  INFO(run.err);
+  CHECK(run.exit_code == 1);
+  CHECK(read_text(t.dir / "starts") == "started\nstarted\n");
+  CHECK_THAT(run.err, !Catch::Contains("bad input"));
+}
+
 TEST_CASE("torchrun personality: MASTER_ADDR is localhost on one node, --master-addr with --master-port is kept",
           "[torchrun]") {
   TorchrunDir t;
