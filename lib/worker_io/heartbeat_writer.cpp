@@ -30,14 +30,28 @@ void HeartbeatWriter::beat(std::int64_t progress, double loss) { beat(progress, 
 
 void HeartbeatWriter::beat(std::int64_t progress, double loss, std::optional<double> wait_seconds) {
   if (!fd_) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) return;
-  last_ = now;
   HeartbeatInfo info;
   info.step = progress;
   if (std::isfinite(loss)) info.loss = loss;
   info.time = unix_seconds_now();
   info.wait = wait_seconds;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) {
+    held_ = info;
+    return;
+  }
+  last_ = now;
+  write(info);
+}
+
+void HeartbeatWriter::flush() {
+  if (!fd_ || !held_) return;
+  last_ = std::chrono::steady_clock::now();
+  write(*held_);
+}
+
+void HeartbeatWriter::write(const HeartbeatInfo& info) {
+  held_.reset();
   // Fixed size: spaces up to the newline, so readers need no truncation and never see an older tail.
   char text[kLineBytes];
   std::memset(text, ' ', sizeof text);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "contract/heartbeat_line.hpp"
 #include "util/fd.hpp"
 
 namespace mgtrain {
@@ -26,13 +27,19 @@ class HeartbeatWriter {
   void beat(std::int64_t progress);
   void beat(std::int64_t progress, double loss);
   void beat(std::int64_t progress, double loss, std::optional<double> wait_seconds);
+  // Writes the newest progress that the interval held back, if any: for a worker about to block for long, whose
+  // file would otherwise report an older step (up to min_interval_ms of steps) for as long as it blocks.
+  void flush();
   bool active() const { return fd_.valid(); }
   static constexpr std::size_t kLineBytes = 128;  // the file's size: the JSON line, spaces, '\n'
 
  private:
+  void write(const HeartbeatInfo& info);
+
   Fd fd_;
   std::chrono::steady_clock::duration min_interval_;
   std::chrono::steady_clock::time_point last_{};
+  std::optional<HeartbeatInfo> held_;  // the newest beat the interval held back
 };
 
 }  // namespace mgtrain

@@ -192,6 +192,27 @@ TEST_CASE("heartbeat lines: written at a fixed size, read back with step, loss a
   CHECK(round->time == Approx(1763800000.125).margin(1e-3));
 }
 
+TEST_CASE("heartbeat lines: a beat the interval held back is written by flush, once", "[heartbeat]") {
+  const testing::TempDir temp_dir("mgtrain-heartbeat-flush");
+  const std::string path = (std::filesystem::path(temp_dir.path()) / "heartbeat").string();
+  const auto step_in_file = [&] {
+    std::optional<HeartbeatInfo> info = parse_heartbeat_line(slurp(path));
+    REQUIRE(info);
+    return info->step;
+  };
+  HeartbeatWriter writer(path, 3600 * 1000);  // an interval no test outlasts: only the first beat is written
+  writer.beat(1, 0.5);
+  writer.beat(2, 0.25);
+  writer.beat(3, 0.125);
+  CHECK(step_in_file() == 1);
+  writer.flush();  // a worker about to block reports its newest step
+  CHECK(step_in_file() == 3);
+  writer.beat(4);
+  writer.flush();
+  writer.flush();  // nothing new held back: the file keeps step 4
+  CHECK(step_in_file() == 4);
+}
+
 TEST_CASE("/status JSON: every field of the schema, escaped strings, null for unknowns", "[status]") {
   const std::string json = status_to_json(sample_snapshot());
   const nlohmann::json s = nlohmann::json::parse(json);

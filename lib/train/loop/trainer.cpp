@@ -253,7 +253,10 @@ class TrainingRun {
       agreement_.begin(my_votes());
       const double loss = train_step(loader);
       heartbeat_.beat(step_, loss, collective_wait_seconds());
-      if (test_hang_step_ && step_ >= *test_hang_step_) test_hook_hang_here();
+      if (test_hang_step_ && step_ >= *test_hang_step_) {
+        heartbeat_.flush();  // as a rank that blocks later in the step would have reported this step
+        test_hook_hang_here();
+      }
       const bool epoch_done = s + 1 == steps_this_epoch;
       current_ = TrainPosition{step_, epoch_done ? epoch_ + 1 : epoch_, epoch_done ? 0 : consumed_};
       if (act_on_votes(agreement_.finish())) return;  // stopped after a checkpoint
