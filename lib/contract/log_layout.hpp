@@ -36,7 +36,7 @@ inline std::string default_log_dir() {
 inline std::string config_file(const std::string& run_dir) { return run_dir + "/config.yaml"; }
 inline std::string failure_json(const std::string& run_dir) { return run_dir + "/failure.json"; }
 // Locked (flock) by the launcher the run directory belongs to for as long as it lives, with its pid and host
-// inside: a second launch with the same run id is refused while it is held (supervise/run_directory_lock.hpp).
+// inside: a second launch with the same run id is refused while it is held (launch/run_directory_lock.hpp).
 inline std::string launcher_lock(const std::string& run_dir) { return run_dir + "/launcher.lock"; }
 inline std::string attempt_dir(const std::string& run_dir, int attempt) {
   return run_dir + "/attempt_" + std::to_string(attempt);

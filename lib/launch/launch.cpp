@@ -28,7 +28,7 @@
 #include "supervise/host_probe.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/run_directory.hpp"
-#include "supervise/run_directory_lock.hpp"
+#include "launch/run_directory_lock.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/error.hpp"

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "supervise/run_directory_lock.hpp"
+#include "launch/run_directory_lock.hpp"
 #include "support/temp_dir.hpp"
 #include "util/error.hpp"
 

@@ -1,6 +1,6 @@
 // RunDirectoryLock: the flock on <run_dir>/launcher.lock and the refusal naming its holder (see
 // run_directory_lock.hpp).
-#include "supervise/run_directory_lock.hpp"
+#include "launch/run_directory_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
