@@ -8,10 +8,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/error.hpp"
@@ -24,6 +28,17 @@ enum class BindResult { kBound, kInUse, kUnsupported };
 enum class Listen { kYes, kNo };
 
 constexpr int kPickAttempts = 64;
+// Picks come from the ports just below the kernel's range for outgoing connections' local ports, at most this many.
+constexpr int kPickSpan = 12000;
+constexpr int kLowestPick = 10000;
+
+// The kernel's range for the local ports of outgoing connections (net.ipv4.ip_local_port_range; Linux's default).
+std::pair<int, int> ephemeral_port_range() {
+  std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (file >> low >> high && low > 0 && low <= high) return {low, high};
+  return {32768, 60999};
+}
 
 // Binds the wildcard address of `family` to `port` and, with Listen::kYes, listens; on success returns the bound
 // port through `bound_port` (useful for port 0) and, when `keep` is given, the socket through it (else it is closed).
@@ -103,11 +118,27 @@ bool SocketPortProbe::is_free(int port) {
   return try_bind(AF_INET6, port, bound) != BindResult::kInUse;
 }
 
-// The kernel's choice, then its reservation (skipped when another mgtrain launch holds it), then the check at TCP
-// level on both families: between the kernel's choice and the reservation, another launch may have chosen the same
-// port and already handed it to its workers. The sockets of rejected choices stay bound until the end, so the kernel
-// chooses a different port every time (where few ports are free, it would otherwise offer the same reserved one).
+// A random port below the ephemeral range first: the kernel never gives one of those to an outgoing connection as its
+// local port, so between this choice and rank 0's bind only a program that binds it on purpose can take it (a port of
+// the kernel's choosing can meanwhile become the local port of another job's connection on this host, and rank 0's
+// bind then fails: seen with two SLURM jobs of a cluster on one machine). Then its reservation (skipped when another
+// mgtrain launch holds it) and the check at TCP level on both families. Where the range leaves no room below it, or
+// every such try fails, the kernel's choice, reserved and checked the same way; the sockets of rejected kernel choices
+// stay bound until the end, so the kernel chooses a different port every time.
 int SocketPortProbe::pick_free_port() {
+  const int high = ephemeral_port_range().first - 1;
+  const int low = std::max(kLowestPick, high - kPickSpan);
+  if (high - low >= 1024) {
+    std::mt19937 random(std::random_device{}());
+    std::uniform_int_distribution<int> below_ephemeral(low, high);
+    for (int attempt = 0; attempt < kPickAttempts; ++attempt) {
+      const int port = below_ephemeral(random);
+      std::optional<PortReservation> reservation = PortReservation::take(port);
+      if (!reservation || !is_free(port)) continue;
+      reservation_ = std::move(*reservation);
+      return port;
+    }
+  }
   std::vector<Fd> choices;  // every socket the kernel chose a port for, until the end
   for (int attempt = 0; attempt < kPickAttempts; ++attempt) {
     int port = 0;
@@ -119,8 +150,8 @@ int SocketPortProbe::pick_free_port() {
     reservation_ = std::move(*reservation);
     return port;
   }
-  throw Error("could not find a free TCP port for the master (rendezvous) store in " + std::to_string(kPickAttempts) +
-              " tries: set one with --master-port");
+  throw Error("could not find a free TCP port for the master (rendezvous) store in " +
+              std::to_string(2 * kPickAttempts) + " tries: set one with --master-port");
 }
 
 PortClaim SocketPortProbe::claim(int port) {

@@ -35,7 +35,8 @@ enum class PortClaim { kTaken, kInUse, kReservedByMgtrain };
 class PortProbe {
  public:
   virtual ~PortProbe() = default;
-  // A port nobody listens on right now (the kernel's choice) that no other mgtrain launch on this host reserved.
+  // A port nobody listens on right now that no other mgtrain launch on this host reserved (the real probe: one below
+  // the kernel's range for outgoing connections' local ports, so no other job's connection takes it meanwhile).
   // The probe keeps its reservation until the next pick_free_port or claim that succeeds, or its own end: the
   // probe's owner keeps the port for as long as its workers may bind it.
   virtual int pick_free_port() = 0;

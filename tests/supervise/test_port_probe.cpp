@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <string>
@@ -103,6 +104,23 @@ TEST_CASE("picks skip ports another launcher reserved", "[port]") {
   std::set<int> ports;
   for (SocketPortProbe& probe : probes) ports.insert(probe.pick_free_port());
   CHECK(ports.size() == probes.size());
+}
+
+TEST_CASE("picks come from below the kernel's range for outgoing connections' local ports", "[port]") {
+  // A port of that range can become another job's connection's local port before rank 0 binds it.
+  std::ifstream range_file("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  range_file >> low >> high;
+  if (low - 10000 < 1024) {
+    WARN("the ephemeral port range starts at " << low << ": no room below it, picks are the kernel's");
+    return;
+  }
+  std::vector<SocketPortProbe> probes(20);
+  for (SocketPortProbe& probe : probes) {
+    const int port = probe.pick_free_port();
+    CHECK(port < low);
+    CHECK(port >= 10000);
+  }
 }
 
 TEST_CASE("claiming a port a foreign program listens on says it is in use, and reserves nothing", "[port]") {
