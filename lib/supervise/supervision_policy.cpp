@@ -82,7 +82,6 @@ void SupervisionPolicy::finish_coordinated(int exit_code) {
 void SupervisionPolicy::start_attempt(SteadyTime now) {
   phase_ = Phase::kRunning;
   stopping_for_failure_ = false;
-  stopped_after_checkpoint_ = false;
   saved_workers_ = 0;
   attempt_clean_ = false;
   kill_deadline_.reset();
@@ -144,10 +143,7 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
                           (status.value == SIGTERM || status.value == SIGKILL || status.value == launcher_signal_);
   // Saved a checkpoint and stopped on request: the other workers agreed to do the same at the same step.
   const bool checkpointed_stop = !status.signaled && status.value == exit_code::kStoppedAfterCheckpoint;
-  if (checkpointed_stop) {
-    stopped_after_checkpoint_ = true;
-    ++saved_workers_;
-  }
+  if (checkpointed_stop) ++saved_workers_;
   if (failed_exit(status) && !stopped_as_asked) {
     WorkerFailure failure;
     failure.local_rank = local_rank;
@@ -341,7 +337,7 @@ int SupervisionPolicy::exit_code() const {
   if (launcher_signal_) return stopped_job_exit_code(*launcher_signal_, saved_workers_ == settings_.nproc);
   if (coordinated_exit_code_) return *coordinated_exit_code_;
   std::optional<std::size_t> cause = root_cause();
-  if (!cause) return stopped_after_checkpoint_ ? exit_code::kStoppedAfterCheckpoint : 0;
+  if (!cause) return stopped_after_checkpoint() ? exit_code::kStoppedAfterCheckpoint : 0;
   const WorkerFailure& failure = failures_[*cause];
   return failure.hung || failure.waiting ? kHungWorkerExitCode : failure.status.as_exit_code();
 }

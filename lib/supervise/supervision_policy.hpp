@@ -206,7 +206,7 @@ class SupervisionPolicy {
   bool running(int local_rank) const { return running_.at(local_rank); }
   std::optional<int> launcher_signal() const { return launcher_signal_; }
   // Whether workers of the last attempt stopped on request after saving a checkpoint (exit 75).
-  bool stopped_after_checkpoint() const { return stopped_after_checkpoint_; }
+  bool stopped_after_checkpoint() const { return saved_workers_ > 0; }
   // Every failure of every attempt, in the order seen.
   const std::vector<WorkerFailure>& failures() const { return failures_; }
   // Index into failures() of the root cause of the last attempt: its earliest failure that was
@@ -243,8 +243,7 @@ class SupervisionPolicy {
   std::optional<SteadyTime> notice_deadline_;  // waiting_for_exit is due
   int stop_signal_ = 0;                        // what the current stop sent
   std::optional<int> launcher_signal_;
-  bool stopped_after_checkpoint_ = false;  // a worker of this attempt exited kStoppedAfterCheckpoint
-  int saved_workers_ = 0;                  // how many workers of this attempt did
+  int saved_workers_ = 0;  // how many workers of this attempt exited kStoppedAfterCheckpoint
   std::vector<bool> running_;
   HangWatch hang_watch_;
   std::optional<SteadyTime> diagnose_deadline_;
