@@ -178,21 +178,26 @@ void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::Stea
 }
 
 void RendezvousServer::count_dropped_connection(const Connection& connection, const std::string& why) {
-  ++dropped_connections_;
-  if (dropped_connections_ < next_dropped_connection_note_) return;
-  while (next_dropped_connection_note_ <= dropped_connections_) next_dropped_connection_note_ *= 10;
-  note(fmt::format("rendezvous: dropped a connection from {} ({}); {} dropped so far, the job is not affected",
-                   connection.address.empty() ? "an unknown peer" : connection.address, why, dropped_connections_));
+  note_drop(dropped_connections_, 1, "connection", connection, why);
 }
 
 void RendezvousServer::count_dropped(Connection& connection, const std::string& why) {
   const int dropped = connection.socket->take_dropped_frames();
-  if (dropped == 0) return;
-  dropped_frames_ += dropped;
-  if (dropped_frames_ < next_dropped_note_) return;
-  while (next_dropped_note_ <= dropped_frames_) next_dropped_note_ *= 10;
-  note(fmt::format("rendezvous: dropped a message from {} ({}); {} dropped so far, the job is not affected",
-                   connection.address.empty() ? "an unknown peer" : connection.address, why, dropped_frames_));
+  if (dropped > 0) note_drop(dropped_frames_, dropped, "message", connection, why);
+}
+
+bool RendezvousServer::DropCount::add(long long n) {
+  count += n;
+  if (count < next_note) return false;
+  while (next_note <= count) next_note *= 10;
+  return true;
+}
+
+void RendezvousServer::note_drop(DropCount& drops, long long n, const char* what, const Connection& connection,
+                                 const std::string& why) {
+  if (!drops.add(n)) return;
+  note(fmt::format("rendezvous: dropped a {} from {} ({}); {} dropped so far, the job is not affected", what,
+                   connection.address.empty() ? "an unknown peer" : connection.address, why, drops.count));
 }
 
 bool RendezvousServer::abandon(int exit_code, const std::string& text, rdzv::SteadyTime now) {

@@ -32,11 +32,11 @@ class RendezvousServer : private rdzv::RoundsOutbox {
                    rdzv::RendezvousToken token = {});
 
   // Frames dropped because they failed authentication, in all.
-  long long dropped_frames() const { return dropped_frames_; }
+  long long dropped_frames() const { return dropped_frames_.count; }
   // Connections that ended before any message reached the rounds (bytes that are not this protocol, a
   // handshake cut short, a port scan), in all. Noted like dropped frames, at 1, 10, 100, ...: "rendezvous:
   // dropped a connection from 10.0.0.9 (why); 1 dropped so far, the job is not affected".
-  long long dropped_connections() const { return dropped_connections_; }
+  long long dropped_connections() const { return dropped_connections_.count; }
 
   // Adds exactly one descriptor (the epoll set); on_poll takes that slice.
   void add_poll_fds(std::vector<pollfd>& fds);
@@ -82,10 +82,17 @@ class RendezvousServer : private rdzv::RoundsOutbox {
 
   bool linger_cut_ = false;
   rdzv::RendezvousToken token_;
-  long long dropped_frames_ = 0;
-  long long next_dropped_note_ = 1;  // noted at 1, 10, 100, ... dropped frames: a flood cannot flood the log
-  long long dropped_connections_ = 0;
-  long long next_dropped_connection_note_ = 1;  // the same for dropped connections
+  // A count of drops, noted at 1, 10, 100, ...: a flood cannot flood the log.
+  struct DropCount {
+    long long count = 0;
+    long long next_note = 1;
+    // Adds `n`; whether the count reached the next note (which then moves to the next power of ten past it).
+    bool add(long long n);
+  };
+  // Notes "rendezvous: dropped a <what> from <peer> (<why>); N dropped so far, ..." when `drops` reaches a note.
+  void note_drop(DropCount& drops, long long n, const char* what, const Connection& connection, const std::string& why);
+  DropCount dropped_frames_;
+  DropCount dropped_connections_;
   Fd listener_;  // closed once the job is decided (after the linger when latecomers must hear it)
   PortProbe& ports_;
   std::function<void(const std::string&)> note_;
