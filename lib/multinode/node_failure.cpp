@@ -88,7 +88,7 @@ FailedWorker failed_worker_from(const rdzv::NodeFailure& failure) {
   worker.attempt = failure.round;
   worker.host = failure.host;
   worker.pid = failure.pid;
-  worker.status = failure.signal > 0 ? ExitStatus::killed_by(failure.signal) : ExitStatus::exited(failure.exit_code);
+  worker.status = failure.status();
   worker.hung = failure.hung;
   worker.silent_s = failure.silent_s;
   worker.time_utc = failure.time_utc;

@@ -372,6 +372,10 @@ std::string NodeFailure::summary() const {
   return fmt::format("rank {} (local rank {}) on {}: {}", global_rank, local_rank, node, outcome);
 }
 
+ExitStatus NodeFailure::status() const {
+  return signal > 0 ? ExitStatus::killed_by(signal) : ExitStatus::exited(exit_code);
+}
+
 void NodeFailure::write_to(Message& m, const std::string& p) const {
   m.set(p + "round", round).set(p + "node_rank", node_rank).set(p + "node", node).set(p + "host", host);
   m.set(p + "node_lost", node_lost).set(p + "global_rank", global_rank).set(p + "local_rank", local_rank);

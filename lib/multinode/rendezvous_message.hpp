@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "util/exit_status.hpp"
+
 namespace mgtrain::rdzv {
 
 // 2: regroup (elastic scale-up), assign's restart_count; 3: hello first, authentication tags; 4: join's role,
@@ -191,6 +193,8 @@ struct NodeFailure {
 
   // One line: "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 3".
   std::string summary() const;
+  // The worker's exit status: killed by `signal`, else exited with `exit_code`.
+  ExitStatus status() const;
   void write_to(Message& message, const std::string& prefix) const;
   static NodeFailure read_from(const Message& message, const std::string& prefix);
 };

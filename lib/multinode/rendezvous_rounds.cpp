@@ -303,9 +303,7 @@ void RendezvousRounds::decide_after_round() {
     return finish(code, fmt::format("{}; no restart left (launch.max_restarts {})", cause, settings_.max_restarts));
   }
   const bool worker_exit = root_cause_ && !root_cause_->node_lost && !root_cause_->hung && !root_cause_->waiting;
-  if (worker_exit && !restart_can_help(root_cause_->signal != 0 ? ExitStatus::killed_by(root_cause_->signal)
-                                                                : ExitStatus::exited(root_cause_->exit_code),
-                                       settings_.personality)) {
+  if (worker_exit && !restart_can_help(root_cause_->status(), settings_.personality)) {
     return finish(code, fmt::format("{}, which means bad input (config, arguments, data, a missing file: "
                                     "docs/exit-codes.md): not restarted, since a restart would fail the same way "
                                     "({} of launch.max_restarts {} left unused)",
