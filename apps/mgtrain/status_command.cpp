@@ -199,9 +199,8 @@ void print_ended(const fs::path& run_dir, const RunSummary& summary) {
                              format_duration(*r.end_time - r.start_time, DurationPrecision::Tenths)));
   }
   row("attempts", std::to_string(r.attempts));
-  std::string hosts;
-  for (const std::string& host : r.hosts) hosts += (hosts.empty() ? "" : ", ") + host;
-  row("nodes", fmt::format("{}{}, world size {}", r.nnodes, hosts.empty() ? "" : " (" + hosts + ")", r.world_size));
+  const std::string hosts = r.hosts.empty() ? "" : fmt::format(" ({})", fmt::join(r.hosts, ", "));
+  row("nodes", fmt::format("{}{}, world size {}", r.nnodes, hosts, r.world_size));
   const std::string metrics = metrics_text(run_dir, summary.best);
   if (!metrics.empty()) row("metrics", metrics);
   row("directory", run_dir.string());

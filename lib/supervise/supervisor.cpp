@@ -12,6 +12,8 @@
 #include <ctime>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "contract/log_layout.hpp"
 #include "diagnose/python_hook.hpp"
 #include "output/duplicate_filter.hpp"
@@ -240,19 +242,19 @@ void Supervisor::signal_running_workers(int signal) { loop_.signal_children(sign
 
 void Supervisor::waiting_for_exit(const std::vector<int>& local_ranks, int signal, Clock::time_point kill_at) {
   std::vector<int> ranks;
-  std::string pids;
+  std::vector<pid_t> pids;
   for (const Worker& worker : workers_) {
     if (!worker.alive || std::find(local_ranks.begin(), local_ranks.end(), worker.local_rank) == local_ranks.end()) {
       continue;
     }
     ranks.push_back(plan_.global_rank(worker.local_rank));
-    pids += (pids.empty() ? "" : ", ") + std::to_string(worker.pid);
+    pids.push_back(worker.pid);
   }
   if (ranks.empty()) return;
   const double left_s = std::max(0.0, std::chrono::duration<double>(kill_at - Clock::now()).count());
   console_.message(log::Level::Info, "waiting for {} (pid{} {}) to exit after {}: SIGKILL in {} (--grace-period {})",
-                   rank_list(ranks), ranks.size() == 1 ? "" : "s", pids, signal_name(signal), format_seconds(left_s),
-                   format_seconds(plan_.grace_period_s));
+                   rank_list(ranks), ranks.size() == 1 ? "" : "s", fmt::join(pids, ", "), signal_name(signal),
+                   format_seconds(left_s), format_seconds(plan_.grace_period_s));
 }
 
 void Supervisor::not_restarted(const WorkerFailure& root) {
