@@ -9,12 +9,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "contract/log_layout.hpp"
+#include "supervise/run_directory.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
@@ -71,12 +71,7 @@ std::string held_message(const std::string& path, const std::string& run_id, con
 }  // namespace
 
 RunDirectoryLock::RunDirectoryLock(const std::string& run_dir, const std::string& run_id, const std::string& hostname) {
-  std::error_code error;
-  std::filesystem::create_directories(run_dir, error);
-  if (error) {
-    throw Error("cannot create run directory " + run_dir + ": " + error.message() +
-                ": choose a writable directory with --log-dir (launch.log_dir)");
-  }
+  create_run_directory(run_dir);
   const std::string path = log_layout::launcher_lock(run_dir);
   Fd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644));
   if (!fd) {

@@ -12,13 +12,18 @@ namespace mgtrain {
 
 namespace fs = std::filesystem;
 
-std::string prepare_run_directory(const std::string& run_dir) {
+void create_run_directory(const std::string& run_dir) {
   std::error_code error;
   fs::create_directories(run_dir, error);
   if (error) {
     throw Error("cannot create run directory " + run_dir + ": " + error.message() +
                 ": choose a writable directory with --log-dir (launch.log_dir)");
   }
+}
+
+std::string prepare_run_directory(const std::string& run_dir) {
+  create_run_directory(run_dir);
+  std::error_code error;
   std::vector<fs::path> earlier;
   for (const auto& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();

@@ -8,6 +8,9 @@
 
 namespace mgtrain {
 
+// Creates the run directory (and its parents) if needed. Throws Error naming it and launch.log_dir when it cannot.
+void create_run_directory(const std::string& run_dir);
+
 // Creates the directory if needed and archives an earlier launch's files. Returns the archive's path,
 // or "" when there was nothing to keep. Throws Error naming the directory when it cannot be written.
 std::string prepare_run_directory(const std::string& run_dir);
