@@ -133,10 +133,7 @@ int SocketPortProbe::pick_free_port() {
     std::uniform_int_distribution<int> below_ephemeral(low, high);
     for (int attempt = 0; attempt < kPickAttempts; ++attempt) {
       const int port = below_ephemeral(random);
-      std::optional<PortReservation> reservation = PortReservation::take(port);
-      if (!reservation || !is_free(port)) continue;
-      reservation_ = std::move(*reservation);
-      return port;
+      if (hold_if_free(port)) return port;
     }
   }
   std::vector<Fd> choices;  // every socket the kernel chose a port for, until the end
@@ -145,13 +142,17 @@ int SocketPortProbe::pick_free_port() {
     Fd choice;
     if (try_bind(AF_INET, 0, port, Listen::kNo, &choice) != BindResult::kBound) break;
     choices.push_back(std::move(choice));
-    std::optional<PortReservation> reservation = PortReservation::take(port);
-    if (!reservation || !is_free(port)) continue;
-    reservation_ = std::move(*reservation);
-    return port;
+    if (hold_if_free(port)) return port;
   }
   throw Error("could not find a free TCP port for the master (rendezvous) store in " +
               std::to_string(2 * kPickAttempts) + " tries: set one with --master-port");
+}
+
+bool SocketPortProbe::hold_if_free(int port) {
+  std::optional<PortReservation> reservation = PortReservation::take(port);
+  if (!reservation || !is_free(port)) return false;
+  reservation_ = std::move(*reservation);
+  return true;
 }
 
 PortClaim SocketPortProbe::claim(int port) {

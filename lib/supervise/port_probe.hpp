@@ -58,6 +58,10 @@ class SocketPortProbe : public PortProbe {
   int reserved_port() const { return reservation_.port(); }
 
  private:
+  // Reserves `port` and checks it at TCP level on both families; holds it (in place of the port held before) when it
+  // is free and no other mgtrain launch reserved it.
+  bool hold_if_free(int port);
+
   PortReservation reservation_;
 };
 
