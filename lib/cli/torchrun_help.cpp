@@ -28,12 +28,11 @@ std::string usage_metavar(const TorchrunOption& option) {
 
 // "--nproc-per-node NPROC_PER_NODE, --nproc_per_node NPROC_PER_NODE"; "-m, --module".
 std::string option_invocation(const TorchrunOption& option) {
-  std::string text;
+  std::vector<std::string> spellings;
   for (const auto& name : split(option.names, ',')) {
-    text += (text.empty() ? "" : ", ") + name;
-    if (!option.store_true) text += " " + usage_metavar(option);
+    spellings.push_back(option.store_true ? name : name + " " + usage_metavar(option));
   }
-  return text;
+  return fmt::format("{}", fmt::join(spellings, ", "));
 }
 
 std::string option_description(const TorchrunOption& option) {
