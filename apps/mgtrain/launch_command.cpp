@@ -12,10 +12,12 @@
 #include "launch/worker_plugins.hpp"
 #include "slurm/slurm_environment.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace mgtrain {
 
 int run_launch_command(const LaunchRequest& request) {
+  for (const std::string& notice : request.notices) log::info("{}", notice);
   // torchrun's --log-line-prefix-template is its TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, which the console reads.
   // The same for --duplicate-*-filters: the flag wins over its PET_ variable, as in torchrun.
   const std::pair<const char*, const std::optional<std::string>*> variables[] = {

@@ -1,13 +1,12 @@
 // Entry point of the launcher `mgtrain`: parse the command line, run the subcommand, and turn any
 // error into one message on stderr and its documented exit code (docs/exit-codes.md). Invoked as `torchrun` (the
 // link `cmake --install` puts beside it) it is `mgtrain torchrun`, with torchrun's exit codes: 2 for a command line
-// that does not parse (argparse's), 1 for every other failure; an error after the command line parsed is recorded in
-// the launcher's TORCHELASTIC_ERROR_FILE, as torchrun's @record main does.
+// that does not parse (CommandLineError: where argparse exits 2), 1 for every other failure; an error after that is
+// recorded in the launcher's TORCHELASTIC_ERROR_FILE, as torchrun's @record main does.
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,22 +70,23 @@ int main(int argc, char** argv) {
   if (as_torchrun) args.insert(args.begin(), "torchrun");
   const bool torchrun = !args.empty() && args[0] == "torchrun";
   const char* program = as_torchrun ? "torchrun" : "mgtrain";
-  std::optional<CliRequest> request;
-  const int parsed = log::run_main(program, [&] {
-    request = parse_cli(args, current_environment(), CliInvocation{as_torchrun, terminal_columns()});
-    return exit_code::kSuccess;
-  });
-  if (parsed != exit_code::kSuccess) return parsed;
+  // As torchrun's @record main: an error after argparse's own checks goes into its error file, and exits 1.
+  bool command_line_error = false;
   const int code = log::run_main(program, [&] {
-    if (!torchrun) return dispatch(*request);
     try {
-      return dispatch(*request);
-    } catch (const std::exception& error) {  // as torchrun's @record main: the exception in its error file
-      write_torchrun_exception_file(
-          std::string(dynamic_cast<const UsageError*>(&error) ? "UsageError: " : "Error: ") + error.what(),
-          current_environment());
+      return dispatch(parse_cli(args, current_environment(), CliInvocation{as_torchrun, terminal_columns()}));
+    } catch (const CommandLineError&) {
+      command_line_error = true;
+      throw;
+    } catch (const std::exception& error) {
+      if (torchrun) {
+        write_torchrun_exception_file(
+            std::string(dynamic_cast<const UsageError*>(&error) ? "UsageError: " : "Error: ") + error.what(),
+            current_environment());
+      }
       throw;
     }
   });
-  return torchrun && code != exit_code::kSuccess ? exit_code::kFailure : code;
+  if (torchrun && code != exit_code::kSuccess) return command_line_error ? exit_code::kUsage : exit_code::kFailure;
+  return code;
 }

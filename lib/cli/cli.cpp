@@ -53,12 +53,12 @@ std::string version_text() {
 
 // An unknown first word is an error naming the subcommands (flags such as --help go on to CLI11).
 void check_subcommand(const CLI::App& app, const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
+  if (args.empty()) throw CommandLineError("no subcommand given; use one of: launch, config, env\n\n" + app.help());
   if (args[0].empty() || args[0][0] != '-') {
     const std::vector<std::string> subcommands = {"launch", "torchrun", "config", "env",   "tokenize",
                                                   "export", "runs",     "plot",   "status"};
     if (std::find(subcommands.begin(), subcommands.end(), args[0]) == subcommands.end()) {
-      throw UsageError(
+      throw CommandLineError(
           fmt::format("unknown subcommand '{}'{}; use one of: launch, torchrun, config, env, tokenize, export, runs, "
                       "plot, status (mgtrain --help)",
                       args[0], did_you_mean_suffix(args[0], subcommands)));
@@ -79,15 +79,15 @@ MessageNames message_names(const std::string& path, const cli_detail::LaunchPers
   return {path + ": ", "mgtrain " + path};
 }
 
-// A CLI11 parse error as a UsageError naming the (sub)subcommand it happened in.
-UsageError parse_error(const CLI::App& app, const CLI::ParseError& e, const cli_detail::LaunchPersona& persona) {
+// A CLI11 parse error as a CommandLineError naming the (sub)subcommand it happened in.
+CommandLineError parse_error(const CLI::App& app, const CLI::ParseError& e, const cli_detail::LaunchPersona& persona) {
   std::string path;
   for (auto* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front(); sub;
        sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) {
     path += (path.empty() ? "" : " ") + sub->get_name();
   }
   const MessageNames names = message_names(path, persona);
-  return UsageError(fmt::format("{}{}\nRun '{} --help' for usage.", names.where, e.what(), names.command));
+  return CommandLineError(fmt::format("{}{}\nRun '{} --help' for usage.", names.where, e.what(), names.command));
 }
 
 // The subcommand (or `config`'s sub-subcommand) named `name` of `app`, or nullptr.
@@ -99,8 +99,9 @@ CLI::App* find_subcommand(CLI::App& app, const std::string& name) {
 
 // A flag (an option that takes no value) written --flag=VALUE: VALUE must be a boolean (value_parsing's parse_bool,
 // so " yes" and "ON" too), and the token becomes --flag=true or --flag=false. Anything else is a UsageError naming the
-// flag and the accepted values: CLI11 would count "5" as five flags, and throw std::invalid_argument ("internal
-// error") for "x" or "abc". Tokens after "--" belong to a program, and a value of an option is never a flag.
+// flag and the accepted values (a CommandLineError: torchrun's argparse refuses --flag=VALUE): CLI11 would count "5" as
+// five flags, and throw std::invalid_argument ("internal error") for "x" or "abc". Tokens after "--" belong to a
+// program, and a value of an option is never a flag.
 void normalize_flag_values(CLI::App& app, std::vector<std::string>& tokens, const cli_detail::LaunchPersona& persona) {
   CLI::App* command = &app;
   std::string where;
@@ -128,10 +129,16 @@ void normalize_flag_values(CLI::App& app, std::vector<std::string>& tokens, cons
     }
     if (eq == std::string::npos) continue;
     const std::string value = token.substr(eq + 1);
+    if (persona.torchrun && cli_detail::torchrun_option_spelled(name)) {  // argparse: "ignored explicit argument"
+      throw CommandLineError(
+          fmt::format("{}{} takes no value, so {} is refused (torchrun's parser refuses it too)\n"
+                      "Run '{} --help' for usage.",
+                      persona.where, name, token, persona.command));
+    }
     const std::optional<bool> flag = parse_bool(value);
     if (!flag) {
       const MessageNames names = message_names(where, persona);
-      throw UsageError(
+      throw CommandLineError(
           fmt::format("{}{} is a flag: give it alone, or as {}=true or {}=false (also yes/no, on/off, 1/0), not '{}'\n"
                       "Run '{} --help' for usage.",
                       names.where, name, name, name, value, names.command));
@@ -208,7 +215,7 @@ CliRequest parse_cli(const std::vector<std::string>& args, const EnvMap& env, co
       check->config.environment = cli_detail::pet_settings(env);
     return *request;
   }
-  throw UsageError("give a subcommand (launch, config, env); see mgtrain --help");
+  throw CommandLineError("give a subcommand (launch, config, env); see mgtrain --help");
 }
 
 }  // namespace mgtrain

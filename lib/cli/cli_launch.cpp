@@ -125,19 +125,78 @@ Examples:
 // Everything `launch` needs to know about an option token during the pre-split.
 struct OptionInfo {
   bool takes_value;
+  std::string target;  // what it sets: a launch key, a torchrun option's dest, or its own name (--set, --rdzv-token)
 };
 
 std::map<std::string, OptionInfo> launch_option_table() {
   std::map<std::string, OptionInfo> table;
   for (const auto& f : kLaunchFlags)
-    for (const auto& n : names_of(f.names)) table[n] = {f.takes_value};
+    for (const auto& n : names_of(f.names)) table[n] = {f.takes_value, f.key};
   for (const auto& option : torchrun_options()) {
     if (option.key) continue;  // its spellings are a kLaunchFlags row
-    for (const auto& n : names_of(option.names)) table[n] = {!option.store_true};
+    for (const auto& n : names_of(option.names)) table[n] = {!option.store_true, option.dest};
   }
-  table["--set"] = {true};
-  for (const char* n : {"-h", "--help"}) table[n] = {false};
+  table["--set"] = {true, "--set"};
+  for (const char* n : {"--rdzv-token", "--rdzv_token"}) table[n] = {true, "--rdzv-token"};
+  for (const char* n : {"-h", "--help"}) table[n] = {false, "--help"};
   return table;
+}
+
+// A value the command line gave, as typed: `--nproc=4` and `--nproc 4` are {"--nproc", "4"}; a flag's value is "".
+struct GivenValue {
+  std::string flag;
+  std::string value;
+  std::size_t position = 0;  // among the option tokens
+};
+
+// The values of the option tokens (split_launch_args's, known flags only) by what they set (OptionInfo::target), in
+// command-line order.
+std::map<std::string, std::vector<GivenValue>> given_values(const std::vector<std::string>& tokens) {
+  static const auto table = launch_option_table();
+  std::map<std::string, std::vector<GivenValue>> given;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const auto eq = tokens[i].find('=');
+    const std::string name = tokens[i].substr(0, eq);
+    const auto found = table.find(name);
+    if (found == table.end()) continue;
+    std::string value;
+    const std::size_t position = i;
+    if (eq != std::string::npos) {
+      value = tokens[i].substr(eq + 1);
+    } else if (found->second.takes_value && i + 1 < tokens.size()) {
+      value = tokens[++i];
+    }
+    given[found->second.target].push_back({name, value, position});
+  }
+  return given;
+}
+
+// `mgtrain launch`'s one line about an option given more than once with different values: the last one wins, as in
+// torchrun (and so a wrapper can append to a base command line). The secret of --rdzv-token is not shown.
+std::optional<std::string> given_twice_notice(const std::string& target, const std::vector<GivenValue>& values) {
+  if (target == "--set" || target == "--help" || values.size() < 2) return std::nullopt;
+  std::set<std::string> distinct;
+  for (const auto& given : values) distinct.insert(given.value);
+  if (distinct.size() < 2) return std::nullopt;
+  const std::string count = values.size() == 2 ? "twice" : std::to_string(values.size()) + " times";
+  // One option (in any of its spellings), or several that set one launch key (--grace-period, --shutdown-timeout).
+  std::vector<std::string> names = {values[0].flag};
+  if (const TorchrunOption* option = torchrun_option_spelled(values[0].flag)) names = names_of(option->names);
+  for (const auto& f : kLaunchFlags)
+    if (const auto row = names_of(f.names); std::find(row.begin(), row.end(), values[0].flag) != row.end()) names = row;
+  const bool one_option = std::all_of(values.begin(), values.end(), [&](const GivenValue& given) {
+    return std::find(names.begin(), names.end(), given.flag) != names.end();
+  });
+  if (target == "--rdzv-token") return fmt::format("--rdzv-token given {}: the last one is used", count);
+  std::string list;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    list += i == 0 ? "" : i + 1 == values.size() ? ", then " : ", ";
+    list += values[i].flag + (values[i].value.empty() ? "" : " " + values[i].value);
+  }
+  const GivenValue& last = values.back();
+  const std::string subject = one_option ? last.flag : target;
+  return fmt::format("{} given {} ({}): the last, {}, is used", subject, count, list,
+                     last.flag + (last.value.empty() ? "" : " " + last.value));
 }
 
 struct LaunchSplit {
@@ -211,12 +270,12 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args, const Launch
       const std::string name = arg.substr(0, arg.find('='));
       auto found = table.find(name);
       if (found == table.end()) {
-        throw UsageError(fmt::format("{}unknown flag {}{}\nRun '{} --help' for the flags.", persona.where, name,
-                                     flag_suggestion(name, known, persona), persona.command));
+        throw CommandLineError(fmt::format("{}unknown flag {}{}\nRun '{} --help' for the flags.", persona.where, name,
+                                           flag_suggestion(name, known, persona), persona.command));
       }
       split.option_tokens.push_back(arg);
       if (found->second.takes_value && arg.find('=') == std::string::npos) {
-        if (it + 1 == dashes) throw UsageError(fmt::format("{}{} needs a value", persona.where, name));
+        if (it + 1 == dashes) throw CommandLineError(fmt::format("{}{} needs a value", persona.where, name));
         split.option_tokens.push_back(*++it);
       }
       continue;
@@ -226,7 +285,7 @@ LaunchSplit split_launch_args(const std::vector<std::string>& args, const Launch
     } else if (looks_like_config_override(arg)) {
       split.bare_overrides.push_back(arg);
     } else if (split.config_path) {
-      throw UsageError(
+      throw CommandLineError(
           fmt::format("{}unexpected argument '{}' after {} (overrides look like KEY=VALUE, "
                       "a program goes after --)",
                       persona.where, arg, *split.config_path));
@@ -257,7 +316,8 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
       launch
           .add_option_function<std::string>(
               f.names, [&opts, canonical](const std::string& v) { opts.values[canonical] = v; }, help)
-          ->type_name("VALUE");
+          ->type_name("VALUE")
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     } else {
       const std::string value = f.flag_value;
       if (value == "false") help = "turn off " + std::string(f.key) + ": " + help;
@@ -275,7 +335,8 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
       .add_option("--rdzv-token,--rdzv_token", opts.rdzv_token,
                   "multi-node: the secret every node authenticates the rendezvous with; visible to other users in the "
                   "process list, so prefer MGTRAIN_RDZV_TOKEN or --rdzv-token-file (docs/multinode.md)")
-      ->type_name("SECRET");
+      ->type_name("SECRET")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   launch.add_option("--set", opts.set_overrides, "set any config key: --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
@@ -298,7 +359,8 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
       launch
           .add_option_function<std::string>(
               option.names, [&opts, dest](const std::string& v) { opts.torchrun[dest] = v; }, help)
-          ->type_name("VALUE");
+          ->type_name("VALUE")
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
   }
 }
@@ -314,26 +376,48 @@ std::string typed_spelling(const std::vector<std::string>& tokens, const std::st
 }
 
 // The flags as config settings and torchrun extras, then the PET_* variables for what no flag gave.
-void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const EnvMap& env, LaunchRequest& request,
-                  TorchrunExtras& extras) {
+// The torchrun personality holds each value of a torchrun option to torchrun's argparse first (check_as_argparse).
+void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const EnvMap& env, const LaunchPersona& persona,
+                  LaunchRequest& request, TorchrunExtras& extras) {
   std::set<std::string> given_keys, given_dests;
   std::vector<FlagSetting> key_flags;
+  // A key set by two flags (--grace-period, --shutdown-timeout): the one given last wins, as for one flag given twice.
+  std::vector<std::pair<std::size_t, FlagSetting>> placed;
+  const std::map<std::string, std::vector<GivenValue>> given = given_values(split.option_tokens);
   for (const auto& f : kLaunchFlags) {
     auto it = opts.values.find(canonical_name(f.names));
     if (it == opts.values.end()) continue;
     const std::string spelling = typed_spelling(split.option_tokens, f.names);
+    const ValueSource source{spelling, spelling + " " + it->second};
+    std::string value = it->second;
+    if (const TorchrunOption* option = torchrun_option_spelled(spelling); option && persona.torchrun) {
+      value = check_as_argparse(*option, source, value, false);
+    }
     if (const TorchrunOption* option = torchrun_option_for_key(f.key); option && option->apply) {
       TorchrunExtras unused;
-      option->apply({spelling, spelling + " " + it->second}, it->second, unused);
+      option->apply(source, value, unused);
     }
-    key_flags.push_back({f.key, it->second, spelling});
+    std::size_t place = 0;  // where this row's flag was given last
+    const std::vector<std::string> names = names_of(f.names);
+    if (const auto values = given.find(f.key); values != given.end()) {
+      for (const GivenValue& value : values->second)
+        if (std::find(names.begin(), names.end(), value.flag) != names.end()) place = value.position;
+    }
+    placed.emplace_back(place, FlagSetting{f.key, value, spelling, "", source.where});
     given_keys.insert(f.key);
+  }
+  std::stable_sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [place, setting] : placed) key_flags.push_back(std::move(setting));
+  if (!persona.torchrun) {
+    for (const auto& [target, values] : given)
+      if (auto notice = given_twice_notice(target, values)) request.notices.push_back(*notice);
   }
   for (const auto& option : torchrun_options()) {
     auto it = opts.torchrun.find(option.dest);
     if (option.key || it == opts.torchrun.end()) continue;
     const std::string spelling = typed_spelling(split.option_tokens, option.names);
-    option.apply({spelling, option.store_true ? spelling : spelling + " " + it->second}, it->second, extras);
+    const ValueSource source{spelling, option.store_true ? spelling : spelling + " " + it->second};
+    option.apply(source, persona.torchrun ? check_as_argparse(option, source, it->second, false) : it->second, extras);
     given_dests.insert(option.dest);
   }
   // --rdzv-conf's settings come before the key flags, so that e.g. --join-timeout wins over its join_timeout.
@@ -342,9 +426,13 @@ void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const Env
   request.config.flags.insert(request.config.flags.end(), key_flags.begin(), key_flags.end());
 
   TorchrunExtras from_env;
-  read_pet_variables(env, given_keys, given_dests, request.config.environment, from_env);
+  read_pet_variables(env, given_keys, given_dests, request.config.environment, from_env, persona.torchrun);
   request.config.environment.insert(request.config.environment.begin(), from_env.settings.begin(),
                                     from_env.settings.end());
+  if (!persona.torchrun) {
+    for (auto* notices : {&extras.notices, &from_env.notices})
+      request.notices.insert(request.notices.end(), notices->begin(), notices->end());
+  }
   extras.module = extras.module || from_env.module;
   extras.no_python = extras.no_python || from_env.no_python;
   extras.run_path = extras.run_path || from_env.run_path;
@@ -377,31 +465,31 @@ LaunchRequest build_launch_request(const LaunchSplit& split, const LaunchOptions
   request.config.overrides.insert(request.config.overrides.end(), split.bare_overrides.begin(),
                                   split.bare_overrides.end());
   TorchrunExtras extras;
-  add_settings(split, opts, env, request, extras);
+  add_settings(split, opts, env, persona, request, extras);
   request.log_line_prefix_template = extras.log_line_prefix_template;
   request.duplicate_stdout_filters = extras.duplicate_stdout_filters;
   request.duplicate_stderr_filters = extras.duplicate_stderr_filters;
   request.rdzv_token = opts.rdzv_token;
   if (split.had_dashes) {
     if (split.after_dashes.empty())
-      throw UsageError(persona.where + "nothing follows --; give the program to run, e.g. -- python3 train.py");
+      throw CommandLineError(persona.where + "nothing follows --; give the program to run, e.g. -- python3 train.py");
     set_program(split.after_dashes, extras, true, persona, request);
     return request;
   }
   if (split.program.empty()) {
     if (!split.config_path && split.bare_overrides.empty() && opts.set_overrides.empty()) {
       if (persona.torchrun) {
-        throw UsageError(fmt::format(
+        throw CommandLineError(fmt::format(
             "{}the following arguments are required: training_script (e.g. {} --nproc-per-node 2 train.py)\n"
             "Run '{} --help' for usage.",
             persona.where, persona.command, persona.command));
       }
-      throw UsageError(
+      throw CommandLineError(
           "launch: give a config (mgtrain launch --nproc 2 configs/fashion_mnist_cnn.yaml) "
           "or a program (mgtrain launch --nproc 2 -- python3 train.py)");
     }
     if (extras.module || extras.no_python || extras.run_path) {
-      throw UsageError(
+      throw CommandLineError(
           persona.where +
           "-m/--no-python/--run-path (or PET_MODULE/PET_NO_PYTHON/PET_RUN_PATH) apply to a program, and none was "
           "given");

@@ -6,6 +6,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/cli.hpp"
 #include "util/error.hpp"
@@ -35,7 +36,7 @@ void check_rdzv_backend(const ValueSource& source, const std::string& value, Tor
 }
 
 void apply_rdzv_conf(const ValueSource& source, const std::string& value, TorchrunExtras& out) {
-  for (auto& setting : rdzv_conf_settings(source, value)) out.settings.push_back(std::move(setting));
+  for (auto& setting : rdzv_conf_settings(source, value, out.notices)) out.settings.push_back(std::move(setting));
 }
 
 void apply_module(const ValueSource&, const std::string&, TorchrunExtras& out) { out.module = true; }
@@ -118,10 +119,11 @@ const std::vector<TorchrunOption> kOptions = {
      "are ignored.",
      nullptr, ""},
     {"max_restarts", "--max-restarts,--max_restarts", nullptr, true, false, "launch.max_restarts", nullptr,
-     "Maximum number of worker group restarts before failing.", "0", ""},
+     "Maximum number of worker group restarts before failing.", "0", "", ArgparseType::kInt},
     {"monitor_interval", "--monitor-interval,--monitor_interval", nullptr, true, false, nullptr, check_monitor_interval,
      "Interval, in seconds, to monitor the state of workers.", "0.1",
-     "accepted, no effect: mgtrain reacts to worker exits at once (one event loop), it does not poll"},
+     "accepted, no effect: mgtrain reacts to worker exits at once (one event loop), it does not poll",
+     ArgparseType::kFloat},
     {"start_method", "--start-method,--start_method", "{spawn,fork,forkserver}", true, false, nullptr,
      check_start_method, "Multiprocessing start method to use when creating workers.", "spawn",
      "accepted (spawn, fork or forkserver), no effect: every worker is a new process, fork+exec"},
@@ -182,7 +184,7 @@ const std::vector<TorchrunOption> kOptions = {
     {"node_rank", "--node-rank,--node_rank", nullptr, true, false, "launch.node_rank", nullptr,
      "Rank of the node for multi-node distributed training. It is only used for static rendezvous (i.e., when "
      "--rdzv-backend=static).",
-     "0", ""},
+     "0", "", ArgparseType::kInt},
     {"master_addr", "--master-addr,--master_addr", nullptr, true, false, "launch.master_addr", nullptr,
      "Address of the master node (rank 0) that only used for static rendezvous. It should be either the IP address "
      "or the hostname of rank 0. For single node multi-proc training the --master-addr can simply be 127.0.0.1; IPv6 "
@@ -191,7 +193,7 @@ const std::vector<TorchrunOption> kOptions = {
     {"master_port", "--master-port,--master_port", nullptr, true, false, "launch.master_port", nullptr,
      "Port on the master node (rank 0) to be used for communication during distributed training. It is only used for "
      "static rendezvous.",
-     "29500", ""},
+     "29500", "", ArgparseType::kInt},
     {"local_addr", "--local-addr,--local_addr", nullptr, true, false, "launch.local_addr", nullptr,
      "Address of the local node. If specified, will use the given address for connection. Else, will look up the "
      "local node address instead. Else, it will be default to local machine's FQDN.",
@@ -216,7 +218,7 @@ const std::vector<TorchrunOption> kOptions = {
     {"shutdown_timeout", "--shutdown-timeout,--shutdown_timeout", nullptr, true, false, "launch.grace_period", nullptr,
      "Time in seconds to wait for graceful shutdown of worker processes before sending SIGKILL. If not specified, "
      "uses TORCH_ELASTIC_SHUTDOWN_TIMEOUT environment variable.",
-     "30", ""},
+     "30", "", ArgparseType::kInt},
     {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank", nullptr, true, true, nullptr,
      refuse_virtual_local_rank,
      "Enable virtual local rank mode for workers. When enabled, LOCAL_RANK is set to 0 for all workers and "
@@ -235,6 +237,64 @@ bool pet_flag_value(const std::string& name, const std::string& value) {
         fmt::format("environment {}={}: torchrun reads {} as an integer: 1 (on) or 0 (off)", name, value, name));
   }
   return *number != 0;
+}
+
+// Python's int(text) and float(text) accept it (what argparse's type=int and type=float call): surrounding whitespace,
+// a sign, decimal digits with single underscores between them; float also a fraction, an exponent, inf, infinity and
+// nan in any case. (Non-ASCII digits, which Python also takes, are not accepted here.)
+std::string python_trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\n\v\f\r");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\n\v\f\r") - first + 1);
+}
+
+// Digits with single underscores between them, from `at`; returns the index after them (`at` when there are none).
+std::size_t python_digits(const std::string& text, std::size_t at) {
+  std::size_t end = at;
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) {
+    ++end;
+    if (end + 1 < text.size() && text[end] == '_' && std::isdigit(static_cast<unsigned char>(text[end + 1]))) ++end;
+  }
+  return end;
+}
+
+bool python_int_text(const std::string& raw) {
+  const std::string text = python_trimmed(raw);
+  const std::size_t start = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+  const std::size_t end = python_digits(text, start);
+  return end > start && end == text.size();
+}
+
+bool python_float_text(const std::string& raw) {
+  std::string text = python_trimmed(raw);
+  std::size_t at = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+  std::string word = text.substr(at);
+  std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (word == "inf" || word == "infinity" || word == "nan") return true;
+  const std::size_t whole = python_digits(text, at);
+  bool digits = whole > at;
+  at = whole;
+  if (at < text.size() && text[at] == '.') {
+    const std::size_t fraction = python_digits(text, at + 1);
+    digits = digits || fraction > at + 1;
+    at = fraction;
+  }
+  if (!digits) return false;
+  if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    std::size_t exponent = at + 1;
+    if (exponent < text.size() && (text[exponent] == '+' || text[exponent] == '-')) ++exponent;
+    const std::size_t end = python_digits(text, exponent);
+    if (end == exponent) return false;
+    at = end;
+  }
+  return at == text.size();
+}
+
+// An option's choices, from its metavar "{a,b,c}" (argparse's own metavar for choices); empty: any value.
+std::vector<std::string> choices_of(const TorchrunOption& option) {
+  const std::string metavar = option.metavar ? option.metavar : "";
+  if (metavar.size() < 2 || metavar.front() != '{' || metavar.back() != '}') return {};
+  return split(metavar.substr(1, metavar.size() - 2), ',');
 }
 
 // rdzv_conf keys that have no effect in mgtrain, and why that is harmless.
@@ -267,13 +327,42 @@ const TorchrunOption* torchrun_option_for_key(const std::string& key) {
   return nullptr;
 }
 
+const TorchrunOption* torchrun_option_spelled(const std::string& flag) {
+  for (const auto& option : kOptions)
+    for (const auto& name : split(option.names, ','))
+      if (name == flag) return &option;
+  return nullptr;
+}
+
+std::string check_as_argparse(const TorchrunOption& option, const ValueSource& source, const std::string& value,
+                              bool from_environment) {
+  if (option.store_true) return value;
+  const std::vector<std::string> choices = choices_of(option);
+  if (!from_environment && !choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    throw CommandLineError(
+        fmt::format("{}: invalid choice '{}' (choose from {})", source.where, value, fmt::join(choices, ", ")));
+  }
+  if (option.type == ArgparseType::kStr) return value;
+  const bool integer = option.type == ArgparseType::kInt;
+  if (integer ? !python_int_text(value) : !python_float_text(value)) {
+    throw CommandLineError(fmt::format("{}: '{}' is not {} (torchrun's parser reads it with {}())", source.where, value,
+                                       integer ? "an integer" : "a number", integer ? "int" : "float"));
+  }
+  // The number as Python reads it: no spaces, underscores or '+'.
+  std::string number;
+  for (char c : python_trimmed(value))
+    if (c != '_') number += c;
+  return number.front() == '+' ? number.substr(1) : number;
+}
+
 std::string pet_name(const TorchrunOption& option) {
   std::string name = "PET_";
   for (const char* c = option.dest; *c; ++c) name += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
   return name;
 }
 
-std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std::string& text) {
+std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std::string& text,
+                                            std::vector<std::string>& notices) {
   std::map<std::string, std::string> conf;
   std::vector<std::string> unknown;
   for (const auto& part : split(text, ',')) {
@@ -284,9 +373,18 @@ std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std
     if (name.empty()) refuse(source, "write the rendezvous options as KEY=VALUE,KEY=VALUE, e.g. join_timeout=900");
     if (value.empty()) refuse(source, fmt::format("rendezvous option '{}' has no value", name));
     // torchrun keeps quotes (torch.distributed.elastic.rendezvous.utils): a quoted key is one it does not know, which
-    // it ignores; a quoted number is refused when torch reads it as an integer (int('"60"')).
+    // it ignores; a quoted number is refused when torch reads it as an integer (int('"60"')). `timeout` is read by
+    // the static backend only (int()), never by c10d, which torchrun uses on one node: a quoted one is ignored.
     if (name.find_first_of("\"'") != std::string::npos) continue;
-    if (value.find_first_of("\"'") != std::string::npos && kRdzvIntegers.count(name)) {
+    const bool quoted_value = value.find_first_of("\"'") != std::string::npos;
+    if (quoted_value && name == "timeout") {
+      notices.push_back(fmt::format(
+          "{}: rendezvous option timeout={} has quotes, so it is ignored (torchrun's c10d rendezvous ignores timeout; "
+          "its static one refuses a quoted value): write timeout={} to set launch.join_timeout",
+          source.where, value, without_quotes(value)));
+      continue;
+    }
+    if (quoted_value && kRdzvIntegers.count(name)) {
       refuse(source, fmt::format("rendezvous option '{}': {} is not an integer (torchrun refuses it too): write {}={} "
                                  "without quotes",
                                  name, value, name, without_quotes(value)));
@@ -342,15 +440,15 @@ std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std
 
 void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys,
                         const std::set<std::string>& given_dests, std::vector<FlagSetting>& settings,
-                        TorchrunExtras& extras) {
+                        TorchrunExtras& extras, bool as_torchrun) {
   for (const auto& option : kOptions) {
     if (!option.reads_pet) continue;
     const std::string name = pet_name(option);
     const auto found = env.find(name);
     if (found == env.end()) continue;
     if (option.key ? given_keys.count(option.key) > 0 : given_dests.count(option.dest) > 0) continue;  // the flag wins
-    const std::string& raw = found->second;
-    const ValueSource source{"environment " + name, fmt::format("environment {}={}", name, raw)};
+    const ValueSource source{"environment " + name, fmt::format("environment {}={}", name, found->second)};
+    const std::string raw = as_torchrun ? check_as_argparse(option, source, found->second, true) : found->second;
     if (option.store_true) {
       const bool on = pet_flag_value(name, raw);
       if (option.key) {

@@ -25,6 +25,7 @@ struct TorchrunExtras {
   // the launcher runs with PET_DUPLICATE_STDOUT_FILTERS / PET_DUPLICATE_STDERR_FILTERS set to them.
   std::optional<std::string> duplicate_stdout_filters;
   std::optional<std::string> duplicate_stderr_filters;
+  std::vector<std::string> notices;  // for LaunchRequest::notices (`mgtrain launch` only)
 };
 
 // Where a value came from: `name` is "--rdzv_conf" (as typed) or "environment PET_RDZV_CONF"; `where` starts
@@ -36,6 +37,10 @@ struct ValueSource {
 
 // Checks a value and records what it asks for; throws UsageError starting with source.where when mgtrain refuses it.
 using TorchrunApply = void (*)(const ValueSource& source, const std::string& value, TorchrunExtras& out);
+
+// How torchrun's argparse converts an option's value (run.py: type=...): a value it cannot convert is a command line
+// that does not parse (exit 2), also from a PET_ variable (argparse converts a string default too).
+enum class ArgparseType { kStr, kInt, kFloat };
 
 // One row of torchrun's options. The torchrun personality's --help (torchrun_help.hpp) is made from these rows: the
 // spellings, metavar, torchrun's help and default, and mgtrain's note.
@@ -51,6 +56,7 @@ struct TorchrunOption {
   const char* default_value;  // what the torchrun personality uses without it (torchrun's default); nullptr: none
   const char* help;  // what mgtrain does differently: `launch --help` (options without a key), the personality's
                      // --help ("mgtrain: ..."), docs, `mgtrain env`
+  ArgparseType type = ArgparseType::kStr;  // run.py's type= (its choices= are the metavar's "{a,b}")
 };
 
 // Every launch option of torchrun 2.15, in run.py's order (help and completion excepted).
@@ -61,14 +67,26 @@ std::string pet_name(const TorchrunOption& option);  // "PET_NPROC_PER_NODE"
 // The PET_* variables of `env` for the options the command line did not give: settings for launch keys go to
 // `settings` (origin "environment PET_X"), the rest to `extras`. `given_keys` are keys a flag set, `given_dests`
 // the other torchrun options given as flags. Unknown PET_ names are ignored, as torchrun does.
+// `as_torchrun`: the torchrun personality, which first holds each value to check_as_argparse.
 void read_pet_variables(const EnvMap& env, const std::set<std::string>& given_keys,
                         const std::set<std::string>& given_dests, std::vector<FlagSetting>& settings,
-                        TorchrunExtras& extras);
+                        TorchrunExtras& extras, bool as_torchrun = false);
+
+// torchrun's argparse's own checks of `value` for `option` given as `source` (a flag, or a PET_ variable when
+// `from_environment`): its type (int(), float()) and, for a flag, its choices. Throws CommandLineError where torchrun's
+// parser exits 2; the torchrun personality runs it before mgtrain's own checks of the value, whose refusals exit 1.
+// Returns the value as argparse hands it on: a number without spaces, underscores or '+' (" 1_0" is 10).
+std::string check_as_argparse(const TorchrunOption& option, const ValueSource& source, const std::string& value,
+                              bool from_environment);
+// The torchrun option one of whose spellings is `flag` ("--max_restarts"), or nullptr.
+const TorchrunOption* torchrun_option_spelled(const std::string& flag);
 
 // The config settings of every PET_* variable (config show/validate: no flags); refusals throw as for launch.
 std::vector<FlagSetting> pet_settings(const EnvMap& env);
 
-// --rdzv-conf "k=v,k=v" as launch key settings (errors start with source.where).
-std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std::string& text);
+// --rdzv-conf "k=v,k=v" as launch key settings (errors start with source.where); what it ignores and the user may not
+// expect goes to `notices`.
+std::vector<FlagSetting> rdzv_conf_settings(const ValueSource& source, const std::string& text,
+                                            std::vector<std::string>& notices);
 
 }  // namespace mgtrain::cli_detail

@@ -62,6 +62,9 @@ struct LaunchRequest {
   // --rdzv-token: the rendezvous secret (launch/rendezvous_secret.hpp); kept out of the config, which is
   // written to the run directory.
   std::optional<std::string> rdzv_token;
+  // Lines for stderr before the launch, about what the command line asked for (a flag given twice with different
+  // values: the last one is used).
+  std::vector<std::string> notices;
 };
 
 }  // namespace mgtrain

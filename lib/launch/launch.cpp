@@ -154,7 +154,12 @@ void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, c
   if (plan.personality == Personality::Torchrun && response == SignalResponse::kStop) {
     write_torchrun_exception_file(torchrun_signal_exception_text(*result.launcher_signal), environment);
   }
-  if (response == SignalResponse::kStopAndDie) {
+  if (response == SignalResponse::kStopAndDie && result.stopped_by_file_timer) {
+    log::info(
+        "a worker's file timer expired and it was sent {}; all workers of run {} have exited; the launcher ends by {} "
+        "as torchrun does (torch's FileTimerServer sends the timer's signal to torchrun too)",
+        signal_name(*result.launcher_signal), plan.run_id, signal_name(*result.launcher_signal));
+  } else if (response == SignalResponse::kStopAndDie) {
     log::info(
         "stopped by {}; all workers of run {} have exited; the launcher ends by {} as torchrun does (a signal "
         "outside --signals-to-handle)",

@@ -97,9 +97,11 @@ bool SupervisionPolicy::any_running() const {
   return std::find(running_.begin(), running_.end(), true) != running_.end();
 }
 
-void SupervisionPolicy::record_failure(WorkerFailure failure) {
+// `launcher_fault`: the launcher killed the worker for a fault of its own (an expired file timer), never a consequence
+// of the group's stop.
+void SupervisionPolicy::record_failure(WorkerFailure failure, bool launcher_fault) {
   failure.attempt = attempt_;
-  failure.during_teardown = phase_ == Phase::kStopping && failure.time > stop_started_;
+  failure.during_teardown = !launcher_fault && phase_ == Phase::kStopping && failure.time > stop_started_;
   failures_.push_back(failure);
 }
 
@@ -134,7 +136,8 @@ void SupervisionPolicy::say_who_is_awaited() {
   if (!awaited.empty() && kill_deadline_) control_.waiting_for_exit(awaited, stop_signal_, *kill_deadline_);
 }
 
-void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure) {
+void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, int timer_signal) {
+  const bool killed_for_failure = timer_signal != 0;
   if (!workers_live()) return;
   if (!running_.at(local_rank)) return;
   running_[local_rank] = false;
@@ -149,7 +152,7 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
     failure.local_rank = local_rank;
     failure.status = status;
     failure.time = now;
-    record_failure(failure);
+    record_failure(failure, killed_for_failure);
     if (phase_ == Phase::kRunning) stop_for_failure(failure, now);
   }
   finish_attempt_if_done(now);
@@ -219,6 +222,13 @@ void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
   }
   launcher_signal_ = signal;
   begin_stop(response == SignalResponse::kStop ? signal : SIGTERM, now);
+}
+
+void SupervisionPolicy::on_file_timer_fired(int signal, SteadyTime now) {
+  if (settings_.personality != Personality::Torchrun || settings_.coordinated || signal <= 0) return;
+  if (!workers_live() || launcher_signal_) return;
+  stopped_by_file_timer_ = true;
+  on_signal(signal, now);
 }
 
 void SupervisionPolicy::forward_to_workers(int signal) {

@@ -149,9 +149,15 @@ class SupervisionPolicy {
   SupervisionPolicy(const Settings& settings, WorkerGroupControl& control);
 
   void start(SteadyTime now);
-  // `killed_for_failure`: the launcher itself killed it for a fault of its own (an expired file timer), so a
-  // SIGKILL/SIGTERM while the group stops still counts as a failure.
-  void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, bool killed_for_failure = false);
+  // `timer_signal`: not 0 when the launcher itself sent the worker this signal because its file timer expired (a
+  // fault of its own), so its death counts as a failure, and as the root cause, even while the group stops.
+  void on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, int timer_signal = 0);
+  // The launcher has just sent a worker `signal` (> 0) because its file timer expired. torch 2.15's FileTimerServer
+  // then sends the same signal to its own process, torchrun: so in the torchrun personality on one node the launcher
+  // acts as if it got `signal` (signal_response: SIGKILL, which no launcher can handle, stops the other workers and
+  // then the launcher dies by it, exit 137; torchrun leaves them running). Otherwise nothing more happens here: the
+  // worker's death is a failure like any other, and restarts apply.
+  void on_file_timer_fired(int signal, SteadyTime now);
   // Signals received by the launcher, as signal_response says: a stop (a second stopping signal kills at once), or
   // forwarded (mgtrain launch's USR1 and USR2).
   void on_signal(int signal, SteadyTime now);
@@ -205,6 +211,8 @@ class SupervisionPolicy {
   int port_retries() const { return port_retries_; }
   bool running(int local_rank) const { return running_.at(local_rank); }
   std::optional<int> launcher_signal() const { return launcher_signal_; }
+  // Whether launcher_signal() is an expired file timer's (on_file_timer_fired), not a signal the launcher received.
+  bool stopped_by_file_timer() const { return stopped_by_file_timer_; }
   // Whether workers of the last attempt stopped on request after saving a checkpoint (exit 75).
   bool stopped_after_checkpoint() const { return saved_workers_ > 0; }
   // Every failure of every attempt, in the order seen.
@@ -221,7 +229,7 @@ class SupervisionPolicy {
   void begin_stop(int signal, SteadyTime now);
   void kill_stopped_workers();
   void say_who_is_awaited();
-  void record_failure(WorkerFailure failure);
+  void record_failure(WorkerFailure failure, bool launcher_fault = false);
   void finish_attempt_if_done(SteadyTime now);
   bool any_running() const;
   void stop_for_failure(const WorkerFailure& first, SteadyTime now);
@@ -243,6 +251,7 @@ class SupervisionPolicy {
   std::optional<SteadyTime> notice_deadline_;  // waiting_for_exit is due
   int stop_signal_ = 0;                        // what the current stop sent
   std::optional<int> launcher_signal_;
+  bool stopped_by_file_timer_ = false;
   int saved_workers_ = 0;  // how many workers of this attempt exited kStoppedAfterCheckpoint
   std::vector<bool> running_;
   HangWatch hang_watch_;

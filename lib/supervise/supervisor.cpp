@@ -279,7 +279,8 @@ void Supervisor::on_child_exits(const std::vector<ChildExit>& exits, Clock::time
   // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
   const int attempt = policy_.attempt();
   for (const auto& [local_rank, status] : ended) {
-    policy_.on_worker_exit(local_rank, status, now, timer_kills_.count({attempt, local_rank}) != 0);
+    const auto timer = timer_kills_.find({attempt, local_rank});
+    policy_.on_worker_exit(local_rank, status, now, timer == timer_kills_.end() ? 0 : timer->second.signal);
   }
 }
 
@@ -301,6 +302,7 @@ SupervisionResult Supervisor::run() {
   policy_.start(started_steady_);
   while (!finished_and_drained(Clock::now())) loop_.wait_once();
   loop_.remove(*this);
+  file_timers_.reset();  // its pipe is removed now: the launcher may die by a signal next (torchrun personality)
   console_.flush();
   return result();
 }
@@ -351,6 +353,7 @@ void Supervisor::read_file_timers() {
 // (a process in a worker's process group), so a stray request cannot kill an unrelated process.
 void Supervisor::check_file_timers() {
   if (!file_timers_) return;
+  int fired = 0;  // the last signal sent, once every expired timer's is: as torch's server then signals itself
   for (const ExpiredFileTimer& timer : file_timers_->take_expired()) {
     const pid_t group = getpgid(static_cast<pid_t>(timer.pid));
     const Worker* owner = nullptr;
@@ -370,13 +373,16 @@ void Supervisor::check_file_timers() {
                      timer.signal == 0 ? std::string("signal 0 (nothing)") : signal_name(timer.signal));
     if (timer.signal != 0) kill(static_cast<pid_t>(timer.pid), timer.signal);
     timer_kills_[{policy_.attempt(), owner->local_rank}] = timer;
+    if (timer.signal != 0) fired = timer.signal;
   }
+  if (fired != 0) policy_.on_file_timer_fired(fired, Clock::now());
 }
 
 SupervisionResult Supervisor::result() {
   SupervisionResult result;
   result.exit_code = policy_.exit_code();
   result.launcher_signal = policy_.launcher_signal();
+  result.stopped_by_file_timer = policy_.stopped_by_file_timer();
   result.stopped_after_checkpoint = policy_.stopped_after_checkpoint();
   result.attempts = policy_.attempt() + 1;
   if (policy_.root_cause()) result.failure = build_failure_report();

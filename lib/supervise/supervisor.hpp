@@ -31,6 +31,7 @@ namespace mgtrain {
 struct SupervisionResult {
   int exit_code = 0;
   std::optional<int> launcher_signal;     // the launcher was stopped by this signal
+  bool stopped_by_file_timer = false;     // ... sent by an expired file timer (SupervisionPolicy::on_file_timer_fired)
   bool stopped_after_checkpoint = false;  // the workers saved a checkpoint and stopped on request (exit 75)
   int attempts = 1;                       // attempts started
   std::optional<FailureReport> failure;   // set when a worker failed in the last attempt

@@ -37,6 +37,14 @@ class UsageError : public Error {
   explicit UsageError(const std::string& message) : Error(message, exit_code::kUsage) {}
 };
 
+// A command line that does not parse: an unknown flag, an option without its value, a value its parser cannot convert
+// (torchrun's argparse: type=int, type=float, choices), no program. Exit 2 in both personalities; the torchrun
+// personality exits 1 for every other error, as torchrun, whose argparse refuses only these (docs/torchrun.md).
+class CommandLineError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 // A system call failed; the message names the call, the object (path, address) and strerror(errno).
 class SystemError : public Error {
  public:

@@ -292,6 +292,13 @@ TEST_CASE("rdzv-conf maps torchrun's rendezvous options onto launch keys and ref
   CHECK(usage_error({"launch", "prog"}, {{"PET_RDZV_CONF", "keep_alive_interval='2'"}})
             .rfind("environment PET_RDZV_CONF=keep_alive_interval='2': rendezvous option 'keep_alive_interval'", 0) ==
         0);
+  // A quoted timeout: torchrun's c10d rendezvous (one node) does not read timeout and runs; so does mgtrain, saying so.
+  auto quoted_timeout =
+      std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-conf='join_timeout=5,timeout=5'", "prog"}));
+  CHECK(quoted_timeout.config.flags.empty());
+  REQUIRE(quoted_timeout.notices.size() == 1);
+  CHECK_THAT(quoted_timeout.notices[0], Catch::Contains("timeout=5' has quotes, so it is ignored"));
+  CHECK(std::get<LaunchRequest>(parse_cli({"torchrun", "--rdzv-conf='timeout=5'", "prog"})).notices.empty());
   CHECK(usage_error({"launch", "--rdzv-conf", "store_type=\"tcp\"", "prog"}).find("TCP only") != std::string::npos);
   CHECK(usage_error({"launch", "--rdzv-conf", "timeout=30,", "prog"}).find("KEY=VALUE,KEY=VALUE") != std::string::npos);
   // A bad number is caught where the key is loaded, naming the rendezvous option.
@@ -388,4 +395,114 @@ TEST_CASE("a literal -- among the script's arguments belongs to the script", "[c
   auto module = std::get<LaunchRequest>(parse_cli({"launch", "-m", "--", "pkg.train", "--lr", "1"}));
   CHECK(module.run_under_python);
   CHECK(joined(module.command) == "-u -m pkg.train --lr 1");
+}
+
+namespace {
+
+// The error parse_cli throws for `args`, and whether it is a CommandLineError (exit 2 in the torchrun personality).
+std::pair<std::string, bool> refusal(const std::vector<std::string>& args, const EnvMap& env = {}) {
+  try {
+    parse_cli(args, env);
+  } catch (const CommandLineError& e) {
+    return {e.what(), true};
+  } catch (const UsageError& e) {
+    return {e.what(), false};
+  }
+  return {"<no error>", false};
+}
+
+}  // namespace
+
+TEST_CASE("torchrun personality: what torchrun's argparse refuses is a CommandLineError, later refusals are not",
+          "[cli][torchrun]") {
+  // argparse: type=int / type=float / choices, a flag with a value, no script, an unknown flag.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"torchrun", "--max-restarts", "x", "p.py"},
+                                             {"torchrun", "--monitor-interval", "soon", "p.py"},
+                                             {"torchrun", "--shutdown-timeout", "1.5", "p.py"},
+                                             {"torchrun", "--start-method", "thread", "p.py"},
+                                             {"torchrun", "--numa-binding", "bad", "p.py"},
+                                             {"torchrun", "--standalone=1", "p.py"},
+                                             {"torchrun", "--nproc-per-node", "1"},
+                                             {"torchrun", "--nproc-per-node", "1", "--"},
+                                             {"torchrun", "--nprocs", "1", "p.py"}}) {
+    INFO(joined(args));
+    const auto [message, command_line] = refusal(args);
+    CHECK(command_line);
+  }
+  CHECK(refusal({"torchrun", "p.py"}, {{"PET_NODE_RANK", "one"}}).second);  // argparse converts a PET_ default too
+  CHECK(refusal({"torchrun", "--shutdown-timeout", "1.5", "p.py"}).first ==
+        "--shutdown-timeout 1.5: '1.5' is not an integer (torchrun's parser reads it with int())");
+  // Parsed by torchrun, refused later (exit 1): -m with --no-python, a LogsSpecs plugin, --virtual-local-rank, a
+  // quoted integer in --rdzv-conf, a start method from PET_ (argparse holds only flags to choices), NUMA binding.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"torchrun", "--no-python", "-m", "mod"},
+                                             {"torchrun", "--logs-specs=nope", "p.py"},
+                                             {"torchrun", "--virtual-local-rank", "p.py"},
+                                             {"torchrun", "--rdzv-conf", "join_timeout='5'", "p.py"},
+                                             {"torchrun", "--numa-binding", "node", "p.py"},
+                                             {"torchrun", "--rdzv-backend", "etcd", "p.py"}}) {
+    INFO(joined(args));
+    const auto [message, command_line] = refusal(args);
+    CHECK(message != "<no error>");
+    CHECK_FALSE(command_line);
+  }
+  CHECK_FALSE(refusal({"torchrun", "p.py"}, {{"PET_START_METHOD", "thread"}}).second);
+  CHECK_FALSE(refusal({"torchrun", "p.py"}, {{"PET_STANDALONE", "yes"}}).second);  // bool(int()) in its constructor
+  // mgtrain launch takes what its own keys take: --shutdown-timeout 1.5, --standalone=true.
+  CHECK(refusal({"launch", "--shutdown-timeout", "1.5", "--standalone=true", "p.py"}).first == "<no error>");
+}
+
+TEST_CASE("torchrun personality: numbers as Python's int() and float() read them are handed on as plain numbers",
+          "[cli][torchrun]") {
+  auto flags = [](const std::vector<std::string>& args, const EnvMap& env = {}) {
+    const auto r = std::get<LaunchRequest>(parse_cli(args, env));
+    return std::make_pair(r.config.flags, r.config.environment);
+  };
+  CHECK(setting(flags({"torchrun", "--max-restarts", " 1_0 ", "p.py"}).first, "launch.max_restarts") == "10");
+  CHECK(setting(flags({"torchrun", "--node-rank=+1", "p.py"}).first, "launch.node_rank") == "1");
+  CHECK(setting(flags({"torchrun", "p.py"}, {{"PET_SHUTDOWN_TIMEOUT", "\t3\n"}}).second, "launch.grace_period") == "3");
+  CHECK(refusal({"torchrun", "--monitor-interval", "1e-1", "p.py"}).first == "<no error>");
+  CHECK(refusal({"torchrun", "--monitor-interval", "-INF", "p.py"}).first != "<no error>");  // accepted by float(),
+  CHECK_FALSE(refusal({"torchrun", "--monitor-interval", "-INF", "p.py"}).second);  // then refused by mgtrain: 1
+  for (const char* bad : {"1__0", "_1", "1_", "0x10", "1.0", "", " "}) {
+    INFO(bad);
+    CHECK(refusal({"torchrun", "--max-restarts", bad, "p.py"}).second);
+  }
+  for (const char* bad : {"1e", ".", "e1", "1..0", "inf1"}) {
+    INFO(bad);
+    CHECK(refusal({"torchrun", "--monitor-interval", bad, "p.py"}).second);
+  }
+}
+
+TEST_CASE("a flag given twice: the last value wins in both personalities; mgtrain launch says so", "[cli]") {
+  auto twice = std::get<LaunchRequest>(parse_cli({"launch", "--nproc", "1", "--nproc_per_node=2", "prog"}));
+  CHECK(setting(twice.config.flags, "launch.nproc") == "2");
+  REQUIRE(twice.notices.size() == 1);
+  CHECK(twice.notices[0] ==
+        "--nproc_per_node given twice (--nproc 1, then --nproc_per_node 2): the last, "
+        "--nproc_per_node 2, is used");
+  // Two flags of one key: the one given last wins, whatever their order in mgtrain's table.
+  auto keys = std::get<LaunchRequest>(
+      parse_cli({"launch", "--shutdown-timeout", "10", "--grace-period", "5", "--rdzv-conf", "a'=1", "prog"}));
+  CHECK(setting(keys.config.flags, "launch.grace_period") == "5");
+  REQUIRE(keys.notices.size() == 1);
+  CHECK_THAT(keys.notices[0], Catch::StartsWith("launch.grace_period given twice (--shutdown-timeout 10, then "));
+  auto three = std::get<LaunchRequest>(parse_cli(
+      {"launch", "--rdzv-conf", "join_timeout=1", "--rdzv_conf", "join_timeout=2", "--rdzv-conf=join_timeout=3", "p"}));
+  CHECK(setting(three.config.flags, "launch.join_timeout") == "3");
+  CHECK_THAT(three.notices.at(0), Catch::StartsWith("--rdzv-conf given 3 times (--rdzv-conf join_timeout=1, "
+                                                    "--rdzv_conf join_timeout=2, then --rdzv-conf join_timeout=3)"));
+  // The same value twice says nothing; a secret given twice is not shown.
+  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--nproc", "2", "--nproc", "2", "p"})).notices.empty());
+  auto secret =
+      std::get<LaunchRequest>(parse_cli({"launch", "--rdzv-token", "s3cret-1", "--rdzv-token", "s3cret-2", "p"}));
+  CHECK(secret.rdzv_token == std::optional<std::string>("s3cret-2"));
+  REQUIRE(secret.notices.size() == 1);
+  CHECK(secret.notices[0].find("s3cret") == std::string::npos);
+  // The personality: torchrun's argparse keeps the last one and says nothing.
+  auto personality =
+      std::get<LaunchRequest>(parse_cli({"torchrun", "--nproc_per_node", "1", "--nproc_per_node", "2", "p"}));
+  CHECK(setting(personality.config.flags, "launch.nproc") == "2");
+  CHECK(personality.notices.empty());
 }

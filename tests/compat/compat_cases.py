@@ -27,6 +27,8 @@ GROUPS = {
         Case("pet_flag_wins", ["--nproc-per-node", "1", W], env={"PET_NPROC_PER_NODE": "2"}),
         Case("pet_max_restarts", ["--nproc-per-node", "1", W], env={"PET_MAX_RESTARTS": "3"}),
         Case("user_omp_threads", ["--nproc-per-node", "2", W], env={"OMP_NUM_THREADS": "3"}),
+        # a wrapper appends to a base command line: the last value wins
+        Case("flag_twice", ["--nproc_per_node", "1", "--nproc_per_node", "2", W]),
     ],
     # rendezvous: static with two agents, c10d with one node of 1:2 and with two agents, c10d on port 0
     "rdzv": [
@@ -47,6 +49,8 @@ GROUPS = {
         Case("static_uneven_nproc", [STATIC_NODES + ["--node-rank", "0", "--nproc-per-node", "2", W],
                                      STATIC_NODES + ["--node-rank", "1", "--nproc-per-node", "1", W]]),
         Case("rdzv_conf_quotes", ["--nproc-per-node", "1", "--rdzv-conf", "'timeout=60'", W]),
+        # as a shell script quotes it: the c10d rendezvous of one node does not read `timeout`
+        Case("rdzv_conf_quoted_timeout", ["--nproc-per-node", "1", "--rdzv-conf='join_timeout=5,timeout=5'", W]),
     ],
     # restarts and restart counts; exit codes of failed jobs; error files with and without @record
     "restarts": [
@@ -111,6 +115,11 @@ GROUPS = {
         Case("script_arguments", ["--nproc-per-node", "1", W, "--lines", "1", "--", "--not-a-flag", "-m"]),
         Case("missing_script", ["--nproc-per-node", "1", "no_such_script.py"]),
     ],
+    # a worker's torch FileTimer expires: torch's FileTimerServer kills it, then torchrun itself (137)
+    "timer": [
+        Case("file_timer_expiry", ["--nproc-per-node", "1", W, "--timer", "1", "--sleep", "30"],
+             env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1"}),
+    ],
     # command lines torchrun refuses
     "refusals": [
         Case("bad_flag", ["--no-such-flag", W]),
@@ -118,5 +127,17 @@ GROUPS = {
         Case("nproc_gpu", ["--nproc-per-node", "gpu", W], note="refused on a host without CUDA"),
         Case("bad_nnodes", ["--nnodes", "x", W]),
         Case("no_script", ["--nproc-per-node", "1"]),
+    ],
+    # exit 2 only where torchrun's argparse refuses (a value int() or float() cannot read, a flag with a value),
+    # 1 where torchrun parses the command line and then fails
+    "refusals2": [
+        Case("bad_int", ["--nproc-per-node", "1", "--max-restarts", "x", W]),
+        Case("bad_int_pet", ["--nproc-per-node", "1", W], env={"PET_MAX_RESTARTS": "x"}),
+        Case("int_underscores", ["--nproc-per-node", "1", "--max-restarts", " 1_0", W]),
+        Case("flag_with_value", ["--nproc-per-node", "1", "--standalone=1", W]),
+        Case("no_python_module", ["--nproc-per-node", "1", "--no-python", "-m", "compat_worker"]),
+        Case("logs_specs_plugin", ["--nproc-per-node", "1", "--logs-specs=nope", W]),
+        Case("rdzv_conf_quoted_int", ["--nproc-per-node", "1", "--rdzv-conf", "join_timeout='5'", W]),
+        Case("virtual_local_rank", ["--nproc-per-node", "1", "--virtual-local-rank", W]),
     ],
 }

@@ -1,8 +1,8 @@
 # The worker of the torchrun compatibility suite (tests/compat/torchrun_compat.py): the same program runs under real
 # torchrun and under mgtrain's personality, so only the launcher differs. It dumps what it saw (environment, argv,
 # interpreter, __name__) as JSON into $COMPAT_OUT, prints marked lines ("wline:") on stdout and stderr, reports the
-# signals it ignores, sleeps, and fails on request (an exit code, or an exception under torch's @record).
-# Standard library only, except --record, which imports torch.distributed.elastic.multiprocessing.errors.
+# signals it ignores, sleeps (inside a torch FileTimer scope with --timer), and fails on request (an exit code, or an
+# exception under torch's @record). Standard library only, except --record and --timer, which import torch.
 import argparse
 import json
 import os
@@ -26,12 +26,21 @@ def parse_args(argv):
     parser.add_argument("--ignore", default="", help="signals to report and ignore: TERM,INT,USR1,...")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep after the lines")
     parser.add_argument("--sleep-ranks", default="", help="ranks that sleep (empty: all)")
+    parser.add_argument("--timer", type=float, default=0.0,
+                        help="sleep inside torch's FileTimer scope (expires) of this many seconds, which the launcher "
+                             "serves with TORCHELASTIC_ENABLE_FILE_TIMER=1")
     parser.add_argument("rest", nargs="*", help="arguments echoed in the dump")
     return parser.parse_args(argv)
 
 
 def in_list(value, listed):
     return listed == "" or str(value) in listed.split(",")
+
+
+def sleep(seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def say(stream, text):
@@ -65,9 +74,14 @@ def main(args):
         f.write(str(time.time()))
     fails = (args.exit != 0 or args.raise_) and in_list(rank, args.fail_ranks) and in_list(attempt, args.fail_attempts)
     if not fails and args.sleep > 0 and in_list(rank, args.sleep_ranks):
-        deadline = time.monotonic() + args.sleep
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
+        if args.timer > 0:
+            from torch.distributed.elastic.timer import FileTimerClient, configure, expires
+
+            configure(FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+            with expires(after=args.timer, scope="compat"):
+                sleep(args.sleep)
+        else:
+            sleep(args.sleep)
     if fails:
         time.sleep(args.fail_after)
         with open(os.path.join(out_dir, f"failed.a{attempt}.r{rank}"), "w") as f:

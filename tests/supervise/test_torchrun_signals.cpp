@@ -113,3 +113,55 @@ TEST_CASE("torchrun personality: the status API's save requests are forwarded, n
   CHECK_FALSE(policy.launcher_signal());
   CHECK(policy.attempt_running());
 }
+
+TEST_CASE("torchrun personality: an expired file timer's SIGKILL stops the others and the launcher dies by it",
+          "[policy][file_timer]") {
+  FakeGroup group;
+  SupervisionPolicy policy(torchrun_settings({SIGTERM, SIGINT, SIGHUP, SIGQUIT}), group);
+  policy.start(t0);
+  // The supervisor has sent local rank 0 SIGKILL for its timer; torch's FileTimerServer then kills torchrun.
+  policy.on_file_timer_fired(SIGKILL, t0 + 1s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  CHECK(policy.launcher_signal() == SIGKILL);
+  CHECK(policy.stopped_by_file_timer());
+  policy.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 1s + 1ms, SIGKILL);
+  policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 2s);  // did as asked
+  CHECK(policy.finished());
+  REQUIRE(policy.root_cause());
+  CHECK(policy.failures()[*policy.root_cause()].local_rank == 0);  // the timer's worker, although the stop had begun
+  CHECK(policy.exit_code() == 137);
+  CHECK(signal_response(SIGKILL, Personality::Torchrun, {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) ==
+        SignalResponse::kStopAndDie);
+}
+
+TEST_CASE("torchrun personality: a timer's SIGTERM (handled) is a stop with SIGTERM, and mgtrain launch restarts",
+          "[policy][file_timer]") {
+  FakeGroup group;
+  SupervisionPolicy policy(torchrun_settings({SIGTERM, SIGINT, SIGHUP, SIGQUIT}), group);
+  policy.start(t0);
+  policy.on_file_timer_fired(SIGTERM, t0 + 1s);
+  CHECK(group.log.back() == "signal SIGTERM");
+  CHECK(policy.launcher_signal() == SIGTERM);
+
+  FakeGroup own;
+  SupervisionPolicy::Settings settings;
+  settings.nproc = 2;
+  settings.max_restarts = 1;
+  SupervisionPolicy launch(settings, own);  // mgtrain launch: the worker's death is a failure like any other
+  launch.start(t0);
+  launch.on_file_timer_fired(SIGKILL, t0 + 1s);
+  CHECK(!launch.launcher_signal());
+  launch.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 1s, SIGKILL);
+  CHECK(own.log.back() == "signal SIGTERM");
+  launch.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 2s);
+  CHECK(own.log.back() == "start 1");  // restarted
+
+  FakeGroup agent;
+  SupervisionPolicy::Settings coordinated = torchrun_settings({SIGTERM});
+  coordinated.coordinated = true;
+  SupervisionPolicy node(coordinated, agent);  // a node agent: a failure, the job decides
+  node.start(t0);
+  node.begin_attempt(0, t0);
+  node.on_file_timer_fired(SIGKILL, t0 + 1s);
+  CHECK(!node.launcher_signal());
+}

@@ -148,6 +148,17 @@ print("released", flush=True)
   CHECK_THAT(launcher_error["message"]["message"].get<std::string>(), Catch::Contains("file timer \"step\" expired"));
   CHECK(!file_exists(dir / "timer.fifo"));  // the launcher created the pipe and removed it
 
+  // The torchrun personality: torch's FileTimerServer then sends the timer's signal to torchrun itself, which dies by
+  // it (137) and leaves its other workers running; mgtrain stops them first.
+  Run personality = run_in(dir, dir.path(),
+                           {kMgtrain, "torchrun", "--nproc-per-node", "2", "--log-dir", dir / "runs", "--rdzv-id",
+                            "late-torchrun", "--no-python", python, program, "1", "60"},
+                           env);
+  INFO(personality.err);
+  CHECK(personality.exit_code == 137);
+  CHECK_THAT(personality.err, Catch::Contains("the launcher ends by SIGKILL as torchrun does"));
+  CHECK(!file_exists(dir / "timer.fifo"));
+
   Run in_time = run_in(dir, dir.path(),
                        {kMgtrain, "launch", "--nproc", "2", "--log-dir", dir / "runs", "--run-id", "ok", "--", python,
                         program, "30", "0.2"},
