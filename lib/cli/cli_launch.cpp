@@ -43,6 +43,7 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--local-ranks-filter,--local_ranks_filter", "launch.local_ranks_filter", true},
     {"--tty", "launch.tty", true},
     {"--gpu-ids,--gpu_ids", "launch.gpu_ids", true},
+    {"--virtual-local-rank,--virtual_local_rank", "launch.virtual_local_rank", false},
     {"--grace-period,--grace_period", "launch.grace_period", true},
     {"--standalone", "launch.standalone", false},
     {"--slurm", "launch.slurm", true},
@@ -400,13 +401,14 @@ void add_settings(const LaunchSplit& split, const LaunchOptions& opts, const Env
     std::size_t place = 0;  // where this row's flag was given last
     const std::vector<std::string> names = names_of(f.names);
     if (const auto values = given.find(f.key); values != given.end()) {
-      for (const GivenValue& value : values->second)
-        if (std::find(names.begin(), names.end(), value.flag) != names.end()) place = value.position;
+      for (const GivenValue& earlier : values->second)
+        if (std::find(names.begin(), names.end(), earlier.flag) != names.end()) place = earlier.position;
     }
     placed.emplace_back(place, FlagSetting{f.key, value, spelling, "", source.where});
     given_keys.insert(f.key);
   }
   std::stable_sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  key_flags.reserve(placed.size());
   for (auto& [place, setting] : placed) key_flags.push_back(std::move(setting));
   if (!persona.torchrun) {
     for (const auto& [target, values] : given)

@@ -84,12 +84,6 @@ void refuse_numa_binding(const ValueSource& source, const std::string&, Torchrun
          "(${local_rank} is replaced per worker)");
 }
 
-void refuse_virtual_local_rank(const ValueSource& source, const std::string&, TorchrunExtras&) {
-  refuse(source,
-         "mgtrain always sets the real LOCAL_RANK: use --gpu-ids 0,1,... to give each worker only its own GPU "
-         "(CUDA_VISIBLE_DEVICES per worker), which it then sees as cuda:0");
-}
-
 void refuse_print_completion(const ValueSource& source, const std::string&, TorchrunExtras&) {
   refuse(source, "mgtrain prints no shell completion script: --help lists every flag");
 }
@@ -219,11 +213,11 @@ const std::vector<TorchrunOption> kOptions = {
      "Time in seconds to wait for graceful shutdown of worker processes before sending SIGKILL. If not specified, "
      "uses TORCH_ELASTIC_SHUTDOWN_TIMEOUT environment variable.",
      "30", "", ArgparseType::kInt},
-    {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank", nullptr, true, true, nullptr,
-     refuse_virtual_local_rank,
+    {"virtual_local_rank", "--virtual-local-rank,--virtual_local_rank", nullptr, true, true,
+     "launch.virtual_local_rank", nullptr,
      "Enable virtual local rank mode for workers. When enabled, LOCAL_RANK is set to 0 for all workers and "
      "CUDA_VISIBLE_DEVICES is adjusted so each worker accesses its assigned GPU at device index 0.",
-     nullptr, "refused: mgtrain sets the real LOCAL_RANK; --gpu-ids gives each worker only its own GPU"},
+     nullptr, ""},
     {"print_completion", "--print-completion,--print_completion", "{bash,zsh,tcsh}", false, false, nullptr,
      refuse_print_completion, "Print a shell completion script for torchrun to stdout and exit.", nullptr,
      "refused: mgtrain prints no completion script"},

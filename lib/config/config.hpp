@@ -26,11 +26,12 @@ struct LaunchConfig {
   std::int64_t max_restarts = 0;
   std::string run_id;  // empty: generated
   std::string log_dir = "runs";
-  StdSpec tee;                    // torchrun compatible: redirected streams shown on the console again (default 0)
-  StdSpec redirect;               // torchrun compatible: streams kept off the console, files get all (default 0)
-  LocalRanks local_ranks_filter;  // empty: every local rank prints to the console
-  TtySpec tty;                    // auto | on | off | LOCAL_RANK: that worker writes to a pseudo-terminal
-  GpuList gpu_ids;                // empty: all visible GPUs
+  StdSpec tee;                      // torchrun compatible: redirected streams shown on the console again (default 0)
+  StdSpec redirect;                 // torchrun compatible: streams kept off the console, files get all (default 0)
+  LocalRanks local_ranks_filter;    // empty: every local rank prints to the console
+  TtySpec tty;                      // auto | on | off | LOCAL_RANK: that worker writes to a pseudo-terminal
+  GpuList gpu_ids;                  // empty: all visible GPUs
+  bool virtual_local_rank = false;  // torchrun's --virtual-local-rank: LOCAL_RANK=0, each worker sees one GPU
   double grace_period = launch_defaults::kGracePeriodS;  // seconds between SIGTERM and SIGKILL
   bool standalone = false;
   SlurmMode slurm = SlurmMode::Auto;  // auto: fill unset settings from a SLURM allocation (docs/slurm.md)

@@ -102,6 +102,10 @@ void add_launch_keys(SchemaBuilder& s) {
       key("launch.gpu_ids", &C::launch, &LaunchConfig::gpu_ids,
           "GPUs to use, e.g. 0,2 or GPU-<uuid>,... (local rank i gets the i-th; indices count the visible GPUs, "
           "GPU-/MIG- UUIDs are used as they are); auto: the nproc GPUs with the most free memory; empty: all visible"));
+  s.add(key("launch.virtual_local_rank", &C::launch, &LaunchConfig::virtual_local_rank,
+            "torchrun's --virtual-local-rank: every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES of its one GPU "
+            "(its gpu_ids entry; else the launcher's CUDA_VISIBLE_DEVICES entry at its local rank; else its local "
+            "rank), which it sees as cuda:0"));
   s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period,
             "seconds between SIGTERM and SIGKILL when stopping workers (torchrun's default 30)")
             .range(0, 3600));

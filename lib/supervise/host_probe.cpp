@@ -19,6 +19,7 @@ HostFacts probe_host_facts(const EnvMap& environment) {
   auto found = environment.find("CUDA_VISIBLE_DEVICES");
   if (found != environment.end()) cuda_visible = found->second;
   host.cuda_visible_devices_set = cuda_visible.has_value();
+  host.cuda_visible_devices = cuda_visible.value_or("");
   host.visible_gpus = visible_gpus(count_nvidia_gpus("/"), cuda_visible);
   host.gpu_stats = [] {
     auto nvml = open_nvml();

@@ -153,6 +153,24 @@ std::string join_with_commas(const std::vector<std::string>& items) {
   return text;
 }
 
+// launch.virtual_local_rank without gpu_ids, as torch 2.15's agent: local rank i gets the i-th entry of the launcher's
+// CUDA_VISIBLE_DEVICES (refused when it has fewer), else GPU i.
+std::vector<std::string> virtual_rank_gpus(int nproc, const HostFacts& host) {
+  std::vector<std::string> gpus;
+  if (!host.cuda_visible_devices_set) {
+    for (int local_rank = 0; local_rank < nproc; ++local_rank) gpus.push_back(std::to_string(local_rank));
+    return gpus;
+  }
+  for (const std::string& entry : split(host.cuda_visible_devices, ',')) gpus.push_back(trim(entry));
+  if (static_cast<int>(gpus.size()) < nproc) {
+    throw UsageError("launch.virtual_local_rank gives each worker one entry of CUDA_VISIBLE_DEVICES=" +
+                     host.cuda_visible_devices + ", which has " + std::to_string(gpus.size()) + " for " +
+                     plural(nproc, "worker") + ": list one GPU per worker, or start fewer (--nproc)");
+  }
+  gpus.resize(static_cast<std::size_t>(nproc));
+  return gpus;
+}
+
 }  // namespace
 
 std::vector<int> parse_signal_names(const std::string& names) {
@@ -196,6 +214,8 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   } else {
     plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, personality, plan.nproc_reason);
     if (gpu_ids_given) plan.gpu_for_local_rank = gpus;
+    if (launch.virtual_local_rank && !gpu_ids_given) plan.gpu_for_local_rank = virtual_rank_gpus(plan.nproc, host);
+    plan.virtual_local_rank = launch.virtual_local_rank;
   }
 
   plan.min_nodes = launch.nnodes.min;

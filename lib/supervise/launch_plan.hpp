@@ -19,7 +19,8 @@ namespace mgtrain {
 struct HostFacts {
   std::vector<std::string> visible_gpus;  // what CUDA would enumerate, after CUDA_VISIBLE_DEVICES
   bool cuda_visible_devices_set = false;
-  int cpu_count = 1;  // CPUs this process may run on (affinity mask)
+  std::string cuda_visible_devices;  // the variable as the launcher got it (when set)
+  int cpu_count = 1;                 // CPUs this process may run on (affinity mask)
   std::string hostname;
   std::string cwd;  // absolute; relative log_dir is resolved against it
   // Per-GPU statistics for `--gpu-ids auto` (NVML); called only then. Unset or empty result: no statistics.
@@ -44,6 +45,7 @@ struct LaunchPlan {
   std::vector<ConsoleRouting> console;  // per local rank
   TtyChoice tty;                        // which worker writes to a pseudo-terminal (launch.tty)
   std::vector<std::string> gpu_for_local_rank;  // per local rank; empty: CUDA_VISIBLE_DEVICES untouched
+  bool virtual_local_rank = false;              // every worker's LOCAL_RANK is 0 (launch.virtual_local_rank)
   std::vector<std::string> command;             // argv; "${local_rank}" is replaced per worker
   bool builtin_trainer = false;                 // `command` is the trainer, run with the config file (worker_command)
   std::string hostname;

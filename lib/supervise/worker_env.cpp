@@ -14,7 +14,7 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   int global_rank = plan.global_rank(slot.local_rank);
   std::string rank_directory = log_layout::rank_dir(plan.run_dir, slot.attempt, global_rank);
 
-  env["LOCAL_RANK"] = std::to_string(slot.local_rank);
+  env["LOCAL_RANK"] = plan.virtual_local_rank ? "0" : std::to_string(slot.local_rank);
   env["RANK"] = std::to_string(global_rank);
   env["GROUP_RANK"] = std::to_string(plan.node_rank);
   env["ROLE_RANK"] = std::to_string(plan.role_rank(slot.local_rank));

@@ -67,7 +67,8 @@ const std::map<std::string, Expected> kTorchrun = {
     {"signals_to_handle",
      {"--signals-to-handle,--signals_to_handle", false, true, "SIGTERM,SIGUSR1", "launch.signals_to_handle", ""}},
     {"shutdown_timeout", {"--shutdown-timeout,--shutdown_timeout", false, true, "30", "launch.grace_period", ""}},
-    {"virtual_local_rank", {"--virtual-local-rank,--virtual_local_rank", true, true, "", "", "", true}},
+    {"virtual_local_rank",
+     {"--virtual-local-rank,--virtual_local_rank", true, true, "", "launch.virtual_local_rank", "true"}},
     {"print_completion", {"--print-completion,--print_completion", false, false, "bash", "", "", true}},
 };
 
@@ -234,8 +235,10 @@ TEST_CASE("accepted values of options that torchrun and mgtrain treat differentl
   CHECK(std::get<LaunchRequest>(parse_cli({"launch", "--duplicate-stdout-filters", "", "prog"}))
             .duplicate_stdout_filters ==
         std::optional<std::string>(""));  // torchrun: one empty filter, which every line matches
-  CHECK(std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}}))
-            .config.environment.empty());
+  CHECK(
+      setting(
+          std::get<LaunchRequest>(parse_cli({"launch", "prog"}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}})).config.environment,
+          "launch.virtual_local_rank") == "false");
   // --signals-to-handle's names are the schema's check (launch.signals_to_handle): tests/config/test_torchrun_defaults.
   CHECK(usage_error({"launch", "--rdzv-backend", "etcd-v2", "prog"}).find("use --rdzv-backend c10d --rdzv-endpoint") !=
         std::string::npos);
@@ -368,7 +371,7 @@ TEST_CASE("bad PET_ values name the variable", "[cli][torchrun][errors]") {
 TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
   auto found = describe_torchrun_variables({{"PET_NNODES", "2"},
                                             {"PET_FOO", "1"},
-                                            {"PET_VIRTUAL_LOCAL_RANK", "1"},
+                                            {"PET_RDZV_BACKEND", "etcd"},
                                             {"PET_MONITOR_INTERVAL", "1"},
                                             {"PET_MODULE", "1"},
                                             {"PET_DUPLICATE_STDERR_FILTERS", "oom"},
@@ -378,7 +381,7 @@ TEST_CASE("mgtrain env: what each PET_ variable does", "[cli][torchrun]") {
   for (const auto& v : found) effect[v.name] = v.effect;
   CHECK(effect["PET_NNODES"] == "launch.nnodes = 2");
   CHECK(effect["PET_FOO"].rfind("ignored", 0) == 0);
-  CHECK(effect["PET_VIRTUAL_LOCAL_RANK"].rfind("refused: environment PET_VIRTUAL_LOCAL_RANK=1: mgtrain", 0) == 0);
+  CHECK(effect["PET_RDZV_BACKEND"].rfind("refused: environment PET_RDZV_BACKEND=etcd: mgtrain", 0) == 0);
   CHECK(effect["PET_MONITOR_INTERVAL"].find("no effect") != std::string::npos);
   CHECK(effect["PET_MODULE"] == "the program is a Python module (-m)");
   CHECK_THAT(effect["PET_DUPLICATE_STDERR_FILTERS"], Catch::Contains("attempt_N/filtered_stderr.log"));
@@ -433,12 +436,11 @@ TEST_CASE("torchrun personality: what torchrun's argparse refuses is a CommandLi
   CHECK(refusal({"torchrun", "p.py"}, {{"PET_NODE_RANK", "one"}}).second);  // argparse converts a PET_ default too
   CHECK(refusal({"torchrun", "--shutdown-timeout", "1.5", "p.py"}).first ==
         "--shutdown-timeout 1.5: '1.5' is not an integer (torchrun's parser reads it with int())");
-  // Parsed by torchrun, refused later (exit 1): -m with --no-python, a LogsSpecs plugin, --virtual-local-rank, a
-  // quoted integer in --rdzv-conf, a start method from PET_ (argparse holds only flags to choices), NUMA binding.
+  // Parsed by torchrun, refused later (exit 1): -m with --no-python, a LogsSpecs plugin, a quoted integer in
+  // --rdzv-conf, a start method from PET_ (argparse holds only flags to choices), NUMA binding, etcd.
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"torchrun", "--no-python", "-m", "mod"},
                                              {"torchrun", "--logs-specs=nope", "p.py"},
-                                             {"torchrun", "--virtual-local-rank", "p.py"},
                                              {"torchrun", "--rdzv-conf", "join_timeout='5'", "p.py"},
                                              {"torchrun", "--numa-binding", "node", "p.py"},
                                              {"torchrun", "--rdzv-backend", "etcd", "p.py"}}) {

@@ -20,6 +20,10 @@ GROUPS = {
         Case("env_default_nproc", [W]),
         Case("nproc_cpu", ["--nproc-per-node", "cpu", W]),
         Case("nproc_auto", ["--nproc-per-node", "auto", W]),
+        # LOCAL_RANK=0 for every worker, and each its own CUDA_VISIBLE_DEVICES
+        Case("virtual_local_rank", ["--nproc-per-node", "2", "--virtual-local-rank", W]),
+        Case("virtual_local_rank_visible", ["--nproc-per-node", "2", "--virtual-local-rank", W],
+             env={"CUDA_VISIBLE_DEVICES": "3,1,2"}),
     ],
     # PET_* variables against flags, and a user's OMP_NUM_THREADS
     "pet": [
@@ -138,6 +142,5 @@ GROUPS = {
         Case("no_python_module", ["--nproc-per-node", "1", "--no-python", "-m", "compat_worker"]),
         Case("logs_specs_plugin", ["--nproc-per-node", "1", "--logs-specs=nope", W]),
         Case("rdzv_conf_quoted_int", ["--nproc-per-node", "1", "--rdzv-conf", "join_timeout='5'", W]),
-        Case("virtual_local_rank", ["--nproc-per-node", "1", "--virtual-local-rank", W]),
     ],
 }

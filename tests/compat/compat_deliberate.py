@@ -8,9 +8,6 @@ import collections
 Row = collections.namedtuple("Row", "case field items reason")
 
 DELIBERATE = [
-    Row("virtual_local_rank", "*", None,
-        "mgtrain refuses --virtual-local-rank with exit 1 (torchrun's code for a command line it parses and then "
-        "cannot run): it always sets the real LOCAL_RANK; --gpu-ids gives each worker only its own GPU"),
     Row("failure_stop", "timing", None,
         "torchrun ignores --shutdown-timeout after a worker failure (its process context stops the other workers "
         "with the default 30 s); mgtrain honours the flag"),

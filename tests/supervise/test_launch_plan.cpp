@@ -84,6 +84,28 @@ TEST_CASE("gpu_ids index the GPUs left visible by CUDA_VISIBLE_DEVICES", "[plan]
   CHECK(make_launch_plan(launch, kCommand, host).gpu_for_local_rank.empty());  // untouched: torchrun's behaviour
 }
 
+TEST_CASE("virtual_local_rank: each worker one GPU as torch's agent gives it, or its gpu_ids entry", "[plan]") {
+  LaunchConfig launch = defaults();
+  launch.virtual_local_rank = true;
+  launch.nproc = parsed<NprocSpec>("3");
+  LaunchPlan plain = make_launch_plan(launch, kCommand, host_with_gpus(0));  // no variable: GPU i, GPUs or not
+  CHECK(plain.virtual_local_rank);
+  CHECK(plain.gpu_for_local_rank == std::vector<std::string>{"0", "1", "2"});
+  HostFacts host = host_with_gpus(8);
+  host.cuda_visible_devices = "4, 6,GPU-x,7";
+  host.visible_gpus = visible_gpus(8, host.cuda_visible_devices);
+  host.cuda_visible_devices_set = true;
+  CHECK(make_launch_plan(launch, kCommand, host).gpu_for_local_rank == std::vector<std::string>{"4", "6", "GPU-x"});
+  launch.gpu_ids = parsed<GpuList>("2,0,1");  // index the visible GPUs, as without virtual_local_rank
+  CHECK(make_launch_plan(launch, kCommand, host).gpu_for_local_rank == std::vector<std::string>{"GPU-x", "4", "6"});
+  launch.gpu_ids = parsed<GpuList>("");
+  host.cuda_visible_devices = "4,6";
+  CHECK_THROWS_WITH(
+      make_launch_plan(launch, kCommand, host),
+      Catch::StartsWith("launch.virtual_local_rank gives each worker one entry of CUDA_VISIBLE_DEVICES=4,6, "
+                        "which has 2 for 3 workers"));
+}
+
 TEST_CASE("CUDA_VISIBLE_DEVICES is read the way CUDA reads it", "[gpu]") {
   CHECK(visible_gpus(2, std::nullopt) == std::vector<std::string>{"0", "1"});
   CHECK(visible_gpus(4, std::string("2, 0")) == std::vector<std::string>{"2", "0"});

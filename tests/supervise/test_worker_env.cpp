@@ -91,6 +91,13 @@ TEST_CASE("config file, heartbeat file and GPUs are set only when they apply", "
   CHECK(env.at("MGTRAIN_CONFIG_FILE") == "/logs/job-7/config.yaml");
   CHECK(env.at("MGTRAIN_HEARTBEAT_FILE") == "/logs/job-7/attempt_0/rank_7/heartbeat");
 
+  plan.virtual_local_rank = true;  // torchrun's --virtual-local-rank: LOCAL_RANK 0, the same GPU
+  EnvMap virtual_rank = build_worker_environment(plan, WorkerSlot{3, 0, 1234, ""}, {});
+  CHECK(virtual_rank.at("LOCAL_RANK") == "0");
+  CHECK(virtual_rank.at("RANK") == "7");
+  CHECK(virtual_rank.at("CUDA_VISIBLE_DEVICES") == "GPU-abc");
+  plan.virtual_local_rank = false;
+
   plan.hang_timeout_s = 0;
   EnvMap unwatched = build_worker_environment(plan, WorkerSlot{0, 0, 1234, ""}, {{"MGTRAIN_HEARTBEAT_FILE", "/x"}});
   CHECK(unwatched.count("MGTRAIN_HEARTBEAT_FILE") == 0);
