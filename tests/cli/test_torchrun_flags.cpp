@@ -477,7 +477,7 @@ TEST_CASE("torchrun personality: numbers as Python's int() and float() read them
   }
 }
 
-TEST_CASE("a flag given twice: the last value wins in both personalities; mgtrain launch says so", "[cli]") {
+TEST_CASE("a flag given twice: the last value wins in both personalities, and mgtrain launch says so", "[cli]") {
   auto twice = std::get<LaunchRequest>(parse_cli({"launch", "--nproc", "1", "--nproc_per_node=2", "prog"}));
   CHECK(setting(twice.config.flags, "launch.nproc") == "2");
   REQUIRE(twice.notices.size() == 1);
