@@ -61,7 +61,7 @@ std::string worker_lines(const std::string& text) {
 // a header repeated inside a line taken out: what every run of torchrun prints, busy or not. (mgtrain's console is
 // compared byte for byte: it reads each rank's pipe as the rank writes it.)
 std::map<std::string, std::vector<std::string>> lines_by_rank(const std::string& text,
-                                                               const std::vector<std::string>& headers) {
+                                                              const std::vector<std::string>& headers) {
   std::map<std::string, std::vector<std::string>> ranks;
   std::size_t at = 0;
   while (at < text.size()) {
@@ -82,7 +82,8 @@ std::map<std::string, std::vector<std::string>> lines_by_rank(const std::string&
 }
 
 // The headers a teed line of local rank 0 or 1 may start with in these cases.
-const std::vector<std::string> kHeaders = {"[default0]:", "[default1]:", "<trainer|0|0>", "<trainer|1|1>", "0: ", "1: "};
+const std::vector<std::string> kHeaders = {"[default0]:",   "[default1]:", "<trainer|0|0>",
+                                           "<trainer|1|1>", "0: ",         "1: "};
 
 std::string torchrun_path() { return std::string(MGTRAIN_TORCH2_VENV) + "/bin/torchrun"; }
 bool have_torchrun() { return access(torchrun_path().c_str(), X_OK) == 0; }
