@@ -29,13 +29,29 @@ source scripts/compiler-cache.sh  # ccache for every build below, and for the pr
 export MGTRAIN_CMAKE_ARGS="-DMGTRAIN_WERROR=ON ${MGTRAIN_CMAKE_ARGS:-}"
 status=0
 report=()
-stage_done() { report+=("$1: $2 in $(( $(date +%s) - $3 )) s"); }
+built=0  # when the current stage's build ended (0: it has none of its own)
+stage_done() {
+  local now split=""
+  now=$(date +%s)
+  ((built > 0)) && split=" (build $((built - $3)) s, tests $((now - built)) s)"
+  report+=("$1: $2 in $((now - $3)) s$split")
+  built=0
+}
+# The slowest tests of a ctest log (its "N/M Test #K: NAME ....   Passed   12.34 sec" lines).
+slowest_tests() {
+  [[ -f $1 ]] || return 0
+  echo "scripts/test.sh: the 20 slowest tests of the main stage (seconds):"
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.*[^ .]) \.+ *(\*\*\*)?[A-Za-z ]+ +([0-9.]+) sec$/\3\t\1/p' "$1" |
+    sort -t $'\t' -k1,1 -rn | head -20 | awk -F '\t' '{ printf "scripts/test.sh: %8.1f  %s\n", $1, $2 }'
+}
 
 if [[ " $stages " == *" main "* ]]; then
   t=$(date +%s)
   result=passed
   if MGTRAIN_FLAVOUR=torch2 scripts/build.sh; then
-    (cd "${MGTRAIN_BUILD_DIR:-build}" && ctest -j "$(nproc)" --output-on-failure --timeout 300 "$@") ||
+    built=$(date +%s)
+    (cd "${MGTRAIN_BUILD_DIR:-build}" && mkdir -p Testing &&
+      ctest -j "$(nproc)" --output-on-failure --timeout 300 "$@" | tee Testing/main-stage.log) ||
       { result=FAILED; status=1; }
   else
     result="FAILED (build)"; status=1
@@ -60,6 +76,7 @@ if [[ " $stages " == *" debian "* ]]; then
   # Only what those tests run: the launcher, the worker and the binaries with a torch test (not the torch-free unit
   # tests, fuzzers and tools the main stage built and ran).
   if MGTRAIN_FLAVOUR=debian MGTRAIN_BUILD_DIR=$debian_build scripts/build.sh mgtrain mgtrain-worker mgtrain_torch_tests; then
+    built=$(date +%s)
     (cd "$debian_build" && ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -L torch) ||
       { result=FAILED; status=1; }
   else
@@ -69,6 +86,7 @@ if [[ " $stages " == *" debian "* ]]; then
 fi
 
 cd "$root"
+[[ " $stages " == *" main "* ]] && slowest_tests "${MGTRAIN_BUILD_DIR:-build}/Testing/main-stage.log"
 for line in "${report[@]}"; do echo "scripts/test.sh: $line"; done
 echo "scripts/test.sh: finished in $(( $(date +%s) - start )) s"
 exit $status

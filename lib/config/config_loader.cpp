@@ -71,7 +71,7 @@ YAML::Node node_from_text(const std::string& text, const std::string& where, con
 class Merger {
  public:
   Merger(LoadedConfig& out) : out_(out) {
-    for (const auto& k : config_schema()) out_.origin[k.path] = "default";
+    for (const auto& k : config_schema()) out_.origin[k.path] = LoadedConfig::kDefaultOrigin;
   }
 
   // `origin` is what config show --show-origin prints; empty: `where`.
@@ -162,7 +162,7 @@ class Merger {
   void apply_detected(const DetectedSetting& setting) {
     const KeyDef* key = find_key(setting.key);
     if (!key) throw Error(fmt::format("internal error: detected setting for unknown key {}", setting.key));
-    if (out_.origin[key->path] != "default") return;
+    if (!out_.is_default(key->path)) return;
     apply(*key, node_from_text(setting.value, setting.origin, *key), setting.origin);
   }
 
@@ -255,7 +255,7 @@ void expand_all_variables(LoadedConfig& loaded, const EnvMap& env,
 // a torchrun command line: it gets torchrun's meaning, static.
 void apply_torchrun_backend_default(LoadedConfig& loaded) {
   LaunchConfig& launch = loaded.config.launch;
-  if (loaded.origin["launch.rdzv_backend"] != "default" || loaded.origin["launch.node_rank"] == "default") return;
+  if (!loaded.is_default("launch.rdzv_backend") || loaded.is_default("launch.node_rank")) return;
   if (launch.rdzv_endpoint.empty()) return;
   launch.rdzv_backend = RdzvBackend::Static;
   loaded.origin["launch.rdzv_backend"] =
@@ -270,7 +270,7 @@ void apply_torchrun_backend_default(LoadedConfig& loaded) {
 bool apply_torchrun_personality_defaults(LoadedConfig& loaded, Personality personality) {
   if (personality != Personality::Torchrun) return false;
   LaunchConfig& launch = loaded.config.launch;
-  auto is_default = [&](const char* key) { return loaded.origin[key] == "default"; };
+  auto is_default = [&](const char* key) { return loaded.is_default(key); };
   if (is_default("launch.allow_uneven_nproc")) {
     launch.allow_uneven_nproc = true;
     loaded.origin["launch.allow_uneven_nproc"] = "torchrun's default (nodes may differ in nproc)";
@@ -310,7 +310,7 @@ std::string generate_uuid4() {
 
 // torchrun reads no SLURM_* variable: inside an allocation it still runs what its command line says.
 void apply_torchrun_slurm_default(LoadedConfig& loaded, Personality personality) {
-  if (personality != Personality::Torchrun || loaded.origin["launch.slurm"] != "default") return;
+  if (personality != Personality::Torchrun || !loaded.is_default("launch.slurm")) return;
   loaded.config.launch.slurm = SlurmMode::Off;
   loaded.origin["launch.slurm"] = "torchrun's default (torchrun reads no SLURM_* variable)";
 }

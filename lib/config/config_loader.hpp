@@ -26,11 +26,16 @@ struct LoadedConfig {
   // multi-node job compare (multinode/job_fingerprint.hpp). Unset for a resolved config: use `config`.
   std::optional<Config> job_view;
 
-  // Where `key`'s value came from; "default" for a key no source set (or one not in the schema).
+  // The origin of a key no source set.
+  static constexpr const char* kDefaultOrigin = "default";
+
+  // Where `key`'s value came from; kDefaultOrigin for a key no source set (or one not in the schema).
   std::string origin_of(const std::string& key) const {
     auto found = origin.find(key);
-    return found == origin.end() ? "default" : found->second;
+    return found == origin.end() ? kDefaultOrigin : found->second;
   }
+  // Whether no source set `key`: it has the schema's default (or one the loader chose for the personality).
+  bool is_default(const std::string& key) const { return origin_of(key) == kDefaultOrigin; }
 };
 
 // A value for a key that no source set, found in the surroundings (e.g. a SLURM allocation).

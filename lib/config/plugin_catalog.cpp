@@ -85,8 +85,7 @@ void check_choice(LoadedConfig& loaded, E kind, const std::string& registered,
   const std::string options_path = section + ".options";
   for (const auto& [name, text] : options) {
     const std::string path = options_path + "." + name;
-    const std::string where =
-        loaded.origin_of(path) == "default" ? loaded.origin_of(options_path) : loaded.origin_of(path);
+    const std::string where = loaded.is_default(path) ? loaded.origin_of(options_path) : loaded.origin_of(path);
     if (!plugin) {
       throw UsageError(
           fmt::format("{}: {}: the built-in {} {} takes no options (options are for a registered one; "

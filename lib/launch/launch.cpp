@@ -234,7 +234,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
 // use and neither ./runs nor the current directory is writable, runs go to $TMPDIR (or /tmp)/mgtrain-<user>/runs,
 // and checkpoint.dir with them when it is its default.
 LoadedConfig with_writable_log_dir(const LoadedConfig& loaded, const EnvMap& environment) {
-  if (loaded.origin_of("launch.log_dir") != "default") return loaded;
+  if (!loaded.is_default("launch.log_dir")) return loaded;
   const std::string& log_dir = loaded.config.launch.log_dir;
   if (log_dir.empty() || log_dir.front() == '/' || access(log_dir.c_str(), W_OK) == 0 || access(".", W_OK) == 0) {
     return loaded;
@@ -243,7 +243,7 @@ LoadedConfig with_writable_log_dir(const LoadedConfig& loaded, const EnvMap& env
   const std::string fallback = log_layout::temp_log_dir(environment);
   adjusted.config.launch.log_dir = fallback;
   std::string& checkpoints = adjusted.config.checkpoint.dir;
-  if (loaded.origin_of("checkpoint.dir") == "default" && starts_with(checkpoints, log_dir + "/")) {
+  if (loaded.is_default("checkpoint.dir") && starts_with(checkpoints, log_dir + "/")) {
     checkpoints = fallback + checkpoints.substr(log_dir.size());
   }
   log::note("the current directory is not writable: logs go to {} (choose another place with --log-dir)", fallback);

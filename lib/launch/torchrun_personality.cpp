@@ -43,14 +43,14 @@ void write_error_file(const std::string& path, const std::string& text) {
 }  // namespace
 
 LoadedConfig with_torchrun_log_dir(const LoadedConfig& loaded, const EnvMap& environment) {
-  if (loaded.origin_of("launch.log_dir") != "default") return loaded;
+  if (!loaded.is_default("launch.log_dir")) return loaded;
   LoadedConfig adjusted = loaded;
   const std::string& log_dir = loaded.config.launch.log_dir;
   const std::string temp = log_layout::temp_log_dir(environment);
   adjusted.config.launch.log_dir = temp;
   adjusted.origin["launch.log_dir"] = "torchrun's default (a temporary directory, nothing under the current one)";
   std::string& checkpoints = adjusted.config.checkpoint.dir;
-  if (loaded.origin_of("checkpoint.dir") == "default" && starts_with(checkpoints, log_dir + "/")) {
+  if (loaded.is_default("checkpoint.dir") && starts_with(checkpoints, log_dir + "/")) {
     checkpoints = temp + checkpoints.substr(log_dir.size());
   }
   return adjusted;

@@ -85,7 +85,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
                                                              const EnvMap& environment) {
   const LaunchConfig& launch = loaded.config.launch;
   const int nnodes = static_cast<int>(hosts.size());
-  if (loaded.origin_of("launch.nnodes") != "default" && launch.nnodes != NodeRange::exactly(nnodes)) {
+  if (!loaded.is_default("launch.nnodes") && launch.nnodes != NodeRange::exactly(nnodes)) {
     throw UsageError(
         fmt::format("launch.nnodes is {} but the host list names {} host{}: drop --nnodes, the hosts decide",
                     launch.nnodes.text(), nnodes, nnodes == 1 ? "" : "s"));
@@ -104,7 +104,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
   }
   const bool uneven = slot_counts.size() > 1;
   const std::string master_addr =
-      loaded.origin_of("launch.master_addr") != "default" ? launch.master_addr : address_of(hosts.front().host);
+      !loaded.is_default("launch.master_addr") ? launch.master_addr : address_of(hosts.front().host);
   const int master_port = launch.master_port > 0 ? static_cast<int>(launch.master_port) : kTorchDefaultMasterPort;
 
   // What every agent gets besides its node rank: the user's settings, as --set so that any spelling works.

@@ -166,7 +166,7 @@ std::function<std::vector<DetectedSetting>(const LoadedConfig&)> slurm_launch_de
     if (!detection.problem.empty()) throw UsageError("SLURM: " + detection.problem);
     settings = slurm_launch_settings(detection);
     // GPUs chosen by hand decide the worker count (launch_plan checks nproc against them).
-    if (so_far.origin_of("launch.gpu_ids") != "default") {
+    if (!so_far.is_default("launch.gpu_ids")) {
       settings.erase(
           std::remove_if(settings.begin(), settings.end(), [](const auto& s) { return s.key == "launch.nproc"; }),
           settings.end());
@@ -184,8 +184,8 @@ std::string slurm_launch_summary(const SlurmDetection& d, const SlurmLaunchFacts
     auto it = origin.find(std::string("launch.") + key);
     const bool detected = it != origin.end() && is_slurm_origin(it->second);
     if (detected && v) return v->source;
-    if (it != origin.end() && it->second != "default" && it->second != "generated") return "given";
-    return "default";
+    if (it != origin.end() && it->second != LoadedConfig::kDefaultOrigin && it->second != "generated") return "given";
+    return LoadedConfig::kDefaultOrigin;
   };
   auto sources = [](const std::string& a, const std::string& b) { return a == b ? a : a + ", " + b; };
   std::string text = fmt::format("SLURM job {}", d.job_id);

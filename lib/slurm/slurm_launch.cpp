@@ -35,7 +35,7 @@ void announce_slurm_launch(const SlurmDetection& d, const LoadedConfig& loaded, 
                                plan.master_addr, plan.master_port, plan.run_id};
   log::info("{}", slurm_launch_summary(d, facts, loaded.origin));
   for (const auto& note : d.notes) log::note("SLURM: {}", note);
-  if (!d.nproc_note.empty() && loaded.origin_of("launch.nproc") == "default") log::note("SLURM: {}", d.nproc_note);
+  if (!d.nproc_note.empty() && loaded.is_default("launch.nproc")) log::note("SLURM: {}", d.nproc_note);
   if (d.restart_count == 0) return;
   std::string what;
   const CheckpointConfig& checkpoint = loaded.config.checkpoint;
