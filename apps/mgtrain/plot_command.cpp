@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "contract/log_layout.hpp"
@@ -35,12 +36,6 @@ std::string default_output(const std::string& metric) {
   for (char c : metric)
     name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
   return name + ".png";
-}
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-  return out;
 }
 
 // The curve of `metric` in one run, or a UsageError saying what is missing.
@@ -75,7 +70,7 @@ PlotSeries series_of(const std::string& run, const std::string& directory, const
   if (points.empty()) {
     const std::vector<std::string> present = log.metric_names();
     throw UsageError(fmt::format("run '{}' has no metric '{}'{} in {}; metrics present: {} (choose one with --metric)",
-                                 run, metric, did_you_mean_suffix(metric, present), path, joined(present)));
+                                 run, metric, did_you_mean_suffix(metric, present), path, fmt::join(present, ", ")));
   }
   if (series.points.empty()) {
     throw UsageError(
@@ -142,7 +137,7 @@ int run_plot_command(const PlotRequest& request) {
     spec.series.push_back(series_of(run, directory, request.metric));
     names.push_back(run);
   }
-  spec.title = fmt::format("{}: {}", request.metric, joined(names));
+  spec.title = fmt::format("{}: {}", request.metric, fmt::join(names, ", "));
   if (spec.title.size() > 90) spec.title = fmt::format("{}: {} runs", request.metric, names.size());
   spec.x_label = "step";
   spec.y_label = request.metric;

@@ -17,6 +17,7 @@
 #include "util/atomic_file.hpp"
 #include "util/run_capture.hpp"
 #include "util/time_format.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain::diagnose {
 
@@ -30,10 +31,6 @@ constexpr auto kQuietAfterDump = std::chrono::milliseconds(40);
 constexpr auto kPythonWaitLimit = std::chrono::seconds(2);
 // Kept back from the deadline for writing stacks.txt.
 constexpr auto kWriteReserve = std::chrono::milliseconds(30);
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 std::string who(const DumpTarget& target) {
   std::string text = target.rank >= 0 ? "rank " + std::to_string(target.rank) + " (pid " : "pid ";

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/time_format.hpp"
 #include "util/timespec.hpp"
 
 namespace mgtrain {
@@ -66,11 +67,7 @@ std::string FileTimerPipe::read_available() {
 
 FileTimerWatch::FileTimerWatch(std::string path, std::function<double()> wall_now)
     : pipe_(std::move(path)), wall_now_(std::move(wall_now)) {
-  if (!wall_now_) {
-    wall_now_ = [] {
-      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    };
-  }
+  if (!wall_now_) wall_now_ = unix_seconds_now;
 }
 
 std::vector<std::string> FileTimerWatch::on_readable() { return table_.feed(pipe_.read_available()); }

@@ -20,6 +20,7 @@
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
+#include "util/time_format.hpp"
 #include "util/timespec.hpp"
 
 namespace mgtrain {
@@ -31,11 +32,9 @@ using Clock = std::chrono::steady_clock;
 // resources.jsonl gets rows more rarely (or none).
 constexpr auto kStatusSampleInterval = std::chrono::seconds(2);
 
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-
 // A steady time point as Unix seconds (for run.json), by its distance from now.
 double unix_time_of(Clock::time_point when) {
-  return unix_now() - std::chrono::duration<double>(Clock::now() - when).count();
+  return unix_seconds_now() - std::chrono::duration<double>(Clock::now() - when).count();
 }
 
 // Progress files are read this often: a twentieth of the straggler window (1 s for the default 30 s), which
@@ -78,7 +77,7 @@ LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, Sta
       plan_(plan),
       server_(server),
       sampler_(gpus, plan.node_rank, resource_interval_s > 0 ? plan.run_dir + "/resources.jsonl" : ""),
-      start_time_(unix_now()),
+      start_time_(unix_seconds_now()),
       on_episodes_(std::move(on_episodes)) {
   const Clock::time_point now = Clock::now();
   if (stragglers) {
@@ -246,7 +245,7 @@ void LaunchMonitor::publish() {
   } else {
     snapshot.phase = ranks_.empty() ? "starting" : "stopping";
   }
-  snapshot.time = unix_now();
+  snapshot.time = unix_seconds_now();
   snapshot.start_time = start_time_;
   snapshot.ranks = ranks_;
   snapshot.gpus = sampler_.gpus();

@@ -18,13 +18,10 @@
 #include "util/json_text.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
+#include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
-
-long long unix_seconds_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::optional<std::string> error_file_named(const EnvMap& environment) {
   std::optional<std::string> named = environment_value(environment, "TORCHELASTIC_ERROR_FILE");
@@ -64,7 +61,7 @@ void write_launcher_error_file(const FailureReport& report, const EnvMap& enviro
     const std::string& log = report.root_cause.stderr_log;
     root_text = read_small_file(log.substr(0, log.rfind('/') + 1) + "error.json");
   }
-  std::string text = launcher_error_file_json(report, root_text, unix_seconds_now());
+  std::string text = launcher_error_file_json(report, root_text, static_cast<long long>(unix_seconds_now()));
   if (personality == Personality::Torchrun) {
     if (!root_text) return;  // torchrun: "local_rank N FAILED with no error file", and no file
     nlohmann::ordered_json copied = nlohmann::ordered_json::parse(text, nullptr, false);
@@ -82,8 +79,10 @@ void write_torchrun_exception_file(const std::string& text, const EnvMap& enviro
   const std::optional<std::string> path = error_file_named(environment);
   if (!path) return;
   nlohmann::ordered_json record = nlohmann::ordered_json::object();
-  record["message"] = {{"message", text},
-                       {"extraInfo", {{"py_callstack", text}, {"timestamp", std::to_string(unix_seconds_now())}}}};
+  record["message"] = {
+      {"message", text},
+      {"extraInfo",
+       {{"py_callstack", text}, {"timestamp", std::to_string(static_cast<long long>(unix_seconds_now()))}}}};
   write_error_file(*path, json_text(record));
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "util/value_parsing.hpp"
 
@@ -37,15 +38,6 @@ std::string show_bytes(const char* data, std::size_t size) {
     text += std::isprint(c) ? static_cast<char>(c) : '.';
   }
   return fmt::format("{} ('{}')", hex, text);
-}
-
-std::string join(const std::vector<std::string>& items, char separator) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i) out += separator;
-    out += items[i];
-  }
-  return out;
 }
 
 std::vector<std::string> split_list(const std::string& text, char separator) {
@@ -381,10 +373,10 @@ void NodeFailure::write_to(Message& m, const std::string& p) const {
   m.set(p + "node_lost", node_lost).set(p + "global_rank", global_rank).set(p + "local_rank", local_rank);
   m.set(p + "pid", static_cast<long long>(pid)).set(p + "exit_code", exit_code).set(p + "signal", signal);
   m.set(p + "hung", hung).set(p + "silent_s", silent_s).set(p + "outcome", outcome).set(p + "time", time_utc);
-  m.set(p + "stderr_log", stderr_log).set(p + "stderr_tail", join(stderr_tail, '\n'));
+  m.set(p + "stderr_log", stderr_log).set(p + "stderr_tail", fmt::format("{}", fmt::join(stderr_tail, "\n")));
   m.set(p + "error_message", error_message).set(p + "waiting", waiting).set(p + "last_progress_ms", last_progress_ms);
   m.set(p + "last_step", has_last_step ? std::to_string(last_step) : "").set(p + "stopped", process_stopped);
-  m.set(p + "stacks", stacks).set(p + "top_frames", join(top_frames, '\n'));
+  m.set(p + "stacks", stacks).set(p + "top_frames", fmt::format("{}", fmt::join(top_frames, "\n")));
 }
 
 NodeFailure NodeFailure::read_from(const Message& m, const std::string& p) {

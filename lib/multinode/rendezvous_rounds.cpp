@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "multinode/hang_across_nodes.hpp"
 #include "multinode/job_fingerprint.hpp"
@@ -16,17 +17,7 @@
 #include "util/timespec.hpp"
 
 namespace mgtrain::rdzv {
-namespace {
-
-double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
-
-std::string join_texts(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
-  return out;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 SteadyTime SilenceRule::lost_at(SteadyTime last_heard) const { return last_heard + steady_seconds(limit_s()); }
 
@@ -321,7 +312,7 @@ void RendezvousRounds::decide_after_round() {
                     fmt::format("{}; a static job restarts only with all {}, and node rank{} {} {} gone (elastic jobs: "
                                 "--rdzv-endpoint with --nnodes MIN:MAX)",
                                 cause, nodes_text(settings_.max_nodes), missing.size() == 1 ? "" : "s",
-                                join_texts(missing, ", "), missing.size() == 1 ? "is" : "are"));
+                                fmt::join(missing, ", "), missing.size() == 1 ? "is" : "are"));
     }
     outbox_.note(fmt::format("rendezvous: restarting every node (restart {} of {})", restarts_used_ + 1,
                              settings_.max_restarts));
@@ -410,8 +401,9 @@ std::string RendezvousRounds::join_timeout_text() {
         "not every node arrived within launch.join_timeout ({}): arrived: {}; missing: node rank{} {}. "
         "Start `mgtrain launch` on every node with the same --master-addr and --master-port, or raise "
         "--join-timeout",
-        format_seconds(settings_.join_timeout_s), arrived.empty() ? "none" : join_texts(arrived, ", "),
-        missing.size() == 1 ? "" : "s", join_texts(missing, ", "));
+        format_seconds(settings_.join_timeout_s),
+        arrived.empty() ? std::string("none") : fmt::format("{}", fmt::join(arrived, ", ")),
+        missing.size() == 1 ? "" : "s", fmt::join(missing, ", "));
   }
   std::vector<std::string> arrived;
   for (Node* node : ordered_candidates()) arrived.push_back(host_part(*node));
@@ -419,7 +411,8 @@ std::string RendezvousRounds::join_timeout_text() {
       "only {} arrived within launch.join_timeout ({}), fewer than the minimum of {} (--nnodes {}:{}): "
       "arrived: {}. Start more nodes with the same --rdzv-endpoint and --rdzv-id, or raise --join-timeout",
       nodes_text(static_cast<int>(joined.size())), format_seconds(settings_.join_timeout_s), settings_.min_nodes,
-      settings_.min_nodes, settings_.max_nodes, arrived.empty() ? "none" : join_texts(arrived, ", "));
+      settings_.min_nodes, settings_.max_nodes,
+      arrived.empty() ? std::string("none") : fmt::format("{}", fmt::join(arrived, ", ")));
 }
 
 void RendezvousRounds::on_time(SteadyTime now) {

@@ -2,6 +2,7 @@
 #include "observe/resource_sampler.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
+#include "util/time_format.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,7 +17,7 @@ ResourceSampler::ResourceSampler(GpuStatsSource* gpus, int node_rank, std::strin
 
 void ResourceSampler::sample(std::vector<RankStatus>& ranks, bool write_row) {
   const auto now = std::chrono::steady_clock::now();
-  last_time_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  last_time_ = unix_seconds_now();
   std::map<pid_t, Reading> current;
   for (RankStatus& rank : ranks) {
     rank.cpu_percent.reset();

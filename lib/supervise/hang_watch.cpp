@@ -12,8 +12,6 @@
 namespace mgtrain {
 namespace {
 
-double seconds_between(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
-
 HangRank hang_rank(const RankProgress& rank, SteadyTime now) {
   return HangRank{rank.local_rank, seconds_between(rank.last_progress, now), rank.last_progress, rank.last_step,
                   rank.stopped};

@@ -7,6 +7,9 @@
 #include <csignal>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "host/gpu_selection.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
@@ -147,12 +150,6 @@ std::vector<std::string> choose_auto_gpus(const NprocSpec& nproc, const HostFact
   return selection.devices;
 }
 
-std::string join_with_commas(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
-  return text;
-}
-
 // launch.virtual_local_rank without gpu_ids, as torch 2.15's agent: local rank i gets the i-th entry of the launcher's
 // CUDA_VISIBLE_DEVICES (refused when it has fewer), else GPU i.
 std::vector<std::string> virtual_rank_gpus(int nproc, const HostFacts& host) {
@@ -210,7 +207,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
     plan.nproc = 1;
     const int gpu_count = gpu_ids_given ? static_cast<int>(gpus.size()) : static_cast<int>(host.visible_gpus.size());
     plan.nproc_reason = "ddp.strategy dp: 1 process over " + plural(gpu_count, "GPU");
-    if (gpu_ids_given) plan.gpu_for_local_rank = {join_with_commas(gpus)};
+    if (gpu_ids_given) plan.gpu_for_local_rank = {fmt::format("{}", fmt::join(gpus, ","))};
   } else {
     plan.nproc = resolve_nproc(launch.nproc, gpus, gpu_ids_given, host, personality, plan.nproc_reason);
     if (gpu_ids_given) plan.gpu_for_local_rank = gpus;

@@ -13,6 +13,11 @@ inline std::chrono::steady_clock::duration steady_seconds(double seconds) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// The seconds from `from` to `to` (negative when `to` is earlier), for messages and decisions in seconds.
+inline double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
 inline timespec to_timespec(std::chrono::nanoseconds duration) {
   if (duration < std::chrono::nanoseconds::zero()) duration = std::chrono::nanoseconds::zero();
   const auto whole = std::chrono::duration_cast<std::chrono::seconds>(duration);
