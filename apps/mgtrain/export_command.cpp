@@ -54,7 +54,7 @@ std::string run_checkpoint_directory(const fs::path& run_dir) {
   std::error_code error;
   std::optional<std::string> configured;
   try {
-    const YAML::Node dir = YAML::LoadFile((run_dir / "config.yaml").string())["checkpoint"]["dir"];
+    const YAML::Node dir = YAML::LoadFile(log_layout::config_file(run_dir.string()))["checkpoint"]["dir"];
     if (dir && dir.IsScalar()) configured = dir.Scalar();
   } catch (const YAML::Exception&) {  // no config.yaml, or an unreadable one: the default place
   }
@@ -90,7 +90,7 @@ Source resolve_source(const ExportRequest& request) {
   std::string run;  // the run directory, when one was named
   const bool exists = fs::exists(given, error);
   if (exists && fs::is_directory(given, error) &&
-      (fs::exists(fs::path(given) / "config.yaml", error) || fs::exists(fs::path(given) / "run.json", error))) {
+      (fs::exists(log_layout::config_file(given), error) || fs::exists(log_layout::run_json(given), error))) {
     run = given;
   } else if (!exists && given.find('/') == std::string::npos && !ends_with(given, ".safetensors")) {
     const std::string log_dir = request.log_dir.empty() ? log_layout::default_log_dir() : request.log_dir;

@@ -40,7 +40,7 @@ std::string default_output(const std::string& metric) {
 
 // The curve of `metric` in one run, or a UsageError saying what is missing.
 PlotSeries series_of(const std::string& run, const std::string& directory, const std::string& metric) {
-  const std::string path = metrics_file(directory);
+  const std::string path = log_layout::metrics_jsonl(directory);
   MetricsFileReader reader(path);
   reader.refresh();
   if (!reader.exists()) {

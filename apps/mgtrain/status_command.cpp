@@ -61,7 +61,7 @@ fs::path find_run_directory(const StatusRequest& request) {
   fs::path newest;
   fs::file_time_type newest_time{};
   for (const fs::directory_entry& entry : fs::directory_iterator(log_dir, error)) {
-    const fs::path config = entry.path() / "config.yaml";
+    const fs::path config = log_layout::config_file(entry.path().string());
     if (!fs::exists(config, error)) continue;
     const fs::file_time_type time = fs::last_write_time(config, error);
     if (!error && (newest.empty() || time > newest_time)) {
@@ -133,16 +133,16 @@ void print_heartbeats(const fs::path& run_dir) {
   int attempt = -1;
   for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (starts_with(name, "attempt_"))
-      attempt = std::max(attempt, static_cast<int>(parse_int(name.substr(8)).value_or(-1)));
+    if (const std::optional<int> number = log_layout::attempt_of(name)) attempt = std::max(attempt, *number);
   }
   if (attempt < 0) return;
-  const fs::path attempt_dir = run_dir / ("attempt_" + std::to_string(attempt));
+  const fs::path attempt_dir = log_layout::attempt_dir(run_dir.string(), attempt);
   std::vector<std::string> lines;
   bool any = false;
   for (const fs::directory_entry& entry : fs::directory_iterator(attempt_dir, error)) {
     if (!entry.is_directory(error)) continue;
-    const std::optional<HeartbeatInfo> beat = parse_heartbeat_line(file_text(entry.path() / "heartbeat"));
+    const std::optional<HeartbeatInfo> beat =
+        parse_heartbeat_line(file_text(log_layout::heartbeat_file(entry.path().string())));
     any = any || beat.has_value();
     lines.push_back(fmt::format("  {:<8} {}", entry.path().filename().string(),
                                 beat ? fmt::format("step {} loss {} ({} ago)", beat->step,
@@ -162,7 +162,7 @@ void print_heartbeats(const fs::path& run_dir) {
 
 // The train rows' last step and loss, and the best evaluation: "step 40, loss 0.2311; best eval.accuracy 0.91 @40".
 std::string metrics_text(const fs::path& run_dir, const std::optional<BestMetric>& best) {
-  const MetricsLog metrics = read_metrics_file(metrics_file(run_dir.string()));
+  const MetricsLog metrics = read_metrics_file(log_layout::metrics_jsonl(run_dir.string()));
   const std::vector<MetricPoint> loss = metrics.series("loss");
   if (loss.empty() && !best) return "";
   std::string text = loss.empty() ? "" : fmt::format("step {}, loss {:.4f}", loss.back().step, loss.back().value);
@@ -204,7 +204,8 @@ void print_ended(const fs::path& run_dir, const RunSummary& summary) {
   const std::string metrics = metrics_text(run_dir, summary.best);
   if (!metrics.empty()) row("metrics", metrics);
   row("directory", run_dir.string());
-  if (fs::exists(run_dir / "failure.json")) row("failure", (run_dir / "failure.json").string());
+  if (const std::string failure = log_layout::failure_json(run_dir.string()); fs::exists(failure))
+    row("failure", failure);
   print_heartbeats(run_dir);
 }
 

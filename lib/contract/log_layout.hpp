@@ -1,4 +1,6 @@
-// Where a run's files live: <log_dir>/<run_id>/{config.yaml,failure.json,attempt_<n>/rank_<r>/...}.
+// Where a run's files live: <log_dir>/<run_id>/{config.yaml,failure.json,attempt_<n>/rank_<r>/...}. Every name in a
+// run folder is spelled here and nowhere else in lib/ and apps/ (as leveldb's filename.h; scripts/check/
+// run_folder_names.py fails on such a name as a string literal anywhere else).
 #pragma once
 
 #include <pwd.h>
@@ -6,6 +8,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace mgtrain::log_layout {
@@ -33,13 +36,33 @@ inline std::string default_log_dir() {
                              : std::map<std::string, std::string>{});
 }
 
-inline std::string config_file(const std::string& run_dir) { return run_dir + "/config.yaml"; }
+// The resolved config the workers run, by its name in the run folder (run.json records it relative to the folder).
+inline constexpr const char* kConfigFileName = "config.yaml";
+inline std::string config_file(const std::string& run_dir) { return run_dir + "/" + kConfigFileName; }
 inline std::string failure_json(const std::string& run_dir) { return run_dir + "/failure.json"; }
+// The run record: status, attempts, outcome (observe/run_record.hpp, docs/monitoring.md#run-history).
+inline std::string run_json(const std::string& run_dir) { return run_dir + "/run.json"; }
+// The trainer's metric rows (docs/monitoring.md), written by global rank 0.
+inline std::string metrics_jsonl(const std::string& run_dir) { return run_dir + "/metrics.jsonl"; }
+// The launcher's resource samples of this node's ranks (observe/resource_sampler.hpp).
+inline std::string resources_jsonl(const std::string& run_dir) { return run_dir + "/resources.jsonl"; }
 // Locked (flock) by the launcher the run directory belongs to for as long as it lives, with its pid and host
 // inside: a second launch with the same run id is refused while it is held (launch/run_directory_lock.hpp).
 inline std::string launcher_lock(const std::string& run_dir) { return run_dir + "/launcher.lock"; }
+inline constexpr const char* kAttemptPrefix = "attempt_";
 inline std::string attempt_dir(const std::string& run_dir, int attempt) {
-  return run_dir + "/attempt_" + std::to_string(attempt);
+  return run_dir + "/" + kAttemptPrefix + std::to_string(attempt);
+}
+// The attempt number of an entry of a run folder named like attempt_dir's ("attempt_3": 3); nullopt for any other name.
+inline std::optional<int> attempt_of(const std::string& name) {
+  const std::string prefix = kAttemptPrefix;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  int number = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || number > 100000000) return std::nullopt;
+    number = number * 10 + (name[i] - '0');
+  }
+  return number;
 }
 inline std::string rank_dir(const std::string& run_dir, int attempt, int global_rank) {
   return attempt_dir(run_dir, attempt) + "/rank_" + std::to_string(global_rank);
@@ -56,6 +79,16 @@ inline std::string error_file(const std::string& rank_directory) { return rank_d
 inline std::string heartbeat_file(const std::string& rank_directory) { return rank_directory + "/heartbeat"; }
 // Every thread's stack of a rank, dumped before a hung job is stopped (docs/diagnosis.md).
 inline std::string stacks_file(const std::string& rank_directory) { return rank_directory + "/stacks.txt"; }
+// The stacks of the `number`th dump on request (`mgtrain status --stacks`, POST /stacks): stacks-1.txt, stacks-2.txt.
+inline std::string stacks_on_request_file(const std::string& rank_directory, int number) {
+  return rank_directory + "/stacks-" + std::to_string(number) + ".txt";
+}
+// What the armed Python hook's faulthandler appends a rank's Python stacks to (diagnose/python_hook.hpp).
+inline std::string faulthandler_file(const std::string& rank_directory) { return rank_directory + "/faulthandler.txt"; }
+// The NCCL flight recorder's dumps of an attempt's ranks (diagnose/flight_recorder.hpp).
+inline std::string flight_recorder_dir(const std::string& attempt_directory) {
+  return attempt_directory + "/flight_recorder";
+}
 // The Python stack hook (sitecustomize.py) of a run, put first on its Python workers' PYTHONPATH (docs/diagnosis.md).
 inline std::string python_hook_dir(const std::string& run_dir) { return run_dir + "/python_hook"; }
 

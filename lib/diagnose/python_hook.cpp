@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "contract/log_layout.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
@@ -92,8 +93,6 @@ std::string write_python_hook(const std::string& directory) {
   return directory;
 }
 
-std::string faulthandler_file(const std::string& rank_directory) { return rank_directory + "/faulthandler.txt"; }
-
 EnvMap python_hook_environment(const EnvMap& environment, const std::string& hook_directory,
                                const std::string& rank_directory) {
   const std::string hook = std::filesystem::absolute(hook_directory).lexically_normal().string();
@@ -104,7 +103,8 @@ EnvMap python_hook_environment(const EnvMap& environment, const std::string& hoo
   return EnvMap{
       {"PYTHONPATH", python_path},
       {kHookDirVariable, hook},
-      {kStacksFileVariable, std::filesystem::absolute(faulthandler_file(rank_directory)).lexically_normal().string()},
+      {kStacksFileVariable,
+       std::filesystem::absolute(log_layout::faulthandler_file(rank_directory)).lexically_normal().string()},
       {kStacksSignalVariable, std::to_string(stack_signal())},
   };
 }

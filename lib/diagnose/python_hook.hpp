@@ -33,10 +33,6 @@ const std::string& python_hook_source();
 // Throws SystemError naming the path when it cannot.
 std::string write_python_hook(const std::string& directory);
 
-// Where rank R's faulthandler writes: <rank dir>/faulthandler.txt (appended to; dump_stacks copies each new dump
-// into stacks.txt).
-std::string faulthandler_file(const std::string& rank_directory);
-
 // The variables to add to one worker's environment `environment` (which is not changed): the hook's folder first on
 // PYTHONPATH (the user's PYTHONPATH kept after it), the faulthandler file and the signal number. Pure.
 EnvMap python_hook_environment(const EnvMap& environment, const std::string& hook_directory,

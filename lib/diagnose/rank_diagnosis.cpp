@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "contract/log_layout.hpp"
 #include "diagnose/flight_recorder.hpp"
 #include "diagnose/python_hook.hpp"
 #include "diagnose/top_frames.hpp"
@@ -21,10 +22,6 @@ EnvMap diagnostics_environment(const EnvMap& environment, const std::string& hoo
   return added;
 }
 
-std::string flight_recorder_folder(const std::string& attempt_directory) {
-  return attempt_directory + "/flight_recorder";
-}
-
 NodeDiagnosis diagnose_ranks(const std::vector<RankProcess>& ranks, const std::string& attempt_directory,
                              Clock::time_point deadline, const DumpOptions& options) {
   const auto started = Clock::now();
@@ -34,8 +31,8 @@ NodeDiagnosis diagnose_ranks(const std::vector<RankProcess>& ranks, const std::s
   std::vector<DumpTarget> targets;
   for (const auto& rank : ranks) {
     asked.push_back(request_flight_recorder_dump(rank.rank_directory) > 0);
-    targets.push_back(DumpTarget{rank.pid, rank.rank, rank.kind, stacks_file(rank.rank_directory),
-                                 rank.python_hook_armed ? faulthandler_file(rank.rank_directory) : ""});
+    targets.push_back(DumpTarget{rank.pid, rank.rank, rank.kind, log_layout::stacks_file(rank.rank_directory),
+                                 rank.python_hook_armed ? log_layout::faulthandler_file(rank.rank_directory) : ""});
   }
   std::vector<DumpResult> dumps = dump_stacks_all(targets, deadline, options);
   // Then the asked ranks' trace files, until each has one or the deadline.
@@ -57,9 +54,9 @@ NodeDiagnosis diagnose_ranks(const std::vector<RankProcess>& ranks, const std::s
     rank_directories.push_back(ranks[i].rank_directory);
   }
   diagnosis.flight_recorder_gathered =
-      gather_flight_recorder_files(rank_directories, flight_recorder_folder(attempt_directory));
+      gather_flight_recorder_files(rank_directories, log_layout::flight_recorder_dir(attempt_directory));
   if (!diagnosis.flight_recorder_gathered.empty()) {
-    diagnosis.flight_recorder_folder = flight_recorder_folder(attempt_directory);
+    diagnosis.flight_recorder_folder = log_layout::flight_recorder_dir(attempt_directory);
   }
   diagnosis.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return diagnosis;

@@ -43,9 +43,6 @@ struct NodeDiagnosis {
 EnvMap diagnostics_environment(const EnvMap& environment, const std::string& hook_directory,
                                const std::string& rank_directory);
 
-// The flight recorder folder of an attempt: <attempt dir>/flight_recorder.
-std::string flight_recorder_folder(const std::string& attempt_directory);
-
 // Asks each rank's NCCL flight recorder to dump (where its pipe listens), dumps every rank's stacks at once, then
 // waits (until the deadline at most) for the asked ranks' trace files, and gathers them. Returns by the deadline.
 NodeDiagnosis diagnose_ranks(const std::vector<RankProcess>& ranks, const std::string& attempt_directory,

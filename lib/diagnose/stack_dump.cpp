@@ -154,8 +154,6 @@ const char* kind_name(ProgramKind kind) { return kind == ProgramKind::python ? "
 
 }  // namespace
 
-std::string stacks_file(const std::string& rank_directory) { return rank_directory + "/stacks.txt"; }
-
 std::string find_program(const std::string& program, const std::string& path_variable) {
   if (program.empty()) return "";
   if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0 ? program : "";

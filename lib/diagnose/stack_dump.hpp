@@ -26,9 +26,6 @@ namespace mgtrain::diagnose {
 
 using Clock = std::chrono::steady_clock;
 
-// <rank dir>/stacks.txt
-std::string stacks_file(const std::string& rank_directory);
-
 struct DumpTarget {
   pid_t pid = -1;
   int rank = -1;  // global rank, for the header and notes (-1: not a rank)

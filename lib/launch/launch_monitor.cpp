@@ -76,7 +76,7 @@ LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, Sta
     : supervisor_(supervisor),
       plan_(plan),
       server_(server),
-      sampler_(gpus, plan.node_rank, resource_interval_s > 0 ? plan.run_dir + "/resources.jsonl" : ""),
+      sampler_(gpus, plan.node_rank, resource_interval_s > 0 ? log_layout::resources_jsonl(plan.run_dir) : ""),
       start_time_(unix_seconds_now()),
       on_episodes_(std::move(on_episodes)) {
   const Clock::time_point now = Clock::now();

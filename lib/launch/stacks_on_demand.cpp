@@ -47,17 +47,13 @@ const char* outcome_name(diagnose::DumpOutcome outcome) {
 
 }  // namespace
 
-std::string on_demand_stacks_file(const std::string& rank_directory, int number) {
-  return rank_directory + "/stacks-" + std::to_string(number) + ".txt";
-}
-
 int next_stacks_number(const std::vector<std::string>& rank_directories) {
   int number = 1;
   std::error_code error;
   for (bool taken = true; taken;) {
     taken = false;
     for (const std::string& directory : rank_directories) {
-      if (std::filesystem::exists(on_demand_stacks_file(directory, number), error)) {
+      if (std::filesystem::exists(log_layout::stacks_on_request_file(directory, number), error)) {
         taken = true;
         ++number;
         break;
@@ -116,8 +112,8 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
     const diagnose::ProgramKind kind = diagnose::guess_program_kind(rank.pid);
     // Python workers got the hook with their progress file (supervise/worker_env.cpp: the status server is on).
     targets.push_back(diagnose::DumpTarget{
-        rank.pid, rank.rank, kind, on_demand_stacks_file(rank_directories[i], number),
-        kind == diagnose::ProgramKind::python ? diagnose::faulthandler_file(rank_directories[i]) : ""});
+        rank.pid, rank.rank, kind, log_layout::stacks_on_request_file(rank_directories[i], number),
+        kind == diagnose::ProgramKind::python ? log_layout::faulthandler_file(rank_directories[i]) : ""});
     dumped.push_back(i);
   }
   const std::vector<diagnose::DumpResult> results =

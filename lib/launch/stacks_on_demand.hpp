@@ -12,8 +12,6 @@
 
 namespace mgtrain {
 
-// <rank dir>/stacks-<number>.txt
-std::string on_demand_stacks_file(const std::string& rank_directory, int number);
 // The first number K >= 1 for which no rank folder of `rank_directories` has stacks-K.txt.
 int next_stacks_number(const std::vector<std::string>& rank_directories);
 

@@ -59,7 +59,7 @@ void write_launcher_error_file(const FailureReport& report, const EnvMap& enviro
   std::optional<std::string> root_text;
   if (report.root_cause.error_file && report.root_cause.error_file->problem.empty()) {
     const std::string& log = report.root_cause.stderr_log;
-    root_text = read_small_file(log.substr(0, log.rfind('/') + 1) + "error.json");
+    root_text = read_small_file(log_layout::error_file(log.substr(0, log.rfind('/'))));
   }
   std::string text = launcher_error_file_json(report, root_text, static_cast<long long>(unix_seconds_now()));
   if (personality == Personality::Torchrun) {

@@ -97,7 +97,4 @@ class MetricsFileReader {
 // Reads a whole metrics.jsonl once (see MetricsFileReader).
 MetricsLog read_metrics_file(const std::string& path);
 
-// The conventional location, <run dir>/metrics.jsonl.
-inline std::string metrics_file(const std::string& run_dir) { return run_dir + "/metrics.jsonl"; }
-
 }  // namespace mgtrain

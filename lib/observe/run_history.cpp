@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "contract/log_layout.hpp"
 #include "observe/metrics_reader.hpp"
 #include "util/did_you_mean.hpp"
 #include "util/error.hpp"
@@ -21,8 +22,9 @@ namespace {
 
 bool is_run_directory(const fs::path& dir) {
   std::error_code error;
-  return fs::is_regular_file(dir / "run.json", error) || fs::is_regular_file(dir / "config.yaml", error) ||
-         fs::is_regular_file(dir / "metrics.jsonl", error);
+  return fs::is_regular_file(log_layout::run_json(dir.string()), error) ||
+         fs::is_regular_file(log_layout::config_file(dir.string()), error) ||
+         fs::is_regular_file(log_layout::metrics_jsonl(dir.string()), error);
 }
 
 std::optional<double> modification_time(const fs::path& path) {
@@ -74,7 +76,7 @@ RunSummary summarize_run(const std::string& run_id, const std::string& directory
   } catch (const Error& e) {
     s.record_problem = e.what();
   }
-  const MetricsLog metrics = read_metrics_file(metrics_file(directory));
+  const MetricsLog metrics = read_metrics_file(log_layout::metrics_jsonl(directory));
   s.metrics_problems = metrics.problem_count();
   s.steps = metrics.last_step();
   s.best = best_of(metrics);
@@ -90,7 +92,7 @@ RunSummary summarize_run(const std::string& run_id, const std::string& directory
     }
   } else {
     s.status = s.record_problem.empty() ? "unknown" : "unreadable";
-    s.start_time = modification_time(fs::path(directory) / "config.yaml");
+    s.start_time = modification_time(log_layout::config_file(directory));
   }
   return s;
 }

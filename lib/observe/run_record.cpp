@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "contract/log_layout.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/file_io.hpp"
@@ -166,7 +167,7 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
   r.start_time = read_as<double>(root, "start_time", source);
   if (member(root, "end_time")) r.end_time = read_as<double>(root, "end_time", source);
   r.attempts = read_as<int>(root, "attempts", source, false, 0);
-  r.config_file = read_as<std::string>(root, "config_file", source, false, "config.yaml");
+  r.config_file = read_as<std::string>(root, "config_file", source, false, log_layout::kConfigFileName);
   if (const Json* launcher = member(root, "launcher"); launcher && launcher->is_object()) {
     const std::string where = source + ": launcher";
     r.launcher.pid = read_as<long>(*launcher, "pid", where, false);
@@ -198,14 +199,12 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
   return r;
 }
 
-std::string run_record_file(const std::string& run_dir) { return run_dir + "/run.json"; }
-
 void write_run_record(const std::string& run_dir, const RunRecord& record) {
-  write_file_atomically(run_record_file(run_dir), run_record_to_json(record));
+  write_file_atomically(log_layout::run_json(run_dir), run_record_to_json(record));
 }
 
 std::optional<RunRecord> read_run_record(const std::string& run_dir) {
-  const std::string path = run_record_file(run_dir);
+  const std::string path = log_layout::run_json(run_dir);
   std::error_code error;
   if (!fs::exists(path, error)) return std::nullopt;
   return parse_run_record(read_file(path), path);
@@ -249,7 +248,7 @@ void finish_run_record(RunRecord& record, const std::string& status, int exit_co
 }
 
 std::string keep_earlier_run_record(const std::string& run_dir, const std::string& archive_dir) {
-  const fs::path current = run_record_file(run_dir);
+  const fs::path current = log_layout::run_json(run_dir);
   std::error_code error;
   if (!fs::exists(current, error)) return "";
   fs::path archive = archive_dir;
@@ -261,7 +260,7 @@ std::string keep_earlier_run_record(const std::string& run_dir, const std::strin
   }
   fs::create_directories(archive, error);
   if (error) throw Error("cannot create " + archive.string() + ": " + error.message());
-  const fs::path target = archive / "run.json";
+  const fs::path target = log_layout::run_json(archive.string());
   fs::rename(current, target, error);
   if (error) throw Error("cannot move " + current.string() + " to " + target.string() + ": " + error.message());
   return archive.string();

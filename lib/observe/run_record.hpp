@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "contract/log_layout.hpp"
+
 namespace mgtrain {
 
 // Which process holds a running record: enough to tell later whether it still runs.
@@ -49,7 +51,7 @@ struct RunRecord {
   double start_time = 0;  // Unix seconds
   std::optional<double> end_time;
   int attempts = 0;
-  std::string config_file = "config.yaml";  // relative to the run directory
+  std::string config_file = log_layout::kConfigFileName;  // relative to the run directory
   LauncherIdentity launcher;
   std::vector<StragglerRecord> stragglers;  // "stragglers" in run.json only when there were any
 };
@@ -59,8 +61,6 @@ std::string run_record_to_json(const RunRecord& record);
 // Parses run.json's text; throws Error naming `source` and what is wrong.
 RunRecord parse_run_record(const std::string& text, const std::string& source);
 
-// <run dir>/run.json
-std::string run_record_file(const std::string& run_dir);
 // Writes <run dir>/run.json atomically (temp file, fsync, rename). Throws SystemError naming the path.
 void write_run_record(const std::string& run_dir, const RunRecord& record);
 // Reads <run dir>/run.json; nullopt when there is none. Throws Error when it exists but cannot be read.

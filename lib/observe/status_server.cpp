@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "contract/log_layout.hpp"
 #include "observe/status_http.hpp"
 #include "observe/status_page.hpp"
 #include "observe/status_token.hpp"
@@ -109,7 +110,7 @@ struct StatusServer::State {
         return HttpAnswer{200, "text/plain; version=0.0.4; charset=utf-8", status_to_prometheus(current()), {}};
       }
       if (path == "/api/metrics") {
-        return json_answer(200, metrics_curves_json(file_text(options.run_dir + "/metrics.jsonl")) + "\n");
+        return json_answer(200, metrics_curves_json(file_text(log_layout::metrics_jsonl(options.run_dir))) + "\n");
       }
       if (path == "/" || path == "/index.html") {
         return HttpAnswer{200, "text/html; charset=utf-8", status_page_html(), {{"Cache-Control", "no-store"}}};

@@ -79,7 +79,7 @@ int torch_exit_code(const FailedWorker& worker) {
 
 std::string error_file_path(const FailedWorker& worker) {
   if (!worker.error_file || worker.stderr_log.empty()) return "<N/A>";
-  return worker.stderr_log.substr(0, worker.stderr_log.rfind('/') + 1) + "error.json";
+  return log_layout::error_file(worker.stderr_log.substr(0, worker.stderr_log.rfind('/')));
 }
 
 // One entry of torch's ChildFailedError text (_FAILURE_FORMAT_TEMPLATE).

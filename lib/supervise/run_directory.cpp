@@ -5,6 +5,7 @@
 #include <fstream>
 #include <vector>
 
+#include "contract/log_layout.hpp"
 #include "util/error.hpp"
 #include "util/strings.hpp"
 
@@ -27,7 +28,8 @@ std::string prepare_run_directory(const std::string& run_dir) {
   std::vector<fs::path> earlier;
   for (const auto& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name == "config.yaml" || name == "failure.json" || starts_with(name, "attempt_"))
+    if (name == log_layout::kConfigFileName || entry.path() == fs::path(log_layout::failure_json(run_dir)) ||
+        log_layout::attempt_of(name))
       earlier.push_back(entry.path());
   }
   if (earlier.empty()) return "";

@@ -2,7 +2,7 @@
 # Shows that the repository checks can fail: copies the repository's sources (no build trees, no .git) to a
 # temporary directory, checks that the copy passes, then plants one violation at a time and expects the check to
 # exit 1 with a message naming the file, the line and what is wrong (printed, so a failing run shows the message).
-# Usage: scripts/check/self_test.py includes|comments [repository root, default: this script's ../..]
+# Usage: scripts/check/self_test.py includes|comments|names [repository root, default: this script's ../..]
 import os
 import shutil
 import subprocess
@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CHECKS = {"includes": "includes_vs_links.py", "comments": "comment_paths.py"}
+CHECKS = {"includes": "includes_vs_links.py", "comments": "comment_paths.py", "names": "run_folder_names.py"}
 
 
 def run_check(check, root):
@@ -69,11 +69,20 @@ CASES = {
          [("scripts/test.sh", insert_line(3, "# the stage list lives in util/no_such_file"))],
          ["scripts/test.sh:3:", "util/no_such_file"]),
     ],
+    "names": [
+        ("a run-folder file name spelled outside contract/log_layout",
+         [("lib/observe/run_history.cpp", insert_line(2, 'const char* kPlanted = "run.json";'))],
+         ["lib/observe/run_history.cpp:2:", '"run.json" is a run-folder name', "lib/contract/log_layout.hpp"]),
+        ("a word-like name joined to a path",
+         [("apps/mgtrain/status_command.cpp", insert_line(2, 'auto planted = std::filesystem::path("x") / "heartbeat";'))],
+         ["apps/mgtrain/status_command.cpp:2:", '"heartbeat" is a run-folder name']),
+    ],
 }
 
 # Text that must not fail: placeholders, patterns, phrases, code (not comments).
 HARMLESS = {
     "includes": [],
+    "names": [("lib/util/fd.hpp", insert_line(2, 'const char* kWord = "heartbeat"; /* "run.json" */ // "stacks.txt"'))],
     "comments": [("lib/util/fd.hpp", insert_line(2, "// tests/<folder>/test_x.cpp, file_timer_{table,pipe}, "
                                                     "util/worker_binary.*, BUNDLE/check.sh, read/write, "
                                                     "train/loss, https://example.com/a/b.cpp"))],

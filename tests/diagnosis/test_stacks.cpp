@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "contract/log_layout.hpp"
 #include "diagnose/flight_recorder.hpp"
 #include "diagnose/python_hook.hpp"
 #include "diagnose/rank_diagnosis.hpp"
@@ -130,8 +131,8 @@ struct PythonWorker {
     }
   }
   DumpTarget target(bool armed = true) const {
-    return DumpTarget{process.pid, 0, ProgramKind::python, stacks_file(rank_dir),
-                      armed ? faulthandler_file(rank_dir) : ""};
+    return DumpTarget{process.pid, 0, ProgramKind::python, log_layout::stacks_file(rank_dir),
+                      armed ? log_layout::faulthandler_file(rank_dir) : ""};
   }
   // Releases stuck_here() and expects the program to end normally: the dump did not stop or kill it.
   void expect_finishes_normally() {
@@ -155,10 +156,10 @@ TEST_CASE("stacks: a Python worker blocked in stuck_here() is dumped and keeps r
   CHECK(file_exists(worker.dir / "user_site_ran"));  // the user's sitecustomize still runs behind the hook
   const auto started = Clock::now();
   DumpResult result = dump_stacks(worker.target(), Clock::now() + 10s);
-  INFO(read_text(stacks_file(worker.rank_dir)));
+  INFO(read_text(log_layout::stacks_file(worker.rank_dir)));
   CHECK(result.python_frames);
-  CHECK(result.output_path == stacks_file(worker.rank_dir));
-  const std::string stacks = read_text(stacks_file(worker.rank_dir));
+  CHECK(result.output_path == log_layout::stacks_file(worker.rank_dir));
+  const std::string stacks = read_text(log_layout::stacks_file(worker.rank_dir));
   CHECK(stacks.find("in stuck_here") != std::string::npos);
   CHECK(stacks.find("in helper_thread_waits") != std::string::npos);  // every thread
   const auto frames = top_frames(stacks);
@@ -253,7 +254,7 @@ TEST_CASE("stacks: a Python process without the hook is not sent the signal (it 
   // armed path given, but the process never registered the handler: checked in /proc before sending
   result = dump_stacks(worker.target(true), Clock::now() + 10s, DumpOptions{""});
   CHECK(result.notes[0].find("does not catch the stack signal") != std::string::npos);
-  CHECK(read_text(stacks_file(worker.rank_dir)).find("== notes ==") != std::string::npos);
+  CHECK(read_text(log_layout::stacks_file(worker.rank_dir)).find("== notes ==") != std::string::npos);
   worker.expect_finishes_normally();
 }
 
@@ -315,7 +316,7 @@ TEST_CASE("stacks: every rank at once, and an ended process", "[stacks]") {
   REQUIRE(results.size() == 3);
   CHECK(results[0].python_frames);
   CHECK(results[1].python_frames);
-  CHECK(read_text(stacks_file(second.rank_dir)).find("stacks of rank 1 (pid ") != std::string::npos);
+  CHECK(read_text(log_layout::stacks_file(second.rank_dir)).find("stacks of rank 1 (pid ") != std::string::npos);
   CHECK(results[2].outcome == DumpOutcome::failed);
   REQUIRE(results[2].notes.size() == 1);
   CHECK(results[2].notes[0] == "rank 7 (pid 999999): no stacks: the process has ended");

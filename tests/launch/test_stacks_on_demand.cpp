@@ -67,11 +67,11 @@ TEST_CASE("on-demand stacks: the next number is free in every rank folder", "[st
   const std::string a = dir / "rank_0", b = dir / "rank_1";
   fs::create_directories(a);
   fs::create_directories(b);
-  CHECK(on_demand_stacks_file(a, 4) == a + "/stacks-4.txt");
+  CHECK(log_layout::stacks_on_request_file(a, 4) == a + "/stacks-4.txt");
   CHECK(next_stacks_number({a, b}) == 1);
-  std::ofstream(on_demand_stacks_file(a, 1)).close();
+  std::ofstream(log_layout::stacks_on_request_file(a, 1)).close();
   CHECK(next_stacks_number({a, b}) == 2);
-  std::ofstream(on_demand_stacks_file(b, 2)).close();
+  std::ofstream(log_layout::stacks_on_request_file(b, 2)).close();
   CHECK(next_stacks_number({a, b}) == 3);
   std::ofstream(log_layout::stacks_file(a)).close();  // the hang report's file does not count
   CHECK(next_stacks_number({a, b}) == 3);
@@ -95,7 +95,7 @@ TEST_CASE("on-demand stacks: nothing runs, or another dump runs: no files, a cle
     CHECK(dump.outcome == StacksOutcome::kBusy);
     CHECK_THAT(dump.message, Catch::Contains("being dumped now"));
   }
-  CHECK_FALSE(fs::exists(on_demand_stacks_file(log_layout::rank_dir(dir.path(), 1, 0), 1)));
+  CHECK_FALSE(fs::exists(log_layout::stacks_on_request_file(log_layout::rank_dir(dir.path(), 1, 0), 1)));
 }
 
 TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended gets a note", "[stacks][on_demand]") {
@@ -113,7 +113,7 @@ TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended 
   REQUIRE(dump.ranks.size() == 2);
   const RankStacks& live = dump.ranks[0];
   CHECK(live.pid == child.pid);
-  CHECK(live.stacks_file == on_demand_stacks_file(log_layout::rank_dir(dir.path(), 1, 0), 1));
+  CHECK(live.stacks_file == log_layout::stacks_on_request_file(log_layout::rank_dir(dir.path(), 1, 0), 1));
   CHECK(fs::exists(live.stacks_file));
   CHECK_FALSE(fs::exists(log_layout::stacks_file(log_layout::rank_dir(dir.path(), 1, 0))));
   if (!diagnose::find_program("eu-stack", getenv("PATH") ? getenv("PATH") : "").empty()) {
@@ -136,7 +136,7 @@ TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended 
   const std::string first_file = live.stacks_file;
   dump = dump_stacks_on_demand(snapshot, 10);
   REQUIRE(dump.outcome == StacksOutcome::kDumped);
-  CHECK(dump.ranks[0].stacks_file == on_demand_stacks_file(log_layout::rank_dir(dir.path(), 1, 0), 2));
+  CHECK(dump.ranks[0].stacks_file == log_layout::stacks_on_request_file(log_layout::rank_dir(dir.path(), 1, 0), 2));
   CHECK(fs::exists(first_file));
 }
 

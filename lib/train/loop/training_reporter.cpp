@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "contract/console_progress.hpp"
+#include "contract/log_layout.hpp"
 #include "contract/worker_variables.hpp"
 #include "train/loop/trainer.hpp"
 #include "util/error.hpp"
@@ -92,7 +93,7 @@ TrainingReporter::TrainingReporter(const Config& config, int rank, std::int64_t 
   }
   // Monitoring must not stop training: a file that cannot be created is a warning, and the run goes on.
   try {
-    if (log_.metrics_every_steps > 0) metrics_ = std::make_unique<MetricsWriter>(run_dir + "/metrics.jsonl");
+    if (log_.metrics_every_steps > 0) metrics_ = std::make_unique<MetricsWriter>(log_layout::metrics_jsonl(run_dir));
     if (log_.tensorboard) tensorboard_ = std::make_unique<TfEventsWriter>(run_dir + "/tensorboard");
   } catch (const Error& e) {
     log::warn("{}; training goes on without it", e.what());
