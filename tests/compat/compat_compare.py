@@ -74,7 +74,18 @@ def error_summary(path, norm):
 
 
 def marker_lines(texts, norm):
-    return sorted(norm.text(line) for text in texts for line in text.splitlines() if MARK in line)
+    """The workers' marked lines, sorted. Workers that share the launcher's stdout (torchrun without --tee) can write
+    into each other's line on a busy machine ("... got SIGINTwline: rank=1 ..."): a line is cut before every mark
+    after its first, so that each worker line counts once whatever the machine's load."""
+    lines = []
+    for text in texts:
+        for line in text.splitlines():
+            starts = [match.start() for match in re.finditer(re.escape(MARK), line)]
+            if not starts:
+                continue
+            cuts = [0] + starts[1:] + [len(line)]
+            lines.extend(norm.text(line[a:b]) for a, b in zip(cuts, cuts[1:]))
+    return sorted(lines)
 
 
 def fields(case, obs, tools, base_env_names):

@@ -53,7 +53,4 @@ DELIBERATE = [
     Row("worker_exit_code", "*", r"^(a0\.r0|wline: rank=0 )",
         "mgtrain notices a worker's death at once and stops the others, which may not have started or printed yet; "
         "torchrun looks every --monitor-interval (0.1 s), by which time they have"),
-    Row("nproc_cpu", "std*", r"wline: .*(n=0|n=1)",
-        "torchrun writes workers' output as it comes, so two ranks' lines can run into one; mgtrain's console "
-        "keeps every line whole"),
 ]

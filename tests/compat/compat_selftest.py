@@ -10,7 +10,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from compat_cases import GROUPS  # noqa: E402
-from compat_compare import compare, timing_verdict  # noqa: E402
+from compat_compare import compare, marker_lines, timing_verdict  # noqa: E402
 from compat_deliberate import Row  # noqa: E402
 
 ROWS = [Row("sig*", "timing", None, "slow on purpose"), Row("*", "env_added", r"^MGTRAIN_", "own variables")]
@@ -43,6 +43,10 @@ def main():
     other = dict(ref, workers=["a0.r0", "a0.r1"], env=["a0.r0 RANK=0", "a0.r1 RANK=1"])
     check("a missing worker shows once, under workers", [d[0] for d in compare("c", ref, other, ROWS)], ["workers"],
           failures)
+    plain = type("Plain", (), {"text": staticmethod(lambda line: line)})()
+    check("worker lines written into each other count once each",
+          marker_lines(["wline: a got SIGINTwline: b got SIGINT\n\nx wline: c\n"], plain),
+          ["wline: a got SIGINT", "wline: b got SIGINT", "x wline: c"], failures)
     check("timing verdicts", [timing_verdict((1, 5), t) for t in (0.5, 2, 9, None)],
           ["faster than 1 s", "within 1-5 s", "slower than 5 s", "did not exit"], failures)
     for failure in failures:
