@@ -42,7 +42,7 @@ slowest_tests() {
   [[ -f $1 ]] || return 0
   echo "scripts/test.sh: the 20 slowest tests of the main stage (seconds):"
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.*[^ .]) \.+ *(\*\*\*)?[A-Za-z ]+ +([0-9.]+) sec$/\3\t\1/p' "$1" |
-    sort -t $'\t' -k1,1 -rn | head -20 | awk -F '\t' '{ printf "scripts/test.sh: %8.1f  %s\n", $1, $2 }'
+    sort -t $'\t' -k1,1 -rn | awk -F '\t' 'NR <= 20 { printf "scripts/test.sh: %8.1f  %s\n", $1, $2 }'
 }
 
 if [[ " $stages " == *" main "* ]]; then
@@ -86,7 +86,7 @@ if [[ " $stages " == *" debian "* ]]; then
 fi
 
 cd "$root"
-[[ " $stages " == *" main "* ]] && slowest_tests "${MGTRAIN_BUILD_DIR:-build}/Testing/main-stage.log"
+if [[ " $stages " == *" main "* ]]; then slowest_tests "${MGTRAIN_BUILD_DIR:-build}/Testing/main-stage.log"; fi
 for line in "${report[@]}"; do echo "scripts/test.sh: $line"; done
 echo "scripts/test.sh: finished in $(( $(date +%s) - start )) s"
 exit $status
