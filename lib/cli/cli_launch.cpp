@@ -124,6 +124,9 @@ Examples:
   mgtrain launch --nproc_per_node 2 train.py --epochs 3   (a torchrun command line, one word changed))";
 
 // Everything `launch` needs to know about an option token during the pre-split.
+// The secret's flag: no config key, so no kLaunchFlags row.
+constexpr const char* kRdzvTokenNames = "--rdzv-token,--rdzv_token";
+
 struct OptionInfo {
   bool takes_value;
   std::string target;  // what it sets: a launch key, a torchrun option's dest, or its own name (--set, --rdzv-token)
@@ -138,7 +141,7 @@ std::map<std::string, OptionInfo> launch_option_table() {
     for (const auto& n : names_of(option.names)) table[n] = {!option.store_true, option.dest};
   }
   table["--set"] = {true, "--set"};
-  for (const char* n : {"--rdzv-token", "--rdzv_token"}) table[n] = {true, "--rdzv-token"};
+  for (const auto& n : names_of(kRdzvTokenNames)) table[n] = {true, "--rdzv-token"};
   for (const char* n : {"-h", "--help"}) table[n] = {false, "--help"};
   return table;
 }
@@ -213,9 +216,7 @@ struct LaunchSplit {
 // launch key, with '_' when the user typed one ("--nproc" -> "--nproc-per-node"). mgtrain's flags that torchrun has
 // no option for stay as they are (the personality accepts them too).
 std::string torchrun_spelling(const std::string& flag, const std::string& typed) {
-  for (const auto& option : torchrun_options())
-    for (const auto& n : names_of(option.names))
-      if (n == flag) return flag;
+  if (torchrun_option_spelled(flag)) return flag;
   for (const auto& f : kLaunchFlags) {
     const auto names = names_of(f.names);
     if (std::find(names.begin(), names.end(), flag) == names.end()) continue;
@@ -333,7 +334,7 @@ void add_launch_options(CLI::App& launch, LaunchOptions& opts) {
     }
   }
   launch
-      .add_option("--rdzv-token,--rdzv_token", opts.rdzv_token,
+      .add_option(kRdzvTokenNames, opts.rdzv_token,
                   "multi-node: the secret every node authenticates the rendezvous with; visible to other users in the "
                   "process list, so prefer MGTRAIN_RDZV_TOKEN or --rdzv-token-file (docs/multinode.md)")
       ->type_name("SECRET")

@@ -233,15 +233,9 @@ bool pet_flag_value(const std::string& name, const std::string& value) {
   return *number != 0;
 }
 
-// Python's int(text) and float(text) accept it (what argparse's type=int and type=float call): surrounding whitespace,
-// a sign, decimal digits with single underscores between them; float also a fraction, an exponent, inf, infinity and
-// nan in any case. (Non-ASCII digits, which Python also takes, are not accepted here.)
-std::string python_trimmed(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\n\v\f\r");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t\n\v\f\r") - first + 1);
-}
-
+// Python's int(text) and float(text) accept it (what argparse's type=int and type=float call): surrounding whitespace
+// (trim's), a sign, decimal digits with single underscores between them; float also a fraction, an exponent, inf,
+// infinity and nan in any case. (Non-ASCII digits, which Python also takes, are not accepted here.)
 // Digits with single underscores between them, from `at`; returns the index after them (`at` when there are none).
 std::size_t python_digits(const std::string& text, std::size_t at) {
   std::size_t end = at;
@@ -253,14 +247,14 @@ std::size_t python_digits(const std::string& text, std::size_t at) {
 }
 
 bool python_int_text(const std::string& raw) {
-  const std::string text = python_trimmed(raw);
+  const std::string text = trim(raw);
   const std::size_t start = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
   const std::size_t end = python_digits(text, start);
   return end > start && end == text.size();
 }
 
 bool python_float_text(const std::string& raw) {
-  std::string text = python_trimmed(raw);
+  std::string text = trim(raw);
   std::size_t at = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
   std::string word = text.substr(at);
   std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -344,7 +338,7 @@ std::string check_as_argparse(const TorchrunOption& option, const ValueSource& s
   }
   // The number as Python reads it: no spaces, underscores or '+'.
   std::string number;
-  for (char c : python_trimmed(value))
+  for (char c : trim(value))
     if (c != '_') number += c;
   return number.front() == '+' ? number.substr(1) : number;
 }
