@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer (-DMGTRAIN_SANITIZE=ON, -O1 -g, warnings as errors) in their own build directory, then
 # run: every test labelled `unit` (the target mgtrain_unit_tests builds their binaries), plus the launcher itself on
 # one node and as two node agents on loopback. Any sanitizer report fails (ASan aborts; UBSan is not recoverable).
-# The process/namespace suites (label integration) are left to scripts/test.sh. Re-runs are incremental. Exit code 0
+# The process and network-namespace suites (label integration) are left to scripts/test.sh. Re-runs are incremental. Exit code 0
 # only when everything passed.
 # Usage: scripts/test-sanitizers.sh [build dir, default build-asan]
 set -euo pipefail

@@ -18,12 +18,12 @@
 #include "config/config_loader.hpp"
 #include "contract/worker_binary.hpp"
 #include "launch/python_interpreter.hpp"
+#include "process/run_capture.hpp"
 #include "slurm/slurm_environment.hpp"
 #include "util/build_info.hpp"
 #include "util/error.hpp"
 #include "util/json_text.hpp"
 #include "util/log.hpp"
-#include "util/run_capture.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {

@@ -1,5 +1,6 @@
 // Reading /proc for the stack dump: state, caught signals, program kind, ptrace permission (see process_facts.hpp).
 #include "diagnose/process_facts.hpp"
+#include "host/process_stats.hpp"
 
 #include <unistd.h>
 
@@ -37,12 +38,9 @@ bool has_cap_sys_ptrace_here() {
 }  // namespace
 
 std::optional<char> process_state(pid_t pid) {
-  auto stat = try_read_file("/proc/" + std::to_string(pid) + "/stat");
+  const std::optional<ProcStat> stat = read_proc_stat(pid);
   if (!stat) return std::nullopt;
-  // "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the last ')'.
-  const auto close = stat->rfind(')');
-  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
-  return (*stat)[close + 2];
+  return stat->state;
 }
 
 bool mask_has_signal(const std::string& hex_mask, int signal_number) {

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "diagnose/python_hook.hpp"
+#include "process/run_capture.hpp"
 #include "util/atomic_file.hpp"
-#include "util/run_capture.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
 

@@ -24,28 +24,48 @@ std::optional<long long> parse_field(std::string_view text) {
 
 }  // namespace
 
-std::optional<double> parse_proc_stat_cpu_seconds(std::string_view stat_text, long ticks_per_second) {
-  // "pid (comm) state ppid ... utime stime ...": fields after the last ')' start with field 3 (state);
-  // utime and stime are fields 14 and 15.
+std::optional<ProcStat> parse_proc_stat(std::string_view stat_text) {
   const std::size_t close = stat_text.rfind(')');
-  if (close == std::string_view::npos || ticks_per_second <= 0) return std::nullopt;
+  if (close == std::string_view::npos) return std::nullopt;
   std::string_view rest = stat_text.substr(close + 1);
+  ProcStat stat;
+  bool have[4] = {false, false, false, false};  // ppid, utime, stime, starttime
   int field = 2;
-  std::optional<long long> utime, stime;
   std::size_t at = 0;
-  while (at < rest.size() && field < 15) {
-    while (at < rest.size() && rest[at] == ' ') ++at;
-    std::size_t end = rest.find(' ', at);
+  while (at < rest.size() && field < 22) {
+    while (at < rest.size() && (rest[at] == ' ' || rest[at] == '\n')) ++at;
+    if (at >= rest.size()) break;
+    std::size_t end = rest.find_first_of(" \n", at);
     if (end == std::string_view::npos) end = rest.size();
     ++field;
-    std::string_view token = rest.substr(at, end - at);
-    while (!token.empty() && (token.back() == '\n')) token.remove_suffix(1);
-    if (field == 14) utime = parse_field(token);
-    if (field == 15) stime = parse_field(token);
+    const std::string_view token = rest.substr(at, end - at);
     at = end;
+    if (field == 3) {
+      stat.state = token.size() == 1 ? token[0] : '?';
+      continue;
+    }
+    long long* target[] = {&stat.parent_pid, &stat.utime_ticks, &stat.stime_ticks, &stat.start_ticks};
+    const int index = field == 4 ? 0 : field == 14 ? 1 : field == 15 ? 2 : field == 22 ? 3 : -1;
+    if (index < 0) continue;
+    const std::optional<long long> value = parse_field(token);
+    if (!value) return std::nullopt;
+    *target[index] = *value;
+    have[index] = true;
   }
-  if (!utime || !stime) return std::nullopt;
-  return static_cast<double>(*utime + *stime) / static_cast<double>(ticks_per_second);
+  if (stat.state == '?' || !have[0] || !have[1] || !have[2]) return std::nullopt;
+  if (!have[3]) stat.start_ticks = -1;
+  return stat;
+}
+
+std::optional<ProcStat> read_proc_stat(pid_t pid) {
+  const std::optional<std::string> text = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
+  return text ? parse_proc_stat(*text) : std::nullopt;
+}
+
+std::optional<double> parse_proc_stat_cpu_seconds(std::string_view stat_text, long ticks_per_second) {
+  const std::optional<ProcStat> stat = parse_proc_stat(stat_text);
+  if (!stat || ticks_per_second <= 0) return std::nullopt;
+  return static_cast<double>(stat->utime_ticks + stat->stime_ticks) / static_cast<double>(ticks_per_second);
 }
 
 std::optional<std::int64_t> parse_proc_statm_rss_bytes(std::string_view statm_text, long page_size) {

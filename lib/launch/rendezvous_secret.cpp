@@ -48,10 +48,9 @@ std::string read_token_line_from_stdin() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::string line;
   while (line.size() <= kMaxTokenFileBytes) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd ready{STDIN_FILENO, POLLIN, 0};
-    if (left.count() <= 0 || poll(&ready, 1, static_cast<int>(left.count())) == 0) {
+    if (wait_ready(&ready, 1, deadline, "for the token on stdin") == 0) {
+      if (std::chrono::steady_clock::now() < deadline) continue;  // a signal
       throw UsageError("launch.rdzv_token_file -: no token line arrived on stdin within 30 s");
     }
     char c = 0;

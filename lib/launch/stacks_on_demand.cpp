@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <sstream>
 
 #include "contract/log_layout.hpp"
 #include "diagnose/python_hook.hpp"
 #include "diagnose/top_frames.hpp"
+#include "host/process_stats.hpp"
 #include "launch/rank_diagnostics.hpp"
 #include "util/file_io.hpp"
 #include "util/time_format.hpp"
@@ -20,17 +20,11 @@
 namespace mgtrain {
 namespace {
 
-// The parent pid of `pid` from /proc/<pid>/stat, or nullopt when it is gone.
+// The parent pid of `pid`, or nullopt when it is gone.
 std::optional<pid_t> parent_of(pid_t pid) {
-  const std::optional<std::string> stat = try_read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return std::nullopt;
-  const std::size_t close = stat->rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(stat->substr(close + 1));
-  char state = 0;
-  pid_t parent = -1;
-  if (!(rest >> state >> parent) || state == 'Z') return std::nullopt;
-  return parent;
+  const std::optional<ProcStat> stat = read_proc_stat(pid);
+  if (!stat || stat->state == 'Z') return std::nullopt;
+  return static_cast<pid_t>(stat->parent_pid);
 }
 
 const char* outcome_name(diagnose::DumpOutcome outcome) {

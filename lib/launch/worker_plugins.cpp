@@ -5,8 +5,8 @@
 
 #include "config/plugin_catalog.hpp"
 #include "contract/worker_binary.hpp"
+#include "process/run_capture.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 
 namespace mgtrain {
 namespace {

@@ -1,5 +1,5 @@
 // One command for many hosts: start, stream and stop one node agent per host (see hosts_launch.hpp),
-// on the event loop (supervise/event_loop.hpp), with hosts_policy.hpp's decisions.
+// on the event loop (process/event_loop.hpp), with hosts_policy.hpp's decisions.
 #include "multinode/hosts_launch.hpp"
 
 #include <poll.h>
@@ -18,7 +18,7 @@
 #include "multinode/hosts_policy.hpp"
 #include "output/console_writer.hpp"
 #include "output/live_line_splitter.hpp"
-#include "supervise/event_loop.hpp"
+#include "process/event_loop.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/fd.hpp"

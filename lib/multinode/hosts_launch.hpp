@@ -4,7 +4,7 @@
 // config and overrides; streams their output with a "[host] " prefix; and tears everything down on
 // failure or Ctrl-C. The agents themselves meet, agree and share fate through the rendezvous
 // (node_agent.hpp); this process only starts, watches and stops them: the agents are the children of
-// an event loop (supervise/event_loop.hpp), the decisions hosts_policy.hpp's.
+// an event loop (process/event_loop.hpp), the decisions hosts_policy.hpp's.
 #pragma once
 
 #include <string>

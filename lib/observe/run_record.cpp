@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "contract/log_layout.hpp"
+#include "host/process_stats.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/file_io.hpp"
@@ -34,16 +34,9 @@ std::string boot_id() { return trim(read_small_file("/proc/sys/kernel/random/boo
 // Field 22 of /proc/<pid>/stat (starttime); -1 when the process does not exist or is a zombie (it has ended,
 // its parent has not collected it yet).
 long long process_start_ticks(long pid) {
-  const std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
-  const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(close + 1));
-  std::string field;
-  for (int index = 3; index <= 22 && (fields >> field); ++index) {
-    if (index == 3 && (field == "Z" || field == "X")) return -1;
-    if (index == 22) return parse_int(field).value_or(-1);
-  }
-  return -1;
+  const std::optional<ProcStat> stat = read_proc_stat(static_cast<pid_t>(pid));
+  if (!stat || stat->state == 'Z' || stat->state == 'X') return -1;
+  return stat->start_ticks;
 }
 
 std::string host_name() {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <cerrno>
 
+#include "util/fd.hpp"
+
 namespace mgtrain {
 namespace {
 
@@ -157,7 +159,7 @@ void ConsoleWriter::flush_stream(Stream& stream) {
       continue;
     } else if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       pollfd wait_writable{stream.fd, POLLOUT, 0};  // a console someone made non-blocking
-      poll(&wait_writable, 1, -1);
+      wait_ready(&wait_writable, 1, std::nullopt, "for the console to take output");
     } else {
       stream.broken = true;  // EPIPE, EBADF, ...: nobody reads the console any more
     }

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "config/config_loader.hpp"
+#include "process/run_capture.hpp"
 #include "slurm/slurm_environment.hpp"
 #include "supervise/launch_plan.hpp"
-#include "util/run_capture.hpp"
 
 namespace mgtrain {
 

@@ -2,6 +2,7 @@
 // schedulers and scripts. Pure formatting; the supervisor gathers the facts.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ struct FailureReport {
   FailedWorker root_cause;
   std::vector<FailedWorker> other_failures;
 };
+
+// How many of a failed worker's last stderr lines the report shows (and the store port's check reads).
+inline constexpr std::size_t kStderrTailLines = 20;
 
 // The table printed to stderr.
 std::string format_failure_report(const FailureReport& report);

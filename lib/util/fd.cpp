@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/error.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 
@@ -37,6 +38,15 @@ Pipe make_pipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw SystemError("pipe2", errno);
   return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+int wait_ready(pollfd* fds, std::size_t count, std::optional<std::chrono::steady_clock::time_point> deadline,
+               const char* what) {
+  timespec timeout{};
+  if (deadline) timeout = to_timespec(*deadline - std::chrono::steady_clock::now());
+  const int ready = ppoll(fds, count, deadline ? &timeout : nullptr, nullptr);
+  if (ready < 0 && errno != EINTR) throw SystemError(std::string("ppoll() ") + what, errno);
+  return ready < 0 ? 0 : ready;
 }
 
 }  // namespace mgtrain

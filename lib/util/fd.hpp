@@ -2,6 +2,11 @@
 // lives in an Fd, so no error path leaks one and no descriptor is closed twice.
 #pragma once
 
+#include <poll.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,5 +52,12 @@ struct Pipe {
   Fd write;
 };
 Pipe make_pipe();
+
+// The one wait for descriptors in mgtrain (ppoll): until one of the `count` descriptors of `fds` is ready (revents
+// set) or `deadline` passes (nullopt: no limit). The event loop waits here, and so does every bounded read or write
+// outside it. Returns how many are ready; 0 when the deadline passed or a signal interrupted the wait. Throws
+// SystemError for any other failure, naming `what`.
+int wait_ready(pollfd* fds, std::size_t count, std::optional<std::chrono::steady_clock::time_point> deadline,
+               const char* what);
 
 }  // namespace mgtrain

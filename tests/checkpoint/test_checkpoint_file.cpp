@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_file.hpp"
+#include "process/run_capture.hpp"
 #include "support/checkpoint_test_data.hpp"
 #include "support/temp_dir.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using Catch::Matchers::Contains;

@@ -10,8 +10,8 @@
 
 #include "cli/cli.hpp"
 #include "config/config_loader.hpp"
+#include "process/run_capture.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 #include "util/value_parsing.hpp"
 
 using namespace mgtrain;

@@ -8,9 +8,9 @@
 #include <fstream>
 
 #include "contract/hostlist.hpp"
+#include "process/run_capture.hpp"
 #include "support/temp_dir.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 #include "util/value_parsing.hpp"
 
 using namespace mgtrain;

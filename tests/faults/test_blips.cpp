@@ -22,7 +22,7 @@
 #include "../integration/launch_fixture.hpp"
 #include "../integration/netns_agent.hpp"
 #include "../integration/netns_hosts.hpp"
-#include "util/run_capture.hpp"
+#include "process/run_capture.hpp"
 
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "integration/launch_fixture.hpp"
-#include "util/run_capture.hpp"
+#include "process/run_capture.hpp"
 #include "util/strings.hpp"
 #include "util/value_parsing.hpp"
 

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "host/blas_core.hpp"
+#include "process/run_capture.hpp"
 #include "support/temp_dir.hpp"
 #include "util/file_io.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "process/run_capture.hpp"
 #include "support/temp_dir.hpp"
-#include "util/run_capture.hpp"
 #include "util/strings.hpp"
 
 namespace mgtrain::testing {

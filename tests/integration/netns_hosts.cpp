@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "util/run_capture.hpp"
+#include "process/run_capture.hpp"
 
 namespace mgtrain::testing {
 namespace {

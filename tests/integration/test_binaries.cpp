@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "process/run_capture.hpp"
 #include "support/temp_dir.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;

@@ -21,11 +21,11 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "cli/cli.hpp"
 #include "config/config_loader.hpp"
+#include "process/run_capture.hpp"
 #include "support/temp_dir.hpp"
 #include "train/models/model.hpp"
 #include "train/state/train_state.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "launch_fixture.hpp"
-#include "util/run_capture.hpp"
+#include "process/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

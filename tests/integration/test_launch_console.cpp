@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "launch_fixture.hpp"
+#include "process/run_capture.hpp"
 #include "util/fd.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "launch_fixture.hpp"
+#include "process/run_capture.hpp"
 #include "supervise/port_probe.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "integration/launch_fixture.hpp"
+#include "process/run_capture.hpp"
 #include "support/tfevents_reader.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

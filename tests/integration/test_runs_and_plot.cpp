@@ -22,7 +22,7 @@
 #endif
 
 #include "launch_fixture.hpp"
-#include "util/run_capture.hpp"
+#include "process/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "launch_fixture.hpp"
+#include "process/run_capture.hpp"
 #include "support/prometheus_text.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain::testing;
 using namespace std::chrono_literals;

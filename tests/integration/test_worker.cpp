@@ -10,10 +10,10 @@
 #include <future>
 #include <regex>
 
+#include "process/run_capture.hpp"
 #include "supervise/port_probe.hpp"
 #include "support/summary_line.hpp"
 #include "support/temp_dir.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using mgtrain::testing::summary_number;

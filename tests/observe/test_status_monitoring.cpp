@@ -106,6 +106,14 @@ TEST_CASE("/proc stat and statm parsing, including a command name with spaces an
   CHECK(*parse_proc_stat_cpu_seconds(stat, 100) == Approx(3.0));
   CHECK_FALSE(parse_proc_stat_cpu_seconds("garbage", 100));
   CHECK_FALSE(parse_proc_stat_cpu_seconds("1 (x) S 1 2", 100));
+  const std::optional<ProcStat> fields = parse_proc_stat(stat);
+  REQUIRE(fields);
+  CHECK(fields->state == 'S');
+  CHECK(fields->parent_pid == 1);
+  CHECK(fields->start_ticks == 100);
+  CHECK_FALSE(parse_proc_stat("4242 (x) S 1 4242 4242 0 -1 4194560 500 0 0 0 x 50\n"));  // utime not a number
+  REQUIRE(read_proc_stat(getpid()));
+  CHECK(read_proc_stat(getpid())->parent_pid == getppid());
   REQUIRE(parse_proc_statm_rss_bytes("1000 300 20 1 0 50 0\n", 4096));
   CHECK(*parse_proc_statm_rss_bytes("1000 300 20 1 0 50 0\n", 4096) == 300 * 4096);
   CHECK_FALSE(parse_proc_statm_rss_bytes("1000", 4096));

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "integration/launch_fixture.hpp"
-#include "util/run_capture.hpp"
+#include "process/run_capture.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

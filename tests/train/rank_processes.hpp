@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "process/run_capture.hpp"
 #include "supervise/port_probe.hpp"
-#include "util/run_capture.hpp"
 
 namespace mgtrain::test {
 

@@ -16,6 +16,7 @@
 
 #include "config/config.hpp"
 #include "contract/worker_identity.hpp"
+#include "process/run_capture.hpp"
 #include "support/temp_dir.hpp"
 #include "train/data/batch_loader.hpp"
 #include "train/data/data_source.hpp"
@@ -25,7 +26,6 @@
 #include "train/models/model.hpp"
 #include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 

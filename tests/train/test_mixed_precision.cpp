@@ -11,12 +11,12 @@
 
 #include <ATen/ATen.h>
 
+#include "process/run_capture.hpp"
 #include "support/summary_line.hpp"
 #include "support/temp_dir.hpp"
 #include "train/loop/mixed_precision.hpp"
 #include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using mgtrain::testing::summary_number;

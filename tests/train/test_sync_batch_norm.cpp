@@ -19,6 +19,7 @@
 
 #include "config/config.hpp"
 #include "contract/worker_identity.hpp"
+#include "process/run_capture.hpp"
 #include "rank_processes.hpp"
 #include "supervise/port_probe.hpp"
 #include "support/summary_line.hpp"
@@ -28,7 +29,6 @@
 #include "train/models/model.hpp"
 #include "train_test_support.hpp"
 #include "util/error.hpp"
-#include "util/run_capture.hpp"
 
 using namespace mgtrain;
 using mgtrain::test::RankRuns;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "process/run_capture.hpp"
 #include "support/temp_dir.hpp"
-#include "util/run_capture.hpp"
 
 namespace mgtrain::test {
 

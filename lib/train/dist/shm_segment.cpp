@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <functional>
 #include <new>
 #include <vector>
@@ -28,6 +27,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "host/process_stats.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
@@ -87,13 +87,9 @@ enum class ProcessState { kAlive, kGone, kUnknown };
 // Whether process `pid` still runs: a zombie (exited, not yet reaped by the launcher) counts as gone.
 ProcessState process_state(std::int32_t pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH ? ProcessState::kGone : ProcessState::kUnknown;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return ProcessState::kUnknown;
-  const auto close = line.rfind(')');  // "pid (comm) S ...": comm may contain spaces and parentheses
-  if (close == std::string::npos || close + 2 >= line.size()) return ProcessState::kUnknown;
-  const char state = line[close + 2];
-  return state == 'Z' || state == 'X' ? ProcessState::kGone : ProcessState::kAlive;
+  const std::optional<ProcStat> stat = read_proc_stat(pid);
+  if (!stat) return ProcessState::kUnknown;
+  return stat->state == 'Z' || stat->state == 'X' ? ProcessState::kGone : ProcessState::kAlive;
 }
 
 // Shared (not process-private) futexes: the word lives in a segment mapped by several processes.

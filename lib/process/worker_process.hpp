@@ -1,6 +1,7 @@
-// Starting one worker process: its own process group, death with the launcher (PR_SET_PDEATHSIG), every signal's
-// default disposition and an empty signal mask, stdout and stderr through pipes or pseudo-terminals (launch.tty),
-// stdin from /dev/null; plus signalling and reaping it.
+// Starting a child: the one fork and exec of a program in mgtrain, for workers (their own process group, death with
+// the launcher by PR_SET_PDEATHSIG, stdout and stderr through pipes or pseudo-terminals: launch.tty) and helper
+// programs (run_capture.hpp). Every child gets every signal's default disposition, an empty signal mask and stdin
+// from /dev/null unless told otherwise. Plus signalling and reaping it.
 #pragma once
 
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/fd.hpp"
 
@@ -29,6 +31,17 @@ struct WorkerProcessSpec {
   bool stdout_terminal = false;
   bool stderr_terminal = false;
   winsize terminal_size{24, 80, 0, 0};
+  std::string working_directory;  // "": the launcher's
+  // Workers: both. A helper program a test runs from a thread of its own keeps its parent's group and survives
+  // the end of that thread (PR_SET_PDEATHSIG fires when the parent thread ends).
+  bool own_process_group = true;
+  bool die_with_parent = true;
+};
+
+// The program could not be executed (exec's or chdir's errno, e.g. ENOENT): "cannot start <program>: <why>".
+class ExecError : public SystemError {
+ public:
+  using SystemError::SystemError;
 };
 
 struct WorkerProcess {
@@ -37,8 +50,10 @@ struct WorkerProcess {
   Fd stderr_pipe;
 };
 
-// Forks and execs. Returns once the program runs; throws UsageError when it cannot be executed
-// (not found, not executable) and SystemError when a system call fails.
+// Forks and execs. Returns once the program runs; throws ExecError when it cannot be executed and SystemError
+// when a system call fails.
+WorkerProcess start_child(const WorkerProcessSpec& spec);
+// start_child for a worker command: UsageError (naming the program after `--`) when it cannot be executed.
 WorkerProcess start_worker_process(const WorkerProcessSpec& spec);
 
 // kill(-pgid, signal); a group that is already gone is not an error.

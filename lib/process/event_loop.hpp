@@ -16,9 +16,9 @@
 #include <optional>
 #include <vector>
 
-#include "supervise/orphan_guard.hpp"
-#include "supervise/signal_channel.hpp"
-#include "supervise/worker_process.hpp"
+#include "process/orphan_guard.hpp"
+#include "process/signal_channel.hpp"
+#include "process/worker_process.hpp"
 #include "util/exit_status.hpp"
 
 namespace mgtrain {

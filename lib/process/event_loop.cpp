@@ -1,12 +1,11 @@
 // The one event loop: children, outputs, participants and signals under one ppoll (see event_loop.hpp).
-#include "supervise/event_loop.hpp"
+#include "process/event_loop.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 
 #include "util/error.hpp"
-#include "util/timespec.hpp"
 
 namespace mgtrain {
 
@@ -81,10 +80,7 @@ void EventLoop::wait_once() {
   for (LoopParticipant* participant : participants_) add_fds_of(participant);
 
   const std::optional<LoopTime> wake = next_wake();
-  timespec timeout{};
-  if (wake) timeout = to_timespec(*wake - LoopClock::now());
-  const int ready = ppoll(poll_fds_.data(), poll_fds_.size(), wake ? &timeout : nullptr, nullptr);
-  if (ready < 0 && errno != EINTR) throw SystemError("ppoll() in the event loop", errno);
+  const int ready = wait_ready(poll_fds_.data(), poll_fds_.size(), wake, "in the event loop");
   const LoopTime now = LoopClock::now();
 
   if (ready > 0) {

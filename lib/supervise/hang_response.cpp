@@ -1,6 +1,6 @@
-// The supervisor's side of hang detection (hang_watch.hpp decides): reading the workers' progress files, the
-// evidence of a stopped process (and its SIGKILL when the group stops), the line printed at detection, the diagnostics
-// collected before the stop, and the hang's facts in the failure report (docs/diagnosis.md).
+// The supervisor's side of hang detection (see hang_response.hpp).
+#include "supervise/hang_response.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -9,10 +9,11 @@
 #include <filesystem>
 
 #include "contract/log_layout.hpp"
+#include "diagnose/process_facts.hpp"
 #include "diagnose/top_frames.hpp"
 #include "output/file_tail.hpp"
+#include "process/worker_process.hpp"
 #include "supervise/supervisor.hpp"
-#include "supervise/worker_process.hpp"
 #include "util/fd.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
@@ -28,18 +29,6 @@ Clock::duration probe_interval(double timeout_s) {
   return steady_seconds(std::min(1.0, std::max(0.01, timeout_s / 4)));
 }
 
-// The state letter of /proc/<pid>/stat (after the command's closing parenthesis); '?' when it cannot be read.
-char process_state(pid_t pid) {
-  Fd fd(open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return '?';
-  char buffer[512];
-  ssize_t got = read(fd.get(), buffer, sizeof buffer - 1);
-  if (got <= 0) return '?';
-  const std::string text(buffer, static_cast<std::size_t>(got));
-  const std::size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '?';
-}
-
 // "12:00:03.4Z"
 std::string clock_text(long long unix_millis) {
   return format_utc(unix_millis / 1000, "%H:%M:%S") + "." + std::to_string((unix_millis % 1000) / 100) + "Z";
@@ -47,16 +36,30 @@ std::string clock_text(long long unix_millis) {
 
 }  // namespace
 
-long long Supervisor::unix_millis_at(Clock::time_point time) const {
-  const auto wall =
-      started_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(time - started_steady_);
-  return std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count();
+HangResponse::HangResponse(const LaunchPlan& plan, WorkerRoster& workers, SupervisionPolicy& policy,
+                           ConsoleWriter& console, const ClockAnchor& started, AttemptCoordinator* const& coordinator)
+    : plan_(plan),
+      workers_(workers),
+      policy_(policy),
+      console_(console),
+      started_(started),
+      coordinator_(coordinator) {}
+
+void HangResponse::attempt_started(Clock::time_point now) {
+  if (plan_.hang_timeout_s > 0) next_probe_ = now;
 }
 
-void Supervisor::probe_heartbeats(Clock::time_point now, bool force) {
-  if (!next_heartbeat_probe_ || (!force && now < *next_heartbeat_probe_)) return;
+std::optional<Clock::time_point> HangResponse::next_deadline() const {
+  std::optional<Clock::time_point> wake;
+  if (!policy_.finished()) wake = next_probe_;
+  if (policy_.diagnosing()) keep_earliest(wake, Clock::now() + steady_seconds(HangDiagnostics::kPollS));
+  return wake;
+}
+
+void HangResponse::probe_progress(Clock::time_point now, bool force) {
+  if (!next_probe_ || (!force && now < *next_probe_)) return;
   const double wall_now = unix_seconds_now();
-  for (Worker& worker : workers_) {
+  for (RosterWorker& worker : workers_.current()) {
     if (!worker.alive || !worker.heartbeat) continue;
     std::optional<ProgressChange> change = worker.heartbeat->poll();
     if (!change) continue;
@@ -64,37 +67,33 @@ void Supervisor::probe_heartbeats(Clock::time_point now, bool force) {
     const double age_s = std::max(0.0, wall_now - change->wall_time);
     policy_.on_progress(worker.local_rank, now - steady_seconds(age_s), change->step);
   }
-  next_heartbeat_probe_ = now + probe_interval(plan_.hang_timeout_s);
+  next_probe_ = now + probe_interval(plan_.hang_timeout_s);
 }
 
-bool Supervisor::worker_stopped(int local_rank) {
-  for (const Worker& worker : workers_) {
-    if (worker.local_rank != local_rank || !worker.alive) continue;
-    const char state = process_state(worker.pid);
-    return state == 'T' || state == 't';
-  }
-  return false;
+bool HangResponse::worker_stopped(int local_rank) const {
+  const RosterWorker* worker = workers_.running(local_rank);
+  if (!worker) return false;
+  return diagnose::is_stopped_state(diagnose::process_state(worker->pid).value_or('?'));
 }
 
-void Supervisor::kill_worker(int local_rank) {
-  for (const Worker& worker : workers_) {
-    if (worker.local_rank != local_rank || !worker.alive) continue;
-    console_.message(log::Level::Info,
-                     "rank {} (pid {}) is stopped (SIGSTOP or a debugger) and cannot act on the stop: killing it now "
-                     "(SIGKILL) instead of waiting out --grace-period",
-                     plan_.global_rank(local_rank), worker.pid);
-    signal_process_group(worker.pid, SIGKILL);
-  }
+void HangResponse::kill_worker(int local_rank) {
+  const RosterWorker* worker = workers_.running(local_rank);
+  if (!worker) return;
+  console_.message(log::Level::Info,
+                   "rank {} (pid {}) is stopped (SIGSTOP or a debugger) and cannot act on the stop: killing it now "
+                   "(SIGKILL) instead of waiting out --grace-period",
+                   plan_.global_rank(local_rank), worker->pid);
+  signal_process_group(worker->pid, SIGKILL);
 }
 
-void Supervisor::no_progress_yet(int local_rank) {
+void HangResponse::no_progress_yet(int local_rank) {
   console_.message(log::Level::Info,
                    "rank {} has reported no progress yet: hang detection for it starts at its first report (it "
                    "touches or writes MGTRAIN_HEARTBEAT_FILE; docs/diagnosis.md)",
                    plan_.global_rank(local_rank));
 }
 
-void Supervisor::hang_detected(const HangVerdict& verdict, Clock::time_point deadline) {
+void HangResponse::hang_detected(const HangVerdict& verdict, Clock::time_point deadline) {
   const std::string activity = diagnostics_->activity();
   const double seconds = std::chrono::duration<double>(deadline - Clock::now()).count();
   const std::string next = activity.empty() ? "stopping the workers"
@@ -102,12 +101,12 @@ void Supervisor::hang_detected(const HangVerdict& verdict, Clock::time_point dea
                                                   format_seconds(std::max(0.0, seconds)) + ")";
   std::string found = describe_hang(
       verdict, [this](int local_rank) { return plan_.global_rank(local_rank); },
-      [this](Clock::time_point time) { return clock_text(unix_millis_at(time)); });
+      [this](Clock::time_point time) { return clock_text(started_.unix_millis_at(time)); });
   if (!requested_diagnosis_.empty()) found = requested_diagnosis_ + (found.empty() ? "" : "; here " + found);
   console_.message(log::Level::Warning, "{}; {}", found, next);
   console_.flush();  // the line is out before anything is collected or signalled
   std::vector<HangDiagnostics::Target> targets;
-  for (const Worker& worker : workers_) {
+  for (const RosterWorker& worker : workers_.current()) {
     if (!worker.alive) continue;
     HangDiagnostics::Target target;
     target.local_rank = worker.local_rank;
@@ -131,14 +130,18 @@ void Supervisor::hang_detected(const HangVerdict& verdict, Clock::time_point dea
   if (coordinator_ && requested_diagnosis_.empty()) coordinator_->on_hang_detected();
 }
 
-bool Supervisor::diagnose_on_request(const std::string& reason) {
+void HangResponse::hang_diagnosed() {
+  if (coordinator_) coordinator_->on_hang_diagnosed();
+}
+
+bool HangResponse::diagnose_on_request(const std::string& reason) {
   requested_diagnosis_ = reason;
   const bool started = policy_.diagnose_on_request(Clock::now());
   requested_diagnosis_.clear();
   return started;
 }
 
-void Supervisor::poll_diagnostics(Clock::time_point now) {
+void HangResponse::poll_diagnostics(Clock::time_point now) {
   if (!policy_.diagnosing() || !diagnostics_->done()) return;
   settle_tie_by_stacks();
   policy_.diagnosis_finished(now);
@@ -148,7 +151,7 @@ void Supervisor::poll_diagnostics(Clock::time_point now) {
 // collective report alike (and rate-limited reports may even show the waiting ones a step behind). The main
 // threads' top frames tell them apart: when exactly one stopped rank is outside a collective and every other one
 // is in one, that one is hung, whatever progress said.
-void Supervisor::settle_tie_by_stacks() {
+void HangResponse::settle_tie_by_stacks() {
   if (tied_ranks_.empty()) return;
   std::vector<std::string> main_frames;
   for (int local_rank : tied_ranks_) {
@@ -171,10 +174,10 @@ void Supervisor::settle_tie_by_stacks() {
   policy_.blame(hung);
 }
 
-void Supervisor::describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory,
-                                     FailedWorker& worker) const {
+void HangResponse::describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory,
+                                       FailedWorker& worker) const {
   worker.last_step = failure.last_step;
-  worker.last_progress_unix_ms = unix_millis_at(failure.last_progress);
+  worker.last_progress_unix_ms = started_.unix_millis_at(failure.last_progress);
   worker.last_progress_utc = format_utc_millis(worker.last_progress_unix_ms);
   worker.process_stopped = failure.process_stopped;
   const std::string stacks = log_layout::stacks_file(rank_directory);

@@ -1,6 +1,6 @@
-// Runs a short-lived program to completion and captures its output: `mgtrain env` asks the worker binary
-// for the LibTorch facts this way, and tests run the binaries through it. Not for workers: those go
-// through the supervisor.
+// Runs a short-lived program to completion and captures its output (through start_child, worker_process.hpp):
+// `mgtrain env` asks the worker binary for the LibTorch facts this way, scontrol and eu-stack run so, and tests run
+// the binaries through it. Not for workers: those run on the event loop.
 #pragma once
 
 #include <map>

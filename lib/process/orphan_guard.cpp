@@ -1,5 +1,5 @@
 // The orphan guard process: a forked copy of the launcher reading process-group ids from a pipe.
-#include "supervise/orphan_guard.hpp"
+#include "process/orphan_guard.hpp"
 
 #include <fcntl.h>
 #include <sys/syscall.h>

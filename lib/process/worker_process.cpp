@@ -1,5 +1,5 @@
 // fork/exec of a worker with the launcher's safety settings applied in the child before exec.
-#include "supervise/worker_process.hpp"
+#include "process/worker_process.hpp"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "supervise/orphan_guard.hpp"
+#include "process/orphan_guard.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -62,9 +62,12 @@ Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
 [[noreturn]] void exec_child(const WorkerProcessSpec& spec, char* const argv[], char* const envp[], pid_t parent,
                              int stdout_fd, int stderr_fd, int stdin_fd, int report_fd) {
   auto fail = [report_fd](int err) { report_failure_and_exit(report_fd, err); };
-  if (setpgid(0, 0) != 0) fail(errno);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
-  if (getppid() != parent) _exit(128 + SIGKILL);  // the launcher died before PDEATHSIG was armed
+  if (spec.own_process_group && setpgid(0, 0) != 0) fail(errno);
+  if (spec.die_with_parent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+    if (getppid() != parent) _exit(128 + SIGKILL);  // the launcher died before PDEATHSIG was armed
+  }
+  if (!spec.working_directory.empty() && chdir(spec.working_directory.c_str()) != 0) fail(errno);
   if (spec.announce_fd >= 0) {
     int pid = static_cast<int>(getpid());
     if (write(spec.announce_fd, &pid, sizeof pid) != static_cast<ssize_t>(sizeof pid)) fail(errno);
@@ -90,8 +93,8 @@ Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
 
 }  // namespace
 
-WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
-  if (spec.argv.empty()) throw UsageError("worker command is empty");
+WorkerProcess start_child(const WorkerProcessSpec& spec) {
+  if (spec.argv.empty()) throw UsageError("the command to run is empty");
   std::vector<char*> argv, envp;
   for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -114,8 +117,9 @@ WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
   out.write.reset();
   err.write.reset();
   report.write.reset();
-  if (pid < 0) throw SystemError("fork() for worker '" + spec.argv[0] + "'", fork_errno);
-  setpgid(pid, pid);  // also done by the child; whichever runs first wins the race with kill(-pid)
+  if (pid < 0) throw SystemError("fork() for '" + spec.argv[0] + "'", fork_errno);
+  if (spec.own_process_group)
+    setpgid(pid, pid);  // also done by the child; whichever runs first wins the race with kill(-pid)
 
   int exec_errno = 0;
   ssize_t got;
@@ -125,11 +129,7 @@ WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
   report.read.reset();
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     waitpid(pid, nullptr, 0);
-    std::string message = "cannot run worker command '" + spec.argv[0] + "': " + std::strerror(exec_errno);
-    if (exec_errno == ENOENT || exec_errno == EACCES || exec_errno == ENOEXEC || exec_errno == ENOTDIR) {
-      throw UsageError(message + ": check the program after `--` (it must be an executable file or on PATH)");
-    }
-    throw Error(message);
+    throw ExecError("cannot start " + spec.argv[0], exec_errno);
   }
   fcntl(out.read.get(), F_SETFL, O_NONBLOCK);
   fcntl(err.read.get(), F_SETFL, O_NONBLOCK);
@@ -138,6 +138,20 @@ WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
   process.stdout_pipe = std::move(out.read);
   process.stderr_pipe = std::move(err.read);
   return process;
+}
+
+WorkerProcess start_worker_process(const WorkerProcessSpec& spec) {
+  if (spec.argv.empty()) throw UsageError("worker command is empty");
+  try {
+    return start_child(spec);
+  } catch (const ExecError& error) {
+    const int exec_errno = error.error_number();
+    std::string message = "cannot run worker command '" + spec.argv[0] + "': " + std::strerror(exec_errno);
+    if (exec_errno == ENOENT || exec_errno == EACCES || exec_errno == ENOEXEC || exec_errno == ENOTDIR) {
+      throw UsageError(message + ": check the program after `--` (it must be an executable file or on PATH)");
+    }
+    throw Error(message);
+  }
 }
 
 void signal_process_group(pid_t pgid, int signal) {

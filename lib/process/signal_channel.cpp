@@ -1,5 +1,5 @@
 // signalfd set-up and tear-down for the supervisor.
-#include "supervise/signal_channel.hpp"
+#include "process/signal_channel.hpp"
 
 #include <sys/signalfd.h>
 #include <unistd.h>

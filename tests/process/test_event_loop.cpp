@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "supervise/event_loop.hpp"
+#include "process/event_loop.hpp"
 
 using namespace mgtrain;
 using namespace std::chrono_literals;
