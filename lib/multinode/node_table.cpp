@@ -164,7 +164,7 @@ std::vector<ConnectionId> NodeTable::silent_since(SteadyTime cutoff) const {
   return silent;
 }
 
-// The agents answer at once (node_agent.cpp), so 10,000 agents cost the server a few bursts per interval instead
+// The agents answer at once (RendezvousLink), so 10,000 agents cost the server a few bursts per interval instead
 // of a wake-up per agent; sent_ keeps the oldest first, so finding them costs only the heartbeats sent.
 void NodeTable::send_heartbeats(double interval_s, SteadyTime now) {
   std::optional<SteadyTime> oldest = sent_.oldest();
