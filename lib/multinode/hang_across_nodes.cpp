@@ -1,4 +1,4 @@
-// A hang across nodes: its messages, the job's verdict, and the rendezvous server's side (RendezvousRounds: who has
+// A hang across nodes: its messages, the job's verdict, and the rendezvous server's side (JobHangDiagnosis: who has
 // answered, the deadline, the stop once every node has its stacks). See hang_across_nodes.hpp.
 #include "multinode/hang_across_nodes.hpp"
 
@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "multinode/rendezvous_rounds.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/hang_watch.hpp"
 #include "util/exit_status.hpp"
@@ -111,85 +110,86 @@ std::optional<JobHangVerdict> decide_job_hang(const std::vector<NodeFailure>& ra
 
 // ---- the rendezvous server's side ---------------------------------------------------------------
 
-NodeFailure RendezvousRounds::from_node(const Node& node, NodeFailure failure) const {
-  failure.round = round_;
-  failure.node_rank = node.node_rank;
-  failure.node = describe(node);
-  if (failure.host.empty()) failure.host = node.join->hostname;
-  return failure;
+void JobHangDiagnosis::reset() {
+  deadline_.reset();
+  found_.reset();
+  owing_.clear();
+  ranks_.clear();
+  others_.clear();
 }
 
-void RendezvousRounds::reset_hang() {
-  diagnose_deadline_.reset();
-  hang_found_.reset();
-  hang_ranks_.clear();
-  hang_others_.clear();
-  for (auto& [id, node] : nodes_) node.diagnosed = false;
-}
-
-// The first node that found a hang: every other member collects its diagnostics too; nothing is stopped yet.
-void RendezvousRounds::handle_hang_found(Node& node, const Message& message) {
-  if (phase_ != Phase::kRunning || diagnosing()) return;  // a second node's hang: its kDiagnosed will come
-  NodeFailure hung = from_node(node, NodeFailure::read_from(message, "cause."));
-  hang_found_ = hung;
-  if (hung.last_progress_ms > 0) hang_ranks_[hung.global_rank] = hung;
-  diagnose_deadline_ = now_ + steady_seconds(std::max(0.0, settings_.diagnose_timeout_s) + kDiagnoseSlackS);
+std::optional<HangStop> JobHangDiagnosis::found(NodeTable::Node& node, const NodeFailure& hung, int round,
+                                                SteadyTime now) {
+  found_ = hung;
+  if (hung.last_progress_ms > 0) ranks_[hung.global_rank] = hung;
+  deadline_ = now + steady_seconds(std::max(0.0, diagnose_timeout_s_) + kDiagnoseSlackS);
+  const Message diagnose = diagnose_message(round, hung.summary());
   int asked = 0;
-  for (auto& [id, other] : nodes_) {
-    other.diagnosed = other.ended || !other.member;
-    if (&other == &node || !other.member || other.ended) continue;
-    send(other, diagnose_message(round_, hung.summary()));
+  for (NodeTable::Node* other : nodes_.members()) {
+    if (other->ended) continue;
+    owing_.insert(other->id);
+    if (other == &node) continue;
+    nodes_.send(*other, diagnose, now);
     ++asked;
   }
   outbox_.note(fmt::format("rendezvous: {}; {} collecting {} ranks' stacks before anything is stopped (up to {})",
                            hung.summary(), asked == 0 ? "its node is" : fmt::format("all {} nodes are", asked + 1),
-                           asked == 0 ? "its" : "their", format_seconds(settings_.diagnose_timeout_s)));
-  if (settings_.diagnose_timeout_s <= 0) stop_after_diagnosis();
+                           asked == 0 ? "its" : "their", format_seconds(diagnose_timeout_s_)));
+  if (diagnose_timeout_s_ <= 0) return conclude();
+  return std::nullopt;
 }
 
-void RendezvousRounds::handle_diagnosed(Node& node, const std::vector<NodeFailure>& ranks) {
-  if (!diagnosing() || node.diagnosed) return;
-  node.diagnosed = true;
-  for (const NodeFailure& rank : ranks) hang_ranks_[rank.global_rank] = from_node(node, rank);
-  check_diagnosis();
+std::optional<HangStop> JobHangDiagnosis::answered(NodeTable::Node& node, const std::vector<NodeFailure>& ranks,
+                                                   int round) {
+  if (!diagnosing() || owing_.erase(node.id) == 0) return std::nullopt;
+  for (const NodeFailure& rank : ranks) ranks_[rank.global_rank] = nodes_.failure_from(node, rank, round);
+  if (!complete()) return std::nullopt;
+  return conclude();
 }
 
-void RendezvousRounds::check_diagnosis() {
-  if (!diagnosing()) return;
-  for (const auto& [id, node] : nodes_) {
-    if (node.member && !node.ended && !node.diagnosed) return;
-  }
-  stop_after_diagnosis();
+std::optional<HangStop> JobHangDiagnosis::member_gone() {
+  if (!diagnosing() || !complete()) return std::nullopt;
+  return conclude();
 }
 
-// Every node has its diagnostics (or the time is up): the root cause across nodes, then the job-wide stop.
-void RendezvousRounds::stop_after_diagnosis() {
-  if (!diagnosing()) return;
+std::optional<HangStop> JobHangDiagnosis::on_time(SteadyTime now) {
+  if (!deadline_ || now < *deadline_) return std::nullopt;
+  return conclude();
+}
+
+bool JobHangDiagnosis::complete() {
+  return std::none_of(owing_.begin(), owing_.end(), [&](ConnectionId id) {
+    const NodeTable::Node* node = nodes_.find(id);
+    return node && node->member && !node->ended;
+  });
+}
+
+// Every node has its diagnostics (or the time is up): the root cause across nodes, for the job-wide stop.
+HangStop JobHangDiagnosis::conclude() {
   std::string silent;
-  for (const auto& [id, node] : nodes_) {
-    if (node.member && !node.ended && !node.diagnosed) silent += (silent.empty() ? "" : ", ") + describe(node);
+  for (ConnectionId id : owing_) {
+    const NodeTable::Node* node = nodes_.find(id);
+    if (node && node->member && !node->ended) silent += (silent.empty() ? "" : ", ") + nodes_.describe(*node);
   }
   if (!silent.empty()) {
     outbox_.note(fmt::format("rendezvous: no diagnostics from {} within launch.diagnose_timeout ({}); stopping anyway",
-                             silent, format_seconds(settings_.diagnose_timeout_s)));
+                             silent, format_seconds(diagnose_timeout_s_)));
   }
-  diagnose_deadline_.reset();
+  deadline_.reset();
   std::vector<NodeFailure> ranks;
-  for (const auto& [rank, failure] : hang_ranks_) ranks.push_back(failure);
-  std::optional<JobHangVerdict> verdict = decide_job_hang(ranks);
-  if (verdict) {
-    root_cause_ = verdict->root_cause;
-    hang_others_ = verdict->others;
+  for (const auto& [rank, failure] : ranks_) ranks.push_back(failure);
+  HangStop stop;
+  if (std::optional<JobHangVerdict> verdict = decide_job_hang(ranks)) {
+    stop.root_cause = verdict->root_cause;
+    others_ = verdict->others;
   } else {
-    root_cause_ = *hang_found_;
-    root_cause_->exit_code = kHungWorkerExitCode;
+    stop.root_cause = *found_;
+    stop.root_cause.exit_code = kHungWorkerExitCode;
   }
-  phase_ = Phase::kStopping;
-  outbox_.note(
-      fmt::format("rendezvous: {} (its progress stopped first of {} stalled rank{}); stopping the workers of "
-                  "every node",
-                  root_cause_->summary(), ranks.size(), ranks.size() == 1 ? "" : "s"));
-  stop_other_members(nullptr, root_cause_->summary());
+  stop.line = fmt::format(
+      "rendezvous: {} (its progress stopped first of {} stalled rank{}); stopping the workers of every node",
+      stop.root_cause.summary(), ranks.size(), ranks.size() == 1 ? "" : "s");
+  return stop;
 }
 
 }  // namespace mgtrain::rdzv

@@ -1,7 +1,5 @@
-// The node agent: rendezvous client (and server on the hosting node) as a participant of the supervisor's
-// event loop, and the coordinator of its attempts.
+// The node agent (see node_agent.hpp): its rendezvous messages, its attempts, its end, and run_node_agent.
 #include "multinode/node_agent.hpp"
-#include "util/log.hpp"
 
 #include <unistd.h>
 
@@ -16,441 +14,341 @@
 #include "contract/log_layout.hpp"
 #include "multinode/hang_across_nodes.hpp"
 #include "multinode/node_failure.hpp"
-#include "multinode/rendezvous_client.hpp"
-#include "multinode/rendezvous_hosting.hpp"
-#include "multinode/rendezvous_server.hpp"
 #include "output/console_writer.hpp"
 #include "supervise/run_directory.hpp"
-#include "supervise/supervisor.hpp"
 #include "supervise/worker_env.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
 
 namespace mgtrain {
-namespace {
 
-using Clock = std::chrono::steady_clock;
+void NodeAgent::attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server,
+                       std::unique_ptr<RendezvousClient> client, std::string agent_id) {
+  supervisor_ = &supervisor;
+  link_.emplace(std::move(server), std::move(client),
+                rdzv::SilenceRule{plan_.node_heartbeat_interval_s, plan_.node_timeout_s},
+                [this](const std::string& line) { say(line); });
+  agent_id_ = std::move(agent_id);
+}
 
-// After the job is decided: how long queued messages may take to leave before the agent exits; after
-// server_lost, how often it checks whether the server has its leave.
-constexpr auto kFlushLinger = std::chrono::seconds(2);
-constexpr auto kAckPoll = std::chrono::milliseconds(100);
+void NodeAgent::say(const std::string& line) { supervisor_->console().message(log::Level::Info, "{}", line); }
 
-class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
- public:
-  NodeAgent(LaunchPlan plan, const LoadedConfig& loaded, const NodeAgentOutside& outside)
-      : plan_(std::move(plan)), loaded_(loaded), outside_(outside) {}
+// ---- LoopParticipant -----------------------------------------------------------------------
 
-  // This node's plan as of the last round (node rank, ranks, run directory from the rendezvous).
-  const LaunchPlan& plan() const { return plan_; }
+void NodeAgent::add_fds(std::vector<pollfd>& fds) { link_->add_fds(fds); }
 
-  void attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server,
-              std::unique_ptr<RendezvousClient> client, std::string agent_id) {
-    supervisor_ = &supervisor;
-    server_ = std::move(server);
-    client_ = std::move(client);
-    agent_id_ = std::move(agent_id);
+void NodeAgent::on_ready(const pollfd& ready, Clock::time_point now) {
+  if (link_->serve(ready, now)) return;
+  RendezvousClient& client = link_->client();
+  std::vector<rdzv::Message> messages;
+  try {
+    client.on_poll(&ready, 1, now, messages);
+  } catch (const AuthenticationError& error) {
+    if (!ending_) refused_by_token(std::string("failed authentication: ") + error.what());
+    return;
+  } catch (const rdzv::ProtocolError& error) {
+    if (!ending_)
+      end_job(exit_code::kUsage,
+              fmt::format("{} is not an mgtrain rendezvous server of this version: {}; check --master-addr/"
+                          "--master-port (--rdzv-endpoint) and that every node runs the same mgtrain",
+                          client.endpoint(), error.what()),
+              std::nullopt, true);
+    return;
   }
-
-  void say(const std::string& line) { supervisor_->console().message(log::Level::Info, "{}", line); }
-
-  // ---- LoopParticipant ----
-  void add_fds(std::vector<pollfd>& fds) override {
-    server_fd_ = -1;
-    if (server_) {
-      server_->add_poll_fds(fds);  // exactly one: its epoll set
-      server_fd_ = fds.back().fd;
-    }
-    client_->add_poll_fds(fds);
-  }
-
-  void on_ready(const pollfd& ready, Clock::time_point now) override {
-    if (server_ && ready.fd == server_fd_) return server_->on_poll(&ready, 1, now);
-    std::vector<rdzv::Message> messages;
+  if (client.take_connected_event()) client.send(join_request_for(plan_, loaded_, agent_id_).to_message());
+  for (const rdzv::Message& message : messages) {
     try {
-      client_->on_poll(&ready, 1, now, messages);
-    } catch (const AuthenticationError& error) {
-      if (!ending_) refused_by_token(std::string("failed authentication: ") + error.what());
-      return;
+      handle(message);
     } catch (const rdzv::ProtocolError& error) {
       if (!ending_)
         end_job(exit_code::kUsage,
-                fmt::format("{} is not an mgtrain rendezvous server of this version: {}; check --master-addr/"
-                            "--master-port (--rdzv-endpoint) and that every node runs the same mgtrain",
-                            client_->endpoint(), error.what()),
+                fmt::format("bad message from the rendezvous server {}: {}", client.endpoint(), error.what()),
                 std::nullopt, true);
-      return;
     }
-    if (client_->take_connected_event()) send_join();
-    for (const rdzv::Message& message : messages) {
-      try {
-        handle(message);
-      } catch (const rdzv::ProtocolError& error) {
-        if (!ending_)
-          end_job(exit_code::kUsage,
-                  fmt::format("bad message from the rendezvous server {}: {}", client_->endpoint(), error.what()),
-                  std::nullopt, true);
-      }
-    }
-    check_client();
   }
+  check_client();
+}
 
-  std::optional<Clock::time_point> next_deadline() const override {
-    std::optional<Clock::time_point> next;
-    if (server_) keep_earliest(next, server_->next_deadline());
-    keep_earliest(next, client_->next_deadline());
-    if (client_->state() == RendezvousClient::State::kConnected) {
-      if (supervisor_->policy().finished()) {
-        keep_earliest(next, finished_at_ ? *finished_at_ + linger() : Clock::now());
-        if (finished_at_ && left_after_silence_) keep_earliest(next, Clock::now() + kAckPoll);
-      } else {
-        keep_earliest(next, client_->last_sent() + steady_seconds(plan_.node_heartbeat_interval_s));
-        if (!ending_) keep_earliest(next, silence_rule().lost_at(client_->last_heard()));
-      }
-    }
-    return next;
+std::optional<NodeAgent::Clock::time_point> NodeAgent::next_deadline() const {
+  return link_->next_deadline(supervisor_->policy().finished(), !ending_);
+}
+
+void NodeAgent::on_time(Clock::time_point now) {
+  if (auto silent = link_->on_time(now, supervisor_->policy().finished(), !ending_)) server_lost(*silent, true);
+  check_client();
+}
+
+// ---- AttemptCoordinator --------------------------------------------------------------------
+
+void NodeAgent::on_group_failing(const WorkerFailure& failure) {
+  if (round_ < 0 || ending_) return;
+  FailedWorker worker = supervisor_->describe_failure(failure);
+  rdzv::NodeFailure report = node_failure_from(worker, round_, plan_.node_rank, node_name());
+  say(fmt::format("rank {} failed ({}); telling the other nodes", worker.global_rank, worker.outcome()));
+  link_->client().send(rdzv::workers_failed_message(report));
+}
+
+void NodeAgent::on_hang_detected() { link_->client().send(hang_found_for(*supervisor_, plan_, round_, node_name())); }
+
+void NodeAgent::on_hang_diagnosed() {
+  say("the workers of " + node_name() + " keep running until every node has its ranks' stacks");
+  link_->client().send(diagnosed_for(*supervisor_, plan_, round_, node_name()));
+}
+
+void NodeAgent::on_attempt_ended() {
+  const SupervisionPolicy& policy = supervisor_->policy();
+  if (policy.finished()) {  // the launcher got a signal: this node leaves the job
+    if (policy.launcher_signal()) link_->leave_on_signal(plan_, *policy.launcher_signal());
+    return;
   }
-
-  void on_time(Clock::time_point now) override {
-    if (server_) server_->on_time(now);
-    client_->on_time(now);
-    if (auto notice = client_->take_unresolved_notice(now); notice && !ending_) say(*notice);
-    if (client_->state() == RendezvousClient::State::kConnected) {
-      if (supervisor_->policy().finished()) {
-        if (!finished_at_) finished_at_ = now;
-        bool waiting = left_after_silence_ ? client_->unacknowledged() : client_->has_output();
-        if (!waiting || now >= *finished_at_ + linger()) {
-          client_->close();
-        } else if (left_after_silence_ && !std::exchange(said_linger_, true)) {
-          say("waiting up to " + format_seconds(std::chrono::duration<double>(linger()).count()) +
-              " for the server to hear that this node left");
-        }
-      } else {
-        if (now - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s))
-          client_->send(rdzv::heartbeat_message());
-        const rdzv::SilenceRule rule = silence_rule();
-        if (!ending_ && rule.lost(client_->last_heard(), now)) {
-          server_lost(rule.describe(client_->last_heard(), now), true);
-        }
-      }
-    }
-    check_client();
+  std::string outcome;
+  int code = 0;
+  if (policy.attempt_succeeded()) {
+    outcome = policy.stopped_after_checkpoint() ? rdzv::kEndedCheckpoint : rdzv::kEndedSuccess;
+    code = policy.stopped_after_checkpoint() ? exit_code::kStoppedAfterCheckpoint : 0;
+  } else if (!policy.root_cause()) {
+    outcome = rdzv::kEndedStopped;
+  } else {
+    outcome = rdzv::kEndedFailed;
+    code = policy.exit_code();
   }
+  if (round_ >= 0) link_->client().send(rdzv::workers_ended_message(round_, outcome, code));
+  if (ending_) supervisor_->finish(ending_->exit_code);
+}
 
-  // ---- AttemptCoordinator ----
-  void on_group_failing(const WorkerFailure& failure) override {
-    if (round_ < 0 || ending_) return;
-    FailedWorker worker = supervisor_->describe_failure(failure);
-    rdzv::NodeFailure report = node_failure_from(worker, round_, plan_.node_rank, node_name());
-    say(fmt::format("rank {} failed ({}); telling the other nodes", worker.global_rank, worker.outcome()));
-    client_->send(rdzv::workers_failed_message(report));
-  }
+void NodeAgent::on_signal_during_teardown(int signal) {
+  log::info("{} while the job's end is being passed on: leaving now", signal_name(signal));
+  link_->close_now();
+}
 
-  // A hang: the workers run until the server has every node's diagnostics (hang_across_nodes.hpp).
-  void on_hang_detected() override { client_->send(hang_found_for(*supervisor_, plan_, round_, node_name())); }
-  void on_hang_diagnosed() override {
-    say("the workers of " + node_name() + " keep running until every node has its ranks' stacks");
-    client_->send(diagnosed_for(*supervisor_, plan_, round_, node_name()));
-  }
+bool NodeAgent::done(Clock::time_point now) const { return link_->done(now); }
 
-  void on_attempt_ended() override {
-    const SupervisionPolicy& policy = supervisor_->policy();
-    if (policy.finished()) {  // the launcher got a signal: this node leaves the job
-      if (policy.launcher_signal()) leave_on_signal(plan_, server_.get(), *client_, *policy.launcher_signal());
-      return;
-    }
-    std::string outcome;
-    int code = 0;
-    if (policy.attempt_succeeded()) {
-      outcome = policy.stopped_after_checkpoint() ? rdzv::kEndedCheckpoint : rdzv::kEndedSuccess;
-      code = policy.stopped_after_checkpoint() ? exit_code::kStoppedAfterCheckpoint : 0;
-    } else if (!policy.root_cause()) {
-      outcome = rdzv::kEndedStopped;
-    } else {
-      outcome = rdzv::kEndedFailed;
-      code = policy.exit_code();
-    }
-    if (round_ >= 0) client_->send(rdzv::workers_ended_message(round_, outcome, code));
-    if (ending_) supervisor_->finish(ending_->exit_code);
-  }
+// ---- the end -------------------------------------------------------------------------------
 
-  void on_signal_during_teardown(int signal) override {
-    log::info("{} while the job's end is being passed on: leaving now", signal_name(signal));
-    if (server_) server_->stop_lingering();
-    client_->close();
-  }
+NodeAgentResult NodeAgent::result(const SupervisionResult& result) {
+  NodeAgentResult outcome;
+  outcome.exit_code = report(result);
+  outcome.node_rank = plan_.node_rank;
+  outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
+  outcome.failure = emitted_report_;  // for the launcher's TORCHELASTIC_ERROR_FILE
+  outcome.launcher_signal = result.launcher_signal;
+  return outcome;
+}
 
-  bool done(Clock::time_point now) const override {
-    bool client_done = client_->state() != RendezvousClient::State::kConnected &&
-                       client_->state() != RendezvousClient::State::kConnecting;
-    return client_done && (!server_ || server_->quiescent(now));
-  }
-
-  // ---- the end ----
-  // The failure report this node printed, if any (for the launcher's TORCHELASTIC_ERROR_FILE).
-  const std::optional<FailureReport>& emitted_report() const { return emitted_report_; }
-
-  int report(const SupervisionResult& result) {
-    const int code = result.exit_code;
-    if (result.launcher_signal) {
-      if (result.failure) emit_report(*result.failure);
-      if (round_ < 0) {
-        log::info("stopped by {} while waiting for the rendezvous at {}; no worker was started (exit code {})",
-                  signal_name(*result.launcher_signal), client_->endpoint(), code);
-        return code;
-      }
-      log::info(
-          "stopped by {}; the workers of this node (run {}) have exited and the other nodes were told (exit code {})",
-          signal_name(*result.launcher_signal), plan_.run_id, code);
+int NodeAgent::report(const SupervisionResult& result) {
+  const int code = result.exit_code;
+  if (result.launcher_signal) {
+    if (result.failure) emit_report(*result.failure);
+    if (round_ < 0) {
+      log::info("stopped by {} while waiting for the rendezvous at {}; no worker was started (exit code {})",
+                signal_name(*result.launcher_signal), link_->client().endpoint(), code);
       return code;
     }
-    if (!ending_) return code;
-    const Ending& ending = *ending_;
-    if (round_ < 0 && !ending.rejected && (code == 0 || code == exit_code::kStoppedAfterCheckpoint)) {
-      log::info("the job ended (exit code {}) while this node waited as a standby; it ran no worker", code);
-      return code;
-    }
-    if (ending.rejected || (!ending.cause && code != 0 && code != exit_code::kStoppedAfterCheckpoint)) {
-      log::error("{}", ending.text);
-      return code;
-    }
-    if (!ending.cause) {
-      if (code == exit_code::kStoppedAfterCheckpoint) {
-        log::info(
-            "the workers of run {} saved a checkpoint and stopped on request; run the same command on every node "
-            "again to resume (exit code {})",
-            plan_.run_id, code);
-      }
-      return code;
-    }
-    emit_report(job_failure_report(*ending.cause, waiting_, supervisor_->local_failure_report(), plan_, node_name(),
-                                   round_, code));
-    log::info("{}", ending.text);
+    log::info(
+        "stopped by {}; the workers of this node (run {}) have exited and the other nodes were told (exit code {})",
+        signal_name(*result.launcher_signal), plan_.run_id, code);
     return code;
   }
-
- private:
-  struct Ending {
-    int exit_code = 0;
-    std::string text;
-    std::optional<rdzv::NodeFailure> cause;
-    bool rejected = false;
-  };
-
-  std::string node_name() const {
-    if (round_ >= 0 && !node_name_.empty()) return node_name_;
-    return fmt::format("node {} ({})", plan_.node_rank, plan_.hostname);
+  if (!ending_) return code;
+  const Ending& ending = *ending_;
+  if (round_ < 0 && !ending.rejected && (code == 0 || code == exit_code::kStoppedAfterCheckpoint)) {
+    log::info("the job ended (exit code {}) while this node waited as a standby; it ran no worker", code);
+    return code;
   }
-
-  void emit_report(const FailureReport& report) {
-    emitted_report_ = report;
-    log::text(format_failure_report(report));
-    if (run_ready_) write_run_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
+  if (ending.rejected || (!ending.cause && code != 0 && code != exit_code::kStoppedAfterCheckpoint)) {
+    log::error("{}", ending.text);
+    return code;
   }
-
-  void send_join() { client_->send(join_request_for(plan_, loaded_, agent_id_).to_message()); }
-
-  void handle(const rdzv::Message& message) {
-    using rdzv::MessageType;
-    switch (message.type) {
-      case MessageType::kHeartbeat:
-        // Answered at once (unless this agent spoke recently): the server sends its heartbeats in bursts,
-        // so the answers arrive together too and a server with thousands of agents wakes up rarely.
-        if (Clock::now() - client_->last_sent() >= steady_seconds(plan_.node_heartbeat_interval_s / 2)) {
-          client_->send(rdzv::heartbeat_message());
-        }
-        return;
-      case MessageType::kAssign:
-        return start_round(rdzv::Assignment::from(message));
-      case MessageType::kWait:
-        say(message.text("text"));
-        return;
-      case MessageType::kStop:
-      case MessageType::kRegroup:
-        // kRegroup: a node arrived (elastic scale-up), not a failure; the server sends the larger round's
-        // assignment once every node's workers have exited.
-        if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
-        stop_workers(message.text("reason"));
-        return;
-      case MessageType::kDiagnose:
-        if (message.integer("round") != round_ || ending_) return;
-        if (auto answer = diagnose_for_server(*supervisor_, message, round_)) client_->send(*answer);
-        return;
-      case MessageType::kFinish: {
-        std::optional<rdzv::NodeFailure> cause;
-        if (message.flag("has_cause")) cause = rdzv::NodeFailure::read_from(message, "cause.");
-        if (message.has("waiting.count")) waiting_ = rdzv::read_failures(message, "waiting.", rdzv::kMaxListedWaiting);
-        if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), cause, false);
-        return;
-      }
-      case MessageType::kReject:
-        if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), std::nullopt, true);
-        return;
-      default:
-        throw rdzv::ProtocolError("the server sent a " + rdzv::type_name(message.type) +
-                                  " message, which only agents send");
+  if (!ending.cause) {
+    if (code == exit_code::kStoppedAfterCheckpoint) {
+      log::info(
+          "the workers of run {} saved a checkpoint and stopped on request; run the same command on every node "
+          "again to resume (exit code {})",
+          plan_.run_id, code);
     }
+    return code;
   }
+  emit_report(job_failure_report(*ending.cause, waiting_, supervisor_->local_failure_report(), plan_, node_name(),
+                                 round_, code));
+  log::info("{}", ending.text);
+  return code;
+}
 
-  void start_round(const rdzv::Assignment& assignment) {
-    if (ending_ || !supervisor_->policy().waiting()) return;
-    if (assignment.nproc_per_node.at(assignment.node_rank) != plan_.nproc) {
-      throw rdzv::ProtocolError(fmt::format("assignment gives node {} {} workers, this node runs {}",
-                                            assignment.node_rank, assignment.nproc_per_node.at(assignment.node_rank),
-                                            plan_.nproc));
+std::string NodeAgent::node_name() const {
+  if (round_ >= 0 && !node_name_.empty()) return node_name_;
+  return fmt::format("node {} ({})", plan_.node_rank, plan_.hostname);
+}
+
+void NodeAgent::emit_report(const FailureReport& report) {
+  emitted_report_ = report;
+  log::text(format_failure_report(report));
+  if (run_ready_) write_run_file(log_layout::failure_json(plan_.run_dir), failure_report_to_json(report));
+}
+
+// ---- the rendezvous -----------------------------------------------------------------------
+
+void NodeAgent::handle(const rdzv::Message& message) {
+  using rdzv::MessageType;
+  switch (message.type) {
+    case MessageType::kHeartbeat:
+      link_->answer_heartbeat();
+      return;
+    case MessageType::kAssign:
+      return start_round(rdzv::Assignment::from(message));
+    case MessageType::kWait:
+      say(message.text("text"));
+      return;
+    case MessageType::kStop:
+    case MessageType::kRegroup:
+      // kRegroup: a node arrived (elastic scale-up), not a failure; the server sends the larger round's
+      // assignment once every node's workers have exited.
+      if (message.integer("round") != round_ || !supervisor_->policy().attempt_running()) return;
+      stop_workers(message.text("reason"));
+      return;
+    case MessageType::kDiagnose:
+      if (message.integer("round") != round_ || ending_) return;
+      if (auto answer = diagnose_for_server(*supervisor_, message, round_)) link_->client().send(*answer);
+      return;
+    case MessageType::kFinish: {
+      std::optional<rdzv::NodeFailure> cause;
+      if (message.flag("has_cause")) cause = rdzv::NodeFailure::read_from(message, "cause.");
+      if (message.has("waiting.count")) waiting_ = rdzv::read_failures(message, "waiting.", rdzv::kMaxListedWaiting);
+      if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), cause, false);
+      return;
     }
-    round_ = assignment.round;
-    node_name_ = assignment.node_name;
-    plan_ = plan_for_round(plan_, assignment);
-    if (!run_ready_) prepare_run(assignment.run_id);
-    say(round_line(plan_, round_, node_name()));
-    try {
-      supervisor_->begin_attempt(round_, plan_, config_file_);
-    } catch (const Error& error) {
-      // This node cannot run its workers (program not found, log directory not writable, ...): its own
-      // error, with its exit code, is what every node reports, not "node lost".
-      const std::string why = std::string("could not start its workers: ") + error.what();
-      client_->send(rdzv::leave_message(error.exit_code(), why));
-      end_job(error.exit_code(), fmt::format("{} {}", node_name(), why), std::nullopt, true);
+    case MessageType::kReject:
+      if (!ending_) end_job(static_cast<int>(message.integer("exit_code")), message.text("text"), std::nullopt, true);
+      return;
+    default:
+      throw rdzv::ProtocolError("the server sent a " + rdzv::type_name(message.type) +
+                                " message, which only agents send");
+  }
+}
+
+void NodeAgent::start_round(const rdzv::Assignment& assignment) {
+  if (ending_ || !supervisor_->policy().waiting()) return;
+  if (assignment.nproc_per_node.at(assignment.node_rank) != plan_.nproc) {
+    throw rdzv::ProtocolError(fmt::format("assignment gives node {} {} workers, this node runs {}",
+                                          assignment.node_rank, assignment.nproc_per_node.at(assignment.node_rank),
+                                          plan_.nproc));
+  }
+  round_ = assignment.round;
+  node_name_ = assignment.node_name;
+  plan_ = plan_for_round(plan_, assignment);
+  if (!run_ready_) prepare_run(assignment.run_id);
+  say(round_line(plan_, round_, node_name()));
+  try {
+    supervisor_->begin_attempt(round_, plan_, config_file_);
+  } catch (const Error& error) {
+    // This node cannot run its workers (program not found, log directory not writable, ...): its own
+    // error, with its exit code, is what every node reports, not "node lost".
+    const std::string why = std::string("could not start its workers: ") + error.what();
+    link_->client().send(rdzv::leave_message(error.exit_code(), why));
+    end_job(error.exit_code(), fmt::format("{} {}", node_name(), why), std::nullopt, true);
+  }
+}
+
+// The run id is final once the first round starts: a node without one adopts node 0's.
+void NodeAgent::prepare_run(const std::string& run_id) {
+  const LoadedConfig* config = &loaded_;
+  if (run_id != plan_.run_id) {
+    say("using run id " + run_id + " of the other nodes (none was given here)");
+    if (outside_.reload_with_run_id) {
+      adopted_ = outside_.reload_with_run_id(run_id);
+    } else {
+      adopted_ = loaded_;
+      adopted_->config.launch.run_id = run_id;
     }
+    config = &*adopted_;
   }
+  const std::string log_dir = std::filesystem::path(plan_.run_dir).parent_path().string();
+  plan_.run_id = run_id;
+  std::string node_directory =
+      plan_.dynamic ? fmt::format("agent_{}_{}", plan_.hostname, getpid()) : fmt::format("node_{}", plan_.node_rank);
+  plan_.run_dir = log_dir + "/" + run_id + "/" + node_directory;
+  const std::string archived = prepare_run_directory(plan_.run_dir);
+  if (!archived.empty()) say("run " + run_id + " was launched before on this node; its logs are kept in " + archived);
+  config_file_ = log_layout::config_file(plan_.run_dir);
+  write_run_file(config_file_, config_to_yaml(config->config));
+  const std::string notice = omp_threads_notice(plan_, current_environment());
+  if (!notice.empty()) say(notice);
+  run_ready_ = true;
+}
 
-  // The run id is final once the first round starts: a node without one adopts node 0's.
-  void prepare_run(const std::string& run_id) {
-    const LoadedConfig* config = &loaded_;
-    if (run_id != plan_.run_id) {
-      say("using run id " + run_id + " of the other nodes (none was given here)");
-      if (outside_.reload_with_run_id) {
-        adopted_ = outside_.reload_with_run_id(run_id);
-      } else {
-        adopted_ = loaded_;
-        adopted_->config.launch.run_id = run_id;
-      }
-      config = &*adopted_;
-    }
-    const std::string log_dir = std::filesystem::path(plan_.run_dir).parent_path().string();
-    plan_.run_id = run_id;
-    std::string node_directory =
-        plan_.dynamic ? fmt::format("agent_{}_{}", plan_.hostname, getpid()) : fmt::format("node_{}", plan_.node_rank);
-    plan_.run_dir = log_dir + "/" + run_id + "/" + node_directory;
-    const std::string archived = prepare_run_directory(plan_.run_dir);
-    if (!archived.empty()) say("run " + run_id + " was launched before on this node; its logs are kept in " + archived);
-    config_file_ = log_layout::config_file(plan_.run_dir);
-    write_run_file(config_file_, config_to_yaml(config->config));
-    const std::string notice = omp_threads_notice(plan_, current_environment());
-    if (!notice.empty()) say(notice);
-    run_ready_ = true;
+void NodeAgent::end_job(int code, const std::string& text, std::optional<rdzv::NodeFailure> cause, bool rejected) {
+  ending_ = Ending{code, text, std::move(cause), rejected};
+  const SupervisionPolicy& policy = supervisor_->policy();
+  if (policy.finished()) return;
+  if (policy.waiting()) {
+    supervisor_->finish(code);
+  } else if (policy.attempt_running()) {
+    stop_workers(rejected ? "" : text);
+  }  // stopping already: on_attempt_ended finishes
+}
+
+// One line: why, what the stop waits for, when it would SIGKILL (the wait ends with the last worker).
+void NodeAgent::stop_workers(const std::string& why) {
+  const double grace = plan_.grace_period_s;
+  const long long kill_at = std::llround(unix_seconds_now() + grace);
+  say(fmt::format("stopping the workers of {}: {}waiting up to {} for them to exit (SIGKILL at {} UTC)", node_name(),
+                  why.empty() ? "" : why + "; ", format_seconds(grace), format_utc(kill_at, "%H:%M:%S")));
+  supervisor_->stop_workers_on_request();
+}
+
+// This node lost the server (`silent`: by the SilenceRule; the connection may come back). It says so to
+// the server first, so that after a blip the others end for this reason and not for what its stopped
+// workers do next (a trainer's checkpoint exit 75 on every node), and keeps the connection until the server
+// has it (RendezvousLink::leave_over_silence).
+void NodeAgent::server_lost(const std::string& what, bool silent) {
+  std::string server = fmt::format("the rendezvous server at {} ({})", link_->client().endpoint(),
+                                   plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
+  rdzv::NodeFailure cause;
+  cause.round = std::max(round_, 0);
+  cause.node_rank = 0;
+  cause.node = server;
+  cause.host = plan_.rdzv_host;
+  cause.node_lost = true;
+  cause.exit_code = kNodeLostExitCode;
+  cause.outcome = what;
+  if (silent)
+    link_->leave_over_silence(rdzv::leave_message(kNodeLostExitCode, fmt::format("lost {}: it {}", server, what)));
+  end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
+}
+
+void NodeAgent::refused_by_token(const std::string& what) {
+  end_job(
+      exit_code::kUsage,
+      fmt::format("the rendezvous server at {} {}. Every node needs the same token (this node's: {}; "
+                  "docs/multinode.md#the-rendezvous-token)",
+                  link_->client().endpoint(), what, outside_.token.set() ? "from " + outside_.token.source : "none"),
+      std::nullopt, true);
+}
+
+void NodeAgent::check_client() {
+  if (ending_) return;
+  const RendezvousClient& client = link_->client();
+  if (client.state() == RendezvousClient::State::kUnreachable) {
+    end_job(kNodeLostExitCode,
+            fmt::format(
+                "could not reach the rendezvous server at {} within launch.join_timeout ({}): {}. Is `mgtrain launch` "
+                "running on {} with the same {}? Raise --join-timeout if it starts later.",
+                client.endpoint(), format_seconds(plan_.join_timeout_s), client.problem(),
+                plan_.dynamic ? "the endpoint's host" : "node 0",
+                plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
+            std::nullopt, false);
+  } else if (client.state() == RendezvousClient::State::kLost && !supervisor_->policy().finished()) {
+    // The server dropped this agent's authenticated join: its token is not this node's.
+    if (round_ < 0 && outside_.token.set() && !client.authenticated()) return refused_by_token(client.problem());
+    server_lost(client.problem(), false);
   }
-
-  void end_job(int code, const std::string& text, std::optional<rdzv::NodeFailure> cause, bool rejected) {
-    ending_ = Ending{code, text, std::move(cause), rejected};
-    const SupervisionPolicy& policy = supervisor_->policy();
-    if (policy.finished()) return;
-    if (policy.waiting()) {
-      supervisor_->finish(code);
-    } else if (policy.attempt_running()) {
-      stop_workers(rejected ? "" : text);
-    }  // stopping already: on_attempt_ended finishes
-  }
-
-  rdzv::SilenceRule silence_rule() const { return {plan_.node_heartbeat_interval_s, plan_.node_timeout_s}; }
-
-  // One line: why, what the stop waits for, when it would SIGKILL (the wait ends with the last worker).
-  void stop_workers(const std::string& why) {
-    const double grace = plan_.grace_period_s;
-    const long long kill_at = std::llround(unix_seconds_now() + grace);
-    say(fmt::format("stopping the workers of {}: {}waiting up to {} for them to exit (SIGKILL at {} UTC)", node_name(),
-                    why.empty() ? "" : why + "; ", format_seconds(grace), format_utc(kill_at, "%H:%M:%S")));
-    supervisor_->stop_workers_on_request();
-  }
-
-  // This node lost the server (`silent`: by the SilenceRule; the connection may come back). It says so to
-  // the server first, so that after a blip the others end for this reason and not for what its stopped
-  // workers do next (a trainer's checkpoint exit 75 on every node), and keeps the connection (linger()) until
-  // the server has it (an early close would answer the server with a reset).
-  void server_lost(const std::string& what, bool silent) {
-    std::string server = fmt::format("the rendezvous server at {} ({})", client_->endpoint(),
-                                     plan_.dynamic ? "the --rdzv-endpoint host" : "node 0");
-    rdzv::NodeFailure cause;
-    cause.round = std::max(round_, 0);
-    cause.node_rank = 0;
-    cause.node = server;
-    cause.host = plan_.rdzv_host;
-    cause.node_lost = true;
-    cause.exit_code = kNodeLostExitCode;
-    cause.outcome = what;
-    if (silent) {
-      client_->send(rdzv::leave_message(kNodeLostExitCode, fmt::format("lost {}: it {}", server, what)));
-      left_after_silence_ = true;
-    }
-    end_job(kNodeLostExitCode, fmt::format("{} {}", server, what), cause, false);
-  }
-
-  void refused_by_token(const std::string& what) {
-    end_job(exit_code::kUsage,
-            fmt::format("the rendezvous server at {} {}. Every node needs the same token (this node's: {}; "
-                        "docs/multinode.md#the-rendezvous-token)",
-                        client_->endpoint(), what, outside_.token.set() ? "from " + outside_.token.source : "none"),
-            std::nullopt, true);
-  }
-
-  void check_client() {
-    if (ending_) return;
-    if (client_->state() == RendezvousClient::State::kUnreachable) {
-      end_job(
-          kNodeLostExitCode,
-          fmt::format(
-              "could not reach the rendezvous server at {} within launch.join_timeout ({}): {}. Is `mgtrain launch` "
-              "running on {} with the same {}? Raise --join-timeout if it starts later.",
-              client_->endpoint(), format_seconds(plan_.join_timeout_s), client_->problem(),
-              plan_.dynamic ? "the endpoint's host" : "node 0",
-              plan_.dynamic ? "--rdzv-endpoint" : "--master-addr/--master-port"),
-          std::nullopt, false);
-    } else if (client_->state() == RendezvousClient::State::kLost && !supervisor_->policy().finished()) {
-      // The server dropped this agent's authenticated join: its token is not this node's.
-      if (round_ < 0 && outside_.token.set() && !client_->authenticated()) return refused_by_token(client_->problem());
-      server_lost(client_->problem(), false);
-    }
-  }
-
-  LaunchPlan plan_;          // this node's own; each round's copy goes to the supervisor with begin_attempt
-  std::string config_file_;  // <run_dir>/config.yaml, once the run id is final
-  const LoadedConfig& loaded_;
-  std::optional<LoadedConfig> adopted_;
-  const NodeAgentOutside& outside_;
-  Supervisor* supervisor_ = nullptr;
-  std::unique_ptr<RendezvousServer> server_;
-  std::unique_ptr<RendezvousClient> client_;
-  std::string agent_id_;
-  int server_fd_ = -1;  // the server's descriptor as of the last add_fds
-  int round_ = -1;
-  std::optional<FailureReport> emitted_report_;
-  std::string node_name_;  // "node 1 (hostB, 10.77.0.2)", as the server names this node in the current round
-  bool run_ready_ = false;
-  std::optional<Ending> ending_;
-  std::vector<rdzv::NodeFailure> waiting_;  // a hang's other stalled ranks, from the server's finish
-  std::optional<Clock::time_point> finished_at_;
-  bool left_after_silence_ = false;  // server_lost sent a leave that the server may still get
-  bool said_linger_ = false;
-
-  // After server_lost: the server, by the same rule, decides about this node itself within about a heartbeat
-  // interval of this node's verdict (their last messages were at most that far apart); after that the leave
-  // no longer matters.
-  Clock::duration linger() const {
-    if (!left_after_silence_) return kFlushLinger;
-    const double interval = plan_.node_heartbeat_interval_s;
-    const double flush = std::chrono::duration<double>(kFlushLinger).count();
-    return steady_seconds(std::min(plan_.node_timeout_s, std::max(2 * interval, flush)));
-  }
-};
-
-}  // namespace
+}
 
 NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loaded, const EnvMap& environment,
                                const NodeAgentOutside& outside, PortProbe& ports) {
   log::ScopedOutput output(outside.stdout_fd, outside.stderr_fd);
-  const auto now = Clock::now();
+  const auto now = NodeAgent::Clock::now();
   const std::string agent_id = fmt::format("{}:{}", plan.hostname, getpid());
   std::string connect_host;
   Fd listener = host_rendezvous(plan, connect_host);
@@ -480,13 +378,7 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   SupervisionResult result = supervisor.run();
   supervisor.remove_participant(agent);
   supervisor.console().flush();
-  NodeAgentResult outcome;
-  outcome.exit_code = agent.report(result);
-  outcome.node_rank = agent.plan().node_rank;
-  outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
-  outcome.failure = agent.emitted_report();
-  outcome.launcher_signal = result.launcher_signal;
-  return outcome;
+  return agent.result(result);
 }
 
 }  // namespace mgtrain

@@ -7,13 +7,24 @@
 // stops within seconds; restarts and the exit code are the server's decisions, for the whole job.
 #pragma once
 
+#include <poll.h>
+
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/config_loader.hpp"
 #include "config/config_request.hpp"
 #include "multinode/frame_auth.hpp"
+#include "multinode/rendezvous_client.hpp"
+#include "multinode/rendezvous_hosting.hpp"
+#include "multinode/rendezvous_message.hpp"
+#include "multinode/rendezvous_server.hpp"
+#include "supervise/event_loop.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/port_probe.hpp"
@@ -43,6 +54,81 @@ struct NodeAgentResult {
                                            // on node 0 that means global rank 0 finished writing its checkpoint
   std::optional<FailureReport> failure;    // the failure report this node printed (its own workers' or the job's)
   std::optional<int> launcher_signal;      // this agent was stopped by this signal (SIGTERM: a SLURM time limit?)
+};
+
+// One node agent for the length of the job: a participant of the supervisor's event loop (its RendezvousLink's
+// sockets and timers) and the supervisor's AttemptCoordinator. It joins, turns the server's messages into attempts
+// (an assignment starts one, a stop or regroup stops it, kDiagnose collects this node's diagnostics), reports its
+// workers' failures, hangs and ends to the server, and ends this node's part as the server decides (finish,
+// reject) or when the server is lost; then it reports how its part ended.
+class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  NodeAgent(LaunchPlan plan, const LoadedConfig& loaded, const NodeAgentOutside& outside)
+      : plan_(std::move(plan)), loaded_(loaded), outside_(outside) {}
+  NodeAgent(const NodeAgent&) = delete;  // its link prints through it
+  NodeAgent& operator=(const NodeAgent&) = delete;
+
+  // The supervisor that runs this node's workers, and this agent's link to the rendezvous (`server`: null unless
+  // it hosts); `agent_id` is what it joins as.
+  void attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server,
+              std::unique_ptr<RendezvousClient> client, std::string agent_id);
+  // A line on this node's console.
+  void say(const std::string& line);
+
+  // ---- LoopParticipant ----
+  void add_fds(std::vector<pollfd>& fds) override;
+  void on_ready(const pollfd& ready, Clock::time_point now) override;
+  std::optional<Clock::time_point> next_deadline() const override;
+  void on_time(Clock::time_point now) override;
+
+  // ---- AttemptCoordinator ----
+  void on_group_failing(const WorkerFailure& failure) override;
+  // A hang: the workers run until the server has every node's diagnostics (hang_across_nodes.hpp).
+  void on_hang_detected() override;
+  void on_hang_diagnosed() override;
+  void on_attempt_ended() override;
+  void on_signal_during_teardown(int signal) override;
+  bool done(Clock::time_point now) const override;
+
+  // How this node's part ended, once the supervisor's run returned `result`; prints what ended it.
+  NodeAgentResult result(const SupervisionResult& result);
+
+ private:
+  struct Ending {
+    int exit_code = 0;
+    std::string text;
+    std::optional<rdzv::NodeFailure> cause;
+    bool rejected = false;
+  };
+
+  int report(const SupervisionResult& result);
+  std::string node_name() const;
+  void emit_report(const FailureReport& report);
+  void handle(const rdzv::Message& message);
+  void start_round(const rdzv::Assignment& assignment);
+  void prepare_run(const std::string& run_id);
+  void end_job(int code, const std::string& text, std::optional<rdzv::NodeFailure> cause, bool rejected);
+  void stop_workers(const std::string& why);
+  void server_lost(const std::string& what, bool silent);
+  void refused_by_token(const std::string& what);
+  void check_client();
+
+  LaunchPlan plan_;          // this node's own; each round's copy goes to the supervisor with begin_attempt
+  std::string config_file_;  // <run_dir>/config.yaml, once the run id is final
+  const LoadedConfig& loaded_;
+  std::optional<LoadedConfig> adopted_;
+  const NodeAgentOutside& outside_;
+  Supervisor* supervisor_ = nullptr;
+  std::optional<RendezvousLink> link_;
+  std::string agent_id_;
+  int round_ = -1;
+  std::optional<FailureReport> emitted_report_;
+  std::string node_name_;  // "node 1 (hostB, 10.77.0.2)", as the server names this node in the current round
+  bool run_ready_ = false;
+  std::optional<Ending> ending_;
+  std::vector<rdzv::NodeFailure> waiting_;  // a hang's other stalled ranks, from the server's finish
 };
 
 // Runs this node's part of the job described by `plan` (plan.multi_node()). Each round's plan (node

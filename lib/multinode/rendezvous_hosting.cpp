@@ -1,20 +1,33 @@
-// Hosting the rendezvous: the listening socket, the server's settings, leaving on a signal (rendezvous_hosting.hpp).
+// The node agent's side of the rendezvous: hosting it, the link to it, the plan of a round (rendezvous_hosting.hpp).
 #include "multinode/rendezvous_hosting.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/tcp_socket.hpp"
+#include "supervise/event_loop.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "util/build_info.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/log.hpp"
+#include "util/time_format.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
+namespace {
+
+// After the job is decided: how long queued messages may take to leave before the agent exits; after a leave over
+// the server's silence, how often the agent checks whether the server has it.
+constexpr auto kFlushLinger = std::chrono::seconds(2);
+constexpr auto kAckPoll = std::chrono::milliseconds(100);
+
+}  // namespace
 
 std::string nnodes_text(const LaunchPlan& plan) {
   if (plan.min_nodes == plan.max_nodes) return std::to_string(plan.max_nodes);
@@ -133,20 +146,111 @@ void announce_authentication(const LaunchPlan& plan, const std::string& connect_
   }
 }
 
-void leave_on_signal(const LaunchPlan& plan, RendezvousServer* server, RendezvousClient& client, int signal) {
+// ---- the link ----------------------------------------------------------------------------------
+
+RendezvousLink::RendezvousLink(std::unique_ptr<RendezvousServer> server, std::unique_ptr<RendezvousClient> client,
+                               rdzv::SilenceRule silence, std::function<void(const std::string&)> say)
+    : server_(std::move(server)), client_(std::move(client)), silence_(silence), say_(std::move(say)) {}
+
+void RendezvousLink::add_fds(std::vector<pollfd>& fds) {
+  server_fd_ = -1;
+  if (server_) {
+    server_->add_poll_fds(fds);  // exactly one: its epoll set
+    server_fd_ = fds.back().fd;
+  }
+  client_->add_poll_fds(fds);
+}
+
+bool RendezvousLink::serve(const pollfd& ready, Clock::time_point now) {
+  if (!server_ || ready.fd != server_fd_) return false;
+  server_->on_poll(&ready, 1, now);
+  return true;
+}
+
+std::optional<RendezvousLink::Clock::time_point> RendezvousLink::next_deadline(bool finished, bool watching) const {
+  std::optional<Clock::time_point> next;
+  if (server_) keep_earliest(next, server_->next_deadline());
+  keep_earliest(next, client_->next_deadline());
+  if (client_->state() == RendezvousClient::State::kConnected) {
+    if (finished) {
+      keep_earliest(next, finished_at_ ? *finished_at_ + linger() : Clock::now());
+      if (finished_at_ && left_after_silence_) keep_earliest(next, Clock::now() + kAckPoll);
+    } else {
+      keep_earliest(next, client_->last_sent() + steady_seconds(silence_.heartbeat_interval_s));
+      if (watching) keep_earliest(next, silence_.lost_at(client_->last_heard()));
+    }
+  }
+  return next;
+}
+
+std::optional<std::string> RendezvousLink::on_time(Clock::time_point now, bool finished, bool watching) {
+  if (server_) server_->on_time(now);
+  client_->on_time(now);
+  if (auto notice = client_->take_unresolved_notice(now); notice && watching) say_(*notice);
+  if (client_->state() != RendezvousClient::State::kConnected) return std::nullopt;
+  if (finished) {
+    if (!finished_at_) finished_at_ = now;
+    bool waiting = left_after_silence_ ? client_->unacknowledged() : client_->has_output();
+    if (!waiting || now >= *finished_at_ + linger()) {
+      client_->close();
+    } else if (left_after_silence_ && !std::exchange(said_linger_, true)) {
+      say_("waiting up to " + format_seconds(std::chrono::duration<double>(linger()).count()) +
+           " for the server to hear that this node left");
+    }
+    return std::nullopt;
+  }
+  if (now - client_->last_sent() >= steady_seconds(silence_.heartbeat_interval_s))
+    client_->send(rdzv::heartbeat_message());
+  if (watching && silence_.lost(client_->last_heard(), now)) return silence_.describe(client_->last_heard(), now);
+  return std::nullopt;
+}
+
+void RendezvousLink::answer_heartbeat() {
+  if (Clock::now() - client_->last_sent() >= steady_seconds(silence_.heartbeat_interval_s / 2)) {
+    client_->send(rdzv::heartbeat_message());
+  }
+}
+
+void RendezvousLink::leave_over_silence(const rdzv::Message& leave) {
+  client_->send(leave);
+  left_after_silence_ = true;
+}
+
+void RendezvousLink::leave_on_signal(const LaunchPlan& plan, int signal) {
   const std::string why = "was stopped by " + signal_name(signal);
-  if (server) {
+  if (server_) {
     std::string who = plan.dynamic ? fmt::format("the agent on {}, which hosts the rendezvous,", plan.hostname)
                                    : fmt::format("node 0 ({}), which hosts the rendezvous,", plan.hostname);
-    server->abandon(kNodeLostExitCode,
-                    fmt::format("{} {} before the job started; start `mgtrain launch` on every node again", who, why),
-                    std::chrono::steady_clock::now());
+    server_->abandon(kNodeLostExitCode,
+                     fmt::format("{} {} before the job started; start `mgtrain launch` on every node again", who, why),
+                     Clock::now());
   }
-  if (client.state() == RendezvousClient::State::kConnected) {
-    client.send(rdzv::leave_message(stopped_exit_code(signal), why));
+  if (client_->state() == RendezvousClient::State::kConnected) {
+    client_->send(rdzv::leave_message(stopped_exit_code(signal), why));
   } else {
-    client.close();
+    client_->close();
   }
+}
+
+void RendezvousLink::close_now() {
+  if (server_) server_->stop_lingering();
+  client_->close();
+}
+
+bool RendezvousLink::done(Clock::time_point now) const {
+  bool client_done = client_->state() != RendezvousClient::State::kConnected &&
+                     client_->state() != RendezvousClient::State::kConnecting;
+  return client_done && (!server_ || server_->quiescent(now));
+}
+
+// After leave_over_silence: the server, by the same rule, decides about this node itself within about a heartbeat
+// interval of this node's verdict (their last messages were at most that far apart); after that the leave no
+// longer matters.
+RendezvousLink::Clock::duration RendezvousLink::linger() const {
+  if (!left_after_silence_) return kFlushLinger;
+  const double interval = silence_.heartbeat_interval_s;
+  const double flush = std::chrono::duration<double>(kFlushLinger).count();
+  return steady_seconds(std::min(silence_.node_timeout_s, std::max(2 * interval, flush)));
 }
 
 }  // namespace mgtrain

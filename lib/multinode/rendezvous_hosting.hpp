@@ -1,8 +1,16 @@
-// Which node agent hosts the rendezvous server, with what settings, the plan a round gives a node, and how an
-// agent leaves on a signal (docs/multinode.md).
+// The node agent's side of the rendezvous (docs/multinode.md): which agent hosts the server and with what settings,
+// its link to the rendezvous (RendezvousLink: the hosted server and the client in the event loop, heartbeats, the
+// server's silence, leaving), the plan a round gives a node, and what it joins with.
 #pragma once
 
+#include <poll.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config_loader.hpp"
 #include "multinode/frame_auth.hpp"
@@ -44,10 +52,58 @@ rdzv::JoinRequest join_request_for(const LaunchPlan& plan, const LoadedConfig& l
 void announce_authentication(const LaunchPlan& plan, const std::string& connect_host,
                              const rdzv::RendezvousToken& token);
 
-// The launcher got `signal` and its supervisor finished. Nothing this agent waits for may hold it
-// now: a client still connecting stops retrying; a joined one says goodbye (the server stops the
-// others' workers as for a lost node); a hosting agent (`server`, else null) whose round has not started tells
-// every agent at once, since the rendezvous goes away with it.
-void leave_on_signal(const LaunchPlan& plan, RendezvousServer* server, RendezvousClient& client, int signal);
+// This node agent's link to the rendezvous: the server it hosts (node 0 static, the endpoint's host dynamic; else
+// none) and its client, both in the supervisor's event loop; the heartbeats the agent owes the server and the
+// server's silence (SilenceRule); and, once this node's part is over, the wait before the connection closes: until
+// what was sent has left, or, after the agent left over the server's silence, until the server has its leave.
+class RendezvousLink {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `server`: null unless this agent hosts the rendezvous; `say` prints a line on the console.
+  RendezvousLink(std::unique_ptr<RendezvousServer> server, std::unique_ptr<RendezvousClient> client,
+                 rdzv::SilenceRule silence, std::function<void(const std::string&)> say);
+
+  RendezvousClient& client() { return *client_; }
+
+  void add_fds(std::vector<pollfd>& fds);
+  // Whether `ready` is the hosted server's descriptor, which the server then serves.
+  bool serve(const pollfd& ready, Clock::time_point now);
+  // `finished`: this node's supervisor has finished (the agent leaves); `watching`: the job is not decided yet, so
+  // the server's silence matters.
+  std::optional<Clock::time_point> next_deadline(bool finished, bool watching) const;
+  // Time passed: the server's and the client's timers, a heartbeat when one is due and, once finished, the close
+  // (nothing left to wait for, or the linger is over). Returns what the server's silence was once it counts as lost
+  // (SilenceRule) while `watching`.
+  std::optional<std::string> on_time(Clock::time_point now, bool finished, bool watching);
+  // The server's heartbeat, answered at once unless this agent spoke recently: the server sends its heartbeats in
+  // bursts, so the answers arrive together too and a server with thousands of agents wakes up rarely.
+  void answer_heartbeat();
+  // This agent lost the silent server: `leave` says so, and the connection stays (linger) until the server has it
+  // (an early close would answer the server with a reset).
+  void leave_over_silence(const rdzv::Message& leave);
+  // The launcher got `signal` and its supervisor finished. Nothing this agent waits for may hold it
+  // now: a client still connecting stops retrying; a joined one says goodbye (the server stops the
+  // others' workers as for a lost node); a hosting agent whose round has not started tells every agent at
+  // once, since the rendezvous goes away with it. `plan`: this node's.
+  void leave_on_signal(const LaunchPlan& plan, int signal);
+  // A signal while the job's end is passed on: no more lingering, the server's or the client's.
+  void close_now();
+  // The client is closed, and the hosted server (if any) has passed on the job's end.
+  bool done(Clock::time_point now) const;
+
+ private:
+  // How long the connection may stay open once this node's part is over.
+  Clock::duration linger() const;
+
+  std::unique_ptr<RendezvousServer> server_;
+  std::unique_ptr<RendezvousClient> client_;
+  rdzv::SilenceRule silence_;
+  std::function<void(const std::string&)> say_;
+  int server_fd_ = -1;  // the server's descriptor as of the last add_fds
+  std::optional<Clock::time_point> finished_at_;
+  bool left_after_silence_ = false;  // leave_over_silence sent a leave that the server may still get
+  bool said_linger_ = false;
+};
 
 }  // namespace mgtrain

@@ -1,15 +1,13 @@
-// The rendezvous round state machine (see rendezvous_rounds.hpp).
+// The rendezvous round lifecycle (see rendezvous_rounds.hpp): the events, starting a round, its failures and
+// ends, and what follows it (the job's end, a restart, gathering again).
 #include "multinode/rendezvous_rounds.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "multinode/hang_across_nodes.hpp"
-#include "multinode/job_fingerprint.hpp"
-#include "multinode/tcp_socket.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
@@ -17,7 +15,38 @@
 #include "util/timespec.hpp"
 
 namespace mgtrain::rdzv {
-namespace {}  // namespace
+namespace {
+
+// " (role trainer: 2 workers, role reader: 1)" when the round has more than one role, else "".
+std::string roles_text(const std::vector<std::string>& roles, const std::vector<RoleRanks>& ranks) {
+  std::vector<std::string> parts;
+  std::set<std::string> seen;
+  for (std::size_t node = 0; node < roles.size(); ++node) {
+    if (!seen.insert(roles[node]).second) continue;
+    parts.push_back(fmt::format("role {}: {}", roles[node], ranks[node].world_size));
+  }
+  if (parts.size() < 2) return "";
+  return fmt::format(" ({})", fmt::join(parts, ", "));
+}
+
+// Why a failed round (`cause`, the root cause's summary) is not restarted, or nullopt when it may be: no restart
+// left, or a worker's exit that means bad input, which a restart would only repeat.
+std::optional<std::string> no_restart(const std::optional<NodeFailure>& root_cause, const std::string& cause,
+                                      int restarts_used, const RoundsSettings& settings) {
+  if (restarts_used >= settings.max_restarts) {
+    return fmt::format("{}; no restart left (launch.max_restarts {})", cause, settings.max_restarts);
+  }
+  const bool worker_exit = root_cause && !root_cause->node_lost && !root_cause->hung && !root_cause->waiting;
+  if (worker_exit && !restart_can_help(root_cause->status(), settings.personality)) {
+    return fmt::format(
+        "{}, which means bad input (config, arguments, data, a missing file: docs/exit-codes.md): not restarted, "
+        "since a restart would fail the same way ({} of launch.max_restarts {} left unused)",
+        cause, settings.max_restarts - restarts_used, settings.max_restarts);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 SteadyTime SilenceRule::lost_at(SteadyTime last_heard) const { return last_heard + steady_seconds(limit_s()); }
 
@@ -34,62 +63,12 @@ std::string SilenceRule::describe(SteadyTime last_heard, SteadyTime now) const {
 RendezvousRounds::RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox, SteadyTime now)
     : settings_(std::move(settings)),
       outbox_(outbox),
+      silence_{settings_.heartbeat_interval_s, settings_.node_timeout_s},
       now_(now),
+      table_(settings_.dynamic, outbox),
+      joining_(settings_, table_, outbox),
+      hang_(settings_.diagnose_timeout_s, table_, outbox),
       join_deadline_(now + steady_seconds(settings_.join_timeout_s)) {}
-
-RendezvousRounds::Node* RendezvousRounds::find(ConnectionId connection) {
-  auto found = nodes_.find(connection);
-  return found == nodes_.end() ? nullptr : &found->second;
-}
-
-void RendezvousRounds::erase_node(ConnectionId connection) {
-  auto found = nodes_.find(connection);
-  if (found == nodes_.end()) return;
-  const Node& node = found->second;
-  if (node.join) --joined_count_;
-  if (node.member && !node.ended) --unended_members_;
-  references_.erase(connection);
-  heard_.remove(connection);
-  sent_.remove(connection);
-  nodes_.erase(found);
-}
-
-void RendezvousRounds::clear_nodes() {
-  nodes_.clear();
-  references_.clear();
-  heard_.clear();
-  sent_.clear();
-  joined_count_ = 0;
-  unended_members_ = 0;
-}
-
-void RendezvousRounds::heard(Node& node) {
-  node.last_heard = now_;
-  heard_.touch(node.id, now_);
-}
-
-std::string RendezvousRounds::host_part(const Node& node) const {
-  std::string host = node.join ? node.join->hostname : "";
-  if (host.empty()) return node.address;
-  if (node.address.empty() || is_loopback_host(node.address) || node.address == host) return host;
-  return host + ", " + node.address;
-}
-
-std::string RendezvousRounds::describe(const Node& node) const {
-  int rank = node.member ? node.node_rank : (!settings_.dynamic && node.join ? node.join->node_rank : -1);
-  if (rank >= 0) return fmt::format("node {} ({})", rank, host_part(node));
-  return fmt::format("the agent on {}", host_part(node));
-}
-
-std::string RendezvousRounds::nodes_text(int count) const {
-  return fmt::format("{} node{}", count, count == 1 ? "" : "s");
-}
-
-void RendezvousRounds::send(Node& node, const Message& message) {
-  outbox_.send(node.id, message);
-  node.last_sent = now_;
-  sent_.touch(node.id, now_);
-}
 
 void RendezvousRounds::on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now) {
   now_ = now;
@@ -103,21 +82,14 @@ void RendezvousRounds::on_connect(ConnectionId connection, const std::string& pe
     }
     return;
   }
-  Node node;
-  node.id = connection;
-  node.address = peer_address;
-  node.last_heard = now;
-  node.last_sent = now;
-  nodes_[connection] = node;
-  heard_.touch(connection, now);
-  sent_.touch(connection, now);
+  table_.add(connection, peer_address, now);
 }
 
 void RendezvousRounds::on_message(ConnectionId connection, const Message& message, SteadyTime now) {
   now_ = now;
-  Node* node = find(connection);
+  Node* node = table_.find(connection);
   if (!node || phase_ == Phase::kFinished) return;
-  heard(*node);
+  table_.heard(*node, now_);
   try {
     switch (message.type) {
       case MessageType::kHeartbeat:
@@ -129,7 +101,7 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
       case MessageType::kLeave: {
         if (!node->join) {
           outbox_.close(connection, false);
-          erase_node(connection);
+          table_.erase(connection);
           return;
         }
         int code = static_cast<int>(message.integer("exit_code"));
@@ -140,18 +112,27 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
         if (!node->join) throw ProtocolError("workers-failed before join");
         NodeFailure failure = NodeFailure::read_from(message, "cause.");
         if (failure.round != round_ || !node->member) return;
-        if (!diagnosing()) return handle_failure(*node, failure);
+        if (!hang_.diagnosing()) return handle_failure(*node, failure);
         // During a hang's diagnosis a failure answers for the node: the hang, found first, stays the cause.
         std::vector<NodeFailure> ranks;
         if (failure.hung || failure.waiting) ranks.push_back(failure);
-        return handle_diagnosed(*node, ranks);
+        if (auto stop = hang_.answered(*node, ranks, round_)) stop_round(stop->root_cause, stop->line, nullptr);
+        return;
       }
       case MessageType::kHangFound:
-      case MessageType::kDiagnosed:
+      case MessageType::kDiagnosed: {
         if (!node->join) throw ProtocolError(type_name(message.type) + " before join");
         if (message.integer("round") != round_ || !node->member) return;
-        if (message.type == MessageType::kHangFound) return handle_hang_found(*node, message);
-        return handle_diagnosed(*node, read_failures(message, "rank.", kMaxDiagnosedRanks));
+        std::optional<HangStop> stop;
+        if (message.type == MessageType::kDiagnosed) {
+          stop = hang_.answered(*node, read_failures(message, "rank.", kMaxDiagnosedRanks), round_);
+        } else if (phase_ == Phase::kRunning && !hang_.diagnosing()) {  // a second node's: its kDiagnosed will come
+          NodeFailure hung = table_.failure_from(*node, NodeFailure::read_from(message, "cause."), round_);
+          stop = hang_.found(*node, hung, round_, now_);
+        }
+        if (stop) stop_round(stop->root_cause, stop->line, nullptr);
+        return;
+      }
       case MessageType::kWorkersEnded:
         if (!node->join) throw ProtocolError("workers-ended before join");
         if (message.integer("round") == round_ && node->member) handle_ended(*node, message);
@@ -160,55 +141,121 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
         throw ProtocolError("an agent sent a " + type_name(message.type) + " message, which only the server sends");
     }
   } catch (const ProtocolError& error) {
-    outbox_.note(fmt::format("rendezvous: dropped {}: {}", describe(*node), error.what()));
+    outbox_.note(fmt::format("rendezvous: dropped {}: {}", table_.describe(*node), error.what()));
     lose_node(connection, std::string("sent a bad message: ") + error.what(), kNodeLostExitCode);
   }
 }
 
 void RendezvousRounds::on_disconnect(ConnectionId connection, const std::string& why, SteadyTime now) {
   now_ = now;
-  if (!find(connection) || phase_ == Phase::kFinished) {
-    erase_node(connection);
+  if (!table_.find(connection) || phase_ == Phase::kFinished) {
+    table_.erase(connection);
     return;
   }
   lose_node(connection, why, kNodeLostExitCode);
 }
 
-// ---- a running round -----------------------------------------------------------------------
+// ---- joining and starting a round ----------------------------------------------------------
 
-void RendezvousRounds::stop_other_members(const Node* except, const std::string& reason) {
-  for (auto& [id, node] : nodes_) {
-    if (&node == except || !node.member || node.ended) continue;
-    send(node, stop_message(round_, reason));
+void RendezvousRounds::handle_join(Node& node, const Message& message) {
+  const RendezvousJoining::Decision decision =
+      joining_.admit(node, JoinRequest::from(message), phase_, round_, hang_.diagnosing(), now_);
+  switch (decision.verdict) {
+    case RendezvousJoining::Verdict::kGather:
+      return check_gathering();
+    case RendezvousJoining::Verdict::kScaleUp:
+      // Every member was told to stop its workers; all of them and the newcomer meet again once they exited.
+      phase_ = Phase::kStopping;
+      scaling_up_ = true;
+      return check_round_end();
+    case RendezvousJoining::Verdict::kSettled:
+      return;
+    case RendezvousJoining::Verdict::kRejectAll:
+      return broadcast_final(reject_message(exit_code::kUsage, decision.text), exit_code::kUsage, true);
   }
 }
 
-// A failure counts while the round runs, and during a scale-up's stop when it is the first: a worker that
-// failed by itself before the stop order reached it (teardown exits are not reported as failures).
+void RendezvousRounds::check_gathering() {
+  if (phase_ != Phase::kGathering) return;
+  if (std::optional<std::vector<Node*>> members = joining_.gathered(now_)) start_round(*members);
+}
+
+void RendezvousRounds::start_round(const std::vector<Node*>& members) {
+  if (round_ >= 0 && !scaling_up_) ++restarts_used_;  // torchrun: "membership changes do not count as retries"
+  const bool scale_up = scaling_up_;
+  scaling_up_ = false;
+  ++round_;
+  joining_.reset_last_call();
+  root_cause_.reset();
+  hang_.reset();
+  if (run_id_.empty()) {
+    // Every explicit run id agrees (checked at join); nodes without one adopt it, else node 0's.
+    for (Node* node : members) {
+      if (!node->join->run_id_generated) run_id_ = node->join->run_id;
+    }
+    if (run_id_.empty()) run_id_ = members.front()->join->run_id;
+  }
+  table_.begin_round(members);
+  Assignment assignment;
+  assignment.round = round_;
+  assignment.restart_count = restarts_used_;
+  assignment.master_addr = settings_.master_addr;
+  assignment.master_port = outbox_.pick_store_port();
+  assignment.run_id = run_id_;
+  assignment.max_restarts = settings_.max_restarts;
+  std::vector<std::string> roles;
+  for (Node* node : members) {
+    assignment.nproc_per_node.push_back(node->join->nproc);
+    roles.push_back(node->join->role);
+  }
+  const std::vector<RoleRanks> by_role = role_ranks(roles, assignment.nproc_per_node);
+  // One message, its per-node fields changed for each member (building it anew per member is O(nodes^2)).
+  Message message = assignment.to_message();
+  for (Node* node : members) {
+    const RoleRanks& role = by_role[static_cast<std::size_t>(node->node_rank)];
+    message.set("node_rank", node->node_rank).set("node_name", table_.describe(*node));
+    message.set("role_first_rank", role.first_rank).set("role_world_size", role.world_size);
+    table_.send(*node, message, now_);
+  }
+  const Message standby = wait_message(joining_.standby_text(round_));
+  for (Node* node : table_.joined()) {
+    if (!node->member) table_.send(*node, standby, now_);
+  }
+  phase_ = Phase::kRunning;
+  outbox_.note(fmt::format("rendezvous: round {} started{}: {}, {} workers{}, store {}:{}", round_,
+                           scale_up ? " (scale-up)" : "", nodes_text(static_cast<int>(members.size())),
+                           assignment.world_size(), roles_text(roles, by_role), assignment.master_addr,
+                           assignment.master_port));
+}
+
+// ---- a running round -----------------------------------------------------------------------
+
+void RendezvousRounds::stop_round(const NodeFailure& cause, const std::string& line, const Node* except) {
+  root_cause_ = cause;
+  phase_ = Phase::kStopping;
+  outbox_.note(line);
+  table_.send_to_running(stop_message(round_, root_cause_->summary()), except, now_);
+}
+
+// A worker that failed by itself during a scale-up's stop, before the stop order reached it, counts (teardown exits
+// are not reported as failures); while a hang is diagnosed a failure is an answer (JobHangDiagnosis).
 bool RendezvousRounds::accepts_failures() const {
-  if (diagnosing()) return false;
+  if (hang_.diagnosing()) return false;
   return phase_ == Phase::kRunning || (phase_ == Phase::kStopping && scaling_up_ && !root_cause_);
 }
 
 void RendezvousRounds::handle_failure(Node& node, const NodeFailure& reported) {
   if (!accepts_failures()) return;
-  NodeFailure failure = reported;
-  failure.round = round_;
-  failure.node_rank = node.node_rank;
-  failure.node = describe(node);
-  if (failure.host.empty()) failure.host = node.join->hostname;
-  root_cause_ = failure;
-  phase_ = Phase::kStopping;
-  outbox_.note(fmt::format("rendezvous: {}; stopping the workers of every node", failure.summary()));
-  stop_other_members(&node, failure.summary());
+  const NodeFailure failure = table_.failure_from(node, reported, round_);
+  stop_round(failure, fmt::format("rendezvous: {}; stopping the workers of every node", failure.summary()), &node);
 }
 
 void RendezvousRounds::handle_ended(Node& node, const Message& message) {
   if (node.ended) return;
-  node.ended = true;
-  --unended_members_;
+  table_.mark_ended(node);
   node.outcome = message.text("outcome");
-  if (diagnosing()) handle_diagnosed(node, {});  // its workers are gone: it has nothing more to collect
+  // Its workers are gone: during a hang's diagnosis it has nothing more to collect.
+  if (auto stop = hang_.answered(node, {}, round_)) stop_round(stop->root_cause, stop->line, nullptr);
   if (node.outcome == kEndedFailed && accepts_failures()) {
     NodeFailure failure;
     failure.exit_code = static_cast<int>(message.integer("exit_code"));
@@ -220,141 +267,102 @@ void RendezvousRounds::handle_ended(Node& node, const Message& message) {
 }
 
 void RendezvousRounds::lose_node(ConnectionId connection, const std::string& why, int exit_code) {
-  Node* found = find(connection);
+  Node* found = table_.find(connection);
   if (!found) return;
-  Node node = *found;
-  erase_node(connection);
-  if (node.join && !settings_.dynamic) {
-    auto rank = static_ranks_.find(node.join->node_rank);
-    if (rank != static_ranks_.end() && rank->second == connection) static_ranks_.erase(rank);
-  }
+  const Node node = *found;
+  table_.erase(connection);
   outbox_.close(connection, false);
   if (!node.join) return;
   if (phase_ == Phase::kGathering) {
-    outbox_.note(fmt::format("rendezvous: {} left before the round started: {}", describe(node), why));
+    outbox_.note(fmt::format("rendezvous: {} left before the round started: {}", table_.describe(node), why));
     if (settings_.dynamic) check_gathering();
     return;
   }
   if (!node.member) return;  // a dynamic node waiting for the next round
-  if (diagnosing()) {
+  if (hang_.diagnosing()) {
     // It cannot answer now; the hang, found first, stays the cause (its workers' stacks may be missing).
-    outbox_.note(
-        fmt::format("rendezvous: {} is gone while the nodes collect a hang's diagnostics: {}", describe(node), why));
-    check_diagnosis();
+    outbox_.note(fmt::format("rendezvous: {} is gone while the nodes collect a hang's diagnostics: {}",
+                             table_.describe(node), why));
+    if (auto stop = hang_.member_gone()) stop_round(stop->root_cause, stop->line, nullptr);
     check_round_end();
     return;
   }
   if (phase_ == Phase::kRunning && !node.ended) {
-    NodeFailure failure;
-    failure.round = round_;
-    failure.node_rank = node.node_rank;
-    failure.node = describe(node);
-    failure.host = node.join->hostname;
-    failure.node_lost = true;
-    failure.exit_code = exit_code;
-    failure.outcome = why;
-    failure.time_utc.clear();
-    root_cause_ = failure;
-    phase_ = Phase::kStopping;
-    outbox_.note(fmt::format("rendezvous: {}: {}; stopping the workers of every node", failure.node, why));
-    stop_other_members(nullptr, failure.summary());
+    NodeFailure lost;
+    lost.node_lost = true;
+    lost.exit_code = exit_code;
+    lost.outcome = why;
+    const NodeFailure failure = table_.failure_from(node, lost, round_);
+    stop_round(failure, fmt::format("rendezvous: {}: {}; stopping the workers of every node", failure.node, why),
+               nullptr);
   } else {
-    outbox_.note(fmt::format("rendezvous: {} is gone: {}", describe(node), why));
+    outbox_.note(fmt::format("rendezvous: {} is gone: {}", table_.describe(node), why));
   }
   check_round_end();
 }
 
+// ---- after a round -------------------------------------------------------------------------
+
 void RendezvousRounds::check_round_end() {
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
-  if (unended_members_ > 0) return;  // a counter: every node's end would otherwise walk every node
-  std::vector<Node*> members;
-  for (auto& [id, node] : nodes_) {
-    if (node.member) members.push_back(&node);
-  }
-  if (phase_ == Phase::kStopping) return decide_after_round();
-  finish_round_well(members);
-}
-
-// Every member ended well (a member that vanished after its workers succeeded does not matter now).
-void RendezvousRounds::finish_round_well(const std::vector<Node*>& members) {
-  bool checkpoint = std::any_of(members.begin(), members.end(), [](Node* n) { return n->outcome == kEndedCheckpoint; });
-  if (checkpoint) {
-    finish(exit_code::kStoppedAfterCheckpoint, "the workers saved a checkpoint and stopped on request");
-  } else {
-    finish(exit_code::kSuccess, fmt::format("every node's workers of round {} finished", round_));
-  }
-}
-
-void RendezvousRounds::decide_after_round() {
-  if (scaling_up_ && !root_cause_) return after_scale_up_stop();
-  scaling_up_ = false;  // a worker failed during the scale-up's stop: an ordinary restart, counted
-  const int code = root_cause_ ? root_cause_->exit_code : exit_code::kFailure;
-  const std::string cause = root_cause_ ? root_cause_->summary() : "a node failed";
-  if (restarts_used_ >= settings_.max_restarts) {
-    return finish(code, fmt::format("{}; no restart left (launch.max_restarts {})", cause, settings_.max_restarts));
-  }
-  const bool worker_exit = root_cause_ && !root_cause_->node_lost && !root_cause_->hung && !root_cause_->waiting;
-  if (worker_exit && !restart_can_help(root_cause_->status(), settings_.personality)) {
-    return finish(code, fmt::format("{}, which means bad input (config, arguments, data, a missing file: "
-                                    "docs/exit-codes.md): not restarted, since a restart would fail the same way "
-                                    "({} of launch.max_restarts {} left unused)",
-                                    cause, settings_.max_restarts - restarts_used_, settings_.max_restarts));
-  }
-  if (!settings_.dynamic) {
-    std::vector<Node*> present(settings_.max_nodes, nullptr);
-    for (Node* node : joined_nodes()) present[node->join->node_rank] = node;
-    std::vector<std::string> missing;
-    for (int rank = 0; rank < settings_.max_nodes; ++rank) {
-      if (!present[rank]) missing.push_back(std::to_string(rank));
+  if (table_.unended_members() > 0) return;  // a counter: every node's end would otherwise walk every node
+  const bool scale_up = phase_ == Phase::kStopping && scaling_up_ && !root_cause_;
+  const std::vector<Node*> members = table_.members();
+  const auto any_ended = [&](const char* outcome) {
+    return std::any_of(members.begin(), members.end(), [&](const Node* n) { return n->outcome == outcome; });
+  };
+  // Every member ended well (a member that vanished after its workers succeeded does not matter now). After a
+  // scale-up's stop, workers that finished on their own before the stop order reached them have ended the job:
+  // starting them again would run the program twice.
+  if (phase_ == Phase::kRunning || (scale_up && (any_ended(kEndedSuccess) || any_ended(kEndedCheckpoint)))) {
+    scaling_up_ = false;
+    if (any_ended(kEndedCheckpoint)) {
+      return finish(exit_code::kStoppedAfterCheckpoint, "the workers saved a checkpoint and stopped on request");
     }
-    if (!missing.empty()) {
-      return finish(code,
-                    fmt::format("{}; a static job restarts only with all {}, and node rank{} {} {} gone (elastic jobs: "
-                                "--rdzv-endpoint with --nnodes MIN:MAX)",
-                                cause, nodes_text(settings_.max_nodes), missing.size() == 1 ? "" : "s",
-                                fmt::join(missing, ", "), missing.size() == 1 ? "is" : "are"));
+    return finish(exit_code::kSuccess, fmt::format("every node's workers of round {} finished", round_));
+  }
+  std::optional<std::string> failed;  // why the nodes gather again; none: after an elastic scale-up's stop
+  if (!scale_up) {
+    scaling_up_ = false;  // a worker failed during the scale-up's stop: an ordinary restart, counted
+    const int code = root_cause_ ? root_cause_->exit_code : exit_code::kFailure;
+    const std::string cause = root_cause_ ? root_cause_->summary() : "a node failed";
+    if (std::optional<std::string> text = no_restart(root_cause_, cause, restarts_used_, settings_)) {
+      return finish(code, *text);
     }
-    outbox_.note(fmt::format("rendezvous: restarting every node (restart {} of {})", restarts_used_ + 1,
-                             settings_.max_restarts));
-    return start_round(present);
+    if (!settings_.dynamic) {
+      const std::vector<int> missing = joining_.missing_static_ranks();
+      if (!missing.empty()) {
+        return finish(code, fmt::format("{}; a static job restarts only with all {}, and node rank{} {} {} gone "
+                                        "(elastic jobs: --rdzv-endpoint with --nnodes MIN:MAX)",
+                                        cause, nodes_text(settings_.max_nodes), missing.size() == 1 ? "" : "s",
+                                        fmt::join(missing, ", "), missing.size() == 1 ? "is" : "are"));
+      }
+      outbox_.note(fmt::format("rendezvous: restarting every node (restart {} of {})", restarts_used_ + 1,
+                               settings_.max_restarts));
+      return start_round(joining_.static_holders());
+    }
+    std::vector<Node*> candidates = joining_.ordered_candidates();
+    bool host_here = !candidates.empty() && candidates.front()->join->agent_id == settings_.host_agent_id;
+    if (host_here && static_cast<int>(candidates.size()) >= settings_.min_nodes) {
+      outbox_.note(fmt::format("rendezvous: restarting with {} (restart {} of {})",
+                               nodes_text(std::min<int>(candidates.size(), settings_.max_nodes)), restarts_used_ + 1,
+                               settings_.max_restarts));
+      candidates.resize(std::min<int>(candidates.size(), settings_.max_nodes));
+      return start_round(candidates);
+    }
+    failed = cause;
   }
-  std::vector<Node*> candidates = ordered_candidates();
-  bool host_here = !candidates.empty() && candidates.front()->join->agent_id == settings_.host_agent_id;
-  if (host_here && static_cast<int>(candidates.size()) >= settings_.min_nodes) {
-    outbox_.note(fmt::format("rendezvous: restarting with {} (restart {} of {})",
-                             nodes_text(std::min<int>(candidates.size(), settings_.max_nodes)), restarts_used_ + 1,
-                             settings_.max_restarts));
-    candidates.resize(std::min<int>(candidates.size(), settings_.max_nodes));
-    return start_round(candidates);
-  }
-  regather(cause);
-}
-
-void RendezvousRounds::regather(const std::string& why) {
   phase_ = Phase::kGathering;
   join_deadline_ = now_ + steady_seconds(settings_.join_timeout_s);
-  last_call_deadline_.reset();
-  outbox_.note(fmt::format("rendezvous: {}; waiting up to {} for at least {} before restarting", why,
-                           format_seconds(settings_.join_timeout_s), nodes_text(settings_.min_nodes)));
-  for (Node* node : joined_nodes()) {
-    send(*node,
-         wait_message(fmt::format("{}; waiting for at least {} to restart", why, nodes_text(settings_.min_nodes))));
-  }
+  joining_.reset_last_call();
+  if (!failed) check_gathering();  // after a scale-up: MAX nodes start at once, else the last call
+  if (phase_ == Phase::kGathering) joining_.announce_gathering(failed, now_);
 }
 
 // ---- the end -------------------------------------------------------------------------------
 
 void RendezvousRounds::broadcast_final(const Message& message, int code, bool answer_latecomers) {
-  if (!settings_.dynamic) told_ranks_.assign(static_cast<std::size_t>(std::max(settings_.max_nodes, 0)), false);
-  for (auto& [id, node] : nodes_) {
-    send(node, message);
-    outbox_.close(id, true);
-    if (!settings_.dynamic && node.join && node.join->node_rank >= 0 && node.join->node_rank < settings_.max_nodes) {
-      told_ranks_[node.join->node_rank] = true;
-    }
-  }
-  clear_nodes();
-  static_ranks_.clear();
+  told_ranks_ = table_.send_final(message, settings_.dynamic ? 0 : settings_.max_nodes, now_);
   phase_ = Phase::kFinished;
   final_exit_code_ = code;  // every agent prints the outcome; nothing to note here
   final_message_ = message;
@@ -364,12 +372,8 @@ void RendezvousRounds::broadcast_final(const Message& message, int code, bool an
 void RendezvousRounds::finish(int code, const std::string& text) {
   bool failed = code != exit_code::kSuccess && code != exit_code::kStoppedAfterCheckpoint;
   Message message = finish_message(code, text, root_cause_);
-  if (root_cause_ && root_cause_->hung) write_failures(message, "waiting.", hang_others_, kMaxListedWaiting);
+  if (root_cause_ && root_cause_->hung) write_failures(message, "waiting.", hang_.others(), kMaxListedWaiting);
   broadcast_final(message, code, failed);
-}
-
-void RendezvousRounds::reject_all(const std::string& text) {
-  broadcast_final(reject_message(exit_code::kUsage, text), exit_code::kUsage, true);
 }
 
 bool RendezvousRounds::abandon(int code, const std::string& text, SteadyTime now) {
@@ -387,87 +391,42 @@ bool RendezvousRounds::answers_latecomers() const {
   return std::find(told_ranks_.begin(), told_ranks_.end(), false) != told_ranks_.end();
 }
 
-std::string RendezvousRounds::join_timeout_text() {
-  std::vector<Node*> joined = joined_nodes();
-  if (!settings_.dynamic) {
-    std::vector<std::string> arrived, missing;
-    std::vector<bool> here(settings_.max_nodes, false);
-    for (Node* node : joined) here[node->join->node_rank] = true;
-    for (Node* node : joined) arrived.push_back(describe(*node));
-    for (int rank = 0; rank < settings_.max_nodes; ++rank) {
-      if (!here[rank]) missing.push_back(std::to_string(rank));
-    }
-    return fmt::format(
-        "not every node arrived within launch.join_timeout ({}): arrived: {}; missing: node rank{} {}. "
-        "Start `mgtrain launch` on every node with the same --master-addr and --master-port, or raise "
-        "--join-timeout",
-        format_seconds(settings_.join_timeout_s),
-        arrived.empty() ? std::string("none") : fmt::format("{}", fmt::join(arrived, ", ")),
-        missing.size() == 1 ? "" : "s", fmt::join(missing, ", "));
-  }
-  std::vector<std::string> arrived;
-  for (Node* node : ordered_candidates()) arrived.push_back(host_part(*node));
-  return fmt::format(
-      "only {} arrived within launch.join_timeout ({}), fewer than the minimum of {} (--nnodes {}:{}): "
-      "arrived: {}. Start more nodes with the same --rdzv-endpoint and --rdzv-id, or raise --join-timeout",
-      nodes_text(static_cast<int>(joined.size())), format_seconds(settings_.join_timeout_s), settings_.min_nodes,
-      settings_.min_nodes, settings_.max_nodes,
-      arrived.empty() ? std::string("none") : fmt::format("{}", fmt::join(arrived, ", ")));
-}
+// ---- time ----------------------------------------------------------------------------------
 
 void RendezvousRounds::on_time(SteadyTime now) {
   now_ = now;
   if (phase_ == Phase::kFinished) return;
-  // Silent peers first: a dead node must not count as present below. The oldest are at the front of
-  // heard_; those that fell silent together are reported in connection order.
-  const SilenceRule rule = silence_rule();
-  std::vector<ConnectionId> silent = heard_.up_to(now - steady_seconds(rule.limit_s()));
-  std::sort(silent.begin(), silent.end());
-  for (ConnectionId id : silent) {
-    const Node* node = find(id);
-    if (!node || !rule.lost(node->last_heard, now)) continue;  // rounding at the boundary: not yet
-    lose_node(id, rule.describe(node->last_heard, now), kNodeLostExitCode);
+  // Silent peers first: a dead node must not count as present below. Those that fell silent together are
+  // reported in connection order.
+  for (ConnectionId id : table_.silent_since(now - steady_seconds(silence_.limit_s()))) {
+    const Node* node = table_.find(id);
+    if (!node || !silence_.lost(node->last_heard, now)) continue;  // rounding at the boundary: not yet
+    lose_node(id, silence_.describe(node->last_heard, now), kNodeLostExitCode);
     if (phase_ == Phase::kFinished) return;
   }
-  if (diagnose_deadline_ && now >= *diagnose_deadline_) stop_after_diagnosis();
+  if (auto stop = hang_.on_time(now)) stop_round(stop->root_cause, stop->line, nullptr);
   if (phase_ == Phase::kGathering) {
     check_gathering();
     if (phase_ == Phase::kGathering && now >= join_deadline_) {
-      std::string text = join_timeout_text();
+      std::string text = joining_.join_timeout_text();
       if (root_cause_) {
         return finish(root_cause_->exit_code, fmt::format("{}; could not restart: {}", root_cause_->summary(), text));
       }
       return finish(kNodeLostExitCode, text);
     }
   }
-  send_heartbeats();
-}
-
-// Heartbeats go out together: once one node is due, every node that has not heard from the server for
-// half an interval gets one too. The agents answer at once (node_agent.cpp), so 10,000 agents cost the
-// server a few bursts per interval instead of a wake-up per agent; sent_ keeps the oldest first, so
-// finding them costs only the heartbeats sent.
-void RendezvousRounds::send_heartbeats() {
-  std::optional<SteadyTime> oldest = sent_.oldest();
-  if (!oldest || seconds_between(*oldest, now_) < settings_.heartbeat_interval_s) return;
-  const Message heartbeat = heartbeat_message();
-  for (ConnectionId id : sent_.up_to(now_ - steady_seconds(settings_.heartbeat_interval_s / 2))) {
-    Node* node = find(id);
-    if (node && seconds_between(node->last_sent, now_) >= settings_.heartbeat_interval_s / 2) send(*node, heartbeat);
-  }
+  table_.send_heartbeats(settings_.heartbeat_interval_s, now_);
 }
 
 std::optional<SteadyTime> RendezvousRounds::next_deadline() const {
   if (phase_ == Phase::kFinished) return std::nullopt;
-  std::optional<SteadyTime> next;
+  std::optional<SteadyTime> next = table_.next_deadline(silence_.limit_s(), settings_.heartbeat_interval_s);
   auto consider = [&](SteadyTime when) {
     if (!next || when < *next) next = when;
   };
   if (phase_ == Phase::kGathering) consider(join_deadline_);
-  if (diagnose_deadline_) consider(*diagnose_deadline_);
-  if (last_call_deadline_) consider(*last_call_deadline_);
-  if (auto heard = heard_.oldest()) consider(silence_rule().lost_at(*heard));
-  if (auto sent = sent_.oldest()) consider(*sent + steady_seconds(settings_.heartbeat_interval_s));
+  if (auto diagnose = hang_.deadline()) consider(*diagnose);
+  if (auto last_call = joining_.last_call_deadline()) consider(*last_call);
   return next;
 }
 

@@ -2,40 +2,26 @@
 // closes (static: all N nodes; dynamic: MAX nodes, or MIN after the last call), the node ranks and
 // the workers' store of each round, elastic scale-up (a node arriving while a dynamic round runs with
 // fewer than MAX restarts it, uncounted), fate sharing (one node's failure stops every node), restarts
-// counted for the whole job, dead nodes (SilenceRule), and the job's exit code.
+// counted for the whole job, dead nodes (SilenceRule), and the job's exit code. RendezvousRounds keeps the
+// round lifecycle; the nodes (node_table.hpp), joining (rendezvous_joining.hpp) and a hang across nodes
+// (hang_across_nodes.hpp) are classes of their own that it asks.
 // The server (rendezvous_server.cpp) feeds it connections, decoded messages and the time, and
 // carries out its orders through RoundsOutbox; unit tests drive it with a fake outbox and made-up times.
 #pragma once
 
-#include <chrono>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
+#include "multinode/hang_across_nodes.hpp"
+#include "multinode/node_table.hpp"
 #include "multinode/recency_list.hpp"
+#include "multinode/rendezvous_joining.hpp"
 #include "multinode/rendezvous_message.hpp"
+#include "multinode/rounds_outside.hpp"
 
 namespace mgtrain::rdzv {
-
-struct RoundsSettings {
-  bool dynamic = false;
-  int min_nodes = 1;  // static: min == max == nnodes
-  int max_nodes = 1;
-  double join_timeout_s = launch_defaults::kJoinTimeoutS;
-  double last_call_timeout_s = launch_defaults::kLastCallTimeoutS;         // dynamic: more nodes once MIN are there
-  double node_timeout_s = launch_defaults::kNodeTimeoutS;                  // silent this long past due: dead
-  double heartbeat_interval_s = launch_defaults::kNodeHeartbeatIntervalS;  // the server's heartbeats to each agent
-  double diagnose_timeout_s = launch_defaults::kDiagnoseTimeoutS;  // a hang: every node's diagnostics before the stop
-  int max_restarts = 0;                                            // new rounds after failures, for the whole job
-  Personality personality = Personality::Mgtrain;  // which failures a restart cannot help (restart_can_help)
-  std::string master_addr;    // MASTER_ADDR for the workers: the server's host as the others reach it
-  std::string host_agent_id;  // dynamic: the agent on the server's host gets node rank 0 (its rank 0
-                              // worker hosts the store on a port the server picked there)
-};
 
 // When a silent peer counts as lost, the one rule for the server (a node) and the agent (the server):
 // after node_timeout of silence beyond the moment its next heartbeat was due, i.e. heartbeat_interval
@@ -51,35 +37,19 @@ struct SilenceRule {
   std::string describe(SteadyTime last_heard, SteadyTime now) const;
 };
 
-// The side effects RendezvousRounds orders.
-class RoundsOutbox {
- public:
-  virtual ~RoundsOutbox() = default;
-  virtual void send(ConnectionId connection, const Message& message) = 0;
-  // Read nothing more from the connection. `flush`: close it once what was sent has left (the agent
-  // reads to the end); otherwise drop it now (a dead or misbehaving peer).
-  virtual void close(ConnectionId connection, bool flush) = 0;
-  // A free port on this host for the workers' store (TCPStore of global rank 0).
-  virtual int pick_store_port() = 0;
-  // A line for the console of the server's host, e.g. "node 1 (hostB) joined (2 of 2)".
-  virtual void note(const std::string& line) = 0;
-};
-
+// The round lifecycle: it takes every event, keeps the phase, the round, the restarts and the root cause, and
+// asks the classes it delegates to: NodeTable (the nodes and their indexes), RendezvousJoining (who joins, when
+// a round is complete, elastic arrivals) and JobHangDiagnosis (a hang across nodes).
 class RendezvousRounds {
  public:
-  enum class Phase { kGathering, kRunning, kStopping, kFinished };
-
-  // What a dynamic job does with a node that joins while a round is under way (torch's dynamic
-  // rendezvous and agent: a round below MAX puts it on the wait list and the agents restart to admit
-  // it, not counted against max_restarts; a full round makes it a standby, on the redundancy list).
-  enum class Arrival {
-    kScaleUp,    // the round runs with fewer than MAX nodes: stop it and start a larger one
-    kStandby,    // the round runs with MAX nodes: wait for a restart (after a failure or a lost node)
-    kNextRound,  // the round is stopping already: join the round that follows
-  };
-  static Arrival arrival_during(Phase phase, int members, int max_nodes);
+  using Phase = RoundPhase;
+  using Arrival = RendezvousJoining::Arrival;
+  // RendezvousJoining's, for the callers of the rounds.
+  static constexpr auto arrival_during = &RendezvousJoining::arrival_during;
 
   RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox, SteadyTime now);
+  RendezvousRounds(const RendezvousRounds&) = delete;  // its parts refer to each other
+  RendezvousRounds& operator=(const RendezvousRounds&) = delete;
 
   void on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now);
   // A decoded message. Throws nothing: a message that makes no sense closes its connection.
@@ -108,93 +78,37 @@ class RendezvousRounds {
   std::optional<int> final_exit_code() const { return final_exit_code_; }
 
  private:
-  struct Node {
-    ConnectionId id = 0;
-    std::string address;
-    SteadyTime last_heard{};
-    SteadyTime last_sent{};
-    std::optional<JoinRequest> join;
-    long arrival = 0;        // join order
-    bool member = false;     // in the current round
-    int node_rank = -1;      // in the current round (static: from the join)
-    bool ended = false;      // its workers of the current round have all exited
-    bool diagnosed = false;  // a hang: it answered kDiagnosed (or can no longer: failed, ended)
-    std::string outcome;
-  };
+  using Node = NodeTable::Node;
 
-  SilenceRule silence_rule() const { return {settings_.heartbeat_interval_s, settings_.node_timeout_s}; }
-  Node* find(ConnectionId connection);
-  // Every removal of a node goes through here: the indexes and counters below follow nodes_.
-  void erase_node(ConnectionId connection);
-  void clear_nodes();
-  void heard(Node& node);
-  std::string describe(const Node& node) const;
-  std::string host_part(const Node& node) const;
-  void send(Node& node, const Message& message);
   void handle_join(Node& node, const Message& message);
-  void refuse(Node& node, const std::string& text);
-  std::optional<std::string> disagreement(const Node& joining, const Node& reference) const;
-  bool is_reference(const Node& node) const;
-  const Node* reference_node(const Node& except) const;
-  std::optional<std::string> check_agreement(const Node& joining) const;
-  std::vector<Node*> joined_nodes();
-  Node* static_holder(int rank);
-  std::vector<Node*> ordered_candidates();
   void check_gathering();
   void start_round(const std::vector<Node*>& members);
   void handle_failure(Node& node, const NodeFailure& failure);
-  // A hang across nodes (hang_across_nodes.cpp): while diagnosing(), the workers run and failures are answers.
-  bool diagnosing() const { return diagnose_deadline_.has_value(); }
-  void handle_hang_found(Node& node, const Message& message);
-  void handle_diagnosed(Node& node, const std::vector<NodeFailure>& ranks);
-  void check_diagnosis();
-  void stop_after_diagnosis();
-  void reset_hang();
-  NodeFailure from_node(const Node& node, NodeFailure failure) const;  // the server's node name and rank on it
+  // A failure counts while the round runs, and during a scale-up's stop when it is the first.
   bool accepts_failures() const;
-  int member_count() const;
-  void handle_late_join(Node& node);
-  void scale_up(Node& newcomer);
-  void after_scale_up_stop();
-  void finish_round_well(const std::vector<Node*>& members);
-  std::string standby_text() const;
   void handle_ended(Node& node, const Message& message);
   void lose_node(ConnectionId connection, const std::string& why, int exit_code);
+  // Once every member's workers have exited: the job ends well, the round restarts, or the nodes gather again.
   void check_round_end();
-  void send_heartbeats();
-  void decide_after_round();
-  void regather(const std::string& why);
-  void stop_other_members(const Node* except, const std::string& reason);
+  // `cause` ends the round: every member but `except` (null: none) stops its workers; `line` goes to the console.
+  void stop_round(const NodeFailure& cause, const std::string& line, const Node* except);
   void finish(int exit_code, const std::string& text);
   void broadcast_final(const Message& message, int exit_code, bool answer_latecomers);
-  void reject_all(const std::string& text);
-  std::string join_timeout_text();
-  std::string nodes_text(int count) const;
 
   RoundsSettings settings_;
   RoundsOutbox& outbox_;
+  SilenceRule silence_;
   SteadyTime now_;
   Phase phase_ = Phase::kGathering;
-  std::map<ConnectionId, Node> nodes_;
-  std::map<int, ConnectionId> static_ranks_;  // static: node rank -> the connection that joined with it
-  // Indexes that keep each message O(log nodes) with 10,000 agents (docs/PERFORMANCE.md):
-  RecencyList heard_;                  // nodes by the last time the server heard from them
-  RecencyList sent_;                   // nodes by the last time the server sent them anything
-  std::set<ConnectionId> references_;  // joined nodes that every other node is compared with (is_reference)
-  int joined_count_ = 0;               // nodes with a join
-  int unended_members_ = 0;            // members of the current round whose workers have not all exited
-  long next_arrival_ = 0;
+  NodeTable table_;
+  RendezvousJoining joining_;
+  JobHangDiagnosis hang_;
   int round_ = -1;  // -1 before the first round
   int restarts_used_ = 0;
   bool scaling_up_ = false;  // the current stop (and the gathering after it) admits new nodes: no restart used
   std::string run_id_;       // fixed by the first round
-  std::optional<NodeFailure> root_cause_;        // of the current round
-  std::optional<SteadyTime> diagnose_deadline_;  // a hang is being diagnosed on every node until then
-  std::optional<NodeFailure> hang_found_;        // the first node's hung rank
-  std::map<int, NodeFailure> hang_ranks_;        // by global rank: the stalled ranks the nodes reported
-  std::vector<NodeFailure> hang_others_;         // the job's verdict besides root_cause_, for kFinish
+  std::optional<NodeFailure> root_cause_;  // of the current round
   SteadyTime join_deadline_{};
-  std::optional<SteadyTime> last_call_deadline_;
   std::optional<int> final_exit_code_;
   std::optional<Message> final_message_;  // the finish or reject every agent got
   bool answer_latecomers_ = false;

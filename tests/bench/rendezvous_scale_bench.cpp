@@ -4,7 +4,7 @@
 // the agents' side costs what is ready, not every agent at each wake-up (both share the machine's cores; the
 // server thread's CPU is reported per phase). Measures: all N joined
 // and assigned; the server thread's CPU while only heartbeats flow (agents answer the server's heartbeats as
-// node_agent.cpp does); one worker failure broadcast as stop orders, every node's end, the finish to all;
+// RendezvousLink does); one worker failure broadcast as stop orders, every node's end, the finish to all;
 // teardown until the server is quiescent. Prints one JSON line.
 // Usage: rendezvous_scale_bench [agents=10000] [heartbeat interval s=5] [steady window s=2*interval]
 #include <arpa/inet.h>
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
           agent.round = static_cast<int>(message.integer("round"));
           ++assigned;
           break;
-        case rdzv::MessageType::kHeartbeat:  // answered at once, as node_agent.cpp does
+        case rdzv::MessageType::kHeartbeat:  // answered at once, as RendezvousLink does
           ++heartbeats_received;
           if (now - agent.client->last_sent() >= half_beat) {
             agent.client->send(rdzv::heartbeat_message());
