@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "config/config_yaml.hpp"
 #include "config/starter_config.hpp"
 #include "launch/worker_plugins.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {
@@ -48,17 +48,8 @@ int run_config_init(const ConfigInitRequest& request) {
   const bool interactive = request.interactive_allowed && isatty(STDIN_FILENO);
   Config config = answer_init_questions(request.answers, interactive ? &ask : nullptr, std::cerr);
 
-  // Write next to the target and rename, so an existing file is never left half-written.
-  const std::string temp = request.path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << starter_config_yaml(config);
-    out.close();
-    if (!out) throw SystemError(fmt::format("config init: cannot write {}", temp), errno);
-  }
-  if (std::rename(temp.c_str(), request.path.c_str()) != 0) {
-    throw SystemError(fmt::format("config init: cannot rename {} to {}", temp, request.path), errno);
-  }
+  // Written beside the target and renamed over it, so an existing file is never left half-written.
+  write_file_atomically(request.path, starter_config_yaml(config));
   std::printf("wrote %s; check it with: mgtrain config validate %s\n", request.path.c_str(), request.path.c_str());
   return exit_code::kSuccess;
 }

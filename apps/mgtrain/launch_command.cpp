@@ -1,9 +1,6 @@
 // `mgtrain launch`: load the config (every source, flags included), then hand over to the supervisor.
-#include <cerrno>
-#include <cstdlib>
 #include <optional>
 #include <string>
-#include <utility>
 
 #include "commands.hpp"
 #include "config/config_loader.hpp"
@@ -18,16 +15,6 @@ namespace mgtrain {
 
 int run_launch_command(const LaunchRequest& request) {
   for (const std::string& notice : request.notices) log::info("{}", notice);
-  // torchrun's --log-line-prefix-template is its TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, which the console reads.
-  // The same for --duplicate-*-filters: the flag wins over its PET_ variable, as in torchrun.
-  const std::pair<const char*, const std::optional<std::string>*> variables[] = {
-      {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", &request.log_line_prefix_template},
-      {"PET_DUPLICATE_STDOUT_FILTERS", &request.duplicate_stdout_filters},
-      {"PET_DUPLICATE_STDERR_FILTERS", &request.duplicate_stderr_filters}};
-  for (const auto& [name, value] : variables) {
-    if (*value && setenv(name, (*value)->c_str(), 1) != 0)
-      throw SystemError(std::string("setenv(") + name + ")", errno);
-  }
   LoadOptions options;
   options.detect = slurm_launch_detector(current_environment());  // inside a SLURM job (docs/slurm.md)
   // The built-in trainer's config is checked against the worker that will run it (launch/worker_plugins.hpp), which

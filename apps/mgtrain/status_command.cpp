@@ -241,14 +241,14 @@ int run_stacks(const fs::path& run_dir, bool json) {
   const std::string how_to_enable =
       "relaunch it with --status-port PORT (launch.status_port) to dump its stacks on demand; a job started with "
       "--hang-timeout S gets every rank's stacks.txt by itself when it hangs";
-  const std::string endpoint = trim(file_text(run_dir / "status_endpoint"));
+  const std::string endpoint = trim(file_text(log_layout::status_endpoint_file(run_dir.string())));
   if (endpoint.empty()) {
     throw Error("run " + run_dir.string() + " has no status API (no status_endpoint file): " + how_to_enable,
                 kNoStatusApiExit);
   }
-  const std::string token = trim(file_text(run_dir / "status_token"));
+  const std::string token = trim(file_text(log_layout::status_token_file(run_dir.string())));
   if (token.empty()) {
-    throw Error("cannot read the run's token " + (run_dir / "status_token").string() +
+    throw Error("cannot read the run's token " + log_layout::status_token_file(run_dir.string()) +
                     ": it is missing, or readable only by the user who launched the run (mode 0600); run this as "
                     "that user",
                 kTokenExit);
@@ -265,7 +265,8 @@ int run_stacks(const fs::path& run_dir, bool json) {
   const std::string error = text_or_dash(field(answer, "error"));
   const std::string message = text_or_dash(field(answer, "message"));
   if (status == 401) {
-    throw Error("the launcher at " + endpoint + " refused the token of " + (run_dir / "status_token").string() +
+    throw Error("the launcher at " + endpoint + " refused the token of " +
+                    log_layout::status_token_file(run_dir.string()) +
                     " (a status_token of another launch of this run?)",
                 kTokenExit);
   }
@@ -305,7 +306,7 @@ int run_status_command(const StatusRequest& request) {
     print_ended(run_dir, summary);
     return 0;
   }
-  const std::string endpoint = trim(file_text(run_dir / "status_endpoint"));
+  const std::string endpoint = trim(file_text(log_layout::status_endpoint_file(run_dir.string())));
   std::string why = "the run was not launched with --status-port";
   if (!endpoint.empty()) {
     std::optional<std::string> body = status_http_get(endpoint, "/status", why);

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/cli.hpp"
+#include "config/launch_settings.hpp"
 #include "util/error.hpp"
 #include "util/strings.hpp"
 #include "util/value_parsing.hpp"
@@ -207,7 +208,7 @@ const std::vector<TorchrunOption> kOptions = {
      nullptr,
      "Comma-separated list of signals to handle and forward to subprocesses. Common additional signals: "
      "SIGUSR1,SIGUSR2 (used in SLURM environments).",
-     "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+     SignalList::kDefaultText,
      "SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 only; acted on in the torchrun personality"},
     {"shutdown_timeout", "--shutdown-timeout,--shutdown_timeout", nullptr, true, false, "launch.grace_period", nullptr,
      "Time in seconds to wait for graceful shutdown of worker processes before sending SIGKILL. If not specified, "

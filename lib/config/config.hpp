@@ -58,7 +58,7 @@ struct LaunchConfig {
   // torchrun's --signals-to-handle: in the torchrun personality the signals that stop the job (the workers get the
   // same signal); the launcher dies by any other of SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 after stopping
   // its workers. `mgtrain launch` always stops on the first four and forwards SIGUSR1/SIGUSR2.
-  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  SignalList signals_to_handle = SignalList::stopping_default();
   // status API (docs/monitoring.md)
   std::int64_t status_port = 0;           // 0: no status server
   std::string status_bind = "127.0.0.1";  // address the status server listens on

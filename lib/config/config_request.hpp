@@ -52,11 +52,11 @@ struct LaunchRequest {
   ConfigRequest config;
   std::vector<std::string> command;  // empty: run the built-in trainer (mgtrain-worker)
   bool run_under_python = false;     // command is "-u [-m] script args": prefix it with launch.python
-  // torchrun's --log-line-prefix-template (or PET_LOG_LINE_PREFIX_TEMPLATE): the launcher runs with
-  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE set to it, as torchrun prefers the flag over that variable.
+  // torchrun's --log-line-prefix-template (or PET_LOG_LINE_PREFIX_TEMPLATE): it wins over the launcher's
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, as in torchrun (launch.cpp's set_console_settings: LaunchPlan::line_prefix).
   std::optional<std::string> log_line_prefix_template;
   // --duplicate-stdout-filters / --duplicate-stderr-filters (the flags; their PET_ variables are read where they
-  // are): the launcher runs with PET_DUPLICATE_STDOUT_FILTERS / PET_DUPLICATE_STDERR_FILTERS set to them.
+  // are): they win over the launcher's PET_DUPLICATE_STDOUT_FILTERS / PET_DUPLICATE_STDERR_FILTERS.
   std::optional<std::string> duplicate_stdout_filters;
   std::optional<std::string> duplicate_stderr_filters;
   // --rdzv-token: the rendezvous secret (launch/rendezvous_secret.hpp); kept out of the config, which is

@@ -4,12 +4,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cctype>
+#include <csignal>
+#include <iterator>
 #include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "util/exit_status.hpp"
 #include "util/strings.hpp"
 #include "util/value_parsing.hpp"
 
@@ -416,6 +420,30 @@ bool operator==(const HostSlots& a, const HostSlots& b) { return a.host == b.hos
 bool operator==(const HostList& a, const HostList& b) { return a.hosts == b.hosts; }
 bool operator==(const TtySpec& a, const TtySpec& b) {
   return a.kind == b.kind && (a.kind != TtySpec::Kind::Rank || a.rank == b.rank);
+}
+
+SignalList SignalList::stopping_default() { return parse(kDefaultText).value(); }
+
+Parsed<SignalList> SignalList::parse(const std::string& text) {
+  static constexpr int kHandled[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  SignalList list;
+  for (const std::string& part : split(text, ',')) {
+    const std::string name = trim(part);
+    if (name.empty()) continue;
+    const int* found = std::find_if(std::begin(kHandled), std::end(kHandled),
+                                    [&name](int signal) { return signal_name(signal) == name; });
+    if (found == std::end(kHandled)) {
+      return Parsed<SignalList>::failure(
+          fmt::format("mgtrain cannot handle {}: list only SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2", name));
+    }
+    if (std::find(list.signals.begin(), list.signals.end(), *found) == list.signals.end())
+      list.signals.push_back(*found);
+  }
+  return list;
+}
+
+std::string SignalList::text() const {
+  return joined(signals, [](int signal) { return signal_name(signal); });
 }
 
 }  // namespace mgtrain

@@ -1,7 +1,7 @@
 // The launch settings whose text has a grammar of its own, as typed values: launch.nproc (NprocSpec), nnodes
-// (NodeRange), gpu_ids (GpuList), tee and redirect (StdSpec), local_ranks_filter (LocalRanks), tty (TtySpec) and
+// (NodeRange), gpu_ids (GpuList), tee and redirect (StdSpec), local_ranks_filter (LocalRanks), tty (TtySpec),
 // rdzv_endpoint (RdzvEndpoint), hosts (HostList; a hostfile's text, read at launch time, through HostList's other
-// parser).
+// parser) and signals_to_handle (SignalList).
 // Each type has ONE parse function; the schema (config_schema_keys.cpp) calls it for every source (YAML, MGTRAIN_*,
 // --set, flags, PET_* variables, SLURM's detected values), so a value is checked once, where it enters, and its
 // error names the key and the source. text() writes the value back (`config show`, the resolved config.yaml the
@@ -166,6 +166,19 @@ struct HostList {
   bool empty() const { return hosts.empty(); }
 };
 
+// launch.signals_to_handle: torchrun's --signals-to-handle, comma-separated names of the six signals the launcher
+// receives; empty entries are skipped, a name given twice counts once.
+struct SignalList {
+  static constexpr const char* kAllowed = "comma-separated names of SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2";
+  // torchrun's default, and what `mgtrain launch` stops on (TORCHELASTIC_SIGNALS_TO_HANDLE of its workers).
+  static constexpr const char* kDefaultText = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::vector<int> signals;  // in the order written
+
+  static SignalList stopping_default();
+  static Parsed<SignalList> parse(const std::string& text);
+  std::string text() const;  // names joined by ","
+};
+
 bool operator==(const NprocSpec& a, const NprocSpec& b);
 bool operator==(const NodeRange& a, const NodeRange& b);
 bool operator==(const GpuId& a, const GpuId& b);
@@ -176,6 +189,7 @@ bool operator==(const TtySpec& a, const TtySpec& b);
 bool operator==(const RdzvEndpoint& a, const RdzvEndpoint& b);
 bool operator==(const HostSlots& a, const HostSlots& b);
 bool operator==(const HostList& a, const HostList& b);
+inline bool operator==(const SignalList& a, const SignalList& b) { return a.signals == b.signals; }
 inline bool operator!=(const NprocSpec& a, const NprocSpec& b) { return !(a == b); }
 inline bool operator!=(const NodeRange& a, const NodeRange& b) { return !(a == b); }
 inline bool operator!=(const GpuList& a, const GpuList& b) { return !(a == b); }
@@ -184,6 +198,7 @@ inline bool operator!=(const LocalRanks& a, const LocalRanks& b) { return !(a ==
 inline bool operator!=(const TtySpec& a, const TtySpec& b) { return !(a == b); }
 inline bool operator!=(const RdzvEndpoint& a, const RdzvEndpoint& b) { return !(a == b); }
 inline bool operator!=(const HostList& a, const HostList& b) { return !(a == b); }
+inline bool operator!=(const SignalList& a, const SignalList& b) { return !(a == b); }
 
 template <class T>
 const T& Parsed<T>::value() const {

@@ -49,6 +49,10 @@ inline std::string resources_jsonl(const std::string& run_dir) { return run_dir 
 // Locked (flock) by the launcher the run directory belongs to for as long as it lives, with its pid and host
 // inside: a second launch with the same run id is refused while it is held (launch/run_directory_lock.hpp).
 inline std::string launcher_lock(const std::string& run_dir) { return run_dir + "/launcher.lock"; }
+// The status API's token (0600) and its endpoint, written by the launcher that serves it, read by `mgtrain status`
+// (launch/launch_monitor.hpp, docs/monitoring.md).
+inline std::string status_token_file(const std::string& run_dir) { return run_dir + "/status_token"; }
+inline std::string status_endpoint_file(const std::string& run_dir) { return run_dir + "/status_endpoint"; }
 inline constexpr const char* kAttemptPrefix = "attempt_";
 inline std::string attempt_dir(const std::string& run_dir, int attempt) {
   return run_dir + "/" + kAttemptPrefix + std::to_string(attempt);

@@ -46,11 +46,8 @@ NodeDiagnosis diagnose_ranks(const std::vector<RankProcess>& ranks, const std::s
 
   std::vector<std::string> rank_directories;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    RankDiagnosis rank{ranks[i].rank, std::move(dumps[i]), {}, flight_recorder_files(ranks[i].rank_directory)};
-    if (!rank.dump.output_path.empty()) {
-      rank.top_frames = top_frames(try_read_file(rank.dump.output_path).value_or(""));
-    }
-    diagnosis.ranks.push_back(std::move(rank));
+    diagnosis.ranks.push_back(
+        RankDiagnosis{ranks[i].rank, std::move(dumps[i]), flight_recorder_files(ranks[i].rank_directory)});
     rank_directories.push_back(ranks[i].rank_directory);
   }
   diagnosis.flight_recorder_gathered =

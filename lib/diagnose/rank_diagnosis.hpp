@@ -24,8 +24,7 @@ struct RankProcess {
 
 struct RankDiagnosis {
   int rank = -1;
-  DumpResult dump;                                 // stacks.txt and its notes
-  std::vector<std::string> top_frames;             // for the failure report (top_frames.hpp)
+  DumpResult dump;                                 // stacks.txt, its notes and top frames
   std::vector<std::string> flight_recorder_files;  // this rank's dumps in its own folder
 };
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "diagnose/python_hook.hpp"
+#include "diagnose/top_frames.hpp"
 #include "process/run_capture.hpp"
 #include "util/atomic_file.hpp"
 #include "util/time_format.hpp"
@@ -213,6 +214,7 @@ DumpResult dump_stacks(const DumpTarget& target, Clock::time_point deadline, con
     writer.write(text.data(), text.size());
     writer.commit();
     result.output_path = target.output_path;
+    result.top_frames = top_frames(text);
   } catch (const std::exception& error) {
     result.notes.push_back(name + ": stacks not saved: " + error.what());
     result.outcome = DumpOutcome::failed;

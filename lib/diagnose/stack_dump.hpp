@@ -53,6 +53,9 @@ struct DumpResult {
   std::vector<std::string> notes;  // whole sentences: what was missing and why ("rank 3 (pid 41): ...")
   double seconds = 0.0;            // how long the dump took
   std::string output_path;         // stacks.txt, or "" when even the notes could not be written
+  // The saved text's top frames (top_frames.hpp), computed here once: the failure report, the status API and the
+  // stacks' word on a hang (hang_watch.hpp, settled_by_stacks) all take them from here.
+  std::vector<std::string> top_frames;
 };
 
 // Dumps one process's stacks into target.output_path (atomically: the file appears complete) before `deadline`.

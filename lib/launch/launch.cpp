@@ -13,6 +13,7 @@
 #include "contract/log_layout.hpp"
 #include "contract/worker_binary.hpp"
 #include "elastic/file_timer_pipe.hpp"
+#include "hosts/hosts_launch.hpp"
 #include "launch/launch_monitor.hpp"
 #include "launch/python_interpreter.hpp"
 #include "launch/python_script.hpp"
@@ -20,11 +21,12 @@
 #include "launch/rendezvous_secret.hpp"
 #include "launch/run_directory_lock.hpp"
 #include "launch/torchrun_personality.hpp"
-#include "multinode/hosts_launch.hpp"
 #include "multinode/node_agent.hpp"
 #include "observe/run_record.hpp"
 #include "output/console_writer.hpp"
+#include "output/duplicate_filter.hpp"
 #include "output/file_tail.hpp"
+#include "output/line_prefix.hpp"
 #include "slurm/slurm_launch.hpp"
 #include "supervise/host_probe.hpp"
 #include "supervise/launch_plan.hpp"
@@ -97,6 +99,25 @@ LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, co
       launch, command, host, builtin_trainer ? loaded.config.ddp.strategy : Strategy::Ddp, request.config.personality);
   plan.builtin_trainer = builtin_trainer;
   return plan;
+}
+
+// The console's prefix template and torchrun's duplicate filters, as torchrun reads them: the flag (or its PET_
+// variable), else the launcher's environment. Kept in the plan: nothing is added to the workers' environment.
+void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const EnvMap& environment) {
+  if (request.log_line_prefix_template) {
+    if (!request.log_line_prefix_template->empty()) {  // torch treats "" as unset
+      plan.line_prefix = LinePrefix::from_template(*request.log_line_prefix_template, "--log-line-prefix-template");
+    }
+  } else {
+    plan.line_prefix = LinePrefix::from_environment(environment_value(environment, kLogLinePrefixTemplateVariable));
+  }
+  const std::optional<std::string>* flags[2] = {&request.duplicate_stdout_filters, &request.duplicate_stderr_filters};
+  const char* variables[2] = {kDuplicateStdoutFiltersVariable, kDuplicateStderrFiltersVariable};
+  for (int stream = 0; stream < 2; ++stream) {
+    const std::optional<std::string> text =
+        *flags[stream] ? *flags[stream] : environment_value(environment, variables[stream]);
+    if (text) plan.duplicate_filters[stream] = parse_duplicate_filters(*text);
+  }
 }
 
 // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
@@ -206,10 +227,11 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   supervisor.set_diagnostics(diagnostics);
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
   // Straggler episodes go into run.json as they start and end.
-  LaunchMonitoring monitoring(supervisor, plan, loaded.config, [&run_record](std::vector<StragglerRecord> episodes) {
-    const std::string warning = run_record.set_stragglers(std::move(episodes));
-    if (!warning.empty()) say_line(warning);
-  });
+  LaunchMonitoring monitoring(supervisor, plan, loaded.config, diagnostics.dump_lock(),
+                              [&run_record](std::vector<StragglerRecord> episodes) {
+                                const std::string warning = run_record.set_stragglers(std::move(episodes));
+                                if (!warning.empty()) say_line(warning);
+                              });
   SupervisionResult result = supervisor.run();
   const std::string status = finished_status(result.exit_code, result.launcher_signal.has_value(),
                                              result.stopped_after_checkpoint && !result.failure);
@@ -304,6 +326,7 @@ int run_launch(const LaunchRequest& original_request, const LoadedConfig& origin
     plan.python = python.path;
     plan.python_source = python.source;
   }
+  set_console_settings(plan, original_request, environment);
   // torch's file timer, when the environment enables it as torchrun's agent reads it (docs/launch.md).
   plan.timer_file = file_timer_path(environment, plan.run_id);
   if (!plan.gpu_note.empty()) say_line(plan.gpu_note);

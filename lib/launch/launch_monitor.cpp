@@ -289,7 +289,7 @@ std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, cons
 }
 
 LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
-                                   StragglerEpisodesSink on_episodes)
+                                   std::timed_mutex& dump_lock, StragglerEpisodesSink on_episodes)
     : supervisor_(supervisor) {
   const LaunchConfig& launch = config.launch;
   const double interval = config.log.resource_interval_s;
@@ -308,13 +308,13 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     // POST /stacks: bounded like a hang's dump (launch.diagnose_timeout; its 0 turns off only the hang's).
     const double dump_timeout_s = launch.diagnose_timeout > 0 ? std::min(launch.diagnose_timeout, kMaxStacksDumpS)
                                                               : launch_defaults::kDiagnoseTimeoutS;
-    options.dump_stacks = [dump_timeout_s](const StatusSnapshot& snapshot) {
-      return dump_stacks_on_demand(snapshot, dump_timeout_s);
+    options.dump_stacks = [dump_timeout_s, &dump_lock](const StatusSnapshot& snapshot) {
+      return dump_stacks_on_demand(snapshot, dump_timeout_s, dump_lock);
     };
     server_ = std::make_unique<StatusServer>(options);  // binds now: a busy port fails before any worker starts
-    const std::string token_file = plan.run_dir + "/status_token";
+    const std::string token_file = log_layout::status_token_file(plan.run_dir);
     write_status_token_file(token_file, options.token);
-    const std::string endpoint_file = plan.run_dir + "/status_endpoint";
+    const std::string endpoint_file = log_layout::status_endpoint_file(plan.run_dir);
     std::ofstream(endpoint_file, std::ios::trunc) << server_->endpoint() << "\n";
     log::info("status API and dashboard on http://{}/ (POST needs the token in {})", server_->endpoint(), token_file);
   }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,8 +78,9 @@ class LaunchMonitor final : public LoopParticipant {
 // <run dir>/status_endpoint, and joins the supervisor's loop.
 class LaunchMonitoring {
  public:
-  // `on_episodes` gets the straggler episodes for run.json (may be empty).
-  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
+  // `on_episodes` gets the straggler episodes for run.json (may be empty). POST /stacks takes `dump_lock` (the node's
+  // RankDiagnostics::dump_lock), which outlives this object.
+  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config, std::timed_mutex& dump_lock,
                    StragglerEpisodesSink on_episodes = {});
   ~LaunchMonitoring();
   LaunchMonitoring(const LaunchMonitoring&) = delete;

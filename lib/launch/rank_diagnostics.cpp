@@ -10,11 +10,6 @@
 
 namespace mgtrain {
 
-std::timed_mutex& stack_dump_mutex() {
-  static std::timed_mutex mutex;
-  return mutex;
-}
-
 RankDiagnostics::~RankDiagnostics() { join(); }
 
 void RankDiagnostics::join() {
@@ -23,8 +18,8 @@ void RankDiagnostics::join() {
 
 void RankDiagnostics::collect_diagnostics(int attempt, const std::vector<Target>& ranks,
                                           std::chrono::steady_clock::time_point deadline) {
-  (void)attempt;
   join();  // a previous attempt's collection ended by its own deadline
+  attempt_ = attempt;
   std::vector<diagnose::RankProcess> processes;
   for (const Target& target : ranks) {
     diagnose::RankProcess process;
@@ -41,12 +36,12 @@ void RankDiagnostics::collect_diagnostics(int attempt, const std::vector<Target>
   reported_ = false;
   worker_ = std::thread([this, processes = std::move(processes), deadline] {
     try {
-      std::unique_lock<std::timed_mutex> lock(stack_dump_mutex(), deadline);  // an on-demand dump ends first
+      std::unique_lock<std::timed_mutex> lock(dump_lock_, deadline);  // an on-demand dump ends first
       if (!lock.owns_lock()) throw Error("an on-demand dump (POST /stacks) held the ranks until the deadline");
       last_ = diagnose::diagnose_ranks(processes, attempt_directory_, deadline);
     } catch (const std::exception& error) {  // reported by done(): the workers are stopped all the same
       last_ = diagnose::NodeDiagnosis{};
-      last_.ranks.push_back(diagnose::RankDiagnosis{-1, diagnose::DumpResult{}, {}, {}});
+      last_.ranks.push_back(diagnose::RankDiagnosis{-1, diagnose::DumpResult{}, {}});
       last_.ranks.back().dump.notes.push_back(std::string("the stacks could not be collected: ") + error.what());
     }
     finished_ = true;
@@ -62,10 +57,10 @@ bool RankDiagnostics::done() {
   return true;
 }
 
-std::vector<std::string> RankDiagnostics::top_frames_of(int global_rank) const {
-  if (!finished_) return {};
+std::vector<std::string> RankDiagnostics::top_frames_of(int attempt, int global_rank) const {
+  if (!finished_ || attempt != attempt_) return {};
   for (const diagnose::RankDiagnosis& rank : last_.ranks) {
-    if (rank.rank == global_rank) return rank.top_frames;
+    if (rank.rank == global_rank) return rank.dump.top_frames;
   }
   return {};
 }

@@ -12,7 +12,6 @@
 #include "diagnose/python_hook.hpp"
 #include "diagnose/top_frames.hpp"
 #include "host/process_stats.hpp"
-#include "launch/rank_diagnostics.hpp"
 #include "util/file_io.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
@@ -57,7 +56,7 @@ int next_stacks_number(const std::vector<std::string>& rank_directories) {
   return number;
 }
 
-StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_s,
+StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_s, std::timed_mutex& dump_lock,
                                  const diagnose::DumpOptions& options) {
   StacksDump dump;
   dump.attempt = snapshot.attempt;
@@ -71,7 +70,7 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
                    (snapshot.phase.empty() ? std::string("starting") : snapshot.phase) + "): nothing to dump";
     return dump;
   }
-  std::unique_lock<std::timed_mutex> lock(stack_dump_mutex(), std::try_to_lock);
+  std::unique_lock<std::timed_mutex> lock(dump_lock, std::try_to_lock);
   if (!lock.owns_lock()) {
     dump.outcome = StacksOutcome::kBusy;
     dump.message =
@@ -121,9 +120,7 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
     entry.native_frames = result.native_frames;
     entry.notes = result.notes;
     entry.seconds = result.seconds;
-    if (!result.output_path.empty()) {
-      entry.top_frames = diagnose::top_frames(try_read_file(result.output_path).value_or(""));
-    }
+    entry.top_frames = result.top_frames;
   }
   dump.seconds = std::chrono::duration<double>(diagnose::Clock::now() - started).count();
   return dump;

@@ -71,19 +71,17 @@ std::optional<JobHangVerdict> decide_job_hang(const std::vector<NodeFailure>& ra
   const SteadyTime now = SteadyTime(std::chrono::milliseconds(latest)) + std::chrono::seconds(1);
   std::optional<HangVerdict> verdict = decide_hang(progress, now, 1e-3);
   if (!verdict || verdict->hung.empty()) return std::nullopt;
-  // The stacks overrule progress as on one node (supervisor_hang.cpp), a stopped process excepted: the one rank
-  // outside any collective while every other waits in one is hung.
+  // The stacks overrule progress as on one node (settled_by_stacks), a stopped process excepted.
   const bool process_stopped =
       std::any_of(verdict->hung.begin(), verdict->hung.end(), [](const HangRank& rank) { return rank.stopped; });
   if (!process_stopped) {
     std::vector<HangRank> stalled_ranks = verdict->hung;
     stalled_ranks.insert(stalled_ranks.end(), verdict->waiting.begin(), verdict->waiting.end());
-    std::vector<std::string> main_frames;
+    std::vector<std::vector<std::string>> frames;
     for (const HangRank& rank : stalled_ranks) {
-      const std::vector<std::string>& frames = timed.at(static_cast<std::size_t>(rank.local_rank))->top_frames;
-      main_frames.push_back(frames.empty() ? std::string() : frames.front());
+      frames.push_back(timed.at(static_cast<std::size_t>(rank.local_rank))->top_frames);
     }
-    if (const std::optional<std::size_t> outside = outside_collective(main_frames)) {
+    if (const std::optional<std::size_t> outside = settled_by_stacks(frames)) {
       verdict->hung = {stalled_ranks[*outside]};
       stalled_ranks.erase(stalled_ranks.begin() + static_cast<std::ptrdiff_t>(*outside));
       verdict->waiting = stalled_ranks;

@@ -24,7 +24,7 @@
 #include "multinode/rendezvous_hosting.hpp"
 #include "multinode/rendezvous_message.hpp"
 #include "multinode/rendezvous_server.hpp"
-#include "supervise/event_loop.hpp"
+#include "process/event_loop.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/port_probe.hpp"

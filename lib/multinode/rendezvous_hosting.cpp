@@ -10,7 +10,7 @@
 
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/tcp_socket.hpp"
-#include "supervise/event_loop.hpp"
+#include "process/event_loop.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "util/build_info.hpp"
 #include "util/error.hpp"

@@ -73,12 +73,8 @@ std::string error_text(httplib::Error error) {
   }
 }
 
-bool get(const std::string& host, int port, const std::string& path, int& status, std::string& body,
-         std::string& error) {
-  httplib::Client client(host, port);
-  client.set_connection_timeout(2, 0);
-  client.set_read_timeout(5, 0);
-  httplib::Result result = client.Get(path.c_str());
+// The answer of a request into the module's out-parameters; false (with `error`) when none came.
+bool take_answer(const httplib::Result& result, int& status, std::string& body, std::string& error) {
   if (!result) {
     error = error_text(result.error());
     return false;
@@ -88,6 +84,14 @@ bool get(const std::string& host, int port, const std::string& path, int& status
   return true;
 }
 
+bool get(const std::string& host, int port, const std::string& path, int& status, std::string& body,
+         std::string& error) {
+  httplib::Client client(host, port);
+  client.set_connection_timeout(2, 0);
+  client.set_read_timeout(5, 0);
+  return take_answer(client.Get(path.c_str()), status, body, error);
+}
+
 bool post(const std::string& host, int port, const std::string& path, const std::string& authorization, int timeout_s,
           int& status, std::string& body, std::string& error) {
   httplib::Client client(host, port);
@@ -95,14 +99,7 @@ bool post(const std::string& host, int port, const std::string& path, const std:
   client.set_read_timeout(timeout_s, 0);
   httplib::Headers headers;
   if (!authorization.empty()) headers.emplace("Authorization", authorization);
-  httplib::Result result = client.Post(path.c_str(), headers, "", "text/plain");
-  if (!result) {
-    error = error_text(result.error());
-    return false;
-  }
-  status = result->status;
-  body = result->body;
-  return true;
+  return take_answer(client.Post(path.c_str(), headers, "", "text/plain"), status, body, error);
 }
 
 const StatusHttpModule kModule{create_server, get, post};

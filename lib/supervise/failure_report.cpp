@@ -115,7 +115,7 @@ std::string child_failed_text(const FailureReport& report) {
 
 std::string launcher_error_file_json(const FailureReport& report,
                                      const std::optional<std::string>& root_cause_error_text,
-                                     long long unix_seconds_now) {
+                                     long long now_unix_seconds) {
   using nlohmann::ordered_json;
   ordered_json root;
   if (root_cause_error_text) {
@@ -127,7 +127,7 @@ std::string launcher_error_file_json(const FailureReport& report,
     root = ordered_json::object();
     root["message"] = {
         {"message", "ChildFailedError: " + child_failed_text(report)},
-        {"extraInfo", {{"py_callstack", child_failed_text(report)}, {"timestamp", std::to_string(unix_seconds_now)}}},
+        {"extraInfo", {{"py_callstack", child_failed_text(report)}, {"timestamp", std::to_string(now_unix_seconds)}}},
         {"errorCode", code}};
   } else if (root["message"].is_object() && code != 0) {
     root["message"]["errorCode"] = code;  // torch's override_error_code_in_rootcause_data

@@ -76,7 +76,7 @@ std::string failure_report_to_json(const FailureReport& report);
 // ChildFailedError text. "other_failures" (mgtrain's addition) lists every other failed rank.
 std::string launcher_error_file_json(const FailureReport& report,
                                      const std::optional<std::string>& root_cause_error_text,
-                                     long long unix_seconds_now);
+                                     long long now_unix_seconds);
 
 // For the failure report of a Python program: when a worker ended within `kQuickFailureSeconds` of its start and its
 // stderr says torch is missing, the sentence naming the interpreter and how to choose another; "" otherwise.

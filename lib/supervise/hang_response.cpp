@@ -23,8 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kStacksReadLimit = 4 << 20;  // the top frames are in the first threads of stacks.txt
-
 Clock::duration probe_interval(double timeout_s) {
   return steady_seconds(std::min(1.0, std::max(0.01, timeout_s / 4)));
 }
@@ -147,19 +145,14 @@ void HangResponse::poll_diagnostics(Clock::time_point now) {
   policy_.diagnosis_finished(now);
 }
 
-// Ranks in lock-step (DDP) stop at the same step: the one stuck elsewhere and the ones waiting for it in the next
-// collective report alike (and rate-limited reports may even show the waiting ones a step behind). The main
-// threads' top frames tell them apart: when exactly one stopped rank is outside a collective and every other one
-// is in one, that one is hung, whatever progress said.
+// The stacks name the hung rank where they are clear (settled_by_stacks), whatever progress said.
 void HangResponse::settle_tie_by_stacks() {
   if (tied_ranks_.empty()) return;
-  std::vector<std::string> main_frames;
-  for (int local_rank : tied_ranks_) {
-    const std::vector<std::string> frames = diagnostics_->top_frames_of(plan_.global_rank(local_rank));
-    main_frames.push_back(frames.empty() ? std::string() : frames.front());
-  }
   const std::vector<int> ranks = std::exchange(tied_ranks_, {});
-  const std::optional<std::size_t> outside = outside_collective(main_frames);
+  std::vector<std::vector<std::string>> frames;
+  for (int local_rank : ranks)
+    frames.push_back(diagnostics_->top_frames_of(policy_.attempt(), plan_.global_rank(local_rank)));
+  const std::optional<std::size_t> outside = settled_by_stacks(frames);
   if (!outside) return;
   const int hung = ranks[*outside];
   std::vector<int> waiting;
@@ -169,8 +162,8 @@ void HangResponse::settle_tie_by_stacks() {
   console_.message(log::Level::Warning,
                    "the stacks settle it: rank {} is outside any collective ({}) while {} wait{} in one: rank {} is "
                    "the hung rank",
-                   plan_.global_rank(hung), main_frames[*outside], rank_list(waiting), waiting.size() == 1 ? "s" : "",
-                   plan_.global_rank(hung));
+                   plan_.global_rank(hung), frames[*outside].front(), rank_list(waiting),
+                   waiting.size() == 1 ? "s" : "", plan_.global_rank(hung));
   policy_.blame(hung);
 }
 
@@ -184,9 +177,7 @@ void HangResponse::describe_hang_facts(const WorkerFailure& failure, const std::
   std::error_code error;
   if (!std::filesystem::exists(stacks, error)) return;
   worker.stacks = stacks;
-  if (std::optional<std::string> text = read_small_file(stacks, kStacksReadLimit)) {
-    worker.top_frames = diagnose::top_frames(*text);
-  }
+  worker.top_frames = diagnostics_->top_frames_of(failure.attempt, worker.global_rank);
 }
 
 }  // namespace mgtrain

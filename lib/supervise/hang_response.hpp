@@ -46,9 +46,11 @@ class HangDiagnostics {
   }
   // Whether the collection has finished.
   virtual bool done() { return true; }
-  // After done(): the rank's top frames, one line per thread, its main (or signalled) thread first
-  // (diagnose/top_frames.hpp); empty when unknown. They settle a hang that progress alone cannot.
-  virtual std::vector<std::string> top_frames_of(int global_rank) const {
+  // After done(): the rank's top frames in `attempt`, one line per thread, its main (or signalled) thread first
+  // (diagnose/top_frames.hpp, computed once by the dump); empty when unknown. They settle a hang that progress alone
+  // cannot, and go into the failure report.
+  virtual std::vector<std::string> top_frames_of(int attempt, int global_rank) const {
+    (void)attempt;
     (void)global_rank;
     return {};
   }
@@ -86,8 +88,7 @@ class HangResponse {
   bool diagnose_on_request(const std::string& reason);
 
   // A hung or waiting rank's last step and report, whether its process was stopped, its stacks file.
-  void describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory,
-                           FailedWorker& worker) const;
+  void describe_hang_facts(const WorkerFailure& failure, const std::string& rank_directory, FailedWorker& worker) const;
 
  private:
   // The stacks name the hung rank where they are clear: the one stopped rank outside any collective.

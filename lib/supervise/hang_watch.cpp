@@ -76,12 +76,12 @@ std::optional<HangVerdict> decide_hang(const std::vector<RankProgress>& ranks, S
   return verdict;
 }
 
-std::optional<std::size_t> outside_collective(const std::vector<std::string>& main_frames) {
+std::optional<std::size_t> settled_by_stacks(const std::vector<std::vector<std::string>>& top_frames) {
   std::optional<std::size_t> outside;
   std::size_t inside = 0;
-  for (std::size_t index = 0; index < main_frames.size(); ++index) {
-    if (main_frames[index].empty()) return std::nullopt;
-    if (diagnose::waits_in_collective(main_frames[index])) {
+  for (std::size_t index = 0; index < top_frames.size(); ++index) {
+    if (top_frames[index].empty() || top_frames[index].front().empty()) return std::nullopt;
+    if (diagnose::waits_in_collective(top_frames[index].front())) {
       ++inside;
     } else if (outside) {
       return std::nullopt;  // two ranks outside: the stacks do not say which one

@@ -58,10 +58,12 @@ inline constexpr double kTieWindowS = 1.0;
 // of the earliest the one with the lowest step (when all of them report steps).
 std::optional<HangVerdict> decide_hang(const std::vector<RankProgress>& ranks, SteadyTime now, double timeout_s);
 
-// The stacks' word on a hang (docs/diagnosis.md): given each stopped rank's main-thread top frames (one line each,
-// diagnose/top_frames.hpp), the index of the one rank outside any collective when every other one waits in one.
-// nullopt when that is not so, or when a rank has no frames (an empty line).
-std::optional<std::size_t> outside_collective(const std::vector<std::string>& main_frames);
+// The stacks' word on a hang (docs/diagnosis.md), for a node and for the job's verdict across nodes: ranks in
+// lock-step (DDP) stop at the same step, so progress cannot tell the one stuck elsewhere from the ones waiting for it
+// in the next collective; their stacks can. Given each stalled rank's top frames (diagnose/top_frames.hpp, its main
+// thread first), the index of the one rank outside any collective when every other one waits in one; nullopt when
+// that is not so, or when a rank has no frames.
+std::optional<std::size_t> settled_by_stacks(const std::vector<std::vector<std::string>>& top_frames);
 
 // "rank 3", "ranks 0-2, 5" (sorted, runs of 3 or more as ranges).
 std::string rank_list(std::vector<int> ranks);

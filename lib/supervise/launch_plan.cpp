@@ -170,17 +170,6 @@ std::vector<std::string> virtual_rank_gpus(int nproc, const HostFacts& host) {
 
 }  // namespace
 
-std::vector<int> parse_signal_names(const std::string& names) {
-  std::vector<int> signals;
-  for (const std::string& part : split(names, ',')) {
-    for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
-      if (trim(part) == signal_name(signal) && std::find(signals.begin(), signals.end(), signal) == signals.end())
-        signals.push_back(signal);
-    }
-  }
-  return signals;
-}
-
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,
                             Strategy strategy, Personality personality) {
   if (command.empty()) throw UsageError("launch: no command to run: give one after `--`, or a config for the trainer");
@@ -188,7 +177,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.command = command;
   plan.hostname = host.hostname;
   plan.personality = personality;
-  plan.handled_signals = parse_signal_names(launch.signals_to_handle);
+  plan.handled_signals = launch.signals_to_handle.signals;
 
   bool gpu_ids_given = launch.gpu_ids.kind == GpuList::Kind::Listed;
   const bool data_parallel = strategy == Strategy::Dp;

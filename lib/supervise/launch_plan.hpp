@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
 #include "host/nvml_library.hpp"
+#include "output/line_prefix.hpp"
 #include "output/output_routing.hpp"
 
 namespace mgtrain {
@@ -75,6 +77,12 @@ struct LaunchPlan {
   bool allow_uneven_nproc = false;
   bool exit_with_stdin = false;
 
+  // The console's prefix of worker lines (mgtrain's, or torch's template: --log-line-prefix-template, else
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE) and torchrun's duplicate filters of stdout and stderr
+  // (--duplicate-*-filters, else PET_DUPLICATE_*_FILTERS; none: no filtered file), read once (launch.cpp). Values:
+  // the workers' environment stays the launcher's, as under torchrun.
+  LinePrefix line_prefix;
+  std::optional<std::vector<std::string>> duplicate_filters[2];
   // The file timer (torch.distributed.elastic.timer.FileTimerServer, file_timer_table.hpp): the named pipe the
   // workers' FileTimerClient writes to (TORCHELASTIC_TIMER_FILE); empty: no file timer.
   std::string timer_file;
@@ -102,8 +110,5 @@ struct LaunchPlan {
 // count), as torchrun's determine_local_world_size; handled_signals come from launch.signals_to_handle.
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,
                             Strategy strategy = Strategy::Ddp, Personality personality = Personality::Mgtrain);
-
-// launch.signals_to_handle ("SIGTERM,SIGINT") as signal numbers; names the schema did not accept are left out.
-std::vector<int> parse_signal_names(const std::string& names);
 
 }  // namespace mgtrain

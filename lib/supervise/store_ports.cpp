@@ -14,9 +14,9 @@ StorePorts::StorePorts(const LaunchPlan& plan, PortProbe& ports, int first_port,
 
 StorePorts::AttemptPort StorePorts::begin_attempt(int attempt, bool coordinated) {
   AttemptPort result;
-  result.port = coordinated     ? plan_.master_port
-                : attempt == 0  ? first_port_
-                                : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
+  result.port = coordinated    ? plan_.master_port
+                : attempt == 0 ? first_port_
+                               : (plan_.picks_port() ? ports_.pick_free_port() : plan_.master_port);
   port_by_attempt_.resize(static_cast<std::size_t>(attempt) + 1);
   port_by_attempt_[attempt] = result.port;
   if (!coordinated && attempt > 0 && policy_.port_retries() > retries_announced_) {
@@ -32,7 +32,8 @@ StorePorts::AttemptPort StorePorts::begin_attempt(int attempt, bool coordinated)
   return result;
 }
 
-bool StorePorts::store_port_taken(const WorkerFailure& root, std::chrono::steady_clock::time_point attempt_started) const {
+bool StorePorts::store_port_taken(const WorkerFailure& root,
+                                  std::chrono::steady_clock::time_point attempt_started) const {
   if (!plan_.picks_port() || root.hung || plan_.global_rank(root.local_rank) != 0) return false;
   if (root.attempt != policy_.attempt() || root.time - attempt_started > steady_seconds(kStoreStartWindowS)) {
     return false;

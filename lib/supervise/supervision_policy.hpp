@@ -24,7 +24,7 @@ namespace mgtrain {
 struct WorkerFailure;
 
 // The one rule of which signals stop a job and which exits fail it, for the supervisor, the `--hosts`
-// launcher (multinode/hosts_policy.hpp) and the run record (launch.cpp). SIGINT, SIGTERM, SIGHUP and
+// launcher (hosts/hosts_policy.hpp) and the run record (launch.cpp). SIGINT, SIGTERM, SIGHUP and
 // SIGQUIT stop the job (a second one kills at once); SIGUSR1 (save and stop) and SIGUSR2 (save and go
 // on) are only passed on to the workers.
 bool stops_the_job(int signal);

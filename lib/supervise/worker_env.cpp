@@ -36,10 +36,8 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   // torchrun's --signals-to-handle (its default for `mgtrain launch`), as torchrun's launcher exports it.
-  std::string handled;
-  for (int signal : plan.handled_signals) handled += (handled.empty() ? "" : ",") + signal_name(signal);
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] =
-      plan.personality == Personality::Torchrun ? handled : "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+      plan.personality == Personality::Torchrun ? SignalList{plan.handled_signals}.text() : SignalList::kDefaultText;
   if (!plan.timer_file.empty()) env["TORCHELASTIC_TIMER_FILE"] = plan.timer_file;
   if (!omp_threads_notice(plan, parent).empty()) env["OMP_NUM_THREADS"] = "1";
   if (!plan.gpu_for_local_rank.empty()) env["CUDA_VISIBLE_DEVICES"] = plan.gpu_for_local_rank.at(slot.local_rank);

@@ -22,13 +22,6 @@ namespace {
 
 std::string fmt_rank(int local_rank) { return "local rank " + std::to_string(local_rank); }
 
-// torchrun's filters for one stream, from the launcher's environment (a flag sets the variable: launch_command.cpp).
-std::optional<std::vector<std::string>> duplicate_filters(const EnvMap& environment, const char* variable) {
-  std::optional<std::string> text = environment_value(environment, variable);
-  if (!text) return std::nullopt;
-  return parse_duplicate_filters(*text);
-}
-
 void make_directories(const std::string& path) {
   std::error_code error;
   std::filesystem::create_directories(path, error);
@@ -60,8 +53,9 @@ class CapturedOutput final : public ChildOutput {
 }  // namespace
 
 WorkerGroup::WorkerGroup(LaunchPlan& plan, const std::string& config_file, const EnvMap& parent_environment,
-                         ConsoleWriter& console, EventLoop& loop, WorkerRoster& workers, const SupervisionPolicy& policy,
-                         StorePorts& ports, HangResponse& hang, AttemptCoordinator* const& coordinator)
+                         ConsoleWriter& console, EventLoop& loop, WorkerRoster& workers,
+                         const SupervisionPolicy& policy, StorePorts& ports, HangResponse& hang,
+                         AttemptCoordinator* const& coordinator)
     : plan_(plan),
       config_file_(config_file),
       parent_environment_(parent_environment),
@@ -71,11 +65,7 @@ WorkerGroup::WorkerGroup(LaunchPlan& plan, const std::string& config_file, const
       policy_(policy),
       ports_(ports),
       hang_(hang),
-      coordinator_(coordinator),
-      line_prefix_(
-          LinePrefix::from_environment(environment_value(parent_environment_, kLogLinePrefixTemplateVariable))),
-      duplicate_filters_{duplicate_filters(parent_environment_, kDuplicateStdoutFiltersVariable),
-                         duplicate_filters(parent_environment_, kDuplicateStderrFiltersVariable)} {}
+      coordinator_(coordinator) {}
 
 void WorkerGroup::start_workers(int attempt) {
   const StorePorts::AttemptPort port = ports_.begin_attempt(attempt, coordinator_ != nullptr);
@@ -88,15 +78,16 @@ void WorkerGroup::start_workers(int attempt) {
     // torchrun's filtered files: one per stream and attempt, shared by the node's ranks.
     std::shared_ptr<FilteredLog> filtered[2];
     for (int stream = 0; stream < 2; ++stream) {
-      if (!duplicate_filters_[stream]) continue;
+      if (!plan_.duplicate_filters[stream]) continue;
       const std::string attempt_directory = log_layout::attempt_dir(plan_.run_dir, attempt);
       make_directories(attempt_directory);
       filtered[stream] = std::make_shared<FilteredLog>(log_layout::filtered_log(attempt_directory, stream == 1),
-                                                       *duplicate_filters_[stream]);
+                                                       *plan_.duplicate_filters[stream]);
     }
     // Progress files come with stack dumps: the Python hook the workers' PYTHONPATH names (worker_env.cpp).
     if (workers_get_progress_file(plan_)) diagnose::write_python_hook(log_layout::python_hook_dir(plan_.run_dir));
-    for (int local_rank = 0; local_rank < plan_.nproc; ++local_rank) start_worker(attempt, local_rank, port.port, filtered);
+    for (int local_rank = 0; local_rank < plan_.nproc; ++local_rank)
+      start_worker(attempt, local_rank, port.port, filtered);
   } catch (...) {
     loop_.kill_children();
     throw;
@@ -104,7 +95,6 @@ void WorkerGroup::start_workers(int attempt) {
   attempt_started_ = Clock::now();
   hang_.attempt_started(attempt_started_);
 }
-
 
 void WorkerGroup::start_worker(int attempt, int local_rank, int port,
                                const std::shared_ptr<FilteredLog> (&filtered)[2]) {
@@ -152,11 +142,10 @@ void WorkerGroup::start_worker(int attempt, int local_rank, int port,
   Fd* pipes[2] = {&process.stdout_pipe, &process.stderr_pipe};
   for (int stream = 0; stream < 2; ++stream) {
     StreamCaptureSettings settings;
-    settings.log_path =
-        stream == 0 ? log_layout::stdout_log(rank_directory) : log_layout::stderr_log(rank_directory);
+    settings.log_path = stream == 0 ? log_layout::stdout_log(rank_directory) : log_layout::stderr_log(rank_directory);
     settings.is_stderr = stream == 1;
     settings.to_console = to_console[stream];
-    settings.prefix = console_prefix(line_prefix_, torchrun_console, teed[stream], fields);
+    settings.prefix = console_prefix(plan_.line_prefix, torchrun_console, teed[stream], fields);
     settings.terminal = terminal_stream[stream];
     settings.universal_newlines = torchrun_console && teed[stream];
     if (to_console[stream] && (!torchrun_console || teed[stream])) settings.duplicate = filtered[stream];

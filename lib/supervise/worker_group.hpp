@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "output/console_writer.hpp"
-#include "output/line_prefix.hpp"
 #include "process/event_loop.hpp"
 #include "supervise/hang_response.hpp"
 #include "supervise/launch_plan.hpp"
@@ -67,9 +66,6 @@ class WorkerGroup final : public WorkerGroupControl {
   StorePorts& ports_;
   HangResponse& hang_;
   AttemptCoordinator* const& coordinator_;
-  LinePrefix line_prefix_;  // the console prefix of worker lines (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)
-  // PET_DUPLICATE_STDOUT_FILTERS / PET_DUPLICATE_STDERR_FILTERS (output/duplicate_filter.hpp); none: no file.
-  std::optional<std::vector<std::string>> duplicate_filters_[2];
   Clock::time_point attempt_started_;
 };
 

@@ -102,7 +102,7 @@ void check_effect(const LaunchRequest& r, const Expected& e, bool from_env) {
     CHECK(r.log_line_prefix_template == std::optional<std::string>(e.sample));
   } else if (e.key == "filters_out" || e.key == "filters_err") {
     CHECK(settings.empty());
-    // The flag becomes PET_DUPLICATE_*_FILTERS of the launcher; the variable itself is read by the console.
+    // The flag wins over PET_DUPLICATE_*_FILTERS (launch.cpp reads the variable itself when no flag is given).
     const auto& given = e.key == "filters_out" ? r.duplicate_stdout_filters : r.duplicate_stderr_filters;
     CHECK(given == (from_env ? std::nullopt : std::optional<std::string>(e.sample)));
   } else if (!e.key.empty()) {

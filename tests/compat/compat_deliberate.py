@@ -38,9 +38,6 @@ DELIBERATE = [
         "=False), so a restart never meets a store full of the last attempt's keys"),
     Row("*", "env_added", r"^NCCL_ASYNC_ERROR_HANDLING$",
         "set beside TORCH_NCCL_ASYNC_ERROR_HANDLING for workers on torch before 2.2, which read only the old name"),
-    Row("*", "env_added", r"^(TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE|PET_DUPLICATE_STD(OUT|ERR)_FILTERS)$",
-        "the launcher runs with the flag's value in its environment (the flag wins over the variable, in one "
-        "place), and workers inherit that environment"),
     Row("static_*", "env", r"(^|\s)(MASTER_PORT=<(port|free port)>|TORCHELASTIC_RUN_ID=(none|<run-id>))",
         "several static nodes: --master-port is the port of mgtrain's rendezvous, and rank 0 hosts the workers' "
         "store on a free port; TORCHELASTIC_RUN_ID is the run's id (its directory's name), never torchrun's shared "

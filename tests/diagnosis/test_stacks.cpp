@@ -350,8 +350,8 @@ TEST_CASE("stacks: a node's diagnosis: stacks, top frames and the flight recorde
   CHECK(std::chrono::duration<double>(Clock::now() - started).count() < 5.0);
   REQUIRE(diagnosis.ranks.size() == 1);
   CHECK(diagnosis.ranks[0].dump.python_frames);
-  REQUIRE_FALSE(diagnosis.ranks[0].top_frames.empty());
-  CHECK(diagnosis.ranks[0].top_frames[0].rfind("stuck_here (stuck.py:", 0) == 0);
+  REQUIRE_FALSE(diagnosis.ranks[0].dump.top_frames.empty());
+  CHECK(diagnosis.ranks[0].dump.top_frames[0].rfind("stuck_here (stuck.py:", 0) == 0);
   CHECK(diagnosis.ranks[0].flight_recorder_files == std::vector<std::string>{worker.rank_dir + "/nccl_trace_rank_0"});
   CHECK(diagnosis.flight_recorder_folder == worker.dir / "attempt_0/flight_recorder");
   CHECK(read_text(worker.dir / "attempt_0/flight_recorder/nccl_trace_rank_0") == "pickled trace");

@@ -82,16 +82,17 @@ TEST_CASE("on-demand stacks: nothing runs, or another dump runs: no files, a cle
   SleepingChild child;
   StatusSnapshot snapshot = running_snapshot(dir.path(), {{0, child.pid}});
   snapshot.phase = "stopping";
-  StacksDump dump = dump_stacks_on_demand(snapshot, 5);
+  RankDiagnostics node;  // its dump lock: one dump of the node's ranks at a time
+  StacksDump dump = dump_stacks_on_demand(snapshot, 5, node.dump_lock());
   CHECK(dump.outcome == StacksOutcome::kNotRunning);
   CHECK_THAT(dump.message, Catch::Contains("stopping"));
   snapshot.phase = "running";
   snapshot.ranks[0].state = "exited";
-  CHECK(dump_stacks_on_demand(snapshot, 5).outcome == StacksOutcome::kNotRunning);
+  CHECK(dump_stacks_on_demand(snapshot, 5, node.dump_lock()).outcome == StacksOutcome::kNotRunning);
   snapshot.ranks[0].state = "running";
   {
-    std::lock_guard<std::timed_mutex> hang_dump(stack_dump_mutex());  // as the hang diagnostics hold it
-    dump = dump_stacks_on_demand(snapshot, 5);
+    std::lock_guard<std::timed_mutex> hang_dump(node.dump_lock());  // as the hang diagnostics hold it
+    dump = dump_stacks_on_demand(snapshot, 5, node.dump_lock());
     CHECK(dump.outcome == StacksOutcome::kBusy);
     CHECK_THAT(dump.message, Catch::Contains("being dumped now"));
   }
@@ -106,7 +107,8 @@ TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended 
   waitpid(ended, nullptr, 0);
   const StatusSnapshot snapshot = running_snapshot(dir.path(), {{0, child.pid}, {1, ended}});
   const auto started = std::chrono::steady_clock::now();
-  StacksDump dump = dump_stacks_on_demand(snapshot, 10);
+  RankDiagnostics node;
+  StacksDump dump = dump_stacks_on_demand(snapshot, 10, node.dump_lock());
   CHECK(std::chrono::steady_clock::now() - started < 8s);
   REQUIRE(dump.outcome == StacksOutcome::kDumped);
   CHECK(dump.attempt == 1);
@@ -134,7 +136,7 @@ TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended 
   CHECK(waitpid(child.pid, nullptr, WNOHANG) == 0);
   // a second dump keeps the first
   const std::string first_file = live.stacks_file;
-  dump = dump_stacks_on_demand(snapshot, 10);
+  dump = dump_stacks_on_demand(snapshot, 10, node.dump_lock());
   REQUIRE(dump.outcome == StacksOutcome::kDumped);
   CHECK(dump.ranks[0].stacks_file == log_layout::stacks_on_request_file(log_layout::rank_dir(dir.path(), 1, 0), 2));
   CHECK(fs::exists(first_file));
@@ -147,7 +149,7 @@ TEST_CASE("hang diagnostics wait for an on-demand dump, until their deadline at 
   fs::create_directories(rank_dir);
   RankDiagnostics diagnostics;
   {
-    std::unique_lock<std::timed_mutex> on_demand(stack_dump_mutex());
+    std::unique_lock<std::timed_mutex> on_demand(diagnostics.dump_lock());
     diagnostics.collect_diagnostics(0, {{0, 0, child.pid, rank_dir, true}}, std::chrono::steady_clock::now() + 300ms);
     std::this_thread::sleep_for(100ms);
     CHECK_FALSE(diagnostics.done());  // waiting for the lock

@@ -3,6 +3,7 @@
 // are hung; ranks that never reported or still progress are left out. Also the watch's deadlines and its line.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -153,4 +154,16 @@ TEST_CASE("the detection line names the hung rank, its last step and the ranks w
             *verdict, [](int local_rank) { return local_rank; }, [](SteadyTime) { return "T"; }) ==
         "rank 3 hung: no progress for 10 s (last report at T); ranks 0-2 waiting since T (progress alone cannot "
         "tell ranks 0-2 from rank 3: same step, stopped within 1 s of it)");
+}
+
+TEST_CASE("the stacks settle a tie: the one rank outside any collective while the others wait in one", "[hang]") {
+  using Frames = std::vector<std::string>;
+  const Frames waiting = {"all_reduce (distributed_c10d.py:2501) < step (train.py:40)", "worker thread"};
+  const Frames stuck = {"time.sleep (train.py:12) < step (train.py:38)"};
+  CHECK(settled_by_stacks({waiting, stuck, waiting}) == std::optional<std::size_t>(1));
+  CHECK_FALSE(settled_by_stacks({waiting, waiting}));       // nobody outside: the stacks do not say
+  CHECK_FALSE(settled_by_stacks({stuck, stuck, waiting}));  // two outside: nor here
+  CHECK_FALSE(settled_by_stacks({waiting, Frames{}}));      // a rank without frames
+  CHECK_FALSE(settled_by_stacks({waiting, Frames{""}, stuck}));
+  CHECK_FALSE(settled_by_stacks({stuck}));  // no rank waits in a collective
 }

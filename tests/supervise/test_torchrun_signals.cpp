@@ -58,10 +58,12 @@ TEST_CASE("torchrun personality: nproc auto without a GPU is one worker per CPU,
 }
 
 TEST_CASE("launch.signals_to_handle becomes signal numbers, each once", "[plan]") {
-  CHECK(parse_signal_names("SIGTERM,SIGINT,SIGHUP,SIGQUIT") == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
-  CHECK(parse_signal_names(" SIGUSR1 , SIGTERM,SIGUSR1,") == std::vector<int>{SIGUSR1, SIGTERM});
+  CHECK(SignalList::stopping_default().signals == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(SignalList::parse(" SIGUSR1 , SIGTERM,SIGUSR1,").value().signals == std::vector<int>{SIGUSR1, SIGTERM});
+  CHECK(SignalList::parse(" SIGUSR1 , SIGTERM,SIGUSR1,").value().text() == "SIGUSR1,SIGTERM");
+  CHECK_FALSE(SignalList::parse("SIGTERM,SIGALRM").ok());
   LaunchConfig launch = with_nproc("1");
-  launch.signals_to_handle = "SIGUSR2";
+  launch.signals_to_handle = SignalList::parse("SIGUSR2").value();
   CHECK(make_launch_plan(launch, {"prog"}, cpu_host(1), Strategy::Ddp, Personality::Torchrun).handled_signals ==
         std::vector<int>{SIGUSR2});
 }

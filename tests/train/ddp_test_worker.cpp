@@ -29,10 +29,10 @@
 #include "config/config.hpp"
 #include "config/config_loader.hpp"
 #include "contract/worker_identity.hpp"
-#include "train/dist/communicator.hpp"
-#include "train/dist/gradient_reducer.hpp"
-#include "train/dist/sync_batch_norm.hpp"
 #include "train/models/model.hpp"
+#include "train/parallel/communicator.hpp"
+#include "train/parallel/gradient_reducer.hpp"
+#include "train/parallel/sync_batch_norm.hpp"
 #include "util/error.hpp"
 
 using namespace mgtrain;

@@ -20,10 +20,10 @@
 #include "support/temp_dir.hpp"
 #include "train/data/batch_loader.hpp"
 #include "train/data/data_source.hpp"
-#include "train/dist/data_parallel.hpp"
-#include "train/dist/device_setup.hpp"
 #include "train/loop/mixed_precision.hpp"
 #include "train/models/model.hpp"
+#include "train/parallel/data_parallel.hpp"
+#include "train/parallel/device_setup.hpp"
 #include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
 

@@ -13,11 +13,11 @@
 
 #include "config/config.hpp"
 #include "contract/worker_identity.hpp"
-#include "train/dist/communicator.hpp"
 #include "train/loop/checkpointing.hpp"
 #include "train/loop/grad_scaler.hpp"
 #include "train/loop/optimizer_factory.hpp"
 #include "train/models/model.hpp"
+#include "train/parallel/communicator.hpp"
 #include "train/state/train_state.hpp"
 #include "train/train_test_support.hpp"
 #include "util/error.hpp"

@@ -23,10 +23,10 @@
 #include "rank_processes.hpp"
 #include "supervise/port_probe.hpp"
 #include "support/summary_line.hpp"
-#include "train/dist/communicator.hpp"
-#include "train/dist/sync_batch_norm.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model.hpp"
+#include "train/parallel/communicator.hpp"
+#include "train/parallel/sync_batch_norm.hpp"
 #include "train_test_support.hpp"
 #include "util/error.hpp"
 

@@ -16,9 +16,9 @@
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config.hpp"
-#include "train/dist/communicator.hpp"
 #include "train/loop/trainer.hpp"
 #include "train/models/model.hpp"
+#include "train/parallel/communicator.hpp"
 #include "train/state/train_state.hpp"
 #include "util/error.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "config/config.hpp"
 #include "contract/worker_identity.hpp"
-#include "train/dist/communicator.hpp"
+#include "train/parallel/communicator.hpp"
 #include "worker_io/heartbeat_writer.hpp"
 
 namespace mgtrain {

@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 #include <torch/utils.h>
 
-#include "train/dist/data_parallel.hpp"
-#include "train/dist/device_setup.hpp"
-#include "train/dist/sync_batch_norm.hpp"
 #include "train/loop/optimizer_factory.hpp"
+#include "train/parallel/data_parallel.hpp"
+#include "train/parallel/device_setup.hpp"
+#include "train/parallel/sync_batch_norm.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {

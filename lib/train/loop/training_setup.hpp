@@ -14,11 +14,11 @@
 #include "contract/worker_identity.hpp"
 #include "train/data/data_source.hpp"
 #include "train/data/distributed_sampler.hpp"
-#include "train/dist/communicator.hpp"
-#include "train/dist/gradient_reducer.hpp"
 #include "train/loop/lr_schedule.hpp"
 #include "train/loop/mixed_precision.hpp"
 #include "train/models/model.hpp"
+#include "train/parallel/communicator.hpp"
+#include "train/parallel/gradient_reducer.hpp"
 
 namespace mgtrain {
 

@@ -62,7 +62,7 @@ class BatchNorm2d : public Layer {
   explicit BatchNorm2d(int64_t features);
   at::Tensor forward(const at::Tensor& x) override;
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
-  // When set, forward() is this instead: SyncBatchNorm (train/dist/sync_batch_norm.hpp) sets it to normalise with
+  // When set, forward() is this instead: SyncBatchNorm (train/parallel/sync_batch_norm.hpp) sets it to normalise with
   // the statistics of all ranks. The layer keeps its parameters, buffers and their names.
   std::function<at::Tensor(const at::Tensor&)> synchronised_forward;
 };

@@ -1,5 +1,5 @@
 // Bucketed, overlapped gradient all-reduce (see gradient_reducer.hpp).
-#include "train/dist/gradient_reducer.hpp"
+#include "train/parallel/gradient_reducer.hpp"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 // Store rendezvous and collectives over c10d (see communicator.hpp).
-#include "train/dist/communicator.hpp"
+#include "train/parallel/communicator.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -24,7 +24,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include "train/dist/shm_allreduce.hpp"
+#include "train/parallel/shm_allreduce.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <csignal>
 
-#include "multinode/hosts_policy.hpp"
+#include "hosts/hosts_policy.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "util/error.hpp"
 

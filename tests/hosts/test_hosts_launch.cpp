@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "multinode/hosts_launch.hpp"
+#include "hosts/hosts_launch.hpp"
 #include "support/temp_dir.hpp"
 #include "util/error.hpp"
 

@@ -1,5 +1,5 @@
 // The per-step vote (see step_agreement.hpp).
-#include "train/dist/step_agreement.hpp"
+#include "train/parallel/step_agreement.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,6 +1,6 @@
 // One command for many hosts: start, stream and stop one node agent per host (see hosts_launch.hpp),
 // on the event loop (process/event_loop.hpp), with hosts_policy.hpp's decisions.
-#include "multinode/hosts_launch.hpp"
+#include "hosts/hosts_launch.hpp"
 
 #include <poll.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "contract/worker_binary.hpp"
-#include "multinode/hosts_policy.hpp"
+#include "hosts/hosts_policy.hpp"
 #include "output/console_writer.hpp"
 #include "output/live_line_splitter.hpp"
 #include "process/event_loop.hpp"

@@ -8,7 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "train/dist/communicator.hpp"
+#include "train/parallel/communicator.hpp"
 #include "train/torch/torch_compat.hpp"
 
 namespace mgtrain {

@@ -1,6 +1,6 @@
 // The asynchronous front of the shared-memory all-reduce: a queue and one thread that runs the operations
 // in issue order (see shm_allreduce.hpp; the segment and the sum itself are in shm_segment.cpp).
-#include "train/dist/shm_allreduce.hpp"
+#include "train/parallel/shm_allreduce.hpp"
 
 #include <condition_variable>
 #include <deque>
@@ -12,7 +12,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "train/dist/shm_segment.hpp"
+#include "train/parallel/shm_segment.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {

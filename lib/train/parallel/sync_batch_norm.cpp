@@ -1,5 +1,5 @@
 // SyncBatchNorm's autograd function, its module-level forward and the model conversion (see sync_batch_norm.hpp).
-#include "train/dist/sync_batch_norm.hpp"
+#include "train/parallel/sync_batch_norm.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -12,9 +12,9 @@
 #include <torch/nn/module.h>
 
 #include "config/config.hpp"
-#include "train/dist/communicator.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/layers.hpp"
+#include "train/parallel/communicator.hpp"
 #include "train/torch/torch_compat.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"

@@ -1,5 +1,5 @@
 // ddp.strategy dp over torch::nn::parallel::data_parallel (see data_parallel.hpp).
-#include "train/dist/data_parallel.hpp"
+#include "train/parallel/data_parallel.hpp"
 
 #include <mutex>
 

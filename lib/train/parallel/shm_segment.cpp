@@ -1,5 +1,5 @@
 // Shared-memory segment, its rendezvous and the chunked sum through it (see shm_segment.hpp).
-#include "train/dist/shm_segment.hpp"
+#include "train/parallel/shm_segment.hpp"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -85,7 +85,7 @@ constexpr auto kLivenessCheckInterval = std::chrono::milliseconds(100);  // how 
 enum class ProcessState { kAlive, kGone, kUnknown };
 
 // Whether process `pid` still runs: a zombie (exited, not yet reaped by the launcher) counts as gone.
-ProcessState process_state(std::int32_t pid) {
+ProcessState peer_liveness(std::int32_t pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH ? ProcessState::kGone : ProcessState::kUnknown;
   const std::optional<ProcStat> stat = read_proc_stat(pid);
   if (!stat) return ProcessState::kUnknown;
@@ -295,7 +295,7 @@ ShmReduceGroup::ShmReduceGroup(void* base, std::size_t length, int rank, int wor
   for (int peer = 0; peer < world_; ++peer) {
     const std::int32_t pid = signal(peer).pid.load();
     peer_seen_alive_[static_cast<std::size_t>(peer)] =
-        peer != rank_ && pid > 0 && process_state(pid) == ProcessState::kAlive;
+        peer != rank_ && pid > 0 && peer_liveness(pid) == ProcessState::kAlive;
   }
 }
 
@@ -324,7 +324,7 @@ void ShmReduceGroup::publish(std::uint32_t generation) {
 void ShmReduceGroup::check_peer_alive(int peer, std::uint32_t generation) {
   const std::int32_t pid = signal(peer).pid.load();
   if (pid <= 0) return;
-  const ProcessState state = process_state(pid);
+  const ProcessState state = peer_liveness(pid);
   if (state == ProcessState::kAlive) {
     peer_seen_alive_[static_cast<std::size_t>(peer)] = true;
   } else if (state == ProcessState::kGone && peer_seen_alive_[static_cast<std::size_t>(peer)]) {

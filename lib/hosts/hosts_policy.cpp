@@ -1,5 +1,5 @@
 // The `--hosts` launcher's decisions: first failure, settling, stop, kill, exit code (see hosts_policy.hpp).
-#include "multinode/hosts_policy.hpp"
+#include "hosts/hosts_policy.hpp"
 
 #include <algorithm>
 #include <csignal>

@@ -14,7 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "train/dist/communicator.hpp"
+#include "train/parallel/communicator.hpp"
 
 namespace mgtrain {
 

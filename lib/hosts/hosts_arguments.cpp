@@ -1,7 +1,7 @@
 // What each host's node agent is started with for `mgtrain launch --hosts/--hostfile` (see hosts_launch.hpp):
 // the host list (the parsed --hosts, or the hostfile read now), the remote-shell command line and every agent's
 // `mgtrain launch` arguments.
-#include "multinode/hosts_launch.hpp"
+#include "hosts/hosts_launch.hpp"
 
 #include <cstring>
 #include <optional>

@@ -1,5 +1,5 @@
 // Device choice and preparation for one rank (see device_setup.hpp).
-#include "train/dist/device_setup.hpp"
+#include "train/parallel/device_setup.hpp"
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
