@@ -78,6 +78,7 @@ std::optional<JobHangVerdict> decide_job_hang(const std::vector<NodeFailure>& ra
     std::vector<HangRank> stalled_ranks = verdict->hung;
     stalled_ranks.insert(stalled_ranks.end(), verdict->waiting.begin(), verdict->waiting.end());
     std::vector<std::vector<std::string>> frames;
+    frames.reserve(stalled_ranks.size());
     for (const HangRank& rank : stalled_ranks) {
       frames.push_back(timed.at(static_cast<std::size_t>(rank.local_rank))->top_frames);
     }

@@ -89,7 +89,7 @@ bool get(const std::string& host, int port, const std::string& path, int& status
   httplib::Client client(host, port);
   client.set_connection_timeout(2, 0);
   client.set_read_timeout(5, 0);
-  return take_answer(client.Get(path.c_str()), status, body, error);
+  return take_answer(client.Get(path), status, body, error);
 }
 
 bool post(const std::string& host, int port, const std::string& path, const std::string& authorization, int timeout_s,
@@ -99,7 +99,7 @@ bool post(const std::string& host, int port, const std::string& path, const std:
   client.set_read_timeout(timeout_s, 0);
   httplib::Headers headers;
   if (!authorization.empty()) headers.emplace("Authorization", authorization);
-  return take_answer(client.Post(path.c_str(), headers, "", "text/plain"), status, body, error);
+  return take_answer(client.Post(path, headers, "", "text/plain"), status, body, error);
 }
 
 const StatusHttpModule kModule{create_server, get, post};

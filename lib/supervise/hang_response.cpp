@@ -150,6 +150,7 @@ void HangResponse::settle_tie_by_stacks() {
   if (tied_ranks_.empty()) return;
   const std::vector<int> ranks = std::exchange(tied_ranks_, {});
   std::vector<std::vector<std::string>> frames;
+  frames.reserve(ranks.size());
   for (int local_rank : ranks)
     frames.push_back(diagnostics_->top_frames_of(policy_.attempt(), plan_.global_rank(local_rank)));
   const std::optional<std::size_t> outside = settled_by_stacks(frames);
