@@ -42,9 +42,8 @@ void NodeAgent::add_fds(std::vector<pollfd>& fds) { link_->add_fds(fds); }
 void NodeAgent::on_ready(const pollfd& ready, Clock::time_point now) {
   if (link_->serve(ready, now)) return;
   RendezvousClient& client = link_->client();
-  std::vector<rdzv::Message> messages;
   try {
-    client.on_poll(&ready, 1, now, messages);
+    client.on_ready(ready, now);
   } catch (const AuthenticationError& error) {
     if (!ending_) refused_by_token(std::string("failed authentication: ") + error.what());
     return;
@@ -58,7 +57,7 @@ void NodeAgent::on_ready(const pollfd& ready, Clock::time_point now) {
     return;
   }
   if (client.take_connected_event()) client.send(join_request_for(plan_, loaded_, agent_id_).to_message());
-  for (const rdzv::Message& message : messages) {
+  for (const rdzv::Message& message : client.take_messages()) {
     try {
       handle(message);
     } catch (const rdzv::ProtocolError& error) {

@@ -75,7 +75,7 @@ void RendezvousClient::connect_failed(int error, rdzv::SteadyTime now) {
   retry_at_ = now + kRetryDelay;
 }
 
-void RendezvousClient::add_poll_fds(std::vector<pollfd>& fds) {
+void RendezvousClient::add_fds(std::vector<pollfd>& fds) {
   polled_ = 0;
   if (state_ == State::kConnecting && connecting_) {
     fds.push_back(pollfd{connecting_.get(), POLLOUT, 0});
@@ -86,9 +86,8 @@ void RendezvousClient::add_poll_fds(std::vector<pollfd>& fds) {
   }
 }
 
-void RendezvousClient::on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now,
-                               std::vector<rdzv::Message>& messages) {
-  if (polled_ == 0 || count == 0 || fds[0].revents == 0) return;
+void RendezvousClient::on_ready(const pollfd& ready, LoopTime now) {
+  if (polled_ == 0 || ready.revents == 0) return;
   if (state_ == State::kConnecting && connecting_) {
     int error = connect_result(connecting_.get());
     if (error != 0) return connect_failed(error, now);
@@ -100,24 +99,29 @@ void RendezvousClient::on_poll(const pollfd* fds, std::size_t count, rdzv::Stead
     return;
   }
   if (state_ != State::kConnected) return;
-  std::size_t before = messages.size();
-  connection_->on_ready(fds[0].revents, messages);
+  const std::size_t before = messages_.size();
+  try {
+    connection_->on_ready(ready.revents, messages_);
+  } catch (...) {
+    messages_.resize(before);  // a call that throws delivers none of what it read
+    throw;
+  }
   authenticated_ = authenticated_ || connection_->peer_authenticated();
-  if (messages.size() > before) last_heard_ = now;
+  if (messages_.size() > before) last_heard_ = now;
   if (connection_->ended()) {
     state_ = State::kLost;
     problem_ = connection_->end_reason();
   }
 }
 
-void RendezvousClient::on_time(rdzv::SteadyTime now) {
+void RendezvousClient::on_time(LoopTime now) {
   if (state_ == State::kConnecting && retry_at_ && now >= *retry_at_) try_connect(now);
   if (state_ == State::kConnecting && connecting_ && now >= connect_deadline_) {
     connect_failed(ETIMEDOUT, now);
   }
 }
 
-std::optional<rdzv::SteadyTime> RendezvousClient::next_deadline() const {
+std::optional<LoopTime> RendezvousClient::next_deadline() const {
   if (state_ != State::kConnecting) return std::nullopt;
   if (retry_at_) return *retry_at_;
   return connect_deadline_;

@@ -1,6 +1,7 @@
 // A node agent's connection to the rendezvous server: connects (retrying until the join deadline,
 // since the server's node may start later), then carries messages both ways and notices a silent
-// or vanished server. Lives in the agent's event loop like the server.
+// or vanished server. A LoopParticipant like the server, driven by the node agent and its RendezvousLink
+// instead of added to the event loop itself (the class says why).
 #pragma once
 
 #include <poll.h>
@@ -9,14 +10,23 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "multinode/rendezvous_rounds.hpp"
 #include "multinode/tcp_socket.hpp"
+#include "process/event_loop.hpp"
 
 namespace mgtrain {
 
-class RendezvousClient {
+// A LoopParticipant in shape, driven by the node agent instead of added to the event loop: its on_ready throws
+// (rdzv::ProtocolError for a server that sends garbage, AuthenticationError for one that fails authentication), and
+// what that means (the job refused as a usage error, or refused over the token) is the agent's to decide. So the
+// agent's on_ready calls this on_ready inside its try/catch, and the agent's RendezvousLink passes on add_fds,
+// next_deadline and on_time: no exception reaches the loop. It throws instead of keeping the fault for the agent to
+// take because that keeps the agent's handling as it was: the fault is handled where it happens, and the call that
+// throws delivers no message and changes nothing after the fault.
+class RendezvousClient : public LoopParticipant {
  public:
   enum class State { kConnecting, kConnected, kUnreachable, kLost };
 
@@ -40,12 +50,19 @@ class RendezvousClient {
   // kUnresolvedNoticeInterval while connecting and the host does not resolve; nullopt otherwise.
   std::optional<std::string> take_unresolved_notice(rdzv::SteadyTime now);
 
-  void add_poll_fds(std::vector<pollfd>& fds);
-  // Received messages are appended to `messages`. A server that sends garbage throws rdzv::ProtocolError, one
-  // that fails authentication AuthenticationError.
-  void on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now, std::vector<rdzv::Message>& messages);
-  void on_time(rdzv::SteadyTime now);
-  std::optional<rdzv::SteadyTime> next_deadline() const;
+  // ---- LoopParticipant ----
+  // At most one descriptor: the socket while connecting (for writing) or while connected.
+  void add_fds(std::vector<pollfd>& fds) override;
+  // The connect's outcome, or received messages, kept for take_messages. A server that sends garbage throws
+  // rdzv::ProtocolError, one that fails authentication AuthenticationError; a call that throws keeps none of
+  // the messages it read.
+  void on_ready(const pollfd& ready, LoopTime now) override;
+  std::optional<LoopTime> next_deadline() const override;
+  // Retries the connect when due; gives up at the connect deadline.
+  void on_time(LoopTime now) override;
+
+  // The messages received since the last call, in order.
+  std::vector<rdzv::Message> take_messages() { return std::exchange(messages_, {}); }
 
   void send(const rdzv::Message& message);
   bool has_output() const { return connection_ && connection_->has_output(); }
@@ -78,8 +95,9 @@ class RendezvousClient {
   bool authenticated_ = false;
   rdzv::SteadyTime last_heard_{};
   rdzv::SteadyTime last_sent_{};
-  int polled_ = 0;            // fds added by the last add_poll_fds
-  std::size_t rotation_ = 0;  // which of the host's addresses to try next
+  std::vector<rdzv::Message> messages_;  // received, not taken yet
+  int polled_ = 0;                       // fds added by the last add_fds
+  std::size_t rotation_ = 0;             // which of the host's addresses to try next
 };
 
 }  // namespace mgtrain

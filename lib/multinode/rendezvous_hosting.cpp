@@ -155,15 +155,15 @@ RendezvousLink::RendezvousLink(std::unique_ptr<RendezvousServer> server, std::un
 void RendezvousLink::add_fds(std::vector<pollfd>& fds) {
   server_fd_ = -1;
   if (server_) {
-    server_->add_poll_fds(fds);  // exactly one: its epoll set
+    server_->add_fds(fds);  // exactly one: its epoll set
     server_fd_ = fds.back().fd;
   }
-  client_->add_poll_fds(fds);
+  client_->add_fds(fds);
 }
 
 bool RendezvousLink::serve(const pollfd& ready, Clock::time_point now) {
   if (!server_ || ready.fd != server_fd_) return false;
-  server_->on_poll(&ready, 1, now);
+  server_->on_ready(ready, now);
   return true;
 }
 

@@ -53,7 +53,8 @@ void announce_authentication(const LaunchPlan& plan, const std::string& connect_
                              const rdzv::RendezvousToken& token);
 
 // This node agent's link to the rendezvous: the server it hosts (node 0 static, the endpoint's host dynamic; else
-// none) and its client, both in the supervisor's event loop; the heartbeats the agent owes the server and the
+// none) and its client, both LoopParticipants that it drives in the supervisor's event loop (the agent's on_ready
+// calls the client's, which may throw: rendezvous_client.hpp); the heartbeats the agent owes the server and the
 // server's silence (SilenceRule); and, once this node's part is over, the wait before the connection closes: until
 // what was sent has left, or, after the agent left over the server's silence, until the server has its leave.
 class RendezvousLink {

@@ -77,7 +77,7 @@ void RendezvousServer::note(const std::string& line) {
   if (note_) note_(line);
 }
 
-void RendezvousServer::add_poll_fds(std::vector<pollfd>& fds) { fds.push_back(pollfd{epoll_.get(), POLLIN, 0}); }
+void RendezvousServer::add_fds(std::vector<pollfd>& fds) { fds.push_back(pollfd{epoll_.get(), POLLIN, 0}); }
 
 void RendezvousServer::watch(rdzv::ConnectionId id, int operation, std::uint32_t events) {
   auto found = connections_.find(id);
@@ -110,16 +110,16 @@ void RendezvousServer::accept_all(rdzv::SteadyTime now) {
   }
 }
 
-void RendezvousServer::on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now) {
-  if (count == 0 || fds[0].revents == 0) return;
+void RendezvousServer::on_ready(const pollfd& ready, LoopTime now) {
+  if (ready.revents == 0) return;
   // Level-triggered: what is not taken now is reported again. Bounded, so a flood cannot starve the loop.
   constexpr int kBatch = 256;
   epoll_event events[kBatch];
   const std::size_t rounds = connections_.size() / kBatch + 2;
   for (std::size_t round = 0; round < rounds; ++round) {
-    int ready = epoll_wait(epoll_.get(), events, kBatch, 0);
-    if (ready < 0 && errno == EINTR) continue;
-    for (int index = 0; index < ready; ++index) {
+    int taken = epoll_wait(epoll_.get(), events, kBatch, 0);
+    if (taken < 0 && errno == EINTR) continue;
+    for (int index = 0; index < taken; ++index) {
       if (events[index].data.u64 == kListenerId) {
         if (listener_) accept_all(now);
         continue;
@@ -127,14 +127,14 @@ void RendezvousServer::on_poll(const pollfd* fds, std::size_t count, rdzv::Stead
       short revents = static_cast<short>(
           ((events[index].events & EPOLLIN) ? POLLIN : 0) | ((events[index].events & EPOLLOUT) ? POLLOUT : 0) |
           ((events[index].events & EPOLLHUP) ? POLLHUP : 0) | ((events[index].events & EPOLLERR) ? POLLERR : 0));
-      on_ready(static_cast<rdzv::ConnectionId>(events[index].data.u64), revents, now);
+      on_connection_ready(static_cast<rdzv::ConnectionId>(events[index].data.u64), revents, now);
     }
-    if (ready < kBatch) break;
+    if (taken < kBatch) break;
   }
   reap_closed(now);
 }
 
-void RendezvousServer::on_ready(rdzv::ConnectionId id, short revents, rdzv::SteadyTime now) {
+void RendezvousServer::on_connection_ready(rdzv::ConnectionId id, short revents, rdzv::SteadyTime now) {
   auto found = connections_.find(id);
   if (found == connections_.end() || found->second.socket->ended()) return;  // closed earlier in this batch
   Connection& connection = found->second;
@@ -233,12 +233,12 @@ void RendezvousServer::reap_closed(rdzv::SteadyTime now) {
   if (rounds_.finished() && (!rounds_.answers_latecomers() || now >= *finished_at_ + kLinger)) listener_.reset();
 }
 
-void RendezvousServer::on_time(rdzv::SteadyTime now) {
+void RendezvousServer::on_time(LoopTime now) {
   rounds_.on_time(now);
   reap_closed(now);
 }
 
-std::optional<rdzv::SteadyTime> RendezvousServer::next_deadline() const {
+std::optional<LoopTime> RendezvousServer::next_deadline() const {
   std::optional<rdzv::SteadyTime> next = rounds_.next_deadline();
   if (finished_at_ && (!connections_.empty() || listener_)) {
     rdzv::SteadyTime linger_end = *finished_at_ + kLinger;

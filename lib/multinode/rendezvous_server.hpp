@@ -1,8 +1,9 @@
 // The rendezvous server: the listening socket and one MessageConnection per agent around
-// RendezvousRounds. It lives in the event loop of the node agent that hosts it (node 0 static, the
-// endpoint's host dynamic): poll fds in, readiness and time out, no threads. Its sockets sit in one
-// level-triggered epoll set, registered once, and the loop polls only that set's descriptor, so a
-// wake-up costs the sockets that are ready, not every agent's (docs/PERFORMANCE.md: 10,000 agents).
+// RendezvousRounds. A LoopParticipant of the event loop of the node agent that hosts it (node 0 static,
+// the endpoint's host dynamic; its RendezvousLink passes the loop's calls on): descriptors in, readiness
+// and time out, no threads. Its sockets sit in one level-triggered epoll set, registered once, and the
+// loop polls only that set's descriptor, so a wake-up costs the sockets that are ready, not every agent's
+// (docs/PERFORMANCE.md: 10,000 agents).
 #pragma once
 
 #include <poll.h>
@@ -14,15 +15,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "multinode/rendezvous_rounds.hpp"
 #include "multinode/tcp_socket.hpp"
+#include "process/event_loop.hpp"
 #include "supervise/port_probe.hpp"
 
 namespace mgtrain {
 
-class RendezvousServer : private rdzv::RoundsOutbox {
+// The rendezvous keeps the loop's time: its participants' deadlines are the loop's.
+static_assert(std::is_same_v<rdzv::SteadyTime, LoopTime>, "rdzv::SteadyTime must be the event loop's LoopTime");
+
+class RendezvousServer : public LoopParticipant, private rdzv::RoundsOutbox {
  public:
   // Owns `listener` (listening, non-blocking). `note` prints a line on the console. With a `token`, every
   // frame must be authenticated by it (frame_auth.hpp): frames that fail are dropped, counted and noted, and
@@ -38,12 +44,14 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   // dropped a connection from 10.0.0.9 (why); 1 dropped so far, the job is not affected".
   long long dropped_connections() const { return dropped_connections_.count; }
 
-  // Adds exactly one descriptor (the epoll set); on_poll takes that slice.
-  void add_poll_fds(std::vector<pollfd>& fds);
-  void on_poll(const pollfd* fds, std::size_t count, rdzv::SteadyTime now);
-  int poll_fd() const { return epoll_.get(); }
-  void on_time(rdzv::SteadyTime now);
-  std::optional<rdzv::SteadyTime> next_deadline() const;
+  // ---- LoopParticipant ----
+  // Adds exactly one descriptor: the epoll set, for reading.
+  void add_fds(std::vector<pollfd>& fds) override;
+  // The epoll set is ready: accepts, reads and writes the sockets that are (a bounded number of batches, so a
+  // flood cannot starve the loop), then drops the connections that ended.
+  void on_ready(const pollfd& ready, LoopTime now) override;
+  std::optional<LoopTime> next_deadline() const override;
+  void on_time(LoopTime now) override;
 
   // This server's agent goes away (a signal): before a round runs every agent is told at once and the
   // job is over (RendezvousRounds::abandon). Returns whether the job is finished.
@@ -73,7 +81,7 @@ class RendezvousServer : private rdzv::RoundsOutbox {
   int pick_store_port() override;
   void note(const std::string& line) override;
   void accept_all(rdzv::SteadyTime now);
-  void on_ready(rdzv::ConnectionId id, short revents, rdzv::SteadyTime now);
+  void on_connection_ready(rdzv::ConnectionId id, short revents, rdzv::SteadyTime now);
   void watch(rdzv::ConnectionId id, int operation, std::uint32_t events);
   void reap_closed(rdzv::SteadyTime now);
   void count_dropped(Connection& connection, const std::string& why);

@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
       Clock::time_point now = Clock::now();
       fds.clear();
       fds.push_back(pollfd{stop.get(), POLLIN, 0});
-      server.add_poll_fds(fds);
+      server.add_fds(fds);
       std::optional<Clock::time_point> wake = server.next_deadline();
       timespec timeout{};
       if (wake) timeout = to_timespec(*wake - now);
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
       ++server_wakeups;
       now = Clock::now();
       if (ready > 0 && fds[0].revents != 0) break;
-      if (ready > 0) server.on_poll(fds.data() + 1, fds.size() - 1, now);
+      if (ready > 0 && fds[1].revents != 0) server.on_ready(fds[1], now);
       server.on_time(now);
       if (server.finished() && server.quiescent(now) && !quiescent) {
         quiescent_at = since(start);
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
   auto sync = [&](int index) {  // (re)register the agent's socket with the events it waits for
     Agent& agent = nodes[index];
     single.clear();
-    agent.client->add_poll_fds(single);
+    agent.client->add_fds(single);
     if (single.empty()) {
       agent.watched_fd = -1;  // closed: the kernel dropped it from the set
       return;
@@ -285,11 +285,11 @@ int main(int argc, char** argv) {
       polled.revents = static_cast<short>(
           ((events[slot].events & EPOLLIN) ? POLLIN : 0) | ((events[slot].events & EPOLLOUT) ? POLLOUT : 0) |
           ((events[slot].events & EPOLLHUP) ? POLLHUP : 0) | ((events[slot].events & EPOLLERR) ? POLLERR : 0));
-      agent.client->add_poll_fds(single);  // the client polls only what add_poll_fds reported
+      agent.client->add_fds(single);  // the client serves only what add_fds reported
       single.clear();
       bool was_connecting = agent.client->state() == RendezvousClient::State::kConnecting;
-      messages.clear();
-      agent.client->on_poll(&polled, 1, now, messages);
+      agent.client->on_ready(polled, now);
+      messages = agent.client->take_messages();
       if (was_connecting && agent.client->state() != RendezvousClient::State::kConnecting) --connecting;
       handle(rank, now);
       sync(rank);

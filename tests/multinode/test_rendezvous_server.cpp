@@ -65,8 +65,8 @@ class LoopbackServer {
     while (!done()) {
       if (Clock::now() > give_up) return false;
       std::vector<pollfd> fds;
-      server_->add_poll_fds(fds);
-      if (poll(fds.data(), fds.size(), 20) > 0) server_->on_poll(fds.data(), fds.size(), Clock::now());
+      server_->add_fds(fds);
+      if (poll(fds.data(), fds.size(), 20) > 0) server_->on_ready(fds[0], Clock::now());
       server_->on_time(Clock::now());
     }
     return true;
