@@ -1,5 +1,5 @@
 // Reads the machine's facts (sched_getaffinity, gethostname, getcwd, NVIDIA driver files).
-#include "supervise/host_probe.hpp"
+#include "launch/host_probe.hpp"
 
 #include <sched.h>
 #include <unistd.h>

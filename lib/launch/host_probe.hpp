@@ -1,4 +1,5 @@
-// Gathers the HostFacts a launch plan needs from the real machine: GPUs, CPUs, host name, cwd.
+// Gathers the HostFacts a launch plan (supervise/launch_plan.hpp) needs from the real machine: GPUs, CPUs, host name,
+// cwd. The outside world of a launch, beside launch_environment.
 #pragma once
 
 #include "supervise/launch_plan.hpp"
