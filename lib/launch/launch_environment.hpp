@@ -8,7 +8,7 @@
 #include <string>
 
 #include "config/config_loader.hpp"
-#include "supervise/port_probe.hpp"
+#include "host/port_probe.hpp"
 #include "util/environment.hpp"
 
 namespace mgtrain {

@@ -125,7 +125,7 @@ void LaunchMonitor::refresh_ranks() {
     rank.state = worker.alive ? "running" : "exited";
     rank.heartbeat_file = server_ || stragglers_
                               ? log_layout::heartbeat_file(log_layout::rank_dir(
-                                    plan_.run_dir, supervisor_.policy().attempt(), worker.global_rank))
+                                    plan_.run_dir, supervisor_.policy().record().attempt(), worker.global_rank))
                               : "";
     if (stragglers_) {
       rank.step_rate = stragglers_->step_rate(rank.rank);
@@ -160,7 +160,7 @@ void LaunchMonitor::on_time(Clock::time_point now) {
   }
   if (!server_) return;
   std::string signature =
-      std::to_string(supervisor_.policy().attempt()) + (supervisor_.policy().attempt_running() ? "r" : "s");
+      std::to_string(supervisor_.policy().record().attempt()) + (supervisor_.policy().attempt_running() ? "r" : "s");
   for (const RankStatus& rank : ranks_) signature += "," + std::to_string(rank.pid) + rank.state;
   if (sampled || signature != published_signature_) {
     published_signature_ = signature;
@@ -173,10 +173,10 @@ void LaunchMonitor::on_time(Clock::time_point now) {
 // a line when the flag clears, and the episodes so far to run.json whenever they change.
 void LaunchMonitor::read_progress(Clock::time_point now) {
   const SupervisionPolicy& policy = supervisor_.policy();
-  if (policy.attempt() != progress_attempt_ || !policy.attempt_running()) {
+  if (policy.record().attempt() != progress_attempt_ || !policy.attempt_running()) {
     stragglers_->restart(now);  // between attempts and at a new one: every rank warms up again
     progress_pids_.clear();
-    progress_attempt_ = policy.attempt();
+    progress_attempt_ = policy.record().attempt();
   }
   if (policy.attempt_running()) {
     for (const RankStatus& rank : ranks_) {
@@ -234,7 +234,7 @@ void LaunchMonitor::publish() {
   snapshot.run_dir = plan_.run_dir;
   snapshot.hostname = plan_.hostname;
   snapshot.node_rank = plan_.node_rank;
-  snapshot.attempt = policy.attempt();
+  snapshot.attempt = policy.record().attempt();
   snapshot.max_restarts = plan_.max_restarts;
   if (policy.attempt_running()) {
     snapshot.phase = "running";

@@ -99,19 +99,19 @@ void NodeAgent::on_hang_diagnosed() {
 void NodeAgent::on_attempt_ended() {
   const SupervisionPolicy& policy = supervisor_->policy();
   if (policy.finished()) {  // the launcher got a signal: this node leaves the job
-    if (policy.launcher_signal()) link_->leave_on_signal(plan_, *policy.launcher_signal());
+    if (policy.record().launcher_signal()) link_->leave_on_signal(plan_, *policy.record().launcher_signal());
     return;
   }
   std::string outcome;
   int code = 0;
-  if (policy.attempt_succeeded()) {
-    outcome = policy.stopped_after_checkpoint() ? rdzv::kEndedCheckpoint : rdzv::kEndedSuccess;
-    code = policy.stopped_after_checkpoint() ? exit_code::kStoppedAfterCheckpoint : 0;
-  } else if (!policy.root_cause()) {
+  if (policy.record().attempt_succeeded()) {
+    outcome = policy.record().stopped_after_checkpoint() ? rdzv::kEndedCheckpoint : rdzv::kEndedSuccess;
+    code = policy.record().stopped_after_checkpoint() ? exit_code::kStoppedAfterCheckpoint : 0;
+  } else if (!policy.record().root_cause()) {
     outcome = rdzv::kEndedStopped;
   } else {
     outcome = rdzv::kEndedFailed;
-    code = policy.exit_code();
+    code = policy.record().exit_code();
   }
   if (round_ >= 0) link_->client().send(rdzv::workers_ended_message(round_, outcome, code));
   if (ending_) supervisor_->finish(ending_->exit_code);

@@ -19,6 +19,7 @@
 
 #include "config/config_loader.hpp"
 #include "config/config_request.hpp"
+#include "host/port_probe.hpp"
 #include "multinode/frame_auth.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_hosting.hpp"
@@ -27,7 +28,6 @@
 #include "process/event_loop.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
-#include "supervise/port_probe.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/environment.hpp"
 

@@ -18,10 +18,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "host/port_probe.hpp"
 #include "multinode/rendezvous_rounds.hpp"
 #include "multinode/tcp_socket.hpp"
 #include "process/event_loop.hpp"
-#include "supervise/port_probe.hpp"
 
 namespace mgtrain {
 

@@ -34,7 +34,7 @@ FailedWorker FailureReporter::describe(const WorkerFailure& failure) const {
   worker.waiting = failure.waiting;
   worker.silent_s = failure.silent_s;
   worker.during_teardown = failure.during_teardown;
-  if (failure.attempt == policy_.attempt()) {
+  if (failure.attempt == policy_.record().attempt()) {
     worker.after_start_s = seconds_between(group_.attempt_started(), failure.time);
   }
   const ExpiredFileTimer* timer = file_timers_ ? file_timers_->fired_at(failure.attempt, failure.local_rank) : nullptr;
@@ -62,19 +62,19 @@ FailedWorker FailureReporter::describe(const WorkerFailure& failure) const {
 }
 
 std::optional<FailureReport> FailureReporter::report() const {
-  if (!policy_.root_cause()) return std::nullopt;
-  const std::size_t cause = *policy_.root_cause();
+  if (!policy_.record().root_cause()) return std::nullopt;
+  const std::size_t cause = *policy_.record().root_cause();
   FailureReport report;
   report.run_id = plan_.run_id;
   report.run_dir = plan_.run_dir;
-  report.exit_code = policy_.exit_code();
-  report.attempt = policy_.attempt();
+  report.exit_code = policy_.record().exit_code();
+  report.attempt = policy_.record().attempt();
   report.max_restarts = plan_.max_restarts;
-  report.port_retries = coordinator_ ? 0 : policy_.port_retries();
-  const std::vector<WorkerFailure>& failures = policy_.failures();
+  report.port_retries = coordinator_ ? 0 : policy_.record().port_retries();
+  const std::vector<WorkerFailure>& failures = policy_.record().failures();
   report.root_cause = describe(failures[cause]);
   for (std::size_t index = 0; index < failures.size(); ++index) {
-    if (index != cause && failures[index].attempt == policy_.attempt()) {
+    if (index != cause && failures[index].attempt == policy_.record().attempt()) {
       report.other_failures.push_back(describe(failures[index]));
     }
   }

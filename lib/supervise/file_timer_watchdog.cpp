@@ -55,7 +55,7 @@ void FileTimerWatchdog::on_time(LoopTime now) {
                      owner->local_rank, timer.pid, timer.scope_id,
                      timer.signal == 0 ? std::string("signal 0 (nothing)") : signal_name(timer.signal));
     if (timer.signal != 0) kill(pid, timer.signal);
-    fired_[{policy_.attempt(), owner->local_rank}] = timer;
+    fired_[{policy_.record().attempt(), owner->local_rank}] = timer;
     if (timer.signal != 0) fired = timer.signal;
   }
   if (fired != 0) policy_.on_file_timer_fired(fired, now);

@@ -110,7 +110,7 @@ void HangResponse::hang_detected(const HangVerdict& verdict, Clock::time_point d
     target.local_rank = worker.local_rank;
     target.global_rank = plan_.global_rank(worker.local_rank);
     target.pid = worker.pid;
-    target.rank_directory = log_layout::rank_dir(plan_.run_dir, policy_.attempt(), target.global_rank);
+    target.rank_directory = log_layout::rank_dir(plan_.run_dir, policy_.record().attempt(), target.global_rank);
     target.hung = std::any_of(verdict.hung.begin(), verdict.hung.end(),
                               [&](const HangRank& rank) { return rank.local_rank == worker.local_rank; });
     targets.push_back(std::move(target));
@@ -124,7 +124,7 @@ void HangResponse::hang_detected(const HangVerdict& verdict, Clock::time_point d
       for (const HangRank& rank : *group) tied_ranks_.push_back(rank.local_rank);
     }
   }
-  diagnostics_->collect_diagnostics(policy_.attempt(), targets, deadline);
+  diagnostics_->collect_diagnostics(policy_.record().attempt(), targets, deadline);
   if (coordinator_ && requested_diagnosis_.empty()) coordinator_->on_hang_detected();
 }
 
@@ -152,7 +152,7 @@ void HangResponse::settle_tie_by_stacks() {
   std::vector<std::vector<std::string>> frames;
   frames.reserve(ranks.size());
   for (int local_rank : ranks)
-    frames.push_back(diagnostics_->top_frames_of(policy_.attempt(), plan_.global_rank(local_rank)));
+    frames.push_back(diagnostics_->top_frames_of(policy_.record().attempt(), plan_.global_rank(local_rank)));
   const std::optional<std::size_t> outside = settled_by_stacks(frames);
   if (!outside) return;
   const int hung = ranks[*outside];

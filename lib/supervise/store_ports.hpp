@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "host/port_probe.hpp"
 #include "output/console_writer.hpp"
 #include "supervise/launch_plan.hpp"
-#include "supervise/port_probe.hpp"
 #include "supervise/supervision_policy.hpp"
 
 namespace mgtrain {

@@ -38,24 +38,31 @@ bool failed_exit(const ExitStatus& status) {
   return !status.success() && (status.signaled || status.value != exit_code::kStoppedAfterCheckpoint);
 }
 
+namespace {
+bool any_running(const std::vector<bool>& running) {
+  return std::find(running.begin(), running.end(), true) != running.end();
+}
+}  // namespace
+
 SupervisionPolicy::SupervisionPolicy(const Settings& settings, WorkerGroupControl& control)
     : settings_(settings),
       control_(control),
+      record_(settings.nproc),
       running_(settings.nproc, false),
       hang_watch_(settings.nproc, settings.hang_timeout_s) {}
 
 void SupervisionPolicy::start(SteadyTime now) {
-  attempt_ = 0;
   if (settings_.coordinated) {
     phase_ = Phase::kWaiting;  // the node agent starts the attempt once the nodes have met
     return;
   }
+  record_.start_attempt(0);
   start_attempt(now);
 }
 
 void SupervisionPolicy::begin_attempt(int attempt, SteadyTime now) {
   if (phase_ != Phase::kWaiting) throw Error("internal: begin_attempt while the previous attempt still runs");
-  attempt_ = attempt;
+  record_.start_attempt(attempt);
   try {
     start_attempt(now);
   } catch (...) {
@@ -75,37 +82,25 @@ void SupervisionPolicy::stop_on_request(SteadyTime now) {
 void SupervisionPolicy::finish_coordinated(int exit_code) {
   if (phase_ == Phase::kFinished) return;
   if (phase_ != Phase::kWaiting) throw Error("internal: finish_coordinated while workers run");
-  coordinated_exit_code_ = exit_code;
+  record_.finish_coordinated(exit_code);
   phase_ = Phase::kFinished;
 }
 
+// The record's attempt number is already the new one.
 void SupervisionPolicy::start_attempt(SteadyTime now) {
   phase_ = Phase::kRunning;
   stopping_for_failure_ = false;
-  saved_workers_ = 0;
-  attempt_clean_ = false;
   kill_deadline_.reset();
   notice_deadline_.reset();
   diagnose_deadline_.reset();
   diagnosis_reported_ = false;
   std::fill(running_.begin(), running_.end(), true);
   hang_watch_.start_attempt(now);
-  control_.start_workers(attempt_);
+  control_.start_workers(record_.attempt());
 }
 
-bool SupervisionPolicy::any_running() const {
-  return std::find(running_.begin(), running_.end(), true) != running_.end();
-}
-
-// `launcher_fault`: the launcher killed the worker for a fault of its own (an expired file timer), never a consequence
-// of the group's stop.
-void SupervisionPolicy::record_failure(WorkerFailure failure, bool launcher_fault) {
-  failure.attempt = attempt_;
-  failure.during_teardown = !launcher_fault && phase_ == Phase::kStopping && failure.time > stop_started_;
-  failures_.push_back(failure);
-}
-
-void SupervisionPolicy::begin_stop(int signal, SteadyTime now) {
+void SupervisionPolicy::begin_stop(int signal, SteadyTime now, const WorkerFailure* failure) {
+  if (failure) stopping_for_failure_ = true;
   const bool first = phase_ != Phase::kStopping;
   if (first) {
     phase_ = Phase::kStopping;
@@ -116,24 +111,13 @@ void SupervisionPolicy::begin_stop(int signal, SteadyTime now) {
     if (notice_s > 0) notice_deadline_ = now + steady_seconds(notice_s);
     diagnose_deadline_.reset();
   }
-  if (any_running()) control_.signal_running_workers(signal);
-  if (first) kill_stopped_workers();
-}
-
-// A stopped process (SIGSTOP, a debugger) acts on the stop's signal only once it runs again, so the stop would wait the
-// whole grace period for it. A hang's stacks are taken before the stop begins, so nothing more is to be had from it.
-void SupervisionPolicy::kill_stopped_workers() {
-  for (int local_rank = 0; local_rank < settings_.nproc; ++local_rank) {
+  if (any_running(running_)) control_.signal_running_workers(signal);
+  // A stopped process (SIGSTOP, a debugger) acts on the stop's signal only once it runs again, so the stop would wait
+  // the whole grace period for it. A hang's stacks are taken before the stop begins: nothing more is to be had from it.
+  for (int local_rank = 0; first && local_rank < settings_.nproc; ++local_rank) {
     if (running_[local_rank] && control_.worker_stopped(local_rank)) control_.kill_worker(local_rank);
   }
-}
-
-void SupervisionPolicy::say_who_is_awaited() {
-  std::vector<int> awaited;
-  for (int local_rank = 0; local_rank < settings_.nproc; ++local_rank) {
-    if (running_[local_rank]) awaited.push_back(local_rank);
-  }
-  if (!awaited.empty() && kill_deadline_) control_.waiting_for_exit(awaited, stop_signal_, *kill_deadline_);
+  if (failure && settings_.coordinated) control_.group_failing(*failure);
 }
 
 void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, SteadyTime now, int timer_signal) {
@@ -142,69 +126,64 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
   if (!running_.at(local_rank)) return;
   running_[local_rank] = false;
   hang_watch_.on_exit(local_rank);
-  bool stopped_as_asked = !killed_for_failure && phase_ == Phase::kStopping && now > stop_started_ && status.signaled &&
-                          (status.value == SIGTERM || status.value == SIGKILL || status.value == launcher_signal_);
+  const bool stopping = phase_ == Phase::kStopping && now > stop_started_;
+  const std::optional<int> launcher_signal = record_.launcher_signal();
+  const bool stopped_as_asked = !killed_for_failure && stopping && status.signaled &&
+                                (status.value == SIGTERM || status.value == SIGKILL || status.value == launcher_signal);
   // Saved a checkpoint and stopped on request: the other workers agreed to do the same at the same step.
-  const bool checkpointed_stop = !status.signaled && status.value == exit_code::kStoppedAfterCheckpoint;
-  if (checkpointed_stop) ++saved_workers_;
+  if (!status.signaled && status.value == exit_code::kStoppedAfterCheckpoint) record_.worker_saved();
   if (failed_exit(status) && !stopped_as_asked) {
     WorkerFailure failure;
     failure.local_rank = local_rank;
     failure.status = status;
     failure.time = now;
-    record_failure(failure, killed_for_failure);
-    if (phase_ == Phase::kRunning) stop_for_failure(failure, now);
+    // An expired file timer is a fault of the launcher's own, never a consequence of the group's stop.
+    record_.add_failure(failure, !killed_for_failure && stopping);
+    if (phase_ == Phase::kRunning) begin_stop(SIGTERM, now, &failure);
   }
   finish_attempt_if_done(now);
 }
 
-void SupervisionPolicy::stop_for_failure(const WorkerFailure& first, SteadyTime now) {
-  stopping_for_failure_ = true;
-  begin_stop(SIGTERM, now);
-  if (settings_.coordinated) control_.group_failing(first);
-}
-
 void SupervisionPolicy::finish_attempt_if_done(SteadyTime now) {
-  if (any_running()) return;
+  if (any_running(running_)) return;
   // Every worker ended while a hang was diagnosed: the stop is over before it began.
   if (phase_ == Phase::kDiagnosing) {
-    if (hang_failure_ < failures_.size()) {
-      stop_for_failure(failures_[hang_failure_], now);
-    } else {
-      begin_stop(SIGTERM, now);  // diagnosed on request with no rank that had reported: nothing failed here
-    }
+    const std::vector<WorkerFailure>& failures = record_.failures();
+    // Diagnosed on request with no rank that had reported: nothing failed here.
+    begin_stop(SIGTERM, now, hang_failure_ < failures.size() ? &failures[hang_failure_] : nullptr);
   }
   if (settings_.coordinated) {
-    attempt_clean_ = phase_ == Phase::kRunning;  // nobody failed, nothing was stopped
+    record_.attempt_ended(phase_ == Phase::kRunning);  // nobody failed, nothing was stopped
     kill_deadline_.reset();
     notice_deadline_.reset();
-    phase_ = launcher_signal_ ? Phase::kFinished : Phase::kWaiting;
+    phase_ = record_.launcher_signal() ? Phase::kFinished : Phase::kWaiting;
     control_.attempt_ended();
     return;
   }
-  const bool failed = phase_ == Phase::kStopping && stopping_for_failure_ && !launcher_signal_;
-  const std::optional<std::size_t> cause = root_cause();
+  const bool failed = phase_ == Phase::kStopping && stopping_for_failure_ && !record_.launcher_signal();
+  const std::optional<std::size_t> cause = record_.root_cause();
+  const WorkerFailure* root = cause ? &record_.failures()[*cause] : nullptr;
   const bool port_retry =
-      failed && cause && port_retries_ < settings_.max_port_retries && control_.store_port_taken(failures_[*cause]);
-  if (port_retry) ++port_retries_;
-  const bool restart_left = failed && restarts() < settings_.max_restarts;
-  const bool restart_helps = !cause || failures_[*cause].hung || failures_[*cause].waiting ||
-                             restart_can_help(failures_[*cause].status, settings_.personality);
+      failed && root && record_.port_retries() < settings_.max_port_retries && control_.store_port_taken(*root);
+  if (port_retry) record_.count_port_retry();
+  const bool restart_left = failed && record_.restarts() < settings_.max_restarts;
+  const bool restart_helps =
+      !root || root->hung || root->waiting || restart_can_help(root->status, settings_.personality);
   if (port_retry || (restart_left && restart_helps)) {
-    ++attempt_;
+    record_.start_attempt(record_.attempt() + 1);
     start_attempt(now);
   } else {
     phase_ = Phase::kFinished;
     kill_deadline_.reset();
     notice_deadline_.reset();
-    if (restart_left && cause) control_.not_restarted(failures_[*cause]);
+    if (restart_left && root) control_.not_restarted(*root);
   }
 }
 
 void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
   const SignalResponse response = signal_response(signal, settings_.personality, settings_.handled_signals);
   if (phase_ == Phase::kWaiting && response != SignalResponse::kForward) {  // coordinated, between attempts
-    launcher_signal_ = signal;
+    record_.stopped_by(signal);
     phase_ = Phase::kFinished;
     control_.attempt_ended();
     return;
@@ -214,20 +193,20 @@ void SupervisionPolicy::on_signal(int signal, SteadyTime now) {
     control_.signal_running_workers(signal);
     return;
   }
-  if (launcher_signal_) {  // the second Ctrl-C: no more patience
+  if (record_.launcher_signal()) {  // the second Ctrl-C: no more patience
     control_.signal_running_workers(SIGKILL);
     kill_deadline_.reset();
     notice_deadline_.reset();
     return;
   }
-  launcher_signal_ = signal;
+  record_.stopped_by(signal);
   begin_stop(response == SignalResponse::kStop ? signal : SIGTERM, now);
 }
 
 void SupervisionPolicy::on_file_timer_fired(int signal, SteadyTime now) {
   if (settings_.personality != Personality::Torchrun || settings_.coordinated || signal <= 0) return;
-  if (!workers_live() || launcher_signal_) return;
-  stopped_by_file_timer_ = true;
+  if (!workers_live() || record_.launcher_signal()) return;
+  record_.file_timer_fired();
   on_signal(signal, now);
 }
 
@@ -242,22 +221,24 @@ void SupervisionPolicy::on_progress(int local_rank, SteadyTime when, std::option
 void SupervisionPolicy::on_time(SteadyTime now) {
   if (notice_deadline_ && now >= *notice_deadline_) {
     notice_deadline_.reset();
-    say_who_is_awaited();  // also when this call is late and the SIGKILL below is due as well: once per stop
+    // Also when this call is late and the SIGKILL below is due as well: once per stop.
+    std::vector<int> awaited;
+    for (int local_rank = 0; local_rank < settings_.nproc; ++local_rank) {
+      if (running_[local_rank]) awaited.push_back(local_rank);
+    }
+    if (!awaited.empty() && kill_deadline_) control_.waiting_for_exit(awaited, stop_signal_, *kill_deadline_);
   }
   if (kill_deadline_ && now >= *kill_deadline_) {
     kill_deadline_.reset();
     notice_deadline_.reset();
-    if (any_running()) control_.signal_running_workers(SIGKILL);
+    if (any_running(running_)) control_.signal_running_workers(SIGKILL);
   }
   if (phase_ == Phase::kDiagnosing && diagnose_deadline_ && now >= *diagnose_deadline_) {
-    end_diagnosis(now);  // the diagnostics ran out of time
+    diagnosis_finished(now);  // the diagnostics ran out of time
   }
-  if (phase_ == Phase::kRunning) check_hang(now);
-}
-
-// The hung rank(s) are recorded first (the root cause), then the ranks waiting for them; the group is stopped once
-// the diagnostics are collected (diagnosis_finished) or launch.diagnose_timeout has passed.
-void SupervisionPolicy::check_hang(SteadyTime now) {
+  if (phase_ != Phase::kRunning) return;
+  // The hung rank(s) are recorded first (the root cause), then the ranks waiting for them; the group is stopped once
+  // the diagnostics are collected (diagnosis_finished) or launch.diagnose_timeout has passed.
   for (int local_rank : hang_watch_.take_unreported(now)) control_.no_progress_yet(local_rank);
   std::optional<HangVerdict> verdict =
       hang_watch_.check(now, [this](int local_rank) { return control_.worker_stopped(local_rank); });
@@ -272,21 +253,7 @@ bool SupervisionPolicy::diagnose_on_request(SteadyTime now) {
 }
 
 void SupervisionPolicy::enter_diagnosis(const HangVerdict& verdict, SteadyTime now) {
-  hang_failure_ = failures_.size();
-  for (const std::vector<HangRank>* group : {&verdict.hung, &verdict.waiting}) {
-    for (const HangRank& rank : *group) {
-      WorkerFailure failure;
-      failure.local_rank = rank.local_rank;
-      failure.hung = group == &verdict.hung;
-      failure.waiting = !failure.hung;
-      failure.silent_s = rank.silent_s;
-      failure.last_progress = rank.last_progress;
-      failure.last_step = rank.last_step;
-      failure.process_stopped = rank.stopped;
-      failure.time = now;
-      record_failure(failure);
-    }
-  }
+  hang_failure_ = record_.add_hang(verdict, now);
   phase_ = Phase::kDiagnosing;
   diagnosis_reported_ = false;
   diagnose_deadline_ = now + steady_seconds(std::max(0.0, settings_.diagnose_timeout_s));
@@ -295,31 +262,14 @@ void SupervisionPolicy::enter_diagnosis(const HangVerdict& verdict, SteadyTime n
 }
 
 void SupervisionPolicy::blame(int local_rank) {
-  if (phase_ != Phase::kDiagnosing) return;
-  auto first = failures_.begin() + static_cast<std::ptrdiff_t>(hang_failure_);
-  auto chosen = std::find_if(first, failures_.end(), [&](const WorkerFailure& failure) {
-    return failure.attempt == attempt_ && failure.local_rank == local_rank && (failure.hung || failure.waiting);
-  });
-  if (chosen == failures_.end() || chosen->hung) return;
-  for (auto failure = first; failure != failures_.end(); ++failure) {
-    if (failure->hung && !failure->process_stopped) {
-      failure->hung = false;
-      failure->waiting = true;
-    }
-  }
-  chosen->hung = true;
-  chosen->waiting = false;
-  std::rotate(first, chosen, chosen + 1);  // the root cause is the hang's first failure
-}
-
-void SupervisionPolicy::diagnosis_finished(SteadyTime now) {
-  if (diagnosing()) end_diagnosis(now);
+  if (phase_ == Phase::kDiagnosing) record_.blame(hang_failure_, local_rank);
 }
 
 // Alone, the node stops its workers now. Coordinated, the other nodes may still be dumping their ranks' stacks:
 // stopping these workers would end the others' collectives with errors before that, so the agent decides.
-void SupervisionPolicy::end_diagnosis(SteadyTime now) {
-  if (!settings_.coordinated) return stop_for_failure(failures_.at(hang_failure_), now);
+void SupervisionPolicy::diagnosis_finished(SteadyTime now) {
+  if (!diagnosing()) return;
+  if (!settings_.coordinated) return begin_stop(SIGTERM, now, &record_.failures().at(hang_failure_));
   diagnose_deadline_.reset();
   diagnosis_reported_ = true;
   control_.hang_diagnosed();
@@ -334,22 +284,6 @@ std::optional<SteadyTime> SupervisionPolicy::next_deadline() const {
   if (phase_ == Phase::kRunning) keep(hang_watch_.next_deadline());
   if (phase_ == Phase::kDiagnosing) keep(diagnose_deadline_);
   return next;
-}
-
-std::optional<std::size_t> SupervisionPolicy::root_cause() const {
-  for (std::size_t index = 0; index < failures_.size(); ++index) {
-    if (failures_[index].attempt == attempt_ && !failures_[index].during_teardown) return index;
-  }
-  return std::nullopt;
-}
-
-int SupervisionPolicy::exit_code() const {
-  if (launcher_signal_) return stopped_job_exit_code(*launcher_signal_, saved_workers_ == settings_.nproc);
-  if (coordinated_exit_code_) return *coordinated_exit_code_;
-  std::optional<std::size_t> cause = root_cause();
-  if (!cause) return stopped_after_checkpoint() ? exit_code::kStoppedAfterCheckpoint : 0;
-  const WorkerFailure& failure = failures_[*cause];
-  return failure.hung || failure.waiting ? kHungWorkerExitCode : failure.status.as_exit_code();
 }
 
 }  // namespace mgtrain

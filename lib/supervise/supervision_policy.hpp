@@ -1,12 +1,12 @@
 // The supervisor's decisions, free of I/O: when to stop the worker group, when to escalate SIGTERM
-// to SIGKILL, whether to restart (or start again on a new store port, uncounted), which failure is the root cause,
-// and the launcher's exit code. Hang detection (hang_watch.hpp) decides which rank hung and which wait; the
-// policy then gives the supervisor up to launch.diagnose_timeout to collect diagnostics before the stop.
-// The supervisor (supervisor.cpp, on the event loop) feeds it events with the current time and carries
-// out its orders through WorkerGroupControl; unit tests drive it with a fake control and made-up times.
-// Also the one rule of which signals stop a job and which exits fail it (stops_the_job, failed_exit), which
-// failures a restart cannot help (restart_can_help), and the exit code of a job a signal stopped
-// (stopped_job_exit_code).
+// to SIGKILL, whether to restart (or start again on a new store port, uncounted). What it has seen (failures, the
+// root cause, the exit code they give) is its SupervisionRecord (supervision_record.hpp). Hang detection
+// (hang_watch.hpp) decides which rank hung and which wait; the policy then gives the supervisor up to
+// launch.diagnose_timeout to collect diagnostics before the stop. The supervisor (supervisor.cpp, on the event loop)
+// feeds it events with the current time and carries out its orders through WorkerGroupControl; unit tests drive it with
+// a fake control and made-up times. Also the one rule of which signals stop a job and which exits fail it
+// (stops_the_job, failed_exit), which failures a restart cannot help (restart_can_help), and the exit code of a job a
+// signal stopped (stopped_job_exit_code).
 #pragma once
 
 #include <chrono>
@@ -17,11 +17,10 @@
 #include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
 #include "supervise/hang_watch.hpp"
+#include "supervise/supervision_record.hpp"
 #include "util/exit_status.hpp"
 
 namespace mgtrain {
-
-struct WorkerFailure;
 
 // The one rule of which signals stop a job and which exits fail it, for the supervisor, the `--hosts`
 // launcher (hosts/hosts_policy.hpp) and the run record (launch.cpp). SIGINT, SIGTERM, SIGHUP and
@@ -106,24 +105,6 @@ class WorkerGroupControl {
   virtual void hang_diagnosed() {}
 };
 
-// A worker that failed: exited non-zero, died by a signal, or stopped making progress (hung, or waiting for a
-// hung rank).
-struct WorkerFailure {
-  int local_rank = 0;
-  int attempt = 0;
-  ExitStatus status;                      // unused when `hung` or `waiting`
-  bool hung = false;                      // the root cause of a hang: its progress stopped first
-  bool waiting = false;                   // its progress stopped after the hung rank's: presumably waiting for it
-  double silent_s = 0.0;                  // hung or waiting: seconds without progress
-  SteadyTime last_progress{};             // hung or waiting: its last report
-  std::optional<std::int64_t> last_step;  // hung or waiting: the step it last reported
-  bool process_stopped = false;           // hung: its process was stopped (SIGSTOP)
-  SteadyTime time{};
-  bool during_teardown = false;  // failed after the launcher had begun stopping the group
-};
-// A worker that dies during teardown by the very signal the launcher sent (SIGTERM, SIGKILL or the
-// forwarded one) did what it was asked: that is not a failure and is not recorded.
-
 class SupervisionPolicy {
  public:
   struct Settings {
@@ -196,71 +177,44 @@ class SupervisionPolicy {
   bool waiting() const { return phase_ == Phase::kWaiting; }
   // Whether the current attempt is running (workers alive, no stop begun; a hang's diagnostics may be collected).
   bool attempt_running() const { return phase_ == Phase::kRunning || phase_ == Phase::kDiagnosing; }
-  // Whether the last attempt's workers all exited 0 (or 75) by themselves.
-  bool attempt_succeeded() const { return attempt_clean_; }
 
   // When on_time must be called next; nullopt: only events can change anything.
   std::optional<SteadyTime> next_deadline() const;
 
   bool finished() const { return phase_ == Phase::kFinished; }
-  int exit_code() const;
-  // The current attempt's number (attempt_<n>/ of the logs): restarts plus port retries.
-  int attempt() const { return attempt_; }
-  // Restarts after failures so far (TORCHELASTIC_RESTART_COUNT; port retries are not counted).
-  int restarts() const { return attempt_ - port_retries_; }
-  int port_retries() const { return port_retries_; }
-  bool running(int local_rank) const { return running_.at(local_rank); }
-  std::optional<int> launcher_signal() const { return launcher_signal_; }
-  // Whether launcher_signal() is an expired file timer's (on_file_timer_fired), not a signal the launcher received.
-  bool stopped_by_file_timer() const { return stopped_by_file_timer_; }
-  // Whether workers of the last attempt stopped on request after saving a checkpoint (exit 75).
-  bool stopped_after_checkpoint() const { return saved_workers_ > 0; }
-  // Every failure of every attempt, in the order seen.
-  const std::vector<WorkerFailure>& failures() const { return failures_; }
-  // Index into failures() of the root cause of the last attempt: its earliest failure that was
-  // not caused by the launcher's own teardown.
-  std::optional<std::size_t> root_cause() const;
+  // Attempts, failures, root cause, the launcher's signal and the exit code (supervision_record.hpp).
+  const SupervisionRecord& record() const { return record_; }
 
  private:
   // kDiagnosing: a hang was found; the workers run until the diagnostics are collected, then kStopping.
   enum class Phase { kIdle, kRunning, kDiagnosing, kStopping, kWaiting, kFinished };
 
   void start_attempt(SteadyTime now);
-  void begin_stop(int signal, SteadyTime now);
-  void kill_stopped_workers();
-  void say_who_is_awaited();
-  void record_failure(WorkerFailure failure, bool launcher_fault = false);
+  // Stop the group with `signal` (SIGKILL after the grace period). `failure`: the attempt's first failure, which the
+  // stop is for (a restart may follow; coordinated: group_failing).
+  void begin_stop(int signal, SteadyTime now, const WorkerFailure* failure = nullptr);
   void finish_attempt_if_done(SteadyTime now);
-  bool any_running() const;
-  void stop_for_failure(const WorkerFailure& first, SteadyTime now);
   bool workers_live() const {
     return phase_ == Phase::kRunning || phase_ == Phase::kDiagnosing || phase_ == Phase::kStopping;
   }
-  void check_hang(SteadyTime now);
   void enter_diagnosis(const HangVerdict& verdict, SteadyTime now);
-  void end_diagnosis(SteadyTime now);
 
   Settings settings_;
   WorkerGroupControl& control_;
   Phase phase_ = Phase::kIdle;
-  int attempt_ = 0;
-  int port_retries_ = 0;
+  SupervisionRecord record_;
+  std::vector<bool> running_;
+  // The group's stop.
   bool stopping_for_failure_ = false;
   SteadyTime stop_started_{};
   std::optional<SteadyTime> kill_deadline_;
   std::optional<SteadyTime> notice_deadline_;  // waiting_for_exit is due
   int stop_signal_ = 0;                        // what the current stop sent
-  std::optional<int> launcher_signal_;
-  bool stopped_by_file_timer_ = false;
-  int saved_workers_ = 0;  // how many workers of this attempt exited kStoppedAfterCheckpoint
-  std::vector<bool> running_;
+  // Hangs.
   HangWatch hang_watch_;
   std::optional<SteadyTime> diagnose_deadline_;
-  std::size_t hang_failure_ = 0;     // index into failures_ of the hang being diagnosed
+  std::size_t hang_failure_ = 0;     // index into the record's failures of the hang being diagnosed
   bool diagnosis_reported_ = false;  // coordinated: hang_diagnosed() was called; waiting for stop_on_request
-  std::vector<WorkerFailure> failures_;
-  bool attempt_clean_ = false;  // coordinated: the attempt ended without failure or stop
-  std::optional<int> coordinated_exit_code_;
 };
 
 }  // namespace mgtrain

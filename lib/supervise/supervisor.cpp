@@ -71,7 +71,7 @@ void Supervisor::on_child_exits(const std::vector<ChildExit>& exits, Clock::time
     if (std::optional<int> local_rank = workers_.mark_exited(exit.pid)) ended.emplace_back(*local_rank, exit.status);
   }
   // Only after the whole batch: the last exit may start the next attempt, replacing workers_.
-  const int attempt = policy_.attempt();
+  const int attempt = policy_.record().attempt();
   for (const auto& [local_rank, status] : ended) {
     const ExpiredFileTimer* timer = file_timers_ ? file_timers_->fired_at(attempt, local_rank) : nullptr;
     policy_.on_worker_exit(local_rank, status, now, timer ? timer->signal : 0);
@@ -136,11 +136,11 @@ void Supervisor::on_time(Clock::time_point now) {
 
 SupervisionResult Supervisor::result() const {
   SupervisionResult result;
-  result.exit_code = policy_.exit_code();
-  result.launcher_signal = policy_.launcher_signal();
-  result.stopped_by_file_timer = policy_.stopped_by_file_timer();
-  result.stopped_after_checkpoint = policy_.stopped_after_checkpoint();
-  result.attempts = policy_.attempt() + 1;
+  result.exit_code = policy_.record().exit_code();
+  result.launcher_signal = policy_.record().launcher_signal();
+  result.stopped_by_file_timer = policy_.record().stopped_by_file_timer();
+  result.stopped_after_checkpoint = policy_.record().stopped_after_checkpoint();
+  result.attempts = policy_.record().attempt() + 1;
   result.failure = reporter_.report();
   return result;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "host/port_probe.hpp"
 #include "output/console_writer.hpp"
 #include "process/event_loop.hpp"
 #include "supervise/failure_report.hpp"
@@ -22,7 +23,6 @@
 #include "supervise/file_timer_watchdog.hpp"
 #include "supervise/hang_response.hpp"
 #include "supervise/launch_plan.hpp"
-#include "supervise/port_probe.hpp"
 #include "supervise/store_ports.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/worker_group.hpp"

@@ -71,7 +71,7 @@ void WorkerGroup::start_workers(int attempt) {
   const StorePorts::AttemptPort port = ports_.begin_attempt(attempt, coordinator_ != nullptr);
   if (!coordinator_) {
     if (attempt > 0 && !port.retry) announce_restart(attempt);
-    plan_.restart_count = policy_.restarts();  // TORCHELASTIC_RESTART_COUNT: port retries do not count
+    plan_.restart_count = policy_.record().restarts();  // TORCHELASTIC_RESTART_COUNT: port retries do not count
   }
   workers_.begin_attempt(attempt, plan_.nproc);
   try {
@@ -187,7 +187,7 @@ void WorkerGroup::waiting_for_exit(const std::vector<int>& local_ranks, int sign
 }
 
 void WorkerGroup::not_restarted(const WorkerFailure& root) {
-  const int left = plan_.max_restarts - policy_.restarts();
+  const int left = plan_.max_restarts - policy_.record().restarts();
   console_.message(log::Level::Info,
                    "rank {} {}, which means bad input (config, arguments, data, a missing file: docs/exit-codes.md): "
                    "not restarted, since a restart would fail the same way ({} restart{} of --max-restarts {} left "
@@ -198,14 +198,14 @@ void WorkerGroup::not_restarted(const WorkerFailure& root) {
 
 void WorkerGroup::announce_restart(int attempt) {
   std::string why;
-  for (const WorkerFailure& failure : policy_.failures()) {
+  for (const WorkerFailure& failure : policy_.record().failures()) {
     if (failure.attempt != attempt - 1 || failure.during_teardown) continue;
     why = failure.hung ? "rank " + std::to_string(plan_.global_rank(failure.local_rank)) + " hung"
                        : fmt_rank(failure.local_rank) + " " + failure.status.describe();
     break;
   }
   console_.message(log::Level::Info, "restarting all workers (attempt {} of {}){}; the failed attempt's logs are in {}",
-                   policy_.restarts() + 1, plan_.max_restarts + 1, why.empty() ? "" : " after " + why,
+                   policy_.record().restarts() + 1, plan_.max_restarts + 1, why.empty() ? "" : " after " + why,
                    log_layout::attempt_dir(plan_.run_dir, attempt - 1));
 }
 

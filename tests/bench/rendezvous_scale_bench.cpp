@@ -31,11 +31,11 @@
 #include <fmt/format.h>
 
 #include "config/config.hpp"
+#include "host/port_probe.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_server.hpp"
 #include "multinode/tcp_socket.hpp"
-#include "supervise/port_probe.hpp"
 
 using namespace mgtrain;
 using Clock = std::chrono::steady_clock;

@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include "host/port_probe.hpp"
 #include "integration/launch_fixture.hpp"
 #include "multinode/frame_auth.hpp"
 #include "multinode/rendezvous_message.hpp"
-#include "supervise/port_probe.hpp"
 #include "util/fd.hpp"
 
 using namespace mgtrain;

@@ -19,8 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "host/port_probe.hpp"
 #include "launch/launch.hpp"
-#include "supervise/port_probe.hpp"
 
 extern char** environ;
 

@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/port_probe.hpp"
 #include "launch_fixture.hpp"
 #include "process/run_capture.hpp"
-#include "supervise/port_probe.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

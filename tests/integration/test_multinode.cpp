@@ -21,7 +21,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "supervise/port_probe.hpp"
+#include "host/port_probe.hpp"
 
 #include "launch_fixture.hpp"
 #include "netns_agent.hpp"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "supervise/port_probe.hpp"
+#include "host/port_probe.hpp"
 
 #include "launch_fixture.hpp"
 

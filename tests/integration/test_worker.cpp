@@ -10,8 +10,8 @@
 #include <future>
 #include <regex>
 
+#include "host/port_probe.hpp"
 #include "process/run_capture.hpp"
-#include "supervise/port_probe.hpp"
 #include "support/summary_line.hpp"
 #include "support/temp_dir.hpp"
 

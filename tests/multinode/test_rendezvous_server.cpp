@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "host/port_probe.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_message.hpp"
 #include "multinode/rendezvous_server.hpp"
 #include "multinode/tcp_socket.hpp"
-#include "supervise/port_probe.hpp"
 
 using namespace mgtrain;
 using namespace std::chrono_literals;

@@ -67,9 +67,9 @@ TEST_CASE("coordinated hang: the workers run after the diagnostics until the age
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 31s);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 31s);
   CHECK(policy.waiting());
-  REQUIRE(policy.root_cause());
-  CHECK(policy.failures()[*policy.root_cause()].hung);
-  CHECK(policy.exit_code() == kHungWorkerExitCode);
+  REQUIRE(policy.record().root_cause());
+  CHECK(policy.record().failures()[*policy.record().root_cause()].hung);
+  CHECK(policy.record().exit_code() == kHungWorkerExitCode);
 }
 
 TEST_CASE("coordinated hang: the diagnose timeout ends this node's diagnostics, not its workers",
@@ -109,9 +109,9 @@ TEST_CASE("coordinated hang: another node's hang diagnoses every reported rank h
   // The workers end by themselves before the agent's stop: the attempt ends, the waiting rank is its cause here.
   for (int rank : {0, 1, 2}) policy.on_worker_exit(rank, ExitStatus::exited(1), t0 + 6s);
   CHECK(policy.waiting());
-  REQUIRE(policy.root_cause());
-  CHECK(policy.failures()[*policy.root_cause()].waiting);
-  CHECK(policy.exit_code() == kHungWorkerExitCode);
+  REQUIRE(policy.record().root_cause());
+  CHECK(policy.record().failures()[*policy.record().root_cause()].waiting);
+  CHECK(policy.record().exit_code() == kHungWorkerExitCode);
 }
 
 TEST_CASE("coordinated hang: asked with no rank reporting, the stacks are still collected and nothing fails here",
@@ -124,5 +124,5 @@ TEST_CASE("coordinated hang: asked with no rank reporting, the stacks are still 
   CHECK(group.verdict.waiting.empty());
   policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);  // it ended during the diagnosis
   CHECK(policy.waiting());
-  CHECK_FALSE(policy.root_cause());
+  CHECK_FALSE(policy.record().root_cause());
 }

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "contract/log_layout.hpp"
+#include "host/port_probe.hpp"
 #include "supervise/launch_plan.hpp"
-#include "supervise/port_probe.hpp"
 #include "supervise/supervisor.hpp"
 #include "support/temp_dir.hpp"
 #include "util/fd.hpp"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "supervise/port_probe.hpp"
+#include "host/port_probe.hpp"
 #include "util/fd.hpp"
 
 using namespace mgtrain;

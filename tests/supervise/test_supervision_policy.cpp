@@ -68,7 +68,7 @@ TEST_CASE("all workers succeeding ends the job with 0", "[policy]") {
   CHECK_FALSE(policy.finished());
   policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == 0);
+  CHECK(policy.record().exit_code() == 0);
   CHECK(group.log == std::vector<std::string>{"start 0"});
   CHECK_FALSE(policy.next_deadline());
 }
@@ -88,9 +88,9 @@ TEST_CASE("a failure stops the group: SIGTERM, then SIGKILL after the grace peri
   CHECK(group.log.back() == "signal SIGKILL");
   policy.on_worker_exit(2, ExitStatus::killed_by(SIGKILL), t0 + 6s + 1ms);
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == 3);
-  REQUIRE(policy.failures().size() == 1);
-  CHECK(policy.failures()[*policy.root_cause()].local_rank == 1);
+  CHECK(policy.record().exit_code() == 3);
+  REQUIRE(policy.record().failures().size() == 1);
+  CHECK(policy.record().failures()[*policy.record().root_cause()].local_rank == 1);
 }
 
 TEST_CASE("the root cause is the earliest failure, later ones are listed as during teardown", "[policy]") {
@@ -101,11 +101,11 @@ TEST_CASE("the root cause is the earliest failure, later ones are listed as duri
   policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);  // same batch: an independent failure
   policy.on_worker_exit(1, ExitStatus::exited(7), t0 + 2s);  // after the stop began
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == 139);
-  REQUIRE(policy.failures().size() == 3);
-  CHECK(policy.failures()[*policy.root_cause()].local_rank == 2);
-  CHECK_FALSE(policy.failures()[1].during_teardown);
-  CHECK(policy.failures()[2].during_teardown);
+  CHECK(policy.record().exit_code() == 139);
+  REQUIRE(policy.record().failures().size() == 3);
+  CHECK(policy.record().failures()[*policy.record().root_cause()].local_rank == 2);
+  CHECK_FALSE(policy.record().failures()[1].during_teardown);
+  CHECK(policy.record().failures()[2].during_teardown);
 }
 
 TEST_CASE("restarts: a failed attempt restarts the whole group while restarts remain", "[policy]") {
@@ -115,7 +115,7 @@ TEST_CASE("restarts: a failed attempt restarts the whole group while restarts re
   policy.on_worker_exit(1, ExitStatus::exited(3), t0 + 1s);
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
   CHECK_FALSE(policy.finished());
-  CHECK(policy.attempt() == 1);
+  CHECK(policy.record().attempt() == 1);
   CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "start 1"});
   CHECK_FALSE(policy.next_deadline());  // the old attempt's SIGKILL deadline is gone
 
@@ -123,15 +123,15 @@ TEST_CASE("restarts: a failed attempt restarts the whole group while restarts re
     policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 3s);
     policy.on_worker_exit(1, ExitStatus::exited(0), t0 + 3s);
     CHECK(policy.finished());
-    CHECK(policy.exit_code() == 0);
-    CHECK_FALSE(policy.root_cause());
+    CHECK(policy.record().exit_code() == 0);
+    CHECK_FALSE(policy.record().root_cause());
   }
   SECTION("or fails again, and then the job fails") {
     policy.on_worker_exit(0, ExitStatus::exited(4), t0 + 3s);
     policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 4s);
     CHECK(policy.finished());
-    CHECK(policy.exit_code() == 4);
-    CHECK(policy.failures()[*policy.root_cause()].attempt == 1);
+    CHECK(policy.record().exit_code() == 4);
+    CHECK(policy.record().failures()[*policy.record().root_cause()].attempt == 1);
   }
 }
 
@@ -141,7 +141,7 @@ TEST_CASE("without restarts the first failure ends the job", "[policy]") {
   policy.start(t0);
   policy.on_worker_exit(0, ExitStatus::exited(3), t0 + 1s);
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == 3);
+  CHECK(policy.record().exit_code() == 3);
   CHECK(group.log == std::vector<std::string>{"start 0"});  // nobody left to signal
 }
 
@@ -156,8 +156,8 @@ TEST_CASE("SIGINT to the launcher is forwarded, a second one kills at once, exit
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 2s + 1ms);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGINT), t0 + 2s + 1ms);
   CHECK(policy.finished());  // no restart after the launcher was interrupted
-  CHECK(policy.exit_code() == 130);
-  CHECK(policy.failures().empty());
+  CHECK(policy.record().exit_code() == 130);
+  CHECK(policy.record().failures().empty());
 }
 
 TEST_CASE("SIGTERM and SIGHUP give 143 and 129, USR1 and USR2 are only forwarded", "[policy]") {
@@ -172,7 +172,7 @@ TEST_CASE("SIGTERM and SIGHUP give 143 and 129, USR1 and USR2 are only forwarded
     CHECK(group.log ==
           std::vector<std::string>{"start 0", "signal SIGUSR1", "signal SIGUSR2", "signal " + signal_name(signal)});
     policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);
-    CHECK(policy.exit_code() == 128 + signal);
+    CHECK(policy.record().exit_code() == 128 + signal);
   }
 }
 
@@ -182,7 +182,7 @@ TEST_CASE("a worker exiting 0 after SIGUSR1 is a success", "[policy]") {
   policy.start(t0);
   policy.on_signal(SIGUSR1, t0);
   policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 1s);
-  CHECK(policy.exit_code() == 0);
+  CHECK(policy.record().exit_code() == 0);
 }
 
 TEST_CASE("hang detection: only workers that reported progress are judged, diagnostics come before the stop",
@@ -211,8 +211,8 @@ TEST_CASE("hang detection: only workers that reported progress are judged, diagn
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 15s);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 15s);
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == kHungWorkerExitCode);
-  const WorkerFailure& hang = policy.failures()[*policy.root_cause()];
+  CHECK(policy.record().exit_code() == kHungWorkerExitCode);
+  const WorkerFailure& hang = policy.record().failures()[*policy.record().root_cause()];
   CHECK(hang.hung);
   CHECK(hang.local_rank == 0);
   CHECK(hang.silent_s == Approx(10.0));
@@ -253,16 +253,16 @@ TEST_CASE("hang detection: the root cause is the rank that stopped first, not th
   CHECK(group.log[1] == "hang rank 1");
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 12s);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 12s);
-  CHECK(policy.exit_code() == kHungWorkerExitCode);
-  const WorkerFailure& root = policy.failures()[*policy.root_cause()];
+  CHECK(policy.record().exit_code() == kHungWorkerExitCode);
+  const WorkerFailure& root = policy.record().failures()[*policy.record().root_cause()];
   CHECK(root.local_rank == 1);
   CHECK(root.hung);
   CHECK(root.last_step == 40);
   CHECK(root.last_progress == t0 + 1150ms);
-  REQUIRE(policy.failures().size() == 2);
-  CHECK(policy.failures()[1].local_rank == 0);
-  CHECK(policy.failures()[1].waiting);
-  CHECK_FALSE(policy.failures()[1].hung);
+  REQUIRE(policy.record().failures().size() == 2);
+  CHECK(policy.record().failures()[1].local_rank == 0);
+  CHECK(policy.record().failures()[1].waiting);
+  CHECK_FALSE(policy.record().failures()[1].hung);
 }
 
 TEST_CASE("hang detection: a stopped process is the root cause, same steps and close times say nothing", "[policy]") {
@@ -273,7 +273,7 @@ TEST_CASE("hang detection: a stopped process is the root cause, same steps and c
   policy.on_progress(0, t0 + 1000ms, 41);
   policy.on_progress(1, t0 + 1150ms, 41);
   policy.on_time(t0 + 11s);
-  const WorkerFailure& root = policy.failures()[*policy.root_cause()];
+  const WorkerFailure& root = policy.record().failures()[*policy.record().root_cause()];
   CHECK(root.local_rank == 1);
   CHECK(root.process_stopped);
 }
@@ -287,21 +287,21 @@ TEST_CASE("hang detection: a tie that the stacks settle makes the rank outside t
   for (int rank : {0, 1, 2}) policy.on_progress(rank, t0 + 1000ms + std::chrono::milliseconds(10 * rank), 41);
   policy.on_time(t0 + 11s);
   REQUIRE(policy.diagnosing());
-  CHECK(policy.failures()[*policy.root_cause()].local_rank == 0);
+  CHECK(policy.record().failures()[*policy.record().root_cause()].local_rank == 0);
   policy.blame(2);
   policy.blame(7);  // not one of the hang's ranks: nothing changes
   policy.diagnosis_finished(t0 + 12s);
   for (int rank : {0, 1, 2}) policy.on_worker_exit(rank, ExitStatus::killed_by(SIGTERM), t0 + 12s);
-  CHECK(policy.exit_code() == kHungWorkerExitCode);
-  const WorkerFailure& root = policy.failures()[*policy.root_cause()];
+  CHECK(policy.record().exit_code() == kHungWorkerExitCode);
+  const WorkerFailure& root = policy.record().failures()[*policy.record().root_cause()];
   CHECK(root.local_rank == 2);
   CHECK(root.hung);
   CHECK_FALSE(root.waiting);
   int hung = 0;
-  for (const WorkerFailure& failure : policy.failures()) hung += failure.hung ? 1 : 0;
+  for (const WorkerFailure& failure : policy.record().failures()) hung += failure.hung ? 1 : 0;
   CHECK(hung == 1);
-  CHECK(policy.failures()[1].local_rank == 0);
-  CHECK(policy.failures()[1].waiting);
+  CHECK(policy.record().failures()[1].local_rank == 0);
+  CHECK(policy.record().failures()[1].waiting);
 }
 
 TEST_CASE("hang detection: workers ending during the diagnostics end the attempt, a signal stops at once", "[policy]") {
@@ -315,9 +315,9 @@ TEST_CASE("hang detection: workers ending during the diagnostics end the attempt
   policy.on_worker_exit(1, ExitStatus::exited(1), t0 + 3s);  // its own failure, later: not the root cause
   CHECK(policy.diagnosing());
   policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 3s);
-  CHECK(group.log.back() == "start 1");   // restarted, as after any failure
-  CHECK(policy.failures().front().hung);  // attempt 0's root cause: the hang, not the exits after it
-  CHECK(policy.failures().front().local_rank == 0);
+  CHECK(group.log.back() == "start 1");            // restarted, as after any failure
+  CHECK(policy.record().failures().front().hung);  // attempt 0's root cause: the hang, not the exits after it
+  CHECK(policy.record().failures().front().local_rank == 0);
   policy.on_progress(0, t0 + 4s);
   policy.on_time(t0 + 6s);
   CHECK(policy.diagnosing());
@@ -347,9 +347,9 @@ TEST_CASE("workers that saved a checkpoint and stopped on request (exit 75) are 
   CHECK(group.log.back() == "signal SIGUSR1");  // the others are not hurried: they are saving too
   policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 3s);
   CHECK(policy.finished());
-  CHECK(policy.failures().empty());
-  CHECK(policy.stopped_after_checkpoint());
-  CHECK(policy.exit_code() == 75);
+  CHECK(policy.record().failures().empty());
+  CHECK(policy.record().stopped_after_checkpoint());
+  CHECK(policy.record().exit_code() == 75);
   CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGUSR1"});
 }
 
@@ -362,9 +362,9 @@ TEST_CASE("SIGTERM to the launcher: workers exiting 75 after saving did what the
   policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 2s);
   policy.on_worker_exit(1, ExitStatus::exited(75), t0 + 2s);
   CHECK(policy.finished());
-  CHECK(policy.failures().empty());
-  CHECK(policy.launcher_signal() == SIGTERM);
-  CHECK(policy.exit_code() == 75);  // saved: the job can be resumed
+  CHECK(policy.record().failures().empty());
+  CHECK(policy.record().launcher_signal() == SIGTERM);
+  CHECK(policy.record().exit_code() == 75);  // saved: the job can be resumed
 }
 
 TEST_CASE("a signal to the launcher: 128+N unless every worker saved and exited 75", "[policy]") {
@@ -377,7 +377,7 @@ TEST_CASE("a signal to the launcher: 128+N unless every worker saved and exited 
       policy.on_worker_exit(0, ExitStatus::exited(75), t0 + 2s);
       policy.on_worker_exit(1, ExitStatus::killed_by(signal), t0 + 2s);  // one did not save
       CHECK(policy.finished());
-      CHECK(policy.exit_code() == 128 + signal);
+      CHECK(policy.record().exit_code() == 128 + signal);
     }
   }
   CHECK(stopped_job_exit_code(SIGTERM, true) == 75);
@@ -393,8 +393,8 @@ TEST_CASE("a worker's exit 2 (bad input) ends the job at once, restarts left or 
   policy.on_worker_exit(1, ExitStatus::exited(2), t0 + 1s);
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == 2);
-  CHECK(policy.attempt() == 0);
+  CHECK(policy.record().exit_code() == 2);
+  CHECK(policy.record().attempt() == 0);
   CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "not restarted after rank 1"});
 
   SupervisionPolicy::Settings torchrun = settings(2, 3);
@@ -405,13 +405,13 @@ TEST_CASE("a worker's exit 2 (bad input) ends the job at once, restarts left or 
   restarting.on_worker_exit(1, ExitStatus::exited(2), t0 + 1s);
   restarting.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
   CHECK_FALSE(restarting.finished());
-  CHECK(restarting.attempt() == 1);
+  CHECK(restarting.record().attempt() == 1);
 
   FakeGroup last_group;  // no restart left: the job ends as for any failure, nothing more to say
   SupervisionPolicy last(settings(1, 0), last_group);
   last.start(t0);
   last.on_worker_exit(0, ExitStatus::exited(2), t0 + 1s);
-  CHECK(last.exit_code() == 2);
+  CHECK(last.record().exit_code() == 2);
   CHECK(last_group.log == std::vector<std::string>{"start 0"});
 
   CHECK_FALSE(restart_can_help(ExitStatus::exited(2), Personality::Mgtrain));
@@ -443,8 +443,8 @@ TEST_CASE("a stop kills a stopped worker at once, and says once whom it still wa
   CHECK(group.log.back() == "signal SIGKILL");
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 31s);
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == 1);
-  CHECK(policy.failures().size() == 1);  // the stopped rank died of the launcher's SIGKILL: no failure
+  CHECK(policy.record().exit_code() == 1);
+  CHECK(policy.record().failures().size() == 1);  // the stopped rank died of the launcher's SIGKILL: no failure
 
   FakeGroup quick;  // everyone gone before the notice: nothing said
   SupervisionPolicy short_stop(s, quick);
@@ -479,7 +479,7 @@ TEST_CASE("a hang with a stopped rank: its stacks first, then SIGKILL for it and
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGKILL), t0 + 12s + 1ms);
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 12s + 1ms);
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == kHungWorkerExitCode);
+  CHECK(policy.record().exit_code() == kHungWorkerExitCode);
 }
 
 namespace {
@@ -509,7 +509,7 @@ TEST_CASE("coordinated: attempts start when the agent says, a failure is reporte
   CHECK(group.log.empty());  // no workers before the nodes have met
   policy.begin_attempt(3, t0 + 1s);
   CHECK(group.log == std::vector<std::string>{"start 3"});
-  CHECK(policy.attempt() == 3);
+  CHECK(policy.record().attempt() == 3);
   policy.on_worker_exit(1, ExitStatus::exited(9), t0 + 2s);
   CHECK(group.failing_ranks == std::vector<int>{1});
   CHECK(group.log.back() == "signal SIGTERM");
@@ -517,11 +517,11 @@ TEST_CASE("coordinated: attempts start when the agent says, a failure is reporte
   CHECK(group.failing_ranks.size() == 1);
   CHECK(group.ended == 1);
   CHECK(policy.waiting());  // no restart of its own, even with max_restarts 5
-  CHECK_FALSE(policy.attempt_succeeded());
-  CHECK(policy.exit_code() == 9);  // the local root cause, until the agent decides
-  policy.finish_coordinated(7);    // the job's root cause was elsewhere
+  CHECK_FALSE(policy.record().attempt_succeeded());
+  CHECK(policy.record().exit_code() == 9);  // the local root cause, until the agent decides
+  policy.finish_coordinated(7);             // the job's root cause was elsewhere
   CHECK(policy.finished());
-  CHECK(policy.exit_code() == 7);
+  CHECK(policy.record().exit_code() == 7);
 }
 
 TEST_CASE("coordinated: a stop ordered by another node is not a failure here", "[policy][multinode]") {
@@ -539,13 +539,13 @@ TEST_CASE("coordinated: a stop ordered by another node is not a failure here", "
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGKILL), t0 + 3s + 1ms);
   CHECK(group.ended == 1);
   CHECK(group.failing_ranks.empty());
-  CHECK_FALSE(policy.root_cause());
-  CHECK_FALSE(policy.attempt_succeeded());
+  CHECK_FALSE(policy.record().root_cause());
+  CHECK_FALSE(policy.record().attempt_succeeded());
   policy.begin_attempt(1, t0 + 4s);  // the next round
   policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 5s);
   policy.on_worker_exit(1, ExitStatus::exited(exit_code::kStoppedAfterCheckpoint), t0 + 5s);
-  CHECK(policy.attempt_succeeded());
-  CHECK(policy.stopped_after_checkpoint());
+  CHECK(policy.record().attempt_succeeded());
+  CHECK(policy.record().stopped_after_checkpoint());
 }
 
 TEST_CASE("coordinated: a signal between rounds ends the agent at once", "[policy][multinode]") {
@@ -555,7 +555,7 @@ TEST_CASE("coordinated: a signal between rounds ends the agent at once", "[polic
   policy.on_signal(SIGINT, t0 + 1s);
   CHECK(policy.finished());
   CHECK(group.ended == 1);  // the agent tells the others it leaves
-  CHECK(policy.exit_code() == 130);
+  CHECK(policy.record().exit_code() == 130);
 }
 
 TEST_CASE("the one rule: which signals stop the job, which exits fail it", "[policy]") {
@@ -588,26 +588,26 @@ TEST_CASE("rank 0 finding its store port taken: a port retry, not counted as a r
   policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 1s);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 1s + 1ms);
   CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "port taken? rank 0", "start 1"});
-  CHECK(policy.attempt() == 1);
-  CHECK(policy.restarts() == 0);
-  CHECK(policy.port_retries() == 1);
+  CHECK(policy.record().attempt() == 1);
+  CHECK(policy.record().restarts() == 0);
+  CHECK(policy.record().port_retries() == 1);
 
   SECTION("the retry succeeds") {
     policy.on_worker_exit(0, ExitStatus::exited(0), t0 + 2s);
     policy.on_worker_exit(1, ExitStatus::exited(0), t0 + 2s);
     CHECK(policy.finished());
-    CHECK(policy.exit_code() == 0);
+    CHECK(policy.record().exit_code() == 0);
   }
   SECTION("retries are bounded: then the ordinary failure (no restart left)") {
     policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 2s);
     policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 2s + 1ms);
-    CHECK(policy.port_retries() == 2);
+    CHECK(policy.record().port_retries() == 2);
     policy.on_worker_exit(0, ExitStatus::exited(1), t0 + 3s);
     policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 3s + 1ms);
     CHECK(policy.finished());
-    CHECK(policy.exit_code() == 1);
-    CHECK(policy.attempt() == 2);
-    CHECK(policy.restarts() == 0);
+    CHECK(policy.record().exit_code() == 1);
+    CHECK(policy.record().attempt() == 2);
+    CHECK(policy.record().restarts() == 0);
     CHECK(group.log.back() == "signal SIGTERM");  // not asked again once the retries are used up
   }
 }
@@ -621,8 +621,8 @@ TEST_CASE("a failure that is not a taken store port is an ordinary, counted rest
   policy.on_worker_exit(1, ExitStatus::exited(3), t0 + 1s);
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 1s + 1ms);
   CHECK(group.log == std::vector<std::string>{"start 0", "signal SIGTERM", "port taken? rank 1", "start 1"});
-  CHECK(policy.restarts() == 1);
-  CHECK(policy.port_retries() == 0);
+  CHECK(policy.record().restarts() == 1);
+  CHECK(policy.record().port_retries() == 0);
 
   SECTION("without port retries (a port the user gave) the control is not even asked") {
     FakeGroup given;

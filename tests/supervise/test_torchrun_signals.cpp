@@ -89,8 +89,8 @@ TEST_CASE("torchrun personality: a listed SIGUSR1 stops the workers with SIGUSR1
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGUSR1), t0 + 6s);  // did as asked: no failure
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGKILL), t0 + 6s);
   CHECK(policy.finished());
-  CHECK(policy.failures().empty());
-  CHECK(policy.launcher_signal() == SIGUSR1);
+  CHECK(policy.record().failures().empty());
+  CHECK(policy.record().launcher_signal() == SIGUSR1);
 }
 
 TEST_CASE("torchrun personality: an unlisted SIGUSR1 stops the workers with SIGTERM (no orphans)", "[policy]") {
@@ -102,8 +102,8 @@ TEST_CASE("torchrun personality: an unlisted SIGUSR1 stops the workers with SIGT
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGTERM), t0 + 2s);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 2s);
   CHECK(policy.finished());
-  CHECK(policy.failures().empty());
-  CHECK(policy.launcher_signal() == SIGUSR1);
+  CHECK(policy.record().failures().empty());
+  CHECK(policy.record().launcher_signal() == SIGUSR1);
 }
 
 TEST_CASE("torchrun personality: the status API's save requests are forwarded, not a stop", "[policy]") {
@@ -112,7 +112,7 @@ TEST_CASE("torchrun personality: the status API's save requests are forwarded, n
   policy.start(t0);
   policy.forward_to_workers(SIGUSR2);
   CHECK(group.log.back() == "signal SIGUSR2");
-  CHECK_FALSE(policy.launcher_signal());
+  CHECK_FALSE(policy.record().launcher_signal());
   CHECK(policy.attempt_running());
 }
 
@@ -124,14 +124,15 @@ TEST_CASE("torchrun personality: an expired file timer's SIGKILL stops the other
   // The supervisor has sent local rank 0 SIGKILL for its timer; torch's FileTimerServer then kills torchrun.
   policy.on_file_timer_fired(SIGKILL, t0 + 1s);
   CHECK(group.log.back() == "signal SIGTERM");
-  CHECK(policy.launcher_signal() == SIGKILL);
-  CHECK(policy.stopped_by_file_timer());
+  CHECK(policy.record().launcher_signal() == SIGKILL);
+  CHECK(policy.record().stopped_by_file_timer());
   policy.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 1s + 1ms, SIGKILL);
   policy.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 2s);  // did as asked
   CHECK(policy.finished());
-  REQUIRE(policy.root_cause());
-  CHECK(policy.failures()[*policy.root_cause()].local_rank == 0);  // the timer's worker, although the stop had begun
-  CHECK(policy.exit_code() == 137);
+  REQUIRE(policy.record().root_cause());
+  CHECK(policy.record().failures()[*policy.record().root_cause()].local_rank ==
+        0);  // the timer's worker, although the stop had begun
+  CHECK(policy.record().exit_code() == 137);
   CHECK(signal_response(SIGKILL, Personality::Torchrun, {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) ==
         SignalResponse::kStopAndDie);
 }
@@ -143,7 +144,7 @@ TEST_CASE("torchrun personality: a timer's SIGTERM (handled) is a stop with SIGT
   policy.start(t0);
   policy.on_file_timer_fired(SIGTERM, t0 + 1s);
   CHECK(group.log.back() == "signal SIGTERM");
-  CHECK(policy.launcher_signal() == SIGTERM);
+  CHECK(policy.record().launcher_signal() == SIGTERM);
 
   FakeGroup own;
   SupervisionPolicy::Settings settings;
@@ -152,7 +153,7 @@ TEST_CASE("torchrun personality: a timer's SIGTERM (handled) is a stop with SIGT
   SupervisionPolicy launch(settings, own);  // mgtrain launch: the worker's death is a failure like any other
   launch.start(t0);
   launch.on_file_timer_fired(SIGKILL, t0 + 1s);
-  CHECK(!launch.launcher_signal());
+  CHECK(!launch.record().launcher_signal());
   launch.on_worker_exit(0, ExitStatus::killed_by(SIGKILL), t0 + 1s, SIGKILL);
   CHECK(own.log.back() == "signal SIGTERM");
   launch.on_worker_exit(1, ExitStatus::killed_by(SIGTERM), t0 + 2s);
@@ -165,5 +166,5 @@ TEST_CASE("torchrun personality: a timer's SIGTERM (handled) is a stop with SIGT
   node.start(t0);
   node.begin_attempt(0, t0);
   node.on_file_timer_fired(SIGKILL, t0 + 1s);
-  CHECK(!node.launcher_signal());
+  CHECK(!node.record().launcher_signal());
 }

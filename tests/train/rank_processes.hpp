@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "host/port_probe.hpp"
 #include "process/run_capture.hpp"
-#include "supervise/port_probe.hpp"
 
 namespace mgtrain::test {
 

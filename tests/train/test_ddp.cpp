@@ -15,9 +15,9 @@
 #include <future>
 #include <map>
 
+#include "host/port_probe.hpp"
 #include "process/run_capture.hpp"
 #include "rank_processes.hpp"
-#include "supervise/port_probe.hpp"
 
 using namespace mgtrain;
 using mgtrain::test::RankRuns;

@@ -19,9 +19,9 @@
 
 #include "config/config.hpp"
 #include "contract/worker_identity.hpp"
+#include "host/port_probe.hpp"
 #include "process/run_capture.hpp"
 #include "rank_processes.hpp"
-#include "supervise/port_probe.hpp"
 #include "support/summary_line.hpp"
 #include "train/models/layer_model.hpp"
 #include "train/models/model.hpp"

@@ -1,6 +1,6 @@
 // Port probing with real sockets (bind to the wildcard address with SO_REUSEADDR, like TCPStore) and the
 // reservations among mgtrain launchers (abstract AF_UNIX names).
-#include "supervise/port_probe.hpp"
+#include "host/port_probe.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
