@@ -1,7 +1,7 @@
 // A node's diagnosis of its ranks: flight recorder request, stacks, top frames, trace files (see rank_diagnosis.hpp).
 #include "diagnose/rank_diagnosis.hpp"
 
-#include <thread>
+#include <algorithm>
 
 #include "contract/log_layout.hpp"
 #include "diagnose/flight_recorder.hpp"
@@ -22,41 +22,80 @@ EnvMap diagnostics_environment(const EnvMap& environment, const std::string& hoo
   return added;
 }
 
-NodeDiagnosis diagnose_ranks(const std::vector<RankProcess>& ranks, const std::string& attempt_directory,
-                             Clock::time_point deadline, const DumpOptions& options) {
-  const auto started = Clock::now();
-  NodeDiagnosis diagnosis;
+RankDiagnosisRun::RankDiagnosisRun(const std::vector<RankProcess>& ranks, std::string attempt_directory,
+                                   Clock::time_point deadline, bool flight_recorder, int stacks_number,
+                                   const DumpOptions& options)
+    : ranks_(ranks),
+      attempt_directory_(std::move(attempt_directory)),
+      deadline_(deadline),
+      started_(Clock::now()),
+      flight_recorder_(flight_recorder) {
   // First the flight recorder: torch's monitor thread dumps while the stacks are taken.
-  std::vector<bool> asked;
-  std::vector<DumpTarget> targets;
-  for (const auto& rank : ranks) {
-    asked.push_back(request_flight_recorder_dump(rank.rank_directory) > 0);
-    targets.push_back(DumpTarget{rank.pid, rank.rank, rank.kind, log_layout::stacks_file(rank.rank_directory),
-                                 rank.python_hook_armed ? log_layout::faulthandler_file(rank.rank_directory) : ""});
+  for (const RankProcess& rank : ranks_) {
+    asked_.push_back(flight_recorder && request_flight_recorder_dump(rank.rank_directory) > 0);
+    const std::string stacks = stacks_number > 0
+                                   ? log_layout::stacks_on_request_file(rank.rank_directory, stacks_number)
+                                   : log_layout::stacks_file(rank.rank_directory);
+    dumps_.push_back(std::make_unique<StackDump>(
+        DumpTarget{rank.pid, rank.rank, rank.kind, stacks,
+                   rank.python_hook_armed ? log_layout::faulthandler_file(rank.rank_directory) : ""},
+        deadline, options));
   }
-  std::vector<DumpResult> dumps = dump_stacks_all(targets, deadline, options);
-  // Then the asked ranks' trace files, until each has one or the deadline.
-  auto all_dumped = [&] {
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (asked[i] && flight_recorder_files(ranks[i].rank_directory).empty()) return false;
-    }
-    return true;
-  };
-  while (!all_dumped() && Clock::now() + kPoll < deadline) std::this_thread::sleep_for(kPoll);
+  if (dumps_done() && traces_written()) finish();
+}
 
+bool RankDiagnosisRun::dumps_done() const {
+  return std::all_of(dumps_.begin(), dumps_.end(), [](const auto& dump) { return dump->done(); });
+}
+
+bool RankDiagnosisRun::traces_written() const {
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    if (asked_[i] && flight_recorder_files(ranks_[i].rank_directory).empty()) return false;
+  }
+  return true;
+}
+
+void RankDiagnosisRun::add_fds(std::vector<pollfd>& fds) {
+  for (const auto& dump : dumps_) dump->add_fds(fds);
+}
+
+void RankDiagnosisRun::on_ready(const pollfd& ready, LoopTime now) {
+  for (const auto& dump : dumps_) dump->on_ready(ready, now);  // each passes on only its own descriptors
+}
+
+std::optional<LoopTime> RankDiagnosisRun::next_deadline() const {
+  if (done_) return std::nullopt;
+  std::optional<LoopTime> wake = deadline_;
+  for (const auto& dump : dumps_) keep_earliest(wake, dump->next_deadline());
+  // The stacks are taken: the asked ranks' trace files are looked for every kPoll.
+  if (dumps_done()) keep_earliest(wake, Clock::now() + kPoll);
+  return wake;
+}
+
+void RankDiagnosisRun::on_time(LoopTime now) {
+  if (done_) return;
+  for (const auto& dump : dumps_) dump->on_time(now);
+  if (!dumps_done()) return;
+  if (traces_written() || now + kPoll >= deadline_) finish();
+}
+
+void RankDiagnosisRun::finish() {
+  done_ = true;
   std::vector<std::string> rank_directories;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    diagnosis.ranks.push_back(
-        RankDiagnosis{ranks[i].rank, std::move(dumps[i]), flight_recorder_files(ranks[i].rank_directory)});
-    rank_directories.push_back(ranks[i].rank_directory);
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    diagnosis_.ranks.push_back(
+        RankDiagnosis{ranks_[i].rank, dumps_[i]->result(), flight_recorder_files(ranks_[i].rank_directory)});
+    rank_directories.push_back(ranks_[i].rank_directory);
   }
-  diagnosis.flight_recorder_gathered =
-      gather_flight_recorder_files(rank_directories, log_layout::flight_recorder_dir(attempt_directory));
-  if (!diagnosis.flight_recorder_gathered.empty()) {
-    diagnosis.flight_recorder_folder = log_layout::flight_recorder_dir(attempt_directory);
+  dumps_.clear();
+  if (flight_recorder_) {
+    diagnosis_.flight_recorder_gathered =
+        gather_flight_recorder_files(rank_directories, log_layout::flight_recorder_dir(attempt_directory_));
   }
-  diagnosis.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  return diagnosis;
+  if (!diagnosis_.flight_recorder_gathered.empty()) {
+    diagnosis_.flight_recorder_folder = log_layout::flight_recorder_dir(attempt_directory_);
+  }
+  diagnosis_.seconds = std::chrono::duration<double>(Clock::now() - started_).count();
 }
 
 }  // namespace mgtrain::diagnose

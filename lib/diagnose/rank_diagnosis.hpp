@@ -1,11 +1,13 @@
-// One call for everything a node collects about its ranks before a hung job is stopped (or on request): NCCL's
-// flight recorder asked to dump through its pipes, every rank's stacks.txt, each rank's top frames, and the flight
-// recorder dumps gathered into attempt_N/flight_recorder/ for torch's reader. Hang detection's collect_diagnostics
-// calls it with its deadline; `mgtrain status --stacks` and a dump ordered by another node can call it the same way.
+// Everything a node collects about its ranks before a hung job is stopped, or on request, as one participant of the
+// launcher's event loop: NCCL's flight recorder asked to dump through its pipes, every rank's stacks file (the ranks
+// side by side, each a StackDump), each rank's top frames, and the flight recorder dumps gathered into
+// attempt_N/flight_recorder/ for torch's reader. A hang's diagnostics and POST /stacks both run one
+// (launch/rank_diagnostics.hpp, the one room where a node's ranks are dumped).
 #pragma once
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,9 +44,37 @@ struct NodeDiagnosis {
 EnvMap diagnostics_environment(const EnvMap& environment, const std::string& hook_directory,
                                const std::string& rank_directory);
 
-// Asks each rank's NCCL flight recorder to dump (where its pipe listens), dumps every rank's stacks at once, then
-// waits (until the deadline at most) for the asked ranks' trace files, and gathers them. Returns by the deadline.
-NodeDiagnosis diagnose_ranks(const std::vector<RankProcess>& ranks, const std::string& attempt_directory,
-                             Clock::time_point deadline, const DumpOptions& options = {});
+// Asks each rank's NCCL flight recorder to dump (where its pipe listens: when `flight_recorder`), dumps every rank's
+// stacks at once, then waits (until the deadline at most) for the asked ranks' trace files, and gathers them. Done by
+// the deadline. `stacks_number` 0 writes each rank's stacks.txt (a hang's), K its stacks-K.txt (on request).
+class RankDiagnosisRun final : public LoopParticipant {
+ public:
+  RankDiagnosisRun(const std::vector<RankProcess>& ranks, std::string attempt_directory, Clock::time_point deadline,
+                   bool flight_recorder, int stacks_number, const DumpOptions& options = {});
+
+  void add_fds(std::vector<pollfd>& fds) override;
+  void on_ready(const pollfd& ready, LoopTime now) override;
+  std::optional<LoopTime> next_deadline() const override;
+  void on_time(LoopTime now) override;
+
+  bool done() const { return done_; }
+  // After done().
+  const NodeDiagnosis& result() const { return diagnosis_; }
+
+ private:
+  bool dumps_done() const;
+  bool traces_written() const;
+  void finish();
+
+  std::vector<RankProcess> ranks_;
+  std::string attempt_directory_;
+  Clock::time_point deadline_;
+  Clock::time_point started_;
+  bool flight_recorder_;
+  std::vector<bool> asked_;  // each rank's flight recorder was asked to dump
+  std::vector<std::unique_ptr<StackDump>> dumps_;
+  bool done_ = false;
+  NodeDiagnosis diagnosis_;
+};
 
 }  // namespace mgtrain::diagnose

@@ -1,5 +1,5 @@
-// Stack dumps of running workers without stopping them: dump_stacks writes every thread's stack of one process into
-// its rank's stacks.txt before a deadline, and says what it got and why not.
+// Stack dumps of running workers without stopping them: a StackDump writes every thread's stack of one process into
+// its rank's stacks file before a deadline, and says what it got and why not.
 //
 //   Python frames: the interpreter itself, through faulthandler armed by mgtrain's sitecustomize hook
 //                  (diagnose/python_hook.hpp): the stack signal is sent, and the new part of the rank's
@@ -9,18 +9,21 @@
 //                  milliseconds of the walk and detaches; the launcher runs it as a child and links nothing of it.
 //                  Absent eu-stack or ptrace permission is a note, not an error.
 //
-// Callers: hang detection (collect_diagnostics with a deadline), later `mgtrain status --stacks` and a dump ordered
-// over the rendezvous connection; all call dump_stacks_all with the local ranks' targets. It blocks until every
-// dump is done or the deadline passes (each process is dumped concurrently, in a thread of its own), never longer.
+// A StackDump is a participant of the launcher's event loop (process/event_loop.hpp): it waits for faulthandler's
+// answer and for eu-stack's output there, so the loop goes on (output, sockets, signals) and a node's ranks are
+// dumped side by side without a thread (rank_diagnosis.hpp runs them: a hang's diagnostics and POST /stacks).
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "diagnose/process_facts.hpp"
+#include "process/run_capture.hpp"
 
 namespace mgtrain::diagnose {
 
@@ -58,13 +61,56 @@ struct DumpResult {
   std::vector<std::string> top_frames;
 };
 
-// Dumps one process's stacks into target.output_path (atomically: the file appears complete) before `deadline`.
-// Never throws for the target's sake (gone, stopped, not armed, no permission, too slow): those are notes.
-DumpResult dump_stacks(const DumpTarget& target, Clock::time_point deadline, const DumpOptions& options = {});
+// One process's stacks into target.output_path (atomically: the file appears complete) before `deadline`. Never
+// throws for the target's sake (gone, stopped, not armed, no permission, too slow): those are notes.
+class StackDump final : public LoopParticipant {
+ public:
+  // Starts at once: the stack signal to an armed Python process, else eu-stack.
+  StackDump(DumpTarget target, Clock::time_point deadline, DumpOptions options = {});
+  // An eu-stack still running is killed (and the target continued, should it be left stopped).
+  ~StackDump() override;
+  StackDump(const StackDump&) = delete;
+  StackDump& operator=(const StackDump&) = delete;
 
-// dump_stacks of every target at once (a thread each); results in the targets' order.
-std::vector<DumpResult> dump_stacks_all(const std::vector<DumpTarget>& targets, Clock::time_point deadline,
-                                        const DumpOptions& options = {});
+  void add_fds(std::vector<pollfd>& fds) override;
+  void on_ready(const pollfd& ready, LoopTime now) override;
+  std::optional<LoopTime> next_deadline() const override;
+  void on_time(LoopTime now) override;
+
+  // Whether the dump has ended and its file is written: result() is final.
+  bool done() const { return stage_ == Stage::kDone; }
+  const DumpResult& result() const { return result_; }
+
+ private:
+  enum class Stage { kPython, kNative, kDone };
+
+  void start_python();
+  void python_answered(LoopTime now);  // its dump is complete, cut short or absent: then the native half
+  void start_native();
+  void native_answered();
+  void finish();
+
+  DumpTarget target_;
+  Clock::time_point deadline_;
+  DumpOptions options_;
+  std::string name_;  // "rank 3 (pid 41)"
+  Clock::time_point started_;
+  Stage stage_ = Stage::kPython;
+  DumpResult result_;
+  std::string python_;
+  std::string native_;
+  // The Python half: faulthandler.txt's size before the signal, the most seen since, when it last grew, and how long
+  // faulthandler's answer is waited for.
+  long long size_before_ = 0;
+  long long size_seen_ = 0;
+  Clock::time_point signalled_{};
+  Clock::time_point last_growth_{};
+  Clock::time_point python_limit_{};
+  // The native half.
+  std::unique_ptr<HelperRun> eu_stack_;
+  std::optional<char> state_before_native_;
+  double native_budget_s_ = 0;
+};
 
 // The path of `program` (with a '/': itself, if executable) on `path_variable`'s folders, or "".
 std::string find_program(const std::string& program, const std::string& path_variable);

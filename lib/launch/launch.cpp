@@ -227,7 +227,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   supervisor.set_diagnostics(diagnostics);
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
   // Straggler episodes go into run.json as they start and end.
-  LaunchMonitoring monitoring(supervisor, plan, loaded.config, diagnostics.dump_lock(),
+  LaunchMonitoring monitoring(supervisor, plan, loaded.config, diagnostics,
                               [&run_record](std::vector<StragglerRecord> episodes) {
                                 const std::string warning = run_record.set_stragglers(std::move(episodes));
                                 if (!warning.empty()) say_line(warning);

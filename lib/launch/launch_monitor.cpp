@@ -14,7 +14,6 @@
 #include "config/launch_defaults.hpp"
 #include "contract/heartbeat_line.hpp"
 #include "contract/log_layout.hpp"
-#include "launch/stacks_on_demand.hpp"
 #include "observe/status_token.hpp"
 #include "supervise/worker_env.hpp"
 #include "util/error.hpp"
@@ -289,8 +288,8 @@ std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, cons
 }
 
 LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
-                                   std::timed_mutex& dump_lock, StragglerEpisodesSink on_episodes)
-    : supervisor_(supervisor) {
+                                   RankDiagnostics& dumps, StragglerEpisodesSink on_episodes)
+    : supervisor_(supervisor), dumps_(dumps) {
   const LaunchConfig& launch = config.launch;
   const double interval = config.log.resource_interval_s;
   const std::optional<StragglerSettings> stragglers = straggler_settings(plan, launch);
@@ -308,8 +307,8 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     // POST /stacks: bounded like a hang's dump (launch.diagnose_timeout; its 0 turns off only the hang's).
     const double dump_timeout_s = launch.diagnose_timeout > 0 ? std::min(launch.diagnose_timeout, kMaxStacksDumpS)
                                                               : launch_defaults::kDiagnoseTimeoutS;
-    options.dump_stacks = [dump_timeout_s, &dump_lock](const StatusSnapshot& snapshot) {
-      return dump_stacks_on_demand(snapshot, dump_timeout_s, dump_lock);
+    options.dump_stacks = [dump_timeout_s, &dumps](const StatusSnapshot& snapshot) {
+      return dumps.request_stacks(snapshot, dump_timeout_s);
     };
     server_ = std::make_unique<StatusServer>(options);  // binds now: a busy port fails before any worker starts
     const std::string token_file = log_layout::status_token_file(plan.run_dir);
@@ -327,6 +326,7 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
 }
 
 LaunchMonitoring::~LaunchMonitoring() {
+  dumps_.close_requests();  // the loop has ended: a POST /stacks waiting for it is answered before the server stops
   if (monitor_) supervisor_.remove_participant(*monitor_);
   monitor_.reset();
   server_.reset();  // stops serving before NVML goes

@@ -3,20 +3,20 @@
 // (observe/straggler_detector.hpp: a console warning per episode, the ranks' step rates and flags in the
 // status snapshot, episodes to run.json), publishes the status snapshot to the status server whenever
 // the workers change or a sample was taken, and carries out the server's POST commands in the loop:
-// /checkpoint = SIGUSR2 to every worker's group, /stop = as if the launcher got SIGUSR1. POST /stacks does not pass
-// through the loop: LaunchMonitoring gives the server stacks_on_demand.hpp's dump, run on the HTTP thread.
+// /checkpoint = SIGUSR2 to every worker's group, /stop = as if the launcher got SIGUSR1. POST /stacks goes to the
+// node's dumping room (rank_diagnostics.hpp), which dumps on the loop while the HTTP thread waits for the answer.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "launch/rank_diagnostics.hpp"
 #include "observe/resource_sampler.hpp"
 #include "observe/run_record.hpp"
 #include "observe/status_server.hpp"
@@ -78,9 +78,9 @@ class LaunchMonitor final : public LoopParticipant {
 // <run dir>/status_endpoint, and joins the supervisor's loop.
 class LaunchMonitoring {
  public:
-  // `on_episodes` gets the straggler episodes for run.json (may be empty). POST /stacks takes `dump_lock` (the node's
-  // RankDiagnostics::dump_lock), which outlives this object.
-  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config, std::timed_mutex& dump_lock,
+  // `on_episodes` gets the straggler episodes for run.json (may be empty). POST /stacks goes to `dumps` (the node's
+  // RankDiagnostics, on the supervisor's loop), which outlives this object.
+  LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config, RankDiagnostics& dumps,
                    StragglerEpisodesSink on_episodes = {});
   ~LaunchMonitoring();
   LaunchMonitoring(const LaunchMonitoring&) = delete;
@@ -88,6 +88,7 @@ class LaunchMonitoring {
 
  private:
   Supervisor& supervisor_;
+  RankDiagnostics& dumps_;
   std::unique_ptr<GpuStatsSource> gpus_;
   std::unique_ptr<StatusServer> server_;
   std::unique_ptr<LaunchMonitor> monitor_;

@@ -1,46 +1,82 @@
-// The hang diagnostics of a node (supervise's HangDiagnostics, done by diagnose's diagnose_ranks): when a hang is
-// found, every running local rank's stacks.txt, its top frames and NCCL's flight recorder dumps, collected on a
-// thread of its own so the event loop goes on (output, sockets, signals) until they are done or the deadline.
+// The one room where a node's ranks are dumped: a hang's diagnostics (supervise's HangDiagnostics: every running
+// local rank's stacks.txt, its top frames and NCCL's flight recorder dumps) and the status API's POST /stacks
+// (stacks_on_demand.hpp), one at a time. Each runs as a diagnose::RankDiagnosisRun on the supervisor's event loop, so
+// the loop goes on (output, sockets, signals) while it waits, and no thread does the work. POST /stacks comes from the
+// status server's HTTP thread: request_stacks hands it to the loop through an eventfd and waits for the answer there.
 #pragma once
 
-#include <atomic>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "diagnose/rank_diagnosis.hpp"
+#include "launch/stacks_on_demand.hpp"
 #include "supervise/supervisor.hpp"
+#include "util/fd.hpp"
 
 namespace mgtrain {
 
 class RankDiagnostics final : public HangDiagnostics {
  public:
-  RankDiagnostics() = default;
+  explicit RankDiagnostics(diagnose::DumpOptions options = {});
   RankDiagnostics(const RankDiagnostics&) = delete;
   RankDiagnostics& operator=(const RankDiagnostics&) = delete;
-  ~RankDiagnostics() override;  // waits for a collection still running (it ends by its deadline)
+  ~RankDiagnostics() override;  // a request still waiting is answered (the run has ended)
 
+  // A hang's collection. An on-demand dump running now ends first (by its own deadline at most).
   void collect_diagnostics(int attempt, const std::vector<Target>& ranks,
                            std::chrono::steady_clock::time_point deadline) override;
-  // True once the collection ended; then (once) prints where the stacks are and what could not be taken.
+  // True once the hang's collection ended; then (once) prints where the stacks are and what could not be taken.
   bool done() override;
   std::string activity() const override { return "collecting every rank's stacks"; }
   std::vector<std::string> top_frames_of(int attempt, int global_rank) const override;
-
-  // The last collection's result (after done()).
+  // The last hang collection's result (after done()).
   const diagnose::NodeDiagnosis& last() const { return last_; }
-  // One stack dump of this node's ranks at a time: the hang's collection and the status API's on-demand dump
-  // (stacks_on_demand.hpp) share each rank's faulthandler.txt and ptrace. A hang's collection waits for an on-demand
-  // dump to end (until its own deadline at most); an on-demand dump is refused (busy) while either runs.
-  std::timed_mutex& dump_lock() { return dump_lock_; }
+
+  // POST /stacks, from any thread but the loop's: the ranks `snapshot` shows running, dumped on the loop within
+  // `timeout_s`. kBusy while a hang's collection or another request dumps; kNotRunning once the run has ended
+  // (close_requests).
+  StacksDump request_stacks(const StatusSnapshot& snapshot, double timeout_s);
+  // The loop has ended: every waiting request is answered, and later ones at once.
+  void close_requests();
+
+  void add_fds(std::vector<pollfd>& fds) override;
+  void on_ready(const pollfd& ready, LoopTime now) override;
+  std::optional<LoopTime> next_deadline() const override;
+  void on_time(LoopTime now) override;
 
  private:
-  void join();
+  struct Request {
+    StatusSnapshot snapshot;
+    double timeout_s = 0;
+    std::optional<StacksDump> answer;
+  };
+  struct HangCollection {
+    std::vector<diagnose::RankProcess> ranks;
+    LoopTime deadline;
+  };
 
-  std::timed_mutex dump_lock_;  // before worker_: it outlives the collection
-  std::thread worker_;
-  std::atomic<bool> finished_{true};
+  void take_requests(LoopTime now);
+  void answer(Request& request, StacksDump dump);
+  void start_hang(const HangCollection& collection);
+  void run_ended(LoopTime now);
+
+  diagnose::DumpOptions options_;
+  Fd wake_;  // eventfd: a request is waiting
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  std::vector<std::shared_ptr<Request>> waiting_;  // guarded by mutex_, as every Request::answer and closed_
+  bool closed_ = false;
+  // The loop's side.
+  std::unique_ptr<diagnose::RankDiagnosisRun> run_;  // the dump running now: the hang's, or on_demand_'s
+  std::shared_ptr<Request> on_demand_;
+  StacksRequest on_demand_plan_;
+  std::optional<HangCollection> hang_waiting_;  // found while an on-demand dump ran
+  bool hang_running_ = false;
+  bool hang_finished_ = true;
   bool reported_ = true;
   int attempt_ = -1;
   std::string attempt_directory_;

@@ -3,9 +3,7 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 
 #include "contract/log_layout.hpp"
@@ -56,9 +54,9 @@ int next_stacks_number(const std::vector<std::string>& rank_directories) {
   return number;
 }
 
-StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_s, std::timed_mutex& dump_lock,
-                                 const diagnose::DumpOptions& options) {
-  StacksDump dump;
+StacksRequest plan_stacks_request(const StatusSnapshot& snapshot) {
+  StacksRequest request;
+  StacksDump& dump = request.answer;
   dump.attempt = snapshot.attempt;
   std::vector<const RankStatus*> running;
   for (const RankStatus& rank : snapshot.ranks) {
@@ -68,27 +66,16 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
     dump.outcome = StacksOutcome::kNotRunning;
     dump.message = "no rank of run " + snapshot.run_id + " runs now (the launcher is " +
                    (snapshot.phase.empty() ? std::string("starting") : snapshot.phase) + "): nothing to dump";
-    return dump;
+    return request;
   }
-  std::unique_lock<std::timed_mutex> lock(dump_lock, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    dump.outcome = StacksOutcome::kBusy;
-    dump.message =
-        "the ranks' stacks are being dumped now (a hang's diagnostics or another request); ask again "
-        "when that is done";
-    return dump;
-  }
-  const auto started = diagnose::Clock::now();
   dump.time = unix_seconds_now();
   std::vector<std::string> rank_directories;
   rank_directories.reserve(running.size());
   for (const RankStatus* rank : running) {
     rank_directories.push_back(log_layout::rank_dir(snapshot.run_dir, snapshot.attempt, rank->rank));
   }
-  const int number = next_stacks_number(rank_directories);
-  // The ranks still this launcher's children are dumped (all at once); the others get a note.
-  std::vector<diagnose::DumpTarget> targets;
-  std::vector<std::size_t> dumped;  // index into `running` of each target
+  request.attempt_directory = log_layout::attempt_dir(snapshot.run_dir, snapshot.attempt);
+  request.stacks_number = next_stacks_number(rank_directories);
   for (std::size_t i = 0; i < running.size(); ++i) {
     const RankStatus& rank = *running[i];
     RankStacks entry;
@@ -104,16 +91,18 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
     }
     const diagnose::ProgramKind kind = diagnose::guess_program_kind(rank.pid);
     // Python workers got the hook with their progress file (supervise/worker_env.cpp: the status server is on).
-    targets.push_back(diagnose::DumpTarget{
-        rank.pid, rank.rank, kind, log_layout::stacks_on_request_file(rank_directories[i], number),
-        kind == diagnose::ProgramKind::python ? log_layout::faulthandler_file(rank_directories[i]) : ""});
-    dumped.push_back(i);
+    request.ranks.push_back(
+        diagnose::RankProcess{rank.rank, rank.pid, kind, rank_directories[i], kind == diagnose::ProgramKind::python});
+    request.entries.push_back(i);
   }
-  const std::vector<diagnose::DumpResult> results =
-      diagnose::dump_stacks_all(targets, started + steady_seconds(timeout_s), options);
-  for (std::size_t t = 0; t < targets.size(); ++t) {
-    RankStacks& entry = dump.ranks[dumped[t]];
-    const diagnose::DumpResult& result = results[t];
+  return request;
+}
+
+StacksDump answer_stacks_request(StacksRequest request, const diagnose::NodeDiagnosis& diagnosis) {
+  StacksDump dump = std::move(request.answer);
+  for (std::size_t t = 0; t < request.entries.size() && t < diagnosis.ranks.size(); ++t) {
+    RankStacks& entry = dump.ranks[request.entries[t]];
+    const diagnose::DumpResult& result = diagnosis.ranks[t].dump;
     entry.stacks_file = result.output_path;
     entry.outcome = outcome_name(result.outcome);
     entry.python_frames = result.python_frames;
@@ -122,7 +111,7 @@ StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_
     entry.seconds = result.seconds;
     entry.top_frames = result.top_frames;
   }
-  dump.seconds = std::chrono::duration<double>(diagnose::Clock::now() - started).count();
+  dump.seconds = diagnosis.seconds;
   return dump;
 }
 

@@ -1,15 +1,15 @@
 // The status API's on-demand stack dump for a single-node launch (POST /stacks, `mgtrain status --stacks`;
 // docs/diagnosis.md): every rank that runs now, dumped without stopping it into its own folder of the
 // current attempt as stacks-K.txt (K = 1, 2, ... per attempt: earlier dumps are kept, and stacks.txt stays the hang
-// report's), by a deadline, with each rank's top frames and notes. Runs on the status server's HTTP thread, so the
-// supervisor loop goes on; it takes the node's dump lock (RankDiagnostics::dump_lock), so it and a hang's collection
-// never dump at once.
+// report's), by a deadline, with each rank's top frames and notes. What to dump and the answer made of the dump, pure
+// but for the files they look at; the dump itself runs on the event loop in the node's one dumping room
+// (rank_diagnostics.hpp), so it and a hang's collection never dump at once.
 #pragma once
 
-#include <mutex>
 #include <string>
+#include <vector>
 
-#include "diagnose/stack_dump.hpp"
+#include "diagnose/rank_diagnosis.hpp"
 #include "observe/status_stacks.hpp"
 
 namespace mgtrain {
@@ -17,10 +17,20 @@ namespace mgtrain {
 // The first number K >= 1 for which no rank folder of `rank_directories` has stacks-K.txt.
 int next_stacks_number(const std::vector<std::string>& rank_directories);
 
-// Dumps the ranks `snapshot` shows running (its phase must be "running", else kNotRunning) within `timeout_s`;
-// kBusy while `dump_lock` is held (a hang's collection, another request). A rank whose pid is no longer this launcher's
-// child (it ended since the snapshot) gets a note instead of a dump.
-StacksDump dump_stacks_on_demand(const StatusSnapshot& snapshot, double timeout_s, std::timed_mutex& dump_lock,
-                                 const diagnose::DumpOptions& options = {});
+// A dump on demand of the ranks a snapshot shows running.
+struct StacksRequest {
+  // kNotRunning (final: nothing to dump), or kDumped with one entry per running rank; a rank whose pid is no longer
+  // this launcher's child (it ended since the snapshot) has a note there instead of a dump.
+  StacksDump answer;
+  std::vector<diagnose::RankProcess> ranks;  // the ranks to dump
+  std::vector<std::size_t> entries;          // each one's index into answer.ranks
+  std::string attempt_directory;
+  int stacks_number = 0;  // stacks-K.txt
+};
+
+// What POST /stacks dumps for `snapshot` (its phase must be "running", else kNotRunning).
+StacksRequest plan_stacks_request(const StatusSnapshot& snapshot);
+// The answer: the request's entries filled from the dump's results.
+StacksDump answer_stacks_request(StacksRequest request, const diagnose::NodeDiagnosis& diagnosis);
 
 }  // namespace mgtrain

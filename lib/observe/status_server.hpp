@@ -2,9 +2,9 @@
 // (Prometheus), /api/metrics (rank 0's loss curves), / (the dashboard page); POST /checkpoint, POST /stop and
 // POST /stacks with the run's bearer token. Served by cpp-httplib (the dlopen'ed module of status_http.hpp)
 // from its own threads; the supervisor loop stays the only owner of worker state: it publishes snapshots
-// here, and the POST commands wait in a queue whose eventfd the loop polls. POST /stacks is the exception: the
-// launcher's dumper (status_stacks.hpp) runs on the HTTP thread that asked, on the ranks of the last snapshot, so
-// the loop never waits for it; the dumper answers a request that comes while it dumps with "busy" at once.
+// here, and the POST commands wait in a queue whose eventfd the loop polls. POST /stacks waits for its answer: the
+// launcher's dumper (status_stacks.hpp) hands the ranks of the last snapshot to the loop, which dumps them and
+// answers (busy at once while another dump runs).
 #pragma once
 
 #include <memory>

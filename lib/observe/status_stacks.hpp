@@ -1,6 +1,6 @@
 // The status API's on-demand stack dump (POST /stacks, docs/monitoring.md): what the launcher answers, as plain
-// data, and its JSON. The dump itself is the launcher's (launch/stacks_on_demand.hpp, through lib/diagnose); the
-// status server calls it from the HTTP thread that asked, so the supervisor loop never waits.
+// data, and its JSON. The dump itself is the launcher's (launch/rank_diagnostics.hpp, on its event loop); the status
+// server calls the dumper from the HTTP thread that asked, which waits for the loop's answer.
 #pragma once
 
 #include <sys/types.h>

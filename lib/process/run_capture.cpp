@@ -1,14 +1,12 @@
 // A helper program started by start_child (worker_process.hpp), its two pipes drained until exit or deadline.
 #include "process/run_capture.hpp"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <cerrno>
 
-#include "process/worker_process.hpp"
 #include "util/environment.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -17,6 +15,9 @@
 namespace mgtrain {
 namespace {
 
+// How often a helper whose pipes closed is looked at until it has exited (it usually has already).
+constexpr auto kReapInterval = std::chrono::milliseconds(5);
+
 std::vector<std::string> child_environment(const CaptureOptions& options) {
   EnvMap env = current_environment();
   for (const auto& name : options.unset_env) env.erase(name);
@@ -24,56 +25,102 @@ std::vector<std::string> child_environment(const CaptureOptions& options) {
   return to_environ_strings(env);
 }
 
-// Reads the child's stdout and stderr into `result` until both close, or until the deadline, when the child is
-// killed (SIGKILL) and result.timed_out set.
-void drain_output(WorkerProcess& child, bool group, double timeout_s, CapturedRun& result) {
-  const auto deadline = std::chrono::steady_clock::now() + steady_seconds(timeout_s);
-  Fd* pipes[2] = {&child.stdout_pipe, &child.stderr_pipe};
-  pollfd fds[2] = {{child.stdout_pipe.get(), POLLIN, 0}, {child.stderr_pipe.get(), POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_count = 2;
-  char buffer[8192];
-  while (open_count > 0) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      result.timed_out = true;
-      kill(group ? -child.pid : child.pid, SIGKILL);
-      break;
-    }
-    if (wait_ready(fds, 2, deadline, "for a helper program's output") == 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
-      if (n > 0) {
-        sinks[i]->append(buffer, static_cast<std::size_t>(n));
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        pipes[i]->reset();
-        fds[i].fd = -1;
-        --open_count;
-      }
-    }
-  }
-}
-
-}  // namespace
-
-CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
+WorkerProcessSpec helper_spec(const std::vector<std::string>& argv, const CaptureOptions& options) {
   if (argv.empty()) throw Error("run_and_capture: empty command");
   WorkerProcessSpec spec;
   spec.argv = argv;
   spec.environment = child_environment(options);
   spec.working_directory = options.working_directory;
   spec.own_process_group = options.own_process_group;
+  // A helper a test runs from a thread of its own must survive the end of that thread (worker_process.hpp).
   spec.die_with_parent = false;
-  WorkerProcess child = start_child(spec);
-  CapturedRun result;
-  drain_output(child, options.own_process_group, options.timeout_s, result);
-  child.stdout_pipe.reset();
-  child.stderr_pipe.reset();
+  return spec;
+}
+
+}  // namespace
+
+HelperRun::HelperRun(const std::vector<std::string>& argv, const CaptureOptions& options)
+    : child_(start_child(helper_spec(argv, options))),
+      own_group_(options.own_process_group),
+      deadline_(LoopClock::now() + steady_seconds(options.timeout_s)) {}
+
+HelperRun::~HelperRun() {
+  if (reaped_) return;
+  kill_child();
+  reap(true);
+}
+
+void HelperRun::add_fds(std::vector<pollfd>& fds) {
+  for (const Fd* pipe : {&child_.stdout_pipe, &child_.stderr_pipe}) {
+    if (*pipe) fds.push_back(pollfd{pipe->get(), POLLIN, 0});
+  }
+}
+
+void HelperRun::on_ready(const pollfd& ready, LoopTime now) {
+  const bool out = ready.fd == child_.stdout_pipe.get();
+  if (ready.fd < 0 || (!out && ready.fd != child_.stderr_pipe.get())) return;  // another participant's
+  Fd& pipe = out ? child_.stdout_pipe : child_.stderr_pipe;
+  std::string& sink = out ? result_.out : result_.err;
+  char buffer[8192];
+  const ssize_t n = read(ready.fd, buffer, sizeof buffer);
+  if (n > 0) {
+    sink.append(buffer, static_cast<std::size_t>(n));
+  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    pipe.reset();
+    if (!child_.stdout_pipe && !child_.stderr_pipe) next_reap_ = now;
+  }
+}
+
+std::optional<LoopTime> HelperRun::next_deadline() const {
+  if (reaped_) return std::nullopt;
+  return next_reap_ ? std::min(*next_reap_, deadline_) : deadline_;
+}
+
+void HelperRun::on_time(LoopTime now) {
+  if (reaped_) return;
+  if (now >= deadline_ && !result_.timed_out) {
+    result_.timed_out = true;
+    kill_child();
+    child_.stdout_pipe.reset();
+    child_.stderr_pipe.reset();
+    reap(true);  // SIGKILL: it is gone at once
+    return;
+  }
+  if (next_reap_ && now >= *next_reap_) {
+    reap(false);
+    if (!reaped_) next_reap_ = now + kReapInterval;
+  }
+}
+
+void HelperRun::kill_child() { kill(own_group_ ? -child_.pid : child_.pid, SIGKILL); }
+
+void HelperRun::reap(bool block) {
   int status = 0;
-  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {}
-  if (WIFEXITED(status) && !result.timed_out) result.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
-  return result;
+  pid_t got;
+  do {
+    got = waitpid(child_.pid, &status, block ? 0 : WNOHANG);
+  } while (got < 0 && errno == EINTR);
+  if (got == 0) return;  // still running
+  reaped_ = true;
+  if (got < 0) return;  // not ours to reap (cannot happen): nothing more to learn
+  if (WIFEXITED(status) && !result_.timed_out) result_.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result_.signal = WTERMSIG(status);
+}
+
+CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
+  HelperRun run(argv, options);
+  std::vector<pollfd> fds;
+  while (!run.done()) {
+    fds.clear();
+    run.add_fds(fds);
+    wait_ready(fds.data(), fds.size(), run.next_deadline(), "for a helper program's output");
+    const LoopTime now = LoopClock::now();
+    for (const pollfd& fd : fds) {
+      if (fd.revents != 0) run.on_ready(fd, now);
+    }
+    run.on_time(now);
+  }
+  return run.result();
 }
 
 }  // namespace mgtrain

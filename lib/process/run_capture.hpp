@@ -1,11 +1,16 @@
-// Runs a short-lived program to completion and captures its output (through start_child, worker_process.hpp):
-// `mgtrain env` asks the worker binary for the LibTorch facts this way, scontrol and eu-stack run so, and tests run
-// the binaries through it. Not for workers: those run on the event loop.
+// A short-lived helper program whose output is captured (started through start_child, worker_process.hpp): eu-stack
+// for a hang's stacks runs as a HelperRun on the launcher's event loop; `mgtrain env` (the worker binary's LibTorch
+// facts), scontrol and the tests run one to completion with run_and_capture. Not for workers: those are the loop's
+// children.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "process/event_loop.hpp"
+#include "process/worker_process.hpp"
 
 namespace mgtrain {
 
@@ -27,7 +32,39 @@ struct CapturedRun {
   std::string err;  // stderr
 };
 
-// Throws SystemError when the program cannot be started.
+// One helper program as a loop participant: started by the constructor, its stdout and stderr read as they come,
+// killed (SIGKILL) when options.timeout_s has passed, reaped without blocking the loop once its pipes have closed.
+class HelperRun final : public LoopParticipant {
+ public:
+  // Throws ExecError when the program cannot be executed, SystemError when a system call fails.
+  HelperRun(const std::vector<std::string>& argv, const CaptureOptions& options);
+  // One still running is killed and reaped.
+  ~HelperRun() override;
+  HelperRun(const HelperRun&) = delete;
+  HelperRun& operator=(const HelperRun&) = delete;
+
+  void add_fds(std::vector<pollfd>& fds) override;
+  void on_ready(const pollfd& ready, LoopTime now) override;  // a descriptor not its own is ignored
+  std::optional<LoopTime> next_deadline() const override;
+  void on_time(LoopTime now) override;
+
+  // Whether it has exited (or was killed) and was reaped: result() is final.
+  bool done() const { return reaped_; }
+  const CapturedRun& result() const { return result_; }
+
+ private:
+  void kill_child();
+  void reap(bool block);
+
+  WorkerProcess child_;
+  bool own_group_;
+  LoopTime deadline_;
+  CapturedRun result_;
+  std::optional<LoopTime> next_reap_;  // both pipes closed, not yet exited: look again then
+  bool reaped_ = false;
+};
+
+// A HelperRun to its end: waits until it exited and closed its output, or its timeout.
 CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options = {});
 
 }  // namespace mgtrain

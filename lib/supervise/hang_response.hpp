@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "output/console_writer.hpp"
+#include "process/event_loop.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/supervision_policy.hpp"
@@ -25,7 +26,8 @@ class AttemptCoordinator;
 // What is collected when a hang is found, before any worker is signalled (docs/diagnosis.md): e.g. every rank's
 // stacks into attempt_<n>/rank_<r>/stacks.txt (log_layout::stacks_file). This default collects nothing; an
 // implementation is given to the supervisor with set_diagnostics.
-class HangDiagnostics {
+// It takes part in the supervisor's event loop (set_diagnostics adds it): its work waits there, never on a thread.
+class HangDiagnostics : public LoopParticipant {
  public:
   struct Target {
     int local_rank = 0;
@@ -34,10 +36,9 @@ class HangDiagnostics {
     std::string rank_directory;  // attempt_<n>/rank_<r>
     bool hung = false;           // the root cause; the others wait or go on
   };
-  virtual ~HangDiagnostics() = default;
-  // Starts collecting for `ranks` (every running local rank of `attempt`). It may return at once and go on in the
-  // background (the supervisor polls done() every kPollS) or block, but never beyond `deadline`
-  // (launch.diagnose_timeout after the detection); the workers are stopped after that in any case.
+  // Starts collecting for `ranks` (every running local rank of `attempt`) and returns at once; the work goes on as a
+  // loop participant (the supervisor polls done() every kPollS) and ends by `deadline` (launch.diagnose_timeout after
+  // the detection); the workers are stopped after that in any case.
   virtual void collect_diagnostics(int attempt, const std::vector<Target>& ranks,
                                    std::chrono::steady_clock::time_point deadline) {
     (void)attempt;

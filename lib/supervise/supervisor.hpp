@@ -77,7 +77,11 @@ class Supervisor : private LoopHandler, private LoopParticipant {
   // Multi-node (the policy must be in coordinated mode; see AttemptCoordinator).
   void set_coordinator(AttemptCoordinator* coordinator) { coordinator_ = coordinator; }
   // What to collect when a hang is found (kept by the caller, outliving run()); default: nothing.
-  void set_diagnostics(HangDiagnostics& diagnostics) { hang_.set_diagnostics(diagnostics); }
+  // `diagnostics` joins the loop and must outlive the supervisor.
+  void set_diagnostics(HangDiagnostics& diagnostics) {
+    hang_.set_diagnostics(diagnostics);
+    loop_.add(diagnostics);
+  }
   // Joins the loop (the node agent's sockets, the status API and resource sampler) until removed.
   void add_participant(LoopParticipant& participant) { loop_.add(participant); }
   void remove_participant(LoopParticipant& participant) { loop_.remove(participant); }

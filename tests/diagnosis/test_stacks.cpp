@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include "diagnose/stack_dump.hpp"
 #include "diagnose/top_frames.hpp"
 #include "integration/launch_fixture.hpp"
+#include "support/loop_runner.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::diagnose;
@@ -58,6 +61,30 @@ threading.Thread(target=helper_thread_waits, daemon=True).start()
 stuck_here()
 print("finished")
 )PY";
+
+// The dumps on the launcher's event loop, to their end (each ends by its deadline).
+std::vector<DumpResult> dump_stacks_all(const std::vector<DumpTarget>& targets, Clock::time_point deadline,
+                                        const DumpOptions& options = {}) {
+  LoopRunner runner;
+  std::vector<std::unique_ptr<StackDump>> dumps;
+  for (const DumpTarget& target : targets) {
+    dumps.push_back(std::make_unique<StackDump>(target, deadline, options));
+    runner.add(*dumps.back());
+  }
+  const bool done = runner.run_until(
+      [&] { return std::all_of(dumps.begin(), dumps.end(), [](const auto& dump) { return dump->done(); }); }, 60s);
+  REQUIRE(done);
+  std::vector<DumpResult> results;
+  for (const auto& dump : dumps) {
+    runner.remove(*dump);
+    results.push_back(dump->result());
+  }
+  return results;
+}
+
+DumpResult dump_stacks(const DumpTarget& target, Clock::time_point deadline, const DumpOptions& options = {}) {
+  return dump_stacks_all({target}, deadline, options).at(0);
+}
 
 bool have_python() { return access(kPython, X_OK) == 0; }
 bool have_eu_stack() {
@@ -342,9 +369,13 @@ TEST_CASE("stacks: a node's diagnosis: stacks, top frames and the flight recorde
     std::ofstream(worker.rank_dir + "/nccl_trace_rank_0") << "pickled trace";
   });
   const auto started = Clock::now();
-  NodeDiagnosis diagnosis =
-      diagnose_ranks({RankProcess{0, worker.process.pid, ProgramKind::python, worker.rank_dir, true}},
-                     worker.dir / "attempt_0", Clock::now() + 8s);
+  RankDiagnosisRun run({RankProcess{0, worker.process.pid, ProgramKind::python, worker.rank_dir, true}},
+                       worker.dir / "attempt_0", Clock::now() + 8s, /*flight_recorder=*/true, /*stacks_number=*/0);
+  LoopRunner runner;
+  runner.add(run);
+  REQUIRE(runner.run_until([&] { return run.done(); }, 30s));
+  runner.remove(run);
+  const NodeDiagnosis& diagnosis = run.result();
   torch.join();
   close(reader);
   CHECK(std::chrono::duration<double>(Clock::now() - started).count() < 5.0);

@@ -1,12 +1,13 @@
 // The on-demand dump behind POST /stacks (launch/stacks_on_demand.hpp) on real child processes: numbered files that
 // keep earlier dumps, not running and busy answers, a rank that ended, a live child dumped and left running; and the
-// dump lock it shares with the hang diagnostics (launch/rank_diagnostics.hpp).
+// node's one dumping room it shares with the hang diagnostics (launch/rank_diagnostics.hpp), on an event loop.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "diagnose/stack_dump.hpp"
 #include "launch/rank_diagnostics.hpp"
 #include "launch/stacks_on_demand.hpp"
+#include "support/loop_runner.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace mgtrain;
@@ -42,7 +44,30 @@ struct SleepingChild {
   }
 };
 
-StatusSnapshot running_snapshot(const std::string& run_dir, std::vector<std::pair<int, pid_t>> ranks) {
+// Dump options whose "eu-stack" is a script that says it started, then waits for <dir>/release and prints nothing:
+// a dump that lasts as long as the test wants.
+diagnose::DumpOptions slow_eu_stack(const std::string& dir) {
+  const std::string script = dir + "/slow-eu-stack";
+  std::ofstream(script) << "#!/bin/sh\ntouch '" << dir << "/eu-stack-started'\nwhile [ ! -e '" << dir
+                        << "/release' ]; do sleep 0.05; done\n";
+  fs::permissions(script, fs::perms::owner_all);
+  return diagnose::DumpOptions{script};
+}
+
+// POST /stacks as the status server's HTTP thread sends it, while this thread turns the loop.
+StacksDump ask(testing::LoopRunner& runner, RankDiagnostics& node, const StatusSnapshot& snapshot, double timeout_s) {
+  StacksDump dump;
+  std::atomic<bool> answered{false};
+  std::thread http([&] {
+    dump = node.request_stacks(snapshot, timeout_s);
+    answered = true;
+  });
+  runner.run_until([&] { return answered.load(); }, std::chrono::seconds(60));
+  http.join();
+  return dump;
+}
+
+StatusSnapshot running_snapshot(const std::string& run_dir, const std::vector<std::pair<int, pid_t>>& ranks) {
   StatusSnapshot snapshot;
   snapshot.run_id = "r";
   snapshot.run_dir = run_dir;
@@ -82,21 +107,31 @@ TEST_CASE("on-demand stacks: nothing runs, or another dump runs: no files, a cle
   SleepingChild child;
   StatusSnapshot snapshot = running_snapshot(dir.path(), {{0, child.pid}});
   snapshot.phase = "stopping";
-  RankDiagnostics node;  // its dump lock: one dump of the node's ranks at a time
-  StacksDump dump = dump_stacks_on_demand(snapshot, 5, node.dump_lock());
+  testing::LoopRunner runner;
+  RankDiagnostics node(slow_eu_stack(dir.path()));  // the node's one dumping room
+  runner.add(node);
+  StacksDump dump = ask(runner, node, snapshot, 5);
   CHECK(dump.outcome == StacksOutcome::kNotRunning);
   CHECK_THAT(dump.message, Catch::Contains("stopping"));
   snapshot.phase = "running";
   snapshot.ranks[0].state = "exited";
-  CHECK(dump_stacks_on_demand(snapshot, 5, node.dump_lock()).outcome == StacksOutcome::kNotRunning);
+  CHECK(ask(runner, node, snapshot, 5).outcome == StacksOutcome::kNotRunning);
   snapshot.ranks[0].state = "running";
-  {
-    std::lock_guard<std::timed_mutex> hang_dump(node.dump_lock());  // as the hang diagnostics hold it
-    dump = dump_stacks_on_demand(snapshot, 5, node.dump_lock());
-    CHECK(dump.outcome == StacksOutcome::kBusy);
-    CHECK_THAT(dump.message, Catch::Contains("being dumped now"));
-  }
+  const std::string hang_rank_dir = dir / "attempt_0/rank_0";
+  fs::create_directories(hang_rank_dir);
+  // A hang's collection runs (its eu-stack waits for the release file): the request is answered busy at once.
+  node.collect_diagnostics(0, {{0, 0, child.pid, hang_rank_dir, true}}, std::chrono::steady_clock::now() + 60s);
+  dump = ask(runner, node, snapshot, 5);
+  CHECK(dump.outcome == StacksOutcome::kBusy);
+  CHECK_THAT(dump.message, Catch::Contains("being dumped now"));
   CHECK_FALSE(fs::exists(log_layout::stacks_on_request_file(log_layout::rank_dir(dir.path(), 1, 0), 1)));
+  std::ofstream(dir / "release").close();
+  REQUIRE(runner.run_until([&] { return node.done(); }, 30s));
+  CHECK(fs::exists(log_layout::stacks_file(hang_rank_dir)));
+  // Once the loop has ended, a request is answered at once.
+  runner.remove(node);
+  node.close_requests();
+  CHECK(node.request_stacks(snapshot, 5).outcome == StacksOutcome::kNotRunning);
 }
 
 TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended gets a note", "[stacks][on_demand]") {
@@ -106,10 +141,10 @@ TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended 
   if (ended == 0) _exit(0);
   waitpid(ended, nullptr, 0);
   const StatusSnapshot snapshot = running_snapshot(dir.path(), {{0, child.pid}, {1, ended}});
-  const auto started = std::chrono::steady_clock::now();
+  testing::LoopRunner runner;
   RankDiagnostics node;
-  StacksDump dump = dump_stacks_on_demand(snapshot, 10, node.dump_lock());
-  CHECK(std::chrono::steady_clock::now() - started < 8s);
+  runner.add(node);
+  StacksDump dump = ask(runner, node, snapshot, 10);
   REQUIRE(dump.outcome == StacksOutcome::kDumped);
   CHECK(dump.attempt == 1);
   REQUIRE(dump.ranks.size() == 2);
@@ -136,33 +171,40 @@ TEST_CASE("on-demand stacks: a live child is dumped and goes on, one that ended 
   CHECK(waitpid(child.pid, nullptr, WNOHANG) == 0);
   // a second dump keeps the first
   const std::string first_file = live.stacks_file;
-  dump = dump_stacks_on_demand(snapshot, 10, node.dump_lock());
+  dump = ask(runner, node, snapshot, 10);
   REQUIRE(dump.outcome == StacksOutcome::kDumped);
   CHECK(dump.ranks[0].stacks_file == log_layout::stacks_on_request_file(log_layout::rank_dir(dir.path(), 1, 0), 2));
   CHECK(fs::exists(first_file));
+  runner.remove(node);
 }
 
 TEST_CASE("hang diagnostics wait for an on-demand dump, until their deadline at most", "[stacks][on_demand]") {
   testing::TempDir dir("mgtrain-stacks-now");
   SleepingChild child;
+  const StatusSnapshot snapshot = running_snapshot(dir.path(), {{0, child.pid}});
   const std::string rank_dir = dir / "attempt_0/rank_0";
   fs::create_directories(rank_dir);
-  RankDiagnostics diagnostics;
-  {
-    std::unique_lock<std::timed_mutex> on_demand(diagnostics.dump_lock());
-    diagnostics.collect_diagnostics(0, {{0, 0, child.pid, rank_dir, true}}, std::chrono::steady_clock::now() + 300ms);
-    std::this_thread::sleep_for(100ms);
-    CHECK_FALSE(diagnostics.done());  // waiting for the lock
-    std::this_thread::sleep_for(400ms);
-  }
-  REQUIRE(diagnostics.done());
+  testing::LoopRunner runner;
+  RankDiagnostics diagnostics(slow_eu_stack(dir.path()));
+  runner.add(diagnostics);
+  // An on-demand dump runs (its eu-stack waits for the release file) when the hang is found.
+  StacksDump on_demand;
+  std::thread asker([&] { on_demand = diagnostics.request_stacks(snapshot, 30); });
+  REQUIRE(runner.run_until([&] { return fs::exists(dir / "eu-stack-started"); }, 30s));
+  const auto deadline = std::chrono::steady_clock::now() + 300ms;
+  diagnostics.collect_diagnostics(0, {{0, 0, child.pid, rank_dir, true}}, deadline);
+  runner.run_until([&] { return std::chrono::steady_clock::now() > deadline + 100ms; }, 10s);
+  CHECK_FALSE(diagnostics.done());  // waiting for the on-demand dump
+  std::ofstream(dir / "release").close();
+  REQUIRE(runner.run_until([&] { return diagnostics.done(); }, 30s));
+  asker.join();
+  CHECK(on_demand.outcome == StacksOutcome::kDumped);
   REQUIRE_FALSE(diagnostics.last().ranks.empty());
   CHECK_THAT(diagnostics.last().ranks[0].dump.notes.at(0), Catch::Contains("POST /stacks"));
   CHECK_FALSE(fs::exists(log_layout::stacks_file(rank_dir)));
   // free: the next collection dumps
   diagnostics.collect_diagnostics(0, {{0, 0, child.pid, rank_dir, true}}, std::chrono::steady_clock::now() + 10s);
-  const auto until = std::chrono::steady_clock::now() + 15s;
-  while (!diagnostics.done() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(20ms);
-  REQUIRE(diagnostics.done());
+  REQUIRE(runner.run_until([&] { return diagnostics.done(); }, 30s));
   CHECK(fs::exists(log_layout::stacks_file(rank_dir)));
+  runner.remove(diagnostics);
 }
