@@ -104,13 +104,10 @@ LaunchPlan plan_for(const LaunchRequest& request, const LoadedConfig& loaded, co
 // The console's prefix template and torchrun's duplicate filters, as torchrun reads them: the flag (or its PET_
 // variable), else the launcher's environment. Kept in the plan: nothing is added to the workers' environment.
 void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const EnvMap& environment) {
-  if (request.log_line_prefix_template) {
-    if (!request.log_line_prefix_template->empty()) {  // torch treats "" as unset
-      plan.line_prefix = LinePrefix::from_template(*request.log_line_prefix_template, "--log-line-prefix-template");
-    }
-  } else {
-    plan.line_prefix = LinePrefix::from_environment(environment_value(environment, kLogLinePrefixTemplateVariable));
-  }
+  plan.line_prefix = request.log_line_prefix_template
+                         ? LinePrefix::from_setting(request.log_line_prefix_template, "--log-line-prefix-template")
+                         : LinePrefix::from_setting(environment_value(environment, kLogLinePrefixTemplateVariable),
+                                                    std::string(kLogLinePrefixTemplateVariable) + " (environment)");
   const std::optional<std::string>* flags[2] = {&request.duplicate_stdout_filters, &request.duplicate_stderr_filters};
   const char* variables[2] = {kDuplicateStdoutFiltersVariable, kDuplicateStderrFiltersVariable};
   for (int stream = 0; stream < 2; ++stream) {

@@ -73,9 +73,9 @@ LinePrefix LinePrefix::from_template(const std::string& text, const std::string&
   return prefix;
 }
 
-LinePrefix LinePrefix::from_environment(const std::optional<std::string>& value) {
+LinePrefix LinePrefix::from_setting(const std::optional<std::string>& value, const std::string& source) {
   if (!value || value->empty()) return LinePrefix();
-  return from_template(*value, std::string(kLogLinePrefixTemplateVariable) + " (environment)");
+  return from_template(*value, source);
 }
 
 std::string LinePrefix::render(const PrefixFields& fields) const {

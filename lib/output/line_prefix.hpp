@@ -30,8 +30,9 @@ class LinePrefix {
   // Throws UsageError for a placeholder torch does not know (torch would print it unreplaced, which is
   // always a typo) or an unclosed "${".
   static LinePrefix from_template(const std::string& text, const std::string& source);
-  // The template from the launcher's environment when set and not empty (torch treats "" as unset).
-  static LinePrefix from_environment(const std::optional<std::string>& value);
+  // The template of a setting (the flag, or the launcher's environment) when set and not empty (torch treats "" as
+  // unset); else the default prefix.
+  static LinePrefix from_setting(const std::optional<std::string>& value, const std::string& source);
 
   std::string render(const PrefixFields& fields) const;
   bool is_template() const { return template_.has_value(); }

@@ -8,14 +8,15 @@ using namespace mgtrain;
 
 namespace {
 const PrefixFields kWorker{"default", 5, 1, "node7"};
+const std::string kSource = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (environment)";
 
 std::string render(const std::string& text) { return LinePrefix::from_template(text, "T").render(kWorker); }
 }  // namespace
 
 TEST_CASE("without a template the prefix is mgtrain's [rank N]", "[prefix]") {
   CHECK(LinePrefix().render(kWorker) == "[rank 5] ");
-  CHECK(LinePrefix::from_environment(std::nullopt).render(kWorker) == "[rank 5] ");
-  CHECK_FALSE(LinePrefix::from_environment("").is_template());  // torch: an empty template is no template
+  CHECK(LinePrefix::from_setting(std::nullopt, kSource).render(kWorker) == "[rank 5] ");
+  CHECK_FALSE(LinePrefix::from_setting("", kSource).is_template());  // torch: an empty template is no template
 }
 
 TEST_CASE("the template is rendered as torch's string.Template safe_substitute does, used as written", "[prefix]") {
@@ -26,12 +27,12 @@ TEST_CASE("the template is rendered as torch's string.Template safe_substitute d
   CHECK(render("a$ b$") == "a$ b$");                               // a $ that starts nothing stays
   CHECK(render("r$1") == "r$1");
   CHECK(render("") == "");
-  CHECK(LinePrefix::from_environment("<${rank}> ").render(kWorker) == "<5> ");
+  CHECK(LinePrefix::from_setting("<${rank}> ", kSource).render(kWorker) == "<5> ");
 }
 
 TEST_CASE("an unknown placeholder or an unclosed brace is a usage error naming the variable", "[prefix]") {
-  CHECK_THROWS_AS(LinePrefix::from_environment("${rnak}"), UsageError);
-  CHECK_THROWS_WITH(LinePrefix::from_environment("[${rnak}] "),
+  CHECK_THROWS_AS(LinePrefix::from_setting("${rnak}", kSource), UsageError);
+  CHECK_THROWS_WITH(LinePrefix::from_setting("[${rnak}] ", kSource),
                     Catch::Contains("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE") &&
                         Catch::Contains("unknown placeholder ${rnak}") && Catch::Contains("did you mean rank"));
   CHECK_THROWS_WITH(render("$ranks "), Catch::Contains("unknown placeholder $ranks"));
