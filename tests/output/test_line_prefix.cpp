@@ -26,7 +26,7 @@ TEST_CASE("the template is rendered as torch's string.Template safe_substitute d
   CHECK(render("cost $$5 ") == "cost $5 ");                        // $$ is one $
   CHECK(render("a$ b$") == "a$ b$");                               // a $ that starts nothing stays
   CHECK(render("r$1") == "r$1");
-  CHECK(render("") == "");
+  CHECK(render("").empty());
   CHECK(LinePrefix::from_setting("<${rank}> ", kSource).render(kWorker) == "<5> ");
 }
 
@@ -49,8 +49,8 @@ TEST_CASE("torchrun's console prefixes teed streams only, with the template or [
   CHECK(console_prefix(none, false, true, trainer) == "[rank 3] ");
   CHECK(console_prefix(ranks, false, false, trainer) == "<trainer:3:1>");
   // torchrun's: as written unless teed; the template replaces the header only on teed streams.
-  CHECK(console_prefix(none, true, false, trainer) == "");
+  CHECK(console_prefix(none, true, false, trainer).empty());
   CHECK(console_prefix(none, true, true, trainer) == "[trainer1]:");
-  CHECK(console_prefix(ranks, true, false, trainer) == "");
+  CHECK(console_prefix(ranks, true, false, trainer).empty());
   CHECK(console_prefix(ranks, true, true, trainer) == "<trainer:3:1>");
 }
