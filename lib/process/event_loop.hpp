@@ -76,7 +76,7 @@ class EventLoop {
   // After a caller is done, how long the outputs of its children may stay open (held by escaped descendants).
   static constexpr LoopClock::duration kDrainTimeout = std::chrono::seconds(2);
 
-  // Blocks the signals (signal_channel.hpp), then forks the orphan guard.
+  // Blocks the signals (signal_channel.hpp), then starts the orphan guard.
   explicit EventLoop(LoopHandler& handler);
   // Every child still running is killed (SIGKILL to its process group) and reaped.
   ~EventLoop();

@@ -1,63 +1,45 @@
-// The orphan guard process: a forked copy of the launcher reading process-group ids from a pipe.
+// The orphan guard process: a POSIX shell loop reading process-group ids from a pipe (see orphan_guard.hpp).
 #include "process/orphan_guard.hpp"
 
-#include <fcntl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
 #include <cerrno>
-#include <csignal>
 
-#include <set>
-
+#include "process/worker_process.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
 
-[[noreturn]] void run_guard(int read_fd) {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) {
-    signal(sig, SIG_IGN);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Hold nothing of the launcher's open: no pipes, no terminal, no log files.
-  if (read_fd != STDIN_FILENO) {
-    dup2(read_fd, STDIN_FILENO);
-  }
-  // In the forked child before anything else: raw close() is async-signal-safe, no Fd owns these here.
-  if (syscall(SYS_close_range, 1U, ~0U, 0U) != 0) {
-    for (int fd = 1; fd < 1024; ++fd) close(fd);
-  }
-  std::set<int> groups;
-  int message = 0;
-  while (true) {
-    ssize_t got = read(STDIN_FILENO, &message, sizeof message);
-    if (got < 0 && errno == EINTR) continue;
-    if (got != static_cast<ssize_t>(sizeof message)) break;  // EOF: the launcher is gone
-    if (message > 0) groups.insert(message);
-    if (message < 0) groups.erase(-message);
-  }
-  for (int group : groups) kill(-group, SIGKILL);
-  _exit(0);
-}
+// Ignores every signal a terminal, a job control shell or a dying pipe could send; keeps the watched groups as
+// " G1 G2 ... " (a forgotten group is cut out of it); at end of file, SIGKILL to each group left. Builtins only
+// (read, case, kill): nothing is started, so it works whatever PATH the launcher had, and with none.
+constexpr const char* kGuardScript = R"SH(trap '' INT TERM HUP QUIT USR1 USR2 PIPE TSTP TTIN TTOU
+groups=' '
+while IFS= read -r line; do
+  case $line in
+    +*) groups="$groups${line#+} " ;;
+    -*) id=${line#-}
+        case $groups in *" $id "*) groups="${groups%%" $id "*} ${groups#*" $id "}" ;; esac ;;
+  esac
+done
+for group in $groups; do kill -s KILL -- "-$group" 2>/dev/null; done
+exit 0
+)SH";
 
 }  // namespace
 
 OrphanGuard::OrphanGuard() {
   Pipe pipe = make_pipe();
-  pid_t pid = fork();
-  if (pid == 0) {
-    // The child never returns (run_guard ends in _exit), so no destructor runs here: close by hand
-    // (async-signal-safe).
-    close(pipe.write.get());
-    run_guard(pipe.read.get());
-  }
-  int fork_errno = errno;
+  WorkerProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", kGuardScript, "mgtrain-orphan-guard"};
+  spec.stdin_fd = pipe.read.get();
+  spec.own_process_group = true;                  // no terminal's signal reaches it
+  spec.die_with_parent = false;                   // it outlives the launcher: that is what it is for
+  const WorkerProcess guard = start_child(spec);  // its stdout and stderr (unused) close with `guard`
   pipe.read.reset();
-  if (pid < 0) throw SystemError("fork() for the orphan guard", fork_errno);
-  guard_pid_ = pid;
+  guard_pid_ = guard.pid;
   pipe_write_ = std::move(pipe.write);
 }
 
@@ -68,13 +50,28 @@ OrphanGuard::~OrphanGuard() {
   }
 }
 
-void OrphanGuard::send(int message) {
-  ssize_t written;
+std::size_t OrphanGuard::message_line(bool watch, pid_t process_group, char (&line)[kMessageSize]) {
+  char digits[kMessageSize];
+  std::size_t count = 0;
+  auto value = static_cast<unsigned long>(process_group);
   do {
-    written = write(pipe_write_.get(), &message, sizeof message);
-  } while (written < 0 && errno == EINTR);
+    digits[count++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0 && count < kMessageSize - 2);
+  std::size_t length = 0;
+  line[length++] = watch ? '+' : '-';
+  while (count > 0) line[length++] = digits[--count];
+  line[length++] = '\n';
+  return length;
 }
 
-void OrphanGuard::forget(pid_t process_group) { send(-static_cast<int>(process_group)); }
+void OrphanGuard::forget(pid_t process_group) {
+  char line[kMessageSize];
+  const std::size_t length = message_line(false, process_group, line);
+  ssize_t written;
+  do {
+    written = write(pipe_write_.get(), line, length);
+  } while (written < 0 && errno == EINTR);
+}
 
 }  // namespace mgtrain

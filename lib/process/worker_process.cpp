@@ -69,8 +69,9 @@ Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
   }
   if (!spec.working_directory.empty() && chdir(spec.working_directory.c_str()) != 0) fail(errno);
   if (spec.announce_fd >= 0) {
-    int pid = static_cast<int>(getpid());
-    if (write(spec.announce_fd, &pid, sizeof pid) != static_cast<ssize_t>(sizeof pid)) fail(errno);
+    char line[OrphanGuard::kMessageSize];
+    const std::size_t length = OrphanGuard::message_line(true, getpid(), line);
+    if (write(spec.announce_fd, line, length) != static_cast<ssize_t>(length)) fail(errno);
   }
   if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 || dup2(stderr_fd, STDERR_FILENO) < 0) {
     fail(errno);

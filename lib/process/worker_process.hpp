@@ -21,7 +21,7 @@ namespace mgtrain {
 struct WorkerProcessSpec {
   std::vector<std::string> argv;         // argv[0] is looked up on PATH like execvp
   std::vector<std::string> environment;  // "KEY=VALUE"
-  // If >= 0: before exec, the child writes its pid (an int) to this pipe, so that the orphan guard
+  // If >= 0: before exec, the child writes its pid (OrphanGuard::message_line) to this pipe, so that the orphan guard
   // knows the new process group before any of the worker's own code runs (OrphanGuard::announce_fd).
   int announce_fd = -1;
   // If >= 0: the child's stdin (the caller keeps and closes it); else /dev/null.

@@ -13,7 +13,11 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+
 #include "process/event_loop.hpp"
+#include "process/orphan_guard.hpp"
+#include "process/worker_process.hpp"
 
 using namespace mgtrain;
 using namespace std::chrono_literals;
@@ -244,4 +248,33 @@ TEST_CASE("event loop: children still running are killed and reaped when it goes
   CHECK(kill(pid, 0) == -1);  // reaped: the pid is gone
   CHECK(errno == ESRCH);
   CHECK(recorder.exits.empty());
+}
+
+TEST_CASE("orphan guard: the groups it watches when its pipe closes are killed, a forgotten one is not",
+          "[event-loop]") {
+  auto sleeper = [] {
+    WorkerProcessSpec spec;
+    spec.argv = {"/bin/sleep", "60"};
+    spec.die_with_parent = false;
+    return start_child(spec);  // a process group of its own
+  };
+  WorkerProcess watched = sleeper(), forgotten = sleeper();
+  char line[OrphanGuard::kMessageSize];
+  CHECK(std::string(line, OrphanGuard::message_line(true, 4194304, line)) == "+4194304\n");
+  CHECK(std::string(line, OrphanGuard::message_line(false, 7, line)) == "-7\n");
+  {
+    OrphanGuard guard;
+    for (pid_t group : {watched.pid, forgotten.pid}) {
+      const std::size_t length = OrphanGuard::message_line(true, group, line);
+      REQUIRE(write(guard.announce_fd(), line, length) == static_cast<ssize_t>(length));
+    }
+    guard.forget(forgotten.pid);
+  }  // the pipe closes as when the launcher dies; the guard has exited once this returns
+  int status = 0;
+  REQUIRE(waitpid(watched.pid, &status, 0) == watched.pid);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  CHECK(waitpid(forgotten.pid, &status, WNOHANG) == 0);  // still running
+  kill(forgotten.pid, SIGKILL);
+  waitpid(forgotten.pid, nullptr, 0);
 }
