@@ -185,7 +185,8 @@ ddp: {connect_timeout_s: 60}
 log: {every_steps: 4}
 checkpoint: {every_epochs: 0}
 EOF
-# Long enough to be interrupted: checkpoints every 40 steps, progress every 20.
+# Long enough to be interrupted: checkpoints every 40 steps (all kept: when the two runs end apart, compare_models
+# names the first step at which they differ), progress every 20.
 cat >"$work/preempt.yaml" <<'EOF'
 model: {type: mlp, hidden_sizes: [256, 256]}
 data: {dataset: synthetic, input_shape: [128], num_classes: 8, synthetic_samples: 40000, loader_threads: 0}
@@ -193,7 +194,7 @@ train: {max_steps: 1000, batch_size: 32, eval_at_epoch_end: false}
 optim: {name: adam, lr: 0.001}
 ddp: {connect_timeout_s: 60}
 log: {every_steps: 20}
-checkpoint: {every_steps: 40, every_epochs: 0}
+checkpoint: {every_steps: 40, every_epochs: 0, keep_last: 40}
 EOF
 
 job_field() {  # job_field JOB KEY: a field of `scontrol show job`
@@ -310,9 +311,10 @@ compare_models() {
   python3 - "$work/c/runs/slurm-$reference/checkpoints" "$work/c/runs/slurm-$preempted/checkpoints" <<'EOF'
 import json, os, struct, sys
 
-def model_tensors(directory):
-    with open(os.path.join(directory, "latest")) as f:
-        name = f.read().strip()
+def model_tensors(directory, name=None):
+    if name is None:
+        with open(os.path.join(directory, "latest")) as f:
+            name = f.read().strip()
     with open(os.path.join(directory, name), "rb") as f:
         blob = f.read()
     (length,) = struct.unpack("<Q", blob[:8])
@@ -329,6 +331,13 @@ if a[1] != b[1] or not a[2] or a[2].keys() != b[2].keys():
     sys.exit("    different steps or tensor names")
 different = [k for k in a[2] if a[2][k] != b[2][k]]
 if different:
+    # Where the two runs part: the first checkpoint both kept whose model differs.
+    both = sorted(set(os.listdir(sys.argv[1])) & set(os.listdir(sys.argv[2])))
+    for name in (n for n in both if n.startswith("checkpoint-") and n.endswith(".safetensors")):
+        x, y = (model_tensors(d, name)[2] for d in sys.argv[1:3])
+        if x != y:
+            print(f"    the first checkpoint both runs wrote that differs: {name}")
+            break
     sys.exit(f"    different values in {different}")
 EOF
 }
