@@ -92,11 +92,16 @@ StackDump::StackDump(DumpTarget target, Clock::time_point deadline, DumpOptions 
 
 StackDump::~StackDump() {
   if (!eu_stack_ || eu_stack_->done()) return;
-  const std::optional<char> state_before = state_before_native_;
   eu_stack_.reset();  // killed and reaped
+  continue_if_left_stopped();
+}
+
+// eu-stack killed while attached leaves its target stopped: continue it, unless it was stopped before eu-stack ran.
+void StackDump::continue_if_left_stopped() const {
   const std::optional<char> state_after = process_state(target_.pid);
-  if (state_after && is_stopped_state(*state_after) && !(state_before && is_stopped_state(*state_before))) {
-    kill(target_.pid, SIGCONT);  // eu-stack was killed while attached: do not leave the worker stopped
+  if (state_after && is_stopped_state(*state_after) &&
+      !(state_before_native_ && is_stopped_state(*state_before_native_))) {
+    kill(target_.pid, SIGCONT);
   }
 }
 
@@ -173,11 +178,7 @@ void StackDump::start_native() {
 
 void StackDump::native_answered() {
   const CapturedRun& run = eu_stack_->result();
-  const std::optional<char> state_after = process_state(target_.pid);
-  if (state_after && is_stopped_state(*state_after) &&
-      !(state_before_native_ && is_stopped_state(*state_before_native_))) {
-    kill(target_.pid, SIGCONT);  // eu-stack was killed while attached: do not leave the worker stopped
-  }
+  continue_if_left_stopped();
   if (run.timed_out) {
     result_.notes.push_back(name_ + ": native frames cut short: eu-stack did not finish within " +
                             format_seconds(native_budget_s_) + " (the deadline)");

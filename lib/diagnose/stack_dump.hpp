@@ -88,6 +88,7 @@ class StackDump final : public LoopParticipant {
   void python_answered(LoopTime now);  // its dump is complete, cut short or absent: then the native half
   void start_native();
   void native_answered();
+  void continue_if_left_stopped() const;
   void finish();
 
   DumpTarget target_;

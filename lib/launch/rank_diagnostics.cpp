@@ -60,7 +60,6 @@ void RankDiagnostics::collect_diagnostics(int attempt, const std::vector<Target>
 }
 
 void RankDiagnostics::start_hang(const HangCollection& collection) {
-  hang_running_ = true;
   hang_finished_ = false;
   run_ = std::make_unique<diagnose::RankDiagnosisRun>(collection.ranks, attempt_directory_, collection.deadline,
                                                       /*flight_recorder=*/true, /*stacks_number=*/0, options_);
@@ -157,13 +156,12 @@ void RankDiagnostics::take_requests(LoopTime now) {
 
 void RankDiagnostics::run_ended(LoopTime now) {
   const std::unique_ptr<diagnose::RankDiagnosisRun> run = std::move(run_);
-  if (hang_running_) {
-    hang_running_ = false;
-    last_ = run->result();
-    hang_finished_ = true;
-  } else if (on_demand_) {
+  if (on_demand_) {
     answer(*on_demand_, answer_stacks_request(std::move(on_demand_plan_), run->result()));
     on_demand_.reset();
+  } else {  // the hang's
+    last_ = run->result();
+    hang_finished_ = true;
   }
   if (!hang_waiting_) return;
   HangCollection collection = std::move(*hang_waiting_);

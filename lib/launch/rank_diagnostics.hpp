@@ -71,11 +71,10 @@ class RankDiagnostics final : public HangDiagnostics {
   std::vector<std::shared_ptr<Request>> waiting_;  // guarded by mutex_, as every Request::answer and closed_
   bool closed_ = false;
   // The loop's side.
-  std::unique_ptr<diagnose::RankDiagnosisRun> run_;  // the dump running now: the hang's, or on_demand_'s
+  std::unique_ptr<diagnose::RankDiagnosisRun> run_;  // the dump running now: on_demand_'s, else the hang's
   std::shared_ptr<Request> on_demand_;
   StacksRequest on_demand_plan_;
   std::optional<HangCollection> hang_waiting_;  // found while an on-demand dump ran
-  bool hang_running_ = false;
   bool hang_finished_ = true;
   bool reported_ = true;
   int attempt_ = -1;

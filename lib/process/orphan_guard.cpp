@@ -1,7 +1,6 @@
 // The orphan guard process: a POSIX shell loop reading process-group ids from a pipe (see orphan_guard.hpp).
 #include "process/orphan_guard.hpp"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,9 +44,7 @@ OrphanGuard::OrphanGuard() {
 
 OrphanGuard::~OrphanGuard() {
   pipe_write_.reset();
-  if (guard_pid_ > 0) {
-    while (waitpid(guard_pid_, nullptr, 0) < 0 && errno == EINTR) {}
-  }
+  if (guard_pid_ > 0) reap(guard_pid_);
 }
 
 std::size_t OrphanGuard::message_line(bool watch, pid_t process_group, char (&line)[kMessageSize]) {

@@ -9,6 +9,7 @@
 
 #include "util/environment.hpp"
 #include "util/error.hpp"
+#include "util/exit_status.hpp"
 #include "util/fd.hpp"
 #include "util/timespec.hpp"
 
@@ -95,16 +96,20 @@ void HelperRun::on_time(LoopTime now) {
 void HelperRun::kill_child() { kill(own_group_ ? -child_.pid : child_.pid, SIGKILL); }
 
 void HelperRun::reap(bool block) {
-  int status = 0;
+  int wait_status = 0;
   pid_t got;
   do {
-    got = waitpid(child_.pid, &status, block ? 0 : WNOHANG);
+    got = waitpid(child_.pid, &wait_status, block ? 0 : WNOHANG);
   } while (got < 0 && errno == EINTR);
   if (got == 0) return;  // still running
   reaped_ = true;
   if (got < 0) return;  // not ours to reap (cannot happen): nothing more to learn
-  if (WIFEXITED(status) && !result_.timed_out) result_.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) result_.signal = WTERMSIG(status);
+  const ExitStatus status = ExitStatus::from_wait_status(wait_status);
+  if (status.signaled) {
+    result_.signal = status.value;
+  } else if (!result_.timed_out) {
+    result_.exit_code = status.value;
+  }
 }
 
 CapturedRun run_and_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
