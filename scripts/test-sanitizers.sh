@@ -20,7 +20,9 @@ cmake --build "$build" -j "$(nproc)" --target mgtrain mgtrain_unit_tests
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
-(cd "$build" && ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -L unit) || status=$?
+(cd "$build" && mkdir -p Testing &&
+  ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -L unit | tee Testing/sanitizers-stage.log) ||
+  status=$?
 
 # The launcher under the sanitizers: one node, then two node agents meeting on loopback.
 work=$(mktemp -d)

@@ -44,6 +44,21 @@ slowest_tests() {
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.*[^ .]) \.+ *(\*\*\*)?[A-Za-z ]+ +([0-9.]+) sec$/\3\t\1/p' "$1" |
     sort -t $'\t' -k1,1 -rn | awk -F '\t' 'NR <= 20 { printf "scripts/test.sh: %8.1f  %s\n", $1, $2 }'
 }
+# Every test a ctest log says failed, with the last 40 lines of what it printed (ctest --output-on-failure puts that
+# after the test's result line), so that the end of the suite's output names what failed and why.
+failed_tests() {
+  [[ -f $2 ]] || return 0
+  awk -v stage="$1" '
+    function flush() { if (name != "") { printf "scripts/test.sh: FAILED in the %s stage: %s\n", stage, name
+                         for (i = (n > 40 ? n - 40 : 0); i < n; i++) print "    | " out[i] }
+                       name = ""; n = 0 }
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / { flush()
+      if ($0 !~ / Passed +[0-9.]+ sec$/) { name = $0; sub(/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: /, "", name) }
+      next }
+    /^ +Start +[0-9]+: / || /^[0-9]+% tests passed/ || /^The following tests/ { flush(); next }
+    name != "" { out[n++] = $0 }
+    END { flush() }' "$2"
+}
 
 if [[ " $stages " == *" main "* ]]; then
   t=$(date +%s)
@@ -77,7 +92,8 @@ if [[ " $stages " == *" debian "* ]]; then
   # tests, fuzzers and tools the main stage built and ran).
   if MGTRAIN_FLAVOUR=debian MGTRAIN_BUILD_DIR=$debian_build scripts/build.sh mgtrain mgtrain-worker mgtrain_torch_tests; then
     built=$(date +%s)
-    (cd "$debian_build" && ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -L torch) ||
+    (cd "$debian_build" && mkdir -p Testing &&
+      ctest -j "$(nproc)" --output-on-failure --no-tests=error --timeout 300 -L torch | tee Testing/debian-stage.log) ||
       { result=FAILED; status=1; }
   else
     result="FAILED (build)"; status=1
@@ -87,6 +103,11 @@ fi
 
 cd "$root"
 if [[ " $stages " == *" main "* ]]; then slowest_tests "${MGTRAIN_BUILD_DIR:-build}/Testing/main-stage.log"; fi
+if ((status != 0)); then
+  [[ " $stages " == *" main "* ]] && failed_tests main "${MGTRAIN_BUILD_DIR:-build}/Testing/main-stage.log"
+  [[ " $stages " == *" sanitizers "* ]] && failed_tests sanitizers "${MGTRAIN_ASAN_BUILD_DIR:-build-asan}/Testing/sanitizers-stage.log"
+  [[ " $stages " == *" debian "* ]] && failed_tests debian "${debian_build:-build-debian}/Testing/debian-stage.log"
+fi
 for line in "${report[@]}"; do echo "scripts/test.sh: $line"; done
 echo "scripts/test.sh: finished in $(( $(date +%s) - start )) s"
 exit $status

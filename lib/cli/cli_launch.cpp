@@ -45,6 +45,7 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--gpu-ids,--gpu_ids", "launch.gpu_ids", true},
     {"--virtual-local-rank,--virtual_local_rank", "launch.virtual_local_rank", false},
     {"--grace-period,--grace_period", "launch.grace_period", true},
+    {"--threads-per-worker,--threads_per_worker", "launch.threads_per_worker", true},
     {"--standalone", "launch.standalone", false},
     {"--slurm", "launch.slurm", true},
     {"--no-requeue,--no_requeue", "launch.slurm_requeue", false, "false"},

@@ -33,6 +33,7 @@ struct LaunchConfig {
   GpuList gpu_ids;                  // empty: all visible GPUs
   bool virtual_local_rank = false;  // torchrun's --virtual-local-rank: LOCAL_RANK=0, each worker sees one GPU
   double grace_period = launch_defaults::kGracePeriodS;  // seconds between SIGTERM and SIGKILL
+  std::int64_t threads_per_worker = 0;  // each worker's OMP_NUM_THREADS; 0: auto (the CPUs divided among the workers)
   bool standalone = false;
   SlurmMode slurm = SlurmMode::Auto;  // auto: fill unset settings from a SLURM allocation (docs/slurm.md)
   bool slurm_requeue = true;          // node 0 requeues a SLURM job whose workers saved and stopped (exit 75)

@@ -94,6 +94,11 @@ void add_launch_keys(SchemaBuilder& s) {
             "torchrun's --virtual-local-rank: every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES of its one GPU "
             "(its gpu_ids entry; else the launcher's CUDA_VISIBLE_DEVICES entry at its local rank; else its local "
             "rank), which it sees as cuda:0"));
+  s.add(key("launch.threads_per_worker", &C::launch, &LaunchConfig::threads_per_worker,
+            "each worker's OMP_NUM_THREADS (its intra-op threads); 0: auto, the CPUs this node may use (affinity "
+            "mask, cgroup quota) divided among the workers that share them, the other nodes' on the same CPUs "
+            "included; an OMP_NUM_THREADS of the launcher's environment wins over auto (docs/launch.md#threads)")
+            .range(0, 4096));
   s.add(key("launch.grace_period", &C::launch, &LaunchConfig::grace_period,
             "seconds between SIGTERM and SIGKILL when stopping workers (torchrun's default 30)")
             .range(0, 3600));

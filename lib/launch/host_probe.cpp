@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 
+#include "host/cpu_allowance.hpp"
 #include "host/gpu_inventory.hpp"
 #include "host/nvml_library.hpp"
 #include "util/error.hpp"
@@ -34,6 +35,7 @@ HostFacts probe_host_facts(const EnvMap& environment) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     host.cpu_count = online > 0 ? static_cast<int>(online) : 1;
   }
+  host.cpus = read_cpu_allowance();
 
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof name - 1) == 0) host.hostname = name;

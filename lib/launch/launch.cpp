@@ -214,7 +214,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   keep_earlier_run_record(plan.run_dir, archived);
   write_run_file(config_file, config_to_yaml(loaded.config));
 
-  const std::string notice = omp_threads_notice(plan, environment);
+  const std::string notice = choose_worker_threads(plan, environment).notice;
   if (!notice.empty()) log::info("{}", notice);
 
   // Run history: run.json says "running" now and the outcome at the end (docs/monitoring.md#run-history).

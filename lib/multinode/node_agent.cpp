@@ -238,6 +238,11 @@ void NodeAgent::start_round(const rdzv::Assignment& assignment) {
   plan_ = plan_for_round(plan_, assignment);
   if (!run_ready_) prepare_run(assignment.run_id);
   say(round_line(plan_, round_, node_name()));
+  // Said again only when a round changes it (an elastic round with other nodes on this node's CPUs).
+  if (std::string notice = choose_worker_threads(plan_, current_environment()).notice; notice != threads_notice_) {
+    threads_notice_ = notice;
+    if (!notice.empty()) say(notice);
+  }
   try {
     supervisor_->begin_attempt(round_, plan_, config_file_);
   } catch (const Error& error) {
@@ -271,8 +276,6 @@ void NodeAgent::prepare_run(const std::string& run_id) {
   if (!archived.empty()) say("run " + run_id + " was launched before on this node; its logs are kept in " + archived);
   config_file_ = log_layout::config_file(plan_.run_dir);
   write_run_file(config_file_, config_to_yaml(config->config));
-  const std::string notice = omp_threads_notice(plan_, current_environment());
-  if (!notice.empty()) say(notice);
   run_ready_ = true;
 }
 

@@ -127,6 +127,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   std::optional<FailureReport> emitted_report_;
   std::string node_name_;  // "node 1 (hostB, 10.77.0.2)", as the server names this node in the current round
   bool run_ready_ = false;
+  std::string threads_notice_;  // the OMP_NUM_THREADS notice said last (choose_worker_threads)
   std::optional<Ending> ending_;
   std::vector<rdzv::NodeFailure> waiting_;  // a hang's other stalled ranks, from the server's finish
 };

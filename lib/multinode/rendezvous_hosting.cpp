@@ -96,6 +96,7 @@ LaunchPlan plan_for_round(LaunchPlan plan, const rdzv::Assignment& assignment) {
   plan.first_rank = assignment.first_rank(assignment.node_rank);
   plan.role_first_rank = assignment.role_first_rank;
   plan.role_world_size = assignment.role_world_size;
+  plan.workers_sharing_cpus = assignment.workers_sharing_cpus;
   plan.restart_count = assignment.restart_count;
   plan.master_addr = assignment.master_addr;
   plan.master_port = assignment.master_port;
@@ -120,6 +121,7 @@ rdzv::JoinRequest join_request_for(const LaunchPlan& plan, const LoadedConfig& l
   join.version = build_info::kVersion;
   join.node_rank = plan.dynamic ? -1 : plan.node_rank;
   join.hostname = plan.hostname;
+  join.cpu_sharing = plan.cpus.sharing_key();
   join.agent_id = agent_id;
   join.nproc = plan.nproc;
   join.role = plan.role;

@@ -255,7 +255,7 @@ Message JoinRequest::to_message() const {
       .set("run_id", run_id)
       .set("run_id_generated", run_id_generated);
   m.set("max_restarts", max_restarts).set("allow_uneven_nproc", allow_uneven_nproc);
-  m.set("config_hash", config_hash).set("config_lines", config_lines);
+  m.set("config_hash", config_hash).set("config_lines", config_lines).set("cpu_sharing", cpu_sharing);
   return m;
 }
 
@@ -274,6 +274,7 @@ JoinRequest JoinRequest::from(const Message& m) {
   join.allow_uneven_nproc = m.flag("allow_uneven_nproc");
   join.config_hash = m.text("config_hash");
   join.config_lines = m.text("config_lines");
+  join.cpu_sharing = m.text("cpu_sharing");
   if (join.nproc < 1) throw ProtocolError(fmt::format("join message with nproc {}", join.nproc));
   return join;
 }
@@ -300,6 +301,7 @@ Message Assignment::to_message() const {
   m.set("node_name", node_name).set("master_addr", master_addr).set("master_port", master_port);
   m.set("run_id", run_id).set("max_restarts", max_restarts);
   m.set("role_first_rank", role_first_rank).set("role_world_size", role_world_size);
+  m.set("workers_sharing_cpus", workers_sharing_cpus);
   return m;
 }
 
@@ -327,6 +329,7 @@ Assignment Assignment::from(const Message& m) {
   a.max_restarts = static_cast<int>(m.integer("max_restarts"));
   a.role_first_rank = static_cast<int>(m.integer("role_first_rank"));
   a.role_world_size = static_cast<int>(m.integer("role_world_size"));
+  a.workers_sharing_cpus = static_cast<int>(m.integer("workers_sharing_cpus"));
   if (a.round < 0 || a.restart_count < 0 || a.restart_count > a.round) {
     throw ProtocolError(fmt::format("assign message: restart count {} in round {}", a.restart_count, a.round));
   }
@@ -343,7 +346,22 @@ Assignment Assignment::from(const Message& m) {
     throw ProtocolError(fmt::format("assign message: role ranks {} to {} of {} in a job of {} workers",
                                     a.role_first_rank, a.role_first_rank + nproc - 1, a.role_world_size, workers));
   }
+  if (a.workers_sharing_cpus < nproc || a.workers_sharing_cpus > workers) {
+    throw ProtocolError(fmt::format("assign message: {} workers share the CPUs of a node of {} in a job of {}",
+                                    a.workers_sharing_cpus, nproc, workers));
+  }
   return a;
+}
+
+std::vector<int> workers_sharing_cpus(const std::vector<std::string>& keys, const std::vector<int>& nproc_per_node) {
+  std::map<std::string, int> sharing;
+  for (std::size_t node = 0; node < keys.size(); ++node) {
+    if (!keys[node].empty()) sharing[keys[node]] += nproc_per_node.at(node);
+  }
+  std::vector<int> workers(keys.size());
+  for (std::size_t node = 0; node < keys.size(); ++node)
+    workers[node] = keys[node].empty() ? nproc_per_node[node] : sharing[keys[node]];
+  return workers;
 }
 
 std::vector<RoleRanks> role_ranks(const std::vector<std::string>& roles, const std::vector<int>& nproc_per_node) {

@@ -23,7 +23,7 @@ namespace mgtrain::rdzv {
 // 2: regroup (elastic scale-up), assign's restart_count; 3: hello first, authentication tags; 4: join's role,
 // assign's role ranks (an agent of version 3 would not say its role, and would give its workers wrong ROLE_RANKs);
 // 5: hang-found, diagnose, diagnosed (every node's stacks before a hang's stop), a failure's hang facts
-inline constexpr std::uint16_t kProtocolVersion = 5;
+inline constexpr std::uint16_t kProtocolVersion = 6;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint16_t kTaggedBit = 0x8000;  // in the type field: an authentication tag follows the payload
 inline constexpr std::size_t kTagBytes = 32;         // HMAC-SHA256
@@ -124,6 +124,7 @@ struct JoinRequest {
   bool allow_uneven_nproc = false;
   std::string config_hash;   // of config_lines
   std::string config_lines;  // "key=value\n" for every key that must agree (job_fingerprint.hpp)
+  std::string cpu_sharing;   // CpuAllowance::sharing_key(): nodes with the same key run on the same CPUs; "": unknown
 
   Message to_message() const;
   static JoinRequest from(const Message& message);
@@ -141,8 +142,10 @@ struct Assignment {
   int master_port = 0;
   std::string run_id;
   int max_restarts = 0;
-  int role_first_rank = 0;  // the receiver's: ROLE_RANK of its local rank 0 (role_ranks below)
-  int role_world_size = 0;  // the receiver's: ROLE_WORLD_SIZE, the workers of its role on every node
+  int role_first_rank = 0;       // the receiver's: ROLE_RANK of its local rank 0 (role_ranks below)
+  int role_world_size = 0;       // the receiver's: ROLE_WORLD_SIZE, the workers of its role on every node
+  int workers_sharing_cpus = 0;  // the receiver's: the workers of the nodes on its CPUs (same cpu_sharing), its own
+                                 // included; they divide those CPUs among their OpenMP threads
 
   int nnodes() const { return static_cast<int>(nproc_per_node.size()); }
   int world_size() const;
@@ -159,6 +162,10 @@ struct RoleRanks {
 };
 // `roles` and `nproc_per_node` by node rank (the same length); the result too.
 std::vector<RoleRanks> role_ranks(const std::vector<std::string>& roles, const std::vector<int>& nproc_per_node);
+
+// By node: the workers of the nodes with the same non-empty key (`keys` and `nproc_per_node` by node rank); a node
+// without a key shares its CPUs with nobody else of the job.
+std::vector<int> workers_sharing_cpus(const std::vector<std::string>& keys, const std::vector<int>& nproc_per_node);
 
 // The largest job an assignment may describe (a bound for the decoder, far above any real job).
 inline constexpr int kMaxAssignedNodes = 1 << 20;

@@ -203,18 +203,21 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   assignment.master_port = outbox_.pick_store_port();
   assignment.run_id = run_id_;
   assignment.max_restarts = settings_.max_restarts;
-  std::vector<std::string> roles;
+  std::vector<std::string> roles, cpu_keys;
   for (Node* node : members) {
     assignment.nproc_per_node.push_back(node->join->nproc);
     roles.push_back(node->join->role);
+    cpu_keys.push_back(node->join->cpu_sharing);
   }
   const std::vector<RoleRanks> by_role = role_ranks(roles, assignment.nproc_per_node);
+  const std::vector<int> sharing = workers_sharing_cpus(cpu_keys, assignment.nproc_per_node);
   // One message, its per-node fields changed for each member (building it anew per member is O(nodes^2)).
   Message message = assignment.to_message();
   for (Node* node : members) {
     const RoleRanks& role = by_role[static_cast<std::size_t>(node->node_rank)];
     message.set("node_rank", node->node_rank).set("node_name", table_.describe(*node));
     message.set("role_first_rank", role.first_rank).set("role_world_size", role.world_size);
+    message.set("workers_sharing_cpus", sharing[static_cast<std::size_t>(node->node_rank)]);
     table_.send(*node, message, now_);
   }
   const Message standby = wait_message(joining_.standby_text(round_));

@@ -271,6 +271,8 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
 
   plan.max_restarts = static_cast<int>(launch.max_restarts);
   plan.grace_period_s = launch.grace_period;
+  plan.threads_per_worker = static_cast<int>(launch.threads_per_worker);
+  plan.cpus = host.cpus;
   plan.hang_timeout_s = launch.hang_timeout;
   plan.diagnose_timeout_s = launch.diagnose_timeout;
   plan.status_server = launch.status_port > 0;

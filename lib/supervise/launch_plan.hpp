@@ -11,6 +11,7 @@
 #include "config/config.hpp"
 #include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
+#include "host/cpu_allowance.hpp"
 #include "host/nvml_library.hpp"
 #include "output/line_prefix.hpp"
 #include "output/output_routing.hpp"
@@ -23,6 +24,7 @@ struct HostFacts {
   bool cuda_visible_devices_set = false;
   std::string cuda_visible_devices;  // the variable as the launcher got it (when set)
   int cpu_count = 1;                 // CPUs this process may run on (affinity mask)
+  CpuAllowance cpus;                 // those CPUs, the cgroup's quota and who shares them (worker thread counts)
   std::string hostname;
   std::string cwd;  // absolute; relative log_dir is resolved against it
   // Per-GPU statistics for `--gpu-ids auto` (NVML); called only then. Unset or empty result: no statistics.
@@ -57,7 +59,13 @@ struct LaunchPlan {
   // (supervision_policy.hpp, signal_response). Unused by `mgtrain launch`.
   std::vector<int> handled_signals;
   std::string nproc_reason;  // how nproc was chosen, e.g. "auto: 2 visible GPUs"
-  std::string gpu_note;      // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
+  // Each worker's OpenMP threads (worker_env.hpp, choose_worker_threads): launch.threads_per_worker (0: auto, the
+  // CPUs this launcher may use divided among the workers that share them), the CPUs, and how many workers share them:
+  // 0 means this node's nproc; a node agent sets it per round, counting the workers of the nodes on the same CPUs.
+  int threads_per_worker = 0;
+  CpuAllowance cpus;
+  int workers_sharing_cpus = 0;
+  std::string gpu_note;  // `--gpu-ids auto` or ddp.strategy dp: what was chosen (printed)
 
   // Multi-node (node_agent.cpp; set per round by the agent from the rendezvous).
   int first_rank = -1;       // global rank of local rank 0; -1: node_rank * nproc

@@ -1,6 +1,10 @@
 // Builds each worker's environment and command line.
 #include "supervise/worker_env.hpp"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "contract/console_progress.hpp"
 #include "contract/log_layout.hpp"
 #include "contract/worker_variables.hpp"
@@ -39,7 +43,8 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] =
       plan.personality == Personality::Torchrun ? SignalList{plan.handled_signals}.text() : SignalList::kDefaultText;
   if (!plan.timer_file.empty()) env["TORCHELASTIC_TIMER_FILE"] = plan.timer_file;
-  if (!omp_threads_notice(plan, parent).empty()) env["OMP_NUM_THREADS"] = "1";
+  if (const WorkerThreads threads = choose_worker_threads(plan, parent); threads.omp_num_threads)
+    env["OMP_NUM_THREADS"] = std::to_string(*threads.omp_num_threads);
   if (!plan.gpu_for_local_rank.empty()) env["CUDA_VISIBLE_DEVICES"] = plan.gpu_for_local_rank.at(slot.local_rank);
 
   env[kRunDirVariable] = plan.run_dir;
@@ -65,10 +70,25 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
 
 bool workers_get_progress_file(const LaunchPlan& plan) { return plan.hang_timeout_s > 0 || plan.status_server; }
 
-std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent) {
-  if (plan.nproc <= 1 || parent.count("OMP_NUM_THREADS") != 0) return "";
-  return "setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc) +
-         " workers to avoid overloading the machine; set OMP_NUM_THREADS yourself to tune it";
+WorkerThreads choose_worker_threads(const LaunchPlan& plan, const EnvMap& parent) {
+  if (plan.threads_per_worker > 0) return {plan.threads_per_worker, ""};  // the user's choice: nothing to say
+  if (parent.count("OMP_NUM_THREADS") != 0) return {};
+  if (plan.personality == Personality::Torchrun) {
+    if (plan.nproc <= 1) return {};
+    return {1, fmt::format("setting OMP_NUM_THREADS=1 for each of the {} workers to avoid overloading the machine; "
+                           "set OMP_NUM_THREADS yourself to tune it",
+                           plan.nproc)};
+  }
+  const int sharing = std::max(plan.workers_sharing_cpus > 0 ? plan.workers_sharing_cpus : plan.nproc, 1);
+  const int threads = std::max(plan.cpus.usable() / sharing, 1);
+  const std::string who =
+      sharing == plan.nproc
+          ? fmt::format("{} worker{}", sharing, sharing == 1 ? "" : "s")
+          : fmt::format("{} workers ({} on this node, the others on nodes on the same CPUs)", sharing, plan.nproc);
+  return {threads, fmt::format("setting OMP_NUM_THREADS={} for {} worker{}: {} shared by {}; set OMP_NUM_THREADS or "
+                               "--threads-per-worker to choose",
+                               threads, plan.nproc == 1 ? "the" : fmt::format("each of the {}", plan.nproc),
+                               plan.nproc == 1 ? "" : "s", plan.cpus.describe(), who)};
 }
 
 std::vector<std::string> worker_command(const LaunchPlan& plan, const std::string& config_file) {

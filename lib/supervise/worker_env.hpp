@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,16 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
 // detection, the status API; straggler detection belongs here too).
 bool workers_get_progress_file(const LaunchPlan& plan);
 
-// torchrun's rule: with more than one worker per node and OMP_NUM_THREADS unset, workers get
-// OMP_NUM_THREADS=1. Returns the notice to print once (without the "mgtrain: " prefix), or "" when
-// the rule does not apply.
-std::string omp_threads_notice(const LaunchPlan& plan, const EnvMap& parent);
+// Each worker's OpenMP thread count (docs/launch.md#threads), decided once per launch (a node agent: per round).
+struct WorkerThreads {
+  std::optional<int> omp_num_threads;  // each worker's OMP_NUM_THREADS; none: the launcher's environment as it is
+  std::string notice;                  // to say once on the console (without "mgtrain: "); empty: nothing to say
+};
+// launch.threads_per_worker N: N. Else the launcher's OMP_NUM_THREADS, when set, wins. Else `mgtrain launch`
+// divides the CPUs the launcher may use (plan.cpus: affinity mask, cgroup quota) among the workers that share
+// them (plan.workers_sharing_cpus, else nproc), at least 1 each, one worker per node included; the torchrun
+// personality keeps torchrun's rule (1 with more than one worker per node, else nothing).
+WorkerThreads choose_worker_threads(const LaunchPlan& plan, const EnvMap& parent);
 
 // What the workers run for a run whose config file is `config_file`: plan.command, and for the built-in
 // trainer the config file after it (`<worker> <run_dir>/config.yaml`).

@@ -5,10 +5,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <yaml-cpp/yaml.h>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -55,7 +57,12 @@ TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "
   LaunchOutcome outcome =
       launch_in_process(launch, {worker, "arg-${local_rank}"}, {{"MGTRAIN_TEST_SENTINEL", "s3nt!nel value"}});
   REQUIRE(outcome.exit_code == 0);
-  CHECK_THAT(outcome.err, Catch::Contains("OMP_NUM_THREADS=1"));
+  // The launcher's CPUs (this process's affinity mask) divided among the 3 workers, at least 1 each.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  REQUIRE(sched_getaffinity(0, sizeof cpus, &cpus) == 0);
+  const std::string threads = std::to_string(std::max(CPU_COUNT(&cpus) / 3, 1));
+  CHECK_THAT(outcome.err, Catch::Contains("setting OMP_NUM_THREADS=" + threads + " for each of the 3 workers"));
   std::set<std::string> ports;
   for (int rank = 0; rank < 3; ++rank) {
     auto env = parse_env_dump(read_text(outcome.run_dir + "/env_" + std::to_string(rank)));
@@ -81,7 +88,7 @@ TEST_CASE("every worker gets torchrun's environment, consistent across ranks", "
     CHECK(env["TORCHELASTIC_ERROR_FILE"] ==
           outcome.run_dir + "/attempt_0/rank_" + std::to_string(rank) + "/error.json");
     CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");  // rank 0 hosts the TCPStore, not the launcher
-    CHECK(env["OMP_NUM_THREADS"] == "1");
+    CHECK(env["OMP_NUM_THREADS"] == threads);
     CHECK(env["MGTRAIN_TEST_SENTINEL"] == "s3nt!nel value");
     CHECK(env["MGTRAIN_RUN_DIR"] == outcome.run_dir);
     CHECK(env["MGTRAIN_CONFIG_FILE"] == outcome.run_dir + "/config.yaml");

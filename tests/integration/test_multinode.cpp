@@ -4,6 +4,7 @@
 // doing DDP across "hosts". Skips (saying why) where namespaces cannot be made.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -72,7 +73,17 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 const char* kEnvScript =
     "echo \"RANK=$RANK LOCAL_RANK=$LOCAL_RANK GROUP_RANK=$GROUP_RANK WORLD_SIZE=$WORLD_SIZE "
     "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR "
-    "MASTER_PORT=$MASTER_PORT RESTART=$TORCHELASTIC_RESTART_COUNT RUN_ID=$TORCHELASTIC_RUN_ID\"";
+    "MASTER_PORT=$MASTER_PORT RESTART=$TORCHELASTIC_RESTART_COUNT RUN_ID=$TORCHELASTIC_RUN_ID "
+    "OMP=${OMP_NUM_THREADS:-unset}\"";
+
+// The OMP_NUM_THREADS each of `workers` workers on this machine's CPUs gets (the launchers inherit this process's
+// affinity mask; this machine's cgroup sets no quota where the suite runs, or the launcher would divide fewer).
+std::string threads_for(int workers) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  REQUIRE(sched_getaffinity(0, sizeof cpus, &cpus) == 0);
+  return std::to_string(std::max(CPU_COUNT(&cpus) / workers, 1));
+}
 
 }  // namespace
 
@@ -98,6 +109,8 @@ TEST_CASE("static: two nodes x two workers get torchrun's ranks in node order an
     CHECK(fields["MASTER_ADDR"] == hosts.address(0));
     CHECK(fields["RESTART"] == "0");
     CHECK(fields["RUN_ID"] == "mn");
+    // Both namespaces run on this machine's CPUs (one kernel, one affinity mask): 4 workers share them.
+    CHECK(fields["OMP"] == threads_for(4));
     ports.insert(fields["MASTER_PORT"]);
   }
   REQUIRE(ports.size() == 1);        // one store for the whole job ...
@@ -560,6 +573,15 @@ TEST_CASE("loopback: two node agents on one machine meet and run a static job", 
   CHECK(fields["RANK"] == "1");
   CHECK(fields["WORLD_SIZE"] == "2");
   CHECK(fields["MASTER_PORT"] != port);
+  // One worker per node, but both nodes on this machine: they divide its CPUs, and each agent says so once.
+  CHECK(fields["OMP"] == threads_for(2));
+  CHECK(fields_of(read_text(rank_log(dir, 0, 0, 0)))["OMP"] == threads_for(2));
+  for (const std::string& console : {read_text(node0.err_path), read_text(node1.err_path)}) {
+    INFO(console);
+    CHECK_THAT(console,
+               Catch::Contains("setting OMP_NUM_THREADS=" + threads_for(2) + " for the worker: ") &&
+                   Catch::Contains("shared by 2 workers (1 on this node, the others on nodes on the same CPUs)"));
+  }
 }
 
 TEST_CASE("loopback: a rendezvous port answered by another program is a clear error, not a hang",

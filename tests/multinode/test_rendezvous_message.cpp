@@ -54,6 +54,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   join.allow_uneven_nproc = true;
   join.config_hash = "00ff";
   join.config_lines = "a.b=1\nc.d=x=y\n";
+  join.cpu_sharing = "4f1e-boot/0-15";
   JoinRequest back = JoinRequest::from(decode_one(encode(join.to_message())));
   CHECK(back.version == "0.1.0");
   CHECK(back.node_rank == 1);
@@ -79,6 +80,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   assignment.run_id = "r";
   assignment.role_first_rank = 1;
   assignment.role_world_size = 3;
+  assignment.workers_sharing_cpus = 4;  // its own worker and the 3 of node 1, on the same machine
   Assignment a = Assignment::from(decode_one(encode(assignment.to_message())));
   CHECK(a.round == 3);
   CHECK(a.restart_count == 1);
@@ -91,6 +93,8 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   CHECK(a.master_port == 41234);
   CHECK(a.role_first_rank == 1);
   CHECK(a.role_world_size == 3);
+  CHECK(a.workers_sharing_cpus == 4);
+  CHECK(back.cpu_sharing == join.cpu_sharing);
 
   // Run-length coded on the wire: 10,000 even nodes cost a few bytes, and bad counts are refused.
   assignment.nproc_per_node = std::vector<int>(10000, 2);
@@ -98,6 +102,15 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   Message wire = assignment.to_message();
   CHECK(wire.text("nproc_per_node") == "2*10000,1");
   CHECK(Assignment::from(decode_one(encode(wire))).world_size() == 20001);
+  assignment.nproc_per_node = {2, 3, 1};
+  wire = assignment.to_message();
+  for (int impossible : {0, 7}) {  // fewer than its own workers, more than the job's
+    wire.set("workers_sharing_cpus", impossible);
+    CHECK_THROWS_WITH(Assignment::from(wire), Catch::Contains(fmt::format("{} workers share the CPUs", impossible)));
+  }
+  wire.fields.erase("workers_sharing_cpus");
+  CHECK_THROWS_WITH(Assignment::from(wire), Catch::Contains("without the field 'workers_sharing_cpus'"));
+  wire = assignment.to_message();
   for (const char* bad : {"2*0", "0", "2*", "*3", "2*99999999999", "1,x"}) {
     wire.set("nproc_per_node", std::string(bad));
     CHECK_THROWS_AS(Assignment::from(wire), ProtocolError);
@@ -119,6 +132,7 @@ TEST_CASE("regroup (elastic scale-up) and an assignment's restart count cross th
   assignment.restart_count = 0;  // two scale-ups, no failure
   assignment.nproc_per_node = {1, 1};
   assignment.role_world_size = 2;
+  assignment.workers_sharing_cpus = 1;
   Message wire = assignment.to_message();
   CHECK(Assignment::from(decode_one(encode(wire))).restart_count == 0);
   wire.set("restart_count", 3);  // more restarts than rounds

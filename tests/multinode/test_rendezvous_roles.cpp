@@ -65,6 +65,7 @@ TEST_CASE("the join carries the role and the assignment the role ranks, a join w
   assignment.nproc_per_node = {2, 3};
   assignment.role_first_rank = 2;
   assignment.role_world_size = 5;
+  assignment.workers_sharing_cpus = 3;
   Message wire = assignment.to_message();
   Assignment back = Assignment::from(wire);
   CHECK(back.role_first_rank == 2);
@@ -86,7 +87,7 @@ TEST_CASE("the join carries the role and the assignment the role ranks, a join w
 }
 
 TEST_CASE("a peer of protocol version 3 (before roles) is refused, naming both versions", "[rdzv][roles][codec]") {
-  REQUIRE(kProtocolVersion == 5);
+  REQUIRE(kProtocolVersion == 6);
   std::string frame = encode(hello_message(std::string(32, 'a'), false));
   frame[4] = 0;
   frame[5] = 3;
@@ -94,7 +95,7 @@ TEST_CASE("a peer of protocol version 3 (before roles) is refused, naming both v
   decoder.feed(frame.data(), frame.size());
   CHECK_THROWS_WITH(decoder.next(),
                     Catch::Contains("the peer speaks rendezvous protocol version 3, this mgtrain "
-                                    "speaks version 5: install the same mgtrain version on every node"));
+                                    "speaks version 6: install the same mgtrain version on every node"));
 }
 
 TEST_CASE("static: three nodes of two roles and uneven nproc get torchrun's role ranks whatever the arrival order",
@@ -120,6 +121,28 @@ TEST_CASE("static: three nodes of two roles and uneven nproc get torchrun's role
   CHECK(std::make_pair(b.role_first_rank, b.role_world_size) == std::make_pair(0, 1));
   CHECK(std::make_pair(c.role_first_rank, c.role_world_size) == std::make_pair(2, 5));
   CHECK_THAT(out.notes.back(), Catch::Contains("3 nodes, 6 workers (role trainer: 5, role reader: 1)"));
+}
+
+TEST_CASE("nodes on the same CPUs are told how many workers share them", "[rdzv][threads][rounds]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(3), out, t0);
+  // nodes 0 and 2 on one machine (same boot id and affinity), node 1 elsewhere; node 2 does not know its key
+  auto join = [&](ConnectionId id, int node, int nproc, const std::string& key) {
+    JoinRequest request = join_request(node, "host" + std::to_string(node), nproc);
+    request.nnodes = "3";
+    request.cpu_sharing = key;
+    request.allow_uneven_nproc = true;
+    rounds.on_connect(id, "10.77.0." + std::to_string(id), t0);
+    rounds.on_message(id, request.to_message(), t0);
+  };
+  join(1, 0, 1, "boot-a/0-1");
+  join(2, 1, 2, "boot-b/0-7");
+  join(3, 2, 3, "boot-a/0-1");
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  CHECK(Assignment::from(out.last(1, MessageType::kAssign)).workers_sharing_cpus == 4);
+  CHECK(Assignment::from(out.last(2, MessageType::kAssign)).workers_sharing_cpus == 2);
+  CHECK(Assignment::from(out.last(3, MessageType::kAssign)).workers_sharing_cpus == 4);
+  CHECK(workers_sharing_cpus({"k", "", "k", ""}, {1, 2, 3, 4}) == std::vector<int>{4, 2, 4, 4});
 }
 
 TEST_CASE("one role on every node: role ranks are the global ranks, and the note names no role",

@@ -103,16 +103,78 @@ TEST_CASE("config file, heartbeat file and GPUs are set only when they apply", "
   CHECK(unwatched.count("MGTRAIN_HEARTBEAT_FILE") == 0);
 }
 
-TEST_CASE("OMP_NUM_THREADS=1 with several workers unless the user set it", "[env]") {
+namespace {
+CpuAllowance cpus(int count, std::optional<double> quota = std::nullopt) {
+  CpuAllowance allowance;
+  for (int cpu = 0; cpu < count; ++cpu) allowance.affinity.push_back(cpu);
+  allowance.quota_cpus = quota;
+  return allowance;
+}
+std::string omp_of(const LaunchPlan& plan, const EnvMap& parent = {}) {
+  const EnvMap env = build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, parent);
+  return env.count("OMP_NUM_THREADS") != 0 ? env.at("OMP_NUM_THREADS") : "unset";
+}
+}  // namespace
+
+TEST_CASE("worker threads: the CPUs this node may use, divided among its workers", "[env][threads]") {
+  LaunchPlan plan = two_node_plan();  // 4 workers
+  plan.cpus = cpus(16);
+  CHECK(omp_of(plan) == "4");
+  CHECK(choose_worker_threads(plan, {}).notice ==
+        "setting OMP_NUM_THREADS=4 for each of the 4 workers: 16 CPUs (affinity 0-15) shared by 4 workers; set "
+        "OMP_NUM_THREADS or --threads-per-worker to choose");
+  plan.cpus = cpus(6);  // not a multiple: never more threads than CPUs
+  CHECK(omp_of(plan) == "1");
+  plan.cpus = cpus(2);  // more workers than CPUs: one each
+  CHECK(omp_of(plan) == "1");
+  plan.nproc = 1;  // one worker per node gets a count too (OpenMP's default would spin on every core)
+  CHECK(omp_of(plan) == "2");
+  CHECK_THAT(choose_worker_threads(plan, {}).notice,
+             Catch::StartsWith("setting OMP_NUM_THREADS=2 for the worker: 2 CPUs (affinity 0-1) shared by 1 worker;"));
+}
+
+TEST_CASE("worker threads: the cgroup's quota bounds them", "[env][threads]") {
   LaunchPlan plan = two_node_plan();
-  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {}).at("OMP_NUM_THREADS") == "1");
-  CHECK_THAT(omp_threads_notice(plan, {}), Catch::Contains("OMP_NUM_THREADS=1"));
-  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {{"OMP_NUM_THREADS", "8"}}).at("OMP_NUM_THREADS") ==
-        "8");
-  CHECK(omp_threads_notice(plan, {{"OMP_NUM_THREADS", "8"}}).empty());
+  plan.cpus = cpus(64, 8.0);
+  CHECK(omp_of(plan) == "2");
+  CHECK_THAT(choose_worker_threads(plan, {}).notice, Catch::Contains("8 CPUs (cgroup quota 8 CPUs, affinity 0-63)"));
+  plan.cpus = cpus(64, 2.5);
+  CHECK(omp_of(plan) == "1");
+}
+
+TEST_CASE("worker threads: nodes on the same CPUs share them", "[env][threads]") {
+  LaunchPlan plan = two_node_plan();
   plan.nproc = 1;
-  CHECK(build_worker_environment(plan, WorkerSlot{0, 0, 1, ""}, {}).count("OMP_NUM_THREADS") == 0);
-  CHECK(omp_threads_notice(plan, {}).empty());
+  plan.cpus = cpus(8);
+  plan.workers_sharing_cpus = 4;  // this node's worker and three of other nodes on this machine
+  CHECK(omp_of(plan) == "2");
+  CHECK_THAT(choose_worker_threads(plan, {}).notice,
+             Catch::Contains("shared by 4 workers (1 on this node, the others on nodes on the same CPUs)"));
+}
+
+TEST_CASE("worker threads: the user's OMP_NUM_THREADS and launch.threads_per_worker win", "[env][threads]") {
+  LaunchPlan plan = two_node_plan();
+  plan.cpus = cpus(16);
+  CHECK(omp_of(plan, {{"OMP_NUM_THREADS", "8"}}) == "8");
+  CHECK(choose_worker_threads(plan, {{"OMP_NUM_THREADS", "8"}}).notice.empty());
+  plan.threads_per_worker = 3;  // the key is explicit: it wins over an inherited variable too, and says nothing
+  CHECK(omp_of(plan) == "3");
+  CHECK(omp_of(plan, {{"OMP_NUM_THREADS", "8"}}) == "3");
+  CHECK(choose_worker_threads(plan, {}).notice.empty());
+}
+
+TEST_CASE("worker threads: the torchrun personality keeps torchrun's rule", "[env][threads]") {
+  LaunchPlan plan = two_node_plan();
+  plan.personality = Personality::Torchrun;
+  plan.cpus = cpus(16);
+  CHECK(omp_of(plan) == "1");
+  CHECK_THAT(choose_worker_threads(plan, {}).notice,
+             Catch::Equals("setting OMP_NUM_THREADS=1 for each of the 4 workers to avoid overloading the machine; set "
+                           "OMP_NUM_THREADS yourself to tune it"));
+  CHECK(omp_of(plan, {{"OMP_NUM_THREADS", "8"}}) == "8");
+  plan.nproc = 1;
+  CHECK(omp_of(plan) == "unset");
+  CHECK(choose_worker_threads(plan, {}).notice.empty());
 }
 
 TEST_CASE("${local_rank} in the command is replaced per worker", "[env]") {
