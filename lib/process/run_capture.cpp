@@ -32,7 +32,7 @@ WorkerProcessSpec helper_spec(const std::vector<std::string>& argv, const Captur
   spec.argv = argv;
   spec.environment = child_environment(options);
   spec.working_directory = options.working_directory;
-  spec.own_process_group = options.own_process_group;
+  spec.grouping = options.own_process_group ? ProcessGrouping::kOwnGroup : ProcessGrouping::kParent;
   // A helper a test runs from a thread of its own must survive the end of that thread (worker_process.hpp).
   spec.die_with_parent = false;
   return spec;

@@ -62,7 +62,8 @@ Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
 [[noreturn]] void exec_child(const WorkerProcessSpec& spec, char* const argv[], char* const envp[], pid_t parent,
                              int stdout_fd, int stderr_fd, int stdin_fd, int report_fd) {
   auto fail = [report_fd](int err) { report_failure_and_exit(report_fd, err); };
-  if (spec.own_process_group && setpgid(0, 0) != 0) fail(errno);
+  if (spec.grouping == ProcessGrouping::kOwnSession && setsid() < 0) fail(errno);
+  if (spec.grouping == ProcessGrouping::kOwnGroup && setpgid(0, 0) != 0) fail(errno);
   if (spec.die_with_parent) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
     if (getppid() != parent) _exit(128 + SIGKILL);  // the launcher died before PDEATHSIG was armed
@@ -119,8 +120,9 @@ WorkerProcess start_child(const WorkerProcessSpec& spec) {
   err.write.reset();
   report.write.reset();
   if (pid < 0) throw SystemError("fork() for '" + spec.argv[0] + "'", fork_errno);
-  if (spec.own_process_group)
-    setpgid(pid, pid);  // also done by the child; whichever runs first wins the race with kill(-pid)
+  // Also done by the child; whichever runs first wins the race with kill(-pid). A session the child makes itself
+  // (setsid fails in a process that already leads a group); the exec report below waits for it.
+  if (spec.grouping == ProcessGrouping::kOwnGroup) setpgid(pid, pid);
 
   int exec_errno = 0;
   ssize_t got;

@@ -18,6 +18,15 @@
 
 namespace mgtrain {
 
+// Where a child stands among the launcher's processes.
+enum class ProcessGrouping {
+  kParent,      // in the launcher's process group (a helper a test runs from a thread of its own)
+  kOwnGroup,    // a process group of its own in the launcher's session
+  kOwnSession,  // a session (and so a process group) of its own, as torchrun starts its workers
+                // (start_new_session=True): with the kernel's autogroup on, each worker is a scheduling group of its
+                // own, so the CPU it gets does not shrink with every other program of the launcher's session
+};
+
 struct WorkerProcessSpec {
   std::vector<std::string> argv;         // argv[0] is looked up on PATH like execvp
   std::vector<std::string> environment;  // "KEY=VALUE"
@@ -32,9 +41,9 @@ struct WorkerProcessSpec {
   bool stderr_terminal = false;
   winsize terminal_size{24, 80, 0, 0};
   std::string working_directory;  // "": the launcher's
-  // Workers: both. A helper program a test runs from a thread of its own keeps its parent's group and survives
-  // the end of that thread (PR_SET_PDEATHSIG fires when the parent thread ends).
-  bool own_process_group = true;
+  // Workers: kOwnSession and die_with_parent. A helper program a test runs from a thread of its own keeps its
+  // parent's group and survives the end of that thread (PR_SET_PDEATHSIG fires when the parent thread ends).
+  ProcessGrouping grouping = ProcessGrouping::kOwnSession;
   bool die_with_parent = true;
 };
 
@@ -45,7 +54,7 @@ class ExecError : public SystemError {
 };
 
 struct WorkerProcess {
-  pid_t pid = -1;  // also its process group id
+  pid_t pid = -1;  // also its process group id (unless started with ProcessGrouping::kParent)
   Fd stdout_pipe;  // read ends (or pty masters: EIO means the end), non-blocking, close-on-exec
   Fd stderr_pipe;
 };

@@ -6,8 +6,8 @@
 #   - perf record (cpu-clock samples with call graphs) over the whole job: the share of the samples per program part
 #     (compute in the BLAS and ATen, the all-reduce, the kernel's scheduler and futexes, spinning, Python, ...) and
 #     the top symbols.
-# Usage: scripts/bench/ddp_profile.sh [MODEL]   (MODEL: mlp-1024 (default) or mlp-64; needs build/bin/mgtrain,
-#        TORCHRUN=<venv>/bin/torchrun for Python DDP of torch 2.x; perf and stress-ng from Debian)
+# Usage: scripts/bench/ddp_profile.sh [MODEL]   (MODEL: mlp-1024 (default) or mlp-64; WORLD=1 for one rank; needs
+#        build/bin/mgtrain, TORCHRUN=<venv>/bin/torchrun for Python DDP of torch 2.x; perf and stress-ng from Debian)
 # Writes its reports under ${OUT:-/tmp/ddp-profile}; prints the summary table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,12 +23,13 @@ done
 mgtrain=${MGTRAIN:-build/bin/mgtrain}
 torchrun=${TORCHRUN:-/usr/bin/torchrun}
 out=${OUT:-/tmp/ddp-profile}
+world=${WORLD:-2}
 rm -rf "$out" && mkdir -p "$out"
 export OMP_NUM_THREADS=1
 
-run_mgtrain() { "$mgtrain" launch --nproc 2 --log-dir "$out/runs" "configs/bench/$model.yaml" "train.max_steps=$steps"; }
+run_mgtrain() { "$mgtrain" launch --nproc "$world" --log-dir "$out/runs" "configs/bench/$model.yaml" "train.max_steps=$steps"; }
 run_python() {
-  "$torchrun" --standalone --monitor-interval 0.1 --nproc_per_node 2 scripts/bench/python_ddp_reference.py \
+  "$torchrun" --standalone --monitor-interval 0.1 --nproc_per_node "$world" scripts/bench/python_ddp_reference.py \
     --hidden "$hidden" --batch "$batch" --steps "$steps"
 }
 
@@ -73,11 +74,11 @@ stat_of() {  # stat_of NAME EVENT -> the count
 }
 
 for loaded in quiet loaded; do
-  profile "mgtrain-$loaded" "$loaded" bash -c "$(declare -f run_mgtrain); mgtrain=$mgtrain out=$out model=$model steps=$steps run_mgtrain"
-  profile "python-$loaded" "$loaded" bash -c "$(declare -f run_python); torchrun=$torchrun hidden=$hidden batch=$batch steps=$steps run_python"
+  profile "mgtrain-$loaded" "$loaded" bash -c "$(declare -f run_mgtrain); mgtrain=$mgtrain out=$out model=$model steps=$steps world=$world run_mgtrain"
+  profile "python-$loaded" "$loaded" bash -c "$(declare -f run_python); torchrun=$torchrun hidden=$hidden batch=$batch steps=$steps world=$world run_python"
 done
 
-printf '%s, world 2, %s steps, OMP_NUM_THREADS=1 (per step: the whole job, both ranks)\n' "$model" "$steps"
+printf '%s, world %s, %s steps, OMP_NUM_THREADS=1 (per step: the whole job, every rank)\n' "$model" "$world" "$steps"
 printf '%-16s %10s %12s %12s %10s\n' run "samples/s" "CPU ms/step" "switches/step" "migr./step"
 for name in mgtrain-quiet python-quiet mgtrain-loaded python-loaded; do
   rate=$(grep -o '"samples_per_s": \?[0-9.e+]*' "$out/$name.log" | head -1 | sed 's/.*: \?//')
@@ -88,5 +89,5 @@ done
 for name in mgtrain-quiet python-quiet mgtrain-loaded python-loaded; do
   echo; echo "$name: share of the samples by part"
   head -8 "$out/$name.parts" | awk -F '\t' '{ printf "  %-22s %5.1f%%\n", $1, $2 }'
-  echo "  top symbols:"; head -6 "$out/$name.symbols" | sed 's/^ */    /'
+  echo "  top symbols:"; head -6 "$out/$name.symbols" | sed 's/^ */    /' | cut -c1-140
 done

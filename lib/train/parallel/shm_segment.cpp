@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -55,30 +54,11 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kGroupMagic = 0x6d677472'73686d31ULL;   // "mgtrshm1"
 constexpr std::uint64_t kBufferMagic = 0x6d677472'62756631ULL;  // "mgtrbuf1"
 constexpr std::size_t kSlotBytes = 2u << 20;                    // per rank and parity; larger tensors go in chunks
-constexpr int kSpinsWithSpareCores = 2000;  // ~ tens of microseconds of polling before sleeping on the futex
-constexpr int kSpinsOnBusyCores = 20;       // when every core is taken, polling would steal from training
-
-// Each local rank runs a training thread and this module's thread: spin only when the CPUs this process may
-// use leave a core for each of them.
-int spins_before_sleep(int world) {
-  cpu_set_t usable;
-  CPU_ZERO(&usable);
-  const int cores = sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable) : 1;
-  return cores >= 2 * world ? kSpinsWithSpareCores : kSpinsOnBusyCores;
-}
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 bool reached(std::uint32_t seen, std::uint32_t generation) { return static_cast<std::int32_t>(seen - generation) >= 0; }
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 constexpr auto kLivenessCheckInterval = std::chrono::milliseconds(100);  // how often a waiting rank looks at its peer
 
@@ -289,7 +269,6 @@ ShmReduceGroup::ShmReduceGroup(void* base, std::size_t length, int rank, int wor
       slot_bytes_(slot_bytes),
       timeout_s_(timeout_s),
       name_prefix_(std::move(name_prefix)),
-      spins_before_sleep_(spins_before_sleep(world_size)),
       peer_seen_alive_(static_cast<std::size_t>(world_size), false) {
   // A peer is only ever declared gone after it was seen alive: in separate pid namespaces nobody is visible.
   for (int peer = 0; peer < world_; ++peer) {
@@ -341,11 +320,8 @@ void ShmReduceGroup::wait_for_generation(std::uint32_t generation) {
   for (int peer = 0; peer < world_; ++peer) {
     if (peer == rank_) continue;
     RankSignal& s = signal(peer);
-    bool done = false;
-    for (int i = 0; i < spins_before_sleep_ && !done; ++i) {
-      done = reached(s.arrived.load(std::memory_order_acquire), generation);
-      if (!done) cpu_relax();
-    }
+    // Poll while that pays off (spin_budget.hpp), then sleep on the peer's futex word.
+    bool done = spin_.spin([&] { return reached(s.arrived.load(std::memory_order_acquire), generation); });
     while (!done) {
       if (aborted_.load()) throw Error("shared-memory all-reduce: the communicator is shutting down");
       const auto left = deadline - Clock::now();

@@ -5,7 +5,7 @@
 // Layout: a header, one cache line of signals per rank, then two slots per rank (double buffering by the
 // parity of the operation's generation). Tensors larger than a slot go through in slot-sized chunks, each
 // chunk one generation. Per chunk: copy it into this rank's slot, publish the generation, wait until every
-// rank published it (bounded spin, then futex wait with the collective timeout), then sum all slots in rank
+// rank published it (polling while that pays off, spin_budget.hpp, then a futex wait with the collective timeout), then sum all slots in rank
 // order into the tensor, so every rank gets bit-identical results. Double buffering makes that one barrier
 // enough: a rank that published generation g has finished reading the slots of generation g - 1.
 #pragma once
@@ -20,6 +20,8 @@
 #include <c10/core/ScalarType.h>
 
 #include <ATen/core/Tensor.h>
+
+#include "train/parallel/spin_budget.hpp"
 
 namespace c10d {
 class Store;
@@ -86,7 +88,7 @@ class ShmReduceGroup {
   std::uint32_t generation_ = 0;
   std::string name_prefix_;  // of this job's segment names in /dev/shm
   int buffers_allocated_ = 0;
-  int spins_before_sleep_;
+  SpinBudget spin_;  // how long a wait for a peer polls before it sleeps, learnt from the waits so far
   std::vector<bool> peer_seen_alive_;
   std::atomic<bool> aborted_{false};
 };

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "train/parallel/communicator.hpp"
+#include "train/parallel/spin_budget.hpp"
 #include "train/torch/torch_compat.hpp"
 
 namespace mgtrain {
@@ -35,6 +36,7 @@ class StepAgreement {
   at::Tensor votes_;
   torch_compat::WorkHandle work_;
   std::chrono::steady_clock::duration waited_{};
+  SpinBudget spin_;
 };
 
 }  // namespace mgtrain
