@@ -1,7 +1,8 @@
 // The CPUs this process may use: its affinity mask and its cgroup's CPU quota (cgroup v2 cpu.max, v1
 // cpu.cfs_quota_us / cpu.cfs_period_us, the tightest on the way from its cgroup to the root), and which other
 // processes share them (a key: the kernel's boot id and the affinity mask). The launcher divides them among the workers
-// it starts (supervise/worker_env.hpp, choose_worker_threads), so that their OpenMP threads do not oversubscribe the CPUs.
+// it starts (supervise/worker_env.hpp, choose_worker_threads), so that their OpenMP threads do not oversubscribe the
+// CPUs.
 #pragma once
 
 #include <optional>

@@ -149,7 +149,7 @@ void HostsLaunch::start_agents(const std::vector<HostSlots>& hosts,
       spec.argv =
           remote_agent_argv(launch_.remote_shell, hosts[rank].host, agent_command_line(cwd, mgtrain, arguments[rank]));
       spec.environment = environ_strings;
-      spec.stdin_fd = stdin_pipe.read.get();  // the child gets a copy
+      spec.stdin_fd = stdin_pipe.read.get();       // the child gets a copy
       spec.grouping = ProcessGrouping::kOwnGroup;  // in the launcher's session: ssh may still reach its terminal
       WorkerProcess process = loop_.start_child(std::move(spec));
       // A line of at most 4 KiB into an empty pipe: the write cannot block. It fails only when the agent is gone

@@ -34,7 +34,7 @@ OrphanGuard::OrphanGuard() {
   WorkerProcessSpec spec;
   spec.argv = {"/bin/sh", "-c", kGuardScript, "mgtrain-orphan-guard"};
   spec.stdin_fd = pipe.read.get();
-  spec.grouping = ProcessGrouping::kOwnGroup;      // no terminal's signal reaches it
+  spec.grouping = ProcessGrouping::kOwnGroup;     // no terminal's signal reaches it
   spec.die_with_parent = false;                   // it outlives the launcher: that is what it is for
   const WorkerProcess guard = start_child(spec);  // its stdout and stderr (unused) close with `guard`
   pipe.read.reset();

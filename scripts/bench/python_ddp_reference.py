@@ -5,7 +5,9 @@ Run under torchrun (gloo, CPU), e.g.
   OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node 2 --monitor_interval 0.1 --redirects 9:1 --tee 9:1 \
       scripts/bench/python_ddp_reference.py --hidden 1024,1024 --batch 64 --steps 300
 
-It mirrors configs/bench/*.yaml: an MLP on synthetic 1x28x28 inputs with 10 classes, SGD with momentum 0.9,
+It mirrors configs/bench/*.yaml: an MLP (--hidden) or the Fashion-MNIST CNN (--cnn: configs/bench/cnn.yaml, mgtrain's
+lib/train/models/cnn_model.cpp: conv3x3 without bias + BatchNorm2d + ReLU + MaxPool2d(2) per channel count, then
+Linear + ReLU per fc width) on synthetic 1x28x28 inputs with 10 classes, SGD with momentum 0.9,
 the usual TensorDataset + DistributedSampler + DataLoader input pipeline, DDP with default buckets.
 Rank 0 prints one JSON line like mgtrain's summary: {"summary": {"samples_per_s": ..., "step_time_ms": ...}}.
 --no-comm times the same step without DDP (no gradient all-reduce), for the overlap measurement.
@@ -26,6 +28,9 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hidden", default="1024,1024")
+    parser.add_argument("--cnn", action="store_true", help="the CNN of configs/bench/cnn.yaml instead of the MLP")
+    parser.add_argument("--channels", default="32,64")
+    parser.add_argument("--fc", default="128")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--samples", type=int, default=60000)
@@ -40,8 +45,16 @@ def main():
     world = dist.get_world_size() if distributed else 1
 
     torch.manual_seed(42)
-    widths = [784] + [int(h) for h in args.hidden.split(",")]
-    layers = [nn.Flatten()]
+    if args.cnn:
+        layers, c, side = [], 1, 28
+        for out in [int(x) for x in args.channels.split(",")]:
+            layers += [nn.Conv2d(c, out, 3, 1, 1, bias=False), nn.BatchNorm2d(out), nn.ReLU(), nn.MaxPool2d(2)]
+            c, side = out, side // 2
+        widths = [c * side * side] + [int(x) for x in args.fc.split(",")]
+    else:
+        layers = []
+        widths = [784] + [int(h) for h in args.hidden.split(",")]
+    layers.append(nn.Flatten())
     for a, b in zip(widths, widths[1:]):
         layers += [nn.Linear(a, b), nn.ReLU()]
     layers.append(nn.Linear(widths[-1], 10))

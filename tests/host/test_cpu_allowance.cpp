@@ -69,7 +69,7 @@ TEST_CASE("cpu allowance: cgroup v2 cpu.max, the tightest quota up to the root",
   write(root / "proc/self/cgroup", "0::/job.slice/step_0\n");
   write(root / "proc/sys/kernel/random/boot_id", "4f1e-boot\n");
   write(root / "sys/fs/cgroup/job.slice/step_0/cpu.max", "max 100000\n");  // no quota of its own
-  write(root / "sys/fs/cgroup/job.slice/cpu.max", "150000 100000\n");     // 1.5 CPUs for the whole slice
+  write(root / "sys/fs/cgroup/job.slice/cpu.max", "150000 100000\n");      // 1.5 CPUs for the whole slice
   const CpuAllowance cpus = read_cpu_allowance(root.path());
   REQUIRE(cpus.quota_cpus.has_value());
   CHECK(*cpus.quota_cpus == Approx(1.5));

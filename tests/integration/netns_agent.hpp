@@ -30,9 +30,14 @@ namespace mgtrain::testing {
 // orphan guard) if the test ends before it does.
 class Agent {
  public:
+  // `environment`: "NAME=VALUE" settings added to the launcher's environment (through env(1)).
   Agent(const NetnsHosts& hosts, int host, const std::vector<std::string>& launch_args,
-        const std::string& output_prefix) {
+        const std::string& output_prefix, const std::vector<std::string>& environment = {}) {
     std::vector<std::string> argv = hosts.exec_prefix(host);
+    if (!environment.empty()) {
+      argv.push_back("env");
+      argv.insert(argv.end(), environment.begin(), environment.end());
+    }
     argv.push_back(std::string(MGTRAIN_BIN_DIR) + "/mgtrain");
     argv.push_back("launch");
     argv.insert(argv.end(), launch_args.begin(), launch_args.end());

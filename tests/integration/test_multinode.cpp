@@ -122,14 +122,14 @@ TEST_CASE("static: two nodes x two workers get torchrun's ranks in node order an
   CHECK(file_exists(dir / "runs/mn/node_1/config.yaml"));
 }
 
-TEST_CASE("static: the trainer runs DDP across two namespaces (Gloo between hosts)", "[multinode][static][trainer]") {
+TEST_CASE("static: the trainer runs DDP across two namespaces: shared memory on one machine, else Gloo between hosts",
+          "[multinode][static][trainer]") {
   if (!file_exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker")) {
     WARN("SKIP: mgtrain-worker is not built (configured with -DMGTRAIN_BUILD_WORKER=OFF)");
     return;
   }
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
-  TempDir dir;
   std::string config = std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml";
   std::vector<std::string> training = {config,
                                        "train.max_steps=30",
@@ -137,21 +137,28 @@ TEST_CASE("static: the trainer runs DDP across two namespaces (Gloo between host
                                        "data.synthetic_samples=4096",
                                        "ddp.connect_timeout_s=30",
                                        "data.loader_threads=0"};
-  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), training), dir / "node0");
-  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), training), dir / "node1");
-  int code0 = node0.wait(120s), code1 = node1.wait(120s);
-  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
-  REQUIRE(code0 == 0);
-  REQUIRE(code1 == 0);
-  std::string summary;
-  for (const std::string& line : mgtrain::split_lines(read_text(rank_log(dir, 0, 0, 0)))) {
-    if (line.rfind("{\"summary\"", 0) == 0) summary = line;
+  // The namespaces are nodes of one machine: their ranks find rank 0's segment in the one /dev/shm and sum through it.
+  // With it off (MGTRAIN_SHM_ALLREDUCE=0), as between real hosts, every sum crosses the network through Gloo.
+  for (const auto& [environment, backend] :
+       {std::pair<std::vector<std::string>, std::string>{{}, "gloo+shm"}, {{"MGTRAIN_SHM_ALLREDUCE=0"}, "gloo"}}) {
+    TempDir dir;
+    Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), training), dir / "node0", environment);
+    Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), training), dir / "node1", environment);
+    int code0 = node0.wait(120s), code1 = node1.wait(120s);
+    INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+    REQUIRE(code0 == 0);
+    REQUIRE(code1 == 0);
+    std::string summary;
+    for (const std::string& line : mgtrain::split_lines(read_text(rank_log(dir, 0, 0, 0)))) {
+      if (line.rfind("{\"summary\"", 0) == 0) summary = line;
+    }
+    REQUIRE_FALSE(summary.empty());
+    YAML::Node parsed = YAML::Load(summary)["summary"];
+    CHECK(parsed["world_size"].as<int>() == 4);
+    CHECK(parsed["steps"].as<int>() == 30);
+    CHECK(parsed["backend"].as<std::string>() == backend);
+    CHECK_THAT(node0.err() + node0.out(), !Catch::Contains("shared-memory all-reduce not available"));
   }
-  REQUIRE_FALSE(summary.empty());
-  YAML::Node parsed = YAML::Load(summary)["summary"];
-  CHECK(parsed["world_size"].as<int>() == 4);
-  CHECK(parsed["steps"].as<int>() == 30);
-  CHECK(parsed["backend"].as<std::string>() == "gloo");
 }
 
 TEST_CASE("static: a different --nproc is a clear error on both nodes, not a hang", "[multinode][static][agreement]") {

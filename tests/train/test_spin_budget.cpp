@@ -12,14 +12,13 @@
 using namespace mgtrain;
 using namespace std::chrono_literals;
 
-TEST_CASE("spin budget: waits that sleep halve it down to the floor, waits met while polling widen it",
-          "[ddp][spin]") {
+TEST_CASE("spin budget: waits that sleep halve it down to the floor, waits met while polling widen it", "[ddp][spin]") {
   SpinBudget budget;
   CHECK(budget.budget() == SpinBudget::kStart);
   budget.learn(false, 20us);
   CHECK(budget.budget() == SpinBudget::kStart / 2);
   for (int i = 0; i < 20; ++i) budget.learn(false, 10us);  // a busy machine: the party is never running
-  CHECK(budget.budget() == SpinBudget::kFloor);             // a short probe is left, never nothing
+  CHECK(budget.budget() == SpinBudget::kFloor);            // a short probe is left, never nothing
   budget.learn(true, 1us);  // the machine got quiet: a party that arrived within the probe
   CHECK(budget.budget() == SpinBudget::kFloor);
   budget.learn(true, 9us);  // twice what the wait took

@@ -317,8 +317,9 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
     throw Error(fmt::format("rank {}: gloo could not connect to its peers: {}", id.rank, first_line(e.what())));
   }
   std::unique_ptr<ShmAllreduce> shm;
-  if (id.world_size == id.local_world_size &&
-      !ddp.force_process_group) {  // every rank on this host: sums go through shared memory
+  // Sums go through shared memory when every rank runs on this machine: one node's ranks, or several nodes' on one
+  // machine (ShmAllreduce::connect finds out; ranks on other machines answer that, and everyone uses gloo).
+  if (!ddp.force_process_group) {
     const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
     const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
     auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}", id.restart_count), store);

@@ -1,13 +1,13 @@
-// Intra-node all-reduce through POSIX shared memory, for jobs whose ranks all run on one host (the CPU
-// counterpart of NCCL's intra-node path). Local rank 0 creates one segment, every rank maps it, and it is
-// unlinked as soon as all have mapped it, so nothing is left in /dev/shm even when a process is killed.
-// Operations run asynchronously, strictly in issue order, on one background thread per process; the
-// caller gets a c10d::Work handle whose wait() completes (or rethrows the thread's error), like Gloo's.
-// Ranks synchronise through a generation counter per rank in the segment (atomics + futex wait/wake);
-// a peer that does not arrive within the collective timeout fails the operation with an error naming it.
-// Buffers allocated here (the gradient buckets) live in shared memory themselves and are summed in place,
-// each rank adding up 1/world of the elements: no copies at all. Set MGTRAIN_SHM_ALLREDUCE=0 to disable (every rank
-// then uses Gloo).
+// Intra-node all-reduce through POSIX shared memory, for jobs whose ranks all run on one machine, one node's or several
+// nodes' (the CPU counterpart of NCCL's intra-node path; ranks on other machines find rank 0's segment missing from
+// their /dev/shm, or made by another kernel, and every rank then uses Gloo). Rank 0 creates one segment, every rank
+// maps it, and it is unlinked as soon as all have mapped it, so nothing is left in /dev/shm even when a process is
+// killed. Operations run asynchronously, strictly in issue order, on one background thread per process; the caller gets
+// a c10d::Work handle whose wait() completes (or rethrows the thread's error), like Gloo's. Ranks synchronise through a
+// generation counter per rank in the segment (atomics + futex wait/wake); a peer that does not arrive within the
+// collective timeout fails the operation with an error naming it. Buffers allocated here (the gradient buckets) live in
+// shared memory themselves and are summed in place, each rank adding up 1/world of the elements: no copies at all. Set
+// MGTRAIN_SHM_ALLREDUCE=0 to disable (every rank then uses Gloo).
 #pragma once
 
 #include <cstdint>

@@ -26,11 +26,13 @@
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "host/cpu_allowance.hpp"
 #include "host/process_stats.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/log.hpp"
 #include "util/timespec.hpp"
+#include "util/xxhash64.hpp"
 
 namespace mgtrain {
 
@@ -39,7 +41,9 @@ struct ShmReduceGroup::Header {
   std::uint64_t world;
   std::uint64_t slot_bytes;
   std::uint64_t data_offset;
+  std::uint64_t machine;  // machine_id() of the creator: a segment of another machine's rank 0 is refused
 };
+static_assert(sizeof(ShmReduceGroup::Header) <= 64, "the rank signals start at offset 64");
 
 struct alignas(64) ShmReduceGroup::RankSignal {
   std::atomic<std::uint32_t> arrived;  // the last generation whose chunk this rank has put in its slot
@@ -55,6 +59,19 @@ constexpr std::uint64_t kGroupMagic = 0x6d677472'73686d31ULL;   // "mgtrshm1"
 constexpr std::uint64_t kBufferMagic = 0x6d677472'62756631ULL;  // "mgtrbuf1"
 constexpr std::size_t kSlotBytes = 2u << 20;                    // per rank and parity; larger tensors go in chunks
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
+
+// This machine (its kernel's boot id, hashed); 0: unknown. Ranks of one job on several machines each see their own.
+std::uint64_t machine_id() {
+  static const std::uint64_t id = [] {
+    const std::string boot = read_cpu_allowance().boot_id;
+    return boot.empty() ? std::uint64_t{0} : xxhash64(boot.data(), boot.size()) | 1;
+  }();
+  return id;
+}
+
+// What a rank says when rank 0's segment is not on its machine: a normal case (ranks on several machines) that the
+// setup answers with gloo and no note.
+constexpr const char* kOtherMachine = "rank 0 is on another machine";
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
@@ -146,6 +163,7 @@ Mapping create_segment(const std::string& name, int world, const SegmentShape& s
   header->world = static_cast<std::uint64_t>(world);
   header->slot_bytes = shape.slot_bytes;
   header->data_offset = shape.data_offset;
+  header->machine = machine_id();
   std::atomic_thread_fence(std::memory_order_release);
   header->magic = shape.magic;
   return {base, length};
@@ -154,7 +172,9 @@ Mapping create_segment(const std::string& name, int world, const SegmentShape& s
 Mapping open_segment(const std::string& name, int world, std::uint64_t magic, std::size_t slots_per_rank) {
   const Fd segment(shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
   const int fd = segment.get();
-  if (fd < 0) throw SystemError(fmt::format("shm_open({}) (is rank 0 on another host?)", name), errno);
+  if (fd < 0 && errno == ENOENT)
+    throw Error(fmt::format("{} ({} is not in this machine's /dev/shm)", kOtherMachine, name));
+  if (fd < 0) throw SystemError(fmt::format("shm_open({})", name), errno);
   struct stat info {};
   if (fstat(fd, &info) != 0) throw SystemError(fmt::format("fstat({})", name), errno);
   const auto length = static_cast<std::size_t>(info.st_size);
@@ -162,6 +182,10 @@ Mapping open_segment(const std::string& name, int world, std::uint64_t magic, st
   const int err = errno;
   if (base == MAP_FAILED) throw SystemError(fmt::format("mmap({}, {} bytes)", name, length), err);
   const auto* header = static_cast<const ShmReduceGroup::Header*>(base);
+  if (length >= sizeof *header && header->magic == magic && header->machine != machine_id()) {
+    munmap(base, length);  // the same name by chance on another machine
+    throw Error(fmt::format("{} ({} was made on another machine)", kOtherMachine, name));
+  }
   if (length < sizeof *header || header->magic != magic || header->world != static_cast<std::uint64_t>(world) ||
       length < header->data_offset + static_cast<std::size_t>(world) * slots_per_rank * header->slot_bytes) {
     munmap(base, length);
@@ -230,8 +254,9 @@ Mapping rendezvous_segment(c10d::Store& store, int rank, int world_size, const s
   }
   if (!why.empty()) {
     if (mapping.base) munmap(mapping.base, mapping.length);
-    // Slower, not wrong: say so unless the user asked for it.
-    if (rank == 0 && why.find("MGTRAIN_SHM_ALLREDUCE=0") == std::string::npos) {
+    // Slower, not wrong: say so unless the user asked for it, or the ranks are on several machines.
+    if (rank == 0 && why.find("MGTRAIN_SHM_ALLREDUCE=0") == std::string::npos &&
+        why.find(kOtherMachine) == std::string::npos) {
       log::note("shared-memory all-reduce not available ({}); all-reduces go through gloo", why);
     }
     return {};

@@ -5,9 +5,9 @@
 // Layout: a header, one cache line of signals per rank, then two slots per rank (double buffering by the
 // parity of the operation's generation). Tensors larger than a slot go through in slot-sized chunks, each
 // chunk one generation. Per chunk: copy it into this rank's slot, publish the generation, wait until every
-// rank published it (polling while that pays off, spin_budget.hpp, then a futex wait with the collective timeout), then sum all slots in rank
-// order into the tensor, so every rank gets bit-identical results. Double buffering makes that one barrier
-// enough: a rank that published generation g has finished reading the slots of generation g - 1.
+// rank published it (polling while that pays off, spin_budget.hpp, then a futex wait with the collective timeout), then
+// sum all slots in rank order into the tensor, so every rank gets bit-identical results. Double buffering makes that
+// one barrier enough: a rank that published generation g has finished reading the slots of generation g - 1.
 #pragma once
 
 #include <atomic>
