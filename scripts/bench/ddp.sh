@@ -16,7 +16,8 @@
 # Usage: scripts/bench/ddp.sh           (needs build/bin/mgtrain; stress-ng for the loaded phase)
 #   ROUNDS=5                 rounds per phase (medians of ROUNDS runs of each measure)
 #   PHASES="quiet loaded"    which phases
-#   TORCHRUN=<venv>/bin/torchrun   Python DDP of that torch (default: torch 2.x's venv of scripts/torch2-env.sh)
+#   TORCHRUN=<venv>/bin/torchrun   Python DDP of that torch (default: torch 2.x's venv of scripts/torch2-env.sh;
+#                            /usr/bin/torchrun: Debian's python3-torch 1.13)
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
@@ -24,7 +25,11 @@ rounds=${ROUNDS:-5}
 phases=${PHASES:-quiet loaded}
 mgtrain=${MGTRAIN:-build/bin/mgtrain}
 torchrun_bin=${TORCHRUN:-$HOME/.cache/mgtrain/torch-2.15.0/bin/torchrun}
-torchrun=("$torchrun_bin" --standalone --monitor-interval 0.1)
+if [[ $torchrun_bin == /usr/bin/torchrun ]]; then  # Debian's 1.13 crashes on Python 3.11 unless --redirects/--tee get a per-rank mapping
+  torchrun=(/usr/bin/torchrun --standalone --monitor_interval 0.1 --redirects 9:1 --tee 9:1)
+else
+  torchrun=("$torchrun_bin" --standalone --monitor-interval 0.1)
+fi
 python_ref=scripts/bench/python_ddp_reference.py
 die() { echo "ddp.sh: $*" >&2; exit 2; }
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$rounds: expected a positive integer"
