@@ -2,6 +2,7 @@
 #include "host/cpu_allowance.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,13 +16,20 @@
 namespace mgtrain {
 namespace {
 
+std::string with_slash(const std::string& root) { return root.empty() || root.back() == '/' ? root : root + "/"; }
+
+// The affinity mask's CPUs; when it cannot be read, the online CPUs (at least one).
 std::vector<int> affinity_cpus() {
   std::vector<int> cpus;
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return {0};  // unknown: count one, never more than there is
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+  } else {
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; cpu < online && cpu < CPU_SETSIZE; ++cpu) cpus.push_back(static_cast<int>(cpu));
   }
   return cpus.empty() ? std::vector<int>{0} : cpus;
 }
@@ -120,14 +128,18 @@ std::string CpuAllowance::describe() const {
 std::string CpuAllowance::sharing_key() const { return boot_id.empty() ? "" : boot_id + "/" + affinity_text(); }
 
 CpuAllowance read_cpu_allowance(const std::string& root) {
-  const std::string base = root.empty() || root.back() == '/' ? root : root + "/";
+  const std::string base = with_slash(root);
   CpuAllowance allowance;
   allowance.affinity = affinity_cpus();
   const Quota quota = cgroup_quota(base);
   allowance.quota_cpus = quota.cpus;
   allowance.quota_file = quota.file.empty() ? "" : quota.file.substr(base.size() - 1);
-  allowance.boot_id = trim(try_read_file(base + "proc/sys/kernel/random/boot_id").value_or(""));
+  allowance.boot_id = read_boot_id(base);
   return allowance;
+}
+
+std::string read_boot_id(const std::string& root) {
+  return trim(try_read_file(with_slash(root) + "proc/sys/kernel/random/boot_id").value_or(""));
 }
 
 }  // namespace mgtrain

@@ -31,5 +31,8 @@ struct CpuAllowance {
 // This process's allowance. `root` prefixes every path read (tests give a folder laid out like / with
 // proc/self/cgroup, proc/sys/kernel/random/boot_id and sys/fs/cgroup/...); the affinity is this process's own.
 CpuAllowance read_cpu_allowance(const std::string& root = "/");
+// The kernel's boot id (root/proc/sys/kernel/random/boot_id, trimmed): the same for every process of one machine,
+// containers and namespaces included; empty when it cannot be read.
+std::string read_boot_id(const std::string& root = "/");
 
 }  // namespace mgtrain

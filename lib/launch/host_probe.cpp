@@ -1,7 +1,7 @@
-// Reads the machine's facts (sched_getaffinity, gethostname, getcwd, NVIDIA driver files).
+// Reads the machine's facts (host/cpu_allowance: affinity mask, cgroup quota; gethostname, getcwd, NVIDIA driver
+// files).
 #include "launch/host_probe.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,14 +27,6 @@ HostFacts probe_host_facts(const EnvMap& environment) {
     return nvml ? nvml->sample() : std::vector<GpuSample>{};
   };
 
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) {
-    host.cpu_count = CPU_COUNT(&cpus);
-  } else {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    host.cpu_count = online > 0 ? static_cast<int>(online) : 1;
-  }
   host.cpus = read_cpu_allowance();
 
   char name[HOST_NAME_MAX + 1] = {};

@@ -50,7 +50,7 @@ std::vector<std::string> resolve_gpu_ids(const GpuList& list, const HostFacts& h
 
 int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, bool gpu_ids_given,
                   const HostFacts& host, Personality personality, std::string& reason) {
-  const int cpu_workers = std::max(host.cpu_count, 1);  // `cpu`, and `auto` without a GPU in torchrun's personality
+  const int cpu_workers = std::max(host.cpu_count(), 1);  // `cpu`, and `auto` without a GPU in torchrun's personality
   const std::string flag = personality == Personality::Torchrun ? "--nproc-per-node" : "--nproc";  // its spelling
   switch (nproc.kind) {
     case NprocSpec::Kind::Count:
@@ -86,7 +86,7 @@ int resolve_nproc(const NprocSpec& nproc, const std::vector<std::string>& gpus, 
     case NprocSpec::Kind::Cpu:
       break;
   }
-  reason = "cpu: " + plural(host.cpu_count, "CPU");
+  reason = "cpu: " + plural(host.cpu_count(), "CPU");
   return cpu_workers;
 }
 

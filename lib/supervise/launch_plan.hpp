@@ -3,6 +3,7 @@
 // arrive as typed values the config schema parsed once (config/launch_settings.hpp); the plan only resolves them.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -23,8 +24,8 @@ struct HostFacts {
   std::vector<std::string> visible_gpus;  // what CUDA would enumerate, after CUDA_VISIBLE_DEVICES
   bool cuda_visible_devices_set = false;
   std::string cuda_visible_devices;  // the variable as the launcher got it (when set)
-  int cpu_count = 1;                 // CPUs this process may run on (affinity mask)
-  CpuAllowance cpus;                 // those CPUs, the cgroup's quota and who shares them (worker thread counts)
+  CpuAllowance cpus;  // the CPUs this process may run on (affinity mask), the cgroup's quota, who shares them
+  int cpu_count() const { return std::max(static_cast<int>(cpus.affinity.size()), 1); }
   std::string hostname;
   std::string cwd;  // absolute; relative log_dir is resolved against it
   // Per-GPU statistics for `--gpu-ids auto` (NVML); called only then. Unset or empty result: no statistics.

@@ -2,6 +2,8 @@
 // ddp.strategy dp in the launch plan (one worker that sees every selected GPU).
 #include <catch2/catch.hpp>
 
+#include <numeric>
+
 #include "host/gpu_inventory.hpp"
 #include "host/gpu_selection.hpp"
 #include "supervise/launch_plan.hpp"
@@ -25,7 +27,8 @@ GpuSample gpu(int index, std::int64_t used_gib, std::int64_t total_gib = 80) {
 HostFacts host_with(int count, std::vector<GpuSample> samples) {
   HostFacts host;
   host.visible_gpus = visible_gpus(count, std::nullopt);
-  host.cpu_count = 4;
+  host.cpus.affinity.resize(4);  // CPUs 0 .. 4-1
+  std::iota(host.cpus.affinity.begin(), host.cpus.affinity.end(), 0);
   host.hostname = "box";
   host.cwd = "/home/alice/project";
   host.gpu_stats = [samples] { return samples; };

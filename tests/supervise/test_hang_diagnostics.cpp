@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,8 @@ TEST_CASE("a hang is announced, diagnosed before SIGTERM, and its stacks file is
   launch.diagnose_timeout = 5;
   launch.grace_period = 5;
   HostFacts host;
-  host.cpu_count = 2;
+  host.cpus.affinity.resize(2);  // CPUs 0 .. 2-1
+  std::iota(host.cpus.affinity.begin(), host.cpus.affinity.end(), 0);
   host.hostname = "box";
   host.cwd = dir.path();
   // Rank 0 reports once at once, rank 1 a little later; then both go quiet until SIGTERM, which they record.

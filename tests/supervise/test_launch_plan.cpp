@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 using namespace mgtrain;
 
@@ -17,7 +18,8 @@ namespace {
 HostFacts host_with_gpus(int count) {
   HostFacts host;
   host.visible_gpus = visible_gpus(count, std::nullopt);
-  host.cpu_count = 6;
+  host.cpus.affinity.resize(6);  // CPUs 0 .. 6-1
+  std::iota(host.cpus.affinity.begin(), host.cpus.affinity.end(), 0);
   host.hostname = "box";
   host.cwd = "/home/alice/project";
   return host;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <numeric>
 
 #include "supervise/launch_plan.hpp"
 #include "supervise/supervision_policy.hpp"
@@ -15,7 +16,8 @@ namespace {
 
 HostFacts cpu_host(int cpus) {
   HostFacts host;
-  host.cpu_count = cpus;
+  host.cpus.affinity.resize(cpus);  // CPUs 0 .. cpus-1
+  std::iota(host.cpus.affinity.begin(), host.cpus.affinity.end(), 0);
   host.hostname = "box";
   host.cwd = "/home/alice";
   return host;

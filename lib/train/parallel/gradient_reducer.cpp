@@ -179,11 +179,7 @@ void GradientReducer::finish_backward() {
   lock.unlock();
   const auto wait_start = std::chrono::steady_clock::now();
   for (auto& bucket : buckets_) {
-    if (!bucket.work) continue;
-    // A host-side all-reduce (shared memory, gloo): poll while that pays off (spin_budget.hpp); wait() then sleeps,
-    // or returns at once. NCCL's wait() does not block the host: nothing to poll.
-    if (bucket.flat.is_cpu()) spin_.spin([&bucket] { return bucket.work->isCompleted(); });
-    bucket.work->wait();
+    if (bucket.work) bucket.work->wait();
   }
   waited_ += std::chrono::steady_clock::now() - wait_start;
   for (auto& slot : params_) {

@@ -15,7 +15,6 @@
 #include <ATen/core/Tensor.h>
 
 #include "train/parallel/communicator.hpp"
-#include "train/parallel/spin_budget.hpp"
 
 namespace mgtrain {
 
@@ -89,7 +88,6 @@ class GradientReducer {
   bool in_backward_ = false;
   std::size_t next_to_launch_ = 0;
   std::chrono::steady_clock::duration waited_{};
-  SpinBudget spin_;  // the training thread's waits for the buckets' all-reduces
 };
 
 }  // namespace mgtrain

@@ -13,16 +13,27 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "train/parallel/shm_segment.hpp"
+#include "train/parallel/spin_budget.hpp"
 #include "util/error.hpp"
 
 namespace mgtrain {
 namespace {
 
-// A c10d::Work that the background thread completes (finish() is protected in c10d::Work).
+// A c10d::Work that the background thread completes (finish() is protected in c10d::Work). Its waiter (the training
+// thread: the buckets, the step vote) polls while that pays off (spin_budget.hpp, one budget per communicator), then
+// sleeps in c10d::Work::wait.
 class ShmWork final : public c10d::Work {
  public:
-  ShmWork() : c10d::Work(-1, c10d::OpType::ALLREDUCE) {}
+  explicit ShmWork(std::shared_ptr<SpinBudget> spin)
+      : c10d::Work(-1, c10d::OpType::ALLREDUCE), spin_(std::move(spin)) {}
   void complete(std::exception_ptr error) { finish(std::move(error)); }
+  bool wait(std::chrono::milliseconds timeout) override {
+    spin_->spin([this] { return isCompleted(); });
+    return c10d::Work::wait(timeout);
+  }
+
+ private:
+  std::shared_ptr<SpinBudget> spin_;
 };
 
 }  // namespace
@@ -46,7 +57,7 @@ class ShmAllreduce::Impl {
   }
 
   torch_compat::WorkHandle submit(const at::Tensor& tensor) {
-    auto work = c10::make_intrusive<ShmWork>();
+    auto work = c10::make_intrusive<ShmWork>(waits_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       std::shared_ptr<ShmReduceGroup::SharedBuffer> shared;
@@ -118,7 +129,8 @@ class ShmAllreduce::Impl {
   std::condition_variable ready_;
   std::deque<Operation> queue_;
   bool stopping_ = false;
-  std::thread thread_;  // last: starts once everything above exists
+  std::shared_ptr<SpinBudget> waits_ = std::make_shared<SpinBudget>();  // the waits on this communicator's works
+  std::thread thread_;                                                  // last: starts once everything above exists
 };
 
 std::unique_ptr<ShmAllreduce> ShmAllreduce::connect(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,

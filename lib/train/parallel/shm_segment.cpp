@@ -63,7 +63,7 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "futex words must
 // This machine (its kernel's boot id, hashed); 0: unknown. Ranks of one job on several machines each see their own.
 std::uint64_t machine_id() {
   static const std::uint64_t id = [] {
-    const std::string boot = read_cpu_allowance().boot_id;
+    const std::string boot = read_boot_id();
     return boot.empty() ? std::uint64_t{0} : xxhash64(boot.data(), boot.size()) | 1;
   }();
   return id;

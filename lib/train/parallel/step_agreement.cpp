@@ -14,7 +14,6 @@ void StepAgreement::begin(const StepVotes& mine) {
 StepVotes StepAgreement::finish() {
   if (work_) {
     const auto wait_start = std::chrono::steady_clock::now();
-    spin_.spin([this] { return work_->isCompleted(); });  // polls while that pays off; wait() then sleeps or returns
     work_->wait();
     waited_ += std::chrono::steady_clock::now() - wait_start;
   }

@@ -9,7 +9,6 @@
 #include <ATen/core/Tensor.h>
 
 #include "train/parallel/communicator.hpp"
-#include "train/parallel/spin_budget.hpp"
 #include "train/torch/torch_compat.hpp"
 
 namespace mgtrain {
@@ -36,7 +35,6 @@ class StepAgreement {
   at::Tensor votes_;
   torch_compat::WorkHandle work_;
   std::chrono::steady_clock::duration waited_{};
-  SpinBudget spin_;
 };
 
 }  // namespace mgtrain
