@@ -45,8 +45,10 @@ def waiting_for_the_release_file():
     while not os.path.exists(release):
         time.sleep(0.02)
 
-with open(os.path.join(run, f"ready_{rank}"), "w") as ready:
-    ready.write(str(os.getpid()))
+ready = os.path.join(run, f"ready_{rank}")
+with open(ready + ".part", "w") as part:  # renamed whole: the test reads the pid as soon as the name appears
+    part.write(str(os.getpid()))
+os.rename(ready + ".part", ready)
 if rank == 1:
     waiting_for_the_release_file()
 else:
@@ -174,6 +176,7 @@ TEST_CASE("status --stacks: a second request while a dump runs is told busy at o
   // Rank 0 cannot answer the stack signal: each dump waits 2 s for its Python frames, the signal pending meanwhile.
   StacksRun run({"--diagnose-timeout", "5"}, {{"BLOCK_STACKS_RANK", "0"}});
   const std::string rank0_pid = read_text(run.run_dir + "/ready_0");
+  REQUIRE(std::stoi(rank0_pid) > 0);
   const auto started = Clock::now();
   ChildProcess slow =
       start_process({kMgtrain, "status", "live", "--log-dir", run.log_dir, "--stacks"}, run.dir / "slow");
