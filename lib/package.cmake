@@ -56,10 +56,10 @@ foreach(target ${MGTRAIN_PACKAGE_TARGETS})
   get_target_property(include_root ${target} MGTRAIN_INSTALL_INCLUDE_ROOT)
   get_target_property(binary_dir ${target} BINARY_DIR)
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/lib/${folder}/*.hpp ${binary_dir}/generated/${folder}/*.hpp)
-  install(FILES ${headers} DESTINATION ${include_root}/${folder})
+  install(FILES ${headers} DESTINATION ${include_root}/${folder} COMPONENT trainer)
 endforeach()
-install(TARGETS ${MGTRAIN_PACKAGE_TARGETS} EXPORT mgtrainTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(EXPORT mgtrainTargets NAMESPACE mgtrain:: DESTINATION ${MGTRAIN_PACKAGE_CMAKE_DIR})
+install(TARGETS ${MGTRAIN_PACKAGE_TARGETS} EXPORT mgtrainTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT trainer)
+install(EXPORT mgtrainTargets NAMESPACE mgtrain:: DESTINATION ${MGTRAIN_PACKAGE_CMAKE_DIR} COMPONENT trainer)
 
 # What the consumer must find again, recorded at configure time: the same LibTorch (its directory and version), the
 # CUDA toolkit its CMake files compile against, gloo's headers.
@@ -74,4 +74,4 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/package/mgtrainConf
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/package/mgtrainConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/package/mgtrainConfigVersion.cmake
               ${PROJECT_SOURCE_DIR}/third_party/mgtrain_torch.cmake
-        DESTINATION ${MGTRAIN_PACKAGE_CMAKE_DIR})
+        DESTINATION ${MGTRAIN_PACKAGE_CMAKE_DIR} COMPONENT trainer)

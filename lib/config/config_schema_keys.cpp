@@ -118,7 +118,7 @@ void add_launch_keys(SchemaBuilder& s) {
             "hang detection: seconds to collect diagnostics (stack dumps) of the ranks before they are stopped")
             .range(0, 3600));
   s.add(key("launch.worker", &C::launch, &LaunchConfig::worker,
-            "path of the worker binary; empty: mgtrain-worker next to mgtrain"));
+            "path of the worker binary; empty: mgtrain-worker next to mgtrain, else the trainer wheel's"));
   s.add(key("launch.python", &C::launch, &LaunchConfig::python,
             "interpreter that runs a launched .py script or -m module; empty: $PYTHON_EXEC when set (as torchrun), "
             "else python3 on PATH"));
