@@ -74,6 +74,7 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--no-straggler-detection", "launch.straggler_detection", false, "false"},
     {"--straggler-margin,--straggler_margin", "launch.straggler_margin", true},
     {"--straggler-window,--straggler_window", "launch.straggler_window", true},
+    {"--termination-log,--termination_log", "launch.termination_log", true},
 };
 
 // The spellings of a CLI11 option spec: "--nproc,--nproc_per_node" -> {"--nproc", "--nproc_per_node"}.

@@ -67,6 +67,8 @@ struct LaunchConfig {
   bool straggler_detection = true;  // on whenever the workers have progress files
   double straggler_margin = 0.2;    // flagged when slower than (1 - margin) x the other ranks' median step rate
   double straggler_window = 30.0;   // seconds the rate is measured over; flagged after half of it
+  // Kubernetes (docs/launch.md#termination-message): the file that gets a failed job's one-line root cause
+  std::string termination_log;  // empty: /dev/termination-log when it exists; "none": off
 };
 
 // `model:` — which network the built-in trainer builds.

@@ -21,6 +21,7 @@
 #include "launch/rank_diagnostics.hpp"
 #include "launch/rendezvous_secret.hpp"
 #include "launch/run_directory_lock.hpp"
+#include "launch/termination_message.hpp"
 #include "launch/torchrun_personality.hpp"
 #include "multinode/node_agent.hpp"
 #include "observe/run_record.hpp"
@@ -142,7 +143,10 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
                                       rendezvous_token(launch, flag_token, environment, slurm.job_id), &diagnostics},
                      ports);
   const int code = agent.exit_code;
-  if (agent.failure) write_launcher_error_file(*agent.failure, environment, plan.personality);
+  if (agent.failure) {
+    write_launcher_error_file(*agent.failure, environment, plan.personality);
+    write_termination_message(*agent.failure, launch.termination_log, plan.personality);
+  }
   if (job_record) {
     const std::string status = finished_status(code, agent.launcher_signal.has_value() || stopped_by_signal(code),
                                                code == exit_code::kStoppedAfterCheckpoint);
@@ -160,11 +164,13 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
 }
 
 // After a single-node run: the failure report and failure.json, or why the workers stopped.
-void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, const EnvMap& environment) {
+void report_single_node_end(const LaunchPlan& plan, SupervisionResult& result, const EnvMap& environment,
+                            const LaunchConfig& launch) {
   if (result.failure) {
     log::text(format_failure_report(*result.failure));
     write_run_file(log_layout::failure_json(plan.run_dir), failure_report_to_json(*result.failure));
     write_launcher_error_file(*result.failure, environment, plan.personality);
+    write_termination_message(*result.failure, launch.termination_log, plan.personality);
   }
   const SignalResponse response = result.launcher_signal
                                       ? signal_response(*result.launcher_signal, plan.personality, plan.handled_signals)
@@ -234,7 +240,7 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
                                              result.stopped_after_checkpoint && !result.failure);
   const std::string record_warning = run_record.finish(status, result.exit_code, result.attempts);
   if (!record_warning.empty()) say_line(record_warning);
-  report_single_node_end(plan, result, environment);
+  report_single_node_end(plan, result, environment, loaded.config.launch);
   // Preempted (SIGUSR1, or SIGTERM at a time limit, and the workers saved and stopped): requeue the SLURM job.
   requeue_after_preemption(
       slurm, loaded.config.launch,

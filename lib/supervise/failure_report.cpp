@@ -164,6 +164,30 @@ std::string FailedWorker::outcome() const {
   return status.describe();
 }
 
+std::string failure_summary_line(const FailureReport& report, std::size_t limit) {
+  const FailedWorker& cause = report.root_cause;
+  std::string line = fmt::format("mgtrain: run {} failed (exit code {}): ", report.run_id, report.exit_code);
+  if (cause.node_lost) {
+    line += cause.node + ": " + cause.outcome();
+  } else {
+    line += fmt::format("rank {} (local rank {}) on {}: {}", cause.global_rank, cause.local_rank,
+                        cause.node.empty() ? cause.host : cause.node, cause.outcome());
+    std::string said;
+    if (cause.error_file && cause.error_file->problem.empty()) said = cause.error_file->message;
+    if (said.empty()) said = cause.error_message;
+    if (said.empty() && !cause.stderr_tail.empty()) said = cause.stderr_tail.back();
+    said = said.substr(0, said.find('\n'));
+    if (!said.empty()) line += ": " + said;
+  }
+  line = escape_control_characters(line);
+  if (line.size() > limit) {
+    std::size_t cut = limit > 3 ? limit - 3 : 0;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    line = line.substr(0, cut) + "...";
+  }
+  return line;
+}
+
 std::string format_failure_report(const FailureReport& report) {
   const FailedWorker& cause = report.root_cause;
   std::string out;

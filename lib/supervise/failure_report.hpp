@@ -67,6 +67,13 @@ inline constexpr std::size_t kStderrTailLines = 20;
 // The table printed to stderr.
 std::string format_failure_report(const FailureReport& report);
 
+// One line for a scheduler's short status field (Kubernetes' termination message, docs/launch.md#termination-message):
+// "mgtrain: run R failed (exit code N): rank 1 (local rank 1) on HOST: exit code 3: <the error file's message, else
+// the last line of its stderr>", control characters escaped, at most `limit` bytes (cut at a UTF-8 character's
+// start, "..." at the end).
+inline constexpr std::size_t kSummaryLineLimit = 4096;  // what Kubernetes keeps of a termination message
+std::string failure_summary_line(const FailureReport& report, std::size_t limit = kSummaryLineLimit);
+
 // failure.json (schema in docs/launch.md).
 std::string failure_report_to_json(const FailureReport& report);
 

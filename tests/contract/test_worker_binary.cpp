@@ -37,10 +37,10 @@ TEST_CASE("the trainer wheel's worker is found from the launcher's bin/", "[work
 
   const std::string venv = put_worker(prefix.path(), "python3.11/site-packages");
   REQUIRE(wheel_workers(bin) == std::vector<std::string>{bin + "/../lib/python3.11/site-packages/mgtrain_trainer/bin/"
-                                                                "mgtrain-worker"});
+                                                               "mgtrain-worker"});
   CHECK(fs::equivalent(wheel_workers(bin).front(), venv));
 
-  put_worker(prefix.path(), "python3.12/dist-packages");  // Debian's /usr/local layout, another Python
+  put_worker(prefix.path(), "python3.12/dist-packages");        // Debian's /usr/local layout, another Python
   put_worker(prefix.path(), "python3.13/site-packages", 0644);  // not executable: not a candidate
   put_worker(prefix.path(), "python2.7/site-packages");         // not Python 3
   const std::vector<std::string> both = wheel_workers(bin);

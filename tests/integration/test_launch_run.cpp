@@ -107,10 +107,19 @@ TEST_CASE("a worker exiting 3 fails the job with 3 and a report naming it", "[la
                    "if [ \"$RANK\" = 1 ]; then while [ ! -s \"$MGTRAIN_RUN_DIR/pgid_0\" ]; do sleep 0.01; done; i=1; "
                    "while [ $i -le 30 ]; do echo \"err line $i\" >&2; i=$((i+1)); done; exit 3; fi\n"
                    "sleep 30 &\nwait");
+  LaunchConfig config = test_launch_config(dir, 2);
+  config.termination_log = dir / "termination-log";  // Kubernetes' file, named (docs/launch.md)
+  std::ofstream(dir / "termination-log")
+      << "an earlier message, longer than the new one ............................\n";
   auto started = std::chrono::steady_clock::now();
-  LaunchOutcome outcome = launch_in_process(test_launch_config(dir, 2), {worker});
+  LaunchOutcome outcome = launch_in_process(config, {worker});
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));  // rank 0 was stopped, not waited for
   CHECK(outcome.exit_code == 3);
+  const std::string message = read_text(dir / "termination-log");  // replaced whole, one line
+  CHECK_THAT(message, Catch::StartsWith("mgtrain: run ") &&
+                          Catch::Contains(" failed (exit code 3): rank 1 (local rank 1) on ") &&
+                          Catch::EndsWith(": exit code 3: err line 30\n"));
+  CHECK(std::count(message.begin(), message.end(), '\n') == 1);
   CHECK_THAT(outcome.err, Catch::Contains("Root cause (first failure):"));
   CHECK_THAT(outcome.err, Catch::Contains("rank       1 (local rank 1)"));
   CHECK_THAT(outcome.err, Catch::Contains("failure    exit code 3"));

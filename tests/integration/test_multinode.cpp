@@ -300,11 +300,20 @@ TEST_CASE("fate sharing without restarts: every node exits with the root cause's
                                     "if [ \"$RANK\" = 2 ]; then sleep 0.5; echo 'bad batch' >&2; exit 7; fi\n"
                                     "sleep 60");
   auto started = Clock::now();
-  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--", worker}), dir / "node0");
-  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), {"--", worker}), dir / "node1");
+  // Each node (a pod) writes the root cause to its own termination log (docs/launch.md#termination-message).
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), {"--termination-log", dir / "term0", "--", worker}),
+              dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), {"--termination-log", dir / "term1", "--", worker}),
+              dir / "node1");
   CHECK(node0.wait(30s) == 7);
   CHECK(node1.wait(30s) == 7);
   CHECK(seconds_since(started) < 12);
+  for (const char* file : {"term0", "term1"}) {
+    CHECK_THAT(read_text(dir / file),
+               Catch::StartsWith("mgtrain: run mn failed (exit code 7): rank 2 (local rank 0) on "
+                                 "node 1 (") &&
+                   Catch::EndsWith("): exit code 7: bad batch\n"));
+  }
   for (const std::string& err : {node0.err(), node1.err()}) {
     CHECK_THAT(err, Catch::Contains("rank       2 (local rank 0) on node 1 (") &&
                         Catch::Contains("failure    exit code 7") && Catch::Contains("| bad batch"));

@@ -55,6 +55,41 @@ TEST_CASE("the table leads with the root cause and its stderr, then the other fa
   CHECK_THAT(text, Catch::Contains("/logs/run-1/failure.json"));
 }
 
+TEST_CASE("the summary line: the root cause in one line for a termination message", "[report]") {
+  FailureReport report = sample_report();
+  CHECK(failure_summary_line(report) ==
+        "mgtrain: run run-1 failed (exit code 3): rank 3 (local rank 1) on node7: exit code 3: ValueError: bad");
+  report.root_cause.error_file.reset();  // no error file: the last line of its stderr, control characters escaped
+  CHECK(failure_summary_line(report) ==
+        "mgtrain: run run-1 failed (exit code 3): rank 3 (local rank 1) on node7: exit code 3: ValueError: "
+        "\"bad\"\\ttab");
+  report.root_cause.stderr_tail.clear();
+  CHECK(failure_summary_line(report) ==
+        "mgtrain: run run-1 failed (exit code 3): rank 3 (local rank 1) on node7: exit code 3");
+
+  FailureReport lost = sample_report();
+  lost.root_cause.node_lost = true;
+  lost.root_cause.node = "node 1 (hostB, 10.77.0.2)";
+  lost.root_cause.node_problem = "sent nothing for 10 s (launch.node_timeout 10 s)";
+  CHECK(failure_summary_line(lost) ==
+        "mgtrain: run run-1 failed (exit code 3): node 1 (hostB, 10.77.0.2): sent nothing for 10 s "
+        "(launch.node_timeout 10 s)");
+
+  // Cut to the limit at a character's start: a 2-byte character never split.
+  report.root_cause.stderr_tail = {std::string(5000, 'x') + "\xc3\xa9" + std::string(100, 'y')};
+  const std::string cut = failure_summary_line(report);
+  CHECK(cut.size() <= kSummaryLineLimit);
+  CHECK_THAT(cut, Catch::EndsWith("xxx..."));
+  const std::string short_cut = failure_summary_line(report, 80);
+  CHECK(short_cut.size() <= 80);
+  CHECK_THAT(short_cut, Catch::EndsWith("..."));
+  report.root_cause.stderr_tail.clear();
+  const std::size_t head = failure_summary_line(report).size() + 2;  // where the stderr line starts, after ": "
+  report.root_cause.stderr_tail = {std::string(50, 'x') + "\xc3\xa9" + std::string(50, 'y')};
+  // limit - 3 falls on the second byte of the 2-byte character: the cut goes back to its first.
+  CHECK(failure_summary_line(report, head + 50 + 1 + 3) == failure_summary_line(report).substr(0, head + 50) + "...");
+}
+
 TEST_CASE("failure.json carries the same facts and is valid JSON", "[report]") {
   std::string json = failure_report_to_json(sample_report());
   YAML::Node root = YAML::Load(json);  // JSON is YAML

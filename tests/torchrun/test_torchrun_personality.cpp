@@ -340,3 +340,19 @@ TEST_CASE("torchrun personality: the launcher's error file copies a worker's, an
   CHECK_THAT(copied, Catch::Contains("\"message\":\"RuntimeError: boom\"") && Catch::Contains("\"errorCode\":3"));
   CHECK_THAT(copied, !Catch::Contains("other_failures"));  // mgtrain launch's addition
 }
+
+TEST_CASE("torchrun personality: the termination message names the failed rank (MGTRAIN_LAUNCH_TERMINATION_LOG)",
+          "[torchrun]") {
+  TorchrunDir t;
+  const std::string recorded = write_script(
+      t.dir / "recorded.sh",
+      "if [ \"$RANK\" = 1 ]; then printf '%s' '{\"message\": {\"message\": \"RuntimeError: boom\", \"extraInfo\": "
+      "{\"py_callstack\": \"Traceback\", \"timestamp\": \"1\"}}}' > \"$TORCHELASTIC_ERROR_FILE\"; exit 3; fi; sleep 5");
+  const std::string message = t.dir / "termination-log";
+  CHECK(
+      run_torchrun(t, {"--nproc-per-node", "2", "--no-python", recorded}, {{"MGTRAIN_LAUNCH_TERMINATION_LOG", message}})
+          .exit_code == 1);
+  CHECK_THAT(read_text(message), Catch::StartsWith("mgtrain: run ") &&
+                                     Catch::Contains("failed (exit code 1): rank 1 (local rank 1) on ") &&
+                                     Catch::EndsWith(": exit code 3: RuntimeError: boom\n"));
+}
