@@ -75,6 +75,8 @@ constexpr LaunchFlag kLaunchFlags[] = {
     {"--straggler-margin,--straggler_margin", "launch.straggler_margin", true},
     {"--straggler-window,--straggler_window", "launch.straggler_window", true},
     {"--termination-log,--termination_log", "launch.termination_log", true},
+    {"--console-dedup,--console_dedup", "launch.console_dedup", false, "on"},
+    {"--no-console-dedup,--no_console_dedup", "launch.console_dedup", false, "off"},
 };
 
 // The spellings of a CLI11 option spec: "--nproc,--nproc_per_node" -> {"--nproc", "--nproc_per_node"}.

@@ -69,6 +69,9 @@ struct LaunchConfig {
   double straggler_window = 30.0;   // seconds the rate is measured over; flagged after half of it
   // Kubernetes (docs/launch.md#termination-message): the file that gets a failed job's one-line root cause
   std::string termination_log;  // empty: /dev/termination-log when it exists; "none": off
+  // identical lines of several ranks shown once (docs/launch.md#console-deduplication); auto: from 4 ranks on the
+  // console, in mgtrain's personality
+  ConsoleDedupMode console_dedup = ConsoleDedupMode::Auto;
 };
 
 // `model:` — which network the built-in trainer builds.

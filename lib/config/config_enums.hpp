@@ -15,8 +15,9 @@
 
 namespace mgtrain {
 
-enum class SlurmMode { Auto, Off };       // launch.slurm
-enum class RdzvBackend { C10d, Static };  // launch.rdzv_backend
+enum class SlurmMode { Auto, Off };             // launch.slurm
+enum class RdzvBackend { C10d, Static };        // launch.rdzv_backend
+enum class ConsoleDedupMode { Auto, On, Off };  // launch.console_dedup
 // Registered: a model or data set the worker registered (mgtrain/registry.hpp); its name is in ModelConfig::registered
 // (DataConfig::registered). The config spells it by that name, never "registered".
 enum class ModelType { Mlp, Cnn, Resnet, Gpt, Torchscript, Registered };        // model.type
@@ -50,6 +51,7 @@ struct HasEnumNames<E, std::void_t<decltype(EnumNames<E>::names)>> : std::true_t
 
 MGTRAIN_ENUM_NAMES(SlurmMode, std::string_view("auto"), std::string_view("off"));
 MGTRAIN_ENUM_NAMES(RdzvBackend, std::string_view("c10d"), std::string_view("static"));
+MGTRAIN_ENUM_NAMES(ConsoleDedupMode, std::string_view("auto"), std::string_view("on"), std::string_view("off"));
 MGTRAIN_ENUM_NAMES(ModelType, std::string_view("mlp"), std::string_view("cnn"), std::string_view("resnet"),
                    std::string_view("gpt"), std::string_view("torchscript"), std::string_view("registered"));
 MGTRAIN_ENUM_NAMES(DatasetKind, std::string_view("synthetic"), std::string_view("mnist"), std::string_view("cifar10"),

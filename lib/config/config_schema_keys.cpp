@@ -192,6 +192,10 @@ void add_launch_keys(SchemaBuilder& s) {
             "seconds each rank's step rate is measured over; a rank is flagged (and cleared) when the condition has "
             "held for half of it. Make it hold at least ten steps")
             .range(1, 86400));
+  s.add(key("launch.console_dedup", &C::launch, &LaunchConfig::console_dedup,
+            "a whole line that several ranks print identically within 0.2 s is shown once, as [ranks 0-3] text (the "
+            "rank logs keep every copy; docs/launch.md#console-deduplication): on, off, or auto (on from 4 ranks on "
+            "this node's console, off in the torchrun personality)"));
   s.add(key("launch.termination_log", &C::launch, &LaunchConfig::termination_log,
             "file that gets a failed job's one-line root cause (Kubernetes' terminationMessagePath: kubectl describe "
             "pod shows it; docs/launch.md#termination-message); empty: /dev/termination-log when it exists; none: "

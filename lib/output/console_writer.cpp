@@ -27,6 +27,7 @@ ConsoleWriter::ConsoleWriter(int stdout_fd, int stderr_fd)
     : out_{stdout_fd, {}, false, {}}, err_{stderr_fd, {}, false, {}}, shared_(same_destination(stdout_fd, stderr_fd)) {}
 
 ConsoleWriter::~ConsoleWriter() {
+  release_held();
   finish_status();
   end_open_lines(out_);
   end_open_lines(err_);
@@ -48,6 +49,7 @@ void ConsoleWriter::end_open_lines(Stream& target) {
 
 void ConsoleWriter::add_piece(bool to_stderr, const void* owner, std::string_view prefix, std::string_view text,
                               bool ends_line) {
+  release_held();
   Stream& stream = to_stderr ? err_ : out_;
   if (stream.open.owner != owner) {
     end_open_line(stream, stream);
@@ -78,6 +80,40 @@ void ConsoleWriter::add_piece(bool to_stderr, const void* owner, std::string_vie
   if (stream.pending.size() >= kFlushThreshold) flush_stream(stream);
 }
 
+void ConsoleWriter::add_rank_line(bool to_stderr, const void* owner, int rank, std::string_view prefix,
+                                  std::string_view text) {
+  const Stream& stream = to_stderr ? err_ : out_;
+  if (!dedup_ || rank < 0 || stream.open.owner == owner) return add_piece(to_stderr, owner, prefix, text, true);
+  dedup_->add(to_stderr, rank, prefix, text, std::chrono::steady_clock::now(), released_);
+  write_released();
+}
+
+void ConsoleWriter::set_dedup(std::optional<int> ranks_on_console) {
+  release_held();
+  dedup_ = ranks_on_console ? std::make_unique<ConsoleDedup>(*ranks_on_console) : nullptr;
+}
+
+std::optional<std::chrono::steady_clock::time_point> ConsoleWriter::held_deadline() const {
+  return dedup_ ? dedup_->deadline() : std::nullopt;
+}
+
+void ConsoleWriter::release_due(std::chrono::steady_clock::time_point now) {
+  if (!dedup_) return;
+  dedup_->release_due(now, released_);
+  write_released();
+}
+
+void ConsoleWriter::release_held() {
+  if (!dedup_ || dedup_->empty()) return;
+  dedup_->release_all(released_);
+  write_released();
+}
+
+void ConsoleWriter::write_released() {
+  for (const ConsoleDedup::Released& line : released_) add_line(line.to_stderr, line.prefix, line.text);
+  released_.clear();
+}
+
 void ConsoleWriter::add_line(bool to_stderr, std::string_view prefix, std::string_view line) {
   Stream& stream = to_stderr ? err_ : out_;
   end_open_lines(stream);
@@ -89,6 +125,7 @@ void ConsoleWriter::add_line(bool to_stderr, std::string_view prefix, std::strin
 }
 
 void ConsoleWriter::add_text(bool to_stderr, std::string_view text) {
+  release_held();
   Stream& stream = to_stderr ? err_ : out_;
   end_open_lines(stream);
   if (stream.broken) return;
@@ -118,6 +155,7 @@ void ConsoleWriter::flush() {
 }
 
 void ConsoleWriter::set_status(std::string_view prefix, std::string_view text) {
+  release_held();
   status_.assign(prefix);
   status_.append(text);
   status_changed_ = true;

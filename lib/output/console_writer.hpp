@@ -4,17 +4,24 @@
 // the line then continues on a new line behind its prefix. A closed console (EPIPE, e.g. `| head`) silences it without
 // stopping the job. On a terminal it can also keep one live status line (rank 0's progress bar, console_progress.hpp)
 // at the bottom: redrawn in place with '\r', cleared before other lines are written and drawn again after them.
+// With deduplication on (console_dedup.hpp), ranks' whole lines are held for a short window first; anything else
+// written releases what is held before it, so the order stays.
 #pragma once
 
+#include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "output/console_dedup.hpp"
 #include "util/log.hpp"
 
 namespace mgtrain {
@@ -28,6 +35,16 @@ class ConsoleWriter {
   void add_line(bool to_stderr, std::string_view prefix, std::string_view line);
   // Queues a piece of `owner`'s current line (no '\n'; '\r' allowed); `ends_line` completes it.
   void add_piece(bool to_stderr, const void* owner, std::string_view prefix, std::string_view text, bool ends_line);
+  // A whole line of global rank `rank`'s stream: held for deduplication when it is on, else (or when `owner` has a
+  // line shown in part) as add_piece with ends_line.
+  void add_rank_line(bool to_stderr, const void* owner, int rank, std::string_view prefix, std::string_view text);
+  // Deduplication of the ranks' whole lines among `ranks_on_console` ranks; nullopt turns it off. Releases what is
+  // held first.
+  void set_dedup(std::optional<int> ranks_on_console);
+  // When held lines are due (the loop wakes for them), and releasing them; release_held() releases everything.
+  std::optional<std::chrono::steady_clock::time_point> held_deadline() const;
+  void release_due(std::chrono::steady_clock::time_point now);
+  void release_held();
   // Queues text as it is (a report of several lines).
   void add_text(bool to_stderr, std::string_view text);
   // Queues one of the launcher's own messages on stderr, worded as util/log.hpp words it ("mgtrain: ...").
@@ -70,6 +87,7 @@ class ConsoleWriter {
   // both lead to the same place).
   void end_open_lines(Stream& target);
   bool open_line_on_stdout() const { return out_.open.owner != nullptr || (shared_ && err_.open.owner != nullptr); }
+  void write_released();
 
   Stream out_;
   Stream err_;
@@ -77,6 +95,8 @@ class ConsoleWriter {
   std::string status_;             // "" : none
   bool status_on_screen_ = false;  // drawn and the cursor still on its line
   bool status_changed_ = false;
+  std::unique_ptr<ConsoleDedup> dedup_;           // null: off
+  std::vector<ConsoleDedup::Released> released_;  // reused
 };
 
 }  // namespace mgtrain

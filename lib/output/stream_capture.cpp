@@ -64,7 +64,7 @@ void StreamCapture::to_console(ConsoleWriter& console, const LiveLineSplitter::P
   const ConsoleLine kind = classify_console_line(piece.text);
   switch (kind.kind) {
     case ConsoleLineKind::Ordinary:
-      console.add_piece(settings_.is_stderr, this, settings_.prefix, piece.text, true);
+      console.add_rank_line(settings_.is_stderr, this, settings_.rank, settings_.prefix, piece.text);
       break;
     case ConsoleLineKind::Bar:
       console.set_status(settings_.prefix, kind.text);

@@ -29,6 +29,7 @@ struct StreamCaptureSettings {
   // The console reads the stream as torchrun's tee does (a text file in Python's universal newlines mode): '\r'
   // and "\r\n" end a line like '\n', so a progress bar's updates become lines of their own.
   bool universal_newlines = false;
+  int rank = -1;  // the worker's global rank, for the console's deduplication (-1: none)
 };
 
 class StreamCapture {

@@ -170,6 +170,14 @@ std::vector<std::string> virtual_rank_gpus(int nproc, const HostFacts& host) {
 
 }  // namespace
 
+bool console_dedup_on(ConsoleDedupMode mode, Personality personality, const std::vector<ConsoleRouting>& console) {
+  if (mode != ConsoleDedupMode::Auto) return mode == ConsoleDedupMode::On;
+  const auto shown = std::count_if(console.begin(), console.end(), [](const ConsoleRouting& routing) {
+    return routing.stdout_to_console || routing.stderr_to_console;
+  });
+  return personality == Personality::Mgtrain && shown >= kConsoleDedupAutoRanks;
+}
+
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,
                             Strategy strategy, Personality personality) {
   if (command.empty()) throw UsageError("launch: no command to run: give one after `--`, or a config for the trainer");
@@ -291,6 +299,7 @@ LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::s
   plan.run_dir = log_dir + "/" + plan.run_id;
 
   plan.console = resolve_console(launch, plan.nproc);
+  plan.console_dedup = console_dedup_on(launch.console_dedup, personality, plan.console);
   plan.tty = resolve_tty(launch.tty, plan.nproc);
   return plan;
 }

@@ -48,6 +48,7 @@ struct LaunchPlan {
   double diagnose_timeout_s = launch_defaults::kDiagnoseTimeoutS;  // diagnostics of a hang before the stop
   bool status_server = false;           // the status API reads the workers' heartbeat files (launch.status_port)
   std::vector<ConsoleRouting> console;  // per local rank
+  bool console_dedup = false;           // identical lines of several ranks shown once (console_dedup_on)
   TtyChoice tty;                        // which worker writes to a pseudo-terminal (launch.tty)
   std::vector<std::string> gpu_for_local_rank;  // per local rank; empty: CUDA_VISIBLE_DEVICES untouched
   bool virtual_local_rank = false;              // every worker's LOCAL_RANK is 0 (launch.virtual_local_rank)
@@ -109,6 +110,11 @@ struct LaunchPlan {
   }
   int role_size() const { return role_world_size >= 0 ? role_world_size : world_size; }
 };
+
+// launch.console_dedup: on or off as set; auto: on in mgtrain's personality when at least kConsoleDedupAutoRanks of
+// the node's ranks print to the console.
+inline constexpr int kConsoleDedupAutoRanks = 4;
+bool console_dedup_on(ConsoleDedupMode mode, Personality personality, const std::vector<ConsoleRouting>& console);
 
 // Resolves nproc, gpu_ids, nnodes, tee/redirect/filter, tty and paths against the host, and checks what involves
 // several settings or the host (a GPU index beyond the visible ones, a local rank beyond nproc, node_rank against

@@ -99,6 +99,7 @@ SupervisionResult Supervisor::run() {
     loop_.remove(*file_timers_);
     file_timers_->close_pipe();  // removed now: the launcher may die by a signal next (torchrun personality)
   }
+  console_.release_held();
   console_.flush();
   return result();
 }
@@ -123,6 +124,7 @@ void Supervisor::on_ready(const pollfd& ready, Clock::time_point now) {
 std::optional<Supervisor::Clock::time_point> Supervisor::next_deadline() const {
   std::optional<Clock::time_point> wake = policy_.next_deadline();
   keep_earliest(wake, hang_.next_deadline());
+  keep_earliest(wake, console_.held_deadline());  // deduplicated lines whose window ends
   return wake;
 }
 
@@ -131,6 +133,7 @@ void Supervisor::on_time(Clock::time_point now) {
   hang_.probe_progress(now, policy_due && *policy_due <= now);  // a hang is judged on fresh reports only
   policy_.on_time(now);
   hang_.poll_diagnostics(now);
+  console_.release_due(now);
   console_.flush();
 }
 

@@ -227,3 +227,43 @@ TEST_CASE("mgtrain launch names its run and folder at the start and at the end, 
   CHECK_THAT(torchrun.out + torchrun.err, !Catch::Contains("mgtrain: run "));
   CHECK(file_exists(dir / "runs/quiet/run.json"));
 }
+
+TEST_CASE("console deduplication: 4 ranks printing the same line give one [ranks 0-3] line, the logs keep 4",
+          "[binary][console][dedup]") {
+  TempDir dir;
+  // Each rank prints the shared line, then one of its own; rank 3 says "only me" on stderr.
+  const std::vector<std::string> program = {
+      "--", "sh", "-c",
+      "echo 'loading data'; echo \"rank $RANK ready\"; [ \"$RANK\" = 3 ] && echo 'only me' >&2; true"};
+  std::vector<std::string> args = {"--nproc", "4", "--run-id", "dedup"};
+  args.insert(args.end(), program.begin(), program.end());
+  CapturedRun run = mgtrain_launch(dir, args);
+  INFO(run.out + run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.out, Catch::Contains("[ranks 0-3] loading data\n"));  // auto: on from 4 ranks
+  CHECK(run.out.find("[rank 0] loading data") == std::string::npos);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(run.out,
+               Catch::Contains("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + " ready\n"));
+    CHECK(read_text(dir / ("runs/dedup/attempt_0/rank_" + std::to_string(rank) + "/stdout.log")) ==
+          "loading data\nrank " + std::to_string(rank) + " ready\n");
+  }
+  CHECK_THAT(run.err, Catch::Contains("[rank 3] only me\n"));
+
+  // Turned off, every rank's copy is shown.
+  args[3] = "plain";
+  args.insert(args.begin(), "--no-console-dedup");
+  CapturedRun plain = mgtrain_launch(dir, args);
+  REQUIRE(plain.exit_code == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(plain.out, Catch::Contains("[rank " + std::to_string(rank) + "] loading data\n"));
+  }
+  CHECK(plain.out.find("[ranks") == std::string::npos);
+
+  // 2 ranks: auto leaves it off; --console-dedup turns it on.
+  CapturedRun two = mgtrain_launch(dir, {"--nproc", "2", "--run-id", "two", "--", "sh", "-c", "echo same"});
+  CHECK_THAT(two.out, Catch::Contains("[rank 0] same\n") && Catch::Contains("[rank 1] same\n"));
+  CapturedRun asked =
+      mgtrain_launch(dir, {"--console-dedup", "--nproc", "2", "--run-id", "asked", "--", "sh", "-c", "echo same"});
+  CHECK_THAT(asked.out, Catch::Contains("[ranks 0-1] same\n"));
+}

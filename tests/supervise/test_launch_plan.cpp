@@ -294,3 +294,20 @@ TEST_CASE("tee, redirect, local_ranks_filter and tty resolve per local rank, ran
   CHECK_THROWS_WITH(make_launch_plan(launch, kCommand, host_with_gpus(0)),
                     Catch::Contains("launch.local_ranks_filter: local rank 3 does not exist"));
 }
+
+TEST_CASE("console_dedup: auto is on from 4 ranks on the console in mgtrain's personality", "[plan]") {
+  const auto routed = [](int shown, int hidden) {
+    std::vector<ConsoleRouting> console(static_cast<std::size_t>(shown + hidden));
+    for (int i = shown; i < shown + hidden; ++i) console[static_cast<std::size_t>(i)] = ConsoleRouting{false, false};
+    return console;
+  };
+  CHECK(console_dedup_on(ConsoleDedupMode::Auto, Personality::Mgtrain, routed(4, 0)));
+  CHECK_FALSE(console_dedup_on(ConsoleDedupMode::Auto, Personality::Mgtrain, routed(3, 0)));
+  CHECK_FALSE(console_dedup_on(ConsoleDedupMode::Auto, Personality::Mgtrain, routed(3, 5)));  // hidden ranks
+  CHECK_FALSE(console_dedup_on(ConsoleDedupMode::Auto, Personality::Torchrun, routed(8, 0)));
+  CHECK(console_dedup_on(ConsoleDedupMode::On, Personality::Torchrun, routed(2, 0)));
+  CHECK_FALSE(console_dedup_on(ConsoleDedupMode::Off, Personality::Mgtrain, routed(8, 0)));
+  LaunchConfig launch = defaults();
+  launch.nproc = parsed<NprocSpec>("4");
+  CHECK(make_launch_plan(launch, kCommand, host_with_gpus(0)).console_dedup);
+}
