@@ -3,22 +3,9 @@
 
 #include <algorithm>
 
-namespace mgtrain {
+#include "util/strings.hpp"
 
-std::string rank_ranges(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string text;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!text.empty()) text += ',';
-    text += std::to_string(ranks[i]);
-    if (j > i) text += '-' + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return text;
-}
+namespace mgtrain {
 
 ConsoleDedup::ConsoleDedup(int ranks_on_console, Clock::duration window)
     : ranks_on_console_(std::max(1, ranks_on_console)), window_(window) {}
@@ -78,8 +65,8 @@ void ConsoleDedup::release_front(std::vector<Released>& out) {
   held_bytes_ -= group.text.size() + group.first_prefix.size();
   Released released;
   released.to_stderr = group.to_stderr;
-  released.prefix =
-      group.ranks.size() == 1 ? std::move(group.first_prefix) : "[ranks " + rank_ranges(group.ranks) + "] ";
+  released.prefix = group.ranks.size() == 1 ? std::move(group.first_prefix)
+                                            : "[ranks " + rank_runs(group.ranks, RankRuns::Compact) + "] ";
   released.text = std::move(group.text);
   out.push_back(std::move(released));
   groups_.pop_front();

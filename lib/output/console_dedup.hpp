@@ -17,9 +17,6 @@
 
 namespace mgtrain {
 
-// {0, 1, 2, 3, 5, 7, 8} -> "0-3,5,7-8" (sorted, duplicates once).
-std::string rank_ranges(std::vector<int> ranks);
-
 class ConsoleDedup {
  public:
   using Clock = std::chrono::steady_clock;

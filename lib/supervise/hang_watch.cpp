@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "diagnose/top_frames.hpp"
+#include "util/strings.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
 
@@ -93,21 +94,8 @@ std::optional<std::size_t> settled_by_stacks(const std::vector<std::vector<std::
 }
 
 std::string rank_list(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    if (j >= i + 2) {
-      out += fmt::format("{}-{}", ranks[i], ranks[j]);
-    } else {
-      out += std::to_string(ranks[i]);
-      if (j == i + 1) out += ", " + std::to_string(ranks[j]);
-    }
-    i = j + 1;
-  }
-  return (ranks.size() == 1 ? "rank " : "ranks ") + out;
+  const char* word = ranks.size() == 1 ? "rank " : "ranks ";
+  return word + rank_runs(std::move(ranks), RankRuns::Prose);
 }
 
 std::string describe_hang(const HangVerdict& verdict, const std::function<int(int)>& global_rank,

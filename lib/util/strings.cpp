@@ -1,6 +1,8 @@
 // Small text helpers (see strings.hpp).
 #include "util/strings.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace mgtrain {
@@ -52,6 +54,27 @@ std::string escape_control_characters(std::string_view text, std::string_view ke
     }
   }
   return out;
+}
+
+std::string rank_runs(std::vector<int> ranks, RankRuns style) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  const bool compact = style == RankRuns::Compact;
+  const std::size_t shortest_range = compact ? 2 : 3;
+  const char* separator = compact ? "," : ", ";
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (j + 1 - i >= shortest_range) {
+      text += (text.empty() ? "" : separator) + std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
+      i = j + 1;
+    } else {
+      text += (text.empty() ? "" : separator) + std::to_string(ranks[i]);
+      ++i;
+    }
+  }
+  return text;
 }
 
 }  // namespace mgtrain

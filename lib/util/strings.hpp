@@ -1,6 +1,6 @@
 // Small text helpers that every library needs (C++17 has no std::string::starts_with): prefix and suffix tests,
-// text cut into lines, a tensor shape as text, and control characters escaped for messages. Parsing text into values
-// is in value_parsing.hpp; JSON strings in json_text.hpp.
+// text cut into lines, a tensor shape as text, rank numbers as runs, and control characters escaped for messages.
+// Parsing text into values is in value_parsing.hpp; JSON strings in json_text.hpp.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,12 @@ std::vector<std::string> split_lines(std::string_view text, char terminator = '\
 
 // "[2, 3]", "[]" for a scalar: a tensor's shape in messages. Torch-free: LibTorch callers pass sizes().vec().
 std::string shape_text(const std::vector<std::int64_t>& shape);
+
+// Rank numbers as runs, sorted, each once. Compact (the console's "[ranks 0-7,9]"): "0-3,5,7-8", every run of two or
+// more a range. Prose (messages: "ranks 0-2, 5 waiting"): "0-3, 5, 7, 8", runs of three or more a range, a pair spelled
+// out.
+enum class RankRuns { Compact, Prose };
+std::string rank_runs(std::vector<int> ranks, RankRuns style);
 
 // `text` with its control characters (bytes 0-31 and 127) written as escapes, "\0", "\t", "\n", "\r" and "\xNN"
 // for the others (ESC: "\x1b"), except those in `kept`; everything else, UTF-8 included, stays as it is. For messages

@@ -13,6 +13,7 @@
 #include "output/console_dedup.hpp"
 #include "output/console_writer.hpp"
 #include "util/fd.hpp"
+#include "util/strings.hpp"
 
 using namespace mgtrain;
 using namespace std::chrono_literals;
@@ -31,12 +32,14 @@ std::vector<std::string> shown(const std::vector<Released>& lines) {
 
 }  // namespace
 
-TEST_CASE("rank ranges are compressed", "[console_dedup]") {
-  CHECK(rank_ranges({0, 1, 2, 3}) == "0-3");
-  CHECK(rank_ranges({9, 0, 1, 2, 3, 4, 5, 6, 7}) == "0-7,9");
-  CHECK(rank_ranges({5}) == "5");
-  CHECK(rank_ranges({1, 3, 3, 4}) == "1,3-4");
-  CHECK(rank_ranges({}).empty());
+TEST_CASE("rank runs: compact for the console, prose for messages", "[console_dedup]") {
+  CHECK(rank_runs({0, 1, 2, 3}, RankRuns::Compact) == "0-3");
+  CHECK(rank_runs({9, 0, 1, 2, 3, 4, 5, 6, 7}, RankRuns::Compact) == "0-7,9");
+  CHECK(rank_runs({5}, RankRuns::Compact) == "5");
+  CHECK(rank_runs({1, 3, 3, 4}, RankRuns::Compact) == "1,3-4");
+  CHECK(rank_runs({}, RankRuns::Compact).empty());
+  CHECK(rank_runs({8, 0, 1, 2, 5, 7}, RankRuns::Prose) == "0-2, 5, 7, 8");
+  CHECK(rank_runs({0, 1}, RankRuns::Prose) == "0, 1");
 }
 
 TEST_CASE("a line every rank printed leaves at once, as one line naming the ranks", "[console_dedup]") {
