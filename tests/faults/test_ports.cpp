@@ -217,6 +217,9 @@ TEST_CASE("torch's own TCPStore finding its port taken by another program: retri
                    "    foreign.listen()\n"
                    "import torch.distributed as dist\n"
                    "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=60))\n"
+                   // Before either rank leaves: a rank that exits as soon as its side of Gloo's mesh is up can close
+                   // the connection the other rank is still completing ("Connection closed by peer").
+                   "dist.barrier()\n"
                    "print('restart count', os.environ['TORCHELASTIC_RESTART_COUNT'], 'port', port, 'world', "
                    "dist.get_world_size())\n"
                    "dist.destroy_process_group()\n");
