@@ -170,12 +170,15 @@ std::vector<std::string> virtual_rank_gpus(int nproc, const HostFacts& host) {
 
 }  // namespace
 
+int ranks_on_console(const std::vector<ConsoleRouting>& console) {
+  return static_cast<int>(std::count_if(console.begin(), console.end(), [](const ConsoleRouting& routing) {
+    return routing.stdout_to_console || routing.stderr_to_console;
+  }));
+}
+
 bool console_dedup_on(ConsoleDedupMode mode, Personality personality, const std::vector<ConsoleRouting>& console) {
   if (mode != ConsoleDedupMode::Auto) return mode == ConsoleDedupMode::On;
-  const auto shown = std::count_if(console.begin(), console.end(), [](const ConsoleRouting& routing) {
-    return routing.stdout_to_console || routing.stderr_to_console;
-  });
-  return personality == Personality::Mgtrain && shown >= kConsoleDedupAutoRanks;
+  return personality == Personality::Mgtrain && ranks_on_console(console) >= kConsoleDedupAutoRanks;
 }
 
 LaunchPlan make_launch_plan(const LaunchConfig& launch, const std::vector<std::string>& command, const HostFacts& host,

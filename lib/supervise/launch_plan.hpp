@@ -114,6 +114,8 @@ struct LaunchPlan {
 // launch.console_dedup: on or off as set; auto: on in mgtrain's personality when at least kConsoleDedupAutoRanks of
 // the node's ranks print to the console.
 inline constexpr int kConsoleDedupAutoRanks = 4;
+// How many local ranks print to the console (stdout or stderr): the ranks a deduplicated line waits for.
+int ranks_on_console(const std::vector<ConsoleRouting>& console);
 bool console_dedup_on(ConsoleDedupMode mode, Personality personality, const std::vector<ConsoleRouting>& console);
 
 // Resolves nproc, gpu_ids, nnodes, tee/redirect/filter, tty and paths against the host, and checks what involves

@@ -74,10 +74,7 @@ void WorkerGroup::start_workers(int attempt) {
     plan_.restart_count = policy_.record().restarts();  // TORCHELASTIC_RESTART_COUNT: port retries do not count
   }
   workers_.begin_attempt(attempt, plan_.nproc);
-  const auto on_console = std::count_if(plan_.console.begin(), plan_.console.end(), [](const ConsoleRouting& routing) {
-    return routing.stdout_to_console || routing.stderr_to_console;
-  });
-  console_.set_dedup(plan_.console_dedup ? std::optional<int>(static_cast<int>(on_console)) : std::nullopt);
+  console_.set_dedup(plan_.console_dedup ? std::optional<int>(ranks_on_console(plan_.console)) : std::nullopt);
   try {
     // torchrun's filtered files: one per stream and attempt, shared by the node's ranks.
     std::shared_ptr<FilteredLog> filtered[2];
