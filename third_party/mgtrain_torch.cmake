@@ -147,4 +147,10 @@ function(mgtrain_torch_usage target scope)
     target_compile_definitions(${target} ${scope} ${definitions})
   endif()
   target_link_libraries(${target} ${scope} ${libraries})
+  # libstdc++ first among the libraries a binary needs, before LibTorch: some LibTorch builds (PyPI's torch 2.11)
+  # export a copy of std::filesystem from libtorch.so and libtorch_cpu.so, and a binary that lists them first binds
+  # its std::filesystem calls to that copy, whose remove_all() of a non-empty folder jumps to address 0 (seen on an
+  # H200 with torch 2.11: docs/gpu.md). The option comes before the objects on the link line, so the linker records
+  # libstdc++.so.6 as the first NEEDED entry and the dynamic linker finds libstdc++'s own definitions first.
+  target_link_options(${target} ${scope} "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
 endfunction()

@@ -4,6 +4,8 @@
 #include "host/nvml_library.hpp"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <cstring>
 
@@ -39,6 +41,26 @@ struct NvmlFunctions {
   NvmlReturn (*driver_version)(char*, unsigned int);
 };
 
+// Every signal blocked on the calling thread while it calls into NVML. NVML and the driver under it start threads of
+// their own, which inherit the mask of the thread that makes them, and a thread with the launcher's signals unblocked
+// takes them before the supervisor's signalfd can read them: a SIGCHLD taken there is discarded (its default
+// disposition), and the launcher never learns that a worker exited. Seen on an H200: `--gpu-ids auto` asks NVML before
+// the supervisor blocks its signals, and the launcher waited forever beside its exited worker (docs/gpu.md).
+class SignalsBlockedHere {
+ public:
+  SignalsBlockedHere() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved_);
+  }
+  ~SignalsBlockedHere() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SignalsBlockedHere(const SignalsBlockedHere&) = delete;
+  SignalsBlockedHere& operator=(const SignalsBlockedHere&) = delete;
+
+ private:
+  sigset_t saved_{};
+};
+
 template <typename F>
 bool bind(void* handle, const char* symbol, F& out) {
   void* p = dlsym(handle, symbol);
@@ -52,6 +74,7 @@ class NvmlStats final : public GpuStatsSource {
  public:
   NvmlStats(void* handle, const NvmlFunctions& f) : handle_(handle), f_(f) {}
   ~NvmlStats() override {
+    const SignalsBlockedHere blocked;
     f_.shutdown();
     dlclose(handle_);
   }
@@ -59,6 +82,7 @@ class NvmlStats final : public GpuStatsSource {
   NvmlStats& operator=(const NvmlStats&) = delete;
 
   std::vector<GpuSample> sample() override {
+    const SignalsBlockedHere blocked;
     std::vector<GpuSample> gpus;
     unsigned int count = 0;
     if (f_.device_count(&count) != kNvmlSuccess) return gpus;
@@ -92,6 +116,7 @@ class NvmlStats final : public GpuStatsSource {
   }
 
   std::string driver_version() override {
+    const SignalsBlockedHere blocked;
     char text[96] = {};
     if (f_.driver_version(text, sizeof text) != kNvmlSuccess) return "";
     return text;
@@ -105,6 +130,7 @@ class NvmlStats final : public GpuStatsSource {
 }  // namespace
 
 std::unique_ptr<GpuStatsSource> open_nvml(const std::string& library) {
+  const SignalsBlockedHere blocked;
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) return nullptr;
   NvmlFunctions f{};

@@ -7,6 +7,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <c10/util/Exception.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -26,6 +28,20 @@
 #include "util/log.hpp"
 
 namespace mgtrain {
+namespace {
+
+// LibTorch's errors carry a C++ backtrace of dozens of frames in what(): the message alone, as an mgtrain error, and
+// for a GPU out of memory what to change.
+Error from_torch_error(const c10::Error& error) {
+  std::string message = error.what_without_backtrace();
+  if (message.find("out of memory") != std::string::npos) {
+    message +=
+        " (lower train.batch_size, train in bf16, or raise train.gpu_memory_fraction when it caps the allocator)";
+  }
+  return Error("LibTorch: " + message);
+}
+
+}  // namespace
 
 int run_worker(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -49,7 +65,11 @@ int run_worker(int argc, char** argv) {
     if (!args.empty() && args[0] == "--export-torchscript") {
       return run_torchscript_export(std::vector<std::string>(args.begin() + 1, args.end()));
     }
-    return run_training_worker(args);
+    try {
+      return run_training_worker(args);
+    } catch (const c10::Error& error) {
+      throw from_torch_error(error);
+    }
   });
 }
 

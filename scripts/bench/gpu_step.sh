@@ -58,11 +58,11 @@ printf '%-9s %-5s %12s %12s %9s %14s %14s %9s\n' model prec "mgtrain ms" "python
 for model in cnn gpt gpt-large; do
   for precision in $precisions; do
     # shellcheck disable=SC2086
-    m=$("$mgtrain" launch --nproc 1 --gpu-ids auto --log-dir "$work/logs" ${mgtrain_args[$model]} train.precision=$precision \
+    m=$("$mgtrain" launch --nproc 1 --log-dir "$work/logs" ${mgtrain_args[$model]} train.precision=$precision \
         train.max_steps="$steps" train.eval_at_epoch_end=false checkpoint.dir= log.every_steps=100000 2>"$work/err" | field step_time_ms) ||
       { cat "$work/err" >&2; exit 1; }
     # shellcheck disable=SC2086
-    mc=$("$mgtrain" launch --nproc 1 --gpu-ids auto --log-dir "$work/logs" ${mgtrain_args[$model]} train.precision=$precision \
+    mc=$("$mgtrain" launch --nproc 1 --log-dir "$work/logs" ${mgtrain_args[$model]} train.precision=$precision \
         ddp.force_process_group=true ddp.backend=nccl \
         train.max_steps="$steps" train.eval_at_epoch_end=false checkpoint.dir= log.every_steps=100000 2>"$work/err" | field step_time_ms) ||
       { cat "$work/err" >&2; exit 1; }

@@ -275,6 +275,7 @@ step_memory_fraction() {
   fig exit "$rc"; fig message "$message"
   [[ -n $message ]] || fail "exit $rc without CUDA's out-of-memory message"
   ! grep -q 'call init' "$work/$step.err" || fail "the cap was set on an uninitialised allocator"
+  ! grep -q 'frame #' "$work/$step.err" || fail "the message carries LibTorch's C++ backtrace, not one clear line"
 }
 
 step_time_to_accuracy() {
