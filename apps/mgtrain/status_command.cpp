@@ -100,14 +100,26 @@ void print_live(const Json& s, const std::string& endpoint) {
               s.at("max_restarts").get<int>() + 1, s.at("restarts").get<int>(),
               s.at("hostname").get<std::string>().c_str(), s.at("node_rank").get<int>(), endpoint.c_str(),
               s.at("run_dir").get<std::string>().c_str());
+  const bool job = field(s, "scope").is_string() && field(s, "scope").get<std::string>() == "job";
+  if (job) {
+    std::printf("every rank of the job's %s nodes (this is the node that hosts the rendezvous)\n\n",
+                text_or_dash(field(s, "nodes")).c_str());
+  } else if (field(s, "job_status_host").is_string()) {
+    std::printf("this node's ranks; the job's status API is on the node that hosts the rendezvous (%s)\n\n",
+                field(s, "job_status_host").get<std::string>().c_str());
+  }
+  // A job's table names each rank's node and host; one node's does not need to.
+  const std::string node_header = job ? fmt::format("{:<5} {:<16} ", "node", "host") : "";
   const double now = s.at("time").get<double>();
-  std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", "rank", "local", "pid", "state", "step", "loss",
-              "heartbeat", "CPU%", "RSS");
+  std::printf("%-5s %-5s %s%-8s %-8s %8s %10s %11s %6s %11s\n", "rank", "local", node_header.c_str(), "pid", "state",
+              "step", "loss", "heartbeat", "CPU%", "RSS");
   for (const Json& r : s.at("ranks")) {
     const Json& last = field(r, "last_heartbeat");
     const std::string beat = last.is_number() ? fmt::format("{:.1f} s ago", now - last.get<double>()) : "-";
-    std::printf("%-5s %-5s %-8s %-8s %8s %10s %11s %6s %11s\n", text_or_dash(field(r, "rank")).c_str(),
-                text_or_dash(field(r, "local_rank")).c_str(), text_or_dash(field(r, "pid")).c_str(),
+    const std::string node =
+        job ? fmt::format("{:<5} {:<16} ", text_or_dash(field(r, "node_rank")), text_or_dash(field(r, "host"))) : "";
+    std::printf("%-5s %-5s %s%-8s %-8s %8s %10s %11s %6s %11s\n", text_or_dash(field(r, "rank")).c_str(),
+                text_or_dash(field(r, "local_rank")).c_str(), node.c_str(), text_or_dash(field(r, "pid")).c_str(),
                 text_or_dash(field(r, "state")).c_str(), text_or_dash(field(r, "step")).c_str(),
                 text_or_dash(field(r, "loss"), 4).c_str(), beat.c_str(),
                 text_or_dash(field(r, "cpu_percent"), 0).c_str(), bytes_text(field(r, "rss_bytes")).c_str());

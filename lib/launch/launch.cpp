@@ -118,14 +118,39 @@ void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const 
   }
 }
 
+// A node agent's monitoring (docs/monitoring.md#several-nodes): every node reports its ranks to the agent that hosts
+// the rendezvous, which serves the job-wide status API when launch.status_port is set. The other nodes serve none (they
+// say where the job's is); resources.jsonl and straggler detection stay single-node for now.
+std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& agent, const LaunchPlan& plan,
+                                            const Config& job_config, RankDiagnostics& diagnostics) {
+  Config config = job_config;
+  config.log.resource_interval_s = 0;
+  config.launch.straggler_detection = false;
+  if (!agent.hosts_rendezvous()) {
+    if (config.launch.status_port > 0) {
+      log::info(
+          "the job's status API is served by the node that hosts the rendezvous ({}); this node reports its "
+          "ranks there",
+          agent.rendezvous_endpoint());
+    }
+    config.launch.status_port = 0;
+  } else if (config.launch.status_port > 0) {
+    std::filesystem::create_directories(plan.run_dir);  // a dynamic host's run folder, for status_token
+  }
+  JobStatusLink link;
+  link.report = [&agent](rdzv::NodeStatus status) { agent.report_status(std::move(status)); };
+  link.nodes = [&agent] { return agent.job_status(); };
+  link.hosts = [&agent] { return agent.hosts_rendezvous(); };
+  link.job_status_host = [&agent] { return agent.rendezvous_endpoint(); };
+  return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, StragglerEpisodesSink{},
+                                            std::move(link));
+}
+
 // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
 int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
                    const EnvMap& environment, const LaunchEnvironment& outside, PortProbe& ports,
                    const std::optional<std::string>& flag_token) {
   const LaunchConfig& launch = loaded.config.launch;
-  if (launch.status_port > 0) {
-    log::warn("--status-port is not served by multi-node agents yet (docs/monitoring.md); no status API for this job");
-  }
   // Run history: static node 0 keeps <log_dir>/<run_id>/run.json for the whole job (docs/monitoring.md), and holds
   // the run folder's lock: the other nodes of the job share the folder (node_<k>/ each) and take no lock.
   std::optional<RunDirectoryLock> run_lock;
@@ -137,11 +162,16 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
   RankDiagnostics diagnostics;  // this node's ranks' stacks when a hang is found (docs/diagnosis.md)
-  const NodeAgentResult agent =
-      run_node_agent(plan, loaded, environment,
-                     NodeAgentOutside{outside.stdout_fd, outside.stderr_fd, outside.reload_with_run_id,
-                                      rendezvous_token(launch, flag_token, environment, slurm.job_id), &diagnostics},
-                     ports);
+  NodeAgentOutside agent_outside{outside.stdout_fd,
+                                 outside.stderr_fd,
+                                 outside.reload_with_run_id,
+                                 rendezvous_token(launch, flag_token, environment, slurm.job_id),
+                                 &diagnostics,
+                                 {}};
+  agent_outside.monitoring = [&](Supervisor& supervisor, NodeAgent& node) -> std::shared_ptr<void> {
+    return start_node_monitoring(supervisor, node, plan, loaded.config, diagnostics);
+  };
+  const NodeAgentResult agent = run_node_agent(plan, loaded, environment, agent_outside, ports);
   const int code = agent.exit_code;
   if (agent.failure) {
     write_launcher_error_file(*agent.failure, environment, plan.personality);

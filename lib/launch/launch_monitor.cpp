@@ -18,6 +18,7 @@
 #include "supervise/worker_env.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/file_io.hpp"
 #include "util/log.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
@@ -30,6 +31,21 @@ using Clock = std::chrono::steady_clock;
 // With the status server on, the dashboard's CPU/GPU figures are refreshed this often even when
 // resources.jsonl gets rows more rarely (or none).
 constexpr auto kStatusSampleInterval = std::chrono::seconds(2);
+
+// Several nodes: how often a node looks whether its ranks changed (a rank that exited reaches the host within about
+// this, plus the network), and how often it reports its figures (step, loss, CPU) when nothing changed. The host's
+// load is one small message per node per kJobReportInterval: 500 a second for a job of 1,000 nodes.
+constexpr auto kJobCheckInterval = std::chrono::milliseconds(500);
+constexpr auto kJobReportInterval = std::chrono::seconds(2);
+
+// What a rank's process is now, for telling a change from a figure: "rank:pid:state,...".
+std::string ranks_signature(int attempt, const std::vector<RankStatus>& ranks) {
+  std::string signature = std::to_string(attempt);
+  for (const RankStatus& rank : ranks) {
+    signature += "," + std::to_string(rank.rank) + ":" + std::to_string(rank.pid) + rank.state;
+  }
+  return signature;
+}
 
 // A steady time point as Unix seconds (for run.json), by its distance from now.
 double unix_time_of(Clock::time_point when) {
@@ -71,13 +87,14 @@ ProgressReading read_progress_file(const std::string& path, Clock::time_point no
 
 LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
                              double resource_interval_s, std::optional<StragglerSettings> stragglers,
-                             StragglerEpisodesSink on_episodes)
+                             StragglerEpisodesSink on_episodes, std::optional<JobStatusLink> job)
     : supervisor_(supervisor),
       plan_(plan),
       server_(server),
       sampler_(gpus, plan.node_rank, resource_interval_s > 0 ? log_layout::resources_jsonl(plan.run_dir) : ""),
       start_time_(unix_seconds_now()),
-      on_episodes_(std::move(on_episodes)) {
+      on_episodes_(std::move(on_episodes)),
+      job_(std::move(job)) {
   const Clock::time_point now = Clock::now();
   if (stragglers) {
     stragglers_.emplace(*stragglers);
@@ -89,9 +106,10 @@ LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, Sta
     sample_interval_ = row_interval_;
     next_row_ = now + row_interval_;
   }
-  if (server_ && (sample_interval_ == Clock::duration::zero() || sample_interval_ > kStatusSampleInterval)) {
+  if ((server_ || job_) && (sample_interval_ == Clock::duration::zero() || sample_interval_ > kStatusSampleInterval)) {
     sample_interval_ = kStatusSampleInterval;
   }
+  if (job_) next_job_check_ = now;
   if (sample_interval_ > Clock::duration::zero()) next_sample_ = now;  // a first reading right away: CPU% needs two
   if (gpus) driver_version_ = gpus->driver_version();
 }
@@ -110,8 +128,11 @@ void LaunchMonitor::on_ready(const pollfd&, Clock::time_point) {
 
 std::optional<Clock::time_point> LaunchMonitor::next_deadline() const {
   if (supervisor_.policy().finished()) return std::nullopt;
-  if (next_sample_ && next_progress_) return std::min(*next_sample_, *next_progress_);
-  return next_sample_ ? next_sample_ : next_progress_;
+  std::optional<Clock::time_point> next;
+  for (const auto& deadline : {next_sample_, next_progress_, next_job_check_}) {
+    if (deadline && (!next || *deadline < *next)) next = deadline;
+  }
+  return next;
 }
 
 void LaunchMonitor::refresh_ranks() {
@@ -122,10 +143,11 @@ void LaunchMonitor::refresh_ranks() {
     rank.local_rank = worker.local_rank;
     rank.pid = worker.pid;
     rank.state = worker.alive ? "running" : "exited";
-    rank.heartbeat_file = server_ || stragglers_
-                              ? log_layout::heartbeat_file(log_layout::rank_dir(
-                                    plan_.run_dir, supervisor_.policy().record().attempt(), worker.global_rank))
-                              : "";
+    rank.heartbeat_file =
+        server_ || stragglers_ || job_
+            ? log_layout::heartbeat_file(log_layout::rank_dir(
+                  supervisor_.plan().run_dir, supervisor_.policy().record().attempt(), worker.global_rank))
+            : "";
     if (stragglers_) {
       rank.step_rate = stragglers_->step_rate(rank.rank);
       rank.straggler = stragglers_->flagged(rank.rank);
@@ -156,6 +178,10 @@ void LaunchMonitor::on_time(Clock::time_point now) {
     next_progress_ = now + progress_interval_;
     refresh_ranks();  // the new rates and flags
     sampled = true;
+  }
+  if (next_job_check_ && now >= *next_job_check_) {
+    next_job_check_ = now + kJobCheckInterval;
+    exchange_job_status(now);
   }
   if (!server_) return;
   std::string signature =
@@ -226,15 +252,84 @@ std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
   return records;
 }
 
+void LaunchMonitor::exchange_job_status(Clock::time_point now) {
+  const std::string signature = ranks_signature(supervisor_.policy().record().attempt(), ranks_);
+  if (signature != reported_signature_ || now - last_report_ >= kJobReportInterval) {
+    reported_signature_ = signature;
+    last_report_ = now;
+    job_->report(node_status());
+  }
+  if (!server_ || !job_->hosts()) return;
+  std::string remote;
+  for (const RankStatus& rank : other_nodes()) {
+    remote += "," + std::to_string(rank.rank) + ":" + std::to_string(rank.pid) + rank.state;
+  }
+  if (remote != remote_signature_) {  // another node's rank started or exited: show it now
+    remote_signature_ = remote;
+    publish();
+  }
+}
+
+rdzv::NodeStatus LaunchMonitor::node_status() const {
+  rdzv::NodeStatus status;
+  for (const RankStatus& rank : ranks_) {
+    rdzv::RankRow row;
+    row.rank = rank.rank;
+    row.local_rank = rank.local_rank;
+    row.pid = rank.pid;
+    row.state = rank.state;
+    if (!rank.heartbeat_file.empty()) {
+      if (const std::optional<HeartbeatInfo> beat =
+              parse_heartbeat_line(try_read_file(rank.heartbeat_file).value_or(""))) {
+        row.step = beat->step;
+        row.loss = beat->loss;
+        row.beat_time = beat->time;
+      }
+    }
+    row.cpu_percent = rank.cpu_percent;
+    row.rss_bytes = rank.rss_bytes;
+    row.step_rate = rank.step_rate;
+    row.straggler = rank.straggler;
+    status.ranks.push_back(std::move(row));
+  }
+  return status;
+}
+
+std::vector<RankStatus> LaunchMonitor::other_nodes() const {
+  std::vector<RankStatus> ranks;
+  if (!job_ || !job_->nodes) return ranks;
+  for (const rdzv::NodeStatus& node : job_->nodes()) {
+    if (node.node_rank == supervisor_.plan().node_rank) continue;  // this node's own are read live
+    for (const rdzv::RankRow& row : node.ranks) {
+      RankStatus rank;
+      rank.rank = row.rank;
+      rank.local_rank = row.local_rank;
+      rank.host = node.host;
+      rank.node_rank = node.node_rank;
+      rank.pid = static_cast<pid_t>(row.pid);
+      rank.state = row.state;
+      if (row.step) rank.heartbeat = HeartbeatInfo{*row.step, row.loss, row.beat_time.value_or(0), std::nullopt};
+      rank.cpu_percent = row.cpu_percent;
+      rank.rss_bytes = row.rss_bytes;
+      rank.step_rate = row.step_rate;
+      rank.straggler = row.straggler;
+      ranks.push_back(std::move(rank));
+    }
+  }
+  return ranks;
+}
+
 void LaunchMonitor::publish() {
   const SupervisionPolicy& policy = supervisor_.policy();
+  const LaunchPlan& plan = supervisor_.plan();  // the current round's (a node agent's changes each round)
   StatusSnapshot snapshot;
-  snapshot.run_id = plan_.run_id;
-  snapshot.run_dir = plan_.run_dir;
-  snapshot.hostname = plan_.hostname;
-  snapshot.node_rank = plan_.node_rank;
+  snapshot.run_id = plan.run_id;
+  snapshot.run_dir = plan.run_dir;
+  snapshot.hostname = plan.hostname;
+  snapshot.node_rank = plan.node_rank;
   snapshot.attempt = policy.record().attempt();
-  snapshot.max_restarts = plan_.max_restarts;
+  snapshot.max_restarts = plan.max_restarts;
+  snapshot.nodes = plan.nnodes;
   if (policy.attempt_running()) {
     snapshot.phase = "running";
   } else if (policy.finished()) {
@@ -247,6 +342,17 @@ void LaunchMonitor::publish() {
   snapshot.time = unix_seconds_now();
   snapshot.start_time = start_time_;
   snapshot.ranks = ranks_;
+  if (job_) {
+    snapshot.job_wide = job_->hosts();
+    if (snapshot.job_wide) {
+      std::vector<RankStatus> others = other_nodes();
+      snapshot.ranks.insert(snapshot.ranks.end(), others.begin(), others.end());
+      std::stable_sort(snapshot.ranks.begin(), snapshot.ranks.end(),
+                       [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
+    } else {
+      snapshot.job_status_host = job_->job_status_host();
+    }
+  }
   snapshot.gpus = sampler_.gpus();
   snapshot.driver_version = driver_version_;
   if (sampler_.last_sample_time() > 0) snapshot.gpu_sample_time = sampler_.last_sample_time();
@@ -288,7 +394,8 @@ std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, cons
 }
 
 LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
-                                   RankDiagnostics& dumps, StragglerEpisodesSink on_episodes)
+                                   RankDiagnostics& dumps, StragglerEpisodesSink on_episodes,
+                                   std::optional<JobStatusLink> job)
     : supervisor_(supervisor), dumps_(dumps) {
   const LaunchConfig& launch = config.launch;
   const double interval = config.log.resource_interval_s;
@@ -317,9 +424,9 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     std::ofstream(endpoint_file, std::ios::trunc) << server_->endpoint() << "\n";
     log::info("status API and dashboard on http://{}/ (POST needs the token in {})", server_->endpoint(), token_file);
   }
-  if (!server_ && interval <= 0 && !stragglers) return;
+  if (!server_ && interval <= 0 && !stragglers && !job) return;
   monitor_ = std::make_unique<LaunchMonitor>(supervisor, plan, server_.get(), gpus_.get(), interval, stragglers,
-                                             std::move(on_episodes));
+                                             std::move(on_episodes), std::move(job));
   supervisor.add_participant(*monitor_);
   if (server_) monitor_->publish();  // a first snapshot (run id, no ranks yet) before serving
   if (server_) server_->start();

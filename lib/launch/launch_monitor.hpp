@@ -17,6 +17,7 @@
 
 #include "config/config.hpp"
 #include "launch/rank_diagnostics.hpp"
+#include "multinode/rendezvous_message.hpp"
 #include "observe/resource_sampler.hpp"
 #include "observe/run_record.hpp"
 #include "observe/status_server.hpp"
@@ -29,13 +30,23 @@ namespace mgtrain {
 // Receives every straggler episode of the launch so far (for run.json) whenever one starts or ends.
 using StragglerEpisodesSink = std::function<void(std::vector<StragglerRecord>)>;
 
+// A node of a multi-node job, as its node agent lets monitoring see the job (docs/monitoring.md#several-nodes): this
+// node's ranks go to the job's host when a rank's process changes and every kJobReportInterval for the figures; on
+// the host, every other node's latest report joins the status API.
+struct JobStatusLink {
+  std::function<void(rdzv::NodeStatus)> report;          // this node's ranks, to the job's host
+  std::function<std::vector<rdzv::NodeStatus>()> nodes;  // on the host: every member's latest report; else empty
+  std::function<bool()> hosts;                           // whether this node hosts the rendezvous (the job's view)
+  std::function<std::string()> job_status_host;          // where the job-wide view is served (the rendezvous)
+};
+
 class LaunchMonitor final : public LoopParticipant {
  public:
   // `server` and `gpus` may be null; resource_interval_s 0 writes no resources.jsonl; `stragglers` nullopt:
   // no straggler detection (`on_episodes` may be empty).
   LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
                 double resource_interval_s, std::optional<StragglerSettings> stragglers = std::nullopt,
-                StragglerEpisodesSink on_episodes = {});
+                StragglerEpisodesSink on_episodes = {}, std::optional<JobStatusLink> job = std::nullopt);
 
   void add_fds(std::vector<pollfd>& fds) override;
   void on_ready(const pollfd& ready, std::chrono::steady_clock::time_point now) override;
@@ -48,6 +59,11 @@ class LaunchMonitor final : public LoopParticipant {
   void refresh_ranks();                                           // from the supervisor's workers
   void read_progress(std::chrono::steady_clock::time_point now);  // straggler detection: files, flags, messages
   std::vector<StragglerRecord> straggler_records() const;
+  // Several nodes: this node's ranks to the host when they changed or the figures are due; on the host, a new
+  // snapshot when another node's ranks changed.
+  void exchange_job_status(std::chrono::steady_clock::time_point now);
+  rdzv::NodeStatus node_status() const;         // this node's ranks, heartbeats read now
+  std::vector<RankStatus> other_nodes() const;  // on the host: the other nodes' ranks as last reported
 
   Supervisor& supervisor_;
   const LaunchPlan& plan_;
@@ -68,6 +84,11 @@ class LaunchMonitor final : public LoopParticipant {
   int progress_attempt_ = -1;           // the attempt whose ranks the detector judges
   std::map<int, pid_t> progress_pids_;  // rank -> the worker process its readings came from
   std::vector<int> episode_attempts_;   // the attempt of each of the detector's episodes
+  std::optional<JobStatusLink> job_;
+  std::optional<std::chrono::steady_clock::time_point> next_job_check_;
+  std::chrono::steady_clock::time_point last_report_{};
+  std::string reported_signature_;  // this node's ranks as last reported
+  std::string remote_signature_;    // the other nodes' ranks as last published (host)
 };
 
 // Everything monitoring needs for one single-node launch, in the order that keeps it safe: called after
@@ -81,7 +102,7 @@ class LaunchMonitoring {
   // `on_episodes` gets the straggler episodes for run.json (may be empty). POST /stacks goes to `dumps` (the node's
   // RankDiagnostics, on the supervisor's loop), which outlives this object.
   LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config, RankDiagnostics& dumps,
-                   StragglerEpisodesSink on_episodes = {});
+                   StragglerEpisodesSink on_episodes = {}, std::optional<JobStatusLink> job = std::nullopt);
   ~LaunchMonitoring();
   LaunchMonitoring(const LaunchMonitoring&) = delete;
   LaunchMonitoring& operator=(const LaunchMonitoring&) = delete;

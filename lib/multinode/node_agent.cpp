@@ -35,6 +35,25 @@ void NodeAgent::attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer>
 
 void NodeAgent::say(const std::string& line) { supervisor_->console().message(log::Level::Info, "{}", line); }
 
+// ---- the job-wide status -------------------------------------------------------------------
+
+void NodeAgent::report_status(rdzv::NodeStatus status) {
+  if (round_ < 0 || ending_ || !link_) return;
+  status.round = round_;
+  status.node_rank = plan_.node_rank;
+  status.host = plan_.hostname;
+  link_->client().send(status.to_message());
+}
+
+std::vector<rdzv::NodeStatus> NodeAgent::job_status() const {
+  std::vector<rdzv::NodeStatus> nodes;
+  if (!link_ || !link_->server()) return nodes;
+  for (const auto& [node_rank, status] : link_->server()->node_status()) nodes.push_back(status);
+  return nodes;
+}
+
+std::string NodeAgent::rendezvous_endpoint() const { return link_ ? link_->client().endpoint() : std::string(); }
+
 // ---- LoopParticipant -----------------------------------------------------------------------
 
 void NodeAgent::add_fds(std::vector<pollfd>& fds) { link_->add_fds(fds); }
@@ -377,7 +396,9 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   agent.attach(supervisor, std::move(server), std::move(client), agent_id);
   supervisor.set_coordinator(&agent);
   supervisor.add_participant(agent);
+  std::shared_ptr<void> monitoring = outside.monitoring ? outside.monitoring(supervisor, agent) : nullptr;
   SupervisionResult result = supervisor.run();
+  monitoring.reset();
   supervisor.remove_participant(agent);
   supervisor.console().flush();
   return agent.result(result);

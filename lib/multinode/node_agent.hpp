@@ -33,6 +33,8 @@
 
 namespace mgtrain {
 
+class NodeAgent;
+
 // What the agent takes from the launch around it (launch/launch_environment.hpp has the whole set).
 struct NodeAgentOutside {
   int stdout_fd = 1;  // the console
@@ -44,6 +46,10 @@ struct NodeAgentOutside {
   rdzv::RendezvousToken token;
   // What this node collects about its ranks when a hang is found (launch/rank_diagnostics.hpp); none: nothing.
   HangDiagnostics* diagnostics = nullptr;
+  // This node's monitoring (launch/launch_monitor.hpp: resource samples, its ranks reported to the job's host, and on
+  // the host the job-wide status API), started once the agent is attached to the supervisor and kept until the
+  // supervisor's run returns. Unset: none.
+  std::function<std::shared_ptr<void>(Supervisor& supervisor, NodeAgent& agent)> monitoring;
 };
 
 // How this node's part of the job ended.
@@ -76,6 +82,17 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
               std::unique_ptr<RendezvousClient> client, std::string agent_id);
   // A line on this node's console.
   void say(const std::string& line);
+
+  // ---- the job-wide status (docs/monitoring.md#several-nodes) ----
+  // This node's ranks to the job's host, while a round of this node runs (else dropped).
+  void report_status(rdzv::NodeStatus status);
+  // On the agent that hosts the rendezvous: every member's latest report of the current round; elsewhere empty.
+  std::vector<rdzv::NodeStatus> job_status() const;
+  // Whether this agent hosts the rendezvous (and so serves the job-wide view), and where the rendezvous is.
+  bool hosts_rendezvous() const { return link_ && link_->server() != nullptr; }
+  std::string rendezvous_endpoint() const;
+  // "node 1 (hostB, 10.77.0.2)" in the current round ("" before the first).
+  const std::string& current_node_name() const { return node_name_; }
 
   // ---- LoopParticipant ----
   void add_fds(std::vector<pollfd>& fds) override;

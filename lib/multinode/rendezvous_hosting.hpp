@@ -66,6 +66,9 @@ class RendezvousLink {
                  rdzv::SilenceRule silence, std::function<void(const std::string&)> say);
 
   RendezvousClient& client() { return *client_; }
+  const RendezvousClient& client() const { return *client_; }
+  // The hosted server; null unless this agent hosts the rendezvous.
+  const RendezvousServer* server() const { return server_.get(); }
 
   void add_fds(std::vector<pollfd>& fds);
   // Whether `ready` is the hosted server's descriptor, which the server then serves.

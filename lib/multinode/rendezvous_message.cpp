@@ -2,8 +2,10 @@
 #include "multinode/rendezvous_message.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -85,6 +87,8 @@ std::string type_name(MessageType type) {
       return "hang-found";
     case MessageType::kDiagnose:
       return "diagnose";
+    case MessageType::kNodeStatus:
+      return "node-status";
     case MessageType::kDiagnosed:
       return "diagnosed";
   }
@@ -486,6 +490,97 @@ Message leave_message(int exit_code, const std::string& reason) {
 }
 
 Message heartbeat_message() { return Message::of(MessageType::kHeartbeat); }
+
+// ---- node status: one line per rank, "rank local pid state step loss beat cpu rss rate straggler", '-' for unknown
+// ----
+
+namespace {
+
+template <typename T>
+std::string or_dash(const std::optional<T>& value) {
+  if (!value) return "-";
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(*value)) return "-";  // a diverged loss is unknown here, never a bad frame
+    return fmt::format("{:.17g}", *value);
+  }
+  return std::to_string(*value);
+}
+
+template <typename T>
+std::optional<T> parse_optional(const std::string& text, const char* what) {
+  if (text == "-") return std::nullopt;
+  if constexpr (std::is_floating_point_v<T>) {
+    const std::optional<double> value = parse_number(text);
+    if (!value) throw ProtocolError(fmt::format("node-status message: {} '{}' is not a number", what, text));
+    return *value;
+  } else {
+    const std::optional<std::int64_t> value = parse_int(text);
+    if (!value) throw ProtocolError(fmt::format("node-status message: {} '{}' is not an integer", what, text));
+    return static_cast<T>(*value);
+  }
+}
+
+}  // namespace
+
+Message NodeStatus::to_message() const {
+  std::string lines;
+  for (const RankRow& r : ranks) {
+    lines += fmt::format("{} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.local_rank, r.pid, r.state, or_dash(r.step),
+                         or_dash(r.loss), or_dash(r.beat_time), or_dash(r.cpu_percent), or_dash(r.rss_bytes),
+                         or_dash(r.step_rate), r.straggler ? 1 : 0);
+  }
+  return Message::of(MessageType::kNodeStatus)
+      .set("round", round)
+      .set("node_rank", node_rank)
+      .set("host", host)
+      .set("count", static_cast<int>(ranks.size()))
+      .set("ranks", lines);
+}
+
+NodeStatus NodeStatus::from(const Message& message) {
+  NodeStatus status;
+  status.round = static_cast<int>(message.integer("round"));
+  status.node_rank = static_cast<int>(message.integer("node_rank"));
+  status.host = message.text("host");
+  const long long count = message.integer("count");
+  if (count < 0 || count > kMaxStatusRanks) {
+    throw ProtocolError(fmt::format("node-status message: {} ranks (at most {})", count, kMaxStatusRanks));
+  }
+  std::vector<std::string> lines = split_list(message.text("ranks"), '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (static_cast<long long>(lines.size()) != count) {
+    throw ProtocolError(fmt::format("node-status message: count {} but {} rank lines", count, lines.size()));
+  }
+  for (const std::string& line : lines) {
+    const std::vector<std::string> f = split_list(line, ' ');
+    if (f.size() != 11)
+      throw ProtocolError(
+          fmt::format("node-status message: rank line '{}' has {} fields, not 11", line.substr(0, 80), f.size()));
+    RankRow row;
+    const auto integer = [](const std::string& text, const char* what) {
+      const std::optional<long long> value = parse_optional<long long>(text, what);
+      if (!value) throw ProtocolError(fmt::format("node-status message: no {}", what));
+      return *value;
+    };
+    row.rank = static_cast<int>(integer(f[0], "rank"));
+    row.local_rank = static_cast<int>(integer(f[1], "local rank"));
+    row.pid = static_cast<long>(integer(f[2], "pid"));
+    if (f[3] != "running" && f[3] != "exited")
+      throw ProtocolError("node-status message: state '" + f[3].substr(0, 20) + "'");
+    row.state = f[3];
+    row.step = parse_optional<long long>(f[4], "step");
+    row.loss = parse_optional<double>(f[5], "loss");
+    row.beat_time = parse_optional<double>(f[6], "heartbeat time");
+    row.cpu_percent = parse_optional<double>(f[7], "CPU %");
+    row.rss_bytes = parse_optional<long long>(f[8], "RSS");
+    row.step_rate = parse_optional<double>(f[9], "step rate");
+    if (f[10] != "0" && f[10] != "1")
+      throw ProtocolError("node-status message: straggler flag '" + f[10].substr(0, 20) + "'");
+    row.straggler = f[10] == "1";
+    status.ranks.push_back(std::move(row));
+  }
+  return status;
+}
 
 Message hello_message(const std::string& nonce, bool authenticated) {
   return Message::of(MessageType::kHello).set("nonce", nonce).set("auth", authenticated ? kAuthHmac : kAuthNone);

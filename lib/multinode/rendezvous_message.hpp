@@ -23,7 +23,8 @@ namespace mgtrain::rdzv {
 // 2: regroup (elastic scale-up), assign's restart_count; 3: hello first, authentication tags; 4: join's role,
 // assign's role ranks (an agent of version 3 would not say its role, and would give its workers wrong ROLE_RANKs);
 // 5: hang-found, diagnose, diagnosed (every node's stacks before a hang's stop), a failure's hang facts
-inline constexpr std::uint16_t kProtocolVersion = 6;
+// 7: node-status (each node's ranks for the job-wide status API on the rendezvous host)
+inline constexpr std::uint16_t kProtocolVersion = 7;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint16_t kTaggedBit = 0x8000;  // in the type field: an authentication tag follows the payload
 inline constexpr std::size_t kTagBytes = 32;         // HMAC-SHA256
@@ -53,9 +54,10 @@ enum class MessageType : std::uint16_t {
   kHangFound = 13,     // agent -> server: this node found a hang; its workers run while it collects diagnostics
   kDiagnose = 14,      // server -> agent: another node found a hang: collect your ranks' diagnostics, keep them running
   kDiagnosed = 15,     // agent -> server: diagnostics collected; this node's stalled ranks with their progress facts
+  kNodeStatus = 16,    // agent -> server: this node's ranks as its launcher sees them (the job-wide status API)
 };
 // The last type of this version (the decoder refuses higher ones).
-inline constexpr MessageType kLastMessageType = MessageType::kDiagnosed;
+inline constexpr MessageType kLastMessageType = MessageType::kNodeStatus;
 std::string type_name(MessageType type);
 
 // One message: a type and named string fields (typed accessors throw ProtocolError naming the field).
@@ -216,6 +218,36 @@ inline constexpr const char* kEndedSuccess = "success";        // every worker e
 inline constexpr const char* kEndedCheckpoint = "checkpoint";  // saved a checkpoint and stopped (75)
 inline constexpr const char* kEndedFailed = "failed";
 inline constexpr const char* kEndedStopped = "stopped";  // stopped on the server's request
+
+// One rank in a node's status report (kNodeStatus): what the node's launcher sees of it. Optional figures are unknown
+// (no progress file, no resource sample yet).
+struct RankRow {
+  int rank = 0;
+  int local_rank = 0;
+  long pid = 0;
+  std::string state;  // "running" or "exited"
+  std::optional<long long> step;
+  std::optional<double> loss;
+  std::optional<double> beat_time;  // Unix seconds of its last heartbeat
+  std::optional<double> cpu_percent;
+  std::optional<long long> rss_bytes;
+  std::optional<double> step_rate;
+  bool straggler = false;
+};
+
+// A node's ranks in one round, as its agent reports them to the job's host: when a rank's process changes (started,
+// exited), and every few seconds for the figures. The host keeps each node's latest report of the current round.
+struct NodeStatus {
+  int round = 0;
+  int node_rank = 0;
+  std::string host;  // hostname
+  std::vector<RankRow> ranks;
+
+  Message to_message() const;
+  // Throws ProtocolError for a report that does not parse, or of more than kMaxStatusRanks ranks.
+  static NodeStatus from(const Message& message);
+};
+inline constexpr int kMaxStatusRanks = 4096;
 
 Message workers_failed_message(const NodeFailure& failure);
 Message workers_ended_message(int round, const std::string& outcome, int exit_code);

@@ -112,6 +112,7 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
         if (!node->join) throw ProtocolError("workers-failed before join");
         NodeFailure failure = NodeFailure::read_from(message, "cause.");
         if (failure.round != round_ || !node->member) return;
+        mark_exited(failure);
         if (!hang_.diagnosing()) return handle_failure(*node, failure);
         // During a hang's diagnosis a failure answers for the node: the hang, found first, stays the cause.
         std::vector<NodeFailure> ranks;
@@ -133,6 +134,13 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
         if (stop) stop_round(stop->root_cause, stop->line, nullptr);
         return;
       }
+      case MessageType::kNodeStatus: {
+        if (!node->join) throw ProtocolError("node-status before join");
+        NodeStatus status = NodeStatus::from(message);
+        if (status.round != round_ || !node->member || status.node_rank != node->node_rank) return;
+        node_status_[status.node_rank] = std::move(status);
+        return;
+      }
       case MessageType::kWorkersEnded:
         if (!node->join) throw ProtocolError("workers-ended before join");
         if (message.integer("round") == round_ && node->member) handle_ended(*node, message);
@@ -143,6 +151,15 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
   } catch (const ProtocolError& error) {
     outbox_.note(fmt::format("rendezvous: dropped {}: {}", table_.describe(*node), error.what()));
     lose_node(connection, std::string("sent a bad message: ") + error.what(), kNodeLostExitCode);
+  }
+}
+
+// The failed rank shows as exited in the job-wide status at once, before its node's next report.
+void RendezvousRounds::mark_exited(const NodeFailure& failure) {
+  auto node = node_status_.find(failure.node_rank);
+  if (node == node_status_.end()) return;
+  for (RankRow& row : node->second.ranks) {
+    if (row.rank == failure.global_rank) row.state = "exited";
   }
 }
 
@@ -185,6 +202,7 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   const bool scale_up = scaling_up_;
   scaling_up_ = false;
   ++round_;
+  node_status_.clear();  // the ranks of the round before are gone
   joining_.reset_last_call();
   root_cause_.reset();
   hang_.reset();

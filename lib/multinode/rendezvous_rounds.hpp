@@ -9,6 +9,7 @@
 // carries out its orders through RoundsOutbox; unit tests drive it with a fake outbox and made-up times.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,8 @@ class RendezvousRounds {
   int round() const { return round_; }
   int restarts_used() const { return restarts_used_; }  // after failures; scale-ups are not counted
   bool scaling_up() const { return scaling_up_; }       // between a scale-up's stop order and its round
+  // Each member's latest status report of the current round (kNodeStatus), by node rank: the job-wide status API.
+  const std::map<int, NodeStatus>& node_status() const { return node_status_; }
   // The exit code sent with kFinish (or kReject), once finished.
   std::optional<int> final_exit_code() const { return final_exit_code_; }
 
@@ -84,6 +87,7 @@ class RendezvousRounds {
   void check_gathering();
   void start_round(const std::vector<Node*>& members);
   void handle_failure(Node& node, const NodeFailure& failure);
+  void mark_exited(const NodeFailure& failure);
   // A failure counts while the round runs, and during a scale-up's stop when it is the first.
   bool accepts_failures() const;
   void handle_ended(Node& node, const Message& message);
@@ -112,7 +116,8 @@ class RendezvousRounds {
   std::optional<int> final_exit_code_;
   std::optional<Message> final_message_;  // the finish or reject every agent got
   bool answer_latecomers_ = false;
-  std::vector<bool> told_ranks_;  // static: node ranks that got the final message
+  std::vector<bool> told_ranks_;           // static: node ranks that got the final message
+  std::map<int, NodeStatus> node_status_;  // of the current round, by node rank
 };
 
 }  // namespace mgtrain::rdzv

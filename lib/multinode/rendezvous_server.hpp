@@ -59,6 +59,8 @@ class RendezvousServer : public LoopParticipant, private rdzv::RoundsOutbox {
 
   // The job is decided (finish or reject sent to every agent).
   bool finished() const { return rounds_.finished(); }
+  // Each member's latest status report of the current round, by node rank (the job-wide status API).
+  const std::map<int, rdzv::NodeStatus>& node_status() const { return rounds_.node_status(); }
   // Finished and every connection flushed and closed (and, after a refusal or failure, no node rank
   // left that may still be trying to join), or the linger (3 s) passed since finishing: the host
   // agent may exit without cutting off what the others still need to read.

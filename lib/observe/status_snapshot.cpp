@@ -129,8 +129,13 @@ std::string status_to_json(const StatusSnapshot& s) {
   out["start_time"] = rounded(s.start_time);
   out["time"] = rounded(s.time);
   Json ranks = Json::array();
+  out["scope"] = s.job_wide ? "job" : "node";
+  out["nodes"] = s.nodes;
+  if (!s.job_status_host.empty()) out["job_status_host"] = s.job_status_host;
   for (const RankStatus& r : s.ranks) {
     Json rank = rank_json(r);
+    rank["host"] = r.host.empty() ? s.hostname : r.host;
+    rank["node_rank"] = r.node_rank < 0 ? s.node_rank : r.node_rank;
     rank["state"] = r.state;
     rank["step"] = r.heartbeat ? Json(r.heartbeat->step) : Json(nullptr);
     rank["loss"] = r.heartbeat ? rounded(r.heartbeat->loss) : Json(nullptr);
@@ -195,8 +200,12 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
   restarts.add(run, s.attempt);
   max_restarts.add(run, s.max_restarts);
   for (const RankStatus& r : s.ranks) {
-    const std::string labels =
+    std::string labels =
         run + ",rank=\"" + std::to_string(r.rank) + "\",local_rank=\"" + std::to_string(r.local_rank) + "\"";
+    if (s.job_wide) {  // every node's ranks: which node each series is of
+      labels += ",host=\"" + prometheus_label_value(r.host.empty() ? s.hostname : r.host) + "\",node_rank=\"" +
+                std::to_string(r.node_rank < 0 ? s.node_rank : r.node_rank) + "\"";
+    }
     up.add(labels, r.state == "running" ? 1 : 0);
     if (r.heartbeat) {
       step.add(labels, static_cast<double>(r.heartbeat->step));

@@ -16,10 +16,13 @@
 
 namespace mgtrain {
 
-// One rank of this node as the launcher sees it.
+// One rank as the launcher sees it: of this node, or (on the job's host of a multi-node job) of another node as that
+// node's launcher reported it.
 struct RankStatus {
   int rank = 0;
   int local_rank = 0;
+  std::string host;    // the rank's node's hostname; "": this node's (the snapshot's hostname)
+  int node_rank = -1;  // -1: this node's
   pid_t pid = -1;
   std::string state;           // "running" or "exited"
   std::string heartbeat_file;  // where its heartbeat is read from (not rendered)
@@ -45,6 +48,11 @@ struct StatusSnapshot {
   std::string driver_version;
   std::optional<double> gpu_sample_time;
   bool straggler_detection = false;  // ranks' step rates are judged (launch.straggler_detection, progress files)
+  // Several nodes: `job_wide` on the agent that hosts the rendezvous (ranks holds every node's); elsewhere
+  // `job_status_host` names where the job-wide view is served (the rendezvous host), and ranks holds this node's.
+  bool job_wide = false;
+  int nodes = 1;
+  std::string job_status_host;
 };
 
 // The /status JSON (nlohmann::json, compact, keys in schema order).

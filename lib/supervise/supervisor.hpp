@@ -94,6 +94,8 @@ class Supervisor : private LoopHandler, private LoopParticipant {
   bool diagnose_on_request(const std::string& reason) { return hang_.diagnose_on_request(reason); }
   void finish(int exit_code);
   const SupervisionPolicy& policy() const { return policy_; }
+  // The current attempt's plan (begin_attempt replaces it each round).
+  const LaunchPlan& plan() const { return plan_; }
   // The status API's requests: SIGUSR2 = save a checkpoint and go on, SIGUSR1 = save and stop with exit 75; both are
   // forwarded to every worker's process group, in either personality (SupervisionPolicy::forward_to_workers).
   void act_on_signal(int signal) { policy_.forward_to_workers(signal); }

@@ -291,6 +291,93 @@ TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds, 
   CHECK_THAT(node0.err(), Catch::Contains("round 1: node 0"));
 }
 
+namespace {
+
+// One rank of the host's /status JSON (`mgtrain status --json` in the host's namespace).
+struct StatusRank {
+  int rank = -1;
+  int node_rank = -1;
+  long pid = 0;
+  std::string host;
+  std::string state;
+};
+
+// The ranks the job's host lists now (empty when it does not answer yet), and its attempt.
+std::vector<StatusRank> host_status(const NetnsHosts& hosts, const TempDir& dir, int& attempt) {
+  std::vector<std::string> argv = hosts.exec_prefix(0);
+  argv.insert(argv.end(), {kMgtrain, "status", "mn", "--log-dir", dir / "runs", "--json"});
+  mgtrain::CaptureOptions options;
+  options.timeout_s = 20;
+  const mgtrain::CapturedRun run = mgtrain::run_and_capture(argv, options);
+  std::vector<StatusRank> ranks;
+  if (run.exit_code != 0) return ranks;
+  std::smatch found;
+  if (std::regex_search(run.out, found, std::regex(R"("attempt":(\d+))"))) attempt = std::stoi(found[1]);
+  const std::regex row(
+      R"re(\{"rank":(\d+),"local_rank":\d+,"pid":(\d+),"host":"([^"]*)","node_rank":(\d+),"state":"(\w+)")re");
+  for (std::sregex_iterator it(run.out.begin(), run.out.end(), row), end; it != end; ++it) {
+    ranks.push_back({std::stoi((*it)[1]), std::stoi((*it)[4]), std::stol((*it)[2]), (*it)[3], (*it)[5]});
+  }
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("job-wide status: the host's API lists every rank of both nodes, and a rank killed on node 1 shows dead",
+          "[multinode][status]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  // Attempt 0 runs until the test kills rank 3, and the others ignore the stop's SIGTERM, so the round stays stopping
+  // for the grace period (the test sees the stopped round, not only the next); attempt 1 ends at once.
+  std::string worker = write_script(dir / "w.sh",
+                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ]; then exit 0; fi\n"
+                                    "trap '' TERM\nwhile :; do sleep 0.2; done");
+  const std::vector<std::string> more{
+      "--max-restarts", "1", "--status-port", "29610", "--grace-period", "5", "--", worker};
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), more), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), more), dir / "node1");
+  // Every rank of both nodes, running, with its node and host.
+  std::vector<StatusRank> ranks;
+  int attempt = -1;
+  const auto deadline = Clock::now() + 60s;
+  while (Clock::now() < deadline) {
+    ranks = host_status(hosts, dir, attempt);
+    if (ranks.size() == 4 &&
+        std::all_of(ranks.begin(), ranks.end(), [](const StatusRank& r) { return r.state == "running"; }))
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  REQUIRE(ranks.size() == 4);
+  for (const StatusRank& rank : ranks) {
+    CAPTURE(rank.rank);
+    CHECK(rank.state == "running");
+    CHECK(rank.node_rank == rank.rank / 2);
+    CHECK(!rank.host.empty());
+  }
+  // The terminal's table says it is the job's and names the nodes.
+  std::vector<std::string> table_argv = hosts.exec_prefix(0);
+  table_argv.insert(table_argv.end(), {kMgtrain, "status", "mn", "--log-dir", dir / "runs"});
+  const mgtrain::CapturedRun table = mgtrain::run_and_capture(table_argv);
+  CHECK_THAT(table.out, Catch::Contains("every rank of the job's 2 nodes") && Catch::Contains("node  host"));
+  // SIGKILL rank 3 on node 1: the host shows its process exited before the restart replaces it.
+  const long victim = ranks[3].pid;
+  REQUIRE(kill(static_cast<pid_t>(victim), SIGKILL) == 0);
+  const auto killed = Clock::now();
+  std::optional<double> seen_after;
+  while (Clock::now() < killed + 30s && !seen_after) {
+    for (const StatusRank& rank : host_status(hosts, dir, attempt)) {
+      if (rank.pid == victim && rank.state == "exited") seen_after = seconds_since(killed);
+    }
+    if (attempt > 0) break;  // the restart came first: too late to see it
+  }
+  REQUIRE(seen_after.has_value());
+  WARN("rank 3's death reached the host's status API after " << *seen_after << " s (the design's bound: about 1 s)");
+  CHECK(node0.wait(30s) == 0);
+  CHECK(node1.wait(30s) == 0);
+}
+
 TEST_CASE("fate sharing without restarts: every node exits with the root cause's code and names it",
           "[multinode][fate]") {
   NetnsHosts hosts(2);

@@ -2,6 +2,7 @@
 // errors for bytes that are not the protocol (another program, another version, damaged frames).
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -266,4 +267,61 @@ TEST_CASE("the job fingerprint compares what shapes the job, not per-node settin
   REQUIRE(differences.size() == 2);
   CHECK(differences[0] == "train.max_steps: 30 vs 0");
   CHECK(differences[1] == "optim.lr: 0.5 vs 0.01");
+}
+
+TEST_CASE("a node's status report crosses the wire with its unknown figures, and a bad one is refused clearly",
+          "[rdzv][codec]") {
+  NodeStatus status;
+  status.round = 2;
+  status.node_rank = 1;
+  status.host = "hostB";
+  RankRow known;
+  known.rank = 2;
+  known.local_rank = 0;
+  known.pid = 4242;
+  known.state = "running";
+  known.step = 120;
+  known.loss = 0.25;
+  known.beat_time = 1764000000.5;
+  known.cpu_percent = 99.5;
+  known.rss_bytes = 1LL << 30;
+  known.step_rate = 3.25;
+  known.straggler = true;
+  RankRow unknown;
+  unknown.rank = 3;
+  unknown.local_rank = 1;
+  unknown.pid = 4243;
+  unknown.state = "exited";
+  unknown.loss = std::numeric_limits<double>::quiet_NaN();  // a diverged loss is sent as unknown, not as a bad frame
+  status.ranks = {known, unknown};
+  const NodeStatus back = NodeStatus::from(decode_one(encode(status.to_message())));
+  CHECK(back.round == 2);
+  CHECK(back.node_rank == 1);
+  CHECK(back.host == "hostB");
+  REQUIRE(back.ranks.size() == 2);
+  CHECK(back.ranks[0].pid == 4242);
+  CHECK(back.ranks[0].step == 120);
+  CHECK(back.ranks[0].loss == Approx(0.25));
+  CHECK(back.ranks[0].beat_time == Approx(1764000000.5));
+  CHECK(back.ranks[0].rss_bytes == (1LL << 30));
+  CHECK(back.ranks[0].step_rate == Approx(3.25));
+  CHECK(back.ranks[0].straggler);
+  CHECK(back.ranks[1].state == "exited");
+  CHECK(!back.ranks[1].step);
+  CHECK(!back.ranks[1].loss);
+  CHECK(!back.ranks[1].cpu_percent);
+  CHECK(!back.ranks[1].straggler);
+
+  Message bad = status.to_message();
+  bad.set("count", 3);
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("count 3 but 2 rank lines"));
+  bad = status.to_message();
+  bad.set("ranks", "2 0 4242 running 1 - - - - - 0\n3 1 4243 sleeping - - - - - - 0\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("state 'sleeping'"));
+  bad.set("ranks", "2 0 4242 running x - - - - - 0\n3 1 4243 exited - - - - - - 0\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("step 'x' is not an integer"));
+  bad.set("ranks", "2 0 4242 running\n3 1 4243 exited - - - - - - 0\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("has 4 fields, not 11"));
+  bad.set("count", kMaxStatusRanks + 1);
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("at most 4096"));
 }

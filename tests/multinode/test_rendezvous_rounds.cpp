@@ -435,3 +435,47 @@ TEST_CASE("bytes that are not the protocol drop that connection only", "[rdzv][r
   CHECK(rounds.phase() == RendezvousRounds::Phase::kRunning);
   CHECK_FALSE(rounds.finished());
 }
+
+TEST_CASE(
+    "job-wide status: each member's latest report of the round, a failed rank exited at once, cleared by the next",
+    "[rdzv][rounds][status]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2, 1), out, t0);
+  two_nodes_join(rounds, t0);
+  const auto report = [](int round, int node_rank, int first_rank, long first_pid) {
+    NodeStatus status;
+    status.round = round;
+    status.node_rank = node_rank;
+    status.host = node_rank == 0 ? "hostA" : "hostB";
+    for (int local = 0; local < 2; ++local) {
+      RankRow row;
+      row.rank = first_rank + local;
+      row.local_rank = local;
+      row.pid = first_pid + local;
+      row.state = "running";
+      status.ranks.push_back(row);
+    }
+    return status.to_message();
+  };
+  rounds.on_message(1, report(0, 0, 0, 100), t0 + 1s);
+  rounds.on_message(2, report(0, 1, 2, 200), t0 + 1s);
+  rounds.on_message(2, report(0, 1, 2, 300), t0 + 2s);  // the latest wins
+  rounds.on_message(2, report(7, 1, 2, 900), t0 + 2s);  // another round's: ignored
+  REQUIRE(rounds.node_status().size() == 2);
+  CHECK(rounds.node_status().at(0).host == "hostA");
+  CHECK(rounds.node_status().at(1).ranks.at(1).pid == 301);
+  // A node that claims another's node rank is not believed.
+  rounds.on_message(2, report(0, 0, 0, 555), t0 + 2s);
+  CHECK(rounds.node_status().at(0).ranks.at(0).pid == 100);
+  // Rank 3 fails on node 1: the host shows it exited before node 1's next report.
+  NodeFailure failure = worker_failure(0, 3, 7);
+  failure.node_rank = 1;
+  rounds.on_message(2, workers_failed_message(failure), t0 + 3s);
+  CHECK(rounds.node_status().at(1).ranks.at(1).state == "exited");
+  CHECK(rounds.node_status().at(1).ranks.at(0).state == "running");
+  // The restart's round starts with no reports.
+  rounds.on_message(2, workers_ended_message(0, kEndedFailed, 7), t0 + 3s);
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 4s);
+  REQUIRE(rounds.round() == 1);
+  CHECK(rounds.node_status().empty());
+}
