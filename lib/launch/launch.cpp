@@ -122,11 +122,12 @@ void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const 
 // the rendezvous, which serves the job-wide status API when launch.status_port is set. The other nodes serve none (they
 // say where the job's is); resources.jsonl and straggler detection stay single-node for now.
 std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& agent, const LaunchPlan& plan,
-                                            const Config& job_config, RankDiagnostics& diagnostics) {
+                                            const Config& job_config, RankDiagnostics& diagnostics,
+                                            StragglerEpisodesSink on_episodes) {
   Config config = job_config;
   config.log.resource_interval_s = 0;
-  config.launch.straggler_detection = false;
   if (!agent.hosts_rendezvous()) {
+    config.launch.straggler_detection = false;  // the host judges every rank of the job
     if (config.launch.status_port > 0) {
       log::info(
           "the job's status API is served by the node that hosts the rendezvous ({}); this node reports its "
@@ -142,7 +143,7 @@ std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& a
   link.nodes = [&agent] { return agent.job_status(); };
   link.hosts = [&agent] { return agent.hosts_rendezvous(); };
   link.job_status_host = [&agent] { return agent.rendezvous_endpoint(); };
-  return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, StragglerEpisodesSink{},
+  return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, std::move(on_episodes),
                                             std::move(link));
 }
 
@@ -169,7 +170,14 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
                                  &diagnostics,
                                  {}};
   agent_outside.monitoring = [&](Supervisor& supervisor, NodeAgent& node) -> std::shared_ptr<void> {
-    return start_node_monitoring(supervisor, node, plan, loaded.config, diagnostics);
+    StragglerEpisodesSink episodes;  // into the job's run.json, where this node keeps it
+    if (job_record) {
+      episodes = [&job_record](std::vector<StragglerRecord> records) {
+        const std::string warning = job_record->set_stragglers(std::move(records));
+        if (!warning.empty()) say_line(warning);
+      };
+    }
+    return start_node_monitoring(supervisor, node, plan, loaded.config, diagnostics, std::move(episodes));
   };
   const NodeAgentResult agent = run_node_agent(plan, loaded, environment, agent_outside, ports);
   const int code = agent.exit_code;

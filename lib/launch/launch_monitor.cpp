@@ -56,31 +56,44 @@ double unix_time_of(Clock::time_point when) {
 // keeps the error of when an advance is seen below 5 % of the window, between 0.1 s and 1 s.
 Clock::duration progress_interval(double window_s) { return steady_seconds(std::clamp(window_s / 20, 0.1, 1.0)); }
 
-// A rank's progress file: its step (nullopt when absent, only touched or unreadable) with its busy seconds when the
-// line reports its wait (docs/diagnosis.md), and when it was written,
-// as a steady time (its modification time, so the launcher's own delays in reading do not blur the rates;
-// never later than `now`).
-struct ProgressReading {
-  std::optional<ProgressReport> report;
-  Clock::time_point written;
+// A rank's progress file read once: its text (the first 256 bytes: a heartbeat line or a decimal count) and when it was
+// written (its modification time, so the launcher's own delays in reading do not blur the rates). `read` false: absent
+// or unreadable.
+struct ProgressFile {
+  bool read = false;
+  std::string text;
+  std::chrono::system_clock::time_point modified;
 };
 
-ProgressReading read_progress_file(const std::string& path, Clock::time_point now) {
-  ProgressReading reading{std::nullopt, now};
+ProgressFile read_progress_text(const std::string& path) {
+  ProgressFile file;
   const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat status {};
-  if (!fd || fstat(fd.get(), &status) != 0) return reading;
+  if (!fd || fstat(fd.get(), &status) != 0) return file;
   char buffer[256];
   const ssize_t got = read(fd.get(), buffer, sizeof buffer);
-  if (got <= 0) return reading;
-  reading.report = parse_progress(std::string_view(buffer, static_cast<std::size_t>(got)));
-  const auto modified =
-      std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::seconds(status.st_mtim.tv_sec) + std::chrono::nanoseconds(status.st_mtim.tv_nsec)));
-  const auto age = std::chrono::system_clock::now() - modified;
-  if (age > std::chrono::system_clock::duration::zero())
-    reading.written = now - std::chrono::duration_cast<Clock::duration>(age);
-  return reading;
+  if (got <= 0) return file;
+  file.read = true;
+  file.text.assign(buffer, static_cast<std::size_t>(got));
+  file.modified = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::seconds(status.st_mtim.tv_sec) + std::chrono::nanoseconds(status.st_mtim.tv_nsec)));
+  return file;
+}
+
+// A wall-clock time as a steady one, by its distance from now; never later than `now`.
+Clock::time_point steady_time_of(std::chrono::system_clock::time_point when, Clock::time_point now) {
+  const auto age = std::chrono::system_clock::now() - when;
+  if (age <= std::chrono::system_clock::duration::zero()) return now;
+  return now - std::chrono::duration_cast<Clock::duration>(age);
+}
+
+double unix_seconds_of(std::chrono::system_clock::time_point when) {
+  return std::chrono::duration<double>(when.time_since_epoch()).count();
+}
+
+std::chrono::system_clock::time_point system_time_of_unix(double seconds) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds)));
 }
 
 }  // namespace
@@ -211,22 +224,57 @@ void LaunchMonitor::read_progress(Clock::time_point now) {
         progress_pids_.erase(rank.rank);
         if (rank.state != "running") continue;
       }
-      const ProgressReading reading = read_progress_file(rank.heartbeat_file, now);
-      if (!reading.report) continue;
+      const ProgressFile file = read_progress_text(rank.heartbeat_file);
+      const std::optional<ProgressReport> report = file.read ? parse_progress(file.text) : std::nullopt;
+      if (!report) continue;
       progress_pids_[rank.rank] = rank.pid;
-      stragglers_->observe(rank.rank, reading.written, reading.report->step, reading.report->busy);
+      rank_nodes_[rank.rank] = {supervisor_.plan().node_rank, supervisor_.plan().hostname};
+      stragglers_->observe(rank.rank, steady_time_of(file.modified, now), report->step, report->busy);
     }
+    if (job_ && job_->hosts()) observe_other_nodes(now);
   }
   const std::vector<StragglerChange> changes = stragglers_->evaluate(now);
   for (const StragglerChange& change : changes) {
     if (change.flagged()) {
       episode_attempts_.resize(stragglers_->episodes().size(), progress_attempt_);
-      log::warn("{}", straggler_message(change));
+      log::warn("{}", with_node(straggler_message(change), change.rank));
     } else {
-      log::info("{}", straggler_message(change));
+      log::info("{}", with_node(straggler_message(change), change.rank));
     }
   }
   if (!changes.empty() && on_episodes_) on_episodes_(straggler_records());
+}
+
+// The job's host judges the other nodes' ranks by their reports as it judges its own by their files: the progress
+// file's time on that node (only differences count) and its step.
+void LaunchMonitor::observe_other_nodes(Clock::time_point now) {
+  for (const rdzv::NodeStatus& node : job_->nodes()) {
+    if (node.node_rank == supervisor_.plan().node_rank) continue;
+    for (const rdzv::RankRow& row : node.ranks) {
+      const pid_t pid = static_cast<pid_t>(row.pid);
+      auto known = progress_pids_.find(row.rank);
+      if (row.state != "running" || (known != progress_pids_.end() && known->second != pid)) {
+        stragglers_->forget(row.rank, now);
+        progress_pids_.erase(row.rank);
+        if (row.state != "running") continue;
+      }
+      if (!row.step || !row.progress_time) continue;
+      progress_pids_[row.rank] = pid;
+      rank_nodes_[row.rank] = {node.node_rank, node.host};
+      stragglers_->observe(row.rank, steady_time_of(system_time_of_unix(*row.progress_time), now), *row.step, row.busy);
+    }
+  }
+}
+
+// "rank 3 is a straggler: ..." as "rank 3 (node 1, hostB) is a straggler: ..." when the ranks span several nodes.
+std::string LaunchMonitor::with_node(std::string text, int rank) const {
+  const auto node = rank_nodes_.find(rank);
+  if (!job_ || node == rank_nodes_.end()) return text;
+  const std::string prefix = "rank " + std::to_string(rank) + " ";
+  if (text.rfind(prefix, 0) == 0) {
+    text.insert(prefix.size() - 1, " (node " + std::to_string(node->second.first) + ", " + node->second.second + ")");
+  }
+  return text;
 }
 
 std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
@@ -236,6 +284,10 @@ std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
     const StragglerEpisode& episode = episodes[index];
     StragglerRecord record;
     record.rank = episode.rank;
+    if (const auto node = rank_nodes_.find(episode.rank); job_ && node != rank_nodes_.end()) {
+      record.node_rank = node->second.first;
+      record.host = node->second.second;
+    }
     record.attempt = index < episode_attempts_.size() ? episode_attempts_[index] : progress_attempt_;
     record.start = unix_time_of(episode.start);
     if (episode.end) record.end = unix_time_of(*episode.end);
@@ -279,11 +331,15 @@ rdzv::NodeStatus LaunchMonitor::node_status() const {
     row.pid = rank.pid;
     row.state = rank.state;
     if (!rank.heartbeat_file.empty()) {
-      if (const std::optional<HeartbeatInfo> beat =
-              parse_heartbeat_line(try_read_file(rank.heartbeat_file).value_or(""))) {
-        row.step = beat->step;
+      const ProgressFile file = read_progress_text(rank.heartbeat_file);
+      if (const std::optional<HeartbeatInfo> beat = file.read ? parse_heartbeat_line(file.text) : std::nullopt) {
         row.loss = beat->loss;
         row.beat_time = beat->time;
+      }
+      if (const std::optional<ProgressReport> report = file.read ? parse_progress(file.text) : std::nullopt) {
+        row.step = report->step;
+        row.progress_time = unix_seconds_of(file.modified);
+        row.busy = report->busy;
       }
     }
     row.cpu_percent = rank.cpu_percent;
@@ -311,8 +367,8 @@ std::vector<RankStatus> LaunchMonitor::other_nodes() const {
       if (row.step) rank.heartbeat = HeartbeatInfo{*row.step, row.loss, row.beat_time.value_or(0), std::nullopt};
       rank.cpu_percent = row.cpu_percent;
       rank.rss_bytes = row.rss_bytes;
-      rank.step_rate = row.step_rate;
-      rank.straggler = row.straggler;
+      rank.step_rate = stragglers_ ? stragglers_->step_rate(row.rank) : row.step_rate;
+      rank.straggler = stragglers_ ? stragglers_->flagged(row.rank) : row.straggler;
       ranks.push_back(std::move(rank));
     }
   }
@@ -386,8 +442,9 @@ std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::strin
   return line;
 }
 
-std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, const LaunchConfig& launch) {
-  if (!launch.straggler_detection || !workers_get_progress_file(plan) || plan.nproc < 2) return std::nullopt;
+std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, const LaunchConfig& launch, bool job_wide) {
+  const int ranks = job_wide ? plan.nproc * std::max(plan.nnodes, plan.max_nodes) : plan.nproc;
+  if (!launch.straggler_detection || !workers_get_progress_file(plan) || ranks < 2) return std::nullopt;
   const StragglerSettings settings{launch.straggler_margin, launch.straggler_window};
   StragglerDetector check(settings);  // throws UsageError for settings it refuses
   return settings;
@@ -399,7 +456,7 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     : supervisor_(supervisor), dumps_(dumps) {
   const LaunchConfig& launch = config.launch;
   const double interval = config.log.resource_interval_s;
-  const std::optional<StragglerSettings> stragglers = straggler_settings(plan, launch);
+  const std::optional<StragglerSettings> stragglers = straggler_settings(plan, launch, job.has_value());
   gpus_ = open_nvml();  // nullptr without the NVIDIA driver: no GPU statistics, not an error
   if (gpus_) {
     const std::string line = gpu_health_line(gpus_->sample(), gpus_->driver_version());

@@ -64,6 +64,8 @@ class LaunchMonitor final : public LoopParticipant {
   void exchange_job_status(std::chrono::steady_clock::time_point now);
   rdzv::NodeStatus node_status() const;         // this node's ranks, heartbeats read now
   std::vector<RankStatus> other_nodes() const;  // on the host: the other nodes' ranks as last reported
+  void observe_other_nodes(std::chrono::steady_clock::time_point now);  // the host's straggler detection
+  std::string with_node(std::string text, int rank) const;              // "rank 3 (node 1, hostB) ..."
 
   Supervisor& supervisor_;
   const LaunchPlan& plan_;
@@ -87,8 +89,9 @@ class LaunchMonitor final : public LoopParticipant {
   std::optional<JobStatusLink> job_;
   std::optional<std::chrono::steady_clock::time_point> next_job_check_;
   std::chrono::steady_clock::time_point last_report_{};
-  std::string reported_signature_;  // this node's ranks as last reported
-  std::string remote_signature_;    // the other nodes' ranks as last published (host)
+  std::string reported_signature_;                         // this node's ranks as last reported
+  std::string remote_signature_;                           // the other nodes' ranks as last published (host)
+  std::map<int, std::pair<int, std::string>> rank_nodes_;  // rank -> its node rank and host, as last judged
 };
 
 // Everything monitoring needs for one single-node launch, in the order that keeps it safe: called after
@@ -115,10 +118,12 @@ class LaunchMonitoring {
   std::unique_ptr<LaunchMonitor> monitor_;
 };
 
-// The straggler settings when detection runs for this launch: launch.straggler_detection on, at least two local
-// ranks, and progress files given to the workers (the same rule as supervise/worker_env.cpp: a heartbeat timeout
-// or the status API); else nullopt. Throws UsageError for settings the detector refuses.
-std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, const LaunchConfig& launch);
+// The straggler settings when detection runs for this launch: launch.straggler_detection on, at least two ranks to
+// compare (this node's; `job_wide`: the whole job's, judged on the node that hosts the rendezvous), and progress files
+// given to the workers (the same rule as supervise/worker_env.cpp: a heartbeat timeout or the status API); else
+// nullopt. Throws UsageError for settings the detector refuses.
+std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, const LaunchConfig& launch,
+                                                    bool job_wide = false);
 
 // "mgtrain: GPUs (NVML): 2 x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 550.54.15" ("" without GPUs).
 std::string gpu_health_line(const std::vector<GpuSample>& gpus, const std::string& driver_version);

@@ -229,6 +229,10 @@ struct RankRow {
   std::optional<long long> step;
   std::optional<double> loss;
   std::optional<double> beat_time;  // Unix seconds of its last heartbeat
+  // Its progress file, for the host's straggler detection: when it was written (Unix seconds on that node: only
+  // differences count, so a clock offset between nodes cancels out) and the rank's own-work seconds then.
+  std::optional<double> progress_time;
+  std::optional<double> busy;
   std::optional<double> cpu_percent;
   std::optional<long long> rss_bytes;
   std::optional<double> step_rate;

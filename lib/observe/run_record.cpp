@@ -120,6 +120,8 @@ std::string run_record_to_json(const RunRecord& r) {
     for (const StragglerRecord& episode : r.stragglers) {
       Json item = Json::object();
       item["rank"] = episode.rank;
+      if (!episode.host.empty()) item["host"] = episode.host;
+      if (episode.node_rank) item["node_rank"] = *episode.node_rank;
       item["attempt"] = episode.attempt;
       item["start"] = json_seconds(episode.start);
       item["end"] = episode.end ? json_seconds(*episode.end) : Json(nullptr);
@@ -175,6 +177,8 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
       if (!item.is_object()) throw Error(where + ": an entry is not an object");
       StragglerRecord episode;
       episode.rank = read_as<int>(item, "rank", where);
+      episode.host = read_as<std::string>(item, "host", where, false);
+      if (member(item, "node_rank")) episode.node_rank = read_as<int>(item, "node_rank", where);
       episode.attempt = read_as<int>(item, "attempt", where, false);
       episode.start = read_as<double>(item, "start", where);
       if (member(item, "end")) episode.end = read_as<double>(item, "end", where);

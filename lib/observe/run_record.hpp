@@ -37,6 +37,8 @@ struct StragglerRecord {
   std::optional<double> busy_per_step = std::nullopt;
   std::optional<double> median_busy_per_step = std::nullopt;
   std::optional<double> highest_busy_per_step = std::nullopt;
+  std::string host = "";                        // several nodes: the rank's node's hostname ("": one node)
+  std::optional<int> node_rank = std::nullopt;  // several nodes: its node rank
 };
 
 struct RunRecord {

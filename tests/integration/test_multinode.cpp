@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "host/port_probe.hpp"
 
@@ -302,6 +303,47 @@ struct StatusRank {
   std::string state;
 };
 
+// The job's host's /status JSON (`mgtrain status --json` in its namespace); null when it does not answer.
+nlohmann::json host_status_json(const NetnsHosts& hosts, const TempDir& dir) {
+  std::vector<std::string> argv = hosts.exec_prefix(0);
+  argv.insert(argv.end(), {kMgtrain, "status", "mn", "--log-dir", dir / "runs", "--json"});
+  mgtrain::CaptureOptions options;
+  options.timeout_s = 20;
+  const mgtrain::CapturedRun run = mgtrain::run_and_capture(argv, options);
+  if (run.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(run.out, nullptr, false);
+}
+
+// A worker stepping every 20 ms (rank SLOW_RANK every 20 / 0.7 ms) for `seconds`, each step written into its progress
+// file at its due time, so the machine's load does not change the rates (as tests/diagnosis/test_straggler.cpp).
+std::string paced_worker(const TempDir& dir, double seconds) {
+  return write_script(dir / "paced.sh", "exec python3 - " + std::to_string(seconds) + R"SH( <<'EOF'
+import os, sys, time
+period = 0.02
+if os.environ.get("SLOW_RANK") == os.environ["RANK"]:
+    period /= 0.7
+path = os.environ["MGTRAIN_HEARTBEAT_FILE"]
+start = time.monotonic()
+step = 0
+while time.monotonic() - start < float(sys.argv[1]):
+    step += 1
+    time.sleep(max(0.0, start + step * period - time.monotonic()))
+    with open(path + ".tmp", "w") as f:
+        f.write('{"step":%d,"loss":1.5,"time":%f}\n' % (step, time.time()))
+    os.replace(path + ".tmp", path)
+EOF
+)SH");
+}
+
+// Whether the host's /status flags `rank` as a straggler now.
+bool flagged(const nlohmann::json& status, int rank) {
+  if (!status.is_object() || !status.contains("ranks")) return false;
+  for (const auto& r : status["ranks"]) {
+    if (r["rank"].get<int>() == rank) return r["straggler"].get<bool>();
+  }
+  return false;
+}
+
 // The ranks the job's host lists now (empty when it does not answer yet), and its attempt.
 std::vector<StatusRank> host_status(const NetnsHosts& hosts, const TempDir& dir, int& attempt) {
   std::vector<std::string> argv = hosts.exec_prefix(0);
@@ -376,6 +418,69 @@ TEST_CASE("job-wide status: the host's API lists every rank of both nodes, and a
   WARN("rank 3's death reached the host's status API after " << *seen_after << " s (the design's bound: about 1 s)");
   CHECK(node0.wait(30s) == 0);
   CHECK(node1.wait(30s) == 0);
+}
+
+TEST_CASE("stragglers across nodes: one rank per node, node 1's 30 % slower, is flagged by the host",
+          "[multinode][status][straggler]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  const std::string worker = paced_worker(dir, 60);
+  const std::vector<std::string> more{"--status-port", "29611", "launch.straggler_window=8", "--", worker};
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0, 1), more), dir / "node0", {"SLOW_RANK=1"});
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1, 1), more), dir / "node1", {"SLOW_RANK=1"});
+  nlohmann::json status;
+  const bool seen = wait_until(
+      [&] {
+        status = host_status_json(hosts, dir);
+        return flagged(status, 1);
+      },
+      45s);
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err() << "\nstatus: " << status.dump());
+  REQUIRE(seen);
+  CHECK(status["straggler_detection"].get<bool>());
+  CHECK_FALSE(flagged(status, 0));
+  REQUIRE(wait_until([&] { return node0.err().find("is a straggler") != std::string::npos; }, 5s));
+  CHECK_THAT(node0.err(), Catch::Matches(R"([\s\S]*rank 1 \(node 1, [^)]+\) is a straggler: \d+\.\d+ steps/s against )"
+                                         R"(a median of \d+\.\d+ \(\d\d % slower\) over the last 8 s[\s\S]*)"));
+  CHECK(node1.err().find("is a straggler") == std::string::npos);  // the host judges, not every node
+  const nlohmann::json record = nlohmann::json::parse(read_text(dir / "runs/mn/run.json"));
+  REQUIRE(record.contains("stragglers"));
+  CHECK(record["stragglers"][0]["rank"].get<int>() == 1);
+  CHECK(record["stragglers"][0]["node_rank"].get<int>() == 1);
+  CHECK(!record["stragglers"][0]["host"].get<std::string>().empty());
+}
+
+TEST_CASE("stragglers across nodes: equal ranks on two nodes are not flagged while their rates are measured",
+          "[multinode][status][straggler]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  const std::string worker = paced_worker(dir, 60);
+  const std::vector<std::string> more{"--status-port", "29612", "launch.straggler_window=6", "--", worker};
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0, 1), more), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1, 1), more), dir / "node1");
+  // Both ranks measured (a rate each), then three more windows without a flag.
+  const bool measured = wait_until(
+      [&] {
+        const nlohmann::json status = host_status_json(hosts, dir);
+        if (!status.is_object() || status["ranks"].size() != 2) return false;
+        for (const auto& rank : status["ranks"]) {
+          if (!rank["step_rate"].is_number()) return false;
+        }
+        return true;
+      },
+      45s);
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  REQUIRE(measured);
+  const auto until = Clock::now() + 18s;
+  while (Clock::now() < until) {
+    const nlohmann::json status = host_status_json(hosts, dir);
+    CHECK_FALSE(flagged(status, 0));
+    CHECK_FALSE(flagged(status, 1));
+    std::this_thread::sleep_for(1s);
+  }
+  CHECK(node0.err().find("is a straggler") == std::string::npos);
 }
 
 TEST_CASE("fate sharing without restarts: every node exits with the root cause's code and names it",

@@ -287,6 +287,8 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   known.rss_bytes = 1LL << 30;
   known.step_rate = 3.25;
   known.straggler = true;
+  known.progress_time = 1764000001.25;
+  known.busy = 17.5;
   RankRow unknown;
   unknown.rank = 3;
   unknown.local_rank = 1;
@@ -306,6 +308,9 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   CHECK(back.ranks[0].rss_bytes == (1LL << 30));
   CHECK(back.ranks[0].step_rate == Approx(3.25));
   CHECK(back.ranks[0].straggler);
+  CHECK(back.ranks[0].progress_time == Approx(1764000001.25));
+  CHECK(back.ranks[0].busy == Approx(17.5));
+  CHECK(!back.ranks[1].progress_time);
   CHECK(back.ranks[1].state == "exited");
   CHECK(!back.ranks[1].step);
   CHECK(!back.ranks[1].loss);
@@ -316,12 +321,12 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   bad.set("count", 3);
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("count 3 but 2 rank lines"));
   bad = status.to_message();
-  bad.set("ranks", "2 0 4242 running 1 - - - - - 0\n3 1 4243 sleeping - - - - - - 0\n");
+  bad.set("ranks", "2 0 4242 running 1 - - - - - 0 - -\n3 1 4243 sleeping - - - - - - 0 - -\n");
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("state 'sleeping'"));
-  bad.set("ranks", "2 0 4242 running x - - - - - 0\n3 1 4243 exited - - - - - - 0\n");
+  bad.set("ranks", "2 0 4242 running x - - - - - 0 - -\n3 1 4243 exited - - - - - - 0 - -\n");
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("step 'x' is not an integer"));
-  bad.set("ranks", "2 0 4242 running\n3 1 4243 exited - - - - - - 0\n");
-  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("has 4 fields, not 11"));
+  bad.set("ranks", "2 0 4242 running\n3 1 4243 exited - - - - - - 0 - -\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("has 4 fields, not 13"));
   bad.set("count", kMaxStatusRanks + 1);
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("at most 4096"));
 }
