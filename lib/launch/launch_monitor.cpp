@@ -102,7 +102,6 @@ LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, Sta
                              double resource_interval_s, std::optional<StragglerSettings> stragglers,
                              StragglerEpisodesSink on_episodes, std::optional<JobStatusLink> job)
     : supervisor_(supervisor),
-      plan_(plan),
       server_(server),
       sampler_(gpus, plan.node_rank, resource_interval_s > 0 ? log_layout::resources_jsonl(plan.run_dir) : ""),
       start_time_(unix_seconds_now()),

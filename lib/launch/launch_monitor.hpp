@@ -68,7 +68,6 @@ class LaunchMonitor final : public LoopParticipant {
   std::string with_node(std::string text, int rank) const;              // "rank 3 (node 1, hostB) ..."
 
   Supervisor& supervisor_;
-  const LaunchPlan& plan_;
   StatusServer* server_;
   ResourceSampler sampler_;
   std::chrono::steady_clock::duration row_interval_{};

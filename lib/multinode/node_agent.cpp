@@ -42,7 +42,7 @@ void NodeAgent::report_status(rdzv::NodeStatus status) {
   status.round = round_;
   status.node_rank = plan_.node_rank;
   status.host = plan_.hostname;
-  link_->client().send(status.to_message());
+  link_->client().send_report(status.to_message());
 }
 
 std::vector<rdzv::NodeStatus> NodeAgent::job_status() const {

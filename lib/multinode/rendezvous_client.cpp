@@ -129,8 +129,13 @@ std::optional<LoopTime> RendezvousClient::next_deadline() const {
 
 void RendezvousClient::send(const rdzv::Message& message) {
   if (state_ != State::kConnected) return;
-  connection_->send(message);
+  send_report(message);
   last_sent_ = rdzv::SteadyTime::clock::now();
+}
+
+void RendezvousClient::send_report(const rdzv::Message& message) {
+  if (state_ != State::kConnected) return;
+  connection_->send(message);
   if (connection_->ended()) {
     state_ = State::kLost;
     problem_ = connection_->end_reason();

@@ -65,6 +65,9 @@ class RendezvousClient : public LoopParticipant {
   std::vector<rdzv::Message> take_messages() { return std::exchange(messages_, {}); }
 
   void send(const rdzv::Message& message);
+  // A status report (kNodeStatus): sent like any message, but it does not stand in for a heartbeat (last_sent stays),
+  // so reports never change when this agent's heartbeats go out, nor the liveness timing on either side.
+  void send_report(const rdzv::Message& message);
   bool has_output() const { return connection_ && connection_->has_output(); }
   // The server's messages passed authentication once on this connection (always, without a token, once its
   // hello arrived).

@@ -89,7 +89,9 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
   now_ = now;
   Node* node = table_.find(connection);
   if (!node || phase_ == Phase::kFinished) return;
-  table_.heard(*node, now_);
+  // Status reports travel beside the heartbeats and do not stand in for them (RendezvousClient::send_report): a node's
+  // liveness is timed by the same messages with or without reports.
+  if (message.type != MessageType::kNodeStatus) table_.heard(*node, now_);
   try {
     switch (message.type) {
       case MessageType::kHeartbeat:
