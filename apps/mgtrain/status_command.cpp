@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "contract/log_layout.hpp"
+#include "diagnose/top_frames.hpp"
 #include "observe/metrics_reader.hpp"
 #include "observe/run_history.hpp"
 #include "observe/run_record.hpp"
@@ -232,15 +233,26 @@ void print_stacks(const Json& answer) {
   std::printf("stacks of run %s, attempt %d: %zu rank%s dumped in %s s\n",
               text_or_dash(field(answer, "run_id")).c_str(), answer.at("attempt").get<int>() + 1, ranks.size(),
               ranks.size() == 1 ? "" : "s", text_or_dash(field(answer, "seconds"), 2).c_str());
+  // Where the ranks are, identical top frames grouped: 32 ranks stuck in 2 places read as 2 groups.
+  std::vector<std::pair<int, std::vector<std::string>>> frames_by_rank;
   for (const Json& r : ranks) {
-    std::printf("\nrank %s (local %s, pid %s): %s, %s\n", text_or_dash(field(r, "rank")).c_str(),
+    std::vector<std::string> frames;
+    const Json& top = field(r, "top_frames");
+    if (top.is_array()) {
+      for (const Json& frame : top) frames.push_back(text_or_dash(frame));
+    }
+    const Json& rank = field(r, "rank");
+    frames_by_rank.emplace_back(rank.is_number_integer() ? rank.get<int>() : -1, std::move(frames));
+  }
+  const std::vector<diagnose::FrameGroup> groups = diagnose::group_by_top_frames(frames_by_rank);
+  std::printf("\n%zu place%s (ranks with identical top frames together):\n", groups.size(),
+              groups.size() == 1 ? "" : "s");
+  for (const std::string& line : diagnose::frame_group_lines(groups, "  ")) std::printf("  %s\n", line.c_str());
+  std::printf("\n");
+  for (const Json& r : ranks) {
+    std::printf("rank %s (local %s, pid %s): %s, %s\n", text_or_dash(field(r, "rank")).c_str(),
                 text_or_dash(field(r, "local_rank")).c_str(), text_or_dash(field(r, "pid")).c_str(),
                 text_or_dash(field(r, "outcome")).c_str(), text_or_dash(field(r, "stacks_file")).c_str());
-    const Json& frames = field(r, "top_frames");
-    if (!frames.is_array() || frames.empty()) std::printf("  (no frames)\n");
-    if (frames.is_array()) {
-      for (const Json& frame : frames) std::printf("  %s\n", text_or_dash(frame).c_str());
-    }
     const Json& notes = field(r, "notes");
     if (notes.is_array()) {
       for (const Json& note : notes) std::printf("  note: %s\n", text_or_dash(note).c_str());

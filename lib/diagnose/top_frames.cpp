@@ -2,6 +2,7 @@
 #include "diagnose/top_frames.hpp"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 
 #include "util/strings.hpp"
@@ -140,6 +141,39 @@ std::vector<std::string> top_frames(const std::string& stacks_text, std::size_t 
       line += thread.frames[i];
     }
     lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<FrameGroup> group_by_top_frames(const std::vector<std::pair<int, std::vector<std::string>>>& ranks) {
+  std::map<std::vector<std::string>, FrameGroup> by_frames;
+  for (const auto& [rank, frames] : ranks) {
+    FrameGroup& group = by_frames[frames];
+    group.frames = frames;
+    group.ranks.push_back(rank);
+  }
+  std::vector<FrameGroup> groups;
+  for (auto& [frames, group] : by_frames) {
+    std::sort(group.ranks.begin(), group.ranks.end());
+    groups.push_back(std::move(group));
+  }
+  std::sort(groups.begin(), groups.end(),
+            [](const FrameGroup& a, const FrameGroup& b) { return a.ranks.front() < b.ranks.front(); });
+  return groups;
+}
+
+std::vector<std::string> frame_group_lines(const std::vector<FrameGroup>& groups, const std::string& indent) {
+  std::vector<std::string> lines;
+  for (const FrameGroup& group : groups) {
+    std::string line = (group.ranks.size() == 1 ? "rank " : "ranks ") + rank_runs(group.ranks, RankRuns::Prose) + " (" +
+                       std::to_string(group.ranks.size()) + "): ";
+    if (group.frames.empty()) {
+      line += "(no frames)";
+    } else {
+      line += group.frames.front();
+      for (std::size_t i = 1; i < group.frames.size(); ++i) line += "\n" + indent + "  " + group.frames[i];
+    }
+    lines.push_back(std::move(line));
   }
   return lines;
 }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mgtrain::diagnose {
@@ -21,5 +22,18 @@ std::vector<std::string> top_frames(const std::string& stacks_text, std::size_t 
 // calls (all_reduce, barrier, broadcast, all_gather, reduce_scatter, ... in distributed_c10d.py), c10d's Work::wait
 // and ProcessGroup calls, gloo or NCCL, or mgtrain's gradient reducer waiting for its all-reduce. Pure.
 bool waits_in_collective(const std::string& top_frames_line);
+
+// Ranks whose top frames are the same, as one group: 32 ranks stuck in 2 places read as 2 groups, not 32 stacks.
+struct FrameGroup {
+  std::vector<int> ranks;           // ascending
+  std::vector<std::string> frames;  // their top frames (empty: ranks without frames)
+};
+
+// `ranks` (each rank with its top_frames()) grouped by identical frames, the groups in the order of their lowest rank.
+std::vector<FrameGroup> group_by_top_frames(const std::vector<std::pair<int, std::vector<std::string>>>& ranks);
+
+// The groups as text, one group per entry: "ranks 0-2, 5 (4): f1 < f2" with a group's further threads on lines of
+// their own below, indented by `indent`; "rank 3 (1): (no frames)".
+std::vector<std::string> frame_group_lines(const std::vector<FrameGroup>& groups, const std::string& indent);
 
 }  // namespace mgtrain::diagnose

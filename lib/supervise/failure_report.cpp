@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/log_layout.hpp"
+#include "diagnose/top_frames.hpp"
 #include "util/strings.hpp"
 #include "util/time_format.hpp"
 
@@ -248,6 +249,20 @@ std::string format_failure_report(const FailureReport& report) {
                          worker.node.empty() ? worker.host : worker.node, worker.pid, worker.outcome(), worker.time_utc,
                          worker.during_teardown ? " (while the group was being stopped)" : "");
     }
+  }
+  // A hang: where every stalled rank is, ranks with identical top frames together (31 ranks waiting in one all-reduce
+  // are one line, the hung rank another).
+  std::vector<std::pair<int, std::vector<std::string>>> stalled;
+  if (!cause.node_lost && !cause.top_frames.empty()) stalled.emplace_back(cause.global_rank, cause.top_frames);
+  for (const FailedWorker& worker : report.other_failures) {
+    if (!worker.top_frames.empty()) stalled.emplace_back(worker.global_rank, worker.top_frames);
+  }
+  if (stalled.size() >= 2) {
+    const std::vector<diagnose::FrameGroup> groups = diagnose::group_by_top_frames(stalled);
+    out += std::string(72, '-') + "\n";
+    out += fmt::format("Where the ranks are ({} place{}; identical top frames together):\n", groups.size(),
+                       groups.size() == 1 ? "" : "s");
+    for (const std::string& line : diagnose::frame_group_lines(groups, "  ")) out += "  " + line + "\n";
   }
   out += std::string(72, '-') + "\n";
   out += fmt::format("Logs: {}/  Report: {}\n", log_layout::attempt_dir(report.run_dir, report.attempt),

@@ -106,3 +106,27 @@ TEST_CASE("waits_in_collective: a main thread in a collective, and one elsewhere
   CHECK_FALSE(waits_in_collective("mgtrain::BatchLoader::next < mgtrain::TrainingRun::run_epoch"));
   CHECK_FALSE(waits_in_collective(""));
 }
+
+TEST_CASE("ranks with identical top frames form one group, groups in the order of their lowest rank", "[top_frames]") {
+  const std::vector<std::string> all_reduce = {"all_reduce (distributed_c10d.py:2501) < step (train.py:40)",
+                                               "wait (threading.py:331)"};
+  const std::vector<std::string> stuck = {"stuck_here (train.py:12) < step (train.py:40)"};
+  std::vector<std::pair<int, std::vector<std::string>>> ranks;
+  for (int rank = 31; rank >= 0; --rank) ranks.emplace_back(rank, rank == 7 ? stuck : all_reduce);
+  ranks.emplace_back(32, std::vector<std::string>{});  // no frames (its dump failed)
+  const std::vector<FrameGroup> groups = group_by_top_frames(ranks);
+  REQUIRE(groups.size() == 3);
+  CHECK(groups[0].ranks.size() == 31);
+  CHECK(groups[0].ranks.front() == 0);
+  CHECK(groups[0].frames == all_reduce);
+  CHECK(groups[1].ranks == std::vector<int>{7});
+  CHECK(groups[2].ranks == std::vector<int>{32});
+  const std::vector<std::string> lines = frame_group_lines(groups, "  ");
+  REQUIRE(lines.size() == 3);
+  CHECK(
+      lines[0] ==
+      "ranks 0-6, 8-31 (31): all_reduce (distributed_c10d.py:2501) < step (train.py:40)\n    wait (threading.py:331)");
+  CHECK(lines[1] == "rank 7 (1): stuck_here (train.py:12) < step (train.py:40)");
+  CHECK(lines[2] == "rank 32 (1): (no frames)");
+  CHECK(group_by_top_frames({}).empty());
+}

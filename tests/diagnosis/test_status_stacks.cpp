@@ -142,8 +142,10 @@ TEST_CASE("status --stacks: both ranks' frames of a running job, which goes on a
   CHECK(took < 10.0);
   CHECK_THAT(first.out, Catch::Contains("stacks of run live, attempt 1: 2 ranks dumped"));
   CHECK_THAT(first.out, Catch::Contains("rank 0 (local 0, pid ") && Catch::Contains("rank 1 (local 1, pid "));
-  CHECK_THAT(first.out, Catch::Contains("  waiting_for_the_release_file (worker.py:"));  // rank 1's top frame
-  CHECK_THAT(first.out, Catch::Contains("  <module> (worker.py:"));                      // rank 0's
+  // Where they are, ranks with identical top frames together: here two places, one rank each.
+  CHECK_THAT(first.out, Catch::Contains("2 places (ranks with identical top frames together):"));
+  CHECK_THAT(first.out, Catch::Contains("  rank 1 (1): waiting_for_the_release_file (worker.py:"));  // its top frame
+  CHECK_THAT(first.out, Catch::Contains("  rank 0 (1): <module> (worker.py:"));                      // rank 0's
   CHECK_THAT(first.out,
              Catch::Contains(run.rank_dir(0) + "/stacks-1.txt") && Catch::Contains(run.rank_dir(1) + "/stacks-1.txt"));
   CHECK_THAT(read_text(run.rank_dir(1) + "/stacks-1.txt"), Catch::Contains("in waiting_for_the_release_file"));

@@ -232,3 +232,24 @@ TEST_CASE("port retries are not counted as restarts in the report's attempt", "[
   CHECK_THAT(text, Catch::Contains("attempt 2 of 2 after 2 port retries,"));
   CHECK_THAT(text, Catch::Contains("attempt_3/"));  // the logs are still where they are
 }
+
+TEST_CASE("a hang's report groups the stalled ranks by identical top frames", "[report]") {
+  FailureReport report = sample_report();
+  report.root_cause.hung = true;
+  report.root_cause.silent_s = 30;
+  report.root_cause.top_frames = {"stuck_here (train.py:12) < step (train.py:40)"};
+  report.other_failures.clear();
+  for (int rank : {0, 1, 2, 4, 5}) {
+    FailedWorker waiting;
+    waiting.global_rank = rank;
+    waiting.waiting = true;
+    waiting.top_frames = {"all_reduce (distributed_c10d.py:2501) < step (train.py:40)"};
+    report.other_failures.push_back(waiting);
+  }
+  const std::string text = format_failure_report(report);
+  CHECK_THAT(text, Catch::Contains("Where the ranks are (2 places; identical top frames together):\n"
+                                   "  ranks 0-2, 4, 5 (5): all_reduce (distributed_c10d.py:2501) < step (train.py:40)\n"
+                                   "  rank 3 (1): stuck_here (train.py:12) < step (train.py:40)\n"));
+  report.other_failures.clear();  // one rank alone: nothing to group
+  CHECK_THAT(format_failure_report(report), !Catch::Contains("Where the ranks are"));
+}
