@@ -39,6 +39,7 @@
 #include "util/fd.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
+#include "util/time_format.hpp"
 #include "util/value_parsing.hpp"
 
 namespace mgtrain {
@@ -123,7 +124,7 @@ void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const 
 // say where the job's is); resources.jsonl and straggler detection stay single-node for now.
 std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& agent, const LaunchPlan& plan,
                                             const Config& job_config, RankDiagnostics& diagnostics,
-                                            StragglerEpisodesSink on_episodes) {
+                                            StragglerEpisodesSink on_episodes, std::function<void()> tick) {
   Config config = job_config;
   config.log.resource_interval_s = 0;
   if (!agent.hosts_rendezvous()) {
@@ -143,9 +144,63 @@ std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& a
   link.nodes = [&agent] { return agent.job_status(); };
   link.hosts = [&agent] { return agent.hosts_rendezvous(); };
   link.job_status_host = [&agent] { return agent.rendezvous_endpoint(); };
+  link.tick = std::move(tick);
   return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, std::move(on_episodes),
                                             std::move(link));
 }
+
+// The rendezvous' rounds as run.json keeps them: steady times become Unix seconds by their distance from now.
+std::vector<RoundEntry> round_entries(const std::vector<rdzv::RoundRecord>& rounds) {
+  const auto now = rdzv::SteadyTime::clock::now();
+  const double unix_now = unix_seconds_now();
+  const auto unix_of = [&](rdzv::SteadyTime when) {
+    return unix_now - std::chrono::duration<double>(now - when).count();
+  };
+  std::vector<RoundEntry> entries;
+  for (const rdzv::RoundRecord& round : rounds) {
+    RoundEntry entry;
+    entry.round = round.round;
+    entry.restart_count = round.restart_count;
+    entry.started_by = round.started_by;
+    entry.start = unix_of(round.start);
+    if (round.end) entry.end = unix_of(*round.end);
+    entry.world_size = round.world_size;
+    for (const rdzv::RoundRecord::Member& member : round.members) {
+      entry.nodes.push_back({member.node_rank, member.host, member.address, member.first_rank, member.nproc});
+    }
+    entry.ended_by = round.ended_by;
+    entry.cause = round.cause;
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+// The job's run.json on the agent that hosts the rendezvous: static node 0 opens it before the job, any other host
+// (a dynamic job's) once the first round has fixed the run id, in <log_dir>/<run_id>/; every change of the rounds
+// rewrites it.
+class JobRecord {
+ public:
+  JobRecord(const LaunchPlan& plan, std::optional<RunRecorder>& record) : plan_(plan), record_(record) {}
+  void update(const std::vector<rdzv::RoundRecord>& rounds, const std::string& run_id) {
+    if (rounds.empty() || run_id.empty()) return;
+    const std::string signature = std::to_string(rounds.size()) + rounds.back().ended_by;
+    if (signature == signature_) return;
+    signature_ = signature;
+    if (!record_) {
+      const std::string run_dir = std::filesystem::path(plan_.run_dir).parent_path().string() + "/" + run_id;
+      std::filesystem::create_directories(run_dir);
+      keep_earlier_run_record(run_dir, "");
+      record_.emplace(run_dir, start_run_record(run_id, {plan_.hostname}, plan_.nnodes, plan_.world_size));
+    }
+    const std::string warning = record_->set_rounds(round_entries(rounds));
+    if (!warning.empty()) say_line(warning);
+  }
+
+ private:
+  const LaunchPlan& plan_;
+  std::optional<RunRecorder>& record_;
+  std::string signature_;
+};
 
 // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
 int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const SlurmDetection& slurm,
@@ -163,6 +218,7 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
     job_record.emplace(plan.run_dir, start_run_record(plan.run_id, {plan.hostname}, plan.nnodes, plan.world_size));
   }
   RankDiagnostics diagnostics;  // this node's ranks' stacks when a hang is found (docs/diagnosis.md)
+  JobRecord rounds_record(plan, job_record);
   NodeAgentOutside agent_outside{outside.stdout_fd,
                                  outside.stderr_fd,
                                  outside.reload_with_run_id,
@@ -177,7 +233,10 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
         if (!warning.empty()) say_line(warning);
       };
     }
-    return start_node_monitoring(supervisor, node, plan, loaded.config, diagnostics, std::move(episodes));
+    auto tick = [&rounds_record, &node] {
+      if (node.hosts_rendezvous()) rounds_record.update(node.job_rounds(), node.job_run_id());
+    };
+    return start_node_monitoring(supervisor, node, plan, loaded.config, diagnostics, std::move(episodes), tick);
   };
   const NodeAgentResult agent = run_node_agent(plan, loaded, environment, agent_outside, ports);
   const int code = agent.exit_code;
@@ -185,10 +244,11 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
     write_launcher_error_file(*agent.failure, environment, plan.personality);
     write_termination_message(*agent.failure, launch.termination_log, plan.personality);
   }
+  rounds_record.update(agent.job_rounds, agent.job_run_id);  // the last round's end
   if (job_record) {
     const std::string status = finished_status(code, agent.launcher_signal.has_value() || stopped_by_signal(code),
                                                code == exit_code::kStoppedAfterCheckpoint);
-    const std::string warning = job_record->finish(status, code, 0);
+    const std::string warning = job_record->finish(status, code, static_cast<int>(agent.job_rounds.size()));
     if (!warning.empty()) say_line(warning);
     announce_run_end(plan, status, code);
   }

@@ -304,6 +304,7 @@ std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
 }
 
 void LaunchMonitor::exchange_job_status(Clock::time_point now) {
+  if (job_->tick) job_->tick();
   const std::string signature = ranks_signature(supervisor_.policy().record().attempt(), ranks_);
   if (signature != reported_signature_ || now - last_report_ >= kJobReportInterval) {
     reported_signature_ = signature;

@@ -38,6 +38,7 @@ struct JobStatusLink {
   std::function<std::vector<rdzv::NodeStatus>()> nodes;  // on the host: every member's latest report; else empty
   std::function<bool()> hosts;                           // whether this node hosts the rendezvous (the job's view)
   std::function<std::string()> job_status_host;          // where the job-wide view is served (the rendezvous)
+  std::function<void()> tick;                            // called every kJobCheckInterval (may be empty)
 };
 
 class LaunchMonitor final : public LoopParticipant {

@@ -52,6 +52,16 @@ std::vector<rdzv::NodeStatus> NodeAgent::job_status() const {
   return nodes;
 }
 
+std::vector<rdzv::RoundRecord> NodeAgent::job_rounds() const {
+  if (!link_ || !link_->server()) return {};
+  return link_->server()->history();
+}
+
+std::string NodeAgent::job_run_id() const {
+  if (!link_ || !link_->server()) return "";
+  return link_->server()->run_id();
+}
+
 std::string NodeAgent::rendezvous_endpoint() const { return link_ ? link_->client().endpoint() : std::string(); }
 
 // ---- LoopParticipant -----------------------------------------------------------------------
@@ -152,6 +162,8 @@ NodeAgentResult NodeAgent::result(const SupervisionResult& result) {
   outcome.workers_saved_and_stopped = result.stopped_after_checkpoint && !result.failure;
   outcome.failure = emitted_report_;  // for the launcher's TORCHELASTIC_ERROR_FILE
   outcome.launcher_signal = result.launcher_signal;
+  outcome.job_rounds = job_rounds();
+  outcome.job_run_id = job_run_id();
   return outcome;
 }
 

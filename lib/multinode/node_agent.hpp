@@ -60,6 +60,9 @@ struct NodeAgentResult {
                                            // on node 0 that means global rank 0 finished writing its checkpoint
   std::optional<FailureReport> failure;    // the failure report this node printed (its own workers' or the job's)
   std::optional<int> launcher_signal;      // this agent was stopped by this signal (SIGTERM: a SLURM time limit?)
+  // The agent that hosted the rendezvous: the job's rounds and run id (run.json); elsewhere empty.
+  std::vector<rdzv::RoundRecord> job_rounds;
+  std::string job_run_id;
 };
 
 // One node agent for the length of the job: a participant of the supervisor's event loop (its RendezvousLink's
@@ -88,6 +91,10 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   void report_status(rdzv::NodeStatus status);
   // On the agent that hosts the rendezvous: every member's latest report of the current round; elsewhere empty.
   std::vector<rdzv::NodeStatus> job_status() const;
+  // On the agent that hosts the rendezvous: every round so far and the job's run id ("" before the first round);
+  // elsewhere nothing.
+  std::vector<rdzv::RoundRecord> job_rounds() const;
+  std::string job_run_id() const;
   // Whether this agent hosts the rendezvous (and so serves the job-wide view), and where the rendezvous is.
   bool hosts_rendezvous() const { return link_ && link_->server() != nullptr; }
   std::string rendezvous_endpoint() const;

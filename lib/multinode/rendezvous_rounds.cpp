@@ -204,6 +204,9 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   const bool scale_up = scaling_up_;
   scaling_up_ = false;
   ++round_;
+  end_history(scale_up ? "regroup" : "failure", root_cause_ ? root_cause_->summary()
+                                                : scale_up  ? "a node arrived (elastic scale-up)"
+                                                            : "");
   node_status_.clear();  // the ranks of the round before are gone
   joining_.reset_last_call();
   root_cause_.reset();
@@ -244,6 +247,18 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   for (Node* node : table_.joined()) {
     if (!node->member) table_.send(*node, standby, now_);
   }
+  RoundRecord record;
+  record.round = round_;
+  record.restart_count = restarts_used_;
+  record.started_by = round_ == 0 ? "start" : scale_up ? "scale-up" : "restart";
+  record.start = now_;
+  record.world_size = assignment.world_size();
+  for (Node* node : members) {
+    record.members.push_back({node->node_rank, node->join->hostname, node->address,
+                              assignment.first_rank(node->node_rank), node->join->nproc});
+  }
+  if (history_.size() >= kMaxRoundRecords) history_.erase(history_.begin() + kMaxRoundRecords / 2);
+  history_.push_back(std::move(record));
   phase_ = Phase::kRunning;
   outbox_.note(fmt::format("rendezvous: round {} started{}: {}, {} workers{}, store {}:{}", round_,
                            scale_up ? " (scale-up)" : "", nodes_text(static_cast<int>(members.size())),
@@ -392,8 +407,16 @@ void RendezvousRounds::broadcast_final(const Message& message, int code, bool an
   answer_latecomers_ = answer_latecomers;
 }
 
+void RendezvousRounds::end_history(const std::string& ended_by, const std::string& cause) {
+  if (history_.empty() || !history_.back().ended_by.empty()) return;
+  history_.back().ended_by = ended_by;
+  history_.back().cause = cause;
+  history_.back().end = now_;
+}
+
 void RendezvousRounds::finish(int code, const std::string& text) {
   bool failed = code != exit_code::kSuccess && code != exit_code::kStoppedAfterCheckpoint;
+  end_history(failed ? "failure" : "finished", root_cause_ ? root_cause_->summary() : text);
   Message message = finish_message(code, text, root_cause_);
   if (root_cause_ && root_cause_->hung) write_failures(message, "waiting.", hang_.others(), kMaxListedWaiting);
   broadcast_final(message, code, failed);
@@ -404,6 +427,7 @@ bool RendezvousRounds::abandon(int code, const std::string& text, SteadyTime now
   if (phase_ == Phase::kFinished) return true;
   if (phase_ != Phase::kGathering) return false;
   root_cause_.reset();
+  end_history("abandoned", text);
   broadcast_final(finish_message(code, text, std::nullopt), code, false);
   return true;
 }

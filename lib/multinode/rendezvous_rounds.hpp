@@ -38,6 +38,29 @@ struct SilenceRule {
   std::string describe(SteadyTime last_heard, SteadyTime now) const;
 };
 
+// One round of the job as the rounds saw it, for run.json (the job's history): who took part, why it started and
+// how it ended.
+struct RoundRecord {
+  struct Member {
+    int node_rank = 0;
+    std::string host;
+    std::string address;
+    int first_rank = 0;
+    int nproc = 0;
+  };
+  int round = 0;
+  int restart_count = 0;
+  std::string started_by;  // "start", "restart" (after a failure), "scale-up" (a node arrived)
+  SteadyTime start{};
+  std::optional<SteadyTime> end;
+  std::vector<Member> members;
+  int world_size = 0;
+  std::string ended_by;  // "" while it runs; "finished", "failure", "regroup" (a node arrived), "abandoned"
+  std::string cause;     // the root cause's summary, or why the round ended
+};
+// The history keeps this many rounds, the first and the newest (a job that restarts without end stays bounded).
+inline constexpr std::size_t kMaxRoundRecords = 200;
+
 // The round lifecycle: it takes every event, keeps the phase, the round, the restarts and the root cause, and
 // asks the classes it delegates to: NodeTable (the nodes and their indexes), RendezvousJoining (who joins, when
 // a round is complete, elastic arrivals) and JobHangDiagnosis (a hang across nodes).
@@ -75,6 +98,10 @@ class RendezvousRounds {
   int round() const { return round_; }
   int restarts_used() const { return restarts_used_; }  // after failures; scale-ups are not counted
   bool scaling_up() const { return scaling_up_; }       // between a scale-up's stop order and its round
+  // Every round so far, oldest first (at most kMaxRoundRecords: the first ones and the newest), and the job's run id
+  // once the first round fixed it.
+  const std::vector<RoundRecord>& history() const { return history_; }
+  const std::string& run_id() const { return run_id_; }
   // Each member's latest status report of the current round (kNodeStatus), by node rank: the job-wide status API.
   const std::map<int, NodeStatus>& node_status() const { return node_status_; }
   // The exit code sent with kFinish (or kReject), once finished.
@@ -118,6 +145,8 @@ class RendezvousRounds {
   bool answer_latecomers_ = false;
   std::vector<bool> told_ranks_;           // static: node ranks that got the final message
   std::map<int, NodeStatus> node_status_;  // of the current round, by node rank
+  std::vector<RoundRecord> history_;
+  void end_history(const std::string& ended_by, const std::string& cause);  // the current round's end, once
 };
 
 }  // namespace mgtrain::rdzv

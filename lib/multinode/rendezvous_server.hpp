@@ -61,6 +61,9 @@ class RendezvousServer : public LoopParticipant, private rdzv::RoundsOutbox {
   bool finished() const { return rounds_.finished(); }
   // Each member's latest status report of the current round, by node rank (the job-wide status API).
   const std::map<int, rdzv::NodeStatus>& node_status() const { return rounds_.node_status(); }
+  // Every round so far and the job's run id (run.json's history).
+  const std::vector<rdzv::RoundRecord>& history() const { return rounds_.history(); }
+  const std::string& run_id() const { return rounds_.run_id(); }
   // Finished and every connection flushed and closed (and, after a refusal or failure, no node rank
   // left that may still be trying to join), or the linger (3 s) passed since finishing: the host
   // agent may exit without cutting off what the others still need to read.

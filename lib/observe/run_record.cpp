@@ -137,6 +137,37 @@ std::string run_record_to_json(const RunRecord& r) {
     }
     root["stragglers"] = std::move(stragglers);
   }
+  if (!r.rounds.empty()) {
+    const auto node_json = [](const RoundEntry::Node& node) {
+      Json item = Json::object();
+      item["node_rank"] = node.node_rank;
+      item["host"] = node.host;
+      item["address"] = node.address;
+      item["first_rank"] = node.first_rank;
+      item["nproc"] = node.nproc;
+      return item;
+    };
+    Json nodes = Json::array();
+    for (const RoundEntry::Node& node : r.rounds.back().nodes) nodes.push_back(node_json(node));
+    root["nodes"] = std::move(nodes);
+    Json rounds = Json::array();
+    for (const RoundEntry& round : r.rounds) {
+      Json item = Json::object();
+      item["round"] = round.round;
+      item["restart_count"] = round.restart_count;
+      item["started_by"] = round.started_by;
+      item["start"] = json_seconds(round.start);
+      item["end"] = round.end ? json_seconds(*round.end) : Json(nullptr);
+      item["world_size"] = round.world_size;
+      Json members = Json::array();
+      for (const RoundEntry::Node& node : round.nodes) members.push_back(node_json(node));
+      item["nodes"] = std::move(members);
+      item["ended_by"] = round.ended_by.empty() ? Json(nullptr) : Json(round.ended_by);
+      item["cause"] = round.cause.empty() ? Json(nullptr) : Json(round.cause);
+      rounds.push_back(std::move(item));
+    }
+    root["rounds"] = std::move(rounds);
+  }
   return json_text(root, 2) + "\n";
 }
 
@@ -191,6 +222,32 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
         episode.highest_busy_per_step = read_as<double>(item, "highest_busy_per_step", where, false);
       }
       r.stragglers.push_back(episode);
+    }
+  }
+  if (const Json* rounds = member(root, "rounds")) {
+    const std::string where = source + ": rounds";
+    if (!rounds->is_array()) throw Error(where + " is not a list");
+    for (const Json& item : *rounds) {
+      if (!item.is_object()) throw Error(where + ": an entry is not an object");
+      RoundEntry round;
+      round.round = read_as<int>(item, "round", where);
+      round.restart_count = read_as<int>(item, "restart_count", where, false);
+      round.started_by = read_as<std::string>(item, "started_by", where, false);
+      round.start = read_as<double>(item, "start", where, false);
+      if (const Json* end = member(item, "end"); end && end->is_number()) round.end = end->get<double>();
+      round.world_size = read_as<int>(item, "world_size", where, false);
+      if (const Json* ended = member(item, "ended_by"); ended && ended->is_string()) round.ended_by = *ended;
+      if (const Json* cause = member(item, "cause"); cause && cause->is_string()) round.cause = *cause;
+      if (const Json* nodes = member(item, "nodes"); nodes && nodes->is_array()) {
+        for (const Json& node : *nodes) {
+          if (!node.is_object()) throw Error(where + ": a node is not an object");
+          round.nodes.push_back(
+              {read_as<int>(node, "node_rank", where), read_as<std::string>(node, "host", where, false),
+               read_as<std::string>(node, "address", where, false), read_as<int>(node, "first_rank", where, false),
+               read_as<int>(node, "nproc", where, false)});
+        }
+      }
+      r.rounds.push_back(std::move(round));
     }
   }
   return r;
@@ -283,6 +340,24 @@ std::string RunRecorder::finish(const std::string& status, int exit_code, int at
     write_run_record(run_dir_, record_);
   } catch (const std::exception& e) {
     return std::string("mgtrain: warning: the run record was not updated: ") + e.what();  // the caller prints it
+  }
+  return "";
+}
+
+std::string RunRecorder::set_rounds(std::vector<RoundEntry> rounds) {
+  if (!rounds.empty()) {
+    const RoundEntry& newest = rounds.back();
+    record_.hosts.clear();
+    for (const RoundEntry::Node& node : newest.nodes) record_.hosts.push_back(node.host);
+    record_.nnodes = static_cast<int>(newest.nodes.size());
+    record_.world_size = newest.world_size;
+  }
+  record_.rounds = std::move(rounds);
+  if (finished_) return "";
+  try {
+    write_run_record(run_dir_, record_);
+  } catch (const std::exception& e) {
+    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();
   }
   return "";
 }

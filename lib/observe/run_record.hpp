@@ -41,6 +41,26 @@ struct StragglerRecord {
   std::optional<int> node_rank = std::nullopt;  // several nodes: its node rank
 };
 
+// Several nodes: one rendezvous round of the job (multinode's RoundRecord, in Unix seconds).
+struct RoundEntry {
+  struct Node {
+    int node_rank = 0;
+    std::string host;
+    std::string address;
+    int first_rank = 0;
+    int nproc = 0;
+  };
+  int round = 0;
+  int restart_count = 0;
+  std::string started_by;  // start | restart | scale-up
+  double start = 0;
+  std::optional<double> end;
+  int world_size = 0;
+  std::vector<Node> nodes;
+  std::string ended_by;  // "" while it runs | finished | failure | regroup | abandoned
+  std::string cause;
+};
+
 struct RunRecord {
   std::string run_id;
   std::string status = "running";  // running | succeeded | failed | stopped | interrupted
@@ -56,6 +76,7 @@ struct RunRecord {
   std::string config_file = log_layout::kConfigFileName;  // relative to the run directory
   LauncherIdentity launcher;
   std::vector<StragglerRecord> stragglers;  // "stragglers" in run.json only when there were any
+  std::vector<RoundEntry> rounds;           // several nodes: "rounds" (and "nodes", the last round's) in run.json
 };
 
 // The record's JSON text (one object, indented, newline at the end).
@@ -97,6 +118,8 @@ class RunRecorder {
   std::string finish(const std::string& status, int exit_code, int attempts);
   // Records the straggler episodes so far and rewrites run.json now; "" or a warning to print.
   std::string set_stragglers(std::vector<StragglerRecord> stragglers);
+  // Several nodes: the job's rounds so far (and its size from the newest), and rewrites run.json now.
+  std::string set_rounds(std::vector<RoundEntry> rounds);
 
  private:
   std::string run_dir_;

@@ -71,6 +71,11 @@ std::string rank_log(const TempDir& dir, int node, int attempt, int rank) {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// The job's run.json (in the run folder every node shares here); null when it is missing or not JSON.
+nlohmann::json job_record(const TempDir& dir) {
+  return nlohmann::json::parse(read_text(dir / "runs/mn/run.json"), nullptr, false);
+}
+
 const char* kEnvScript =
     "echo \"RANK=$RANK LOCAL_RANK=$LOCAL_RANK GROUP_RANK=$GROUP_RANK WORLD_SIZE=$WORLD_SIZE "
     "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR "
@@ -290,6 +295,21 @@ TEST_CASE("fate sharing: a worker killed on node 1 stops node 0 within seconds, 
   CHECK_THAT(node0.err(), Catch::Contains("stopping the workers of node 0 (") &&
                               Catch::Contains("): rank 3 (local rank 1) on node 1"));
   CHECK_THAT(node0.err(), Catch::Contains("round 1: node 0"));
+  // run.json, kept by the node that hosts the rendezvous: both rounds, why the first ended, the nodes.
+  const nlohmann::json record = job_record(dir);
+  REQUIRE(record.is_object());
+  CHECK(record["status"] == "succeeded");
+  CHECK(record["nnodes"] == 2);
+  CHECK(record["world_size"] == 4);
+  REQUIRE(record["nodes"].size() == 2);
+  CHECK(record["nodes"][1]["address"] == hosts.address(1));
+  CHECK(record["nodes"][1]["first_rank"] == 2);
+  REQUIRE(record["rounds"].size() == 2);
+  CHECK(record["rounds"][0]["ended_by"] == "failure");
+  CHECK_THAT(record["rounds"][0]["cause"].get<std::string>(), Catch::Contains("rank 3 (local rank 1) on node 1"));
+  CHECK(record["rounds"][1]["started_by"] == "restart");
+  CHECK(record["rounds"][1]["ended_by"] == "finished");
+  CHECK(record["rounds"][1]["end"].get<double>() >= record["rounds"][1]["start"].get<double>());
 }
 
 namespace {
@@ -635,6 +655,18 @@ TEST_CASE("dynamic: ranks on arrival, MIN nodes after the last call, a late node
   CHECK_THAT(a.err(), Catch::Contains("closed the connection; stopping the workers of every node") &&
                           Catch::Contains("restarting with 2 nodes (restart 1 of 1)"));
   CHECK_THAT(c.err(), Catch::Contains("round 1: node 2 (") && Catch::Contains("round 2: node 1 ("));
+  // The elastic job's run.json, by the agent that hosted the rendezvous: the regroup and the restart with their causes.
+  const nlohmann::json record = job_record(dir);
+  REQUIRE(record.is_object());
+  REQUIRE(record["rounds"].size() == 3);
+  CHECK(record["rounds"][0]["ended_by"] == "regroup");
+  CHECK(record["rounds"][1]["started_by"] == "scale-up");
+  CHECK(record["rounds"][1]["nodes"].size() == 3);
+  CHECK(record["rounds"][1]["ended_by"] == "failure");
+  CHECK(record["rounds"][2]["started_by"] == "restart");
+  CHECK(record["rounds"][2]["ended_by"] == "finished");
+  CHECK(record["nnodes"] == 2);
+  CHECK(record["status"] == "succeeded");
 }
 
 TEST_CASE("dynamic: with fewer than MIN nodes the join timeout says how many came", "[multinode][dynamic][timeout]") {
@@ -709,6 +741,13 @@ TEST_CASE("hosts (--hosts): a failure on one host ends the job everywhere with i
   CHECK_THAT(read_text(launcher.err_path),
              Catch::Contains("[" + hosts.name(0) + "] ") && Catch::Contains("rank       3 (local rank 1) on node 1"));
   CHECK(wait_until([&] { return live_job_processes({}, dir.path()).empty(); }, 5s));
+  const nlohmann::json record = job_record(dir);  // by node 0's agent, the rendezvous' host
+  REQUIRE(record.is_object());
+  CHECK(record["status"] == "failed");
+  CHECK(record["exit_code"] == 5);
+  REQUIRE(record["rounds"].size() == 1);
+  CHECK(record["rounds"][0]["ended_by"] == "failure");
+  CHECK_THAT(record["rounds"][0]["cause"].get<std::string>(), Catch::Contains("rank 3 (local rank 1) on node 1"));
 }
 
 TEST_CASE("hosts (--hosts): when the launcher dies, agents that outlive their remote shell stop by themselves",

@@ -479,3 +479,35 @@ TEST_CASE(
   REQUIRE(rounds.round() == 1);
   CHECK(rounds.node_status().empty());
 }
+
+TEST_CASE("the rounds' history: who took part, why each round started and how it ended", "[rdzv][rounds][history]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2, 1), out, t0);
+  two_nodes_join(rounds, t0);
+  REQUIRE(rounds.history().size() == 1);
+  const RoundRecord& first = rounds.history()[0];
+  CHECK(first.round == 0);
+  CHECK(first.started_by == "start");
+  CHECK(first.world_size == 4);
+  REQUIRE(first.members.size() == 2);
+  CHECK(first.members[1].host == "hostB");
+  CHECK(first.members[1].address == "10.77.0.2");
+  CHECK(first.members[1].first_rank == 2);
+  CHECK(first.ended_by.empty());
+  CHECK(rounds.run_id() == "job");
+  // A failure, the restart, then success.
+  rounds.on_message(2, workers_failed_message(worker_failure(0, 3, 7)), t0 + 1s);
+  rounds.on_message(2, workers_ended_message(0, kEndedFailed, 7), t0 + 1s);
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 2s);
+  REQUIRE(rounds.history().size() == 2);
+  CHECK(rounds.history()[0].ended_by == "failure");
+  CHECK(rounds.history()[0].cause == "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 7");
+  CHECK(rounds.history()[0].end == t0 + 2s);
+  CHECK(rounds.history()[1].started_by == "restart");
+  CHECK(rounds.history()[1].restart_count == 1);
+  rounds.on_message(1, workers_ended_message(1, kEndedSuccess, 0), t0 + 5s);
+  rounds.on_message(2, workers_ended_message(1, kEndedSuccess, 0), t0 + 5s);
+  REQUIRE(rounds.finished());
+  CHECK(rounds.history()[1].ended_by == "finished");
+  CHECK(rounds.history()[1].end == t0 + 5s);
+}

@@ -156,3 +156,42 @@ TEST_CASE("run record: a damaged file is an error naming it", "[run-record]") {
   std::ofstream(dir / "run.json") << "[1, 2]";
   CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("not a JSON object"));
 }
+
+TEST_CASE("run.json keeps a multi-node job's rounds and its nodes, and reads them back", "[run_record]") {
+  RunRecord record;
+  record.run_id = "job";
+  record.start_time = 1764000000;
+  RoundEntry failed;
+  failed.round = 0;
+  failed.started_by = "start";
+  failed.start = 1764000001;
+  failed.end = 1764000030.5;
+  failed.world_size = 4;
+  failed.nodes = {{0, "hostA", "127.0.0.1", 0, 2}, {1, "hostB", "10.77.0.2", 2, 2}};
+  failed.ended_by = "failure";
+  failed.cause = "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 7";
+  RoundEntry running = failed;
+  running.round = 1;
+  running.restart_count = 1;
+  running.started_by = "restart";
+  running.end.reset();
+  running.ended_by.clear();
+  running.cause.clear();
+  running.nodes.pop_back();
+  running.world_size = 2;
+  record.rounds = {failed, running};
+  const std::string text = run_record_to_json(record);
+  CHECK_THAT(text, Catch::Contains("\"nodes\": [") && Catch::Contains("\"ended_by\": \"failure\"") &&
+                       Catch::Contains("\"ended_by\": null"));
+  const RunRecord back = parse_run_record(text, "run.json");
+  REQUIRE(back.rounds.size() == 2);
+  CHECK(back.rounds[0].cause == failed.cause);
+  CHECK(back.rounds[0].end == Approx(1764000030.5));
+  CHECK(back.rounds[0].nodes.size() == 2);
+  CHECK(back.rounds[0].nodes[1].address == "10.77.0.2");
+  CHECK(back.rounds[1].started_by == "restart");
+  CHECK(!back.rounds[1].end);
+  CHECK(back.rounds[1].ended_by.empty());
+  CHECK_THROWS_WITH(parse_run_record(R"({"run_id":"x","status":"running","start_time":1,"rounds":{}})", "run.json"),
+                    Catch::Contains("run.json: rounds is not a list"));
+}
