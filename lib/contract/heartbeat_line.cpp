@@ -50,6 +50,7 @@ std::string format_heartbeat_line(const HeartbeatInfo& info) {
   nlohmann::json line = {{"step", info.step}, {"loss", nullptr}, {"time", info.time}};
   if (info.loss && std::isfinite(*info.loss)) line["loss"] = *info.loss;
   if (info.wait && std::isfinite(*info.wait)) line["wait"] = *info.wait;
+  if (info.start_step) line["start"] = *info.start_step;
   return line.dump();
 }
 
@@ -65,6 +66,9 @@ std::optional<HeartbeatInfo> parse_heartbeat_line(std::string_view text) {
   info.time = *time;
   info.wait = finite_number(object, "wait");
   if (info.wait && *info.wait < 0) info.wait.reset();
+  if (const std::optional<double> start = finite_number(object, "start"); start && *start >= 0) {
+    info.start_step = static_cast<std::int64_t>(*start);
+  }
   return info;
 }
 

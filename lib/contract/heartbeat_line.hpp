@@ -20,6 +20,9 @@ struct HeartbeatInfo {
   double time = 0;  // Unix seconds of the beat
   std::optional<double> wait =
       std::nullopt;  // seconds spent waiting for other ranks, from the worker's start up to the beat
+  // The step this run of the worker started from: 0 for a fresh start, N after resuming from a checkpoint of step N
+  // (the launcher counts the steps a restart lost by it). Unknown for programs that do not say.
+  std::optional<std::int64_t> start_step = std::nullopt;
 };
 
 // What straggler detection reads from a progress file.

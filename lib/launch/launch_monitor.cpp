@@ -305,11 +305,14 @@ std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
 
 void LaunchMonitor::exchange_job_status(Clock::time_point now) {
   if (job_->tick) job_->tick();
-  const std::string signature = ranks_signature(supervisor_.policy().record().attempt(), ranks_);
+  // A rank's process started or exited, or its first step: reported at once (the host times recoveries by it).
+  rdzv::NodeStatus status = node_status();
+  std::string signature = ranks_signature(supervisor_.policy().record().attempt(), ranks_);
+  for (const rdzv::RankRow& row : status.ranks) signature += row.step ? "+" : "-";
   if (signature != reported_signature_ || now - last_report_ >= kJobReportInterval) {
     reported_signature_ = signature;
     last_report_ = now;
-    job_->report(node_status());
+    job_->report(std::move(status));
   }
   if (!server_ || !job_->hosts()) return;
   std::string remote;
@@ -335,6 +338,7 @@ rdzv::NodeStatus LaunchMonitor::node_status() const {
       if (const std::optional<HeartbeatInfo> beat = file.read ? parse_heartbeat_line(file.text) : std::nullopt) {
         row.loss = beat->loss;
         row.beat_time = beat->time;
+        row.start_step = beat->start_step;
       }
       if (const std::optional<ProgressReport> report = file.read ? parse_progress(file.text) : std::nullopt) {
         row.step = report->step;

@@ -491,7 +491,8 @@ Message leave_message(int exit_code, const std::string& reason) {
 
 Message heartbeat_message() { return Message::of(MessageType::kHeartbeat); }
 
-// ---- node status: one line per rank, "rank local pid state step loss beat cpu rss rate straggler progress busy",
+// ---- node status: one line per rank, "rank local pid state step loss beat cpu rss rate straggler progress busy
+// start",
 // '-' for unknown
 
 namespace {
@@ -525,10 +526,10 @@ std::optional<T> parse_optional(const std::string& text, const char* what) {
 Message NodeStatus::to_message() const {
   std::string lines;
   for (const RankRow& r : ranks) {
-    lines +=
-        fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.local_rank, r.pid, r.state, or_dash(r.step),
-                    or_dash(r.loss), or_dash(r.beat_time), or_dash(r.cpu_percent), or_dash(r.rss_bytes),
-                    or_dash(r.step_rate), r.straggler ? 1 : 0, or_dash(r.progress_time), or_dash(r.busy));
+    lines += fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.local_rank, r.pid, r.state,
+                         or_dash(r.step), or_dash(r.loss), or_dash(r.beat_time), or_dash(r.cpu_percent),
+                         or_dash(r.rss_bytes), or_dash(r.step_rate), r.straggler ? 1 : 0, or_dash(r.progress_time),
+                         or_dash(r.busy), or_dash(r.start_step));
   }
   return Message::of(MessageType::kNodeStatus)
       .set("round", round)
@@ -554,9 +555,9 @@ NodeStatus NodeStatus::from(const Message& message) {
   }
   for (const std::string& line : lines) {
     const std::vector<std::string> f = split_list(line, ' ');
-    if (f.size() != 13)
+    if (f.size() != 14)
       throw ProtocolError(
-          fmt::format("node-status message: rank line '{}' has {} fields, not 13", line.substr(0, 80), f.size()));
+          fmt::format("node-status message: rank line '{}' has {} fields, not 14", line.substr(0, 80), f.size()));
     RankRow row;
     const auto integer = [](const std::string& text, const char* what) {
       const std::optional<long long> value = parse_optional<long long>(text, what);
@@ -580,6 +581,7 @@ NodeStatus NodeStatus::from(const Message& message) {
     row.straggler = f[10] == "1";
     row.progress_time = parse_optional<double>(f[11], "progress time");
     row.busy = parse_optional<double>(f[12], "busy seconds");
+    row.start_step = parse_optional<long long>(f[13], "start step");
     status.ranks.push_back(std::move(row));
   }
   return status;

@@ -233,6 +233,8 @@ struct RankRow {
   // differences count, so a clock offset between nodes cancels out) and the rank's own-work seconds then.
   std::optional<double> progress_time;
   std::optional<double> busy;
+  std::optional<long long>
+      start_step;  // the step the rank's run started from, when its worker says (heartbeat "start")
   std::optional<double> cpu_percent;
   std::optional<long long> rss_bytes;
   std::optional<double> step_rate;

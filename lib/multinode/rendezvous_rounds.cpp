@@ -140,6 +140,7 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
         if (!node->join) throw ProtocolError("node-status before join");
         NodeStatus status = NodeStatus::from(message);
         if (status.round != round_ || !node->member || status.node_rank != node->node_rank) return;
+        note_progress(status);
         node_status_[status.node_rank] = std::move(status);
         return;
       }
@@ -184,6 +185,7 @@ void RendezvousRounds::handle_join(Node& node, const Message& message) {
       return check_gathering();
     case RendezvousJoining::Verdict::kScaleUp:
       // Every member was told to stop its workers; all of them and the newcomer meet again once they exited.
+      if (!history_.empty() && !history_.back().detected) history_.back().detected = now_;
       phase_ = Phase::kStopping;
       scaling_up_ = true;
       return check_round_end();
@@ -270,6 +272,10 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
 
 void RendezvousRounds::stop_round(const NodeFailure& cause, const std::string& line, const Node* except) {
   root_cause_ = cause;
+  if (!history_.empty() && !history_.back().detected) {
+    history_.back().detected = now_;
+    history_.back().fault_utc = cause.node_lost ? "" : cause.time_utc;
+  }
   phase_ = Phase::kStopping;
   outbox_.note(line);
   table_.send_to_running(stop_message(round_, root_cause_->summary()), except, now_);
@@ -345,6 +351,7 @@ void RendezvousRounds::check_round_end() {
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
   if (table_.unended_members() > 0) return;  // a counter: every node's end would otherwise walk every node
   const bool scale_up = phase_ == Phase::kStopping && scaling_up_ && !root_cause_;
+  if (!history_.empty() && !history_.back().stopped) history_.back().stopped = now_;  // every member's workers exited
   const std::vector<Node*> members = table_.members();
   const auto any_ended = [&](const char* outcome) {
     return std::any_of(members.begin(), members.end(), [&](const Node* n) { return n->outcome == outcome; });
@@ -405,6 +412,27 @@ void RendezvousRounds::broadcast_final(const Message& message, int code, bool an
   final_exit_code_ = code;  // every agent prints the outcome; nothing to note here
   final_message_ = message;
   answer_latecomers_ = answer_latecomers;
+}
+
+// A report's steps: the round's highest so far, and after a restart or regroup the first one with a step.
+void RendezvousRounds::note_progress(const NodeStatus& status) {
+  if (history_.empty()) return;
+  RoundRecord& record = history_.back();
+  std::optional<long long> resumed;  // the lowest start among ranks that made a step in this round
+  bool exact = true;
+  for (const RankRow& row : status.ranks) {
+    if (!row.step) continue;
+    if (!record.last_step || *row.step > *record.last_step) record.last_step = *row.step;
+    if (*row.step <= row.start_step.value_or(0)) continue;  // no step made yet (a trainer beats its start first)
+    const long long start = row.start_step ? *row.start_step : *row.step - 1;
+    exact = exact && row.start_step.has_value();
+    if (!resumed || start < *resumed) resumed = start;
+  }
+  if (resumed && !record.first_step && record.started_by != "start") {
+    record.first_step = now_;
+    record.resumed_step = resumed;
+    record.resumed_step_exact = exact;
+  }
 }
 
 void RendezvousRounds::end_history(const std::string& ended_by, const std::string& cause) {

@@ -57,6 +57,18 @@ struct RoundRecord {
   int world_size = 0;
   std::string ended_by;  // "" while it runs; "finished", "failure", "regroup" (a node arrived), "abandoned"
   std::string cause;     // the root cause's summary, or why the round ended
+  // Recovery (docs/monitoring.md#recovery): when the failure was decided (the stop order), when every member's
+  // workers had exited, and the failed worker's exit time as its node reported it (UTC; "" for a lost node).
+  std::optional<SteadyTime> detected;
+  std::optional<SteadyTime> stopped;
+  std::string fault_utc;
+  // From the nodes' status reports: the highest step any rank reported in this round, and, after a restart or
+  // regroup, when the first report of a step made in this round arrived and the step the round resumed from (the
+  // lowest "start" the workers said; for programs that do not say, the first step seen minus one: an estimate).
+  std::optional<long long> last_step;
+  std::optional<SteadyTime> first_step;
+  std::optional<long long> resumed_step;
+  bool resumed_step_exact = false;
 };
 // The history keeps this many rounds, the first and the newest (a job that restarts without end stays bounded).
 inline constexpr std::size_t kMaxRoundRecords = 200;
@@ -147,6 +159,7 @@ class RendezvousRounds {
   std::map<int, NodeStatus> node_status_;  // of the current round, by node rank
   std::vector<RoundRecord> history_;
   void end_history(const std::string& ended_by, const std::string& cause);  // the current round's end, once
+  void note_progress(const NodeStatus& status);
 };
 
 }  // namespace mgtrain::rdzv

@@ -164,6 +164,23 @@ std::string run_record_to_json(const RunRecord& r) {
       item["nodes"] = std::move(members);
       item["ended_by"] = round.ended_by.empty() ? Json(nullptr) : Json(round.ended_by);
       item["cause"] = round.cause.empty() ? Json(nullptr) : Json(round.cause);
+      if (round.recovery) {
+        const RoundEntry::Recovery& r = *round.recovery;
+        const auto seconds = [](const std::optional<double>& s) { return s ? json_seconds(*s) : Json(nullptr); };
+        const auto step = [](const std::optional<long long>& s) { return s ? Json(*s) : Json(nullptr); };
+        Json recovery = Json::object();
+        recovery["fault"] = json_seconds(r.fault);
+        recovery["detected_s"] = seconds(r.detected_s);
+        recovery["stopped_s"] = seconds(r.stopped_s);
+        recovery["rendezvous_s"] = seconds(r.rendezvous_s);
+        recovery["first_step_s"] = seconds(r.first_step_s);
+        recovery["last_step"] = step(r.last_step);
+        recovery["resumed_step"] = step(r.resumed_step);
+        recovery["steps_lost"] = step(r.steps_lost);
+        recovery["resumed_step_from"] =
+            r.resumed_step ? Json(r.resumed_step_exact ? "workers" : "estimate") : Json(nullptr);
+        item["recovery"] = std::move(recovery);
+      }
       rounds.push_back(std::move(item));
     }
     root["rounds"] = std::move(rounds);
@@ -238,6 +255,28 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
       round.world_size = read_as<int>(item, "world_size", where, false);
       if (const Json* ended = member(item, "ended_by"); ended && ended->is_string()) round.ended_by = *ended;
       if (const Json* cause = member(item, "cause"); cause && cause->is_string()) round.cause = *cause;
+      if (const Json* recovery = member(item, "recovery"); recovery && recovery->is_object()) {
+        RoundEntry::Recovery r;
+        r.fault = read_as<double>(*recovery, "fault", where, false);
+        const auto seconds = [&](const char* key) -> std::optional<double> {
+          const Json* value = member(*recovery, key);
+          return value && value->is_number() ? std::optional<double>(value->get<double>()) : std::nullopt;
+        };
+        const auto step = [&](const char* key) -> std::optional<long long> {
+          const Json* value = member(*recovery, key);
+          return value && value->is_number_integer() ? std::optional<long long>(value->get<long long>()) : std::nullopt;
+        };
+        r.detected_s = seconds("detected_s");
+        r.stopped_s = seconds("stopped_s");
+        r.rendezvous_s = seconds("rendezvous_s");
+        r.first_step_s = seconds("first_step_s");
+        r.last_step = step("last_step");
+        r.resumed_step = step("resumed_step");
+        r.steps_lost = step("steps_lost");
+        const Json* from = member(*recovery, "resumed_step_from");
+        r.resumed_step_exact = from && from->is_string() && from->get<std::string>() == "workers";
+        round.recovery = r;
+      }
       if (const Json* nodes = member(item, "nodes"); nodes && nodes->is_array()) {
         for (const Json& node : *nodes) {
           if (!node.is_object()) throw Error(where + ": a node is not an object");

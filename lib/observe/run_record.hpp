@@ -59,6 +59,15 @@ struct RoundEntry {
   std::vector<Node> nodes;
   std::string ended_by;  // "" while it runs | finished | failure | regroup | abandoned
   std::string cause;
+  // A round that ended by a failure or a regroup, once the next round ran (docs/monitoring.md#recovery): seconds from
+  // the fault (the failed worker's exit; the decision, for a lost node or a regroup) to each phase of the recovery.
+  struct Recovery {
+    double fault = 0;  // Unix seconds
+    std::optional<double> detected_s, stopped_s, rendezvous_s, first_step_s;
+    std::optional<long long> last_step, resumed_step, steps_lost;
+    bool resumed_step_exact = false;  // the workers said where they resumed ("start" in their heartbeat)
+  };
+  std::optional<Recovery> recovery;
 };
 
 struct RunRecord {

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -32,6 +33,23 @@ std::string format_utc_seconds(long long unix_seconds) { return format_utc(unix_
 std::string format_utc_millis(long long unix_millis) {
   const long long millis = ((unix_millis % 1000) + 1000) % 1000;
   return fmt::format("{}.{:03d}Z", format_utc((unix_millis - millis) / 1000, "%Y-%m-%dT%H:%M:%S"), millis);
+}
+
+std::optional<long long> parse_utc_millis(const std::string& text) {
+  std::tm tm{};
+  int millis = 0;
+  char zone = 0;
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &millis, &zone, &used) != 8 ||
+      zone != 'Z' || used != static_cast<int>(text.size()) || text.size() != 24) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const time_t seconds = timegm(&tm);
+  if (seconds == static_cast<time_t>(-1)) return std::nullopt;
+  return static_cast<long long>(seconds) * 1000 + millis;
 }
 
 std::string format_seconds(double seconds) {

@@ -2,6 +2,7 @@
 // (format_duration: "3m07s").
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace mgtrain {
@@ -12,6 +13,8 @@ long long unix_millis_now();
 double unix_seconds_now();
 // "2026-11-22T03:50:12.345Z"
 std::string format_utc_millis(long long unix_millis);
+// The inverse: Unix milliseconds of "2026-11-22T03:50:12.345Z"; nullopt for any other text.
+std::optional<long long> parse_utc_millis(const std::string& text);
 // "2026-11-22T03:50:12Z"
 std::string format_utc_seconds(long long unix_seconds);
 // A duration for messages: "30 s", "2.5 s" (whole seconds from 10 s up, or within 0.05 s of a whole one).

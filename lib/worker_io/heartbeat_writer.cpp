@@ -35,6 +35,7 @@ void HeartbeatWriter::beat(std::int64_t progress, double loss, std::optional<dou
   if (std::isfinite(loss)) info.loss = loss;
   info.time = unix_seconds_now();
   info.wait = wait_seconds;
+  info.start_step = start_step_;
   const auto now = std::chrono::steady_clock::now();
   if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) {
     held_ = info;

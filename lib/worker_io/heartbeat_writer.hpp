@@ -30,8 +30,10 @@ class HeartbeatWriter {
   // Writes the newest progress that the interval held back, if any: for a worker about to block for long, whose
   // file would otherwise report an older step (up to min_interval_ms of steps) for as long as it blocks.
   void flush();
+  // The step this run started from (0, or the checkpoint's step it resumed from), in every beat from now on.
+  void set_start_step(std::int64_t step) { start_step_ = step; }
   bool active() const { return fd_.valid(); }
-  static constexpr std::size_t kLineBytes = 128;  // the file's size: the JSON line, spaces, '\n'
+  static constexpr std::size_t kLineBytes = 192;  // the file's size: the JSON line, spaces, '\n'
 
  private:
   void write(const HeartbeatInfo& info);
@@ -40,6 +42,7 @@ class HeartbeatWriter {
   std::chrono::steady_clock::duration min_interval_;
   std::chrono::steady_clock::time_point last_{};
   std::optional<HeartbeatInfo> held_;  // the newest beat the interval held back
+  std::optional<std::int64_t> start_step_;
 };
 
 }  // namespace mgtrain

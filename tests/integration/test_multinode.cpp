@@ -503,6 +503,132 @@ TEST_CASE("stragglers across nodes: equal ranks on two nodes are not flagged whi
   CHECK(node0.err().find("is a straggler") == std::string::npos);
 }
 
+TEST_CASE("recovery measured: a rank killed on node 1, the restart's phases in seconds from the fault and steps lost",
+          "[multinode][status][recovery]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  // Every rank steps every 20 ms and writes its progress; attempt 0 runs until rank 3 is killed, attempt 1 for 3 s.
+  const std::string worker = write_script(dir / "steps.sh", R"SH(
+seconds=60
+[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] && seconds=3
+exec python3 - $seconds <<'EOF'
+import os, sys, time
+path = os.environ["MGTRAIN_HEARTBEAT_FILE"]
+start = time.monotonic()
+step = 0
+while time.monotonic() - start < float(sys.argv[1]):
+    step += 1
+    time.sleep(max(0.0, start + step * 0.02 - time.monotonic()))
+    with open(path + ".tmp", "w") as f:
+        f.write('{"step":%d,"loss":1.5,"time":%f}\n' % (step, time.time()))
+    os.replace(path + ".tmp", path)
+EOF
+)SH");
+  const std::vector<std::string> more{"--max-restarts", "1", "--status-port", "29613", "--", worker};
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), more), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), more), dir / "node1");
+  // Once every rank has stepped, SIGKILL rank 3 (on node 1).
+  long victim = 0;
+  const bool stepping = wait_until(
+      [&] {
+        const nlohmann::json status = host_status_json(hosts, dir);
+        if (!status.is_object() || status["ranks"].size() != 4) return false;
+        for (const auto& rank : status["ranks"]) {
+          if (!rank["step"].is_number() || rank["step"].get<long>() < 20) return false;
+          if (rank["rank"] == 3) victim = rank["pid"].get<long>();
+        }
+        return true;
+      },
+      45s);
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  REQUIRE(stepping);
+  REQUIRE(kill(static_cast<pid_t>(victim), SIGKILL) == 0);
+  CHECK(node0.wait(60s) == 0);
+  CHECK(node1.wait(60s) == 0);
+  // The host's console line and run.json's recovery of round 0: every phase after the one before it.
+  CHECK_THAT(node0.err(),
+             Catch::Contains("mgtrain: recovery from round 0's failure (rank 3 (local rank 1) on node 1") &&
+                 Catch::Contains("first step +") && Catch::Contains(" lost"));
+  const nlohmann::json record = job_record(dir);
+  REQUIRE(record.is_object());
+  REQUIRE(record["rounds"].size() == 2);
+  const nlohmann::json& recovery = record["rounds"][0]["recovery"];
+  CAPTURE(recovery.dump());
+  REQUIRE(recovery.is_object());
+  const double detected = recovery["detected_s"].get<double>(), stopped = recovery["stopped_s"].get<double>();
+  const double rendezvous = recovery["rendezvous_s"].get<double>(), first = recovery["first_step_s"].get<double>();
+  CHECK(0 <= detected);
+  CHECK(detected <= stopped);
+  CHECK(stopped <= rendezvous);
+  CHECK(rendezvous <= first);
+  CHECK(recovery["fault"].get<double>() <= record["rounds"][1]["start"].get<double>());
+  CHECK(recovery["last_step"].get<long>() >= 20);
+  // Attempt 1 starts again at step 1 (this worker keeps no checkpoint): every step of attempt 0 is lost.
+  CHECK(recovery["resumed_step"].get<long>() >= 0);
+  CHECK(recovery["steps_lost"].get<long>() == recovery["last_step"].get<long>() - recovery["resumed_step"].get<long>());
+  CHECK_FALSE(record["rounds"][1].contains("recovery"));  // the last round ended well
+}
+
+TEST_CASE("recovery measured with the built-in trainer: the steps lost are counted from where the workers resumed",
+          "[multinode][status][recovery][trainer]") {
+  if (!file_exists(std::string(MGTRAIN_BIN_DIR) + "/mgtrain-worker")) {
+    WARN("SKIP: mgtrain-worker is not built (configured with -DMGTRAIN_BUILD_WORKER=OFF)");
+    return;
+  }
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  // The bench config keeps no checkpoints; here every 100 steps, in a folder both "hosts" see.
+  const std::vector<std::string> more{std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml",
+                                      "train.max_steps=8000",
+                                      "checkpoint.every_steps=100",
+                                      "checkpoint.dir=" + (dir / "checkpoints"),
+                                      "log.every_steps=1000",
+                                      "data.synthetic_samples=4096",
+                                      "ddp.connect_timeout_s=30",
+                                      "data.loader_threads=0",
+                                      "--max-restarts",
+                                      "1",
+                                      "--status-port",
+                                      "29614"};
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0, 1), more), dir / "node0", {"OMP_NUM_THREADS=1"});
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1, 1), more), dir / "node1", {"OMP_NUM_THREADS=1"});
+  long victim = 0;
+  const bool past_checkpoints = wait_until(
+      [&] {
+        const nlohmann::json status = host_status_json(hosts, dir);
+        if (!status.is_object() || status["ranks"].size() != 2) return false;
+        const auto& rank1 = status["ranks"][1];
+        if (!rank1["step"].is_number() || rank1["step"].get<long>() < 300) return false;
+        victim = rank1["pid"].get<long>();
+        return true;
+      },
+      90s);
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  REQUIRE(past_checkpoints);
+  REQUIRE(kill(static_cast<pid_t>(victim), SIGKILL) == 0);
+  CHECK(node0.wait(120s) == 0);
+  CHECK(node1.wait(120s) == 0);
+  const nlohmann::json record = job_record(dir);
+  REQUIRE(record.is_object());
+  REQUIRE(record["rounds"].size() == 2);
+  const nlohmann::json& recovery = record["rounds"][0]["recovery"];
+  CAPTURE(recovery.dump());
+  REQUIRE(recovery.is_object());
+  CHECK(recovery["resumed_step_from"] == "workers");  // the trainer says where it resumed ("start")
+  const long resumed = recovery["resumed_step"].get<long>(), last = recovery["last_step"].get<long>();
+  CHECK(resumed >= 100);  // a checkpoint's step: a periodic one, or the one rank 0 saved when it was stopped
+  // The highest step reported before the fault is a lower bound (reports come every 2 s): a checkpoint saved at the
+  // stop may be newer than it, and then nothing was lost.
+  CHECK(last >= 300);
+  CHECK(recovery["steps_lost"].get<long>() == std::max(0L, last - resumed));
+  CHECK(recovery["first_step_s"].get<double>() >= recovery["rendezvous_s"].get<double>());
+  // The resumed workers said so in their own logs too.
+  CHECK_THAT(read_text(rank_log(dir, 0, 1, 0)),
+             Catch::Contains("resumed from ") && Catch::Contains(": step " + std::to_string(resumed) + ","));
+}
+
 TEST_CASE("fate sharing without restarts: every node exits with the root cause's code and names it",
           "[multinode][fate]") {
   NetnsHosts hosts(2);

@@ -289,6 +289,7 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   known.straggler = true;
   known.progress_time = 1764000001.25;
   known.busy = 17.5;
+  known.start_step = 100;
   RankRow unknown;
   unknown.rank = 3;
   unknown.local_rank = 1;
@@ -310,6 +311,8 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   CHECK(back.ranks[0].straggler);
   CHECK(back.ranks[0].progress_time == Approx(1764000001.25));
   CHECK(back.ranks[0].busy == Approx(17.5));
+  CHECK(back.ranks[0].start_step == 100);
+  CHECK(!back.ranks[1].start_step);
   CHECK(!back.ranks[1].progress_time);
   CHECK(back.ranks[1].state == "exited");
   CHECK(!back.ranks[1].step);
@@ -321,12 +324,12 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   bad.set("count", 3);
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("count 3 but 2 rank lines"));
   bad = status.to_message();
-  bad.set("ranks", "2 0 4242 running 1 - - - - - 0 - -\n3 1 4243 sleeping - - - - - - 0 - -\n");
+  bad.set("ranks", "2 0 4242 running 1 - - - - - 0 - - -\n3 1 4243 sleeping - - - - - - 0 - - -\n");
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("state 'sleeping'"));
-  bad.set("ranks", "2 0 4242 running x - - - - - 0 - -\n3 1 4243 exited - - - - - - 0 - -\n");
+  bad.set("ranks", "2 0 4242 running x - - - - - 0 - - -\n3 1 4243 exited - - - - - - 0 - - -\n");
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("step 'x' is not an integer"));
-  bad.set("ranks", "2 0 4242 running\n3 1 4243 exited - - - - - - 0 - -\n");
-  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("has 4 fields, not 13"));
+  bad.set("ranks", "2 0 4242 running\n3 1 4243 exited - - - - - - 0 - - -\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("has 4 fields, not 14"));
   bad.set("count", kMaxStatusRanks + 1);
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("at most 4096"));
 }

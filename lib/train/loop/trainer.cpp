@@ -181,6 +181,7 @@ class TrainingRun {
     describe_summary();
     announce_start();
     resume_from_checkpoint();
+    heartbeat_.set_start_step(step_);  // where this run starts: the launcher counts a restart's lost steps by it
     heartbeat_.beat(0);
     // Rank 0's progress display, eval lines, metrics.jsonl and TensorBoard files (log.*).
     reporter_.emplace(config_, comm_.rank(), s_.total_steps, samples_per_step_, s_.device.is_cuda(),
