@@ -122,6 +122,8 @@ void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const 
 // A node agent's monitoring (docs/monitoring.md#several-nodes): every node reports its ranks to the agent that hosts
 // the rendezvous, which serves the job-wide status API when launch.status_port is set. The other nodes serve none (they
 // say where the job's is); resources.jsonl and straggler detection stay single-node for now.
+std::vector<RoundEntry> round_entries(const std::vector<rdzv::RoundRecord>& rounds);
+
 std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& agent, const LaunchPlan& plan,
                                             const Config& job_config, RankDiagnostics& diagnostics,
                                             StragglerEpisodesSink on_episodes, std::function<void()> tick) {
@@ -145,6 +147,13 @@ std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& a
   link.hosts = [&agent] { return agent.hosts_rendezvous(); };
   link.job_status_host = [&agent] { return agent.rendezvous_endpoint(); };
   link.tick = std::move(tick);
+  link.last_recovery = [&agent]() -> std::optional<std::pair<int, RoundEntry::Recovery>> {
+    const std::vector<RoundEntry> rounds = round_entries(agent.job_rounds());
+    for (auto round = rounds.rbegin(); round != rounds.rend(); ++round) {
+      if (round->recovery && round->recovery->first_step_s) return std::make_pair(round->round, *round->recovery);
+    }
+    return std::nullopt;
+  };
   return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, std::move(on_episodes),
                                             std::move(link));
 }

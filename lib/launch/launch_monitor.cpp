@@ -409,6 +409,12 @@ void LaunchMonitor::publish() {
       snapshot.ranks.insert(snapshot.ranks.end(), others.begin(), others.end());
       std::stable_sort(snapshot.ranks.begin(), snapshot.ranks.end(),
                        [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
+      if (job_->last_recovery) {
+        if (auto recovery = job_->last_recovery()) {
+          snapshot.last_recovery_round = recovery->first;
+          snapshot.last_recovery = recovery->second;
+        }
+      }
     } else {
       snapshot.job_status_host = job_->job_status_host();
     }

@@ -39,6 +39,8 @@ struct JobStatusLink {
   std::function<bool()> hosts;                           // whether this node hosts the rendezvous (the job's view)
   std::function<std::string()> job_status_host;          // where the job-wide view is served (the rendezvous)
   std::function<void()> tick;                            // called every kJobCheckInterval (may be empty)
+  // On the host: the newest completed recovery and the round it followed (may be empty).
+  std::function<std::optional<std::pair<int, RoundEntry::Recovery>>()> last_recovery;
 };
 
 class LaunchMonitor final : public LoopParticipant {

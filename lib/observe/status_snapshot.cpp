@@ -132,6 +132,23 @@ std::string status_to_json(const StatusSnapshot& s) {
   out["scope"] = s.job_wide ? "job" : "node";
   out["nodes"] = s.nodes;
   if (!s.job_status_host.empty()) out["job_status_host"] = s.job_status_host;
+  if (s.job_wide) {
+    Json recovery = nullptr;
+    if (s.last_recovery) {
+      const RoundEntry::Recovery& r = *s.last_recovery;
+      const auto seconds = [](const std::optional<double>& v) { return v ? rounded(*v) : Json(nullptr); };
+      const auto steps = [](const std::optional<long long>& v) { return v ? Json(*v) : Json(nullptr); };
+      recovery = Json::object();
+      recovery["round"] = s.last_recovery_round;
+      recovery["fault"] = rounded(r.fault);
+      recovery["detected_s"] = seconds(r.detected_s);
+      recovery["stopped_s"] = seconds(r.stopped_s);
+      recovery["rendezvous_s"] = seconds(r.rendezvous_s);
+      recovery["first_step_s"] = seconds(r.first_step_s);
+      recovery["steps_lost"] = steps(r.steps_lost);
+    }
+    out["last_recovery"] = std::move(recovery);
+  }
   for (const RankStatus& r : s.ranks) {
     Json rank = rank_json(r);
     rank["host"] = r.host.empty() ? s.hostname : r.host;
@@ -216,6 +233,26 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
     if (r.rss_bytes) rss.add(labels, static_cast<double>(*r.rss_bytes));
     if (r.step_rate) step_rate.add(labels, *r.step_rate);
     if (s.straggler_detection) straggler.add(labels, r.straggler ? 1 : 0);
+  }
+  if (s.last_recovery) {
+    const RoundEntry::Recovery& r = *s.last_recovery;
+    PrometheusMetric& phase = metrics.add(
+        "mgtrain_recovery_seconds",
+        "The newest recovery (restart or regroup), seconds from the fault to each phase: detected, workers stopped, "
+        "rendezvous complete, first step.");
+    const std::pair<const char*, const std::optional<double>*> phases[] = {{"detected", &r.detected_s},
+                                                                           {"stopped", &r.stopped_s},
+                                                                           {"rendezvous", &r.rendezvous_s},
+                                                                           {"first_step", &r.first_step_s}};
+    for (const auto& [name, value] : phases) {
+      if (*value) phase.add(run + ",phase=\"" + name + "\"", **value);
+    }
+    if (r.steps_lost) {
+      metrics.add("mgtrain_recovery_steps_lost", "Steps the newest recovery lost (last step reached - resumed step).")
+          .add(run, static_cast<double>(*r.steps_lost));
+    }
+    metrics.add("mgtrain_recovery_round", "The round whose end the newest recovery followed.")
+        .add(run, s.last_recovery_round);
   }
   for (const GpuSample& g : s.gpus) {
     const std::string labels =

@@ -13,6 +13,7 @@
 
 #include "contract/heartbeat_line.hpp"
 #include "host/nvml_library.hpp"
+#include "observe/run_record.hpp"
 
 namespace mgtrain {
 
@@ -53,6 +54,9 @@ struct StatusSnapshot {
   bool job_wide = false;
   int nodes = 1;
   std::string job_status_host;
+  // The job's host: the newest completed recovery (a restart or regroup whose first step was seen) and its round.
+  std::optional<RoundEntry::Recovery> last_recovery;
+  int last_recovery_round = -1;
 };
 
 // The /status JSON (nlohmann::json, compact, keys in schema order).

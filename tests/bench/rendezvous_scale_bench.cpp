@@ -68,6 +68,7 @@ struct Agent {
   bool assigned = false;
   bool finished = false;
   int round = -1;
+  Clock::time_point next_report{};  // its next node-status report (status reports on)
 };
 
 }  // namespace
@@ -119,6 +120,38 @@ int main(int argc, char** argv) {
   const char* secret = std::getenv("MGTRAIN_RDZV_TOKEN");
   const rdzv::RendezvousToken token{secret ? secret : "", "MGTRAIN_RDZV_TOKEN"};
   std::printf("authentication: %s\n", token.set() ? "HMAC-SHA256 (MGTRAIN_RDZV_TOKEN)" : "none");
+  // MGTRAIN_BENCH_STATUS_RANKS=N: every agent also reports a node status of N ranks every 2 s (the job-wide status
+  // API's node-status, as node agents send it: docs/monitoring.md#several-nodes), staggered over the interval.
+  const char* status_ranks_text = std::getenv("MGTRAIN_BENCH_STATUS_RANKS");
+  const int status_ranks = status_ranks_text ? std::atoi(status_ranks_text) : 0;
+  const auto report_interval = std::chrono::seconds(2);
+  std::printf("node-status reports: %s\n",
+              status_ranks > 0 ? fmt::format("{} ranks per node every 2 s", status_ranks).c_str() : "none");
+  long reports_sent = 0, steady_reports_start = 0, steady_reports = 0;
+  auto report_of = [&](int rank, int round) {
+    rdzv::NodeStatus status;
+    status.round = round;
+    status.node_rank = rank;
+    status.host = fmt::format("host{}", rank);
+    for (int local = 0; local < status_ranks; ++local) {
+      rdzv::RankRow row;
+      row.rank = rank * status_ranks + local;
+      row.local_rank = local;
+      row.pid = 100000 + local;
+      row.state = "running";
+      row.step = 123456;
+      row.loss = 0.123456789;
+      row.beat_time = 1795991863.2045678;
+      row.cpu_percent = 99.5;
+      row.rss_bytes = 1LL << 31;
+      row.step_rate = 12.345;
+      row.progress_time = 1795991863.2045678;
+      row.busy = 1234.5678;
+      row.start_step = 120000;
+      status.ranks.push_back(row);
+    }
+    return status.to_message();
+  };
   RendezvousServer server(std::move(listener), settings, ports, nullptr, Clock::now(), token);
 
   // ---- the server thread: the hosting agent's loop, reduced to the server ----
@@ -271,6 +304,12 @@ int main(int argc, char** argv) {
           agent.client->send(rdzv::heartbeat_message());
           ++heartbeats_sent;
         }
+        if (status_ranks > 0 && agent.assigned && agent.client->state() == RendezvousClient::State::kConnected &&
+            phase == Phase::kSteady && now >= agent.next_report) {
+          agent.client->send_report(report_of(index, agent.round));
+          agent.next_report += report_interval;
+          ++reports_sent;
+        }
         if (was_connecting || agent.client->has_output()) sync(index);
       }
     }
@@ -305,6 +344,10 @@ int main(int argc, char** argv) {
           steady_cpu_start = thread_cpu_s(server_clock);
           steady_wakeups_start = server_wakeups;
           steady_heartbeats_start = heartbeats_received;
+          steady_reports_start = reports_sent;
+          for (int index = 0; index < agents; ++index) {  // the reports spread evenly over their interval
+            nodes[index].next_report = steady_start + report_interval * index / agents;
+          }
         }
         break;
       case Phase::kSteady:
@@ -313,6 +356,7 @@ int main(int argc, char** argv) {
           steady_cpu = thread_cpu_s(server_clock) - steady_cpu_start;
           steady_wakeups = server_wakeups - steady_wakeups_start;
           steady_heartbeats = heartbeats_received - steady_heartbeats_start;
+          steady_reports = reports_sent - steady_reports_start;
           // Rank 1's worker fails: the server stops every other node, each reports its end, all get the finish.
           rdzv::NodeFailure failure;
           failure.round = nodes[1].round;
@@ -357,9 +401,13 @@ int main(int argc, char** argv) {
       "\"steady_server_cpu_s\": %.4f, \"steady_server_core_fraction\": %.4f, \"steady_server_wakeups\": %ld, "
       "\"steady_heartbeats_to_agents\": %ld, \"failure_to_all_finished_s\": %.3f, \"release_s\": %.3f, "
       "\"join_and_release_s\": %.3f, \"server_cpu_total_s\": %.3f, \"server_cpu_join_s\": %.3f, "
-      "\"server_cpu_release_s\": %.3f, \"agents_cpu_join_s\": %.3f, \"agents_cpu_total_s\": %.3f}\n",
+      "\"server_cpu_release_s\": %.3f, \"agents_cpu_join_s\": %.3f, \"agents_cpu_total_s\": %.3f, "
+      "\"status_ranks_per_node\": %d, \"steady_status_reports\": %ld, \"status_reports_per_node_per_s\": %.3f, "
+      "\"status_reports_per_s\": %.1f}\n",
       agents, joined_at, interval, steady_wall, steady_cpu, steady_cpu / steady_wall, steady_wakeups, steady_heartbeats,
       all_finished_at - failed_at, release_s, joined_at + release_s, total_cpu, join_cpu, total_cpu - failed_cpu,
-      agents_cpu_join, agents_cpu_total);
+      agents_cpu_join, agents_cpu_total, status_ranks, steady_reports,
+      steady_wall > 0 ? steady_reports / steady_wall / agents : 0.0,
+      steady_wall > 0 ? steady_reports / steady_wall : 0.0);
   return 0;
 }

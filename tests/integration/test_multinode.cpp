@@ -508,10 +508,10 @@ TEST_CASE("recovery measured: a rank killed on node 1, the restart's phases in s
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
-  // Every rank steps every 20 ms and writes its progress; attempt 0 runs until rank 3 is killed, attempt 1 for 3 s.
+  // Every rank steps every 20 ms and writes its progress; attempt 0 runs until rank 3 is killed, attempt 1 for 8 s.
   const std::string worker = write_script(dir / "steps.sh", R"SH(
 seconds=60
-[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] && seconds=3
+[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] && seconds=8
 exec python3 - $seconds <<'EOF'
 import os, sys, time
 path = os.environ["MGTRAIN_HEARTBEAT_FILE"]
@@ -544,6 +544,19 @@ EOF
   INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
   REQUIRE(stepping);
   REQUIRE(kill(static_cast<pid_t>(victim), SIGKILL) == 0);
+  // The host's status API shows the recovery once the restarted round has stepped.
+  nlohmann::json last_recovery;
+  CHECK(wait_until(
+      [&] {
+        const nlohmann::json status = host_status_json(hosts, dir);
+        if (!status.is_object() || !status.contains("last_recovery") || status["last_recovery"].is_null()) return false;
+        last_recovery = status["last_recovery"];
+        return true;
+      },
+      30s));
+  CAPTURE(last_recovery.dump());
+  CHECK(last_recovery["round"] == 0);
+  CHECK(last_recovery["first_step_s"].get<double>() >= last_recovery["rendezvous_s"].get<double>());
   CHECK(node0.wait(60s) == 0);
   CHECK(node1.wait(60s) == 0);
   // The host's console line and run.json's recovery of round 0: every phase after the one before it.

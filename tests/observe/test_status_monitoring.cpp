@@ -413,3 +413,33 @@ TEST_CASE("straggler detection runs exactly when the workers get progress files,
   plan.nproc = 1;
   CHECK_FALSE(straggler_settings(plan, launch));  // no one to compare with
 }
+
+TEST_CASE("the job's host exposes its newest recovery in /status and /metrics", "[status]") {
+  StatusSnapshot snapshot;
+  snapshot.run_id = "job";
+  snapshot.hostname = "hostA";
+  snapshot.job_wide = true;
+  snapshot.nodes = 2;
+  CHECK_THAT(status_to_json(snapshot),
+             Catch::Contains("\"last_recovery\":null") && Catch::Contains("\"scope\":\"job\""));
+  CHECK_THAT(status_to_prometheus(snapshot), !Catch::Contains("mgtrain_recovery"));
+  RoundEntry::Recovery recovery;
+  recovery.fault = 1795991863.2;
+  recovery.detected_s = 0.25;
+  recovery.stopped_s = 1.5;
+  recovery.rendezvous_s = 1.75;
+  recovery.first_step_s = 4.5;
+  recovery.steps_lost = 37;
+  snapshot.last_recovery = recovery;
+  snapshot.last_recovery_round = 3;
+  const std::string json = status_to_json(snapshot);
+  CHECK_THAT(json, Catch::Contains("\"last_recovery\":{\"round\":3,") && Catch::Contains("\"first_step_s\":4.5") &&
+                       Catch::Contains("\"steps_lost\":37"));
+  const std::string metrics = status_to_prometheus(snapshot);
+  CHECK_THAT(metrics, Catch::Contains("mgtrain_recovery_seconds{run_id=\"job\",phase=\"detected\"} 0.25\n") &&
+                          Catch::Contains("mgtrain_recovery_seconds{run_id=\"job\",phase=\"first_step\"} 4.5\n") &&
+                          Catch::Contains("mgtrain_recovery_steps_lost{run_id=\"job\"} 37\n") &&
+                          Catch::Contains("mgtrain_recovery_round{run_id=\"job\"} 3\n"));
+  std::vector<PrometheusSample> samples;
+  CHECK(prometheus_text_problems(metrics, &samples).empty());
+}
