@@ -95,6 +95,22 @@ Json rate_json(double rate) {
 
 }  // namespace
 
+std::string recovery_to_json(const RoundEntry::Recovery& r) {
+  const auto seconds = [](const std::optional<double>& s) { return s ? json_seconds(*s) : Json(nullptr); };
+  const auto step = [](const std::optional<long long>& s) { return s ? Json(*s) : Json(nullptr); };
+  Json recovery = Json::object();
+  recovery["fault"] = json_seconds(r.fault);
+  recovery["detected_s"] = seconds(r.detected_s);
+  recovery["stopped_s"] = seconds(r.stopped_s);
+  recovery["rendezvous_s"] = seconds(r.rendezvous_s);
+  recovery["first_step_s"] = seconds(r.first_step_s);
+  recovery["last_step"] = step(r.last_step);
+  recovery["resumed_step"] = step(r.resumed_step);
+  recovery["steps_lost"] = step(r.steps_lost);
+  recovery["resumed_step_from"] = r.resumed_step ? Json(r.resumed_step_exact ? "workers" : "estimate") : Json(nullptr);
+  return json_text(recovery);
+}
+
 std::string run_record_to_json(const RunRecord& r) {
   Json root = Json::object();
   root["run_id"] = r.run_id;
@@ -164,23 +180,7 @@ std::string run_record_to_json(const RunRecord& r) {
       item["nodes"] = std::move(members);
       item["ended_by"] = round.ended_by.empty() ? Json(nullptr) : Json(round.ended_by);
       item["cause"] = round.cause.empty() ? Json(nullptr) : Json(round.cause);
-      if (round.recovery) {
-        const RoundEntry::Recovery& r = *round.recovery;
-        const auto seconds = [](const std::optional<double>& s) { return s ? json_seconds(*s) : Json(nullptr); };
-        const auto step = [](const std::optional<long long>& s) { return s ? Json(*s) : Json(nullptr); };
-        Json recovery = Json::object();
-        recovery["fault"] = json_seconds(r.fault);
-        recovery["detected_s"] = seconds(r.detected_s);
-        recovery["stopped_s"] = seconds(r.stopped_s);
-        recovery["rendezvous_s"] = seconds(r.rendezvous_s);
-        recovery["first_step_s"] = seconds(r.first_step_s);
-        recovery["last_step"] = step(r.last_step);
-        recovery["resumed_step"] = step(r.resumed_step);
-        recovery["steps_lost"] = step(r.steps_lost);
-        recovery["resumed_step_from"] =
-            r.resumed_step ? Json(r.resumed_step_exact ? "workers" : "estimate") : Json(nullptr);
-        item["recovery"] = std::move(recovery);
-      }
+      if (round.recovery) item["recovery"] = Json::parse(recovery_to_json(*round.recovery));
       rounds.push_back(std::move(item));
     }
     root["rounds"] = std::move(rounds);

@@ -88,6 +88,10 @@ struct RunRecord {
   std::vector<RoundEntry> rounds;           // several nodes: "rounds" (and "nodes", the last round's) in run.json
 };
 
+// A recovery as run.json and the status API write it: {"fault", "detected_s", "stopped_s", "rendezvous_s",
+// "first_step_s", "last_step", "resumed_step", "steps_lost", "resumed_step_from"}, unknown values null; compact text.
+std::string recovery_to_json(const RoundEntry::Recovery& recovery);
+
 // The record's JSON text (one object, indented, newline at the end).
 std::string run_record_to_json(const RunRecord& record);
 // Parses run.json's text; throws Error naming `source` and what is wrong.

@@ -135,17 +135,10 @@ std::string status_to_json(const StatusSnapshot& s) {
   if (s.job_wide) {
     Json recovery = nullptr;
     if (s.last_recovery) {
-      const RoundEntry::Recovery& r = *s.last_recovery;
-      const auto seconds = [](const std::optional<double>& v) { return v ? rounded(*v) : Json(nullptr); };
-      const auto steps = [](const std::optional<long long>& v) { return v ? Json(*v) : Json(nullptr); };
       recovery = Json::object();
       recovery["round"] = s.last_recovery_round;
-      recovery["fault"] = rounded(r.fault);
-      recovery["detected_s"] = seconds(r.detected_s);
-      recovery["stopped_s"] = seconds(r.stopped_s);
-      recovery["rendezvous_s"] = seconds(r.rendezvous_s);
-      recovery["first_step_s"] = seconds(r.first_step_s);
-      recovery["steps_lost"] = steps(r.steps_lost);
+      const Json fields = Json::parse(recovery_to_json(*s.last_recovery));
+      for (const auto& [key, value] : fields.items()) recovery[key] = value;
     }
     out["last_recovery"] = std::move(recovery);
   }
