@@ -481,7 +481,12 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     // POST /stacks: bounded like a hang's dump (launch.diagnose_timeout; its 0 turns off only the hang's).
     const double dump_timeout_s = launch.diagnose_timeout > 0 ? std::min(launch.diagnose_timeout, kMaxStacksDumpS)
                                                               : launch_defaults::kDiagnoseTimeoutS;
-    options.dump_stacks = [dump_timeout_s, &dumps](const StatusSnapshot& snapshot) {
+    options.dump_stacks = [dump_timeout_s, &dumps](StatusSnapshot snapshot) {
+      // This node's ranks: on a multi-node job's host the snapshot also lists the other nodes', which are not this
+      // launcher's to dump (docs/diagnosis.md#stacks-on-demand).
+      snapshot.ranks.erase(std::remove_if(snapshot.ranks.begin(), snapshot.ranks.end(),
+                                          [](const RankStatus& rank) { return rank.node_rank >= 0; }),
+                           snapshot.ranks.end());
       return dumps.request_stacks(snapshot, dump_timeout_s);
     };
     server_ = std::make_unique<StatusServer>(options);  // binds now: a busy port fails before any worker starts
