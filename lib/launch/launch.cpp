@@ -121,13 +121,13 @@ void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const 
 }
 
 // A node agent's monitoring (docs/monitoring.md#several-nodes): every node reports its ranks to the agent that hosts
-// the rendezvous, which serves the job-wide status API when launch.status_port is set. The other nodes serve none (they
-// say where the job's is); resources.jsonl and straggler detection stay single-node for now.
+// the rendezvous, which serves the job-wide status API when launch.status_port is set and judges every rank of the job
+// for stragglers. The other nodes serve none (they say where the job's is). Each node samples its own ranks into its
+// node directory's resources.jsonl.
 std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& agent, const LaunchPlan& plan,
                                             const Config& job_config, RankDiagnostics& diagnostics,
                                             StragglerEpisodesSink on_episodes, std::function<void()> tick) {
   Config config = job_config;
-  config.log.resource_interval_s = 0;
   if (!agent.hosts_rendezvous()) {
     config.launch.straggler_detection = false;  // the host judges every rank of the job
     if (config.launch.status_port > 0) {

@@ -179,7 +179,17 @@ void LaunchMonitor::on_time(Clock::time_point now) {
   refresh_ranks();
   bool sampled = false;
   if (next_sample_ && now >= *next_sample_) {
-    const bool write_row = next_row_ && now >= *next_row_;
+    bool write_row = next_row_ && now >= *next_row_;
+    if (job_ && write_row) {
+      // A node agent writes its rows into its node's directory (node_<k>/ or agent_<host>_<pid>/), which exists once
+      // a round has started; before that there is nothing to sample.
+      if (supervisor_.policy().record().attempt() < 0 || ranks_.empty()) {
+        write_row = false;
+        next_row_ = now + row_interval_;
+      } else {
+        sampler_.set_destination(supervisor_.plan().node_rank, log_layout::resources_jsonl(supervisor_.plan().run_dir));
+      }
+    }
     sampler_.sample(ranks_, write_row);
     if (write_row) next_row_ = now + row_interval_;
     next_sample_ = now + sample_interval_;

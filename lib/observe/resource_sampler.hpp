@@ -25,6 +25,12 @@ class ResourceSampler {
   // first sample has none) and the GPUs, fills cpu_percent/rss_bytes of `ranks`, and appends a row
   // when `write_row`. A failed write is said once on stderr and sampling goes on.
   void sample(std::vector<RankStatus>& ranks, bool write_row);
+  // Rows go to `jsonl_path` from now on, as node `node_rank`'s ("" writes none): a node agent's node directory is
+  // known once its first round started.
+  void set_destination(int node_rank, std::string jsonl_path) {
+    node_rank_ = node_rank;
+    jsonl_path_ = std::move(jsonl_path);
+  }
 
   const std::vector<GpuSample>& gpus() const { return gpus_; }
   double last_sample_time() const { return last_time_; }

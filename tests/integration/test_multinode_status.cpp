@@ -110,8 +110,15 @@ TEST_CASE("job-wide status: the host's API lists every rank of both nodes, and a
   std::string worker = write_script(dir / "w.sh",
                                     "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ]; then exit 0; fi\n"
                                     "trap '' TERM\nwhile :; do sleep 0.2; done");
-  const std::vector<std::string> more{
-      "--max-restarts", "1", "--status-port", "29610", "--grace-period", "5", "--", worker};
+  const std::vector<std::string> more{"--max-restarts",
+                                      "1",
+                                      "--status-port",
+                                      "29610",
+                                      "--grace-period",
+                                      "5",
+                                      "log.resource_interval_s=0.5",
+                                      "--",
+                                      worker};
   Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), more), dir / "node0");
   Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), more), dir / "node1");
   // Every rank of both nodes, running, with its node and host.
@@ -138,6 +145,14 @@ TEST_CASE("job-wide status: the host's API lists every rank of both nodes, and a
   table_argv.insert(table_argv.end(), {kMgtrain, "status", "mn", "--log-dir", dir / "runs"});
   const mgtrain::CapturedRun table = mgtrain::run_and_capture(table_argv);
   CHECK_THAT(table.out, Catch::Contains("every rank of the job's 2 nodes") && Catch::Contains("node  host"));
+  // Each node samples its own ranks into its node directory's resources.jsonl.
+  CHECK(wait_until(
+      [&] {
+        const std::string rows = read_text(dir / "runs/mn/node_1/resources.jsonl");
+        return rows.find("\"node_rank\":1") != std::string::npos && rows.find("\"rank\":3") != std::string::npos;
+      },
+      20s));
+  CHECK_FALSE(file_exists(dir / "runs/mn/resources.jsonl"));  // not the job's folder
   // SIGKILL rank 3 on node 1: the host shows its process exited before the restart replaces it.
   const long victim = ranks[3].pid;
   REQUIRE(kill(static_cast<pid_t>(victim), SIGKILL) == 0);
