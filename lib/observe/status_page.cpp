@@ -33,7 +33,7 @@ const char* status_page_html() {
 <div id="error"></div>
 <h2>Ranks</h2>
 <table id="ranks">
-  <thead><tr><th>rank</th><th>local</th><th>pid</th><th>state</th><th>step</th><th>loss</th><th>heartbeat</th><th>steps/s</th><th>CPU %</th><th>RSS</th></tr></thead>
+  <thead><tr><th>rank</th><th>node</th><th>local</th><th>pid</th><th>state</th><th>step</th><th>loss</th><th>heartbeat</th><th>steps/s</th><th>CPU %</th><th>RSS</th></tr></thead>
   <tbody></tbody>
 </table>
 <h2>GPUs</h2>
@@ -59,8 +59,10 @@ function age(t, now) { return t === null || t === undefined ? "–" : Math.max(0
 function renderStatus(s) {
   document.getElementById("run").textContent = s.run_id;
   document.getElementById("summary").textContent = s.phase + " | attempt " + (s.attempt + 1) + " of " + (s.max_restarts + 1) +
-      " | restarts " + s.restarts + " | " + s.hostname + " node " + s.node_rank + " | " + s.run_dir;
-  const rows = s.ranks.map(r => "<tr class=\"rank-row\" data-rank=\"" + r.rank + "\"><td>" + r.rank + "</td><td>" + r.local_rank +
+      " | restarts " + s.restarts + " | " + s.hostname + " node " + s.node_rank + " | " + s.run_dir +
+      (s.scope === "job" ? " | every rank of the job's " + s.nodes + " nodes" :
+       s.job_status_host ? " | this node's ranks; the job's view is on " + s.job_status_host : "");
+  const rows = s.ranks.map(r => "<tr class=\"rank-row\" data-rank=\"" + r.rank + "\"><td>" + r.rank + "</td><td>" + r.node_rank + " " + esc(r.host) + "</td><td>" + r.local_rank +
       "</td><td>" + r.pid + "</td><td class=\"state-" + esc(r.state) + "\">" + esc(r.state) + "</td><td>" + (r.step === null ? "–" : r.step) +
       "</td><td>" + num(r.loss, 4) + "</td><td>" + age(r.last_heartbeat, s.time) + "</td><td" + (r.straggler ? " class=\"straggler\">" : ">") +
       num(r.step_rate, 2) + (r.straggler ? " straggler" : "") + "</td><td>" + num(r.cpu_percent, 0) +
