@@ -227,18 +227,12 @@ void LaunchMonitor::read_progress(Clock::time_point now) {
   }
   if (policy.attempt_running()) {
     for (const RankStatus& rank : ranks_) {
-      auto known = progress_pids_.find(rank.rank);
-      if (rank.state != "running" || (known != progress_pids_.end() && known->second != rank.pid)) {
-        stragglers_->forget(rank.rank, now);
-        progress_pids_.erase(rank.rank);
-        if (rank.state != "running") continue;
-      }
+      if (!still_judged(rank.rank, rank.pid, rank.state == "running", now)) continue;
       const ProgressFile file = read_progress_text(rank.heartbeat_file);
       const std::optional<ProgressReport> report = file.read ? parse_progress(file.text) : std::nullopt;
       if (!report) continue;
-      progress_pids_[rank.rank] = rank.pid;
-      rank_nodes_[rank.rank] = {supervisor_.plan().node_rank, supervisor_.plan().hostname};
-      stragglers_->observe(rank.rank, steady_time_of(file.modified, now), report->step, report->busy);
+      observe_progress(rank.rank, rank.pid, {supervisor_.plan().node_rank, supervisor_.plan().hostname},
+                       steady_time_of(file.modified, now), *report);
     }
     if (job_ && job_->hosts()) observe_other_nodes(now);
   }
@@ -261,18 +255,29 @@ void LaunchMonitor::observe_other_nodes(Clock::time_point now) {
     if (node.node_rank == supervisor_.plan().node_rank) continue;
     for (const rdzv::RankRow& row : node.ranks) {
       const pid_t pid = static_cast<pid_t>(row.pid);
-      auto known = progress_pids_.find(row.rank);
-      if (row.state != "running" || (known != progress_pids_.end() && known->second != pid)) {
-        stragglers_->forget(row.rank, now);
-        progress_pids_.erase(row.rank);
-        if (row.state != "running") continue;
-      }
+      if (!still_judged(row.rank, pid, row.state == "running", now)) continue;
       if (!row.step || !row.progress_time) continue;
-      progress_pids_[row.rank] = pid;
-      rank_nodes_[row.rank] = {node.node_rank, node.host};
-      stragglers_->observe(row.rank, steady_time_of(system_time_of_unix(*row.progress_time), now), *row.step, row.busy);
+      observe_progress(row.rank, pid, {node.node_rank, node.host},
+                       steady_time_of(system_time_of_unix(*row.progress_time), now), {*row.step, row.busy});
     }
   }
+}
+
+// A rank that exited, or whose process changed (a new attempt's), is forgotten; false when it is not running.
+bool LaunchMonitor::still_judged(int rank, pid_t pid, bool running, Clock::time_point now) {
+  const auto known = progress_pids_.find(rank);
+  if (running && (known == progress_pids_.end() || known->second == pid)) return true;
+  stragglers_->forget(rank, now);
+  progress_pids_.erase(rank);
+  return running;
+}
+
+// One progress reading of `rank` (process `pid`, on `node`: its node rank and host), written at `written`.
+void LaunchMonitor::observe_progress(int rank, pid_t pid, std::pair<int, std::string> node, Clock::time_point written,
+                                     const ProgressReport& report) {
+  progress_pids_[rank] = pid;
+  rank_nodes_[rank] = std::move(node);
+  stragglers_->observe(rank, written, report.step, report.busy);
 }
 
 // "rank 3 is a straggler: ..." as "rank 3 (node 1, hostB) is a straggler: ..." when the ranks span several nodes.
@@ -325,10 +330,7 @@ void LaunchMonitor::exchange_job_status(Clock::time_point now) {
     job_->report(std::move(status));
   }
   if (!server_ || !job_->hosts()) return;
-  std::string remote;
-  for (const RankStatus& rank : other_nodes()) {
-    remote += "," + std::to_string(rank.rank) + ":" + std::to_string(rank.pid) + rank.state;
-  }
+  const std::string remote = ranks_signature(supervisor_.policy().record().attempt(), other_nodes());
   if (remote != remote_signature_) {  // another node's rank started or exited: show it now
     remote_signature_ = remote;
     publish();

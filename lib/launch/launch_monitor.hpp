@@ -68,7 +68,10 @@ class LaunchMonitor final : public LoopParticipant {
   rdzv::NodeStatus node_status() const;         // this node's ranks, heartbeats read now
   std::vector<RankStatus> other_nodes() const;  // on the host: the other nodes' ranks as last reported
   void observe_other_nodes(std::chrono::steady_clock::time_point now);  // the host's straggler detection
-  std::string with_node(std::string text, int rank) const;              // "rank 3 (node 1, hostB) ..."
+  bool still_judged(int rank, pid_t pid, bool running, std::chrono::steady_clock::time_point now);
+  void observe_progress(int rank, pid_t pid, std::pair<int, std::string> node,
+                        std::chrono::steady_clock::time_point written, const ProgressReport& report);
+  std::string with_node(std::string text, int rank) const;  // "rank 3 (node 1, hostB) ..."
 
   Supervisor& supervisor_;
   StatusServer* server_;
