@@ -9,12 +9,14 @@
 #                          against Python DDP over NCCL under torchrun --nproc_per_node 1.
 # Reports the median step times and ratios.
 # Needs a GPU, a CUDA build of mgtrain (scripts/build-cuda.sh) and python3 with CUDA torch; refuses otherwise.
-# Usage: scripts/bench/gpu_step.sh     (MGTRAIN=build-cuda/bin/mgtrain STEPS=200 PRECISIONS="fp32 bf16 fp16" by default)
+# Usage: scripts/bench/gpu_step.sh     (MGTRAIN=build-cuda/bin/mgtrain STEPS=200 PRECISIONS="fp32 bf16 fp16"
+#                                       MODELS="cnn gpt gpt-large" by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mgtrain=${MGTRAIN:-build-cuda/bin/mgtrain}
 steps=${STEPS:-200}
 precisions=${PRECISIONS:-fp32 bf16 fp16}
+models=${MODELS:-cnn gpt gpt-large}
 python=${PYTHON:-python3}
 torchrun=$(dirname "$(command -v "$python")")/torchrun
 reference=scripts/bench/gpu_step_reference.py
@@ -23,6 +25,9 @@ refuse() { echo "gpu_step.sh: $*; nothing was measured" >&2; exit 2; }
 [[ $steps =~ ^[1-9][0-9]*$ ]] && ((steps > 20)) || refuse "STEPS=$steps: expected a number of steps above 20 (10 are warm-up)"
 for precision in $precisions; do
   [[ $precision =~ ^(fp32|bf16|fp16)$ ]] || refuse "PRECISIONS: '$precision' is not fp32, bf16 or fp16"
+done
+for model in $models; do
+  [[ $model =~ ^(cnn|gpt|gpt-large)$ ]] || refuse "MODELS: '$model' is not cnn, gpt or gpt-large"
 done
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || refuse "no GPU visible (nvidia-smi -L lists none): this benchmark needs one"
 [[ -x "$mgtrain" ]] || refuse "$mgtrain does not exist: build it with scripts/build-cuda.sh (or set MGTRAIN)"
@@ -55,7 +60,7 @@ declare -A python_args=([cnn]="--model cnn --batch 256" [gpt]="--model gpt --bat
   [gpt-large]="--model gpt --batch 16 --tokens $work/tokens/train.bin --vocab 512 --layers 12 --heads 12 --d-model 768 --context 256")
 
 printf '%-9s %-5s %12s %12s %9s %14s %14s %9s\n' model prec "mgtrain ms" "python ms" "ratio" "mgtrain+nccl" "python+ddp" "ratio"
-for model in cnn gpt gpt-large; do
+for model in $models; do
   for precision in $precisions; do
     # shellcheck disable=SC2086
     m=$("$mgtrain" launch --nproc 1 --log-dir "$work/logs" ${mgtrain_args[$model]} train.precision=$precision \

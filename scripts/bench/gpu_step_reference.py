@@ -96,6 +96,10 @@ def main():
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--for-loop", action="store_true",
+                        help="optimizer and clipping one parameter at a time (foreach=False), as LibTorch's C++ API")
+    parser.add_argument("--sync-clip", action="store_true",
+                        help="read the gradient norm back to the host each step, as LibTorch's C++ clip_grad_norm_")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_step_reference.py: no GPU visible to torch; this reference needs one")
@@ -107,7 +111,8 @@ def main():
         inputs = torch.randn(max(args.batch * 50, 10000), 1, 28, 28)
         targets = torch.randint(0, 10, (inputs.size(0),))
         model = cnn().to(device)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4,
+                                    foreach=not args.for_loop)
         clip = 0.0
     else:
         tokens = torch.from_numpy(np.fromfile(args.tokens, dtype=np.uint16).astype(np.int64))
@@ -116,7 +121,7 @@ def main():
         inputs = tokens[: windows * c].view(windows, c)
         targets = tokens[1 : windows * c + 1].view(windows, c)
         model = Gpt(args.vocab, context=c, layers=args.layers, heads=args.heads, d=args.d_model).to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, foreach=not args.for_loop)
         clip = 1.0
     if args.ddp:
         import torch.distributed as dist
@@ -145,7 +150,9 @@ def main():
             scaler.scale(loss).backward()
             if clip > 0:
                 scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=not args.for_loop)
+                if args.sync_clip:
+                    norm.item()
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)

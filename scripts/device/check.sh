@@ -26,6 +26,7 @@
 #               checks the bundle, the plumbing and the JSON (CI runs it against the LibTorch 2.x flavour)
 #   PYTHON=...  the Python with the torch whose libraries the binaries load (default python3)
 #   CHECK_BUDGET_S=480  the wall-time budget of all steps together
+#   MODELS=..., PRECISIONS=...  the step benchmark's rows (default "cnn gpt gpt-large" and "fp32 bf16")
 # Exit: 0 every step passed or was skipped; 1 a step failed; 2 bad usage or no bundle.
 set -uo pipefail
 export LC_ALL=C
@@ -313,7 +314,7 @@ step_step_bench() {
     fig "$model.$precision" "mgtrain $m ms, python $p ms (${r}); mgtrain+nccl $mc ms, python ddp $d ms (${rc2})"
     fig "$model.$precision.ratio" "${r%x}"
     fig "$model.$precision.ddp_ratio" "${rc2%x}"
-  done < <(MGTRAIN=$bin/mgtrain PYTHON=$PYTHON STEPS=100 PRECISIONS="fp32 bf16" "$root/scripts/bench/gpu_step.sh" \
+  done < <(MGTRAIN=$bin/mgtrain PYTHON=$PYTHON STEPS=100 PRECISIONS="${PRECISIONS:-fp32 bf16}" "$root/scripts/bench/gpu_step.sh" \
              2>"$work/bench.err"; echo "exit $?")
   tail -n 20 "$work/bench.err"
   [[ $last == "exit 0" ]] || fail "gpu_step.sh failed: ${last:-no exit status}"
