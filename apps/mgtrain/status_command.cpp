@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -230,9 +231,15 @@ constexpr int kBusyExit = 6;         // another dump is being taken
 
 void print_stacks(const Json& answer) {
   const Json& ranks = answer.at("ranks");
-  std::printf("stacks of run %s, attempt %d: %zu rank%s dumped in %s s\n",
+  std::set<int> nodes;  // a multi-node job's
+  for (const Json& r : ranks) {
+    if (field(r, "node_rank").is_number_integer()) nodes.insert(field(r, "node_rank").get<int>());
+  }
+  const std::string on_nodes =
+      nodes.empty() ? std::string() : " on " + std::to_string(nodes.size()) + " node" + (nodes.size() == 1 ? "" : "s");
+  std::printf("stacks of run %s, attempt %d: %zu rank%s%s dumped in %s s\n",
               text_or_dash(field(answer, "run_id")).c_str(), answer.at("attempt").get<int>() + 1, ranks.size(),
-              ranks.size() == 1 ? "" : "s", text_or_dash(field(answer, "seconds"), 2).c_str());
+              ranks.size() == 1 ? "" : "s", on_nodes.c_str(), text_or_dash(field(answer, "seconds"), 2).c_str());
   // Where the ranks are, identical top frames grouped: 32 ranks stuck in 2 places read as 2 groups.
   std::vector<std::pair<int, std::vector<std::string>>> frames_by_rank;
   for (const Json& r : ranks) {
@@ -250,13 +257,22 @@ void print_stacks(const Json& answer) {
   for (const std::string& line : diagnose::frame_group_lines(groups, "  ")) std::printf("  %s\n", line.c_str());
   std::printf("\n");
   for (const Json& r : ranks) {
-    std::printf("rank %s (local %s, pid %s): %s, %s\n", text_or_dash(field(r, "rank")).c_str(),
+    // A multi-node job's: the rank's node and host, where its stacks file is.
+    const std::string node =
+        field(r, "node_rank").is_number_integer()
+            ? "node " + text_or_dash(field(r, "node_rank")) + " on " + text_or_dash(field(r, "host")) + ", "
+            : std::string();
+    std::printf("rank %s (%slocal %s, pid %s): %s, %s\n", text_or_dash(field(r, "rank")).c_str(), node.c_str(),
                 text_or_dash(field(r, "local_rank")).c_str(), text_or_dash(field(r, "pid")).c_str(),
                 text_or_dash(field(r, "outcome")).c_str(), text_or_dash(field(r, "stacks_file")).c_str());
     const Json& notes = field(r, "notes");
     if (notes.is_array()) {
       for (const Json& note : notes) std::printf("  note: %s\n", text_or_dash(note).c_str());
     }
+  }
+  const Json& notes = field(answer, "notes");  // a multi-node job's nodes that did not dump
+  if (notes.is_array()) {
+    for (const Json& note : notes) std::printf("note: %s\n", text_or_dash(note).c_str());
   }
 }
 

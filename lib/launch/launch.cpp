@@ -122,8 +122,8 @@ void set_console_settings(LaunchPlan& plan, const LaunchRequest& request, const 
 
 // A node agent's monitoring (docs/monitoring.md#several-nodes): every node reports its ranks to the agent that hosts
 // the rendezvous, which serves the job-wide status API when launch.status_port is set and judges every rank of the job
-// for stragglers. The other nodes serve none (they say where the job's is). Each node samples its own ranks into its
-// node directory's resources.jsonl.
+// for stragglers. The other nodes serve their own ranks' view (naming the job's host), its files in their node folder.
+// Each node samples its own ranks into its node directory's resources.jsonl.
 std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& agent, const LaunchPlan& plan,
                                             const Config& job_config, RankDiagnostics& diagnostics,
                                             StragglerEpisodesSink on_episodes, std::function<void()> tick) {
@@ -133,10 +133,9 @@ std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& a
     if (config.launch.status_port > 0) {
       log::info(
           "the job's status API is served by the node that hosts the rendezvous ({}); this node reports its "
-          "ranks there",
+          "ranks there and serves its own ranks' view",
           agent.rendezvous_endpoint());
     }
-    config.launch.status_port = 0;
   } else if (config.launch.status_port > 0) {
     std::filesystem::create_directories(plan.run_dir);  // a dynamic host's run folder, for status_token
   }
@@ -153,6 +152,9 @@ std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& a
     }
     return std::nullopt;
   };
+  link.serve_stacks = [&agent](JobStatusLink::NodeStacksDumper dumper) { agent.set_stacks_dumper(std::move(dumper)); };
+  link.start_job_stacks = [&agent](double timeout_s) { return agent.start_job_stacks(timeout_s); };
+  link.take_job_stacks = [&agent] { return agent.take_job_stacks(); };
   return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, std::move(on_episodes),
                                             std::move(link));
 }

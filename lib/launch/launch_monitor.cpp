@@ -96,6 +96,14 @@ std::chrono::system_clock::time_point system_time_of_unix(double seconds) {
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds)));
 }
 
+// <run dir>/status_token (0600) and <run dir>/status_endpoint, and the line that says where the API is.
+void write_status_files(const std::string& run_dir, const std::string& token, const std::string& endpoint) {
+  const std::string token_file = log_layout::status_token_file(run_dir);
+  write_status_token_file(token_file, token);
+  std::ofstream(log_layout::status_endpoint_file(run_dir), std::ios::trunc) << endpoint << "\n";
+  log::info("status API and dashboard on http://{}/ (POST needs the token in {})", endpoint, token_file);
+}
+
 }  // namespace
 
 LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
@@ -392,6 +400,15 @@ std::vector<RankStatus> LaunchMonitor::other_nodes() const {
 }
 
 void LaunchMonitor::publish() {
+  if (!node_view_token_.empty() && !ranks_.empty()) {
+    // The node's folder (node_<k>/, agent_<host>_<pid>/) exists once its first round has started workers.
+    write_status_files(supervisor_.plan().run_dir, node_view_token_, server_->endpoint());
+    node_view_token_.clear();
+  }
+  server_->publish(snapshot(true));
+}
+
+StatusSnapshot LaunchMonitor::snapshot(bool job_view) const {
   const SupervisionPolicy& policy = supervisor_.policy();
   const LaunchPlan& plan = supervisor_.plan();  // the current round's (a node agent's changes each round)
   StatusSnapshot snapshot;
@@ -414,7 +431,7 @@ void LaunchMonitor::publish() {
   snapshot.time = unix_seconds_now();
   snapshot.start_time = start_time_;
   snapshot.ranks = ranks_;
-  if (job_) {
+  if (job_ && job_view) {
     snapshot.job_wide = job_->hosts();
     if (snapshot.job_wide) {
       std::vector<RankStatus> others = other_nodes();
@@ -435,7 +452,7 @@ void LaunchMonitor::publish() {
   snapshot.driver_version = driver_version_;
   if (sampler_.last_sample_time() > 0) snapshot.gpu_sample_time = sampler_.last_sample_time();
   snapshot.straggler_detection = stragglers_.has_value();
-  server_->publish(snapshot);
+  return snapshot;
 }
 
 }  // namespace mgtrain
@@ -484,6 +501,7 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     const std::string line = gpu_health_line(gpus_->sample(), gpus_->driver_version());
     if (!line.empty()) log::text(line + "\n");
   }
+  std::string node_view_token;  // a node's own view: its files wait for its folder
   if (launch.status_port > 0) {
     StatusServer::Options options;
     options.bind = launch.status_bind;
@@ -501,22 +519,60 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
                            snapshot.ranks.end());
       return dumps.request_stacks(snapshot, dump_timeout_s);
     };
-    server_ = std::make_unique<StatusServer>(options);  // binds now: a busy port fails before any worker starts
-    const std::string token_file = log_layout::status_token_file(plan.run_dir);
-    write_status_token_file(token_file, options.token);
-    const std::string endpoint_file = log_layout::status_endpoint_file(plan.run_dir);
-    std::ofstream(endpoint_file, std::ios::trunc) << server_->endpoint() << "\n";
-    log::info("status API and dashboard on http://{}/ (POST needs the token in {})", server_->endpoint(), token_file);
+    // A node of a multi-node job that does not host the rendezvous serves its own ranks' view beside the job's
+    // (docs/monitoring.md#several-nodes): a busy port there (another agent of the job on this machine) only costs
+    // that view, and its files go into the node's own folder once its first round has made it.
+    const bool node_view = job && job->hosts && !job->hosts();
+    try {
+      server_ = std::make_unique<StatusServer>(options);  // binds now: a busy port fails before any worker starts
+    } catch (const UsageError& error) {
+      if (!node_view) throw;
+      log::warn("this node serves no status API of its own: {}; its ranks are in the job's view", error.what());
+    }
+    if (server_ && node_view) {
+      node_view_token = options.token;
+    } else if (server_) {
+      write_status_files(plan.run_dir, options.token, server_->endpoint());
+    }
   }
   if (!server_ && interval <= 0 && !stragglers && !job) return;
+  std::function<std::optional<rdzv::StacksRefusal>(double)> start_job_stacks;
+  std::function<std::optional<rdzv::JobStacks>()> take_job_stacks;
+  if (job) {
+    serve_stacks_ = job->serve_stacks;
+    start_job_stacks = job->start_job_stacks;
+    take_job_stacks = job->take_job_stacks;
+  }
   monitor_ = std::make_unique<LaunchMonitor>(supervisor, plan, server_.get(), gpus_.get(), interval, stragglers,
                                              std::move(on_episodes), std::move(job));
   supervisor.add_participant(*monitor_);
+  if (!node_view_token.empty()) monitor_->write_status_files_when_started(node_view_token);
+  // Several nodes: the job's host asks this node for its ranks' stacks (docs/diagnosis.md#stacks-on-demand), and on
+  // the host a POST /stacks of the job-wide view asks every node.
+  if (serve_stacks_) {
+    serve_stacks_([&dumps, monitor = monitor_.get()](double timeout_s, std::function<void(rdzv::NodeStacks)> answer) {
+      dumps.dump_for_job(monitor->snapshot(false), std::min(timeout_s, kMaxStacksDumpS),
+                         [answer = std::move(answer)](const StacksDump& dump) { answer(node_stacks_of(dump)); });
+    });
+  }
+  if (server_ && start_job_stacks && take_job_stacks) {
+    RankDiagnostics::JobStacksSource source;
+    source.start = [start_job_stacks](double timeout_s) -> std::optional<StacksDump> {
+      if (std::optional<rdzv::StacksRefusal> refused = start_job_stacks(timeout_s)) return job_stacks_refusal(*refused);
+      return std::nullopt;
+    };
+    source.take = [take_job_stacks]() -> std::optional<StacksDump> {
+      if (std::optional<rdzv::JobStacks> job_stacks = take_job_stacks()) return job_stacks_dump(*job_stacks);
+      return std::nullopt;
+    };
+    dumps.set_job_source(std::move(source));
+  }
   if (server_) monitor_->publish();  // a first snapshot (run id, no ranks yet) before serving
   if (server_) server_->start();
 }
 
 LaunchMonitoring::~LaunchMonitoring() {
+  if (serve_stacks_) serve_stacks_(nullptr);  // the agent must not reach the monitor below once it is gone
   dumps_.close_requests();  // the loop has ended: a POST /stacks waiting for it is answered before the server stops
   if (monitor_) supervisor_.remove_participant(*monitor_);
   monitor_.reset();

@@ -18,6 +18,7 @@
 #include "config/config.hpp"
 #include "launch/rank_diagnostics.hpp"
 #include "multinode/rendezvous_message.hpp"
+#include "multinode/stacks_across_nodes.hpp"
 #include "observe/resource_sampler.hpp"
 #include "observe/run_record.hpp"
 #include "observe/status_server.hpp"
@@ -41,6 +42,13 @@ struct JobStatusLink {
   std::function<void()> tick;                            // called every kJobCheckInterval (may be empty)
   // On the host: the newest completed recovery and the round it followed (may be empty).
   std::function<std::optional<std::pair<int, RoundEntry::Recovery>>()> last_recovery;
+  // Stacks on demand across nodes (multinode/stacks_across_nodes.hpp; each may be empty): how this node's agent has
+  // its ranks dumped when the job's host asks, and on the host how a job-wide POST /stacks asks every node and
+  // gathers their answers.
+  using NodeStacksDumper = std::function<void(double timeout_s, std::function<void(rdzv::NodeStacks)> answer)>;
+  std::function<void(NodeStacksDumper)> serve_stacks;
+  std::function<std::optional<rdzv::StacksRefusal>(double timeout_s)> start_job_stacks;
+  std::function<std::optional<rdzv::JobStacks>()> take_job_stacks;
 };
 
 class LaunchMonitor final : public LoopParticipant {
@@ -57,6 +65,11 @@ class LaunchMonitor final : public LoopParticipant {
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const override;
   void on_time(std::chrono::steady_clock::time_point now) override;
   void publish();  // hands the current state to the status server now
+  // The state now: with `job_view` on the job's host every node's ranks (what it publishes), else this node's.
+  StatusSnapshot snapshot(bool job_view) const;
+  // A node of a multi-node job that does not host the rendezvous: its status_token and status_endpoint go into its
+  // node folder once its first round has started.
+  void write_status_files_when_started(std::string token) { node_view_token_ = std::move(token); }
 
  private:
   void refresh_ranks();                                           // from the supervisor's workers
@@ -97,6 +110,7 @@ class LaunchMonitor final : public LoopParticipant {
   std::string reported_signature_;                         // this node's ranks as last reported
   std::string remote_signature_;                           // the other nodes' ranks as last published (host)
   std::map<int, std::pair<int, std::string>> rank_nodes_;  // rank -> its node rank and host, as last judged
+  std::string node_view_token_;                            // write_status_files_when_started, until written
 };
 
 // Everything monitoring needs for one single-node launch, in the order that keeps it safe: called after
@@ -121,6 +135,7 @@ class LaunchMonitoring {
   std::unique_ptr<GpuStatsSource> gpus_;
   std::unique_ptr<StatusServer> server_;
   std::unique_ptr<LaunchMonitor> monitor_;
+  std::function<void(JobStatusLink::NodeStacksDumper)> serve_stacks_;  // undone when this goes
 };
 
 // The straggler settings when detection runs for this launch: launch.straggler_detection on, at least two ranks to

@@ -19,6 +19,16 @@ namespace mgtrain {
 namespace {
 // How much longer than its own deadline POST /stacks waits for the loop's answer (a loop turn, writing the files).
 constexpr double kAnswerMarginS = 10.0;
+// How often a job-wide request looks for the nodes' answers.
+constexpr auto kJobPoll = std::chrono::milliseconds(50);
+
+StacksDump busy_dump() {
+  StacksDump busy;
+  busy.outcome = StacksOutcome::kBusy;
+  busy.message =
+      "the ranks' stacks are being dumped now (a hang's diagnostics or another request); ask again when that is done";
+  return busy;
+}
 
 StacksDump not_running(const std::string& why) {
   StacksDump dump;
@@ -118,7 +128,11 @@ void RankDiagnostics::close_requests() {
     if (on_demand_ && !on_demand_->answer) {
       on_demand_->answer = not_running("run " + on_demand_->snapshot.run_id + " ended before the dump completed");
     }
+    if (job_request_ && !job_request_->answer) {
+      job_request_->answer = not_running("run " + job_request_->snapshot.run_id + " ended before every node answered");
+    }
   }
+  for_job_ = nullptr;  // its node agent is gone with the loop
   answered_.notify_all();
 }
 
@@ -131,13 +145,19 @@ void RankDiagnostics::take_requests(LoopTime now) {
     requests.swap(waiting_);
   }
   for (const auto& request : requests) {
-    if (run_ || hang_waiting_) {
-      StacksDump busy;
-      busy.outcome = StacksOutcome::kBusy;
-      busy.message =
-          "the ranks' stacks are being dumped now (a hang's diagnostics or another request); ask again when that is "
-          "done";
-      answer(*request, std::move(busy));
+    if (request->snapshot.job_wide && job_source_.start) {  // every node dumps its own (dump_for_job)
+      if (job_request_) {
+        answer(*request, busy_dump());
+      } else if (std::optional<StacksDump> refused = job_source_.start(request->timeout_s)) {
+        answer(*request, std::move(*refused));
+      } else {
+        job_request_ = request;
+        job_poll_ = now + kJobPoll;
+      }
+      continue;
+    }
+    if (busy()) {
+      answer(*request, busy_dump());
       continue;
     }
     StacksRequest plan = plan_stacks_request(request->snapshot);
@@ -146,12 +166,29 @@ void RankDiagnostics::take_requests(LoopTime now) {
       continue;
     }
     on_demand_ = request;
-    run_ = std::make_unique<diagnose::RankDiagnosisRun>(plan.ranks, plan.attempt_directory,
-                                                        now + steady_seconds(request->timeout_s),
-                                                        /*flight_recorder=*/false, plan.stacks_number, options_);
-    on_demand_plan_ = std::move(plan);
-    if (run_->done()) run_ended(now);
+    start_on_demand(std::move(plan), request->timeout_s, now);
   }
+}
+
+void RankDiagnostics::dump_for_job(const StatusSnapshot& snapshot, double timeout_s,
+                                   std::function<void(StacksDump)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return;
+  }
+  if (busy()) return done(busy_dump());
+  StacksRequest plan = plan_stacks_request(snapshot);
+  if (plan.answer.outcome == StacksOutcome::kNotRunning) return done(std::move(plan.answer));
+  for_job_ = std::move(done);
+  start_on_demand(std::move(plan), timeout_s, std::chrono::steady_clock::now());
+}
+
+void RankDiagnostics::start_on_demand(StacksRequest plan, double timeout_s, LoopTime now) {
+  run_ =
+      std::make_unique<diagnose::RankDiagnosisRun>(plan.ranks, plan.attempt_directory, now + steady_seconds(timeout_s),
+                                                   /*flight_recorder=*/false, plan.stacks_number, options_);
+  on_demand_plan_ = std::move(plan);
+  if (run_->done()) run_ended(now);
 }
 
 void RankDiagnostics::run_ended(LoopTime now) {
@@ -159,6 +196,8 @@ void RankDiagnostics::run_ended(LoopTime now) {
   if (on_demand_) {
     answer(*on_demand_, answer_stacks_request(std::move(on_demand_plan_), run->result()));
     on_demand_.reset();
+  } else if (for_job_) {
+    std::exchange(for_job_, nullptr)(answer_stacks_request(std::move(on_demand_plan_), run->result()));
   } else {  // the hang's
     last_ = run->result();
     hang_finished_ = true;
@@ -184,9 +223,21 @@ void RankDiagnostics::on_ready(const pollfd& ready, LoopTime now) {
   if (run_) run_->on_ready(ready, now);
 }
 
-std::optional<LoopTime> RankDiagnostics::next_deadline() const { return run_ ? run_->next_deadline() : std::nullopt; }
+std::optional<LoopTime> RankDiagnostics::next_deadline() const {
+  std::optional<LoopTime> next = run_ ? run_->next_deadline() : std::nullopt;
+  if (job_request_ && (!next || job_poll_ < *next)) next = job_poll_;
+  return next;
+}
 
 void RankDiagnostics::on_time(LoopTime now) {
+  if (job_request_ && now >= job_poll_) {
+    if (std::optional<StacksDump> whole = job_source_.take()) {
+      answer(*job_request_, std::move(*whole));
+      job_request_.reset();
+    } else {
+      job_poll_ = now + kJobPoll;
+    }
+  }
   if (!run_) return;
   run_->on_time(now);
   if (run_->done()) run_ended(now);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,18 @@ class RankDiagnostics final : public HangDiagnostics {
   // The loop has ended: every waiting request is answered, and later ones at once.
   void close_requests();
 
+  // Several nodes (docs/diagnosis.md#stacks-on-demand). The job's host asked this node to dump its ranks: on the
+  // loop, `done` gets the answer when the dump ends (at once when busy or nothing runs); once requests are closed it
+  // is dropped uncalled.
+  void dump_for_job(const StatusSnapshot& snapshot, double timeout_s, std::function<void(StacksDump)> done);
+  // On the job's host: a request whose snapshot is job-wide asks every node through `source` instead of dumping
+  // this node's ranks, and is answered once `take` has the whole job's answer.
+  struct JobStacksSource {
+    std::function<std::optional<StacksDump>(double timeout_s)> start;  // a refusal as the answer; nullopt: asked
+    std::function<std::optional<StacksDump>()> take;                   // the answer, once complete
+  };
+  void set_job_source(JobStacksSource source) { job_source_ = std::move(source); }
+
   void add_fds(std::vector<pollfd>& fds) override;
   void on_ready(const pollfd& ready, LoopTime now) override;
   std::optional<LoopTime> next_deadline() const override;
@@ -60,6 +73,8 @@ class RankDiagnostics final : public HangDiagnostics {
   };
 
   void take_requests(LoopTime now);
+  bool busy() const { return run_ || hang_waiting_; }
+  void start_on_demand(StacksRequest plan, double timeout_s, LoopTime now);
   void answer(Request& request, StacksDump dump);
   void start_hang(const HangCollection& collection);
   void run_ended(LoopTime now);
@@ -72,8 +87,12 @@ class RankDiagnostics final : public HangDiagnostics {
   bool closed_ = false;
   // The loop's side.
   std::unique_ptr<diagnose::RankDiagnosisRun> run_;  // the dump running now: on_demand_'s, else the hang's
-  std::shared_ptr<Request> on_demand_;
+  std::shared_ptr<Request> on_demand_;               // the dump running now answers this POST /stacks
+  std::function<void(StacksDump)> for_job_;          // or the job's host (dump_for_job)
   StacksRequest on_demand_plan_;
+  JobStacksSource job_source_;
+  std::shared_ptr<Request> job_request_;  // a job-wide POST /stacks waiting for every node's answer
+  LoopTime job_poll_{};
   std::optional<HangCollection> hang_waiting_;  // found while an on-demand dump ran
   bool hang_finished_ = true;
   bool reported_ = true;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -112,6 +113,94 @@ StacksDump answer_stacks_request(StacksRequest request, const diagnose::NodeDiag
     entry.top_frames = result.top_frames;
   }
   dump.seconds = diagnosis.seconds;
+  return dump;
+}
+
+rdzv::NodeStacks node_stacks_of(const StacksDump& dump) {
+  rdzv::NodeStacks stacks;
+  switch (dump.outcome) {
+    case StacksOutcome::kDumped:
+      stacks.outcome = rdzv::NodeStacksOutcome::kDumped;
+      break;
+    case StacksOutcome::kBusy:
+      stacks.outcome = rdzv::NodeStacksOutcome::kBusy;
+      break;
+    case StacksOutcome::kNotRunning:
+      stacks.outcome = rdzv::NodeStacksOutcome::kNotRunning;
+      break;
+  }
+  stacks.message = dump.message;
+  stacks.attempt = dump.attempt;
+  stacks.time = dump.time;
+  stacks.seconds = dump.seconds;
+  for (const RankStacks& rank : dump.ranks) {
+    rdzv::RankStacksRow row;
+    row.rank = rank.rank;
+    row.local_rank = rank.local_rank;
+    row.pid = rank.pid;
+    row.outcome = rank.outcome;
+    row.python_frames = rank.python_frames;
+    row.native_frames = rank.native_frames;
+    row.seconds = rank.seconds;
+    row.stacks_file = rank.stacks_file;
+    row.top_frames = rank.top_frames;
+    row.notes = rank.notes;
+    stacks.ranks.push_back(std::move(row));
+  }
+  return stacks;
+}
+
+StacksDump job_stacks_dump(const rdzv::JobStacks& job) {
+  StacksDump dump;
+  dump.attempt = job.round;
+  dump.seconds = job.seconds;
+  std::vector<std::string> not_dumped;  // the nodes that answered but dumped nothing
+  bool any_busy = false;
+  for (const rdzv::NodeStacks& node : job.nodes) {
+    const std::string name = "node " + std::to_string(node.node_rank) + " (" + node.host + ")";
+    if (node.outcome != rdzv::NodeStacksOutcome::kDumped) {
+      any_busy = any_busy || node.outcome == rdzv::NodeStacksOutcome::kBusy;
+      not_dumped.push_back(name + ": " + node.message);
+      continue;
+    }
+    if (dump.time == 0 || (node.time > 0 && node.time < dump.time)) dump.time = node.time;
+    for (const rdzv::RankStacksRow& row : node.ranks) {
+      RankStacks rank;
+      rank.rank = row.rank;
+      rank.local_rank = row.local_rank;
+      rank.pid = static_cast<pid_t>(row.pid);
+      rank.stacks_file = row.stacks_file;
+      rank.outcome = row.outcome;
+      rank.python_frames = row.python_frames;
+      rank.native_frames = row.native_frames;
+      rank.top_frames = row.top_frames;
+      rank.notes = row.notes;
+      rank.seconds = row.seconds;
+      rank.node_rank = node.node_rank;
+      rank.host = node.host;
+      dump.ranks.push_back(std::move(rank));
+    }
+    if (node.ranks_left_out > 0) {
+      dump.notes.push_back(name + ": " + std::to_string(node.ranks_left_out) +
+                           " more ranks dumped, not listed here (their stacks files are in the node's attempt folder)");
+    }
+  }
+  std::stable_sort(dump.ranks.begin(), dump.ranks.end(),
+                   [](const RankStacks& a, const RankStacks& b) { return a.rank < b.rank; });
+  dump.notes.insert(dump.notes.end(), not_dumped.begin(), not_dumped.end());
+  dump.notes.insert(dump.notes.end(), job.unanswered.begin(), job.unanswered.end());
+  if (dump.ranks.empty()) {  // nothing was dumped anywhere: say why as the error
+    dump.outcome = any_busy ? StacksOutcome::kBusy : StacksOutcome::kNotRunning;
+    dump.message = dump.notes.empty() ? std::string("no node of the job dumped a rank") : dump.notes.front();
+    for (std::size_t i = 1; i < dump.notes.size(); ++i) dump.message += "; " + dump.notes[i];
+  }
+  return dump;
+}
+
+StacksDump job_stacks_refusal(const rdzv::StacksRefusal& refusal) {
+  StacksDump dump;
+  dump.outcome = refusal.busy ? StacksOutcome::kBusy : StacksOutcome::kNotRunning;
+  dump.message = refusal.why;
   return dump;
 }
 

@@ -1,4 +1,4 @@
-// The status API's on-demand stack dump for a single-node launch (POST /stacks, `mgtrain status --stacks`;
+// The status API's on-demand stack dump (POST /stacks, `mgtrain status --stacks`;
 // docs/diagnosis.md): every rank that runs now, dumped without stopping it into its own folder of the
 // current attempt as stacks-K.txt (K = 1, 2, ... per attempt: earlier dumps are kept, and stacks.txt stays the hang
 // report's), by a deadline, with each rank's top frames and notes. What to dump and the answer made of the dump, pure
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "diagnose/rank_diagnosis.hpp"
+#include "multinode/stacks_across_nodes.hpp"
 #include "observe/status_stacks.hpp"
 
 namespace mgtrain {
@@ -32,5 +33,12 @@ struct StacksRequest {
 StacksRequest plan_stacks_request(const StatusSnapshot& snapshot);
 // The answer: the request's entries filled from the dump's results.
 StacksDump answer_stacks_request(StacksRequest request, const diagnose::NodeDiagnosis& diagnosis);
+
+// Several nodes (multinode/stacks_across_nodes.hpp): a node's dump as its answer to the job's host; the host's
+// answer made of every node's (each rank with its node and host, the nodes that did not dump in the notes); and a
+// request the host could not start.
+rdzv::NodeStacks node_stacks_of(const StacksDump& dump);
+StacksDump job_stacks_dump(const rdzv::JobStacks& job);
+StacksDump job_stacks_refusal(const rdzv::StacksRefusal& refusal);
 
 }  // namespace mgtrain

@@ -62,6 +62,46 @@ std::string NodeAgent::job_run_id() const {
   return link_->server()->run_id();
 }
 
+// ---- stacks on demand across nodes ----------------------------------------------------------
+
+std::optional<rdzv::StacksRefusal> NodeAgent::start_job_stacks(double timeout_s) {
+  if (!link_ || !link_->server()) return rdzv::StacksRefusal{false, "this node does not host the job's rendezvous"};
+  return link_->server()->start_stacks(timeout_s, Clock::now());
+}
+
+std::optional<rdzv::JobStacks> NodeAgent::take_job_stacks() {
+  if (!link_ || !link_->server()) return std::nullopt;
+  return link_->server()->take_stacks(Clock::now());
+}
+
+// kDumpStacks: this node's running ranks dumped into its own run folder, the answer sent when the dump ends; the
+// workers go on. The dumper bounds the time it takes.
+void NodeAgent::dump_stacks_for_server(const rdzv::Message& message) {
+  rdzv::NodeStacks base;
+  base.request = static_cast<int>(message.integer("request"));
+  base.round = static_cast<int>(message.integer("round"));
+  const double timeout_s = message.number("timeout");
+  if (!(timeout_s > 0)) throw rdzv::ProtocolError("dump-stacks message: timeout is not positive");
+  base.node_rank = plan_.node_rank;
+  base.host = plan_.hostname;
+  auto send = [this, base](rdzv::NodeStacks stacks) {
+    if (!link_ || ending_ || round_ != base.round) return;  // the round is over: nobody waits for it
+    stacks.request = base.request;
+    stacks.round = base.round;
+    stacks.node_rank = base.node_rank;
+    stacks.host = base.host;
+    link_->client().send(stacks.to_message());
+  };
+  if (base.round != round_ || ending_ || !stacks_dumper_ || !supervisor_->policy().attempt_running()) {
+    rdzv::NodeStacks none = base;
+    none.outcome = rdzv::NodeStacksOutcome::kNotRunning;
+    none.message = stacks_dumper_ ? "no worker of this node runs now" : "this node cannot dump its ranks' stacks";
+    if (link_ && !ending_) link_->client().send(none.to_message());
+    return;
+  }
+  stacks_dumper_(timeout_s, std::move(send));
+}
+
 std::string NodeAgent::rendezvous_endpoint() const { return link_ ? link_->client().endpoint() : std::string(); }
 
 // ---- LoopParticipant -----------------------------------------------------------------------
@@ -241,6 +281,8 @@ void NodeAgent::handle(const rdzv::Message& message) {
       if (message.integer("round") != round_ || ending_) return;
       if (auto answer = diagnose_for_server(*supervisor_, message, round_)) link_->client().send(*answer);
       return;
+    case MessageType::kDumpStacks:
+      return dump_stacks_for_server(message);
     case MessageType::kFinish: {
       std::optional<rdzv::NodeFailure> cause;
       if (message.flag("has_cause")) cause = rdzv::NodeFailure::read_from(message, "cause.");

@@ -25,6 +25,7 @@
 #include "multinode/rendezvous_hosting.hpp"
 #include "multinode/rendezvous_message.hpp"
 #include "multinode/rendezvous_server.hpp"
+#include "multinode/stacks_across_nodes.hpp"
 #include "process/event_loop.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
@@ -98,6 +99,15 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   // Whether this agent hosts the rendezvous (and so serves the job-wide view), and where the rendezvous is.
   bool hosts_rendezvous() const { return link_ && link_->server() != nullptr; }
   std::string rendezvous_endpoint() const;
+  // ---- stacks on demand across nodes (stacks_across_nodes.hpp) ----
+  // How this node dumps its running ranks when the job's host asks (kDumpStacks): `answer` is called once, on the
+  // loop, with the node's dump, within `timeout_s` or its own cap (unset: the node answers that it cannot).
+  using StacksDumper = std::function<void(double timeout_s, std::function<void(rdzv::NodeStacks)> answer)>;
+  void set_stacks_dumper(StacksDumper dumper) { stacks_dumper_ = std::move(dumper); }
+  // On the agent that hosts the rendezvous: POST /stacks for the whole job. start: every node of the running round
+  // dumps (why not, when it cannot start); take: the answers, once all came or the deadline passed.
+  std::optional<rdzv::StacksRefusal> start_job_stacks(double timeout_s);
+  std::optional<rdzv::JobStacks> take_job_stacks();
   // "node 1 (hostB, 10.77.0.2)" in the current round ("" before the first).
   const std::string& current_node_name() const { return node_name_; }
 
@@ -131,6 +141,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   std::string node_name() const;
   void emit_report(const FailureReport& report);
   void handle(const rdzv::Message& message);
+  void dump_stacks_for_server(const rdzv::Message& message);
   void start_round(const rdzv::Assignment& assignment);
   void prepare_run(const std::string& run_id);
   void end_job(int code, const std::string& text, std::optional<rdzv::NodeFailure> cause, bool rejected);
@@ -154,6 +165,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   std::string threads_notice_;  // the OMP_NUM_THREADS notice said last (choose_worker_threads)
   std::optional<Ending> ending_;
   std::vector<rdzv::NodeFailure> waiting_;  // a hang's other stalled ranks, from the server's finish
+  StacksDumper stacks_dumper_;
 };
 
 // Runs this node's part of the job described by `plan` (plan.multi_node()). Each round's plan (node

@@ -69,6 +69,7 @@ class RendezvousLink {
   const RendezvousClient& client() const { return *client_; }
   // The hosted server; null unless this agent hosts the rendezvous.
   const RendezvousServer* server() const { return server_.get(); }
+  RendezvousServer* server() { return server_.get(); }
 
   void add_fds(std::vector<pollfd>& fds);
   // Whether `ready` is the hosted server's descriptor, which the server then serves.

@@ -91,6 +91,10 @@ std::string type_name(MessageType type) {
       return "node-status";
     case MessageType::kDiagnosed:
       return "diagnosed";
+    case MessageType::kDumpStacks:
+      return "dump-stacks";
+    case MessageType::kStacksDumped:
+      return "stacks-dumped";
   }
   return fmt::format("type {}", static_cast<int>(type));
 }

@@ -24,7 +24,7 @@ namespace mgtrain::rdzv {
 // assign's role ranks (an agent of version 3 would not say its role, and would give its workers wrong ROLE_RANKs);
 // 5: hang-found, diagnose, diagnosed (every node's stacks before a hang's stop), a failure's hang facts
 // 7: node-status (each node's ranks for the job-wide status API on the rendezvous host)
-inline constexpr std::uint16_t kProtocolVersion = 7;
+inline constexpr std::uint16_t kProtocolVersion = 8;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint16_t kTaggedBit = 0x8000;  // in the type field: an authentication tag follows the payload
 inline constexpr std::size_t kTagBytes = 32;         // HMAC-SHA256
@@ -55,9 +55,11 @@ enum class MessageType : std::uint16_t {
   kDiagnose = 14,      // server -> agent: another node found a hang: collect your ranks' diagnostics, keep them running
   kDiagnosed = 15,     // agent -> server: diagnostics collected; this node's stalled ranks with their progress facts
   kNodeStatus = 16,    // agent -> server: this node's ranks as its launcher sees them (the job-wide status API)
+  kDumpStacks = 17,    // server -> agent: dump your running ranks' stacks now, keep them running (POST /stacks)
+  kStacksDumped = 18,  // agent -> server: where this node's stacks files are, with each rank's top frames
 };
 // The last type of this version (the decoder refuses higher ones).
-inline constexpr MessageType kLastMessageType = MessageType::kNodeStatus;
+inline constexpr MessageType kLastMessageType = MessageType::kStacksDumped;
 std::string type_name(MessageType type);
 
 // One message: a type and named string fields (typed accessors throw ProtocolError naming the field).

@@ -68,6 +68,7 @@ RendezvousRounds::RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox
       table_(settings_.dynamic, outbox),
       joining_(settings_, table_, outbox),
       hang_(settings_.diagnose_timeout_s, table_, outbox),
+      stacks_(table_, outbox),
       join_deadline_(now + steady_seconds(settings_.join_timeout_s)) {}
 
 void RendezvousRounds::on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now) {
@@ -144,6 +145,10 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
         node_status_[status.node_rank] = std::move(status);
         return;
       }
+      case MessageType::kStacksDumped:
+        if (!node->join) throw ProtocolError("stacks-dumped before join");
+        stacks_.answered(*node, NodeStacks::from(message), now_);
+        return;
       case MessageType::kWorkersEnded:
         if (!node->join) throw ProtocolError("workers-ended before join");
         if (message.integer("round") == round_ && node->member) handle_ended(*node, message);
@@ -314,6 +319,7 @@ void RendezvousRounds::lose_node(ConnectionId connection, const std::string& why
   Node* found = table_.find(connection);
   if (!found) return;
   const Node node = *found;
+  stacks_.forget(connection);
   table_.erase(connection);
   outbox_.close(connection, false);
   if (!node.join) return;
@@ -450,6 +456,14 @@ void RendezvousRounds::finish(int code, const std::string& text) {
   broadcast_final(message, code, failed);
 }
 
+std::optional<StacksRefusal> RendezvousRounds::start_stacks(double timeout_s, SteadyTime now) {
+  now_ = now;
+  if (phase_ != Phase::kRunning) return StacksRefusal{false, "no round of the job runs now: nothing to dump"};
+  return stacks_.start(round_, timeout_s, now);
+}
+
+std::optional<JobStacks> RendezvousRounds::take_stacks(SteadyTime now) { return stacks_.take(now); }
+
 bool RendezvousRounds::abandon(int code, const std::string& text, SteadyTime now) {
   now_ = now;
   if (phase_ == Phase::kFinished) return true;
@@ -501,6 +515,7 @@ std::optional<SteadyTime> RendezvousRounds::next_deadline() const {
   };
   if (phase_ == Phase::kGathering) consider(join_deadline_);
   if (auto diagnose = hang_.deadline()) consider(*diagnose);
+  if (auto stacks = stacks_.deadline()) consider(*stacks);
   if (auto last_call = joining_.last_call_deadline()) consider(*last_call);
   return next;
 }

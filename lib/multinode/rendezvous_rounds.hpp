@@ -21,6 +21,7 @@
 #include "multinode/rendezvous_joining.hpp"
 #include "multinode/rendezvous_message.hpp"
 #include "multinode/rounds_outside.hpp"
+#include "multinode/stacks_across_nodes.hpp"
 
 namespace mgtrain::rdzv {
 
@@ -116,6 +117,11 @@ class RendezvousRounds {
   const std::string& run_id() const { return run_id_; }
   // Each member's latest status report of the current round (kNodeStatus), by node rank: the job-wide status API.
   const std::map<int, NodeStatus>& node_status() const { return node_status_; }
+  // POST /stacks on the job's host (stacks_across_nodes.hpp): every member whose workers run dumps them within
+  // `timeout_s`; why not, when a round does not run or a request is in flight. take_stacks: what was gathered, once
+  // every asked member answered or the deadline passed.
+  std::optional<StacksRefusal> start_stacks(double timeout_s, SteadyTime now);
+  std::optional<JobStacks> take_stacks(SteadyTime now);
   // The exit code sent with kFinish (or kReject), once finished.
   std::optional<int> final_exit_code() const { return final_exit_code_; }
 
@@ -146,6 +152,7 @@ class RendezvousRounds {
   NodeTable table_;
   RendezvousJoining joining_;
   JobHangDiagnosis hang_;
+  JobStacksRequest stacks_;
   int round_ = -1;  // -1 before the first round
   int restarts_used_ = 0;
   bool scaling_up_ = false;  // the current stop (and the gathering after it) admits new nodes: no restart used

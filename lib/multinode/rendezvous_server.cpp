@@ -233,6 +233,12 @@ void RendezvousServer::reap_closed(rdzv::SteadyTime now) {
   if (rounds_.finished() && (!rounds_.answers_latecomers() || now >= *finished_at_ + kLinger)) listener_.reset();
 }
 
+std::optional<rdzv::StacksRefusal> RendezvousServer::start_stacks(double timeout_s, rdzv::SteadyTime now) {
+  std::optional<rdzv::StacksRefusal> refused = rounds_.start_stacks(timeout_s, now);
+  reap_closed(now);  // the requests were queued on the connections: watch them leave
+  return refused;
+}
+
 void RendezvousServer::on_time(LoopTime now) {
   rounds_.on_time(now);
   reap_closed(now);

@@ -61,6 +61,9 @@ class RendezvousServer : public LoopParticipant, private rdzv::RoundsOutbox {
   bool finished() const { return rounds_.finished(); }
   // Each member's latest status report of the current round, by node rank (the job-wide status API).
   const std::map<int, rdzv::NodeStatus>& node_status() const { return rounds_.node_status(); }
+  // POST /stacks across the job (RendezvousRounds::start_stacks, take_stacks).
+  std::optional<rdzv::StacksRefusal> start_stacks(double timeout_s, rdzv::SteadyTime now);
+  std::optional<rdzv::JobStacks> take_stacks(rdzv::SteadyTime now) { return rounds_.take_stacks(now); }
   // Every round so far and the job's run id (run.json's history).
   const std::vector<rdzv::RoundRecord>& history() const { return rounds_.history(); }
   const std::string& run_id() const { return rounds_.run_id(); }

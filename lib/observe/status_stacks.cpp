@@ -32,9 +32,14 @@ std::string stacks_to_json(const StacksDump& dump, const std::string& run_id) {
     r["top_frames"] = rank.top_frames;
     r["notes"] = rank.notes;
     r["seconds"] = json_seconds(rank.seconds);
+    if (rank.node_rank >= 0) {
+      r["node_rank"] = rank.node_rank;
+      r["host"] = rank.host;
+    }
     ranks.push_back(std::move(r));
   }
   out["ranks"] = std::move(ranks);
+  out["notes"] = dump.notes;
   return json_text(out);
 }
 

@@ -25,6 +25,10 @@ struct RankStacks {
   std::vector<std::string> top_frames;  // one line per thread, innermost first (diagnose/top_frames.hpp)
   std::vector<std::string> notes;       // what could not be taken and why
   double seconds = 0;
+  // A multi-node job's dump on its host: the rank's node and host (its stacks file is on that host); -1 and "" for
+  // a node's own ranks.
+  int node_rank = -1;
+  std::string host;
 };
 
 enum class StacksOutcome {
@@ -40,6 +44,7 @@ struct StacksDump {
   double time = 0;     // Unix seconds when the dump began
   double seconds = 0;  // how long it took
   std::vector<RankStacks> ranks;
+  std::vector<std::string> notes;  // a multi-node job's nodes that did not dump, and why
 };
 
 // The longest a launcher's dump may take (launch.diagnose_timeout, capped here); `mgtrain status --stacks` waits a
@@ -51,7 +56,8 @@ inline constexpr double kMaxStacksDumpS = 60.0;
 using StacksDumper = std::function<StacksDump(const StatusSnapshot& snapshot)>;
 
 // The answer's JSON: {"run_id", "attempt", "time", "seconds", "ranks":[{rank, local_rank, pid, stacks_file, outcome,
-// python_frames, native_frames, top_frames, notes, seconds}]}, or {"error":"busy"|"not_running","message"} (compact).
+// python_frames, native_frames, top_frames, notes, seconds[, node_rank, host]}], "notes"}, or
+// {"error":"busy"|"not_running","message"} (compact).
 std::string stacks_to_json(const StacksDump& dump, const std::string& run_id);
 // The HTTP status of an answer: 200 for kDumped, 409 otherwise.
 int stacks_http_status(const StacksDump& dump);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <optional>
 #include <regex>
 #include <string>
@@ -153,6 +154,19 @@ TEST_CASE("job-wide status: the host's API lists every rank of both nodes, and a
       },
       20s));
   CHECK_FALSE(file_exists(dir / "runs/mn/resources.jsonl"));  // not the job's folder
+  // Node 1 serves its own ranks' view from its node folder, and names the job's host.
+  std::vector<std::string> node_argv = hosts.exec_prefix(1);
+  node_argv.insert(node_argv.end(), {kMgtrain, "status", "mn/node_1", "--log-dir", dir / "runs", "--json"});
+  const mgtrain::CapturedRun node_view = mgtrain::run_and_capture(node_argv);
+  INFO("node 1's own view: " << node_view.out << node_view.err);
+  REQUIRE(node_view.exit_code == 0);
+  const nlohmann::json own = nlohmann::json::parse(node_view.out, nullptr, false);
+  REQUIRE(own.is_object());
+  CHECK(own["ranks"].size() == 2);
+  CHECK(own["node_rank"] == 1);
+  CHECK(own["job_status_host"] == hosts.address(0) + ":29500");
+  CHECK(file_exists(dir / "runs/mn/status_endpoint"));  // the job's, the host's alone: node 1 wrote its own token
+  CHECK(read_text(dir / "runs/mn/status_token") != read_text(dir / "runs/mn/node_1/status_token"));
   // SIGKILL rank 3 on node 1: the host shows its process exited before the restart replaces it.
   const long victim = ranks[3].pid;
   REQUIRE(kill(static_cast<pid_t>(victim), SIGKILL) == 0);
@@ -370,4 +384,79 @@ TEST_CASE("recovery measured with the built-in trainer: the steps lost are count
   // The resumed workers said so in their own logs too.
   CHECK_THAT(read_text(rank_log(dir, 0, 1, 0)),
              Catch::Contains("resumed from ") && Catch::Contains(": step " + std::to_string(resumed) + ","));
+}
+
+TEST_CASE("stacks across nodes: status --stacks on the host dumps every rank of both nodes, and the job goes on",
+          "[multinode][status][stacks]") {
+  NetnsHosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  if (access("/usr/bin/python3", X_OK) != 0) {
+    WARN("skipped: no /usr/bin/python3 for the workers");
+    return;
+  }
+  TempDir dir;
+  // Rank 3 (node 1) waits inside waiting_for_the_release_file(), the others in the module's own loop: two places.
+  const std::string worker = write_script(dir / "w.sh",
+                                          "exec /usr/bin/python3 - <<'EOF'\n"
+                                          "import os, time\n"
+                                          "test_dir = '" +
+                                              dir.path() + "'\n" + R"PY(
+rank = int(os.environ["RANK"])
+release = os.path.join(test_dir, "release")
+def waiting_for_the_release_file():
+    while not os.path.exists(release):
+        time.sleep(0.02)
+open(os.path.join(test_dir, f"ready_{rank}"), "w").close()
+if rank == 3:
+    waiting_for_the_release_file()
+else:
+    while not os.path.exists(release):
+        time.sleep(0.02)
+print(f"rank {rank} finished", flush=True)
+EOF
+)PY");
+  const std::vector<std::string> more{"--status-port", "29611", "--", worker};
+  Agent node0(hosts, 0, with(static_flags(hosts, dir, 0), more), dir / "node0");
+  Agent node1(hosts, 1, with(static_flags(hosts, dir, 1), more), dir / "node1");
+  INFO("node 0 stderr:\n" << node0.err() << "\nnode 1 stderr:\n" << node1.err());
+  REQUIRE(wait_until(
+      [&] {
+        for (int rank = 0; rank < 4; ++rank) {
+          if (!file_exists(dir / ("ready_" + std::to_string(rank)))) return false;
+        }
+        int attempt = -1;
+        return host_status(hosts, dir, attempt).size() == 4;
+      },
+      60s));
+  std::vector<std::string> argv = hosts.exec_prefix(0);
+  argv.insert(argv.end(), {kMgtrain, "status", "mn", "--log-dir", dir / "runs", "--stacks"});
+  mgtrain::CaptureOptions options;
+  options.timeout_s = 90;
+  const mgtrain::CapturedRun stacks = mgtrain::run_and_capture(argv, options);
+  INFO("status --stacks:\n" << stacks.out << stacks.err);
+  REQUIRE(stacks.exit_code == 0);
+  CHECK_THAT(stacks.out, Catch::Contains("4 ranks on 2 nodes dumped"));
+  // Grouped by identical top frames: rank 3 alone, the other three together.
+  CHECK_THAT(stacks.out, Catch::Contains("2 places (ranks with identical top frames together):"));
+  CHECK_THAT(stacks.out, Catch::Contains("rank 3 (1): waiting_for_the_release_file ("));
+  CHECK_THAT(stacks.out, Catch::Contains("(3): <module> ("));
+  CHECK_THAT(stacks.out, Catch::Contains("rank 3 (node 1 on ") && Catch::Contains("rank 0 (node 0 on "));
+  CHECK_THAT(stacks.out, !Catch::Contains("note: node"));
+  // Each node wrote its own ranks' files into its own run folder.
+  for (int rank = 0; rank < 4; ++rank) {
+    CAPTURE(rank);
+    const std::string file = dir / ("runs/mn/node_" + std::to_string(rank / 2) + "/attempt_0/rank_" +
+                                    std::to_string(rank) + "/stacks-1.txt");
+    CHECK(file_exists(file));
+    CHECK_THAT(stacks.out, Catch::Contains(file));
+  }
+  CHECK_THAT(read_text(dir / "runs/mn/node_1/attempt_0/rank_3/stacks-1.txt"),
+             Catch::Contains("waiting_for_the_release_file"));
+  // The job went on: released, every rank finishes and both agents exit 0.
+  std::ofstream(dir / "release").close();
+  CHECK(node0.wait(30s) == 0);
+  CHECK(node1.wait(30s) == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(read_text(rank_log(dir, rank / 2, 0, rank)), Catch::Contains("finished"));
+  }
 }
