@@ -195,7 +195,8 @@ void add_launch_keys(SchemaBuilder& s) {
   s.add(key("launch.console_dedup", &C::launch, &LaunchConfig::console_dedup,
             "a whole line that several ranks print identically within 0.2 s is shown once, as [ranks 0-3] text (the "
             "rank logs keep every copy; docs/launch.md#console-deduplication): on, off, or auto (on from 4 ranks on "
-            "this node's console, off in the torchrun personality)"));
+            "this node's console, or in the whole job under --hosts, whose launcher merges the hosts' lines; off in "
+            "the torchrun personality)"));
   s.add(key("launch.termination_log", &C::launch, &LaunchConfig::termination_log,
             "file that gets a failed job's one-line root cause (Kubernetes' terminationMessagePath: kubectl describe "
             "pod shows it; docs/launch.md#termination-message); empty: /dev/termination-log when it exists; none: "

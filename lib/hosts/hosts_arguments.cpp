@@ -12,6 +12,7 @@
 
 #include "config/config_file.hpp"
 #include "contract/worker_identity.hpp"
+#include "hosts/hosts_console.hpp"
 #include "util/error.hpp"
 #include "util/value_parsing.hpp"
 
@@ -131,6 +132,12 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
   for (const FlagSetting& setting : request.config.environment) pass(setting.key, setting.value);  // PET_*, converted
   for (const FlagSetting& flag : request.config.flags) pass(flag.key, flag.value);
 
+  // auto counts the job's ranks here, where each agent would count its own: an agent of a job with enough ranks
+  // merges its ranks' lines even when it runs fewer itself (on and off travel with the flags above).
+  const bool agents_dedup =
+      launch.console_dedup == ConsoleDedupMode::Auto &&
+      hosts_console_dedup_on(launch.console_dedup, request.config.personality, job_ranks(hosts, launch.nproc));
+
   std::vector<std::vector<std::string>> all;
   for (int rank = 0; rank < nnodes; ++rank) {
     std::vector<std::string> args = {"--nnodes",
@@ -151,6 +158,7 @@ std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<H
       args.push_back(std::to_string(hosts[rank].slots));
     }
     if (uneven) args.push_back("--allow-uneven-nproc");
+    if (agents_dedup) args.push_back("--console-dedup");
     args.insert(args.end(), shared.begin(), shared.end());
     if (request.config.path) args.push_back(*request.config.path);
     if (!request.command.empty()) {

@@ -1,5 +1,5 @@
 // One command for many hosts: start, stream and stop one node agent per host (see hosts_launch.hpp),
-// on the event loop (process/event_loop.hpp), with hosts_policy.hpp's decisions.
+// on the event loop (process/event_loop.hpp), with hosts_policy.hpp's decisions and hosts_console.hpp's console.
 #include "hosts/hosts_launch.hpp"
 
 #include <poll.h>
@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "contract/worker_binary.hpp"
+#include "hosts/hosts_console.hpp"
 #include "hosts/hosts_policy.hpp"
 #include "output/console_writer.hpp"
 #include "output/live_line_splitter.hpp"
@@ -22,6 +24,7 @@
 #include "util/error.hpp"
 #include "util/exit_status.hpp"
 #include "util/fd.hpp"
+#include "util/value_parsing.hpp"
 
 namespace mgtrain {
 namespace {
@@ -34,10 +37,11 @@ struct RemoteAgent {
   Fd stdin_pipe;  // write end: closing it tells an --exit-with-stdin agent to stop
 };
 
-// One stream of an agent: its lines on the console behind "[host] ", unfinished ones ('\r' updates) live too.
+// One stream of an agent: its lines on the console behind "[host] " (merged across hosts when deduplication is on),
+// unfinished ones ('\r' updates) live too.
 class PrefixedOutput final : public ChildOutput {
  public:
-  PrefixedOutput(Fd source, bool is_stderr, const std::string& host, ConsoleWriter& console)
+  PrefixedOutput(Fd source, bool is_stderr, const std::string& host, HostsConsole& console)
       : source_(std::move(source)), is_stderr_(is_stderr), prefix_("[" + host + "] "), console_(console) {}
   void add_fds(std::vector<pollfd>& fds) override {
     if (source_) fds.push_back(pollfd{source_.get(), POLLIN, 0});
@@ -47,30 +51,30 @@ class PrefixedOutput final : public ChildOutput {
     const ssize_t got = read(source_.get(), buffer, sizeof buffer);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (got <= 0) return close_now();
-    splitter_.feed(std::string_view(buffer, static_cast<std::size_t>(got)), now, sink());
+    splitter_.feed(std::string_view(buffer, static_cast<std::size_t>(got)), now, sink(now));
   }
   std::optional<LoopTime> next_deadline() const override { return splitter_.deadline(); }
   void on_time(LoopTime now) override {
     const auto due = splitter_.deadline();
-    if (due && now >= *due) splitter_.on_time(now, sink());
+    if (due && now >= *due) splitter_.on_time(now, sink(now));
   }
   bool open() const override { return source_.valid(); }
   void close_now() override {
-    splitter_.finish(sink());
+    splitter_.finish(sink(Clock::now()));
     source_.reset();
   }
 
  private:
-  LiveLineSplitter::PieceSink sink() {
-    return [this](const LiveLineSplitter::Piece& piece) {
-      console_.add_piece(is_stderr_, this, prefix_, piece.text, piece.ends_line);
+  LiveLineSplitter::PieceSink sink(LoopTime now) {
+    return [this, now](const LiveLineSplitter::Piece& piece) {
+      console_.add_piece(is_stderr_, this, prefix_, piece, now);
     };
   }
 
   Fd source_;
   bool is_stderr_;
   std::string prefix_;
-  ConsoleWriter& console_;
+  HostsConsole& console_;
   LiveLineSplitter splitter_;
 };
 
@@ -78,15 +82,19 @@ class PrefixedOutput final : public ChildOutput {
 // the others stopped after the first failure, the job's exit code at the end.
 class HostsLaunch final : private LoopHandler, private LoopParticipant {
  public:
-  HostsLaunch(const LaunchConfig& launch, int stdout_fd, int stderr_fd)
-      : launch_(launch), console_(stdout_fd, stderr_fd), loop_(*this) {}
+  HostsLaunch(const LaunchConfig& launch, int stdout_fd, int stderr_fd, bool dedup, const JobRanks& ranks,
+              Clock::duration dedup_window)
+      : launch_(launch), console_(stdout_fd, stderr_fd), lines_(console_, dedup, ranks, dedup_window), loop_(*this) {}
 
   void start_agents(const std::vector<HostSlots>& hosts, const std::vector<std::vector<std::string>>& arguments,
                     const EnvMap& environment, const rdzv::RendezvousToken& token);
   int run();
 
  private:
-  void say(const std::string& line) { console_.message(log::Level::Info, "{}", line); }
+  void say(const std::string& line) {
+    lines_.release_all();  // the agents' held lines came first
+    console_.message(log::Level::Info, "{}", line);
+  }
   void close_stdin_pipes();
   void carry_out(const HostsOrder& order);
   int exit_code();
@@ -94,16 +102,22 @@ class HostsLaunch final : private LoopHandler, private LoopParticipant {
   // LoopHandler
   void on_child_exits(const std::vector<ChildExit>& exits, Clock::time_point now) override;
   void on_signal(int signal, Clock::time_point now) override { carry_out(policy_->on_signal(signal, now)); }
-  // LoopParticipant: the policy's deadlines, and the console flushed after every wake-up.
-  std::optional<Clock::time_point> next_deadline() const override { return policy_->next_deadline(); }
+  // LoopParticipant: the policy's deadlines and the held lines', and the console flushed after every wake-up.
+  std::optional<Clock::time_point> next_deadline() const override {
+    std::optional<Clock::time_point> wake = policy_->next_deadline();
+    keep_earliest(wake, lines_.deadline());
+    return wake;
+  }
   void on_time(Clock::time_point now) override {
     carry_out(policy_->on_time(now));
+    lines_.release_due(now);
     console_.flush();
   }
 
   const LaunchConfig& launch_;
   ConsoleWriter console_;
-  EventLoop loop_;  // after console_: the agents' output shows on it
+  HostsConsole lines_;  // the agents' lines on console_
+  EventLoop loop_;      // after them: the agents' output shows on it
   std::vector<RemoteAgent> agents_;
   std::optional<HostsPolicy> policy_;  // once the agents are started
 };
@@ -160,9 +174,9 @@ void HostsLaunch::start_agents(const std::vector<HostSlots>& hosts,
       }
       agents_.push_back(RemoteAgent{hosts[rank].host, process.pid, std::move(stdin_pipe.write)});
       loop_.add_output(
-          std::make_unique<PrefixedOutput>(std::move(process.stdout_pipe), false, hosts[rank].host, console_));
+          std::make_unique<PrefixedOutput>(std::move(process.stdout_pipe), false, hosts[rank].host, lines_));
       loop_.add_output(
-          std::make_unique<PrefixedOutput>(std::move(process.stderr_pipe), true, hosts[rank].host, console_));
+          std::make_unique<PrefixedOutput>(std::move(process.stderr_pipe), true, hosts[rank].host, lines_));
       started += fmt::format("{}{} (node {}{})", rank ? ", " : "", hosts[rank].host, rank,
                              hosts[rank].slots ? fmt::format(", {} workers", hosts[rank].slots) : "");
     }
@@ -213,9 +227,22 @@ int HostsLaunch::run() {
   while (loop_.any_child_running() || !loop_.outputs_drained(Clock::now())) loop_.wait_once();
   loop_.remove(*this);
   close_stdin_pipes();
+  lines_.release_all();
   const int code = exit_code();
   console_.flush();
   return code;
+}
+
+// The window of the cross-host deduplication: ConsoleDedup's, or the test seam's (hosts_launch.hpp).
+ConsoleDedup::Clock::duration dedup_window(const EnvMap& environment) {
+  const auto variable = environment.find(kHostsDedupWindowVariable);
+  if (variable == environment.end() || variable->second.empty()) return ConsoleDedup::kWindow;
+  const std::optional<std::uint64_t> ms = parse_digits(variable->second, 7);
+  if (!ms) {
+    throw UsageError(
+        fmt::format("{}={}: not a number of milliseconds (0 to 9999999)", kHostsDedupWindowVariable, variable->second));
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(*ms));
 }
 
 }  // namespace
@@ -224,7 +251,9 @@ int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, c
                      int stderr_fd, const rdzv::RendezvousToken& token) {
   const std::vector<HostSlots> hosts = hosts_of(loaded.config.launch);
   const std::vector<std::vector<std::string>> arguments = agent_launch_arguments(hosts, request, loaded, environment);
-  HostsLaunch launch(loaded.config.launch, stdout_fd, stderr_fd);
+  const JobRanks ranks = job_ranks(hosts, loaded.config.launch.nproc);
+  const bool dedup = hosts_console_dedup_on(loaded.config.launch.console_dedup, request.config.personality, ranks);
+  HostsLaunch launch(loaded.config.launch, stdout_fd, stderr_fd, dedup, ranks, dedup_window(environment));
   launch.start_agents(hosts, arguments, environment, token);
   return launch.run();
 }

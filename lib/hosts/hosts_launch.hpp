@@ -35,15 +35,24 @@ std::string agent_command_line(const std::string& directory, const std::string& 
                                const std::vector<std::string>& arguments);
 
 // The `mgtrain launch` arguments of every node agent (node rank i = host i): request, loaded config
-// and environment give the config path, overrides, flags and MGTRAIN_* settings to pass on.
+// and environment give the config path, overrides, flags and MGTRAIN_* settings to pass on. With launch.console_dedup
+// auto and deduplication on for the job (hosts_console_dedup_on: from 4 ranks in the job, not on each host), every
+// agent gets --console-dedup, so that each merges its own ranks' lines before this launcher merges the hosts'.
 std::vector<std::vector<std::string>> agent_launch_arguments(const std::vector<HostSlots>& hosts,
                                                              const LaunchRequest& request, const LoadedConfig& loaded,
                                                              const EnvMap& environment);
 
+// The test seam of the cross-host deduplication: its window in milliseconds (default: ConsoleDedup::kWindow, 200), so
+// that a test can make "every rank's copy arrived within the window" certain on a busy machine
+// (tests/integration/test_hosts_console.cpp). Read from the launcher's environment only; production never sets it.
+inline constexpr const char* kHostsDedupWindowVariable = "MGTRAIN_TEST_HOSTS_DEDUP_WINDOW_MS";
+
 // Runs the job on every host with `environment` passed on, messages and the agents' output on the two
 // descriptors; returns the exit code (the agents' common one, 128+N when this process got signal N). Every agent
 // reads `token` from its stdin (--rdzv-token-file -), so the rendezvous is authenticated without the secret on a
-// command line or in a file on the remote hosts.
+// command line or in a file on the remote hosts. The agents' lines are merged across hosts as hosts_console.hpp says
+// when launch.console_dedup is on (auto: hosts_console_dedup_on), within kHostsDedupWindowVariable's window when
+// `environment` sets it.
 int run_hosts_launch(const LaunchRequest& request, const LoadedConfig& loaded, const EnvMap& environment, int stdout_fd,
                      int stderr_fd, const rdzv::RendezvousToken& token);
 

@@ -86,6 +86,7 @@ TEST_CASE("every agent gets its node rank, node 0's address, the run id and the 
                                              "--nproc",
                                              "3",
                                              "--allow-uneven-nproc",
+                                             "--console-dedup",  // 5 ranks in the job (hosts_console.hpp)
                                              "--set",
                                              "optim.lr=0.5",
                                              "--set",
