@@ -13,7 +13,6 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +24,7 @@
 #include "train/loop/grad_scaler.hpp"
 #include "train/loop/lr_schedule.hpp"
 #include "train/loop/mixed_precision.hpp"
+#include "train/loop/multi_tensor_step.hpp"
 #include "train/loop/optimizer_factory.hpp"
 #include "train/loop/stop_request.hpp"
 #include "train/loop/training_reporter.hpp"
@@ -289,7 +289,9 @@ class TrainingRun {
   // bucket as soon as it is ready, overlapped with the rest of backward), then unscale, clip and step.
   // Returns the step's mean loss.
   double train_step(BatchLoader& loader) {
-    double step_loss = 0.0;
+    // Read back to the host once, after the optimizer step: a read after each backward would stop the CPU from
+    // queueing the step's remaining kernels while the GPU still runs the backward.
+    at::Tensor step_loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(s_.device));
     for (std::int64_t micro = 0; micro < accum_; ++micro) {
       auto batch = loader.next();
       if (!batch) throw Error("internal error: the loader ran out of batches before the epoch's last step");
@@ -306,19 +308,19 @@ class TrainingRun {
       // Dividing the loss by accum x world makes the summed, all-reduced gradient the mean over every sample of
       // the step, without a separate pass over the gradients (exact for power-of-two worlds).
       (loss * (gradient_scale_ * scaler_.scale())).backward();
-      step_loss += loss.item<double>() / static_cast<double>(accum_);
+      step_loss.add_(loss.detach(), 1.0 / static_cast<double>(accum_));
     }
     s_.reducer->finish_backward();
     // fp16: unscale before clipping; a step with inf/nan gradients is skipped, alike on every rank (grad_scaler.hpp).
     const bool found_inf = scaler_.unscale_and_check(s_.parameters);
-    if (train_.clip_grad_norm > 0 && !found_inf)
-      torch::nn::utils::clip_grad_norm_(s_.parameters, train_.clip_grad_norm);
+    // Both over all parameters at once, with no read back (multi_tensor_step.hpp).
+    if (train_.clip_grad_norm > 0 && !found_inf) clip_grad_norm(s_.parameters, train_.clip_grad_norm);
     set_learning_rate(*s_.optimizer, s_.schedule->at(step_));
-    if (scaler_.update(found_inf)) s_.optimizer->step();
+    if (scaler_.update(found_inf)) multi_tensor_step(*s_.optimizer);
     s_.reducer->zero_grad();
     ++step_;
     consumed_ += samples_per_step_;
-    return step_loss;
+    return step_loss.item<double>();
   }
 
   // The agreed votes: a failed checkpoint write, a stop (save, then leave: returns true), a save that is due
