@@ -180,7 +180,16 @@ void LaunchMonitor::refresh_ranks() {
     }
     ranks.push_back(std::move(rank));
   }
+  const int attempt = supervisor_.policy().record().attempt();
+  if (job_ && attempt != ranks_attempt_ && ranks_attempt_ >= 0 && !ranks_.empty()) {
+    // A new round: the last word on the ranks of the one before, their heartbeats read now, so that the host counts
+    // the steps they made up to the stop (the steps a restart lost are counted from the newest).
+    std::vector<RankStatus> ended = ranks_;
+    for (RankStatus& rank : ended) rank.state = "exited";
+    job_->report(node_status(ended, ranks_attempt_));
+  }
   ranks_ = std::move(ranks);
+  ranks_attempt_ = attempt;
 }
 
 void LaunchMonitor::on_time(Clock::time_point now) {
@@ -329,9 +338,11 @@ std::vector<StragglerRecord> LaunchMonitor::straggler_records() const {
 void LaunchMonitor::exchange_job_status(Clock::time_point now) {
   if (job_->tick) job_->tick();
   // A rank's process started or exited, or its first step: reported at once (the host times recoveries by it).
-  rdzv::NodeStatus status = node_status();
+  rdzv::NodeStatus status = node_status(ranks_, ranks_attempt_);
   std::string signature = ranks_signature(supervisor_.policy().record().attempt(), ranks_);
-  for (const rdzv::RankRow& row : status.ranks) signature += row.step ? "+" : "-";
+  // A rank's first step made counts, not the heartbeat that only says where it resumed from.
+  for (const rdzv::RankRow& row : status.ranks)
+    signature += row.step && *row.step > row.start_step.value_or(0) ? "+" : "-";
   if (signature != reported_signature_ || now - last_report_ >= kJobReportInterval) {
     reported_signature_ = signature;
     last_report_ = now;
@@ -345,9 +356,12 @@ void LaunchMonitor::exchange_job_status(Clock::time_point now) {
   }
 }
 
-rdzv::NodeStatus LaunchMonitor::node_status() const {
+rdzv::NodeStatus LaunchMonitor::node_status(const std::vector<RankStatus>& ranks, int round) const {
   rdzv::NodeStatus status;
-  for (const RankStatus& rank : ranks_) {
+  // The round these ranks ran in (a node agent's attempts are its rounds): a report of ranks that exited as a round
+  // ended may reach the host after the next round began, and then counts for the round it describes.
+  status.round = round;
+  for (const RankStatus& rank : ranks) {
     rdzv::RankRow row;
     row.rank = rank.rank;
     row.local_rank = rank.local_rank;

@@ -78,7 +78,8 @@ class LaunchMonitor final : public LoopParticipant {
   // Several nodes: this node's ranks to the host when they changed or the figures are due; on the host, a new
   // snapshot when another node's ranks changed.
   void exchange_job_status(std::chrono::steady_clock::time_point now);
-  rdzv::NodeStatus node_status() const;         // this node's ranks, heartbeats read now
+  // This node's `ranks` of `round`, heartbeats read now.
+  rdzv::NodeStatus node_status(const std::vector<RankStatus>& ranks, int round) const;
   std::vector<RankStatus> other_nodes() const;  // on the host: the other nodes' ranks as last reported
   void observe_other_nodes(std::chrono::steady_clock::time_point now);  // the host's straggler detection
   bool still_judged(int rank, pid_t pid, bool running, std::chrono::steady_clock::time_point now);
@@ -94,6 +95,7 @@ class LaunchMonitor final : public LoopParticipant {
   std::optional<std::chrono::steady_clock::time_point> next_row_;
   std::optional<std::chrono::steady_clock::time_point> next_sample_;
   std::vector<RankStatus> ranks_;
+  int ranks_attempt_ = -1;  // the attempt (a node agent's round) of ranks_
   std::string published_signature_;
   double start_time_ = 0;
   std::string driver_version_;

@@ -38,8 +38,7 @@ void NodeAgent::say(const std::string& line) { supervisor_->console().message(lo
 // ---- the job-wide status -------------------------------------------------------------------
 
 void NodeAgent::report_status(rdzv::NodeStatus status) {
-  if (round_ < 0 || ending_ || !link_) return;
-  status.round = round_;
+  if (round_ < 0 || ending_ || !link_ || status.round < 0 || status.round > round_) return;
   status.node_rank = plan_.node_rank;
   status.host = plan_.hostname;
   link_->client().send_report(status.to_message());

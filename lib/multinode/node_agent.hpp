@@ -88,7 +88,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   void say(const std::string& line);
 
   // ---- the job-wide status (docs/monitoring.md#several-nodes) ----
-  // This node's ranks to the job's host, while a round of this node runs (else dropped).
+  // This node's ranks of round `status.round` (this one or an earlier one) to the job's host (dropped before the
+  // first round and once the job ends).
   void report_status(rdzv::NodeStatus status);
   // On the agent that hosts the rendezvous: every member's latest report of the current round; elsewhere empty.
   std::vector<rdzv::NodeStatus> job_status() const;

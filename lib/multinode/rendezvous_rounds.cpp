@@ -140,6 +140,7 @@ void RendezvousRounds::on_message(ConnectionId connection, const Message& messag
       case MessageType::kNodeStatus: {
         if (!node->join) throw ProtocolError("node-status before join");
         NodeStatus status = NodeStatus::from(message);
+        if (status.round < round_) return note_late_steps(status);
         if (status.round != round_ || !node->member || status.node_rank != node->node_rank) return;
         note_progress(status);
         node_status_[status.node_rank] = std::move(status);
@@ -438,6 +439,18 @@ void RendezvousRounds::note_progress(const NodeStatus& status) {
     record.first_step = now_;
     record.resumed_step = resumed;
     record.resumed_step_exact = exact;
+  }
+}
+
+// A report of an earlier round (ranks that exited as it ended, sent once the next had begun): its steps still count
+// for that round's last step, so the steps a restart lost are counted from the newest one any rank reached.
+void RendezvousRounds::note_late_steps(const NodeStatus& status) {
+  for (auto record = history_.rbegin(); record != history_.rend(); ++record) {
+    if (record->round != status.round) continue;
+    for (const RankRow& row : status.ranks) {
+      if (row.step && (!record->last_step || *row.step > *record->last_step)) record->last_step = *row.step;
+    }
+    return;
   }
 }
 

@@ -167,6 +167,7 @@ class RendezvousRounds {
   std::vector<RoundRecord> history_;
   void end_history(const std::string& ended_by, const std::string& cause);  // the current round's end, once
   void note_progress(const NodeStatus& status);
+  void note_late_steps(const NodeStatus& status);
 };
 
 }  // namespace mgtrain::rdzv

@@ -511,3 +511,35 @@ TEST_CASE("the rounds' history: who took part, why each round started and how it
   CHECK(rounds.history()[1].ended_by == "finished");
   CHECK(rounds.history()[1].end == t0 + 5s);
 }
+
+TEST_CASE("a report of the round before, arriving once the next began, still counts for that round's last step",
+          "[rdzv][rounds][history]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2, 1), out, t0);
+  two_nodes_join(rounds, t0);
+  const auto report = [](int round, int node_rank, long long step) {
+    NodeStatus status;
+    status.round = round;
+    status.node_rank = node_rank;
+    status.host = node_rank == 0 ? "hostA" : "hostB";
+    RankRow row;
+    row.rank = node_rank * 2;
+    row.state = "exited";
+    row.step = step;
+    status.ranks.push_back(row);
+    return status.to_message();
+  };
+  rounds.on_message(1, report(0, 0, 100), t0 + 1s);
+  rounds.on_message(2, workers_failed_message(worker_failure(0, 3, 7)), t0 + 2s);
+  rounds.on_message(2, workers_ended_message(0, kEndedFailed, 7), t0 + 2s);
+  rounds.on_message(1, workers_ended_message(0, kEndedStopped, 0), t0 + 2s);
+  REQUIRE(rounds.round() == 1);
+  // Node 0's last look at its stopped rank of round 0, sent after round 1 began: round 0's last step, not round 1's.
+  rounds.on_message(1, report(0, 0, 130), t0 + 2500ms);
+  rounds.on_message(1, report(0, 0, 120), t0 + 2600ms);  // older than what the round has: no change
+  REQUIRE(rounds.history().size() == 2);
+  CHECK(rounds.history()[0].last_step == 130);
+  CHECK_FALSE(rounds.history()[1].last_step.has_value());
+  CHECK_FALSE(rounds.history()[1].first_step.has_value());
+  CHECK(rounds.node_status().empty());  // nor is it this round's status
+}
