@@ -11,6 +11,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,15 @@ Error from_torch_error(const c10::Error& error) {
   return Error("LibTorch: " + message);
 }
 
+// gloo's own exceptions (not LibTorch's) when a peer went away mid-collective, e.g. "[.../gloo/transport/tcp/pair.cc:
+// 598] Connection closed by peer [10.0.0.2]:4711": not an internal error of this worker but the echo of another's.
+std::optional<Error> from_peer_failure(const std::exception& error) {
+  const std::string what = error.what();
+  if (what.find("gloo/transport") == std::string::npos) return std::nullopt;
+  return Error("a collective failed: " + what.substr(0, what.find('\n')) +
+               ": another rank has probably failed or its node gone (the launcher's report names the root cause)");
+}
+
 }  // namespace
 
 int run_worker(int argc, char** argv) {
@@ -69,6 +80,9 @@ int run_worker(int argc, char** argv) {
       return run_training_worker(args);
     } catch (const c10::Error& error) {
       throw from_torch_error(error);
+    } catch (const std::exception& error) {
+      if (std::optional<Error> peer = from_peer_failure(error)) throw *peer;
+      throw;
     }
   });
 }

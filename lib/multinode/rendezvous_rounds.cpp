@@ -68,7 +68,7 @@ RendezvousRounds::RendezvousRounds(RoundsSettings settings, RoundsOutbox& outbox
       table_(settings_.dynamic, outbox),
       joining_(settings_, table_, outbox),
       hang_(settings_.diagnose_timeout_s, table_, outbox),
-      stacks_(table_, outbox),
+      stacks_(table_),
       join_deadline_(now + steady_seconds(settings_.join_timeout_s)) {}
 
 void RendezvousRounds::on_connect(ConnectionId connection, const std::string& peer_address, SteadyTime now) {

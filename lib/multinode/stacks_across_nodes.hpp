@@ -84,7 +84,8 @@ struct StacksRefusal {
 // The rendezvous server's side of one request at a time: whom it asked, what came back, the deadline.
 class JobStacksRequest {
  public:
-  JobStacksRequest(NodeTable& nodes, RoundsOutbox& outbox) : nodes_(nodes), outbox_(outbox) {}
+  // Asks and names the nodes through `nodes` (which sends through the server's outbox).
+  explicit JobStacksRequest(NodeTable& nodes) : nodes_(nodes) {}
 
   // Asks every member of `round` (its workers running) to dump within `timeout_s`. Returns why not when a request
   // is in flight or no member runs workers.
@@ -100,7 +101,6 @@ class JobStacksRequest {
 
  private:
   NodeTable& nodes_;
-  RoundsOutbox& outbox_;
   int next_request_ = 1;
   int request_ = 0;
   int round_ = 0;
