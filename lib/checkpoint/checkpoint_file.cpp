@@ -235,43 +235,87 @@ std::size_t checkpoint_dtype_size(std::string_view dtype) {
   return 0;
 }
 
-void write_checkpoint_file(const std::string& path, const std::map<std::string, std::string>& metadata,
+namespace {
+
+// The checked header of a checkpoint of `tensors` (named `where` in messages).
+std::string checked_header(const std::string& where, const std::map<std::string, std::string>& metadata,
                            const std::vector<TensorRecord>& tensors) {
-  check_tensors(path, metadata, tensors);
-  const CheckpointTestHook test_hook = CheckpointTestHook::from_environment();
-  const std::string header = checkpoint_header::build(metadata, tensors);
+  check_tensors(where, metadata, tensors);
+  std::string header = checkpoint_header::build(metadata, tensors);
   if (header.size() - 8 > kMaxHeaderSize) {
     throw Error(fmt::format("write checkpoint {}: the header would have {} bytes, more than safetensors' limit of {}",
-                            path, header.size() - 8, kMaxHeaderSize));
+                            where, header.size() - 8, kMaxHeaderSize));
   }
+  return header;
+}
 
-  AtomicFileWriter file(path);
+// The header and the tensors in order through `write`, hashed on the way, in pieces still in cache; the checksum's
+// 16 digits (the header holds zeros in their place) are the caller's to put at 8 + kChecksumDigitsOffsetInHeader.
+template <typename Write>
+std::string emit_checkpoint(const std::string& header, const std::vector<TensorRecord>& tensors, Write write) {
   Xxh64 hash;
   hash.update(header.data(), header.size());
-  test_hook.write(file, header.data(), header.size());
+  write(header.data(), header.size());
   for (const TensorRecord& tensor : tensors) {
     const auto* p = static_cast<const unsigned char*>(tensor.data);
     for (std::size_t done = 0; done < tensor.nbytes;) {
       const std::size_t piece = std::min(kStreamChunk, tensor.nbytes - done);
       hash.update(p + done, piece);
-      test_hook.write(file, p + done, piece);
+      write(p + done, piece);
       done += piece;
     }
   }
-  const std::string digits = fmt::format("{:016x}", hash.digest());
+  return fmt::format("{:016x}", hash.digest());
+}
+
+}  // namespace
+
+void write_checkpoint_file(const std::string& path, const std::map<std::string, std::string>& metadata,
+                           const std::vector<TensorRecord>& tensors) {
+  const std::string header = checked_header(path, metadata, tensors);
+  const CheckpointTestHook test_hook = CheckpointTestHook::from_environment();
+  AtomicFileWriter file(path);
+  const std::string digits =
+      emit_checkpoint(header, tensors, [&](const void* data, std::size_t size) { test_hook.write(file, data, size); });
   file.pwrite_at(8 + kChecksumDigitsOffsetInHeader, digits.data(), digits.size());
   test_hook.arm_commit_stages(file);
   file.commit();
+}
+
+std::uint64_t checkpoint_image_size(const std::map<std::string, std::string>& metadata,
+                                    const std::vector<TensorRecord>& tensors) {
+  std::uint64_t size = checked_header("image", metadata, tensors).size();
+  for (const TensorRecord& tensor : tensors) size += tensor.nbytes;
+  return size;
+}
+
+std::uint64_t write_checkpoint_image(const std::string& name, unsigned char* out, std::uint64_t capacity,
+                                     const std::map<std::string, std::string>& metadata,
+                                     const std::vector<TensorRecord>& tensors) {
+  const std::string header = checked_header(name, metadata, tensors);
+  std::uint64_t size = header.size();
+  for (const TensorRecord& tensor : tensors) size += tensor.nbytes;
+  if (size > capacity) {
+    throw Error(fmt::format("write checkpoint {}: it needs {} bytes, the space for it has {}", name, size, capacity));
+  }
+  std::uint64_t at = 0;
+  const std::string digits = emit_checkpoint(header, tensors, [&](const void* data, std::size_t bytes) {
+    if (bytes > 0) std::memcpy(out + at, data, bytes);
+    at += bytes;
+  });
+  std::memcpy(out + 8 + kChecksumDigitsOffsetInHeader, digits.data(), digits.size());
+  return size;
 }
 
 CheckpointFile::CheckpointFile(CheckpointFile&& other) noexcept { *this = std::move(other); }
 
 CheckpointFile& CheckpointFile::operator=(CheckpointFile&& other) noexcept {
   if (this != &other) {
-    if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+    if (data_ && mapped_) ::munmap(const_cast<unsigned char*>(data_), size_);
     path_ = std::move(other.path_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, false);
     checksum_ = other.checksum_;
     metadata_ = std::move(other.metadata_);
     tensors_ = std::move(other.tensors_);
@@ -280,7 +324,7 @@ CheckpointFile& CheckpointFile::operator=(CheckpointFile&& other) noexcept {
 }
 
 CheckpointFile::~CheckpointFile() {
-  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+  if (data_ && mapped_) ::munmap(const_cast<unsigned char*>(data_), size_);
 }
 
 const TensorEntry* CheckpointFile::find(std::string_view name) const {
@@ -295,8 +339,28 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
   const MappedBytes mapped = map_checkpoint(path);
   file.data_ = mapped.data;
   file.size_ = mapped.size;
-  const unsigned char* const bytes = file.data_;
-  const std::uint64_t size = file.size_;
+  file.mapped_ = true;
+  file.verify();
+  return file;
+}
+
+CheckpointFile read_checkpoint_image(const std::string& name, const unsigned char* data, std::uint64_t size) {
+  CheckpointFile file;
+  file.path_ = name;
+  if (size < 8) {
+    corrupt(name, size == 0 ? "empty (0 bytes)"
+                            : fmt::format("truncated: {} bytes, less than the 8-byte header length field", size));
+  }
+  file.data_ = data;
+  file.size_ = size;
+  file.verify();
+  return file;
+}
+
+void CheckpointFile::verify() {
+  const std::string& path = path_;
+  const unsigned char* const bytes = data_;
+  const std::uint64_t size = size_;
 
   const std::uint64_t header_size = checked_header_size(path, bytes, size);
   const std::string_view header(reinterpret_cast<const char*>(bytes + 8), header_size);
@@ -311,14 +375,13 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
   check_data_offsets(path, parsed.tensors, size - 8 - header_size);
   check_checksum(path, bytes, size, stored_checksum);
 
-  file.checksum_ = stored_checksum;
-  file.metadata_ = std::move(parsed.metadata);
-  file.tensors_.reserve(parsed.tensors.size());
+  checksum_ = stored_checksum;
+  metadata_ = std::move(parsed.metadata);
+  tensors_.reserve(parsed.tensors.size());
   for (checkpoint_header::PlacedTensor& tensor : parsed.tensors) {
     tensor.entry.offset = 8 + header_size + tensor.begin;
-    file.tensors_.push_back(std::move(tensor.entry));
+    tensors_.push_back(std::move(tensor.entry));
   }
-  return file;
 }
 
 std::string verify_checkpoint_file(const std::string& path) {

@@ -59,6 +59,15 @@ struct TensorRecord {
 void write_checkpoint_file(const std::string& path, const std::map<std::string, std::string>& metadata,
                            const std::vector<TensorRecord>& tensors);
 
+// The same bytes as write_checkpoint_file, into memory (a snapshot kept in RAM, or sent to another node): `out` gets
+// the whole image, checksum included, and must hold checkpoint_image_size bytes; returns how many it wrote. `name`
+// names it in messages. Throws Error for invalid input (as above) or too little room, before writing anything.
+std::uint64_t checkpoint_image_size(const std::map<std::string, std::string>& metadata,
+                                    const std::vector<TensorRecord>& tensors);
+std::uint64_t write_checkpoint_image(const std::string& name, unsigned char* out, std::uint64_t capacity,
+                                     const std::map<std::string, std::string>& metadata,
+                                     const std::vector<TensorRecord>& tensors);
+
 // Where one tensor's bytes are in a checkpoint file.
 struct TensorEntry {
   std::string name;
@@ -68,7 +77,8 @@ struct TensorEntry {
   std::uint64_t nbytes = 0;
 };
 
-// A verified checkpoint file, mapped read-only into memory (the mapping lives as long as this object).
+// A verified checkpoint: a file mapped read-only into memory (the mapping lives as long as this object), or an image
+// in memory that the caller keeps alive and unchanged while this object is used (read_checkpoint_image).
 // Checkpoint files are only ever replaced by rename, never rewritten in place; truncating one while it is
 // open here would fault on access (SIGBUS), as with any mapped file.
 class CheckpointFile {
@@ -93,12 +103,16 @@ class CheckpointFile {
 
  private:
   friend CheckpointFile read_checkpoint_file(const std::string& path);
+  friend CheckpointFile read_checkpoint_image(const std::string& name, const unsigned char* data, std::uint64_t size);
   CheckpointFile() = default;
+  // Checks data_/size_ as read_checkpoint_file says, and reads the metadata and the tensors' places.
+  void verify();
 
   std::string path_;
   const unsigned char* data_ = nullptr;  // the whole file
   std::uint64_t size_ = 0;
   std::uint64_t checksum_ = 0;
+  bool mapped_ = false;  // data_ is this object's mapping of the file (an image is the caller's)
   std::map<std::string, std::string> metadata_;
   std::vector<TensorEntry> tensors_;
 };
@@ -107,6 +121,9 @@ class CheckpointFile {
 // data_offsets (contiguous, in range, matching dtype * shape), the data length (a truncated file fails) and
 // the checksum. Throws CorruptCheckpoint for a damaged file, SystemError when it cannot be opened or mapped.
 CheckpointFile read_checkpoint_file(const std::string& path);
+
+// An image in memory (write_checkpoint_image's bytes), checked as a file is; `name` names it in messages.
+CheckpointFile read_checkpoint_image(const std::string& name, const unsigned char* data, std::uint64_t size);
 
 // The same checks without throwing: the error message (naming the path), or "" when the file is valid.
 std::string verify_checkpoint_file(const std::string& path);

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -402,4 +403,49 @@ TEST_CASE("checkpoint file: a bad test pause hook value is a usage error", "[che
                     Contains("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE=12x"));
   ::unsetenv("MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE");
   CHECK(fs::is_empty(dir));
+}
+
+TEST_CASE("checkpoint image: the file's exact bytes in memory, read back and checked like a file",
+          "[checkpoint][image]") {
+  const testing::TempDir temp_dir("mgtrain-ckpt-image");
+  for (const auto& checkpoint : {testing::make_test_checkpoint(7, 0.3), tricky_checkpoint()}) {
+    const std::string path = (fs::path(temp_dir.path()) / "c.safetensors").string();
+    write_checkpoint_file(path, checkpoint.metadata, checkpoint.records);
+    const std::string file_bytes = read_all(path);
+    const std::uint64_t size = checkpoint_image_size(checkpoint.metadata, checkpoint.records);
+    REQUIRE(size == file_bytes.size());
+    std::vector<unsigned char> image(size + 100, 0xEE);  // room to spare: only `size` bytes are written
+    CHECK(write_checkpoint_image("snapshot", image.data(), image.size(), checkpoint.metadata, checkpoint.records) ==
+          size);
+    CHECK(std::memcmp(image.data(), file_bytes.data(), size) == 0);
+    CHECK(image[size] == 0xEE);
+    const CheckpointFile read = read_checkpoint_image("snapshot", image.data(), size);
+    CHECK(testing::compare_with_checkpoint(read, checkpoint) == "");
+    CHECK(read.path() == "snapshot");
+    CHECK(read.file_size() == size);
+    CHECK(read.checksum() == read_checkpoint_file(path).checksum());
+  }
+}
+
+TEST_CASE("checkpoint image: too little room, a flipped byte or a cut image is refused, naming the image",
+          "[checkpoint][image]") {
+  const testing::TestCheckpoint checkpoint = testing::make_test_checkpoint(3, 0.1);
+  const std::uint64_t size = checkpoint_image_size(checkpoint.metadata, checkpoint.records);
+  std::vector<unsigned char> small(size - 1, 0xEE);
+  CHECK_THAT(error_of([&] {
+               write_checkpoint_image("snapshot of rank 0", small.data(), small.size(), checkpoint.metadata,
+                                      checkpoint.records);
+             }),
+             Contains("snapshot of rank 0") && Contains(fmt::format("needs {} bytes", size)));
+  CHECK(std::all_of(small.begin(), small.end(), [](unsigned char b) { return b == 0xEE; }));  // nothing written
+  std::vector<unsigned char> image(size);
+  write_checkpoint_image("slot 1", image.data(), image.size(), checkpoint.metadata, checkpoint.records);
+  image[size - 1] ^= 0x01;  // a tensor byte
+  CHECK_THAT(error_of([&] { read_checkpoint_image("slot 1", image.data(), size); }),
+             StartsWith("slot 1: checksum mismatch"));
+  image[size - 1] ^= 0x01;
+  CHECK_THAT(error_of([&] { read_checkpoint_image("slot 1", image.data(), size - 5); }),
+             StartsWith("slot 1: truncated"));
+  CHECK_THAT(error_of([&] { read_checkpoint_image("slot 1", image.data(), 0); }), StartsWith("slot 1: empty"));
+  CHECK(error_of([&] { read_checkpoint_image("slot 1", image.data(), size); }).empty());
 }
