@@ -303,7 +303,7 @@ std::uint64_t write_checkpoint_image(const std::string& name, unsigned char* out
     if (bytes > 0) std::memcpy(out + at, data, bytes);
     at += bytes;
   });
-  std::memcpy(out + 8 + kChecksumDigitsOffsetInHeader, digits.data(), digits.size());
+  std::copy(digits.begin(), digits.end(), out + 8 + kChecksumDigitsOffsetInHeader);
   return size;
 }
 

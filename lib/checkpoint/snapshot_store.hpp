@@ -1,0 +1,73 @@
+// Snapshots in memory that a worker's crash cannot reach (issue 37): a memfd that the launcher creates for a worker
+// and keeps across the worker's restarts, holding two slots, each a checkpoint image (checkpoint_file.hpp: the exact
+// bytes of a checkpoint file, checksum included) with its step and a generation. A worker writes into the slot that
+// does not hold the newest complete image, marks it complete only once every byte is in, and so a crash mid-write
+// leaves the previous snapshot whole; a reader takes the newest complete slot whose image verifies. Torch-free: the
+// launcher creates and keeps the store, the trainer fills it, either can read it.
+//
+// Layout (little-endian, this machine's processes only): a 4096-byte header, "MGSNAP01", the layout version, then per
+// slot: state (0 empty, 1 being written, 2 complete), generation, step, image bytes, where its region starts and how
+// large it is, and the wall-clock time it was completed. A slot that needs more room than its region gets a new one at
+// the end of the file (the file only grows, by at most what the largest image needs twice).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_file.hpp"
+#include "util/fd.hpp"
+
+namespace mgtrain {
+
+class SnapshotStore {
+ public:
+  static constexpr int kSlots = 2;
+  static constexpr std::uint64_t kHeaderBytes = 4096;
+
+  // A new empty store (a memfd named `name`, close-on-exec): the launcher keeps it and hands a duplicate to each
+  // worker it starts. Throws SystemError when memfd_create fails.
+  static Fd create(const std::string& name);
+
+  // The store behind `fd` (not owned; it must stay open while this object lives). An empty file gets its header;
+  // anything else must be a store of this layout, else Error naming `name`.
+  SnapshotStore(int fd, std::string name);
+  ~SnapshotStore();
+  SnapshotStore(const SnapshotStore&) = delete;
+  SnapshotStore& operator=(const SnapshotStore&) = delete;
+
+  // Writes a snapshot of `step`: `fill` gets `bytes` bytes of room in the slot not holding the newest complete
+  // snapshot and writes the image there (write_checkpoint_image); the slot is marked complete afterwards. A crash
+  // before that leaves the slot "being written", which no reader takes.
+  void write(std::int64_t step, std::uint64_t bytes, const std::function<void(unsigned char* room)>& fill);
+
+  struct Snapshot {
+    int slot = 0;
+    std::int64_t step = 0;
+    std::uint64_t generation = 0;
+    std::int64_t written_unix_ms = 0;
+    std::uint64_t offset = 0;  // where its image starts in the store
+    CheckpointFile image;      // over the slot's bytes: valid until this store's next write() or newest(), or its end
+  };
+  // The newest complete snapshot whose image verifies; a complete slot that does not verify is skipped, and why goes
+  // into `skipped` ("snapshot slot 1 (step 400): <what is wrong>").
+  std::optional<Snapshot> newest(std::vector<std::string>& skipped);
+
+  // The store's size in bytes as this object maps it (the memory it holds).
+  std::uint64_t size() const { return size_; }
+
+ private:
+  struct SlotView;
+  void map(std::uint64_t size);
+  void grow(std::uint64_t size);
+  SlotView slot(int index) const;
+
+  int fd_;
+  std::string name_;
+  unsigned char* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+}  // namespace mgtrain

@@ -1,0 +1,173 @@
+// The snapshot store (checkpoint/snapshot_store.hpp) with real processes: snapshots alternate between two slots, the
+// newest verified one is read back by another process after its writer was SIGKILLed, a writer killed in the middle
+// of a snapshot leaves the previous one whole, a damaged slot is skipped with its reason, a slot grows when an image
+// outgrows it, and a file that is not a store is refused by name.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_file.hpp"
+#include "checkpoint/snapshot_store.hpp"
+#include "support/checkpoint_test_data.hpp"
+#include "util/error.hpp"
+
+using namespace mgtrain;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// `checkpoint` as a snapshot of `step` into `store`.
+void put(SnapshotStore& store, std::int64_t step, const testing::TestCheckpoint& checkpoint) {
+  const std::uint64_t size = checkpoint_image_size(checkpoint.metadata, checkpoint.records);
+  store.write(step, size, [&](unsigned char* room) {
+    write_checkpoint_image("snapshot", room, size, checkpoint.metadata, checkpoint.records);
+  });
+}
+
+// Runs `body` in a child process that shares the store's descriptor, and waits for it; its wait status.
+template <typename Body>
+int in_child(Body body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("snapshot store: snapshots alternate between the slots, the newest is read back", "[snapshot_store]") {
+  const Fd fd = SnapshotStore::create("test-store");
+  SnapshotStore store(fd.get(), "test-store");
+  std::vector<std::string> skipped;
+  CHECK_FALSE(store.newest(skipped).has_value());
+  const testing::TestCheckpoint a = testing::make_test_checkpoint(100, 0.2),
+                                b = testing::make_test_checkpoint(200, 0.2),
+                                c = testing::make_test_checkpoint(300, 0.2);
+  put(store, 100, a);
+  auto first = store.newest(skipped);
+  REQUIRE(first);
+  CHECK(first->step == 100);
+  CHECK(first->slot == 0);
+  CHECK(testing::compare_with_checkpoint(first->image, a) == "");
+  put(store, 200, b);
+  put(store, 300, c);  // over the older of the two: step 100's slot
+  auto third = store.newest(skipped);
+  REQUIRE(third);
+  CHECK(third->step == 300);
+  CHECK(third->slot == 0);
+  CHECK(third->generation == 3);
+  CHECK(testing::compare_with_checkpoint(third->image, c) == "");
+  CHECK(skipped.empty());
+}
+
+TEST_CASE("snapshot store: a snapshot outlives the process that wrote it", "[snapshot_store]") {
+  const Fd fd = SnapshotStore::create("test-store");  // the launcher's
+  const testing::TestCheckpoint checkpoint = testing::make_test_checkpoint(400, 0.5);
+  const int status = in_child([&] {  // the worker: writes, then dies by SIGKILL
+    SnapshotStore store(fd.get(), "worker's view");
+    put(store, 400, checkpoint);
+    raise(SIGKILL);
+  });
+  REQUIRE(WIFSIGNALED(status));
+  SnapshotStore store(fd.get(), "test-store");
+  std::vector<std::string> skipped;
+  auto newest = store.newest(skipped);
+  REQUIRE(newest);
+  CHECK(newest->step == 400);
+  CHECK(testing::compare_with_checkpoint(newest->image, checkpoint) == "");
+}
+
+TEST_CASE("snapshot store: a writer killed in the middle of a snapshot leaves the previous one whole",
+          "[snapshot_store]") {
+  const Fd fd = SnapshotStore::create("test-store");
+  const testing::TestCheckpoint before = testing::make_test_checkpoint(100, 0.3),
+                                during = testing::make_test_checkpoint(200, 0.3);
+  {
+    SnapshotStore store(fd.get(), "test-store");
+    put(store, 100, before);
+  }
+  const int status = in_child([&] {
+    SnapshotStore store(fd.get(), "worker's view");
+    const std::uint64_t size = checkpoint_image_size(during.metadata, during.records);
+    store.write(200, size, [&](unsigned char* room) {
+      std::memset(room, 0x5A, size / 2);  // half an image, then the end
+      raise(SIGKILL);
+    });
+  });
+  REQUIRE(WIFSIGNALED(status));
+  SnapshotStore store(fd.get(), "test-store");
+  std::vector<std::string> skipped;
+  auto newest = store.newest(skipped);
+  REQUIRE(newest);
+  CHECK(newest->step == 100);
+  CHECK(testing::compare_with_checkpoint(newest->image, before) == "");
+  CHECK(skipped.empty());   // a slot being written is no snapshot at all
+  put(store, 300, during);  // the next write goes into the slot the killed writer left
+  newest = store.newest(skipped);
+  REQUIRE(newest);
+  CHECK(newest->step == 300);
+  CHECK(newest->slot == 1);
+}
+
+TEST_CASE("snapshot store: a damaged snapshot is skipped with its reason, the other one used", "[snapshot_store]") {
+  const Fd fd = SnapshotStore::create("test-store");
+  SnapshotStore store(fd.get(), "test-store");
+  put(store, 100, testing::make_test_checkpoint(100, 0.1));
+  put(store, 200, testing::make_test_checkpoint(200, 0.1));
+  std::vector<std::string> skipped;
+  auto newest = store.newest(skipped);
+  REQUIRE(newest);
+  REQUIRE(newest->step == 200);
+  // One byte of the newest image flipped through a mapping of its own (memory going bad, a stray write).
+  void* other = mmap(nullptr, store.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  REQUIRE(other != MAP_FAILED);
+  static_cast<unsigned char*>(other)[newest->offset + newest->image.file_size() - 1] ^= 0x01;
+  munmap(other, store.size());
+  newest = store.newest(skipped);
+  REQUIRE(newest);
+  CHECK(newest->step == 100);
+  REQUIRE(skipped.size() == 1);
+  CHECK_THAT(skipped[0], Contains("test-store snapshot slot 1 (step 200)") && Contains("checksum mismatch"));
+}
+
+TEST_CASE("snapshot store: a slot grows when an image outgrows it", "[snapshot_store]") {
+  const Fd fd = SnapshotStore::create("test-store");
+  SnapshotStore store(fd.get(), "test-store");
+  put(store, 1, testing::make_test_checkpoint(1, 0.05));
+  put(store, 2, testing::make_test_checkpoint(2, 0.05));
+  const std::uint64_t small = store.size();
+  const testing::TestCheckpoint large = testing::make_test_checkpoint(3, 2.0);
+  put(store, 3, large);
+  CHECK(store.size() > small);
+  std::vector<std::string> skipped;
+  auto newest = store.newest(skipped);
+  REQUIRE(newest);
+  CHECK(newest->step == 3);
+  CHECK(testing::compare_with_checkpoint(newest->image, large) == "");
+  put(store, 4, testing::make_test_checkpoint(4, 0.05));  // the small one again, into step 2's old slot
+  newest = store.newest(skipped);
+  REQUIRE(newest);
+  CHECK(newest->step == 4);
+  CHECK(skipped.empty());
+}
+
+TEST_CASE("snapshot store: a file that is not a store is refused, naming it", "[snapshot_store]") {
+  const Fd tiny = SnapshotStore::create("tiny");
+  REQUIRE(write(tiny.get(), "0123456789", 10) == 10);
+  CHECK_THROWS_WITH(SnapshotStore(tiny.get(), "tiny"), Contains("tiny: 10 bytes, less than its 4096-byte header"));
+  const Fd other = SnapshotStore::create("other");
+  const std::string junk(5000, 'x');
+  REQUIRE(write(other.get(), junk.data(), junk.size()) == static_cast<ssize_t>(junk.size()));
+  CHECK_THROWS_WITH(SnapshotStore(other.get(), "other"), Contains("other: not a snapshot store"));
+}
