@@ -17,11 +17,7 @@ namespace {
 // One line of an answer: control characters escaped (a frame or note is one line), at most kMaxStacksLineBytes, cut
 // at a character and marked.
 std::string bounded_line(const std::string& text) {
-  std::string line = escape_control_characters(text);
-  if (line.size() <= kMaxStacksLineBytes) return line;
-  std::size_t end = kMaxStacksLineBytes - 3;
-  while (end > 0 && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) --end;  // not inside a UTF-8 character
-  return line.substr(0, end) + "...";
+  return cut_with_ellipsis(escape_control_characters(text), kMaxStacksLineBytes);
 }
 
 std::string joined_lines(const std::vector<std::string>& lines, int most) {

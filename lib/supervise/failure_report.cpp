@@ -180,13 +180,7 @@ std::string failure_summary_line(const FailureReport& report, std::size_t limit)
     said = said.substr(0, said.find('\n'));
     if (!said.empty()) line += ": " + said;
   }
-  line = escape_control_characters(line);
-  if (line.size() > limit) {
-    std::size_t cut = limit > 3 ? limit - 3 : 0;
-    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-    line = line.substr(0, cut) + "...";
-  }
-  return line;
+  return cut_with_ellipsis(escape_control_characters(line), limit);
 }
 
 std::string format_failure_report(const FailureReport& report) {

@@ -77,4 +77,12 @@ std::string rank_runs(std::vector<int> ranks, RankRuns style) {
   return text;
 }
 
+std::string cut_with_ellipsis(std::string text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  std::size_t cut = limit > 3 ? limit - 3 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  text.resize(cut);
+  return text + "...";
+}
+
 }  // namespace mgtrain

@@ -33,4 +33,8 @@ std::string rank_runs(std::vector<int> ranks, RankRuns style);
 // the terminal's cursor or hide what follows. Backslashes stay single: "a\\0b" and "a<NUL>b" read alike.
 std::string escape_control_characters(std::string_view text, std::string_view kept = {});
 
+// `text` itself when it has at most `limit` bytes; else its start, cut where a UTF-8 character begins, and "...": at
+// most `limit` bytes in all, the mark alone when `limit` is below 3 (for one-line messages with a size bound).
+std::string cut_with_ellipsis(std::string text, std::size_t limit);
+
 }  // namespace mgtrain

@@ -57,3 +57,16 @@ TEST_CASE("durations in the largest two units", "[strings][time]") {
   CHECK(format_seconds(30) == "30 s");
   CHECK(format_seconds(2.5) == "2.5 s");
 }
+
+TEST_CASE("a line cut to a byte limit ends with ..., never inside a UTF-8 character", "[strings]") {
+  CHECK(cut_with_ellipsis("short", 5) == "short");
+  CHECK(cut_with_ellipsis("a longer line", 8) == "a lon...");
+  // "\xce\xa9" is one character (Omega): a cut inside it moves to its start.
+  CHECK(cut_with_ellipsis("ab\xce\xa9"
+                          "cdef",
+                          6) == "ab...");
+  CHECK(cut_with_ellipsis("abc\xce\xa9"
+                          "def",
+                          6) == "abc...");
+  CHECK(cut_with_ellipsis("abcdef", 2) == "...");  // no room but for the mark
+}
