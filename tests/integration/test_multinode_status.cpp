@@ -11,7 +11,6 @@
 #include <chrono>
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,19 +81,14 @@ bool flagged(const nlohmann::json& status, int rank) {
 
 // The ranks the job's host lists now (empty when it does not answer yet), and its attempt.
 std::vector<StatusRank> host_status(const NetnsHosts& hosts, const TempDir& dir, int& attempt) {
-  std::vector<std::string> argv = hosts.exec_prefix(0);
-  argv.insert(argv.end(), {kMgtrain, "status", "mn", "--log-dir", dir / "runs", "--json"});
-  mgtrain::CaptureOptions options;
-  options.timeout_s = 20;
-  const mgtrain::CapturedRun run = mgtrain::run_and_capture(argv, options);
+  const nlohmann::json status = host_status_json(hosts, dir);
   std::vector<StatusRank> ranks;
-  if (run.exit_code != 0) return ranks;
-  std::smatch found;
-  if (std::regex_search(run.out, found, std::regex(R"("attempt":(\d+))"))) attempt = std::stoi(found[1]);
-  const std::regex row(
-      R"re(\{"rank":(\d+),"local_rank":\d+,"pid":(\d+),"host":"([^"]*)","node_rank":(\d+),"state":"(\w+)")re");
-  for (std::sregex_iterator it(run.out.begin(), run.out.end(), row), end; it != end; ++it) {
-    ranks.push_back({std::stoi((*it)[1]), std::stoi((*it)[4]), std::stol((*it)[2]), (*it)[3], (*it)[5]});
+  if (!status.is_object() || !status.contains("ranks")) return ranks;
+  attempt = status.value("attempt", attempt);
+  for (const nlohmann::json& r : status["ranks"]) {
+    if (!r.contains("node_rank")) continue;  // the job-wide view names every rank's node
+    ranks.push_back({r["rank"].get<int>(), r["node_rank"].get<int>(), r["pid"].get<long>(),
+                     r["host"].get<std::string>(), r["state"].get<std::string>()});
   }
   return ranks;
 }
