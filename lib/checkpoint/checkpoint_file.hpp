@@ -99,6 +99,8 @@ class CheckpointFile {
   // The tensor's nbytes bytes (not necessarily aligned to the element size: copy them out with memcpy).
   const unsigned char* bytes(const TensorEntry& tensor) const { return data_ + tensor.offset; }
   std::uint64_t file_size() const { return size_; }
+  // The whole file's (or image's) file_size() bytes.
+  const unsigned char* data() const { return data_; }
   std::uint64_t checksum() const { return checksum_; }
 
  private:

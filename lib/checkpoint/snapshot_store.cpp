@@ -57,7 +57,7 @@ Fd SnapshotStore::create(const std::string& name) {
 
 SnapshotStore::SnapshotStore(int fd, std::string name) : fd_(fd), name_(std::move(name)) {
   struct stat info {};
-  if (::fstat(fd_, &info) != 0) throw SystemError(fmt::format("stat the snapshot store {}", name_), errno);
+  if (::fstat(fd_, &info) != 0) throw SystemError(fmt::format("stat {}", name_), errno);
   const auto size = static_cast<std::uint64_t>(info.st_size);
   if (size == 0) {  // a new store: its header
     grow(kHeaderBytes);
@@ -68,16 +68,15 @@ SnapshotStore::SnapshotStore(int fd, std::string name) : fd_(fd), name_(std::mov
     return;
   }
   if (size < kHeaderBytes) {
-    throw Error(fmt::format("snapshot store {}: {} bytes, less than its {}-byte header (not a snapshot store)", name_,
-                            size, kHeaderBytes));
+    throw Error(
+        fmt::format("{}: {} bytes, less than its {}-byte header (not a snapshot store)", name_, size, kHeaderBytes));
   }
   map(size);
   std::uint32_t version = 0, slots = 0;
   std::memcpy(&version, data_ + 8, sizeof version);
   std::memcpy(&slots, data_ + 12, sizeof slots);
   if (std::memcmp(data_, kMagic, sizeof kMagic) != 0 || version != kLayoutVersion || slots != kSlots) {
-    throw Error(fmt::format("snapshot store {}: not a snapshot store of layout {} with {} slots", name_, kLayoutVersion,
-                            kSlots));
+    throw Error(fmt::format("{}: not a snapshot store of layout {} with {} slots", name_, kLayoutVersion, kSlots));
   }
 }
 
@@ -89,16 +88,16 @@ void SnapshotStore::map(std::uint64_t size) {
   if (data_) ::munmap(data_, size_);
   data_ = nullptr;
   void* mapped = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-  if (mapped == MAP_FAILED) throw SystemError(fmt::format("mmap the snapshot store {} ({} bytes)", name_, size), errno);
+  if (mapped == MAP_FAILED) throw SystemError(fmt::format("mmap {} ({} bytes)", name_, size), errno);
   data_ = static_cast<unsigned char*>(mapped);
   size_ = size;
 }
 
 void SnapshotStore::grow(std::uint64_t size) {
   struct stat info {};
-  if (::fstat(fd_, &info) != 0) throw SystemError(fmt::format("stat the snapshot store {}", name_), errno);
+  if (::fstat(fd_, &info) != 0) throw SystemError(fmt::format("stat {}", name_), errno);
   if (static_cast<std::uint64_t>(info.st_size) < size && ::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
-    throw SystemError(fmt::format("grow the snapshot store {} to {} bytes", name_, size), errno);
+    throw SystemError(fmt::format("grow {} to {} bytes", name_, size), errno);
   }
   const std::uint64_t now = std::max<std::uint64_t>(size, static_cast<std::uint64_t>(info.st_size));
   if (!data_ || now != size_) map(now);  // a new mapping only when the size changed: the pages stay mapped
@@ -149,7 +148,7 @@ std::optional<SnapshotStore::Snapshot> SnapshotStore::newest(std::vector<std::st
             [&](int a, int b) { return *slot(a).generation() > *slot(b).generation(); });
   for (int index : complete) {
     const SlotView view = slot(index);
-    const std::string what = fmt::format("snapshot slot {} (step {})", index, *view.step());
+    const std::string what = fmt::format("{}, slot {} (step {})", name_, index, *view.step());
     if (*view.offset() < kHeaderBytes || *view.offset() > size_ || *view.bytes() > size_ - *view.offset() ||
         *view.bytes() > *view.capacity()) {
       skipped.push_back(fmt::format("{}: its region [{}, +{}) is outside the store's {} bytes", what, *view.offset(),
@@ -162,7 +161,7 @@ std::optional<SnapshotStore::Snapshot> SnapshotStore::newest(std::vector<std::st
                         *view.generation(),
                         *view.written_unix_ms(),
                         *view.offset(),
-                        read_checkpoint_image(name_ + " " + what, data_ + *view.offset(), *view.bytes())};
+                        read_checkpoint_image(what, data_ + *view.offset(), *view.bytes())};
       return snapshot;
     } catch (const Error& error) {
       skipped.push_back(error.what());

@@ -31,8 +31,9 @@ class SnapshotStore {
   // worker it starts. Throws SystemError when memfd_create fails.
   static Fd create(const std::string& name);
 
-  // The store behind `fd` (not owned; it must stay open while this object lives). An empty file gets its header;
-  // anything else must be a store of this layout, else Error naming `name`.
+  // The store behind `fd` (not owned; it must stay open while this object lives); `name` names it in messages ("the
+  // snapshot store of rank 3"). An empty file gets its header; anything else must be a store of this layout, else
+  // Error naming it.
   SnapshotStore(int fd, std::string name);
   ~SnapshotStore();
   SnapshotStore(const SnapshotStore&) = delete;
@@ -52,7 +53,7 @@ class SnapshotStore {
     CheckpointFile image;      // over the slot's bytes: valid until this store's next write() or newest(), or its end
   };
   // The newest complete snapshot whose image verifies; a complete slot that does not verify is skipped, and why goes
-  // into `skipped` ("snapshot slot 1 (step 400): <what is wrong>").
+  // into `skipped` ("<name>, slot 1 (step 400): <what is wrong>").
   std::optional<Snapshot> newest(std::vector<std::string>& skipped);
 
   // The store's size in bytes as this object maps it (the memory it holds).

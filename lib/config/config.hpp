@@ -166,6 +166,7 @@ struct CheckpointConfig {
   std::int64_t every_steps = 0;                          // 0: not by steps
   std::int64_t every_epochs = 1;                         // 0: not by epochs
   double every_minutes = 0.0;                            // 0: not by time
+  std::int64_t snapshot_every = 50;                      // steps between snapshots in memory; 0: none
   bool at_end = true;                                    // save after the last step
   std::int64_t keep_last = 3;
   BestMetric best_metric = BestMetric::None;  // also keep the best checkpoint by this metric

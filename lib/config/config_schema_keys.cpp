@@ -364,6 +364,10 @@ void add_checkpoint_keys(SchemaBuilder& s) {
   s.add(key("checkpoint.every_minutes", &C::checkpoint, &CheckpointConfig::every_minutes,
             "save when this many minutes passed since the last save (rank 0's clock); 0: not by time")
             .range(0, 1e6));
+  s.add(key("checkpoint.snapshot_every", &C::checkpoint, &CheckpointConfig::snapshot_every,
+            "every N optimizer steps, each rank copies the whole state into a store its launcher keeps in memory "
+            "(a restart resumes from it when it is newer than the newest file); 0: no snapshots")
+            .at_least(0));
   s.add(key("checkpoint.at_end", &C::checkpoint, &CheckpointConfig::at_end, "save after the last step"));
   s.add(key("checkpoint.keep_last", &C::checkpoint, &CheckpointConfig::keep_last,
             "checkpoints kept on disk (older ones are deleted)")

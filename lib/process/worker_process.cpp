@@ -77,6 +77,9 @@ Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
   if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 || dup2(stderr_fd, STDERR_FILENO) < 0) {
     fail(errno);
   }
+  for (const int fd : spec.pass_fds) {
+    if (fcntl(fd, F_SETFD, 0) != 0) fail(errno);
+  }
   // Every signal's default disposition and none blocked, whatever the launcher inherited or set (it ignores SIGPIPE
   // and blocks the signals it reads from its signalfd; a script's `mgtrain launch ... &` starts it with SIGINT and
   // SIGQUIT ignored, which a worker would otherwise keep across exec, and then ignore the launcher's SIGINT).
@@ -97,6 +100,9 @@ Pipe make_stream(bool terminal, const winsize& size, const char* purpose) {
 
 WorkerProcess start_child(const WorkerProcessSpec& spec) {
   if (spec.argv.empty()) throw UsageError("the command to run is empty");
+  for (const int fd : spec.pass_fds) {
+    if (fd < 3) throw Error("internal error: descriptor " + std::to_string(fd) + " cannot be passed to a child");
+  }
   std::vector<char*> argv, envp;
   for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);

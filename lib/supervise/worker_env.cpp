@@ -56,6 +56,10 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
     if (slot.console_columns > 0) env[kConsoleColumnsVariable] = std::to_string(slot.console_columns);
   }
   if (!slot.config_file.empty()) env[kConfigFileVariable] = slot.config_file;
+  if (slot.snapshot_fd >= 0)
+    env[kSnapshotFdVariable] = std::to_string(slot.snapshot_fd);
+  else
+    env.erase(kSnapshotFdVariable);  // a launcher above us handed its worker (us) that descriptor, not ours
   if (workers_get_progress_file(plan)) {
     env[kHeartbeatFileVariable] = log_layout::heartbeat_file(rank_directory);
     // Stacks on demand or before a hung job is stopped: the Python hook and NCCL's flight recorder.

@@ -23,6 +23,7 @@ struct WorkerSlot {
   // draw a progress bar. Workers whose stdout goes only to their log get neither.
   bool stdout_to_console = false;
   int console_columns = 0;
+  int snapshot_fd = -1;  // MGTRAIN_SNAPSHOT_FD: the worker's snapshot store; -1: none
 };
 
 // The parent's environment with the worker's variables set on top.

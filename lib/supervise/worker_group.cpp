@@ -111,6 +111,12 @@ void WorkerGroup::start_worker(int attempt, int local_rank, int port,
   slot.stdout_to_console = plan_.console[local_rank].stdout_to_console;
   slot.console_columns = slot.stdout_to_console ? console_.stdout_terminal_columns() : 0;
   WorkerProcessSpec spec;
+  try {
+    slot.snapshot_fd = snapshots_.fd_for(local_rank);
+    spec.pass_fds.push_back(slot.snapshot_fd);
+  } catch (const SystemError& e) {
+    console_.message(log::Level::Warning, "local rank {} runs without snapshots in memory: {}", local_rank, e.what());
+  }
   spec.argv = expand_worker_command(worker_command(plan_, config_file_), local_rank);
   spec.environment = to_environ_strings(build_worker_environment(plan_, slot, parent_environment_));
   const ConsoleRouting& routing = plan_.console[local_rank];

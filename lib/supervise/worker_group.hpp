@@ -14,6 +14,7 @@
 #include "process/event_loop.hpp"
 #include "supervise/hang_response.hpp"
 #include "supervise/launch_plan.hpp"
+#include "supervise/snapshot_stores.hpp"
 #include "supervise/store_ports.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/worker_roster.hpp"
@@ -66,6 +67,7 @@ class WorkerGroup final : public WorkerGroupControl {
   StorePorts& ports_;
   HangResponse& hang_;
   AttemptCoordinator* const& coordinator_;
+  SnapshotStores snapshots_;  // kept across attempts and rounds
   Clock::time_point attempt_started_;
 };
 

@@ -55,7 +55,7 @@ CASES = {
          [("lib/output/CMakeLists.txt", replace("LINKS mgtrain_contract", "LINKS mgtrain_host mgtrain_contract"))],
          ["lib/output/CMakeLists.txt:", "mgtrain_output links mgtrain_host, but no file in lib/output includes host/"]),
         ("an arrow missing from ARCHITECTURE.md",
-         [("ARCHITECTURE.md", replace("supervise           ─► process diagnose elastic output", "supervise           ─► process diagnose output"))],
+         [("ARCHITECTURE.md", replace("supervise           ─► process checkpoint diagnose elastic output", "supervise           ─► process checkpoint diagnose output"))],
          ["ARCHITECTURE.md:", "supervise ─► differs from the LINKS of mgtrain_supervise", "missing elastic"]),
     ],
     "comments": [

@@ -11,8 +11,8 @@
 #                   bf16, fp16: the loss falls, gpu_peak_mib is reported, fp16 skips at most 10 steps
 #   nccl-world-1    NCCL through the reducer at world 1 (ddp.force_process_group), shut down without a warning
 #   shared-gpu      two ranks on one GPU: gloo trains, NCCL is refused with mgtrain's message
-#   crash-resume    kill -9 a rank after its first checkpoint (--max-restarts 1): the final checkpoint is bit-identical
-#                   to an uninterrupted run's
+#   crash-resume    kill -9 a rank after its first checkpoint (--max-restarts 1): it resumes from the snapshot in memory
+#                   of that step (copied from the GPU), and the final checkpoint is bit-identical to an uninterrupted run's
 #   gpu-ids-auto    --gpu-ids auto through the real NVML
 #   memory-fraction train.gpu_memory_fraction ends in CUDA's out-of-memory error
 #   time-to-accuracy  Fashion-MNIST CNN to 0.92 test accuracy, mgtrain against Python under the device's torchrun,

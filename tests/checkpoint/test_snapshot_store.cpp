@@ -138,7 +138,7 @@ TEST_CASE("snapshot store: a damaged snapshot is skipped with its reason, the ot
   REQUIRE(newest);
   CHECK(newest->step == 100);
   REQUIRE(skipped.size() == 1);
-  CHECK_THAT(skipped[0], Contains("test-store snapshot slot 1 (step 200)") && Contains("checksum mismatch"));
+  CHECK_THAT(skipped[0], Contains("test-store, slot 1 (step 200)") && Contains("checksum mismatch"));
 }
 
 TEST_CASE("snapshot store: a slot grows when an image outgrows it", "[snapshot_store]") {

@@ -18,11 +18,11 @@
 #include <map>
 #include <optional>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "integration/checkpoint_jobs.hpp"
 #include "integration/launch_fixture.hpp"
 #include "process/run_capture.hpp"
 #include "support/tfevents_reader.hpp"
@@ -71,28 +71,6 @@ std::vector<std::string> tensorboard_files(const std::string& run_dir) {
   if (!fs::exists(run_dir + "/tensorboard")) return files;
   for (const auto& entry : fs::directory_iterator(run_dir + "/tensorboard")) files.push_back(entry.path().string());
   return files;
-}
-
-// The pid of the launcher's child with RANK=<rank> in its environment.
-pid_t worker_pid(pid_t launcher, int rank) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string stat = read_text(entry.path().string() + "/stat");
-    const std::size_t paren = stat.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream fields(stat.substr(paren + 2));
-    char state = '?';
-    long ppid = 0;
-    fields >> state >> ppid;
-    if (ppid != launcher) continue;
-    const std::string environ = read_text(entry.path().string() + "/environ");
-    if (environ.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos ||
-        environ.rfind("RANK=" + std::to_string(rank) + '\0', 0) == 0) {
-      return static_cast<pid_t>(std::stol(name));
-    }
-  }
-  return -1;
 }
 
 // Runs argv on a pseudo-terminal `columns` wide and returns everything it wrote there (the exit code in `code`).
@@ -335,9 +313,9 @@ TEST_CASE("SIGUSR2 saves a checkpoint at an agreed step and training goes on", "
                      90s));
   SECTION("to the launcher, which forwards it to every worker") { REQUIRE(kill(launcher.pid, SIGUSR2) == 0); }
   SECTION("to rank 1 only: rank 0 still saves, at the step all ranks agreed on") {
-    const pid_t rank1 = worker_pid(launcher.pid, 1);
-    REQUIRE(rank1 > 0);
-    REQUIRE(kill(rank1, SIGUSR2) == 0);
+    const std::map<int, pid_t> workers = worker_pids(launcher.pid);
+    REQUIRE(workers.count(1) == 1);
+    REQUIRE(kill(workers.at(1), SIGUSR2) == 0);
   }
   const std::optional<int> code = wait_for_exit(launcher.pid, 120s);
   if (!code) kill(launcher.pid, SIGKILL);

@@ -192,9 +192,11 @@ TEST_CASE("loss scaler: its state is written into a real checkpoint and comes ba
     std::vector<at::Tensor> params;
     for (auto& [name, p] : model->named_parameters()) params.push_back(p);
     auto optimizer = make_optimizer(config.optim, params, 0.1);
-    Checkpointer checkpoints(config, "config", *comm, *model, *optimizer, c10::Device(c10::kCPU));
-    if (with_scaler) checkpoints.attach_grad_scaler(&scaler);
-    auto resumed = checkpoints.resume();
+    CheckpointContent content(config, "config", *comm, *model, *optimizer, c10::Device(c10::kCPU));
+    if (with_scaler) content.attach_grad_scaler(&scaler);
+    Checkpointer checkpoints(config, content, *comm, c10::Device(c10::kCPU));
+    MemorySnapshots memory(config.checkpoint, content, *comm, c10::Device(c10::kCPU));
+    auto resumed = checkpoints.resume(memory, memory.survey());
     if (save) {
       checkpoints.save(TrainPosition{7, 0, 0}, "test", nullptr);
       checkpoints.wait_for_writes();

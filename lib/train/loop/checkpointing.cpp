@@ -10,22 +10,16 @@
 #include <mutex>
 #include <thread>
 
+#include <cstring>
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/optimizer.h>
 
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
-#include "config/config_yaml.hpp"
-#include "train/loop/grad_scaler.hpp"
 #include "train/state/train_state.hpp"
-#include "util/build_info.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
-#include "util/time_format.hpp"
-#include "util/xxhash64.hpp"
 
 namespace mgtrain {
 namespace {
@@ -33,10 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-std::string rank_prefix(int rank) { return fmt::format("rank{}/", rank); }
-
-std::string hex64(std::uint64_t value) { return fmt::format("{:016x}", value); }
 
 // The metric checkpoint.best_metric names, and whether larger is better.
 std::optional<std::pair<double, bool>> metric_value(BestMetric metric, const EvalResult* eval) {
@@ -55,34 +45,16 @@ std::optional<std::pair<double, bool>> metric_value(BestMetric metric, const Eva
   return std::nullopt;
 }
 
-std::int64_t metadata_int(const CheckpointFile& file, const std::string& key) {
-  auto found = file.metadata().find(key);
-  try {
-    if (found != file.metadata().end()) {
-      std::size_t used = 0;
-      const long long value = std::stoll(found->second, &used);
-      if (used == found->second.size() && value >= 0) return value;
-    }
-  } catch (const std::exception&) {}
-  throw CorruptCheckpoint(
-      fmt::format("{}: metadata {} is missing or not a non-negative integer; is this an mgtrain "
-                  "checkpoint?",
-                  file.path(), key));
-}
-
 // Sends rank 0's text to every rank.
 std::string broadcast_text(Communicator& comm, const std::string& text, c10::Device device) {
-  if (comm.world_size() == 1) return text;
-  std::vector<at::Tensor> length{at::tensor({static_cast<std::int64_t>(text.size())}, at::kLong).to(device)};
-  comm.broadcast(length, 0);
-  const std::int64_t size = length[0].cpu().item<std::int64_t>();
-  if (size == 0) return {};
-  at::Tensor bytes = at::empty({size}, at::kByte);
-  if (comm.rank() == 0) std::memcpy(bytes.data_ptr(), text.data(), text.size());
-  std::vector<at::Tensor> payload{bytes.to(device)};
-  comm.broadcast(payload, 0);
-  at::Tensor received = payload[0].cpu();
-  return std::string(static_cast<const char*>(received.data_ptr()), static_cast<std::size_t>(size));
+  at::Tensor bytes;
+  if (comm.rank() == 0) {
+    bytes = at::empty({static_cast<std::int64_t>(text.size())}, at::kByte);
+    if (!text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  }
+  const at::Tensor received = broadcast_bytes(comm, bytes, 0, device);
+  const auto* begin = static_cast<const char*>(received.data_ptr());
+  return std::string(begin, begin + received.numel());
 }
 
 }  // namespace
@@ -226,13 +198,10 @@ class Checkpointer::Writer {
   std::thread thread_;  // last: starts once everything above exists
 };
 
-Checkpointer::Checkpointer(const Config& config, std::string resolved_config, Communicator& comm, Model& model,
-                           torch::optim::Optimizer& optimizer, c10::Device device)
+Checkpointer::Checkpointer(const Config& config, CheckpointContent& content, Communicator& comm, c10::Device device)
     : config_(config),
-      resolved_config_(std::move(resolved_config)),
+      content_(content),
       comm_(comm),
-      model_(model),
-      optimizer_(optimizer),
       device_(device),
       enabled_(!config.checkpoint.dir.empty()),
       dir_(config.checkpoint.dir),
@@ -248,16 +217,18 @@ Checkpointer::Checkpointer(const Config& config, std::string resolved_config, Co
 
 Checkpointer::~Checkpointer() = default;
 
-std::string Checkpointer::choose_checkpoint() const {
+Checkpointer::Choice Checkpointer::choose_checkpoint() const {
   const std::string& resume = config_.checkpoint.resume;
   // auto: the newest valid file of checkpoint.dir (none: start from scratch); a PATH names a file, a `latest` or
   // `best` pointer or a directory (resolve_checkpoint, the rule `mgtrain export` follows too) and must be valid.
   if (resume == "auto") {
+    if (!enabled_) return {};
     const NewestValidCheckpoint newest = newest_valid_checkpoint(dir_);
     for (const std::string& note : newest.notes) log::warn("skipping damaged checkpoint: {}", note);
     if (!newest.chosen && !newest.notes.empty())
       log::warn("none of the {} checkpoints in {} is valid; starting from scratch", newest.notes.size(), dir_);
-    return newest.chosen ? newest.chosen->path : "";
+    if (!newest.chosen) return {};
+    return {newest.chosen->path, newest.chosen->step};
   }
   ResolvedCheckpoint chosen;
   try {
@@ -270,21 +241,36 @@ std::string Checkpointer::choose_checkpoint() const {
   const std::string problem = verify_checkpoint_file(chosen.path);
   if (!problem.empty()) throw UsageError(fmt::format("checkpoint.resume: {}", problem));
   if (!chosen.how.empty()) log::progress("checkpoint.resume: {} is {}", resume, chosen.how);
-  return chosen.path;
+  return {chosen.path, -1};  // its step: read only when a snapshot in memory competes with it
 }
 
-std::string Checkpointer::agree_on_checkpoint() {
-  std::string chosen;
-  std::string refusal;  // rank 0: why checkpoint.resume cannot be used; every rank then exits 2
+std::string Checkpointer::agree_on_checkpoint(const std::optional<MemorySnapshots::Newest>& in_memory) {
+  // One message from rank 0: "F" + the file to resume from, "M" for the snapshot in memory, "N" for none, or
+  // "!" + why rank 0 refused checkpoint.resume (every rank then exits 2).
+  std::string decision;
   if (comm_.rank() == 0) try {
-      chosen = choose_checkpoint();
+      Choice chosen = choose_checkpoint();
+      if (in_memory && !chosen.path.empty() && chosen.step < 0)
+        chosen.step = CheckpointContent::metadata_int(read_checkpoint_file(chosen.path), "mgtrain.step");
+      if (in_memory && in_memory->step >= chosen.step) {
+        decision.push_back('M');  // not = "M": GCC 12 -O3 warns wrongly (stringop-overflow)
+        if (!chosen.path.empty()) {
+          log::progress("the snapshot in memory (step {}) is newer than {} (step {}): resuming from memory",
+                        in_memory->step, chosen.path, chosen.step);
+        }
+      } else {
+        decision = chosen.path.empty() ? "N" : "F" + chosen.path;
+        if (in_memory) {
+          log::progress("the snapshot in memory (step {}) is older than {} (step {}): resuming from the file",
+                        in_memory->step, chosen.path, chosen.step);
+        }
+      }
     } catch (const UsageError& e) {
-      refusal = e.what();
+      decision = "!" + std::string(e.what());
     }
-  // One message: "path" to resume from, "" for none, or "!" + why rank 0 refused.
-  const std::string decision = broadcast_text(comm_, refusal.empty() ? chosen : "!" + refusal, device_);
+  decision = broadcast_text(comm_, decision, device_);
   if (!decision.empty() && decision[0] == '!') {
-    if (comm_.rank() == 0) throw UsageError(refusal);
+    if (comm_.rank() == 0) throw UsageError(decision.substr(1));
     fail_after_rank0(comm_, UsageError(fmt::format("rank 0 refused checkpoint.resume: {}", decision.substr(1))));
   }
   return decision;
@@ -302,61 +288,19 @@ CheckpointFile Checkpointer::read_chosen(const std::string& chosen) const {
   }
 }
 
-void Checkpointer::report_resume(const std::string& chosen, const CheckpointFile& file, const TrainPosition& at,
-                                 std::int64_t saved_world, double seconds) const {
-  log::progress("resumed from {}: step {}, epoch {}, {} samples into the epoch ({:.2f} s)", chosen, at.step,
-                at.epoch + 1, at.samples_in_epoch, seconds);
-  if (saved_world != comm_.world_size()) {
-    log::progress(
-        "note: the checkpoint was saved by {} ranks, this run has {}: the rest of the epoch is re-sharded over {} "
-        "ranks",
-        saved_world, comm_.world_size(), comm_.world_size());
-  }
-  auto hash = file.metadata().find("mgtrain.config_hash");
-  const std::string current = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
-  if (hash != file.metadata().end() && hash->second != current) {
-    const auto saved = file.metadata().find("mgtrain.config");
-    const std::string keys = saved == file.metadata().end()
-                                 ? ""
-                                 : describe_config_differences(config_differences(saved->second, resolved_config_));
-    log::progress("note: the config differs from the one the checkpoint was saved with: {}",
-                  keys.empty() ? "see its mgtrain.config metadata" : keys);
-  }
-}
-
-std::optional<TrainPosition> Checkpointer::resume() {
+std::optional<TrainPosition> Checkpointer::resume(MemorySnapshots& memory,
+                                                  const std::optional<MemorySnapshots::Newest>& in_memory) {
   const std::string& resume = config_.checkpoint.resume;
-  if (!enabled_ && resume == "auto") return std::nullopt;
   if (resume == "never") return std::nullopt;
+  if (!enabled_ && resume == "auto" && !in_memory) return std::nullopt;
   // Rank 0 chooses; everyone reads the same file (checkpoint.dir must be visible to every host).
-  const std::string chosen = agree_on_checkpoint();
-  if (chosen.empty()) return std::nullopt;
-
+  const std::string decision = agree_on_checkpoint(in_memory);
+  if (decision == "M") return memory.restore(*in_memory);
+  if (decision.size() < 2 || decision[0] != 'F') return std::nullopt;
+  const std::string chosen = decision.substr(1);
   const auto start = Clock::now();
   const CheckpointFile file = read_chosen(chosen);
-  std::vector<TensorView> views;
-  for (const TensorEntry& entry : file.tensors())
-    views.push_back(TensorView{entry.name, entry.dtype, entry.shape, file.bytes(entry), entry.nbytes});
-  TensorViewMap stored(std::move(views));
-  if (auto saved = file.metadata().find("mgtrain.optimizer");
-      saved != file.metadata().end() && saved->second != name_of(config_.optim.name)) {
-    throw UsageError(
-        fmt::format("checkpoint {} was saved with optim.name {}, this run uses {}: its optimizer state does not "
-                    "fit (set optim.name: {} or checkpoint.resume: never)",
-                    chosen, saved->second, config_.optim.name, saved->second));
-  }
-  restore_train_state(model_, optimizer_, stored);
-  if (scaler_ && scaler_->enabled()) scaler_->restore(stored);  // the same on every rank: all decide alike
-
-  const std::int64_t saved_world = metadata_int(file, "mgtrain.world_size");
-  TrainPosition at;
-  at.step = metadata_int(file, "mgtrain.step");
-  at.epoch = metadata_int(file, "mgtrain.epoch");
-  at.samples_in_epoch = metadata_int(file, "mgtrain.samples_in_epoch");
-  // Each rank continues its own random stream; a rank the saved run did not have takes rank (r mod saved world)'s.
-  restore_rng_state(stored, rank_prefix(comm_.rank() % static_cast<int>(std::max<std::int64_t>(saved_world, 1))));
-  if (comm_.rank() == 0) report_resume(chosen, file, at, saved_world, seconds_since(start));
-  return at;
+  return content_.restore(file, chosen, seconds_since(start));
 }
 
 bool Checkpointer::agree_to_skip() {
@@ -376,61 +320,6 @@ bool Checkpointer::agree_to_skip() {
   return skip;
 }
 
-at::Tensor Checkpointer::gather_rng_rows(const NamedTensors& rng) {
-  // Every rank's RNG state, gathered into rank 0 through one summed buffer (each rank fills its own row).
-  std::int64_t row = 0;
-  for (const auto& [name, state] : rng) row += state.numel();
-  at::Tensor rows = at::zeros({comm_.world_size(), row}, at::kByte);
-  std::int64_t offset = 0;
-  for (const auto& [name, state] : rng) {
-    rows[comm_.rank()].narrow(0, offset, state.numel()).copy_(state.reshape({-1}));
-    offset += state.numel();
-  }
-  if (comm_.world_size() > 1) {
-    at::Tensor on_device = rows.to(device_);
-    comm_.allreduce_sum(on_device);
-    rows = on_device.cpu();
-  }
-  return rows;
-}
-
-NamedTensors Checkpointer::state_to_save(const NamedTensors& rng, const at::Tensor& rng_rows) {
-  NamedTensors state = capture_train_state(model_, optimizer_);
-  if (scaler_ && scaler_->enabled()) {
-    for (auto& entry : scaler_->state()) state.push_back(std::move(entry));
-  }
-  for (int r = 0; r < comm_.world_size(); ++r) {
-    std::int64_t offset = 0;
-    for (const auto& [name, one] : rng) {
-      state.emplace_back(rank_prefix(r) + name, rng_rows[r].narrow(0, offset, one.numel()).view(one.sizes()));
-      offset += one.numel();
-    }
-  }
-  return state;
-}
-
-std::map<std::string, std::string> Checkpointer::metadata_for(const TrainPosition& at, const std::string& reason,
-                                                              const EvalResult* eval) const {
-  std::map<std::string, std::string> m;
-  m["mgtrain.version"] = build_info::kVersion;
-  m["mgtrain.created"] = format_utc_seconds(unix_millis_now() / 1000);
-  m["mgtrain.reason"] = reason;
-  m["mgtrain.world_size"] = std::to_string(comm_.world_size());
-  m["mgtrain.step"] = std::to_string(at.step);
-  m["mgtrain.epoch"] = std::to_string(at.epoch);
-  m["mgtrain.samples_in_epoch"] = std::to_string(at.samples_in_epoch);
-  m["mgtrain.model"] = model_.summary();
-  m["mgtrain.optimizer"] = std::string(name_of(config_.optim.name));
-  m["mgtrain.config"] = resolved_config_;
-  m["mgtrain.config_hash"] = hex64(xxhash64(resolved_config_.data(), resolved_config_.size()));
-  if (eval && eval->samples > 0) {
-    m["mgtrain.eval.loss"] = fmt::format("{}", eval->loss);
-    m["mgtrain.eval.accuracy"] = fmt::format("{}", eval->accuracy);
-    if (eval->perplexity > 0) m["mgtrain.eval.perplexity"] = fmt::format("{}", eval->perplexity);
-  }
-  return m;
-}
-
 bool Checkpointer::save(const TrainPosition& at, const std::string& reason, const EvalResult* eval) {
   if (!enabled_) return false;
   const auto start = Clock::now();
@@ -442,13 +331,12 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
     }
     return false;
   }
-  const NamedTensors rng = capture_rng_state();
-  const at::Tensor rng_rows = gather_rng_rows(rng);
+  const CheckpointContent::RngRows rng = content_.gather_rng_rows();
   if (comm_.rank() != 0) {
     last_save_ = Clock::now();
     return true;
   }
-  const NamedTensors state = state_to_save(rng, rng_rows);
+  const NamedTensors state = content_.tensors(rng);
   const auto copy_start = Clock::now();
   writer_->snapshot().take(state);  // training waits only for this copy; the writer thread does the rest
   const double copy = seconds_since(copy_start);
@@ -467,7 +355,7 @@ bool Checkpointer::save(const TrainPosition& at, const std::string& reason, cons
   job.reason = reason;
   job.metric = metric_value(config_.checkpoint.best_metric, eval);
   job.stall_s = stall;
-  job.metadata = metadata_for(at, reason, eval);
+  job.metadata = content_.metadata(at, reason, eval);
   writer_->submit(std::move(job));
   last_save_ = Clock::now();
   return true;

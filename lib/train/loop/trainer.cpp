@@ -217,9 +217,12 @@ class TrainingRun {
 
   // Checkpoints: resume first (model, optimizer, loss scale, RNG and position), then save as the policy says.
   void resume_from_checkpoint() {
-    checkpoints_.emplace(config_, config_to_yaml(config_), comm_, *s_.model, *s_.optimizer, s_.device);
-    checkpoints_->attach_grad_scaler(&scaler_);
-    const std::optional<TrainPosition> resumed = checkpoints_->resume();
+    content_.emplace(config_, config_to_yaml(config_), comm_, *s_.model, *s_.optimizer, s_.device);
+    content_->attach_grad_scaler(&scaler_);
+    checkpoints_.emplace(config_, *content_, comm_, s_.device);
+    snapshots_.emplace(config_.checkpoint, *content_, comm_, s_.device);
+    const std::optional<MemorySnapshots::Newest> in_memory = snapshots_->survey();
+    const std::optional<TrainPosition> resumed = checkpoints_->resume(*snapshots_, in_memory);
     if (checkpoints_->enabled())
       stop_requests_.emplace();  // SIGTERM/SIGUSR1: save, then exit 75
     else
@@ -338,6 +341,7 @@ class TrainingRun {
     if ((config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) || votes.save_due) {
       save(current_, votes.save_due ? "every_minutes" : "every_steps");
     }
+    if (snapshots_->due(step_)) snapshots_->take(current_);
     if (votes.save_requested) {  // SIGUSR2 on some rank: save now and go on
       SaveRequest::clear();      // every rank: one save for the signals that arrived up to this step
       if (!checkpoints_->enabled()) {
@@ -434,7 +438,9 @@ class TrainingRun {
   const bool leader_;
   const std::int64_t accum_, samples_per_step_;
   const double gradient_scale_;
-  std::optional<Checkpointer> checkpoints_;  // made after the start lines: it may say what it cleaned up
+  std::optional<CheckpointContent> content_;  // made after the start lines, with the checkpoints
+  std::optional<Checkpointer> checkpoints_;   // made after the start lines: it may say what it cleaned up
+  std::optional<MemorySnapshots> snapshots_;
   GradScaler scaler_;
   StepAgreement agreement_;
   std::optional<std::int64_t> test_hang_step_;  // MGTRAIN_TEST_HANG_AT, for tests only

@@ -279,6 +279,18 @@ void Communicator::broadcast_coalesced(std::vector<at::Tensor>& tensors, int roo
   }
 }
 
+at::Tensor broadcast_bytes(Communicator& comm, const at::Tensor& bytes, int root, c10::Device device) {
+  if (comm.world_size() == 1) return bytes;
+  const bool mine = comm.rank() == root;
+  std::vector<at::Tensor> length{at::tensor({mine ? bytes.numel() : std::int64_t{0}}, at::kLong).to(device)};
+  comm.broadcast(length, root);
+  const std::int64_t size = length[0].cpu().item<std::int64_t>();
+  std::vector<at::Tensor> payload{mine ? bytes.to(device)
+                                       : at::empty({size}, at::TensorOptions(at::kByte).device(device))};
+  if (size > 0) comm.broadcast(payload, root);
+  return mine ? bytes : payload[0].cpu();
+}
+
 std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp,
                                                    const std::string& backend) {
   if (id.world_size == 1 && !ddp.force_process_group) return std::make_unique<SingleProcessCommunicator>();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "config/config.hpp"
 #include "contract/worker_identity.hpp"
@@ -37,6 +38,10 @@ class Communicator {
   void broadcast_coalesced(std::vector<at::Tensor>& tensors, int root);
   virtual void barrier() = 0;
 };
+
+// Collective: root's bytes (a 1-D U8 CPU tensor there; ignored elsewhere) on every rank, as a 1-D U8 CPU tensor,
+// sent through `device` (the backend's: the CPU for gloo, the GPU for NCCL). Root gets its own tensor back.
+at::Tensor broadcast_bytes(Communicator& comm, const at::Tensor& bytes, int root, c10::Device device);
 
 // backend: "gloo" or "nccl" (already resolved from "auto"). Throws UsageError/Error with the address,
 // the timeout and the ranks that arrived when the rendezvous fails.

@@ -1,0 +1,28 @@
+// One snapshot store per local rank, kept across restarts (see snapshot_stores.hpp).
+#include "supervise/snapshot_stores.hpp"
+
+#include <sys/stat.h>
+
+#include <string>
+
+#include "checkpoint/snapshot_store.hpp"
+
+namespace mgtrain {
+
+int SnapshotStores::fd_for(int local_rank) {
+  const auto index = static_cast<std::size_t>(local_rank);
+  if (fds_.size() <= index) fds_.resize(index + 1);
+  if (!fds_[index]) fds_[index] = SnapshotStore::create("mgtrain-snapshots-local-rank-" + std::to_string(local_rank));
+  return fds_[index].get();
+}
+
+std::uint64_t SnapshotStores::bytes() const {
+  std::uint64_t total = 0;
+  for (const Fd& fd : fds_) {
+    struct stat info {};
+    if (fd && ::fstat(fd.get(), &info) == 0) total += static_cast<std::uint64_t>(info.st_blocks) * 512;
+  }
+  return total;
+}
+
+}  // namespace mgtrain

@@ -1,0 +1,187 @@
+// Snapshots in the launcher's memory (see memory_snapshots.hpp).
+#include "train/loop/memory_snapshots.hpp"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include "contract/worker_variables.hpp"
+#include "train/state/train_state.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace mgtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// MGTRAIN_SNAPSHOT_FD: an open descriptor >= 3, or nothing when unset.
+Fd snapshot_fd_from_environment() {
+  const char* text = std::getenv(kSnapshotFdVariable);
+  if (text == nullptr) return Fd();
+  char* end = nullptr;
+  const long fd = std::strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || fd < 3 || fd > 1 << 20) {
+    throw Error(
+        fmt::format("{}={}: not a descriptor number (the launcher sets it; unset it to run without "
+                    "snapshots in memory)",
+                    kSnapshotFdVariable, text));
+  }
+  if (::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
+    throw Error(
+        fmt::format("{}={}: no such open descriptor in this process (was the worker started by something "
+                    "other than mgtrain launch? unset it to run without snapshots in memory)",
+                    kSnapshotFdVariable, text));
+  }
+  return Fd(static_cast<int>(fd));
+}
+
+// Test hook (tests/integration/test_snapshot_resume.cpp): MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP=N makes every rank of
+// the first attempt (TORCHELASTIC_RESTART_COUNT 0) stop for good in the middle of writing the snapshot of step N (the
+// image written, the slot not yet complete).
+std::optional<std::int64_t> test_pause_step() {
+  const char* text = std::getenv("MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP");
+  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  long long step = -1;
+  if (text == nullptr || std::sscanf(text, "%lld", &step) != 1) return std::nullopt;
+  if (restarts != nullptr && std::string(restarts) != "0") return std::nullopt;
+  return step;
+}
+
+[[noreturn]] void test_hook_pause_here(std::int64_t step) {
+  std::fprintf(stderr, "mgtrain-test: snapshot write paused at step %lld\n", static_cast<long long>(step));
+  std::fflush(stderr);
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+}  // namespace
+
+MemorySnapshots::MemorySnapshots(const CheckpointConfig& config, CheckpointContent& content, Communicator& comm,
+                                 c10::Device device)
+    : every_(config.snapshot_every),
+      content_(content),
+      comm_(comm),
+      device_(device),
+      pause_at_step_(test_pause_step()) {
+  if (every_ <= 0) return;
+  fd_ = snapshot_fd_from_environment();
+  if (fd_) {
+    store_ = std::make_unique<SnapshotStore>(
+        fd_.get(), fmt::format("the snapshot store of rank {} ({}={})", comm_.rank(), kSnapshotFdVariable, fd_.get()));
+  }
+}
+
+MemorySnapshots::~MemorySnapshots() = default;
+
+std::optional<MemorySnapshots::Newest> MemorySnapshots::survey() {
+  if (every_ <= 0) return std::nullopt;
+  std::vector<std::string> skipped;
+  if (store_) mine_ = store_->newest(skipped);
+  for (const std::string& note : skipped) log::warn("skipping damaged snapshot: {}", note);
+  // One row per rank: whether it has a store, and its newest snapshot's step + 1 (0: none).
+  at::Tensor rows = at::zeros({comm_.world_size(), 2}, at::kLong);
+  rows[comm_.rank()][0] = store_ ? 1 : 0;
+  rows[comm_.rank()][1] = mine_ ? mine_->step + 1 : 0;
+  if (comm_.world_size() > 1) {
+    at::Tensor on_device = rows.to(device_);
+    comm_.allreduce_sum(on_device);
+    rows = on_device.cpu();
+  }
+  const auto stores = rows.select(1, 0).sum().item<std::int64_t>();
+  on_ = stores > 0;
+  if (!on_) {
+    if (comm_.rank() == 0) {
+      log::progress(
+          "note: no snapshots in memory (checkpoint.snapshot_every): {} is not set, as when the worker is not "
+          "started by mgtrain launch",
+          kSnapshotFdVariable);
+    }
+    return std::nullopt;
+  }
+  const at::Tensor steps = rows.select(1, 1);
+  const auto newest = steps.max().item<std::int64_t>();
+  if (newest == 0) return std::nullopt;
+  Newest found;
+  found.step = newest - 1;
+  found.everywhere = steps.eq(newest).all().item<bool>();
+  found.holder = static_cast<int>(steps.eq(newest).nonzero()[0][0].item<std::int64_t>());
+  return found;
+}
+
+TrainPosition MemorySnapshots::restore(const Newest& newest) {
+  const auto start = Clock::now();
+  const bool mine = mine_ && mine_->step == newest.step;
+  if (newest.everywhere) return content_.restore(mine_->image, describe(newest), seconds_since(start));
+  // The holder's image to every rank: those that hold the same step use their own.
+  at::Tensor bytes;
+  if (comm_.rank() == newest.holder) {
+    bytes = at::from_blob(const_cast<unsigned char*>(mine_->image.data()),
+                          {static_cast<std::int64_t>(mine_->image.file_size())}, at::kByte);
+  }
+  const at::Tensor received = broadcast_bytes(comm_, bytes, newest.holder, device_);
+  if (mine) return content_.restore(mine_->image, describe(newest), seconds_since(start));
+  const CheckpointFile sent =
+      read_checkpoint_image(fmt::format("the snapshot of step {} rank {} sent", newest.step, newest.holder),
+                            received.data_ptr<unsigned char>(), static_cast<std::uint64_t>(received.numel()));
+  return content_.restore(sent, describe(newest), seconds_since(start));
+}
+
+std::string MemorySnapshots::describe(const Newest& newest) const {
+  if (newest.everywhere) return "the snapshot in memory (each rank's own copy)";
+  return fmt::format("the snapshot in memory of rank {} (sent to the ranks that lack it)", newest.holder);
+}
+
+void MemorySnapshots::take(const TrainPosition& at) {
+  if (!on_) return;
+  const auto start = Clock::now();
+  const CheckpointContent::RngRows rng = content_.gather_rng_rows();
+  if (!store_) return;
+  const NamedTensors tensors = content_.tensors(rng);
+  // Each tensor's bytes on the CPU, contiguous: the live CPU tensors as they are, GPU ones through one staged copy.
+  const bool on_gpu = std::any_of(tensors.begin(), tensors.end(), [](const auto& t) { return !t.second.is_cpu(); });
+  std::vector<TensorRecord> records;
+  NamedTensors contiguous;
+  if (on_gpu) {
+    staging_.take(tensors);
+    for (const TensorView& view : staging_.views())
+      records.push_back(TensorRecord{view.name, view.dtype, view.shape, view.data, view.nbytes});
+  } else {
+    for (const auto& [name, tensor] : tensors) {
+      const at::Tensor& bytes = contiguous.emplace_back(name, tensor.contiguous()).second;
+      records.push_back(TensorRecord{name, dtype_name(bytes.scalar_type()),
+                                     std::vector<std::int64_t>(bytes.sizes().begin(), bytes.sizes().end()),
+                                     bytes.data_ptr(), bytes.nbytes()});
+    }
+  }
+  const auto metadata = content_.metadata(at, "snapshot", nullptr);
+  const std::uint64_t size = checkpoint_image_size(metadata, records);
+  const std::string name = fmt::format("the snapshot of step {}", at.step);
+  try {
+    store_->write(at.step, size, [&](unsigned char* room) {
+      write_checkpoint_image(name, room, size, metadata, records);
+      if (pause_at_step_ == at.step) test_hook_pause_here(at.step);
+    });
+  } catch (const SystemError& e) {
+    // No room (a memory limit, RLIMIT_FSIZE): training goes on; this rank takes no more snapshots, the others do.
+    log::warn("rank {} takes no more snapshots in memory: {}", comm_.rank(), e.what());
+    store_.reset();
+    return;
+  }
+  static const bool bench = std::getenv("MGTRAIN_BENCH_SNAPSHOT") != nullptr;  // scripts/bench/snapshot.sh: every one
+  if ((!announced_ || bench) && comm_.rank() == 0) {                           // once: what a snapshot costs
+    log::progress("snapshot in memory at step {}: {:.1f} MB in {:.1f} ms (every {} steps: checkpoint.snapshot_every)",
+                  at.step, static_cast<double>(size) / 1e6, seconds_since(start) * 1000.0, every_);
+  }
+  announced_ = true;
+}
+
+}  // namespace mgtrain

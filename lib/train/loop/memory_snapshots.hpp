@@ -1,0 +1,72 @@
+// Snapshots in memory (docs/checkpoints.md#snapshots-in-memory): every checkpoint.snapshot_every steps each rank
+// writes the whole training state (checkpoint_content.hpp: the image of a checkpoint file, every rank's RNG streams
+// included, so one snapshot is enough to resume the whole job) into the store its launcher keeps for it across
+// restarts (MGTRAIN_SNAPSHOT_FD; checkpoint/snapshot_store.hpp). Training waits only for the copy into that memory:
+// no disk, no thread. A restart asks survey() for the newest snapshot any rank holds; restore() resumes every rank
+// from it: from its own copy, or, for a rank that lacks it (killed mid-write, a new node), the copy of the lowest rank
+// that holds it, sent over the process group.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "checkpoint/snapshot_store.hpp"
+#include "config/config.hpp"
+#include "train/loop/checkpoint_content.hpp"
+#include "train/parallel/communicator.hpp"
+#include "train/state/train_state.hpp"
+#include "util/fd.hpp"
+
+namespace mgtrain {
+
+class MemorySnapshots {
+ public:
+  // Opens the store MGTRAIN_SNAPSHOT_FD names, when checkpoint.snapshot_every > 0 (a value that is not an open
+  // snapshot store is an Error naming the variable). Nothing collective yet.
+  MemorySnapshots(const CheckpointConfig& config, CheckpointContent& content, Communicator& comm, c10::Device device);
+  ~MemorySnapshots();
+  MemorySnapshots(const MemorySnapshots&) = delete;
+  MemorySnapshots& operator=(const MemorySnapshots&) = delete;
+
+  // The newest snapshot the job holds: its step, whether every rank holds it, and the lowest rank that does.
+  struct Newest {
+    std::int64_t step = 0;
+    bool everywhere = false;
+    int holder = 0;
+  };
+  // Collective (before anything else here): which ranks have a store and what each holds; a damaged snapshot is
+  // skipped (the rank that holds it says which and why). Nothing when no rank holds one, or snapshots are off.
+  std::optional<Newest> survey();
+
+  // Collective: every rank restores from the snapshot survey() found; returns where training continues.
+  TrainPosition restore(const Newest& newest);
+
+  // After survey(): snapshots are taken (checkpoint.snapshot_every > 0 and some rank has a store).
+  bool on() const { return on_; }
+  // Whether a snapshot is due after `step`.
+  bool due(std::int64_t step) const { return on_ && step % every_ == 0; }
+  // Collective: writes the snapshot of `at` into this rank's store (nothing to write on a rank without one).
+  void take(const TrainPosition& at);
+
+ private:
+  std::string describe(const Newest& newest) const;
+
+  std::int64_t every_;
+  CheckpointContent& content_;
+  Communicator& comm_;
+  c10::Device device_;
+  Fd fd_;
+  std::unique_ptr<SnapshotStore> store_;
+  std::optional<SnapshotStore::Snapshot> mine_;  // survey(): this rank's newest
+  bool on_ = false;
+  bool announced_ = false;                     // rank 0 said what the first snapshot cost
+  StateSnapshot staging_;                      // GPU tensors on their way into the store
+  std::optional<std::int64_t> pause_at_step_;  // MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP, for tests only
+};
+
+}  // namespace mgtrain
