@@ -4,8 +4,8 @@ the tools (scripts/wheel/tools.txt) and the build.
 
   mgtrain          the launcher, torch-free: bin/mgtrain and bin/mgtrain-plot (binaries, no Python shim),
                    <prefix>/lib/mgtrain (the status API's HTTP module and every library the binaries need beyond the
-                   manylinux policy), the importable helper mgtrain_progress and a small module `mgtrain` holding the
-                   example configs (python -m mgtrain: where things are).
+                   manylinux policy), the importable helpers mgtrain_progress and mgtrain_snapshot, and a small module
+                   `mgtrain` holding the example configs (python -m mgtrain: where things are).
   mgtrain-trainer  the LibTorch side: mgtrain_trainer/bin/mgtrain-worker (found by the launcher, no launch.worker),
                    the static libraries, headers and CMake package (python -m mgtrain_trainer prints the prefix for
                    find_package(mgtrain)); requires exactly the torch it was built against and loads torch's libraries
@@ -204,7 +204,8 @@ def launcher_tree(stage, tree, version, bundler_args):
     # The example configs inside the package (not <prefix>/share: pip's uninstall leaves a data scheme's emptied
     # nested folders behind).
     shutil.copytree(stage / "share" / "mgtrain" / "configs", package / "configs")
-    shutil.copy2(stage / "share" / "mgtrain" / "python" / "mgtrain_progress.py", tree / "mgtrain_progress.py")
+    for helper in ("mgtrain_progress.py", "mgtrain_snapshot.py"):
+        shutil.copy2(stage / "share" / "mgtrain" / "python" / helper, tree / helper)
     bundler = Bundler(lib, **bundler_args)
     # bin/ and lib/mgtrain are both under the installation's prefix (the data and scripts paths of every scheme):
     # a binary of bin/ reaches them as $ORIGIN/../lib/mgtrain.

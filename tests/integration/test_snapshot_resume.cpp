@@ -3,7 +3,9 @@
 // checkpoint_jobs.hpp's job) writes a snapshot every 5 steps. A worker SIGKILLed mid-step resumes from the newest
 // snapshot, not from the last file, and the run ends bit-identical to an uninterrupted one; workers killed while
 // writing a snapshot resume from the previous slot; a damaged snapshot is skipped with its reason, and the next
-// source is used: the copy of the rank that still holds it, or the newest file.
+// source is used: the copy of the rank that still holds it, or the newest file. Python workers: the helper
+// share/mgtrain/python/mgtrain_snapshot.py on a store of its own (snapshot_helper_check.py), and the DDP tutorial
+// (examples/ddp_snapshot/train.py) with a rank SIGKILLed, under the torch 2.x venv's Python.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -254,4 +256,71 @@ TEST_CASE("a damaged snapshot is skipped with its reason and the next source is 
     CHECK(summary_number(launcher.out(), "steps") == kSteps);
   }
   check_same_training_state(ref.final_checkpoint, checkpoint_path(run_dir + "/checkpoints", kSteps));
+}
+
+namespace {
+
+// The torch 2.x venv's Python (scripts/torch2-env.sh), or "" when it is not there.
+std::string venv_python() {
+  const std::string python = std::string(MGTRAIN_TORCH2_VENV) + "/bin/python";
+  return ::access(python.c_str(), X_OK) == 0 ? python : "";
+}
+
+const std::string kHelperDir = std::string(MGTRAIN_SOURCE_DIR) + "/share/mgtrain/python";
+
+}  // namespace
+
+TEST_CASE("Python: mgtrain_snapshot.py saves, skips a cut or damaged snapshot, and refuses a non-store",
+          "[snapshot][python]") {
+  const std::string python = venv_python();
+  if (python.empty()) {
+    WARN("SKIP: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV << " (scripts/torch2-env.sh makes it)");
+    return;
+  }
+  TempDir dir;
+  const Outcome run =
+      run_job({python, std::string(MGTRAIN_SOURCE_DIR) + "/tests/integration/snapshot_helper_check.py", kHelperDir},
+              dir / "helper");
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(run.out, Contains("snapshot helper: ok"));
+}
+
+TEST_CASE("Python: the DDP tutorial with a rank SIGKILLed resumes from memory and ends bit-identical",
+          "[snapshot][python][restart]") {
+  const std::string python = venv_python();
+  if (python.empty()) {
+    WARN("SKIP: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV << " (scripts/torch2-env.sh makes it)");
+    return;
+  }
+  TempDir dir;
+  const std::string script = std::string(MGTRAIN_SOURCE_DIR) + "/examples/ddp_snapshot/train.py";
+  const std::vector<std::pair<std::string, std::string>> env = {{"PYTHONPATH", kHelperDir}};
+  auto job = [&](const std::string& id, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {
+        kBin + "/mgtrain", "launch", "--nproc", "2",    "--max-restarts", "1",       "--log-dir", dir / "runs",
+        "--run-id",        id,       "--",      python, script,           "--steps", "300"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Launcher launcher(args, dir / id, std::nullopt, env);
+    Outcome outcome;
+    outcome.exit_code = launcher.wait(180s);
+    outcome.out = launcher.out();
+    outcome.err = launcher.err();
+    return outcome;
+  };
+  const Outcome whole = job("whole", {});
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  // Rank 1 of the first attempt kills itself after step 137: the snapshots every 10 steps leave step 130.
+  const Outcome killed = job("killed", {"--kill-at", "137"});
+  INFO(killed.out << killed.err);
+  REQUIRE(killed.exit_code == 0);
+  CHECK_THAT(killed.err, Contains("restarting all workers (attempt 2 of 2) after local rank 1 signal SIGKILL"));
+  CHECK_THAT(killed.out, Contains("[rank 0] resumed from the snapshot in memory at step 130"));
+  const auto final_line = [](const std::string& out) {
+    const std::size_t at = out.find("final step 300 parameters sha256 ");
+    return at == std::string::npos ? std::string("<none>") : out.substr(at, out.find('\n', at) - at);
+  };
+  CHECK(final_line(killed.out) == final_line(whole.out));
+  CHECK(final_line(whole.out) != "<none>");
 }
