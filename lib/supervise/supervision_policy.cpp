@@ -139,7 +139,9 @@ void SupervisionPolicy::on_worker_exit(int local_rank, ExitStatus status, Steady
     failure.time = now;
     // An expired file timer is a fault of the launcher's own, never a consequence of the group's stop.
     record_.add_failure(failure, !killed_for_failure && stopping);
-    if (phase_ == Phase::kRunning) begin_stop(SIGTERM, now, &failure);
+    // The failure as recorded (its attempt set): a node agent reports it, naming the attempt's worker.
+    const WorkerFailure recorded = record_.failures().back();
+    if (phase_ == Phase::kRunning) begin_stop(SIGTERM, now, &recorded);
   }
   finish_attempt_if_done(now);
 }

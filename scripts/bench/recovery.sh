@@ -114,7 +114,6 @@ if ! [[ $kill_offset =~ ^[0-9]+$ ]] || ((kill_offset >= ckpt_every)); then
   die "KILL_OFFSET=$kill_offset: expected an integer from 0 to CKPT_EVERY - 1 ($((ckpt_every - 1)))"
 fi
 ((base_port + 4 * rounds + 1000 <= 65535)) || die "PORT=$base_port: too high (run n uses PORT + n - 1 and that + 1000)"
-[[ $subnet =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "SUBNET=$subnet: expected three octets, e.g. 10.79.0"
 read -ra order <<<"$sides"
 ((${#order[@]} > 0)) || die "SIDES is empty"
 for side in "${order[@]}"; do
@@ -123,10 +122,7 @@ for side in "${order[@]}"; do
 done
 has() { [[ " ${order[*]} " == *" $1 "* ]]; }
 
-# Refusals before anything is made.
-((EUID == 0)) || die "network namespaces need root (ip netns add): run it as root"
-ip=$(command -v ip || true)
-[[ -n $ip ]] || die "the ip tool (iproute2) is not installed: apt-get install iproute2"
+# Refusals before anything is made (the namespaces' own: make_nodes).
 if has mgtrain || has trainer; then
   [[ -x $mgtrain ]] || die "MGTRAIN=$mgtrain: not an executable (build it: scripts/build.sh mgtrain mgtrain-worker)"
 fi
@@ -151,34 +147,14 @@ else
   work=$(mktemp -d)
 fi
 
-# ---- the namespaces ------------------------------------------------------------------------------------------------
-tag=rc$(($$ % 100000))
-switch=${tag}sw
-hosts=("${tag}h0" "${tag}h1" "${tag}h2")  # nodes A, B, C
+# ---- the namespaces (scripts/bench/netns_nodes.sh) ------------------------------------------------------------------
+name=recovery.sh
+source scripts/bench/netns_nodes.sh
 node_names=(A B C)
-made=()
-
-kill_namespace() {  # kill_namespace NS: SIGSTOP, then SIGKILL every process in it, until none is left (5 s at most)
-  local pids deadline=$((SECONDS + 5))
-  while pids=$("$ip" netns pids "$1" 2>/dev/null) && [[ -n $pids ]]; do
-    # shellcheck disable=SC2086  # one pid a word
-    kill -STOP $pids 2>/dev/null || true
-    # shellcheck disable=SC2086
-    kill -KILL $pids 2>/dev/null || true
-    ((SECONDS < deadline)) || { echo "recovery.sh: processes left in namespace $1: $pids" >&2; return 1; }
-    sleep 0.05
-  done
-}
-
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  for ns in "${made[@]}"; do kill_namespace "$ns" || true; done
-  for ns in "${made[@]}"; do "$ip" netns del "$ns" 2>/dev/null || true; done
-  for i in 0 1 2; do  # a veth pair left outside the namespaces by a setup that failed half-way
-    "$ip" link del "${tag}a$i" 2>/dev/null || true
-    "$ip" link del "${tag}b$i" 2>/dev/null || true
-  done
+  remove_nodes
   wait 2>/dev/null || true  # the time stampers end once their agents' output has closed
   [[ -n ${LOG_DIR:-} ]] || rm -rf "$work"
   exit "$rc"
@@ -186,29 +162,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-netns() {  # netns ARGS: runs `ip ARGS`, or refuses with what it said
-  local out
-  out=$("$ip" "$@" 2>&1) || die "ip $* failed: $out (network namespaces are not usable here)"
-}
-netns netns add "$switch"
-made+=("$switch")
-netns -n "$switch" link add br0 type bridge
-netns -n "$switch" link set br0 up
-for i in 0 1 2; do
-  netns netns add "${hosts[i]}"
-  made+=("${hosts[i]}")
-  netns link add "${tag}b$i" type veth peer name "${tag}a$i"
-  netns link set "${tag}b$i" netns "${hosts[i]}" name eth0
-  netns link set "${tag}a$i" netns "$switch"
-  netns -n "$switch" link set "${tag}a$i" master br0 up
-  netns -n "${hosts[i]}" addr add "$subnet.$((i + 1))/24" dev eth0
-  netns -n "${hosts[i]}" link set eth0 up
-  netns -n "${hosts[i]}" link set lo up
-done
+make_nodes "rc$(($$ % 100000))"
 
 # ---- one run -------------------------------------------------------------------------------------------------------
-stamp() { local line; while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
 python_side() { [[ $1 != trainer ]]; }
 
 agent_pid=()
@@ -240,23 +196,6 @@ start_agent() {  # start_agent SIDE RUN_DIR PORT NODE_INDEX: the node's agent in
   echo "$name: ${env[*]} ${cmd[*]}" >>"$dir/commands"
   "$ip" netns exec "${hosts[i]}" env "${env[@]}" "${cmd[@]}" </dev/null > >(stamp >"$dir/$name.log") 2>&1 &
   agent_pid[i]=$!
-}
-
-alive() {  # alive PID: running (a child that exited stays a zombie until waited for: not alive)
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat:0:1} != Z ]]
-}
-
-# wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds (0) or SECONDS have passed (1).
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.05
-  done
 }
 
 # The progress of a run (SIDE DIR): the Python sides' events file ("<time> node= pid= rank= restart= <event> k=v ..."),

@@ -487,8 +487,12 @@ namespace {
 // The node agent's view of a coordinated (multi-node) group.
 struct FakeCoordinatedGroup : FakeGroup {
   std::vector<int> failing_ranks;
+  std::vector<int> failing_attempts;
   int ended = 0;
-  void group_failing(const WorkerFailure& failure) override { failing_ranks.push_back(failure.local_rank); }
+  void group_failing(const WorkerFailure& failure) override {
+    failing_ranks.push_back(failure.local_rank);
+    failing_attempts.push_back(failure.attempt);
+  }
   void attempt_ended() override { ++ended; }
 };
 
@@ -512,6 +516,9 @@ TEST_CASE("coordinated: attempts start when the agent says, a failure is reporte
   CHECK(policy.record().attempt() == 3);
   policy.on_worker_exit(1, ExitStatus::exited(9), t0 + 2s);
   CHECK(group.failing_ranks == std::vector<int>{1});
+  // The attempt's own: the agent's report names that attempt's worker (a node that joined at round 3 as a standby
+  // has started no worker in attempt 0).
+  CHECK(group.failing_attempts == std::vector<int>{3});
   CHECK(group.log.back() == "signal SIGTERM");
   policy.on_worker_exit(0, ExitStatus::exited(4), t0 + 3s);  // during teardown: not reported again
   CHECK(group.failing_ranks.size() == 1);

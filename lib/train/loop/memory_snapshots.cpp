@@ -2,6 +2,7 @@
 #include "train/loop/memory_snapshots.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,9 +46,11 @@ Fd snapshot_fd_from_environment() {
   return Fd(static_cast<int>(fd));
 }
 
-// Test hook (tests/integration/test_snapshot_resume.cpp): MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP=N makes every rank of
-// the first attempt (TORCHELASTIC_RESTART_COUNT 0) stop for good in the middle of writing the snapshot of step N (the
-// image written, the slot not yet complete).
+// Test hooks: the snapshot's writer stops for good in the middle of writing a snapshot (the image written, the slot
+// not yet complete), for kill-mid-snapshot tests. MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP=N (test_snapshot_resume.cpp):
+// every rank of the first attempt (TORCHELASTIC_RESTART_COUNT 0) at the snapshot of step N.
+// MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE=PATH (scripts/bench/recovery_campaign.sh): a rank at its first snapshot after PATH
+// appeared; it removes PATH first, so one rank stops per file.
 std::optional<std::int64_t> test_pause_step() {
   const char* text = std::getenv("MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP");
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
@@ -55,6 +58,11 @@ std::optional<std::int64_t> test_pause_step() {
   if (text == nullptr || std::sscanf(text, "%lld", &step) != 1) return std::nullopt;
   if (restarts != nullptr && std::string(restarts) != "0") return std::nullopt;
   return step;
+}
+
+bool test_pause_file_taken() {
+  const char* path = std::getenv("MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE");
+  return path != nullptr && ::unlink(path) == 0;
 }
 
 [[noreturn]] void test_hook_pause_here(std::int64_t step) {
@@ -168,7 +176,7 @@ void MemorySnapshots::take(const TrainPosition& at) {
   try {
     store_->write(at.step, size, [&](unsigned char* room) {
       write_checkpoint_image(name, room, size, metadata, records);
-      if (pause_at_step_ == at.step) test_hook_pause_here(at.step);
+      if (pause_at_step_ == at.step || test_pause_file_taken()) test_hook_pause_here(at.step);
     });
   } catch (const SystemError& e) {
     // No room (a memory limit, RLIMIT_FSIZE): training goes on; this rank takes no more snapshots, the others do.
