@@ -92,6 +92,7 @@ def main():
         for tensor in trainer.model.module.state_dict().values():
             digest.update(tensor.detach().cpu().numpy().tobytes())
         print("final step %d parameters sha256 %s" % (trainer.step, digest.hexdigest()), flush=True)
+    dist.barrier()  # every rank done before the group goes: gloo's teardown can abort a rank still talking to it
     dist.destroy_process_group()
 
 

@@ -143,6 +143,11 @@ TrainPosition MemorySnapshots::restore(const Newest& newest) {
   return content_.restore(sent, describe(newest), seconds_since(start));
 }
 
+bool MemorySnapshots::take_prints() const {
+  static const bool bench = std::getenv("MGTRAIN_BENCH_SNAPSHOT") != nullptr;  // scripts/bench/snapshot.sh: every one
+  return on_ && store_ && comm_.rank() == 0 && (!announced_ || bench);
+}
+
 std::string MemorySnapshots::describe(const Newest& newest) const {
   if (newest.everywhere) return "the snapshot in memory (each rank's own copy)";
   return fmt::format("the snapshot in memory of rank {} (sent to the ranks that lack it)", newest.holder);
@@ -184,8 +189,7 @@ void MemorySnapshots::take(const TrainPosition& at) {
     store_.reset();
     return;
   }
-  static const bool bench = std::getenv("MGTRAIN_BENCH_SNAPSHOT") != nullptr;  // scripts/bench/snapshot.sh: every one
-  if ((!announced_ || bench) && comm_.rank() == 0) {                           // once: what a snapshot costs
+  if (take_prints()) {  // rank 0's first: what a snapshot costs
     log::progress("snapshot in memory at step {}: {:.1f} MB in {:.1f} ms (every {} steps: checkpoint.snapshot_every)",
                   at.step, static_cast<double>(size) / 1e6, seconds_since(start) * 1000.0, every_);
   }

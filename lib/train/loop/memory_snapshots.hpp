@@ -52,6 +52,9 @@ class MemorySnapshots {
   bool due(std::int64_t step) const { return on_ && step % every_ == 0; }
   // Collective: writes the snapshot of `at` into this rank's store (nothing to write on a rank without one).
   void take(const TrainPosition& at);
+  // Whether the next take() prints a line (rank 0's first snapshot: its size and time), for the progress bar to make
+  // room.
+  bool take_prints() const;
 
  private:
   std::string describe(const Newest& newest) const;

@@ -341,7 +341,10 @@ class TrainingRun {
     if ((config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0) || votes.save_due) {
       save(current_, votes.save_due ? "every_minutes" : "every_steps");
     }
-    if (snapshots_->due(step_)) snapshots_->take(current_);
+    if (snapshots_->due(step_)) {
+      if (snapshots_->take_prints()) reporter_->before_message();  // its line, not the progress bar's
+      snapshots_->take(current_);
+    }
     if (votes.save_requested) {  // SIGUSR2 on some rank: save now and go on
       SaveRequest::clear();      // every rank: one save for the signals that arrived up to this step
       if (!checkpoints_->enabled()) {
