@@ -8,7 +8,9 @@
 # per node (2 slots x size x ranks), the median snapshot time, the median throughput per setting and its ratio to
 # "off" (the overhead: short runs on a small machine spread by a few per cent), the snapshot's own share of the step
 # time (its median time / (snapshot_every x the median step time with snapshots off)), and the steps a failure loses
-# at most (snapshot_every).
+# at most (snapshot_every). Then, per model, the cost within one run (separate runs spread by a few per cent): one more
+# run with the default and a metrics row every step, whose step times (after the first 100 steps) give the median of
+# the snapshot steps, of the step after, and of the rest, and what the two cost as a share of all steps.
 # Usage: scripts/bench/snapshot.sh    (ROUNDS=5 STEPS=600 MODELS="mlp-1024 cnn" DEFAULT_EVERY=<the config default>
 #                                      MGTRAIN=build/bin/mgtrain)
 set -euo pipefail
@@ -56,4 +58,23 @@ for model in $models; do
       else printf "   snapshot_every %3d: %8.0f samples/s, ratio to off %.3f, snapshot %s ms = %.2f %% of %d steps, a failure loses <= %d steps\n",
         e, r, r / o, ms, ms / (e * step) * 100, e, e }'
   done
+  # Within one run: the snapshot steps against the others (metrics.jsonl, a row every step).
+  MGTRAIN_BENCH_SNAPSHOT=1 "$mgtrain" launch --nproc 2 --log-dir "$work/runs" --run-id within "configs/bench/$model.yaml" \
+    train.max_steps="$steps" data.synthetic_samples=200000 checkpoint.snapshot_every="$default_every" \
+    log.metrics_every_steps=1 >/dev/null 2>&1 ||
+    { echo "snapshot.sh: the run of $model with a metrics row every step failed" >&2; exit 1; }
+  python3 - "$work/runs/within/metrics.jsonl" "$default_every" <<'PY'
+import json, statistics, sys
+every = int(sys.argv[2])
+times = {}
+for line in open(sys.argv[1]):
+    row = json.loads(line)
+    if row.get("kind") == "train" and row["step"] > 100:
+        times.setdefault(min(row["step"] % every, 2), []).append(row["step_time_ms"])
+snap, after, rest = (statistics.median(times[k]) for k in (0, 1, 2))
+share = ((snap - rest) + (after - rest)) / (every * rest) * 100
+print("   within one run, snapshot_every %d: snapshot steps %.2f ms, the step after %.2f ms, the others %.2f ms (medians):"
+      " %.2f %% of the step time" % (every, snap, after, rest, share))
+PY
+  rm -rf "$work/runs"
 done
