@@ -19,6 +19,11 @@ inline double seconds_between(std::chrono::steady_clock::time_point from, std::c
   return std::chrono::duration<double>(to - from).count();
 }
 
+// The seconds from `from` until now, for timing a piece of work.
+inline double seconds_since(std::chrono::steady_clock::time_point from) {
+  return seconds_between(from, std::chrono::steady_clock::now());
+}
+
 // One reading of both clocks, so that a steady time of a launch can be shown as wall-clock time.
 struct ClockAnchor {
   std::chrono::steady_clock::time_point steady = std::chrono::steady_clock::now();

@@ -192,10 +192,10 @@ TEST_CASE("loss scaler: its state is written into a real checkpoint and comes ba
     std::vector<at::Tensor> params;
     for (auto& [name, p] : model->named_parameters()) params.push_back(p);
     auto optimizer = make_optimizer(config.optim, params, 0.1);
-    CheckpointContent content(config, "config", *comm, *model, *optimizer, c10::Device(c10::kCPU));
+    CheckpointContent content(config, "config", *comm, *model, *optimizer);
     if (with_scaler) content.attach_grad_scaler(&scaler);
-    Checkpointer checkpoints(config, content, *comm, c10::Device(c10::kCPU));
-    MemorySnapshots memory(config.checkpoint, content, *comm, c10::Device(c10::kCPU));
+    Checkpointer checkpoints(config, content, *comm);
+    MemorySnapshots memory(config.checkpoint, content, *comm);
     auto resumed = checkpoints.resume(memory, memory.survey());
     if (save) {
       checkpoints.save(TrainPosition{7, 0, 0}, "test", nullptr);

@@ -14,6 +14,7 @@
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/time_format.hpp"
+#include "util/timespec.hpp"
 #include "util/xxhash64.hpp"
 
 namespace mgtrain {
@@ -40,13 +41,12 @@ class CheckpointLookup : public TensorViewMap {
 }  // namespace
 
 CheckpointContent::CheckpointContent(const Config& config, std::string resolved_config, Communicator& comm,
-                                     Model& model, torch::optim::Optimizer& optimizer, c10::Device device)
+                                     Model& model, torch::optim::Optimizer& optimizer)
     : config_(config),
       resolved_config_(std::move(resolved_config)),
       comm_(comm),
       model_(model),
-      optimizer_(optimizer),
-      device_(device) {}
+      optimizer_(optimizer) {}
 
 std::int64_t CheckpointContent::metadata_int(const CheckpointFile& file, const std::string& key) {
   auto found = file.metadata().find(key);
@@ -74,11 +74,7 @@ CheckpointContent::RngRows CheckpointContent::gather_rng_rows() {
     rng.rows[comm_.rank()].narrow(0, offset, state.numel()).copy_(state.reshape({-1}));
     offset += state.numel();
   }
-  if (comm_.world_size() > 1) {
-    at::Tensor on_device = rng.rows.to(device_);
-    comm_.allreduce_sum(on_device);
-    rng.rows = on_device.cpu();
-  }
+  comm_.allreduce_sum(rng.rows);
   return rng;
 }
 
@@ -139,7 +135,7 @@ TrainPosition CheckpointContent::restore(const CheckpointFile& file, const std::
   at.samples_in_epoch = metadata_int(file, "mgtrain.samples_in_epoch");
   // Each rank continues its own random stream; a rank the saved run did not have takes rank (r mod saved world)'s.
   restore_rng_state(stored, rank_prefix(comm_.rank() % static_cast<int>(std::max<std::int64_t>(saved_world, 1))));
-  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  seconds += seconds_since(start);
   if (comm_.rank() == 0) report(what, file, at, saved_world, seconds);
   return at;
 }

@@ -10,7 +10,6 @@
 #include <string>
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config.hpp"
@@ -37,7 +36,7 @@ class CheckpointContent {
  public:
   // `resolved_config`: the run's config as YAML (stored in every checkpoint with its hash).
   CheckpointContent(const Config& config, std::string resolved_config, Communicator& comm, Model& model,
-                    torch::optim::Optimizer& optimizer, c10::Device device);
+                    torch::optim::Optimizer& optimizer);
 
   // fp16: the loss scaler whose state is saved with every checkpoint (when enabled) and restored by restore() (a
   // checkpoint without it leaves the initial scale). The scaler must outlive this object.
@@ -73,7 +72,6 @@ class CheckpointContent {
   Communicator& comm_;
   Model& model_;
   torch::optim::Optimizer& optimizer_;
-  c10::Device device_;
   GradScaler* scaler_ = nullptr;
 };
 

@@ -6,11 +6,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <thread>
-
-#include <cstring>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -20,13 +19,12 @@
 #include "train/state/train_state.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The metric checkpoint.best_metric names, and whether larger is better.
 std::optional<std::pair<double, bool>> metric_value(BestMetric metric, const EvalResult* eval) {
@@ -46,13 +44,13 @@ std::optional<std::pair<double, bool>> metric_value(BestMetric metric, const Eva
 }
 
 // Sends rank 0's text to every rank.
-std::string broadcast_text(Communicator& comm, const std::string& text, c10::Device device) {
+std::string broadcast_text(Communicator& comm, const std::string& text) {
   at::Tensor bytes;
   if (comm.rank() == 0) {
     bytes = at::empty({static_cast<std::int64_t>(text.size())}, at::kByte);
     if (!text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());
   }
-  const at::Tensor received = broadcast_bytes(comm, bytes, 0, device);
+  const at::Tensor received = broadcast_bytes(comm, bytes, 0);
   const auto* begin = static_cast<const char*>(received.data_ptr());
   return std::string(begin, begin + received.numel());
 }
@@ -198,11 +196,10 @@ class Checkpointer::Writer {
   std::thread thread_;  // last: starts once everything above exists
 };
 
-Checkpointer::Checkpointer(const Config& config, CheckpointContent& content, Communicator& comm, c10::Device device)
+Checkpointer::Checkpointer(const Config& config, CheckpointContent& content, Communicator& comm)
     : config_(config),
       content_(content),
       comm_(comm),
-      device_(device),
       enabled_(!config.checkpoint.dir.empty()),
       dir_(config.checkpoint.dir),
       last_save_(Clock::now()) {
@@ -268,7 +265,7 @@ std::string Checkpointer::agree_on_checkpoint(const std::optional<MemorySnapshot
     } catch (const UsageError& e) {
       decision = "!" + std::string(e.what());
     }
-  decision = broadcast_text(comm_, decision, device_);
+  decision = broadcast_text(comm_, decision);
   if (!decision.empty() && decision[0] == '!') {
     if (comm_.rank() == 0) throw UsageError(decision.substr(1));
     fail_after_rank0(comm_, UsageError(fmt::format("rank 0 refused checkpoint.resume: {}", decision.substr(1))));
@@ -313,9 +310,9 @@ bool Checkpointer::agree_to_skip() {
       writer_->wait_idle();
   }
   if (comm_.world_size() > 1) {
-    std::vector<at::Tensor> flag{at::tensor({skip ? 1 : 0}, at::kInt).to(device_)};
+    std::vector<at::Tensor> flag{at::tensor({skip ? 1 : 0}, at::kInt)};  // NCCL: through the GPU (communicator)
     comm_.broadcast(flag, 0);
-    skip = flag[0].cpu().item<int>() != 0;
+    skip = flag[0].item<int>() != 0;
   }
   return skip;
 }

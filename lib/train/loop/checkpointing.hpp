@@ -12,8 +12,6 @@
 #include <optional>
 #include <string>
 
-#include <c10/core/Device.h>
-
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config.hpp"
 #include "train/loop/checkpoint_content.hpp"
@@ -32,7 +30,7 @@ namespace mgtrain {
 class Checkpointer {
  public:
   // `content` says what goes into a checkpoint and restores it; it outlives this object.
-  Checkpointer(const Config& config, CheckpointContent& content, Communicator& comm, c10::Device device);
+  Checkpointer(const Config& config, CheckpointContent& content, Communicator& comm);
   ~Checkpointer();  // waits for a write in flight
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -80,7 +78,6 @@ class Checkpointer {
   const Config& config_;
   CheckpointContent& content_;
   Communicator& comm_;
-  c10::Device device_;
   bool enabled_;
   std::string dir_;
   std::unique_ptr<Writer> writer_;                   // rank 0 only

@@ -17,13 +17,12 @@
 #include "train/state/train_state.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // MGTRAIN_SNAPSHOT_FD: an open descriptor >= 3, or nothing when unset.
 Fd snapshot_fd_from_environment() {
@@ -60,9 +59,9 @@ std::optional<std::int64_t> test_pause_step() {
   return step;
 }
 
-bool test_pause_file_taken() {
+std::string test_pause_file() {
   const char* path = std::getenv("MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE");
-  return path != nullptr && ::unlink(path) == 0;
+  return path != nullptr ? path : "";
 }
 
 [[noreturn]] void test_hook_pause_here(std::int64_t step) {
@@ -73,13 +72,12 @@ bool test_pause_file_taken() {
 
 }  // namespace
 
-MemorySnapshots::MemorySnapshots(const CheckpointConfig& config, CheckpointContent& content, Communicator& comm,
-                                 c10::Device device)
+MemorySnapshots::MemorySnapshots(const CheckpointConfig& config, CheckpointContent& content, Communicator& comm)
     : every_(config.snapshot_every),
       content_(content),
       comm_(comm),
-      device_(device),
-      pause_at_step_(test_pause_step()) {
+      pause_at_step_(test_pause_step()),
+      pause_file_(test_pause_file()) {
   if (every_ <= 0) return;
   fd_ = snapshot_fd_from_environment();
   if (fd_) {
@@ -99,11 +97,7 @@ std::optional<MemorySnapshots::Newest> MemorySnapshots::survey() {
   at::Tensor rows = at::zeros({comm_.world_size(), 2}, at::kLong);
   rows[comm_.rank()][0] = store_ ? 1 : 0;
   rows[comm_.rank()][1] = mine_ ? mine_->step + 1 : 0;
-  if (comm_.world_size() > 1) {
-    at::Tensor on_device = rows.to(device_);
-    comm_.allreduce_sum(on_device);
-    rows = on_device.cpu();
-  }
+  comm_.allreduce_sum(rows);
   const auto stores = rows.select(1, 0).sum().item<std::int64_t>();
   on_ = stores > 0;
   if (!on_) {
@@ -135,7 +129,7 @@ TrainPosition MemorySnapshots::restore(const Newest& newest) {
     bytes = at::from_blob(const_cast<unsigned char*>(mine_->image.data()),
                           {static_cast<std::int64_t>(mine_->image.file_size())}, at::kByte);
   }
-  const at::Tensor received = broadcast_bytes(comm_, bytes, newest.holder, device_);
+  const at::Tensor received = broadcast_bytes(comm_, bytes, newest.holder);
   if (mine) return content_.restore(mine_->image, describe(newest), seconds_since(start));
   const CheckpointFile sent =
       read_checkpoint_image(fmt::format("the snapshot of step {} rank {} sent", newest.step, newest.holder),
@@ -181,7 +175,8 @@ void MemorySnapshots::take(const TrainPosition& at) {
   try {
     store_->write(at.step, size, [&](unsigned char* room) {
       write_checkpoint_image(name, room, size, metadata, records);
-      if (pause_at_step_ == at.step || test_pause_file_taken()) test_hook_pause_here(at.step);
+      const bool file_taken = !pause_file_.empty() && ::unlink(pause_file_.c_str()) == 0;
+      if (pause_at_step_ == at.step || file_taken) test_hook_pause_here(at.step);
     });
   } catch (const SystemError& e) {
     // No room (a memory limit, RLIMIT_FSIZE): training goes on; this rank takes no more snapshots, the others do.

@@ -13,7 +13,6 @@
 #include <string>
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
 
 #include "checkpoint/snapshot_store.hpp"
 #include "config/config.hpp"
@@ -28,7 +27,7 @@ class MemorySnapshots {
  public:
   // Opens the store MGTRAIN_SNAPSHOT_FD names, when checkpoint.snapshot_every > 0 (a value that is not an open
   // snapshot store is an Error naming the variable). Nothing collective yet.
-  MemorySnapshots(const CheckpointConfig& config, CheckpointContent& content, Communicator& comm, c10::Device device);
+  MemorySnapshots(const CheckpointConfig& config, CheckpointContent& content, Communicator& comm);
   ~MemorySnapshots();
   MemorySnapshots(const MemorySnapshots&) = delete;
   MemorySnapshots& operator=(const MemorySnapshots&) = delete;
@@ -62,7 +61,6 @@ class MemorySnapshots {
   std::int64_t every_;
   CheckpointContent& content_;
   Communicator& comm_;
-  c10::Device device_;
   Fd fd_;
   std::unique_ptr<SnapshotStore> store_;
   std::optional<SnapshotStore::Snapshot> mine_;  // survey(): this rank's newest
@@ -70,6 +68,7 @@ class MemorySnapshots {
   bool announced_ = false;                     // rank 0 said what the first snapshot cost
   StateSnapshot staging_;                      // GPU tensors on their way into the store
   std::optional<std::int64_t> pause_at_step_;  // MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP, for tests only
+  std::string pause_file_;                     // MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE, for benchmarks only
 };
 
 }  // namespace mgtrain

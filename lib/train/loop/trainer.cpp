@@ -37,6 +37,7 @@
 #include "train/parallel/sync_batch_norm.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/timespec.hpp"
 
 namespace mgtrain {
 namespace {
@@ -56,8 +57,6 @@ std::optional<std::int64_t> test_hang_step(int rank) {
 }
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Each rank evaluates its own slice (rank, rank+W, ...: no padding, so every sample counts once) and
 // the sums are all-reduced.
@@ -217,10 +216,10 @@ class TrainingRun {
 
   // Checkpoints: resume first (model, optimizer, loss scale, RNG and position), then save as the policy says.
   void resume_from_checkpoint() {
-    content_.emplace(config_, config_to_yaml(config_), comm_, *s_.model, *s_.optimizer, s_.device);
+    content_.emplace(config_, config_to_yaml(config_), comm_, *s_.model, *s_.optimizer);
     content_->attach_grad_scaler(&scaler_);
-    checkpoints_.emplace(config_, *content_, comm_, s_.device);
-    snapshots_.emplace(config_.checkpoint, *content_, comm_, s_.device);
+    checkpoints_.emplace(config_, *content_, comm_);
+    snapshots_.emplace(config_.checkpoint, *content_, comm_);
     const std::optional<MemorySnapshots::Newest> in_memory = snapshots_->survey();
     const std::optional<TrainPosition> resumed = checkpoints_->resume(*snapshots_, in_memory);
     if (checkpoints_->enabled())

@@ -151,7 +151,7 @@ class ProcessGroupCommunicator final : public Communicator {
     for (auto& t : tensors) {
       std::vector<at::Tensor> one{needs_gpu_staging(t) ? t.to(at::kCUDA) : t};
       group_->broadcast(one, options)->wait();
-      if (!one[0].is_same(t)) t.copy_(one[0]);
+      if (rank_ != root && !one[0].is_same(t)) t.copy_(one[0]);  // the root's tensor is what it sent
     }
   }
 
@@ -279,16 +279,15 @@ void Communicator::broadcast_coalesced(std::vector<at::Tensor>& tensors, int roo
   }
 }
 
-at::Tensor broadcast_bytes(Communicator& comm, const at::Tensor& bytes, int root, c10::Device device) {
+at::Tensor broadcast_bytes(Communicator& comm, const at::Tensor& bytes, int root) {
   if (comm.world_size() == 1) return bytes;
   const bool mine = comm.rank() == root;
-  std::vector<at::Tensor> length{at::tensor({mine ? bytes.numel() : std::int64_t{0}}, at::kLong).to(device)};
+  std::vector<at::Tensor> length{at::tensor({mine ? bytes.numel() : std::int64_t{0}}, at::kLong)};
   comm.broadcast(length, root);
-  const std::int64_t size = length[0].cpu().item<std::int64_t>();
-  std::vector<at::Tensor> payload{mine ? bytes.to(device)
-                                       : at::empty({size}, at::TensorOptions(at::kByte).device(device))};
+  const std::int64_t size = length[0].item<std::int64_t>();
+  std::vector<at::Tensor> payload{mine ? bytes : at::empty({size}, at::kByte)};
   if (size > 0) comm.broadcast(payload, root);
-  return mine ? bytes : payload[0].cpu();
+  return payload[0];
 }
 
 std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, const DdpConfig& ddp,

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
 
 #include "config/config.hpp"
 #include "contract/worker_identity.hpp"
@@ -39,9 +38,9 @@ class Communicator {
   virtual void barrier() = 0;
 };
 
-// Collective: root's bytes (a 1-D U8 CPU tensor there; ignored elsewhere) on every rank, as a 1-D U8 CPU tensor,
-// sent through `device` (the backend's: the CPU for gloo, the GPU for NCCL). Root gets its own tensor back.
-at::Tensor broadcast_bytes(Communicator& comm, const at::Tensor& bytes, int root, c10::Device device);
+// Collective: root's bytes (a 1-D U8 CPU tensor there; ignored elsewhere) on every rank, as a 1-D U8 CPU tensor (NCCL:
+// through the GPU, as every CPU tensor). Root gets its own tensor back, unchanged.
+at::Tensor broadcast_bytes(Communicator& comm, const at::Tensor& bytes, int root);
 
 // backend: "gloo" or "nccl" (already resolved from "auto"). Throws UsageError/Error with the address,
 // the timeout and the ranks that arrived when the rendezvous fails.
