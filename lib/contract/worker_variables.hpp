@@ -11,7 +11,7 @@ inline constexpr const char* kConfigFileVariable = "MGTRAIN_CONFIG_FILE";  // th
 // The per-rank progress file (contract/heartbeat_line.hpp): set while hang or straggler detection or the status
 // API reads it.
 inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE";
-// The worker's snapshot store (checkpoint/snapshot_store.hpp; supervise/snapshot_stores.hpp): the number of an
+// The worker's snapshot store (checkpoint/snapshot_store.hpp, checkpoint/snapshot_stores.hpp): the number of an
 // inherited descriptor of a memfd the launcher keeps across the worker's restarts (docs/checkpoints.md).
 inline constexpr const char* kSnapshotFdVariable = "MGTRAIN_SNAPSHOT_FD";
 // The multi-node rendezvous secret (launch/rendezvous_secret.hpp). Read by the launcher, never passed to workers.

@@ -36,7 +36,8 @@ struct WorkerProcessSpec {
   // If >= 0: the child's stdin (the caller keeps and closes it); else /dev/null.
   int stdin_fd = -1;
   // Descriptors the child keeps across exec under the same numbers (each >= 3; the child clears their
-  // close-on-exec flag; the caller keeps and closes its own): a worker's snapshot store (snapshot_stores.hpp).
+  // close-on-exec flag; the caller keeps and closes its own): a worker's snapshot store
+  // (checkpoint/snapshot_stores.hpp).
   std::vector<int> pass_fds;
   // A stream marked here goes to a pseudo-terminal of its own (isatty() holds in the worker) of this size,
   // with output post-processing off (a '\n' stays a '\n'). It is not the worker's controlling terminal.

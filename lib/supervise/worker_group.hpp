@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/snapshot_stores.hpp"
 #include "output/console_writer.hpp"
 #include "process/event_loop.hpp"
 #include "supervise/hang_response.hpp"
 #include "supervise/launch_plan.hpp"
-#include "supervise/snapshot_stores.hpp"
 #include "supervise/store_ports.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "supervise/worker_roster.hpp"

@@ -1,5 +1,5 @@
 // One snapshot store per local rank, kept across restarts (see snapshot_stores.hpp).
-#include "supervise/snapshot_stores.hpp"
+#include "checkpoint/snapshot_stores.hpp"
 
 #include <sys/stat.h>
 
