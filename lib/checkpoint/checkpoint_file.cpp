@@ -282,29 +282,24 @@ void write_checkpoint_file(const std::string& path, const std::map<std::string, 
   file.commit();
 }
 
-std::uint64_t checkpoint_image_size(const std::map<std::string, std::string>& metadata,
-                                    const std::vector<TensorRecord>& tensors) {
-  std::uint64_t size = checked_header("image", metadata, tensors).size();
-  for (const TensorRecord& tensor : tensors) size += tensor.nbytes;
-  return size;
+CheckpointImage::CheckpointImage(std::string name, const std::map<std::string, std::string>& metadata,
+                                 std::vector<TensorRecord> tensors)
+    : name_(std::move(name)), header_(checked_header(name_, metadata, tensors)), tensors_(std::move(tensors)) {
+  size_ = header_.size();
+  for (const TensorRecord& tensor : tensors_) size_ += tensor.nbytes;
 }
 
-std::uint64_t write_checkpoint_image(const std::string& name, unsigned char* out, std::uint64_t capacity,
-                                     const std::map<std::string, std::string>& metadata,
-                                     const std::vector<TensorRecord>& tensors) {
-  const std::string header = checked_header(name, metadata, tensors);
-  std::uint64_t size = header.size();
-  for (const TensorRecord& tensor : tensors) size += tensor.nbytes;
-  if (size > capacity) {
-    throw Error(fmt::format("write checkpoint {}: it needs {} bytes, the space for it has {}", name, size, capacity));
+std::uint64_t CheckpointImage::write(unsigned char* out, std::uint64_t capacity) const {
+  if (size_ > capacity) {
+    throw Error(fmt::format("write checkpoint {}: it needs {} bytes, the space for it has {}", name_, size_, capacity));
   }
   std::uint64_t at = 0;
-  const std::string digits = emit_checkpoint(header, tensors, [&](const void* data, std::size_t bytes) {
+  const std::string digits = emit_checkpoint(header_, tensors_, [&](const void* data, std::size_t bytes) {
     if (bytes > 0) std::memcpy(out + at, data, bytes);
     at += bytes;
   });
   std::copy(digits.begin(), digits.end(), out + 8 + kChecksumDigitsOffsetInHeader);
-  return size;
+  return size_;
 }
 
 CheckpointFile::CheckpointFile(CheckpointFile&& other) noexcept { *this = std::move(other); }

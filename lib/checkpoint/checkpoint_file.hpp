@@ -59,14 +59,25 @@ struct TensorRecord {
 void write_checkpoint_file(const std::string& path, const std::map<std::string, std::string>& metadata,
                            const std::vector<TensorRecord>& tensors);
 
-// The same bytes as write_checkpoint_file, into memory (a snapshot kept in RAM, or sent to another node): `out` gets
-// the whole image, checksum included, and must hold checkpoint_image_size bytes; returns how many it wrote. `name`
-// names it in messages. Throws Error for invalid input (as above) or too little room, before writing anything.
-std::uint64_t checkpoint_image_size(const std::map<std::string, std::string>& metadata,
-                                    const std::vector<TensorRecord>& tensors);
-std::uint64_t write_checkpoint_image(const std::string& name, unsigned char* out, std::uint64_t capacity,
-                                     const std::map<std::string, std::string>& metadata,
-                                     const std::vector<TensorRecord>& tensors);
+// The same bytes as write_checkpoint_file, into memory (a snapshot kept in RAM, or sent to another node), checksum
+// included. The input is checked and the header built once, by the constructor: invalid input (as above) throws
+// Error naming `name`. The tensors' data must stay valid and unchanged until write().
+class CheckpointImage {
+ public:
+  CheckpointImage(std::string name, const std::map<std::string, std::string>& metadata,
+                  std::vector<TensorRecord> tensors);
+  // The image's bytes: the room write() needs.
+  std::uint64_t size() const { return size_; }
+  // Writes the whole image into `out`, which holds `capacity` bytes; returns size(). Too little room throws Error
+  // naming the image, before anything is written.
+  std::uint64_t write(unsigned char* out, std::uint64_t capacity) const;
+
+ private:
+  std::string name_;
+  std::string header_;
+  std::vector<TensorRecord> tensors_;
+  std::uint64_t size_ = 0;
+};
 
 // Where one tensor's bytes are in a checkpoint file.
 struct TensorEntry {
@@ -124,7 +135,7 @@ class CheckpointFile {
 // the checksum. Throws CorruptCheckpoint for a damaged file, SystemError when it cannot be opened or mapped.
 CheckpointFile read_checkpoint_file(const std::string& path);
 
-// An image in memory (write_checkpoint_image's bytes), checked as a file is; `name` names it in messages.
+// An image in memory (CheckpointImage's bytes), checked as a file is; `name` names it in messages.
 CheckpointFile read_checkpoint_image(const std::string& name, const unsigned char* data, std::uint64_t size);
 
 // The same checks without throwing: the error message (naming the path), or "" when the file is valid.

@@ -40,7 +40,7 @@ class SnapshotStore {
   SnapshotStore& operator=(const SnapshotStore&) = delete;
 
   // Writes a snapshot of `step`: `fill` gets `bytes` bytes of room in the slot not holding the newest complete
-  // snapshot and writes the image there (write_checkpoint_image); the slot is marked complete afterwards. A crash
+  // snapshot and writes the image there (CheckpointImage::write); the slot is marked complete afterwards. A crash
   // before that leaves the slot "being written", which no reader takes.
   void write(std::int64_t step, std::uint64_t bytes, const std::function<void(unsigned char* room)>& fill);
 

@@ -412,11 +412,11 @@ TEST_CASE("checkpoint image: the file's exact bytes in memory, read back and che
     const std::string path = (fs::path(temp_dir.path()) / "c.safetensors").string();
     write_checkpoint_file(path, checkpoint.metadata, checkpoint.records);
     const std::string file_bytes = read_all(path);
-    const std::uint64_t size = checkpoint_image_size(checkpoint.metadata, checkpoint.records);
+    const CheckpointImage snapshot("snapshot", checkpoint.metadata, checkpoint.records);
+    const std::uint64_t size = snapshot.size();
     REQUIRE(size == file_bytes.size());
     std::vector<unsigned char> image(size + 100, 0xEE);  // room to spare: only `size` bytes are written
-    CHECK(write_checkpoint_image("snapshot", image.data(), image.size(), checkpoint.metadata, checkpoint.records) ==
-          size);
+    CHECK(snapshot.write(image.data(), image.size()) == size);
     CHECK(std::memcmp(image.data(), file_bytes.data(), size) == 0);
     CHECK(image[size] == 0xEE);
     const CheckpointFile read = read_checkpoint_image("snapshot", image.data(), size);
@@ -430,16 +430,14 @@ TEST_CASE("checkpoint image: the file's exact bytes in memory, read back and che
 TEST_CASE("checkpoint image: too little room, a flipped byte or a cut image is refused, naming the image",
           "[checkpoint][image]") {
   const testing::TestCheckpoint checkpoint = testing::make_test_checkpoint(3, 0.1);
-  const std::uint64_t size = checkpoint_image_size(checkpoint.metadata, checkpoint.records);
+  const CheckpointImage snapshot("snapshot of rank 0", checkpoint.metadata, checkpoint.records);
+  const std::uint64_t size = snapshot.size();
   std::vector<unsigned char> small(size - 1, 0xEE);
-  CHECK_THAT(error_of([&] {
-               write_checkpoint_image("snapshot of rank 0", small.data(), small.size(), checkpoint.metadata,
-                                      checkpoint.records);
-             }),
+  CHECK_THAT(error_of([&] { snapshot.write(small.data(), small.size()); }),
              Contains("snapshot of rank 0") && Contains(fmt::format("needs {} bytes", size)));
   CHECK(std::all_of(small.begin(), small.end(), [](unsigned char b) { return b == 0xEE; }));  // nothing written
   std::vector<unsigned char> image(size);
-  write_checkpoint_image("slot 1", image.data(), image.size(), checkpoint.metadata, checkpoint.records);
+  CheckpointImage("slot 1", checkpoint.metadata, checkpoint.records).write(image.data(), image.size());
   image[size - 1] ^= 0x01;  // a tensor byte
   CHECK_THAT(error_of([&] { read_checkpoint_image("slot 1", image.data(), size); }),
              StartsWith("slot 1: checksum mismatch"));

@@ -25,10 +25,8 @@ namespace {
 
 // `checkpoint` as a snapshot of `step` into `store`.
 void put(SnapshotStore& store, std::int64_t step, const testing::TestCheckpoint& checkpoint) {
-  const std::uint64_t size = checkpoint_image_size(checkpoint.metadata, checkpoint.records);
-  store.write(step, size, [&](unsigned char* room) {
-    write_checkpoint_image("snapshot", room, size, checkpoint.metadata, checkpoint.records);
-  });
+  const CheckpointImage image("snapshot", checkpoint.metadata, checkpoint.records);
+  store.write(step, image.size(), [&](unsigned char* room) { image.write(room, image.size()); });
 }
 
 // Runs `body` in a child process that shares the store's descriptor, and waits for it; its wait status.
@@ -99,7 +97,7 @@ TEST_CASE("snapshot store: a writer killed in the middle of a snapshot leaves th
   }
   const int status = in_child([&] {
     SnapshotStore store(fd.get(), "worker's view");
-    const std::uint64_t size = checkpoint_image_size(during.metadata, during.records);
+    const std::uint64_t size = CheckpointImage("during", during.metadata, during.records).size();
     store.write(200, size, [&](unsigned char* room) {
       std::memset(room, 0x5A, size / 2);  // half an image, then the end
       raise(SIGKILL);

@@ -169,12 +169,11 @@ void MemorySnapshots::take(const TrainPosition& at) {
                                      bytes.data_ptr(), bytes.nbytes()});
     }
   }
-  const auto metadata = content_.metadata(at, "snapshot", nullptr);
-  const std::uint64_t size = checkpoint_image_size(metadata, records);
-  const std::string name = fmt::format("the snapshot of step {}", at.step);
+  const CheckpointImage image(fmt::format("the snapshot of step {}", at.step),
+                              content_.metadata(at, "snapshot", nullptr), std::move(records));
   try {
-    store_->write(at.step, size, [&](unsigned char* room) {
-      write_checkpoint_image(name, room, size, metadata, records);
+    store_->write(at.step, image.size(), [&](unsigned char* room) {
+      image.write(room, image.size());
       const bool file_taken = !pause_file_.empty() && ::unlink(pause_file_.c_str()) == 0;
       if (pause_at_step_ == at.step || file_taken) test_hook_pause_here(at.step);
     });
@@ -186,7 +185,7 @@ void MemorySnapshots::take(const TrainPosition& at) {
   }
   if (take_prints()) {  // rank 0's first: what a snapshot costs
     log::progress("snapshot in memory at step {}: {:.1f} MB in {:.1f} ms (every {} steps: checkpoint.snapshot_every)",
-                  at.step, static_cast<double>(size) / 1e6, seconds_since(start) * 1000.0, every_);
+                  at.step, static_cast<double>(image.size()) / 1e6, seconds_since(start) * 1000.0, every_);
   }
   announced_ = true;
 }
