@@ -99,17 +99,31 @@ std::map<int, pid_t> paused_mid_snapshot(Launcher& launcher, const std::string& 
   return workers;
 }
 
-// SIGKILL to every worker (rank 1 first).
-void kill_workers(const std::map<int, pid_t>& workers) {
-  for (auto it = workers.rbegin(); it != workers.rend(); ++it) REQUIRE(::kill(it->second, SIGKILL) == 0);
-}
-
 const std::vector<std::pair<std::string, std::string>> kPauseAt50 = {{"MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP", "50"}};
 
 std::vector<std::string> snapshot_job(const std::string& log_dir, const std::string& run_id) {
   return job_args(log_dir, run_id, 2,
                   {"--max-restarts", "1", "checkpoint.snapshot_every=" + std::to_string(kSnapshotEvery)});
 }
+
+// The snapshot job with both ranks stopped in the middle of writing the snapshot of step 50 (the first attempt only).
+struct PausedJob {
+  TempDir dir;
+  std::string run_dir;
+  Launcher launcher;
+  std::map<int, pid_t> workers;  // by rank
+
+  explicit PausedJob(const std::string& id)
+      : run_dir(dir / "runs" + "/" + id),
+        launcher(snapshot_job(dir / "runs", id), dir / id, std::nullopt, kPauseAt50),
+        workers(paused_mid_snapshot(launcher, run_dir)) {}
+
+  // SIGKILLs both workers (rank 1 first); the launcher's exit code once the restarted job has ended.
+  int kill_and_wait() {
+    for (auto it = workers.rbegin(); it != workers.rend(); ++it) REQUIRE(::kill(it->second, SIGKILL) == 0);
+    return launcher.wait();
+  }
+};
 
 }  // namespace
 
@@ -202,14 +216,10 @@ TEST_CASE("a worker SIGKILLed mid-step resumes from the newest snapshot in memor
 
 TEST_CASE("workers killed while writing a snapshot resume from the previous one", "[snapshot][resume][restart]") {
   const Reference& ref = reference();
-  TempDir dir;
-  const std::string log_dir = dir / "runs";
-  const std::string run_dir = log_dir + "/torn";
-  Launcher launcher(snapshot_job(log_dir, "torn"), dir / "torn", std::nullopt, kPauseAt50);
-  const std::map<int, pid_t> workers = paused_mid_snapshot(launcher, run_dir);
-  kill_workers(workers);
-  const int code = launcher.wait();
-  const std::string out = launcher.out(), err = launcher.err();
+  PausedJob job("torn");
+  const std::string& run_dir = job.run_dir;
+  const int code = job.kill_and_wait();
+  const std::string out = job.launcher.out(), err = job.launcher.err();
   INFO(out << err);
   REQUIRE(code == 0);
   // Step 50's slot was never marked complete: every rank still holds step 45, newer than the file of step 40.
@@ -223,18 +233,16 @@ TEST_CASE("workers killed while writing a snapshot resume from the previous one"
 
 TEST_CASE("a damaged snapshot is skipped with its reason and the next source is used", "[snapshot][resume][corrupt]") {
   const Reference& ref = reference();
-  TempDir dir;
-  const std::string log_dir = dir / "runs";
-  const std::string run_dir = log_dir + "/damaged";
-  Launcher launcher(snapshot_job(log_dir, "damaged"), dir / "damaged", std::nullopt, kPauseAt50);
-  const std::map<int, pid_t> workers = paused_mid_snapshot(launcher, run_dir);
+  PausedJob job("damaged");
+  const std::string& run_dir = job.run_dir;
+  const Launcher& launcher = job.launcher;
+  const std::map<int, pid_t>& workers = job.workers;
   const std::string attempt1_log = run_dir + "/attempt_1/rank_0/stdout.log";
   const std::string skipped = "mgtrain: warning: skipping damaged snapshot: the snapshot store of rank ";
 
   SECTION("one rank's copy: the other rank's is sent to it") {
     CHECK(damage_newest_snapshot(workers.at(1)) == 45);
-    kill_workers(workers);
-    const int code = launcher.wait();
+    const int code = job.kill_and_wait();
     INFO(launcher.out() << launcher.err());
     REQUIRE(code == 0);
     const std::string attempt1 = read_text(attempt1_log);
@@ -249,8 +257,7 @@ TEST_CASE("a damaged snapshot is skipped with its reason and the next source is 
   SECTION("every rank's copy: the file of step 40") {
     CHECK(damage_newest_snapshot(workers.at(0)) == 45);
     CHECK(damage_newest_snapshot(workers.at(1)) == 45);
-    kill_workers(workers);
-    const int code = launcher.wait();
+    const int code = job.kill_and_wait();
     INFO(launcher.out() << launcher.err());
     REQUIRE(code == 0);
     const std::string attempt1 = read_text(attempt1_log);
