@@ -143,7 +143,7 @@ TEST_CASE("lock-step ranks doing equal work are not flagged", "[diagnosis][strag
           if (run.progress_line(rank).find("\"wait\":") == std::string::npos) return false;
         return true;
       },
-      20s));
+      60s));
   // ... for three windows and a half (judging starts 4 s after the first steps).
   std::this_thread::sleep_for(28s);
   INFO("launcher console:\n" << run.console());

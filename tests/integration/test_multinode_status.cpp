@@ -214,7 +214,7 @@ TEST_CASE("stragglers across nodes: equal ranks on two nodes are not flagged whi
   NetnsHosts hosts(2);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
-  const std::string worker = paced_worker(dir, 60);
+  const std::string worker = paced_worker(dir, 90);  // the 45 s allowed to start and measure, then 18 s watched
   const std::vector<std::string> more{"--status-port", "29612", "launch.straggler_window=6", "--", worker};
   Agent node0(hosts, 0, with(static_flags(hosts, dir, 0, 1), more), dir / "node0");
   Agent node1(hosts, 1, with(static_flags(hosts, dir, 1, 1), more), dir / "node1");
