@@ -20,6 +20,25 @@ bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; 
 
 }  // namespace
 
+const char* start_source_name(StartSource source) {
+  switch (source) {
+    case StartSource::kNone:
+      return "none";
+    case StartSource::kCheckpoint:
+      return "checkpoint";
+    case StartSource::kSnapshot:
+      return "snapshot";
+  }
+  return "none";
+}
+
+std::optional<StartSource> parse_start_source(std::string_view name) {
+  for (const StartSource source : {StartSource::kNone, StartSource::kCheckpoint, StartSource::kSnapshot}) {
+    if (name == start_source_name(source)) return source;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::int64_t> parse_progress_step(std::string_view text) {
   const std::optional<ProgressReport> report = parse_progress(text);
   if (!report) return std::nullopt;
@@ -51,6 +70,9 @@ std::string format_heartbeat_line(const HeartbeatInfo& info) {
   if (info.loss && std::isfinite(*info.loss)) line["loss"] = *info.loss;
   if (info.wait && std::isfinite(*info.wait)) line["wait"] = *info.wait;
   if (info.start_step) line["start"] = *info.start_step;
+  if (info.start_source) line["from"] = start_source_name(*info.start_source);
+  if (info.snapshot_step) line["snapshot"] = *info.snapshot_step;
+  if (info.snapshot_time && std::isfinite(*info.snapshot_time)) line["snapshot_time"] = *info.snapshot_time;
   return line.dump();
 }
 
@@ -68,6 +90,13 @@ std::optional<HeartbeatInfo> parse_heartbeat_line(std::string_view text) {
   if (info.wait && *info.wait < 0) info.wait.reset();
   if (const std::optional<double> start = finite_number(object, "start"); start && *start >= 0) {
     info.start_step = static_cast<std::int64_t>(*start);
+  }
+  if (const auto from = object.find("from"); from != object.end() && from->is_string()) {
+    info.start_source = parse_start_source(from->get<std::string>());
+  }
+  if (const std::optional<double> snapshot = finite_number(object, "snapshot"); snapshot && *snapshot >= 0) {
+    info.snapshot_step = static_cast<std::int64_t>(*snapshot);
+    info.snapshot_time = finite_number(object, "snapshot_time");
   }
   return info;
 }

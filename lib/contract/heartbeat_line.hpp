@@ -3,8 +3,11 @@
 // ("41\n"), or with the heartbeat line mgtrain-worker rewrites, {"step":N,"loss":x,"time":unix} (loss null
 // before the first step). The line may carry "wait": the seconds the rank has spent so far waiting for the other
 // ranks (in collectives), which lets straggler detection tell a slow rank among ranks in lock-step
-// (docs/diagnosis.md). The launcher watches the file change (its time is the progress time) and reads the
-// step back (parse_progress_step, parse_progress); the status API reads the whole line.
+// (docs/diagnosis.md). Where the worker's run started ("start": its step, "from": none, checkpoint or snapshot) and its
+// newest snapshot in memory ("snapshot": its step, "snapshot_time": Unix seconds it was completed) let the launcher say
+// which copy a restart used and how old the newest snapshot is (docs/checkpoints.md#snapshots-in-memory). The
+// launcher watches the file change (its time is the progress time) and reads the step back (parse_progress_step,
+// parse_progress); the status API reads the whole line.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,12 @@
 #include <string_view>
 
 namespace mgtrain {
+
+// What a worker's run started from: nothing (step 0), a checkpoint file, or a snapshot in memory.
+enum class StartSource { kNone, kCheckpoint, kSnapshot };
+// "none", "checkpoint", "snapshot": the heartbeat's "from", and run.json's and the status API's "resumed_from".
+const char* start_source_name(StartSource source);
+std::optional<StartSource> parse_start_source(std::string_view name);
 
 struct HeartbeatInfo {
   std::int64_t step = 0;
@@ -23,6 +32,10 @@ struct HeartbeatInfo {
   // The step this run of the worker started from: 0 for a fresh start, N after resuming from a checkpoint of step N
   // (the launcher counts the steps a restart lost by it). Unknown for programs that do not say.
   std::optional<std::int64_t> start_step = std::nullopt;
+  std::optional<StartSource> start_source = std::nullopt;  // where that step came from ("from")
+  // The rank's newest snapshot in memory: its step and the Unix seconds it was completed. Unknown without snapshots.
+  std::optional<std::int64_t> snapshot_step = std::nullopt;
+  std::optional<double> snapshot_time = std::nullopt;
 };
 
 // What straggler detection reads from a progress file.

@@ -56,12 +56,20 @@ std::vector<RoundEntry> round_entries(const std::vector<rdzv::RoundRecord>& roun
     recovery.last_step = failed.last_step;
     recovery.resumed_step = next.resumed_step;
     recovery.resumed_step_exact = next.resumed_step_exact;
+    recovery.resumed_from = next.resumed_from;
     if (recovery.last_step && recovery.resumed_step) {
       recovery.steps_lost = std::max(0LL, *recovery.last_step - *recovery.resumed_step);
     }
     entries[index].recovery = recovery;
   }
   return entries;
+}
+
+// " (a snapshot in memory)", " (a checkpoint file)" or "": what the workers said they resumed from.
+std::string resumed_copy(const RoundEntry::Recovery& r) {
+  if (r.resumed_from == StartSource::kSnapshot) return " (a snapshot in memory)";
+  if (r.resumed_from == StartSource::kCheckpoint) return " (a checkpoint file)";
+  return "";
 }
 
 // "mgtrain: recovery from round 0's failure (rank 3 ...): detected +0.4 s, workers stopped +1.2 s, rendezvous +1.3 s,
@@ -78,12 +86,12 @@ std::string recovery_line(const RoundEntry& round) {
       round.cause.empty() ? "" : " (" + round.cause + ")", at(r.detected_s), at(r.stopped_s), at(r.rendezvous_s),
       at(r.first_step_s));
   if (r.steps_lost && *r.steps_lost > 0) {
-    line += fmt::format("; {} step{} lost (step {} reached, resumed from {}{})", *r.steps_lost,
-                        *r.steps_lost == 1 ? "" : "s", *r.last_step, *r.resumed_step,
+    line += fmt::format("; {} step{} lost (step {} reached, resumed from {}{}{})", *r.steps_lost,
+                        *r.steps_lost == 1 ? "" : "s", *r.last_step, *r.resumed_step, resumed_copy(r),
                         r.resumed_step_exact ? "" : ", estimated: the workers do not say where they resume");
   } else if (r.steps_lost) {
-    line += fmt::format("; no step lost: resumed from step {}, the newest step reported before the fault was {}",
-                        *r.resumed_step, *r.last_step);
+    line += fmt::format("; no step lost: resumed from step {}{}, the newest step reported before the fault was {}",
+                        *r.resumed_step, resumed_copy(r), *r.last_step);
   }
   return line;
 }

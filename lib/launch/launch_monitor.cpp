@@ -373,6 +373,9 @@ rdzv::NodeStatus LaunchMonitor::node_status(const std::vector<RankStatus>& ranks
         row.loss = beat->loss;
         row.beat_time = beat->time;
         row.start_step = beat->start_step;
+        row.start_source = beat->start_source;
+        row.snapshot_step = beat->snapshot_step;
+        row.snapshot_time = beat->snapshot_time;
       }
       if (const std::optional<ProgressReport> report = file.read ? parse_progress(file.text) : std::nullopt) {
         row.step = report->step;
@@ -402,7 +405,10 @@ std::vector<RankStatus> LaunchMonitor::other_nodes() const {
       rank.node_rank = node.node_rank;
       rank.pid = static_cast<pid_t>(row.pid);
       rank.state = row.state;
-      if (row.step) rank.heartbeat = HeartbeatInfo{*row.step, row.loss, row.beat_time.value_or(0), std::nullopt};
+      if (row.step) {
+        rank.heartbeat = HeartbeatInfo{*row.step,        row.loss,         row.beat_time.value_or(0), std::nullopt,
+                                       row.start_step,   row.start_source, row.snapshot_step,         row.snapshot_time};
+      }
       rank.cpu_percent = row.cpu_percent;
       rank.rss_bytes = row.rss_bytes;
       rank.step_rate = stragglers_ ? stragglers_->step_rate(row.rank) : row.step_rate;

@@ -527,13 +527,17 @@ std::optional<T> parse_optional(const std::string& text, const char* what) {
 
 }  // namespace
 
+constexpr std::size_t kRankRowFields = 17;
+
 Message NodeStatus::to_message() const {
   std::string lines;
   for (const RankRow& r : ranks) {
-    lines += fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.local_rank, r.pid, r.state,
+    lines += fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.local_rank, r.pid, r.state,
                          or_dash(r.step), or_dash(r.loss), or_dash(r.beat_time), or_dash(r.cpu_percent),
                          or_dash(r.rss_bytes), or_dash(r.step_rate), r.straggler ? 1 : 0, or_dash(r.progress_time),
-                         or_dash(r.busy), or_dash(r.start_step));
+                         or_dash(r.busy), or_dash(r.start_step),
+                         r.start_source ? start_source_name(*r.start_source) : "-", or_dash(r.snapshot_step),
+                         or_dash(r.snapshot_time));
   }
   return Message::of(MessageType::kNodeStatus)
       .set("round", round)
@@ -559,9 +563,9 @@ NodeStatus NodeStatus::from(const Message& message) {
   }
   for (const std::string& line : lines) {
     const std::vector<std::string> f = split_list(line, ' ');
-    if (f.size() != 14)
-      throw ProtocolError(
-          fmt::format("node-status message: rank line '{}' has {} fields, not 14", line.substr(0, 80), f.size()));
+    if (f.size() != kRankRowFields)
+      throw ProtocolError(fmt::format("node-status message: rank line '{}' has {} fields, not {}", line.substr(0, 80),
+                                      f.size(), kRankRowFields));
     RankRow row;
     const auto integer = [](const std::string& text, const char* what) {
       const std::optional<long long> value = parse_optional<long long>(text, what);
@@ -586,6 +590,13 @@ NodeStatus NodeStatus::from(const Message& message) {
     row.progress_time = parse_optional<double>(f[11], "progress time");
     row.busy = parse_optional<double>(f[12], "busy seconds");
     row.start_step = parse_optional<long long>(f[13], "start step");
+    if (f[14] != "-") {
+      row.start_source = parse_start_source(f[14]);
+      if (!row.start_source)
+        throw ProtocolError("node-status message: start source '" + f[14].substr(0, 20) + "'");
+    }
+    row.snapshot_step = parse_optional<long long>(f[15], "snapshot step");
+    row.snapshot_time = parse_optional<double>(f[16], "snapshot time");
     status.ranks.push_back(std::move(row));
   }
   return status;

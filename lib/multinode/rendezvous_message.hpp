@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/heartbeat_line.hpp"
 #include "util/exit_status.hpp"
 
 namespace mgtrain::rdzv {
@@ -237,6 +238,9 @@ struct RankRow {
   std::optional<double> busy;
   std::optional<long long>
       start_step;  // the step the rank's run started from, when its worker says (heartbeat "start")
+  std::optional<StartSource> start_source;  // and what it was: none, checkpoint or snapshot (heartbeat "from")
+  std::optional<long long> snapshot_step;   // its newest snapshot in memory (heartbeat "snapshot")
+  std::optional<double> snapshot_time;      // when that snapshot was completed (Unix seconds on that node)
   std::optional<double> cpu_percent;
   std::optional<long long> rss_bytes;
   std::optional<double> step_rate;

@@ -426,6 +426,7 @@ void RendezvousRounds::note_progress(const NodeStatus& status) {
   if (history_.empty()) return;
   RoundRecord& record = history_.back();
   std::optional<long long> resumed;  // the lowest start among ranks that made a step in this round
+  std::optional<StartSource> source;  // what that start was, as the rank that had it said
   bool exact = true;
   for (const RankRow& row : status.ranks) {
     if (!row.step) continue;
@@ -433,12 +434,16 @@ void RendezvousRounds::note_progress(const NodeStatus& status) {
     if (*row.step <= row.start_step.value_or(0)) continue;  // no step made yet (a trainer beats its start first)
     const long long start = row.start_step ? *row.start_step : *row.step - 1;
     exact = exact && row.start_step.has_value();
-    if (!resumed || start < *resumed) resumed = start;
+    if (!resumed || start < *resumed) {
+      resumed = start;
+      source = row.start_source;
+    }
   }
   if (resumed && !record.first_step && record.started_by != "start") {
     record.first_step = now_;
     record.resumed_step = resumed;
     record.resumed_step_exact = exact;
+    record.resumed_from = source;
   }
 }
 

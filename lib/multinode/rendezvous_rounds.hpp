@@ -70,6 +70,7 @@ struct RoundRecord {
   std::optional<SteadyTime> first_step;
   std::optional<long long> resumed_step;
   bool resumed_step_exact = false;
+  std::optional<StartSource> resumed_from;  // what the rank that resumed from resumed_step said it was ("from")
 };
 // The history keeps this many rounds, the first and the newest (a job that restarts without end stays bounded).
 inline constexpr std::size_t kMaxRoundRecords = 200;

@@ -108,6 +108,7 @@ std::string recovery_to_json(const RoundEntry::Recovery& r) {
   recovery["resumed_step"] = step(r.resumed_step);
   recovery["steps_lost"] = step(r.steps_lost);
   recovery["resumed_step_from"] = r.resumed_step ? Json(r.resumed_step_exact ? "workers" : "estimate") : Json(nullptr);
+  recovery["resumed_from"] = r.resumed_from ? Json(start_source_name(*r.resumed_from)) : Json(nullptr);
   return json_text(recovery);
 }
 
@@ -275,6 +276,9 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
         r.steps_lost = step("steps_lost");
         const Json* from = member(*recovery, "resumed_step_from");
         r.resumed_step_exact = from && from->is_string() && from->get<std::string>() == "workers";
+        if (const Json* source = member(*recovery, "resumed_from"); source && source->is_string()) {
+          r.resumed_from = parse_start_source(source->get<std::string>());
+        }
         round.recovery = r;
       }
       if (const Json* nodes = member(item, "nodes"); nodes && nodes->is_array()) {

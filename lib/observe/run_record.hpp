@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/heartbeat_line.hpp"
 #include "contract/log_layout.hpp"
 
 namespace mgtrain {
@@ -66,6 +67,8 @@ struct RoundEntry {
     std::optional<double> detected_s, stopped_s, rendezvous_s, first_step_s;
     std::optional<long long> last_step, resumed_step, steps_lost;
     bool resumed_step_exact = false;  // the workers said where they resumed ("start" in their heartbeat)
+    // What they resumed from: a snapshot in memory, a checkpoint file, or nothing ("from" in their heartbeat).
+    std::optional<StartSource> resumed_from;
   };
   std::optional<Recovery> recovery;
 };
@@ -89,7 +92,8 @@ struct RunRecord {
 };
 
 // A recovery as run.json and the status API write it: {"fault", "detected_s", "stopped_s", "rendezvous_s",
-// "first_step_s", "last_step", "resumed_step", "steps_lost", "resumed_step_from"}, unknown values null; compact text.
+// "first_step_s", "last_step", "resumed_step", "steps_lost", "resumed_step_from", "resumed_from"}, unknown values null;
+// compact text.
 std::string recovery_to_json(const RoundEntry::Recovery& recovery);
 
 // The record's JSON text (one object, indented, newline at the end).

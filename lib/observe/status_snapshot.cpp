@@ -154,6 +154,14 @@ std::string status_to_json(const StatusSnapshot& s) {
     rank["rss_bytes"] = r.rss_bytes ? Json(*r.rss_bytes) : Json(nullptr);
     rank["step_rate"] = r.step_rate ? rounded(*r.step_rate, 6) : Json(nullptr);
     rank["straggler"] = r.straggler;
+    // Where the rank's run started, and its newest snapshot in memory (docs/checkpoints.md#snapshots-in-memory).
+    const std::optional<HeartbeatInfo>& beat = r.heartbeat;
+    rank["start_step"] = beat && beat->start_step ? Json(*beat->start_step) : Json(nullptr);
+    rank["resumed_from"] = beat && beat->start_source ? Json(start_source_name(*beat->start_source)) : Json(nullptr);
+    rank["snapshot_step"] = beat && beat->snapshot_step ? Json(*beat->snapshot_step) : Json(nullptr);
+    rank["snapshot_age_s"] = beat && beat->snapshot_time  // in milliseconds
+                                 ? Json(std::round(std::max(0.0, s.time - *beat->snapshot_time) * 1000) / 1000)
+                                 : Json(nullptr);
     ranks.push_back(std::move(rank));
   }
   out["straggler_detection"] = s.straggler_detection;
@@ -197,6 +205,10 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
       metrics.add("mgtrain_rank_resident_memory_bytes", "Resident memory of the rank's worker process.");
   PrometheusMetric& step_rate = metrics.add(
       "mgtrain_rank_step_rate", "Steps per second of the rank over the straggler window (launch.straggler_window).");
+  PrometheusMetric& snapshot_step =
+      metrics.add("mgtrain_rank_snapshot_step", "Step of the rank's newest snapshot in memory.");
+  PrometheusMetric& snapshot_time = metrics.add("mgtrain_rank_snapshot_timestamp_seconds",
+                                                "Unix time the rank's newest snapshot in memory was completed.");
   PrometheusMetric& straggler = metrics.add(
       "mgtrain_rank_straggler", "1 while the rank is flagged as a straggler (slower than the other ranks' median).");
   PrometheusMetric& gpu_util =
@@ -225,6 +237,10 @@ std::string status_to_prometheus(const StatusSnapshot& s) {
     if (r.cpu_percent) cpu.add(labels, *r.cpu_percent);
     if (r.rss_bytes) rss.add(labels, static_cast<double>(*r.rss_bytes));
     if (r.step_rate) step_rate.add(labels, *r.step_rate);
+    if (r.heartbeat && r.heartbeat->snapshot_step && r.heartbeat->snapshot_time) {
+      snapshot_step.add(labels, static_cast<double>(*r.heartbeat->snapshot_step));
+      snapshot_time.add(labels, *r.heartbeat->snapshot_time);
+    }
     if (s.straggler_detection) straggler.add(labels, r.straggler ? 1 : 0);
   }
   if (s.last_recovery) {

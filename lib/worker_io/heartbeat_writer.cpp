@@ -36,6 +36,10 @@ void HeartbeatWriter::beat(std::int64_t progress, double loss, std::optional<dou
   info.time = unix_seconds_now();
   info.wait = wait_seconds;
   info.start_step = start_step_;
+  info.start_source = start_source_;
+  info.snapshot_step = snapshot_step_;
+  info.snapshot_time = snapshot_time_;
+  newest_ = info;
   const auto now = std::chrono::steady_clock::now();
   if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < min_interval_) {
     held_ = info;
@@ -43,6 +47,16 @@ void HeartbeatWriter::beat(std::int64_t progress, double loss, std::optional<dou
   }
   last_ = now;
   write(info);
+}
+
+void HeartbeatWriter::set_snapshot(std::int64_t step, double unix_time) {
+  snapshot_step_ = step;
+  snapshot_time_ = unix_time;
+  if (!fd_ || !newest_) return;
+  newest_->snapshot_step = step;
+  newest_->snapshot_time = unix_time;
+  last_ = std::chrono::steady_clock::now();
+  write(*newest_);
 }
 
 void HeartbeatWriter::flush() {

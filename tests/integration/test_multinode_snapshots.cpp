@@ -51,6 +51,8 @@ TEST_CASE("a node lost: the standby's rank gets the snapshot of the surviving ra
                                           "4",
                                           "--max-restarts",
                                           "2",
+                                          "--hang-timeout",  // progress files: the host's recovery record reads them
+                                          "120",
                                           std::string(MGTRAIN_SOURCE_DIR) + "/configs/bench/mlp-64.yaml",
                                           "train.max_steps=3000",
                                           "data.synthetic_samples=4096",
@@ -91,4 +93,14 @@ TEST_CASE("a node lost: the standby's rank gets the snapshot of the surviving ra
   CHECK(resumed >= reached / 20 * 20);  // rank 0 logs a step after its snapshot of that step
   CHECK(resumed < 1000);                // no file yet: only the snapshot could give this
   CHECK_THAT(out, Catch::Contains("mgtrain: step 3000/3000"));
+  // run.json (node A hosts the job) says where the new round resumed and from which copy.
+  const nlohmann::json record = job_record(dir);
+  REQUIRE(record.is_object());
+  REQUIRE(record["rounds"].size() == 2);
+  const nlohmann::json& recovery = record["rounds"][0]["recovery"];
+  CAPTURE(recovery.dump());
+  REQUIRE(recovery.is_object());
+  CHECK(recovery["resumed_step"] == resumed);
+  CHECK(recovery["resumed_from"] == "snapshot");
+  CHECK_THAT(a.err(), Catch::Contains("(a snapshot in memory)"));
 }

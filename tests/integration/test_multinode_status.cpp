@@ -375,9 +375,13 @@ TEST_CASE("recovery measured with the built-in trainer: the steps lost are count
   CHECK(last >= 300);
   CHECK(recovery["steps_lost"].get<long>() == std::max(0L, last - resumed));
   CHECK(recovery["first_step_s"].get<double>() >= recovery["rendezvous_s"].get<double>());
-  // The resumed workers said so in their own logs too.
-  CHECK_THAT(read_text(rank_log(dir, 0, 1, 0)),
+  // The resumed workers said so in their own logs too, and which copy it was: a snapshot in memory (every 50 steps)
+  // or the checkpoint rank 0 saved when it was stopped.
+  const std::string resumed_log = read_text(rank_log(dir, 0, 1, 0));
+  CHECK_THAT(resumed_log,
              Catch::Contains("resumed from ") && Catch::Contains(": step " + std::to_string(resumed) + ","));
+  const bool from_memory = resumed_log.find("resumed from the snapshot in memory") != std::string::npos;
+  CHECK(recovery["resumed_from"] == (from_memory ? "snapshot" : "checkpoint"));
 }
 
 TEST_CASE("stacks across nodes: status --stacks on the host dumps every rank of both nodes, and the job goes on",

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "checkpoint/snapshot_store.hpp"
+#include "contract/heartbeat_line.hpp"
 #include "integration/checkpoint_jobs.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/summary_line.hpp"
@@ -102,8 +103,10 @@ std::map<int, pid_t> paused_mid_snapshot(Launcher& launcher, const std::string& 
 const std::vector<std::pair<std::string, std::string>> kPauseAt50 = {{"MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP", "50"}};
 
 std::vector<std::string> snapshot_job(const std::string& log_dir, const std::string& run_id) {
-  return job_args(log_dir, run_id, 2,
-                  {"--max-restarts", "1", "checkpoint.snapshot_every=" + std::to_string(kSnapshotEvery)});
+  // --hang-timeout (longer than any case) gives the workers their progress files, which say where each run started.
+  return job_args(
+      log_dir, run_id, 2,
+      {"--max-restarts", "1", "--hang-timeout", "600", "checkpoint.snapshot_every=" + std::to_string(kSnapshotEvery)});
 }
 
 // The snapshot job with both ranks stopped in the middle of writing the snapshot of step 50 (the first attempt only).
@@ -227,6 +230,24 @@ TEST_CASE("workers killed while writing a snapshot resume from the previous one"
   CHECK(resumed_step(attempt1, kOwnCopies) == 45);
   CHECK_THAT(attempt1, Contains("the snapshot in memory (step 45) is newer than " +
                                 checkpoint_path(run_dir + "/checkpoints", 40) + " (step 40): resuming from memory"));
+  // The progress files say it too (the launcher's /status and run.json read them): where each run started, from
+  // which copy, and the newest snapshot each rank holds.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string rank_dir = "/rank_" + std::to_string(rank) + "/heartbeat";
+    const std::optional<HeartbeatInfo> first = parse_heartbeat_line(read_text(run_dir + "/attempt_0" + rank_dir));
+    const std::optional<HeartbeatInfo> second = parse_heartbeat_line(read_text(run_dir + "/attempt_1" + rank_dir));
+    REQUIRE(first);
+    REQUIRE(second);
+    CHECK(first->start_step == 0);
+    CHECK(first->start_source == StartSource::kNone);
+    CHECK(first->snapshot_step == 45);  // step 50's never completed
+    CHECK(second->start_step == 45);
+    CHECK(second->start_source == StartSource::kSnapshot);
+    CHECK(second->snapshot_step == kSteps);
+    REQUIRE(first->snapshot_time);
+    REQUIRE(second->snapshot_time);
+    CHECK(*second->snapshot_time > *first->snapshot_time);
+  }
   CHECK(summary_number(out, "steps") == kSteps);
   check_same_training_state(ref.final_checkpoint, checkpoint_path(run_dir + "/checkpoints", kSteps));
 }

@@ -290,6 +290,9 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   known.progress_time = 1764000001.25;
   known.busy = 17.5;
   known.start_step = 100;
+  known.start_source = StartSource::kSnapshot;
+  known.snapshot_step = 150;
+  known.snapshot_time = 1764000002.75;
   RankRow unknown;
   unknown.rank = 3;
   unknown.local_rank = 1;
@@ -312,7 +315,12 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   CHECK(back.ranks[0].progress_time == Approx(1764000001.25));
   CHECK(back.ranks[0].busy == Approx(17.5));
   CHECK(back.ranks[0].start_step == 100);
+  CHECK(back.ranks[0].start_source == StartSource::kSnapshot);
+  CHECK(back.ranks[0].snapshot_step == 150);
+  CHECK(back.ranks[0].snapshot_time == Approx(1764000002.75));
   CHECK(!back.ranks[1].start_step);
+  CHECK(!back.ranks[1].start_source);
+  CHECK(!back.ranks[1].snapshot_step);
   CHECK(!back.ranks[1].progress_time);
   CHECK(back.ranks[1].state == "exited");
   CHECK(!back.ranks[1].step);
@@ -324,12 +332,14 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   bad.set("count", 3);
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("count 3 but 2 rank lines"));
   bad = status.to_message();
-  bad.set("ranks", "2 0 4242 running 1 - - - - - 0 - - -\n3 1 4243 sleeping - - - - - - 0 - - -\n");
+  bad.set("ranks", "2 0 4242 running 1 - - - - - 0 - - - - - -\n3 1 4243 sleeping - - - - - - 0 - - - - - -\n");
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("state 'sleeping'"));
-  bad.set("ranks", "2 0 4242 running x - - - - - 0 - - -\n3 1 4243 exited - - - - - - 0 - - -\n");
+  bad.set("ranks", "2 0 4242 running x - - - - - 0 - - - - - -\n3 1 4243 exited - - - - - - 0 - - - - - -\n");
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("step 'x' is not an integer"));
-  bad.set("ranks", "2 0 4242 running\n3 1 4243 exited - - - - - - 0 - - -\n");
-  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("has 4 fields, not 14"));
+  bad.set("ranks", "2 0 4242 running 1 - - - - - 0 - - 0 memory - -\n3 1 4243 exited - - - - - - 0 - - - - - -\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("start source 'memory'"));
+  bad.set("ranks", "2 0 4242 running\n3 1 4243 exited - - - - - - 0 - - - - - -\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("has 4 fields, not 17"));
   bad.set("count", kMaxStatusRanks + 1);
   CHECK_THROWS_WITH(NodeStatus::from(bad), Catch::Contains("at most 4096"));
 }

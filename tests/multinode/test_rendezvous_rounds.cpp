@@ -542,4 +542,25 @@ TEST_CASE("a report of the round before, arriving once the next began, still cou
   CHECK_FALSE(rounds.history()[1].last_step.has_value());
   CHECK_FALSE(rounds.history()[1].first_step.has_value());
   CHECK(rounds.node_status().empty());  // nor is it this round's status
+
+  // Round 1's first steps: it resumed from the lowest start any rank reports, and from what that rank says it was.
+  const auto resumed = [](int node_rank, long long step, long long start, std::optional<StartSource> from) {
+    NodeStatus status;
+    status.round = 1;
+    status.node_rank = node_rank;
+    status.host = node_rank == 0 ? "hostA" : "hostB";
+    RankRow row;
+    row.rank = node_rank * 2;
+    row.state = "running";
+    row.step = step;
+    row.start_step = start;
+    row.start_source = from;
+    status.ranks.push_back(row);
+    return status.to_message();
+  };
+  rounds.on_message(2, resumed(1, 125, 125, StartSource::kSnapshot), t0 + 3s);  // no step made yet: not counted
+  rounds.on_message(1, resumed(0, 127, 125, StartSource::kSnapshot), t0 + 4s);
+  REQUIRE(rounds.history()[1].resumed_step == 125);
+  CHECK(rounds.history()[1].resumed_step_exact);
+  CHECK(rounds.history()[1].resumed_from == StartSource::kSnapshot);
 }

@@ -170,7 +170,13 @@ TEST_CASE("run.json keeps a multi-node job's rounds and its nodes, and reads the
   failed.nodes = {{0, "hostA", "127.0.0.1", 0, 2}, {1, "hostB", "10.77.0.2", 2, 2}};
   failed.ended_by = "failure";
   failed.cause = "rank 3 (local rank 1) on node 1 (hostB, 10.77.0.2): exit code 7";
+  failed.recovery = RoundEntry::Recovery{};
+  failed.recovery->fault = 1764000029;
+  failed.recovery->resumed_step = 1200;
+  failed.recovery->resumed_step_exact = true;
+  failed.recovery->resumed_from = StartSource::kSnapshot;
   RoundEntry running = failed;
+  running.recovery.reset();
   running.round = 1;
   running.restart_count = 1;
   running.started_by = "restart";
@@ -189,6 +195,10 @@ TEST_CASE("run.json keeps a multi-node job's rounds and its nodes, and reads the
   CHECK(back.rounds[0].end == Approx(1764000030.5));
   CHECK(back.rounds[0].nodes.size() == 2);
   CHECK(back.rounds[0].nodes[1].address == "10.77.0.2");
+  REQUIRE(back.rounds[0].recovery);
+  CHECK(back.rounds[0].recovery->resumed_step == 1200);
+  CHECK(back.rounds[0].recovery->resumed_from == StartSource::kSnapshot);
+  CHECK_FALSE(back.rounds[1].recovery);
   CHECK(back.rounds[1].started_by == "restart");
   CHECK(!back.rounds[1].end);
   CHECK(back.rounds[1].ended_by.empty());

@@ -70,6 +70,10 @@ StatusSnapshot sample_snapshot() {
   r0.pid = 1234;
   r0.state = "running";
   r0.heartbeat = HeartbeatInfo{120, 0.5312, 1763800000.123};
+  r0.heartbeat->start_step = 100;
+  r0.heartbeat->start_source = StartSource::kSnapshot;
+  r0.heartbeat->snapshot_step = 100;
+  r0.heartbeat->snapshot_time = 1763799990.25;  // 10.25 s before the snapshot's time
   r0.cpu_percent = 97.5;
   r0.rss_bytes = 123456789;
   r0.step_rate = 0.71;
@@ -200,6 +204,40 @@ TEST_CASE("heartbeat lines: written at a fixed size, read back with step, loss a
   CHECK(round->time == Approx(1763800000.125).margin(1e-3));
 }
 
+TEST_CASE("heartbeat lines: where the run started and its newest snapshot, in the longest line that fits",
+          "[heartbeat]") {
+  const testing::TempDir temp_dir("mgtrain-heartbeat-start");
+  const std::string path = (std::filesystem::path(temp_dir.path()) / "heartbeat").string();
+  HeartbeatWriter writer(path, 0);
+  writer.set_start(1234567890123, StartSource::kCheckpoint);
+  writer.set_snapshot(1234567890173, 1763800000.1234567);
+  writer.beat(1234567890199, 1.2345678901234567, 123456.12345678901);
+  const std::string text = slurp(path);
+  REQUIRE(text.size() == HeartbeatWriter::kLineBytes);
+  const std::optional<HeartbeatInfo> info = parse_heartbeat_line(text);
+  REQUIRE(info);  // every field in, none cut off
+  CHECK(info->step == 1234567890199);
+  CHECK(info->start_step == 1234567890123);
+  CHECK(info->start_source == StartSource::kCheckpoint);
+  CHECK(info->snapshot_step == 1234567890173);
+  CHECK(*info->snapshot_time == Approx(1763800000.1234567).margin(1e-6));
+  CHECK(*info->wait == Approx(123456.12345678901));
+  CHECK(parse_progress_step(text) == 1234567890199);
+
+  for (const StartSource source : {StartSource::kNone, StartSource::kCheckpoint, StartSource::kSnapshot}) {
+    CHECK(parse_start_source(start_source_name(source)) == source);
+  }
+  HeartbeatInfo odd{5, std::nullopt, 1763800000.0};
+  std::string line = format_heartbeat_line(odd);
+  CHECK(line.find("from") == std::string::npos);
+  CHECK(line.find("snapshot") == std::string::npos);
+  line.insert(line.size() - 1, R"(,"from":"tape","snapshot":-3)");  // unknown values are unknown, not errors
+  const std::optional<HeartbeatInfo> back = parse_heartbeat_line(line);
+  REQUIRE(back);
+  CHECK_FALSE(back->start_source);
+  CHECK_FALSE(back->snapshot_step);
+}
+
 TEST_CASE("heartbeat lines: a beat the interval held back is written by flush, once", "[heartbeat]") {
   const testing::TempDir temp_dir("mgtrain-heartbeat-flush");
   const std::string path = (std::filesystem::path(temp_dir.path()) / "heartbeat").string();
@@ -243,6 +281,13 @@ TEST_CASE("/status JSON: every field of the schema, escaped strings, null for un
   CHECK(s["ranks"][0]["straggler"].get<bool>());
   CHECK(s["ranks"][1]["step_rate"].is_null());
   CHECK_FALSE(s["ranks"][1]["straggler"].get<bool>());
+  CHECK(s["ranks"][0]["start_step"].get<long long>() == 100);
+  CHECK(s["ranks"][0]["resumed_from"].get<std::string>() == "snapshot");
+  CHECK(s["ranks"][0]["snapshot_step"].get<long long>() == 100);
+  CHECK(s["ranks"][0]["snapshot_age_s"].get<double>() == Approx(10.25));
+  CHECK(s["ranks"][1]["start_step"].is_null());
+  CHECK(s["ranks"][1]["resumed_from"].is_null());
+  CHECK(s["ranks"][1]["snapshot_age_s"].is_null());
   REQUIRE(s["gpus"].size() == 2);
   CHECK(s["gpus"][0]["name"].get<std::string>() == "Fake \"GPU\" 80GB");
   CHECK(s["gpus"][0]["memory_total_bytes"].get<long long>() == 80LL << 30);
@@ -277,6 +322,9 @@ TEST_CASE("/metrics follows the Prometheus text format line by line", "[status][
   CHECK(find("mgtrain_rank_straggler", "1")->value == 0);
   CHECK(find("mgtrain_rank_step_rate", "0")->value == Approx(0.71));
   CHECK_FALSE(find("mgtrain_rank_step_rate", "1"));  // not measured
+  CHECK(find("mgtrain_rank_snapshot_step", "0")->value == 100);
+  CHECK(find("mgtrain_rank_snapshot_timestamp_seconds", "0")->value == Approx(1763799990.25));
+  CHECK_FALSE(find("mgtrain_rank_snapshot_step", "1"));
   StatusSnapshot off = sample_snapshot();
   off.straggler_detection = false;
   off.ranks[0].straggler = false;
@@ -430,11 +478,12 @@ TEST_CASE("the job's host exposes its newest recovery in /status and /metrics", 
   recovery.rendezvous_s = 1.75;
   recovery.first_step_s = 4.5;
   recovery.steps_lost = 37;
+  recovery.resumed_from = StartSource::kSnapshot;
   snapshot.last_recovery = recovery;
   snapshot.last_recovery_round = 3;
   const std::string json = status_to_json(snapshot);
   CHECK_THAT(json, Catch::Contains("\"last_recovery\":{\"round\":3,") && Catch::Contains("\"first_step_s\":4.5") &&
-                       Catch::Contains("\"steps_lost\":37"));
+                       Catch::Contains("\"steps_lost\":37") && Catch::Contains("\"resumed_from\":\"snapshot\""));
   const std::string metrics = status_to_prometheus(snapshot);
   CHECK_THAT(metrics, Catch::Contains("mgtrain_recovery_seconds{run_id=\"job\",phase=\"detected\"} 0.25\n") &&
                           Catch::Contains("mgtrain_recovery_seconds{run_id=\"job\",phase=\"first_step\"} 4.5\n") &&

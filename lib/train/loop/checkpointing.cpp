@@ -292,11 +292,15 @@ std::optional<TrainPosition> Checkpointer::resume(MemorySnapshots& memory,
   if (!enabled_ && resume == "auto" && !in_memory) return std::nullopt;
   // Rank 0 chooses; everyone reads the same file (checkpoint.dir must be visible to every host).
   const std::string decision = agree_on_checkpoint(in_memory);
-  if (decision == "M") return memory.restore(*in_memory);
+  if (decision == "M") {
+    resumed_from_ = StartSource::kSnapshot;
+    return memory.restore(*in_memory);
+  }
   if (decision.size() < 2 || decision[0] != 'F') return std::nullopt;
   const std::string chosen = decision.substr(1);
   const auto start = Clock::now();
   const CheckpointFile file = read_chosen(chosen);
+  resumed_from_ = StartSource::kCheckpoint;
   return content_.restore(file, chosen, seconds_since(start));
 }
 

@@ -14,6 +14,7 @@
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "config/config.hpp"
+#include "contract/heartbeat_line.hpp"
 #include "train/loop/checkpoint_content.hpp"
 #include "train/loop/memory_snapshots.hpp"
 #include "train/loop/trainer.hpp"
@@ -43,6 +44,8 @@ class Checkpointer {
   // RNG state. `in_memory` (MemorySnapshots::survey, with auto or a path) is used instead when it is at least as
   // new as that file. Returns where training continues, or nullopt to start from scratch.
   std::optional<TrainPosition> resume(MemorySnapshots& memory, const std::optional<MemorySnapshots::Newest>& in_memory);
+  // After resume(): what it resumed from (kNone: it started from scratch).
+  StartSource resumed_from() const { return resumed_from_; }
 
   // Collective (every rank at the same step): takes the snapshot (training waits only for this copy and the
   // RNG gather), then rank 0 writes it — in the background with checkpoint.async — and prunes to keep_last.
@@ -78,6 +81,7 @@ class Checkpointer {
   const Config& config_;
   CheckpointContent& content_;
   Communicator& comm_;
+  StartSource resumed_from_ = StartSource::kNone;
   bool enabled_;
   std::string dir_;
   std::unique_ptr<Writer> writer_;                   // rank 0 only

@@ -147,11 +147,16 @@ std::string MemorySnapshots::describe(const Newest& newest) const {
   return fmt::format("the snapshot in memory of rank {} (sent to the ranks that lack it)", newest.holder);
 }
 
-void MemorySnapshots::take(const TrainPosition& at) {
-  if (!on_) return;
+std::optional<MemorySnapshots::Held> MemorySnapshots::held() const {
+  if (!mine_) return std::nullopt;
+  return Held{mine_->step, static_cast<double>(mine_->written_unix_ms) / 1000.0};
+}
+
+bool MemorySnapshots::take(const TrainPosition& at) {
+  if (!on_) return false;
   const auto start = Clock::now();
   const CheckpointContent::RngRows rng = content_.gather_rng_rows();
-  if (!store_) return;
+  if (!store_) return false;
   const NamedTensors tensors = content_.tensors(rng);
   // Each tensor's bytes on the CPU, contiguous: the live CPU tensors as they are, GPU ones through one staged copy.
   const bool on_gpu = std::any_of(tensors.begin(), tensors.end(), [](const auto& t) { return !t.second.is_cpu(); });
@@ -181,13 +186,14 @@ void MemorySnapshots::take(const TrainPosition& at) {
     // No room (a memory limit, RLIMIT_FSIZE): training goes on; this rank takes no more snapshots, the others do.
     log::warn("rank {} takes no more snapshots in memory: {}", comm_.rank(), e.what());
     store_.reset();
-    return;
+    return false;
   }
   if (take_prints()) {  // rank 0's first: what a snapshot costs
     log::progress("snapshot in memory at step {}: {:.1f} MB in {:.1f} ms (every {} steps: checkpoint.snapshot_every)",
                   at.step, static_cast<double>(image.size()) / 1e6, seconds_since(start) * 1000.0, every_);
   }
   announced_ = true;
+  return true;
 }
 
 }  // namespace mgtrain

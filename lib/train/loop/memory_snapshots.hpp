@@ -45,12 +45,20 @@ class MemorySnapshots {
   // Collective: every rank restores from the snapshot survey() found; returns where training continues.
   TrainPosition restore(const Newest& newest);
 
+  // After survey(): the newest snapshot this rank's own store holds (its step, the Unix seconds it was completed).
+  struct Held {
+    std::int64_t step = 0;
+    double unix_time = 0;
+  };
+  std::optional<Held> held() const;
+
   // After survey(): snapshots are taken (checkpoint.snapshot_every > 0 and some rank has a store).
   bool on() const { return on_; }
   // Whether a snapshot is due after `step`.
   bool due(std::int64_t step) const { return on_ && step % every_ == 0; }
-  // Collective: writes the snapshot of `at` into this rank's store (nothing to write on a rank without one).
-  void take(const TrainPosition& at);
+  // Collective: writes the snapshot of `at` into this rank's store (nothing to write on a rank without one). Whether
+  // this rank's store now holds it.
+  bool take(const TrainPosition& at);
   // Whether the next take() prints a line (rank 0's first snapshot: its size and time), for the progress bar to make
   // room.
   bool take_prints() const;

@@ -37,6 +37,7 @@
 #include "train/parallel/sync_batch_norm.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/time_format.hpp"
 #include "util/timespec.hpp"
 
 namespace mgtrain {
@@ -180,7 +181,11 @@ class TrainingRun {
     describe_summary();
     announce_start();
     resume_from_checkpoint();
-    heartbeat_.set_start_step(step_);  // where this run starts: the launcher counts a restart's lost steps by it
+    // Where this run starts and from which copy: the launcher counts a restart's lost steps by it and reports both.
+    heartbeat_.set_start(step_, checkpoints_->resumed_from());
+    if (const std::optional<MemorySnapshots::Held> held = snapshots_->held()) {
+      heartbeat_.set_snapshot(held->step, held->unix_time);
+    }
     heartbeat_.beat(0);
     // Rank 0's progress display, eval lines, metrics.jsonl and TensorBoard files (log.*).
     reporter_.emplace(config_, comm_.rank(), s_.total_steps, samples_per_step_, s_.device.is_cuda(),
@@ -342,7 +347,7 @@ class TrainingRun {
     }
     if (snapshots_->due(step_)) {
       if (snapshots_->take_prints()) reporter_->before_message();  // its line, not the progress bar's
-      snapshots_->take(current_);
+      if (snapshots_->take(current_)) heartbeat_.set_snapshot(step_, unix_seconds_now());
     }
     if (votes.save_requested) {  // SIGUSR2 on some rank: save now and go on
       SaveRequest::clear();      // every rank: one save for the signals that arrived up to this step
