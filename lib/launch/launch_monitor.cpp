@@ -406,8 +406,8 @@ std::vector<RankStatus> LaunchMonitor::other_nodes() const {
       rank.pid = static_cast<pid_t>(row.pid);
       rank.state = row.state;
       if (row.step) {
-        rank.heartbeat = HeartbeatInfo{*row.step,        row.loss,         row.beat_time.value_or(0), std::nullopt,
-                                       row.start_step,   row.start_source, row.snapshot_step,         row.snapshot_time};
+        rank.heartbeat = HeartbeatInfo{*row.step,      row.loss,         row.beat_time.value_or(0), std::nullopt,
+                                       row.start_step, row.start_source, row.snapshot_step,         row.snapshot_time};
       }
       rank.cpu_percent = row.cpu_percent;
       rank.rss_bytes = row.rss_bytes;

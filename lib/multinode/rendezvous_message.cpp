@@ -532,12 +532,11 @@ constexpr std::size_t kRankRowFields = 17;
 Message NodeStatus::to_message() const {
   std::string lines;
   for (const RankRow& r : ranks) {
-    lines += fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.local_rank, r.pid, r.state,
-                         or_dash(r.step), or_dash(r.loss), or_dash(r.beat_time), or_dash(r.cpu_percent),
-                         or_dash(r.rss_bytes), or_dash(r.step_rate), r.straggler ? 1 : 0, or_dash(r.progress_time),
-                         or_dash(r.busy), or_dash(r.start_step),
-                         r.start_source ? start_source_name(*r.start_source) : "-", or_dash(r.snapshot_step),
-                         or_dash(r.snapshot_time));
+    lines += fmt::format(
+        "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", r.rank, r.local_rank, r.pid, r.state, or_dash(r.step),
+        or_dash(r.loss), or_dash(r.beat_time), or_dash(r.cpu_percent), or_dash(r.rss_bytes), or_dash(r.step_rate),
+        r.straggler ? 1 : 0, or_dash(r.progress_time), or_dash(r.busy), or_dash(r.start_step),
+        r.start_source ? start_source_name(*r.start_source) : "-", or_dash(r.snapshot_step), or_dash(r.snapshot_time));
   }
   return Message::of(MessageType::kNodeStatus)
       .set("round", round)
@@ -592,8 +591,7 @@ NodeStatus NodeStatus::from(const Message& message) {
     row.start_step = parse_optional<long long>(f[13], "start step");
     if (f[14] != "-") {
       row.start_source = parse_start_source(f[14]);
-      if (!row.start_source)
-        throw ProtocolError("node-status message: start source '" + f[14].substr(0, 20) + "'");
+      if (!row.start_source) throw ProtocolError("node-status message: start source '" + f[14].substr(0, 20) + "'");
     }
     row.snapshot_step = parse_optional<long long>(f[15], "snapshot step");
     row.snapshot_time = parse_optional<double>(f[16], "snapshot time");

@@ -425,7 +425,7 @@ void RendezvousRounds::broadcast_final(const Message& message, int code, bool an
 void RendezvousRounds::note_progress(const NodeStatus& status) {
   if (history_.empty()) return;
   RoundRecord& record = history_.back();
-  std::optional<long long> resumed;  // the lowest start among ranks that made a step in this round
+  std::optional<long long> resumed;   // the lowest start among ranks that made a step in this round
   std::optional<StartSource> source;  // what that start was, as the rank that had it said
   bool exact = true;
   for (const RankRow& row : status.ranks) {
