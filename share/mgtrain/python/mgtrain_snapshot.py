@@ -18,7 +18,9 @@ torch.save writes (any state_dict: tensors on any device, numbers, lists, dicts)
 damaged one and says why on stderr. Snapshots live only as long as the launcher: keep saving files too.
 
 With torch.distributed initialised, load() is collective: the ranks resume from the newest step every rank holds
-(ranks of a DDP job save at the same steps), or None when there is none. Without mgtrain (no MGTRAIN_SNAPSHOT_FD)
+(ranks of a DDP job save at the same steps), or None when there is none. load(shared=True), for states every rank
+holds alike (a DDP model and its optimizer): the newest step any rank holds, sent to the ranks that lack it (a rank
+killed while saving, a node that replaced a lost one). Without mgtrain (no MGTRAIN_SNAPSHOT_FD)
 save() does nothing and returns False, and load() returns None. Stdlib plus torch.
 """
 import io
@@ -39,9 +41,10 @@ _TABLE = 64
 _ENTRY = 64
 _PAGE = 4096
 _EMPTY, _WRITING, _COMPLETE = 0, 1, 2
-# An image of this helper: "MGPYSNP1", the payload's length, its CRC-32, then what torch.save wrote.
-_IMAGE_MAGIC = b"MGPYSNP1"
-_IMAGE_HEAD = struct.Struct("<8sQI4x")
+# An image of this helper: "MGPYSNP2", the payload's length, its CRC-32, the global rank that wrote it (-1: unknown),
+# then what torch.save wrote.
+_IMAGE_MAGIC = b"MGPYSNP2"
+_IMAGE_HEAD = struct.Struct("<8sQIi")
 
 
 class SnapshotError(Exception):
@@ -50,6 +53,11 @@ class SnapshotError(Exception):
 
 def _warn(text):
     sys.stderr.write("mgtrain: warning: %s\n" % text)
+    sys.stderr.flush()
+
+
+def _note(text):
+    sys.stderr.write("mgtrain: %s\n" % text)
     sys.stderr.flush()
 
 
@@ -101,7 +109,7 @@ class Store:
         for entry in map(self._entry, range(_SLOTS)):
             if entry["state"] == _COMPLETE and entry["generation"] >= newest_generation:
                 newest_generation, target = entry["generation"], 1 - entry["index"]
-        image = _IMAGE_HEAD.pack(_IMAGE_MAGIC, len(payload), zlib.crc32(payload))
+        image = _IMAGE_HEAD.pack(_IMAGE_MAGIC, len(payload), zlib.crc32(payload), _my_rank())
         size = len(image) + len(payload)
         self._set(target, "<I", 0, _WRITING)
         entry = self._entry(target)
@@ -120,38 +128,47 @@ class Store:
         self._set(target, "<I", 0, _COMPLETE)
 
     def snapshots(self):
-        """The complete snapshots whose image verifies, newest first, as (step, payload); a damaged one is skipped
-        with a warning naming it."""
+        """The complete snapshots whose image verifies, newest first, as (step, payload, the rank that wrote it); a
+        damaged one is skipped with a warning naming it."""
         self._remap()
         found = []
         complete = [e for e in map(self._entry, range(_SLOTS)) if e["state"] == _COMPLETE]
         for entry in sorted(complete, key=lambda e: e["generation"], reverse=True):
             what = "%s, slot %d (step %d)" % (self.name, entry["index"], entry["step"])
-            problem, payload = self._verify(entry)
+            problem, payload, writer = self._verify(entry)
             if problem:
                 _warn("skipping damaged snapshot: %s: %s" % (what, problem))
                 continue
-            found.append((entry["step"], payload))
+            found.append((entry["step"], payload, writer))
         return found
 
     def _verify(self, entry):
         at, size = entry["offset"], entry["bytes"]
         if at < _HEADER or at + size > len(self.map) or size > entry["capacity"] or size < _IMAGE_HEAD.size:
-            return "its region [%d, +%d) is outside the store's %d bytes" % (at, size, len(self.map)), None
-        magic, length, crc = _IMAGE_HEAD.unpack_from(self.map, at)
+            return "its region [%d, +%d) is outside the store's %d bytes" % (at, size, len(self.map)), None, None
+        magic, length, crc, writer = _IMAGE_HEAD.unpack_from(self.map, at)
         if magic != _IMAGE_MAGIC:
-            return "not a snapshot of mgtrain_snapshot.py (the built-in trainer's, or damaged)", None
+            return "not a snapshot of this mgtrain_snapshot.py (the built-in trainer's, or damaged)", None, None
         if length != size - _IMAGE_HEAD.size:
-            return "its payload says %d bytes, the slot holds %d" % (length, size - _IMAGE_HEAD.size), None
+            return "its payload says %d bytes, the slot holds %d" % (length, size - _IMAGE_HEAD.size), None, None
         payload = self.map[at + _IMAGE_HEAD.size:at + size]
         computed = zlib.crc32(payload)
         if computed != crc:
-            return "checksum mismatch: stored %08x, computed %08x (the snapshot is damaged)" % (crc, computed), None
-        return None, payload
+            return "checksum mismatch: stored %08x, computed %08x (the snapshot is damaged)" % (crc, computed), None, None
+        return None, payload, writer
 
 
 _store = None
 _opened = False
+
+
+def _my_rank():
+    """This worker's global rank: torch.distributed's once initialised, else RANK; -1 when neither says."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    text = os.environ.get("RANK", "")
+    return int(text) if text.isdigit() else -1
 
 
 def _the_store():
@@ -198,24 +215,49 @@ def save(step, state):
     return True
 
 
-def load(agree=True, weights_only=True):
+def load(agree=True, weights_only=True, shared=False):
     """The newest snapshot as (step, state), or None. With torch.distributed initialised and `agree`, collective:
-    every rank loads the newest step that all ranks hold, or all get None. `weights_only` is torch.load's (True:
-    tensors, numbers, strings, lists, tuples and dicts only)."""
+    every rank loads the newest step that all ranks hold, or all get None. With `shared` (every rank saves the same
+    state, as DDP ranks do their model and optimizer), the newest step any rank holds wins instead, and a rank that
+    lacks it (killed while saving it, or on a node that replaced a lost one) gets the lowest holder's copy over the
+    process group. `weights_only` is torch.load's (True: tensors, numbers, strings, lists, tuples and dicts only)."""
     import torch
 
     store = _the_store()
     held = store.snapshots() if store is not None else []
+    rank = _my_rank()
+    if not shared and rank >= 0:  # a state of its own: only what this rank wrote
+        others = sorted({writer for _, _, writer in held if writer != rank})
+        if others:
+            _warn("%s holds the snapshots of rank %s, not of rank %d (the ranks moved between nodes): not used; "
+                  "load(shared=True) uses them for a state every rank holds alike"
+                  % (store.name, ", ".join(map(str, others)), rank))
+            held = [snapshot for snapshot in held if snapshot[2] == rank]
     choice = held[0][0] if held else None
-    if agree and torch.distributed.is_available() and torch.distributed.is_initialized() and \
-            torch.distributed.get_world_size() > 1:
-        everyone = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(everyone, sorted(step for step, _ in held))
-        common = set(everyone[0]).intersection(*everyone[1:])
-        choice = max(common) if common else None
+    payload = None
+    dist = torch.distributed
+    if agree and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, sorted(step for step, _, _ in held))
+        if shared:
+            choice = max((max(steps) for steps in everyone if steps), default=None)
+            if choice is None:
+                return None
+            holder = min(r for r, steps in enumerate(everyone) if choice in steps)
+            if any(choice not in steps for steps in everyone):
+                if rank == 0:
+                    _note("resuming every rank from the snapshot of rank %d (step %d): sent to the ranks that lack it"
+                          % (holder, choice))
+                mine = [bytes(next(p for step, p, _ in held if step == choice))] if rank == holder else [None]
+                dist.broadcast_object_list(mine, src=holder)
+                payload = mine[0]
+        else:
+            common = set(everyone[0]).intersection(*everyone[1:])
+            choice = max(common) if common else None
     if choice is None:
         return None
-    payload = next(payload for step, payload in held if step == choice)
+    if payload is None:
+        payload = next(p for step, p, _ in held if step == choice)
     try:
         state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=weights_only)
     except TypeError:  # a torch without weights_only
