@@ -1,5 +1,5 @@
 // The checkpoint writer's one test seam: pausing a write at an exact instant so that a kill-at-any-instant test
-// can SIGKILL the writer there (tests/integration/test_checkpoint_processes.cpp). It is the only test hook in
+// can SIGKILL the writer there (tests/checkpoint_jobs/test_checkpoint_processes.cpp). It is the only test hook in
 // the checkpoint code; production never sets its variables, and then it is inert (a plain append, no callback).
 //   MGTRAIN_TEST_CHECKPOINT_PAUSE_AT_BYTE=N   once N bytes of the temporary file are written (a write is split
 //                                              at exactly N), the writer prints

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "integration/checkpoint_jobs.hpp"
+#include "checkpoint_jobs/checkpoint_jobs.hpp"
 #include "integration/launch_fixture.hpp"
 #include "process/run_capture.hpp"
 #include "support/tfevents_reader.hpp"

@@ -1,7 +1,7 @@
 // checkpoint_write_tool DIR STEP MEGABYTES: writes the test checkpoint of STEP (tests/support/checkpoint_test_data.hpp,
 // about MEGABYTES MiB) into DIR through the core API as the trainer will (ignore SIGXFSZ, mkdir -p, write, update
 // `latest`, prune to keep_last 2) and prints how long the write took. Used by the kill/disk-error tests
-// (tests/integration/test_checkpoint_processes.cpp) and by scripts/bench/checkpoint_write.sh.
+// (tests/checkpoint_jobs/test_checkpoint_processes.cpp) and by scripts/bench/checkpoint_write.sh.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

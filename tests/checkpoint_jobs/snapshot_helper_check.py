@@ -64,6 +64,17 @@ check(got is not None and got[0] == 20, "after damage: %r" % (got and got[0],))
 check("mgtrain: warning: skipping damaged snapshot: the snapshot store of rank 0 (MGTRAIN_SNAPSHOT_FD=%d), slot %d "
       "(step 40): checksum mismatch" % (fd, entry["index"]) in warnings, "the warning: %r" % warnings)
 
+# Snapshots written by another rank (the ranks moved between nodes): load() does not take them, and says why;
+# load(shared=True) does.
+os.environ["RANK"] = "1"
+got, warnings = loaded()
+check(got is None, "rank 1 took rank 0's snapshot: %r" % (got and got[0],))
+check("holds the snapshots of rank 0, not of rank 1 (the ranks moved between nodes): not used" in warnings,
+      "the warning: %r" % warnings)
+got = snapshot.load(shared=True)
+check(got is not None and got[0] == 20, "load(shared=True) as rank 1: %r" % (got and got[0],))
+os.environ["RANK"] = "0"
+
 # Not a store: refused, naming it.
 other = os.memfd_create("other")
 os.write(other, b"x" * 5000)

@@ -31,7 +31,7 @@
 
 #include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/checkpoint_file.hpp"
-#include "integration/checkpoint_jobs.hpp"
+#include "checkpoint_jobs/checkpoint_jobs.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/directory_listing.hpp"
 #include "support/summary_line.hpp"

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "checkpoint/snapshot_store.hpp"
+#include "checkpoint_jobs/checkpoint_jobs.hpp"
 #include "contract/heartbeat_line.hpp"
-#include "integration/checkpoint_jobs.hpp"
 #include "integration/launch_fixture.hpp"
 #include "support/summary_line.hpp"
 #include "util/fd.hpp"
@@ -313,11 +313,30 @@ TEST_CASE("Python: mgtrain_snapshot.py saves, skips a cut or damaged snapshot, a
   }
   TempDir dir;
   const Outcome run =
-      run_job({python, std::string(MGTRAIN_SOURCE_DIR) + "/tests/integration/snapshot_helper_check.py", kHelperDir},
+      run_job({python, std::string(MGTRAIN_SOURCE_DIR) + "/tests/checkpoint_jobs/snapshot_helper_check.py", kHelperDir},
               dir / "helper");
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
   CHECK_THAT(run.out, Contains("snapshot helper: ok"));
+}
+
+TEST_CASE("Python: load() gives the newest step every rank holds, load(shared=True) the newest any rank holds, sent",
+          "[snapshot][python]") {
+  const std::string python = venv_python();
+  if (python.empty()) {
+    WARN("SKIP: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV << " (scripts/torch2-env.sh makes it)");
+    return;
+  }
+  TempDir dir;
+  const Outcome run =
+      run_job({kBin + "/mgtrain", "launch", "--nproc", "2", "--log-dir", dir / "runs", "--", python,
+               std::string(MGTRAIN_SOURCE_DIR) + "/tests/checkpoint_jobs/snapshot_shared_check.py", kHelperDir},
+              dir / "shared");
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(run.out, Contains("snapshot shared: ok"));
+  CHECK_THAT(run.err, Contains("resuming every rank from the snapshot of rank 0 (step 20): sent to the ranks that "
+                               "lack it"));
 }
 
 TEST_CASE("Python: the DDP tutorial with a rank SIGKILLed resumes from memory and ends bit-identical",

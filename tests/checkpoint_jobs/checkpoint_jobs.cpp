@@ -1,5 +1,5 @@
 // Helpers of the checkpoint tests that run real training jobs (see checkpoint_jobs.hpp).
-#include "integration/checkpoint_jobs.hpp"
+#include "checkpoint_jobs/checkpoint_jobs.hpp"
 
 #include <catch2/catch.hpp>
 

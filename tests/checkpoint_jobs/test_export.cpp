@@ -35,7 +35,7 @@ namespace {
 const std::string kBin = MGTRAIN_BIN_DIR;
 const std::string kSource = MGTRAIN_SOURCE_DIR;
 const std::string kPython = "/usr/bin/python3";
-const std::string kCheckScript = kSource + "/tests/integration/export_check.py";
+const std::string kCheckScript = kSource + "/tests/checkpoint_jobs/export_check.py";
 
 CapturedRun run(const std::vector<std::string>& args, double timeout_s = 120) {
   CaptureOptions options;

@@ -1,4 +1,4 @@
-"""Checks the files of `mgtrain export` from Python, the way users load them (run by tests/integration/test_export.cpp).
+"""Checks the files of `mgtrain export` from Python, the way users load them (run by tests/checkpoint_jobs/test_export.cpp).
 
   export_check.py safetensors EXPORTED CHECKPOINT
       EXPORTED follows the safetensors conventions (8-byte little-endian header length, JSON header, string-only
