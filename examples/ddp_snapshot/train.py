@@ -12,6 +12,7 @@ first attempt kill itself after that step (for tests). Needs mgtrain_snapshot.py
 (share/mgtrain/python, or installed with the mgtrain wheel).
 """
 import argparse
+import gc
 import hashlib
 import os
 import signal
@@ -39,7 +40,9 @@ class Trainer:
         self.optimizer = optimizer
         self.snapshot_every = snapshot_every
         self.step = 0
-        resumed = mgtrain_snapshot.load()  # collective: the newest step every rank holds
+        # Collective. DDP ranks hold the same model and optimizer, so the newest step any rank holds will do: a rank
+        # that lacks it (killed while saving, a node that replaced a lost one) gets the holder's copy.
+        resumed = mgtrain_snapshot.load(shared=True)
         if resumed is not None:
             self.step, state = resumed
             self.model.load_state_dict(state["model"])
@@ -93,6 +96,10 @@ def main():
             digest.update(tensor.detach().cpu().numpy().tobytes())
         print("final step %d parameters sha256 %s" % (trainer.step, digest.hexdigest()), flush=True)
     dist.barrier()  # every rank done before the group goes: gloo's teardown can abort a rank still talking to it
+    # DDP's reducer keeps gloo work (with tensors) alive; freed after the group, at the interpreter's exit, it can
+    # abort the process ("terminate called without an active exception"). So it goes first.
+    del trainer, model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -5,7 +5,12 @@
 # of the same job, tensor for tensor. Once per SIDE:
 #   memory   snapshots in memory every SNAPSHOT_EVERY steps (docs/checkpoints.md#snapshots-in-memory) and a file
 #            every FILE_EVERY steps
-#   disk     files only (checkpoint.snapshot_every=0): the deal of today, and torchrun's
+#   disk     files only (checkpoint.snapshot_every=0): the deal of today
+#   torchrun the same trainer (mgtrain-worker, files only) under torch 2.x's torchrun (`--no-python`, c10d rendezvous
+#            at A, `--max-restarts 100`): like with like but for the agent. Only the faults torchrun can recover from
+#            at all: worker, mid-snapshot (a plain SIGKILL: no snapshots), node, node+worker. It has no hang
+#            detection, and a cut link leaves the peers blocked in the collective until ddp.timeout_s (1800 s): the
+#            hang and netcut faults are skipped (the tables say so)
 # The faults, in turn (A hosts the rendezvous and is never lost; "a node" is A or the active one of B and C):
 #   worker        SIGKILL of a node's worker, mid-step
 #   mid-snapshot  SIGKILL of a node's worker while it writes a snapshot (MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE stops it
@@ -23,8 +28,9 @@
 # checkpoint against the uninterrupted run's (every tensor, bit for bit), worker processes left over (orphans),
 # checkpoint files that do not verify (torn), and the medians per side. Prints a table per side and a summary.
 # Usage: scripts/bench/recovery_campaign.sh      (root: network namespaces; build/bin/mgtrain and mgtrain-worker)
-#   FAULTS=20 SIDES="memory disk" SEED=<random> STEPS=20000 SNAPSHOT_EVERY=50 FILE_EVERY=500 HANG_TIMEOUT=5
+#   FAULTS=20 SIDES="memory disk torchrun" SEED=<random> STEPS=20000 SNAPSHOT_EVERY=50 FILE_EVERY=500 HANG_TIMEOUT=5
 #   SUBNET=10.81.0 PORT=29600 MGTRAIN=build/bin/mgtrain LOG_DIR=<kept; default: a temp dir, removed>
+#   TORCHRUN=$HOME/.cache/mgtrain/torch-<scripts/torch2-version>/bin/torchrun (scripts/torch2-env.sh makes it)
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/../.."
@@ -32,7 +38,7 @@ name=recovery_campaign.sh
 die() { echo "$name: $*" >&2; exit 2; }
 
 faults=${FAULTS:-20}
-sides=${SIDES:-memory disk}
+sides=${SIDES:-memory disk torchrun}
 seed=${SEED:-$((RANDOM * 32768 + RANDOM))}
 steps=${STEPS:-20000}
 snapshot_every=${SNAPSHOT_EVERY:-50}
@@ -45,7 +51,13 @@ for knob in FAULTS=$faults STEPS=$steps SNAPSHOT_EVERY=$snapshot_every FILE_EVER
     HANG_TIMEOUT=$hang_timeout PORT=$port SEED=$seed; do
   [[ ${knob#*=} =~ ^[0-9]+$ && ${knob#*=} -gt 0 ]] || die "$knob: expected a positive integer"
 done
-for side in $sides; do [[ $side =~ ^(memory|disk)$ ]] || die "SIDES=$sides: each is memory or disk, not '$side'"; done
+for side in $sides; do
+  [[ $side =~ ^(memory|disk|torchrun)$ ]] || die "SIDES=$sides: each is memory, disk or torchrun, not '$side'"
+done
+torchrun=${TORCHRUN:-$HOME/.cache/mgtrain/torch-$(tr -d '[:space:]' <scripts/torch2-version)/bin/torchrun}
+if [[ " $sides " == *" torchrun "* ]]; then
+  [[ -x $torchrun ]] || die "TORCHRUN=$torchrun: not an executable (torch 2.x's torchrun: scripts/torch2-env.sh)"
+fi
 ((steps >= faults * 600)) || die "STEPS=$steps: too few for $faults faults (at least 600 steps each)"
 [[ -x $mgtrain && -x $(dirname "$mgtrain")/mgtrain-worker ]] ||
   die "MGTRAIN=$mgtrain: no mgtrain with mgtrain-worker beside it (scripts/build.sh mgtrain mgtrain-worker)"
@@ -68,8 +80,10 @@ make_nodes "fc$(($$ % 100000))"
 node_names=(A B C)
 
 agent_pid=(0 0 0)
+side_of() { basename "$1"; }  # a side's folder is $work/<side>
 start_agent() {  # start_agent DIR NODE EVERY RUN_ID: the node's agent in its namespace, its output stamped
   local dir=$1 i=$2 every=$3 id=$4 log=$1/${node_names[$2]}.log
+  if [[ $(side_of "$dir") == torchrun ]]; then start_torchrun "$@"; return; fi
   ip netns exec "${hosts[i]}" env OMP_NUM_THREADS=1 MGTRAIN_SHM_ALLREDUCE=0 GLOO_SOCKET_IFNAME=eth0 \
     MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE="$dir/pause-$i" \
     "$mgtrain" launch --nnodes 2:2 --rdzv-endpoint "$subnet.1:$port" --rdzv-id "$id" --nproc 1 --max-restarts 100 \
@@ -81,16 +95,43 @@ start_agent() {  # start_agent DIR NODE EVERY RUN_ID: the node's agent in its na
   agent_pid[i]=$!
 }
 
-a_log() { echo "$1/A.log"; }
-last_step() {  # rank 0's newest step line on A's console (0 before any)
+# torchrun: the same trainer and files, torch's agent; rank 0 may be on any node after a regroup. LOGLEVEL=INFO for its
+# "Rendezvous complete" lines, its rendezvous at DEBUG for "added itself to the redundancy list" (a standby).
+start_torchrun() {
+  local dir=$1 i=$2 id=$4 log=$1/${node_names[$2]}.log is_host=false
+  ((i != 0)) || is_host=true
+  ip netns exec "${hosts[i]}" env OMP_NUM_THREADS=1 MGTRAIN_SHM_ALLREDUCE=0 GLOO_SOCKET_IFNAME=eth0 LOGLEVEL=INFO \
+    TORCH_LOGS=+torch.distributed.elastic.rendezvous.dynamic_rendezvous \
+    "$torchrun" --nnodes 2:2 --rdzv-backend c10d --rdzv-endpoint "$subnet.1:$port" --rdzv-id "$id" \
+    --rdzv-conf "is_host=$is_host" --local-addr "$subnet.$((i + 1))" --nproc-per-node 1 --max-restarts 100 \
+    --no-python "$(dirname "$mgtrain")/mgtrain-worker" configs/bench/mlp-64.yaml "train.max_steps=$steps" \
+    data.synthetic_samples=4096 data.loader_threads=0 "checkpoint.dir=$dir/ckpt" "checkpoint.every_steps=$file_every" \
+    checkpoint.every_epochs=0 checkpoint.keep_last=1000 checkpoint.snapshot_every=0 log.every_steps=1 \
+    ddp.connect_timeout_s=60 </dev/null > >(stamp >>"$log") 2>&1 &
+  agent_pid[i]=$!
+}
+
+# The console lines of the job, in the order they arrived: A's (mgtrain: rank 0's lines reach A's console); every
+# node's, merged by their stamps (torchrun: rank 0 may be on any node).
+a_log() {
+  if [[ $(side_of "$1") == torchrun ]]; then
+    cat "$1"/[ABC].log 2>/dev/null | sort -s -n -k1,1 >"$1/merged.log"
+    echo "$1/merged.log"
+  else
+    echo "$1/A.log"
+  fi
+}
+step_line='mgtrain: step [0-9]+/'  # rank 0's (the trainer prints its steps on rank 0 only)
+last_step() {  # rank 0's newest step line (0 before any)
   local step
-  step=$(grep -a '\[rank 0\] mgtrain: step [0-9]*/' "$(a_log "$1")" | tail -n 1 | sed -nE 's/.*mgtrain: step ([0-9]+)\/.*/\1/p')
+  step=$(grep -aE "$step_line" "$(a_log "$1")" | tail -n 1 | sed -nE 's/.*mgtrain: step ([0-9]+)\/.*/\1/p')
   echo "${step:-0}"
 }
 trained_to() { (($(last_step "$1") >= $2)); }
 standbys() {
-  local n
-  n=$(grep -ac 'waits as a standby' "$1/${node_names[$2]}.log" 2>/dev/null) || true
+  local n pattern='waits as a standby'
+  [[ $(side_of "$1") != torchrun ]] || pattern='added itself to the redundancy list'
+  n=$(grep -ac "$pattern" "$1/${node_names[$2]}.log" 2>/dev/null) || true
   echo "${n:-0}"
 }
 standby_of() { (($(standbys "$1" "$2") > ${3:-0})); }
@@ -109,24 +150,26 @@ paused_count() {
   n=$(grep -ac 'snapshot write paused at step' "$1/${node_names[$2]}.log" 2>/dev/null) || true
   echo "${n:-0}"
 }
+# A new round began: mgtrain's host says so; torchrun's agents once the rendezvous is complete.
+round_line='mgtrain: round [0-9]+:|Rendezvous complete for workers'
 # recovered DIR FAULT_TIME: rank 0 made a step after a new round began after the fault
 recovered() {
-  awk -v f="$2" '$1 > f && /mgtrain: round [0-9]+:/ { round = 1 }
-                 round && $1 > f && /\[rank 0\] mgtrain: step [0-9]+\// { found = 1; exit } END { exit !found }' "$(a_log "$1")"
+  awk -v f="$2" -v r="$round_line" -v s="$step_line" '$1 > f && $0 ~ r { round = 1 }
+                 round && $1 > f && $0 ~ s { found = 1; exit } END { exit !found }' "$(a_log "$1")"
 }
 job_over() { ! alive "${agent_pid[0]}"; }
 
 # figures DIR FAULT_TIME: "lost=N seconds=S copy=C resumed=R last=L" from A's console
 figures() {
-  awk -v f="$2" '
+  awk -v f="$2" -v r="$round_line" -v s="$step_line" '
     function step_of(line) { sub(/.*mgtrain: step /, "", line); sub(/\/.*/, "", line); return line + 0 }
-    !round && /\[rank 0\] mgtrain: step [0-9]+\// { last = step_of($0) }  # (lines arrive in order, some late)
-    $1 > f && /mgtrain: round [0-9]+:/ { round = 1 }
-    round && resumed == "" && /\[rank 0\] mgtrain: resumed from / {
+    !round && $0 ~ s { last = step_of($0) }  # (lines arrive in order, some late)
+    $1 > f && $0 ~ r { round = 1 }
+    round && resumed == "" && /mgtrain: resumed from / {
       line = $0; sub(/.*: step /, "", line); resumed = line + 0
       copy = /snapshot in memory \(each/ ? "memory" : /snapshot in memory of rank/ ? "memory-from-peer" : "file" }
-    round && first == "" && /\[rank 0\] mgtrain: step [0-9]+\// { first = $1; s = step_of($0)
-      if (resumed == "") { resumed = s - 1; copy = "scratch" } }
+    round && first == "" && $0 ~ s { first = $1; at = step_of($0)
+      if (resumed == "") { resumed = at - 1; copy = "scratch" } }
     # A rank prints a step after its snapshot of that step: one stopped mid-snapshot resumes one past its last line.
     END { lost = last > resumed ? last - resumed : 0
           printf "last=%d resumed=%d lost=%d seconds=%.2f copy=%s", last, resumed, lost, first - f, copy }
@@ -147,6 +190,11 @@ run_side() {
   wait_for 60 standby_of "$dir" 2 || die "$side: C did not wait as a standby within 60 s: see $dir"
   for ((k = 1; k <= faults; k++)); do
     local type=${fault_types[(k - 1) % ${#fault_types[@]}]}
+    if [[ $side == torchrun && ($type == hang || $type == netcut) ]]; then
+      echo "side=$side fault=$k type=$type skipped" >>"$work/results"
+      echo "$name: side=$side fault=$k type=$type: skipped (torchrun cannot recover from it: see the header)" >&2
+      continue
+    fi
     local target=$(($(last_step "$dir") + 100 + RANDOM % 400))
     ((target < steps - 100)) || { echo "$side: fault $k: too close to the end (step $target), stopping here" >&2; break; }
     wait_for 300 trained_to "$dir" "$target" || die "$side: fault $k: training did not reach step $target: see $dir"
@@ -196,6 +244,7 @@ run_side() {
   for i in 1 2; do wait_for 30 eval "! alive ${agent_pid[i]}" || true; done
   local orphans=0
   for i in 0 1 2; do [[ -z $(worker_of "$i") ]] || orphans=$((orphans + 1)); done
+  [[ $side != torchrun ]] || rm -f "$dir/merged.log"
   for i in 0 1 2; do disown "${agent_pid[i]}" 2>/dev/null || true; kill_namespace "${hosts[i]}" || true; done
   wait 2>/dev/null || true
   local torn=0 file
@@ -254,6 +303,7 @@ for side in $sides; do
   echo "== $side: per fault (steps lost, seconds from the fault to rank 0's first step after the resume, the copy used)"
   awk -v side="$side" '$1 == "side=" side && $2 ~ /^fault=/ {
       for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      if ($4 == "skipped") { printf "  %2d %-13s skipped: the agent cannot recover from it\n", v["fault"], v["type"]; next }
       printf "  %2d %-13s node %s  lost %4d  (step %5d -> %5d)  %6.2f s  %s\n", v["fault"], v["type"], v["node"],
              v["lost"], v["last"], v["resumed"], v["seconds"], v["copy"] }' "$work/results"
   awk -v side="$side" '$1 == "side=" side && $2 == "end" { printf "  end: %s %s %s\n", $3, $4, $5 }' "$work/results"
@@ -265,7 +315,8 @@ for side in $sides; do
     function median(list, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && list[j-1] > list[j]; j--) {
         t = list[j]; list[j] = list[j-1]; list[j-1] = t }
       return n == 0 ? "nan" : (n % 2 ? list[(n+1)/2] : (list[n/2] + list[n/2+1]) / 2) }
-    $1 == "side=" side && $2 ~ /^fault=/ {
+    $1 == "side=" side && $2 ~ /^fault=/ && $4 == "skipped" { skipped++ }
+    $1 == "side=" side && $2 ~ /^fault=/ && $4 != "skipped" {
       for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
       n++; lost[n] = v["lost"]; secs[n] = v["seconds"]; copies[v["copy"]]++
       t = v["type"]; tn[t]++; tl[t, tn[t]] = v["lost"]; ts[t, tn[t]] = v["seconds"] }
@@ -274,6 +325,7 @@ for side in $sides; do
       printf "  %-6s %2d faults recovered, steps lost median %s (max %s), seconds median %s; copies:", side, n, m,
              lost[n], median(secs, n)
       for (c in copies) printf " %s %d", c, copies[c]
+      if (skipped) printf "; %d skipped (hang, netcut: not recoverable by this agent)", skipped
       printf "\n"
       for (t in tn) { for (i = 1; i <= tn[t]; i++) { a[i] = tl[t, i]; b[i] = ts[t, i] }
         printf "         %-13s x%d: lost %s, %s s\n", t, tn[t], median(a, tn[t]), median(b, tn[t]) }
