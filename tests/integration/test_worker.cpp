@@ -194,6 +194,37 @@ TEST_CASE("the worker takes its rank from srun's variables", "[worker][slurm]") 
   CHECK(summary_number(zero.out, "world_size") == 2);
 }
 
+// Under torchrun a node that replaced a lost one counts its restarts from 0 while the others are further on: where
+// rank 0 hosts the store of the attempt (no agent store), ranks whose restart counts differ must still meet.
+TEST_CASE("ranks whose restart counts differ meet in rank 0's store", "[worker][torchrun][restart]") {
+  const testing::TempDir temp_dir("mgtrain-worker-test-restart-counts");
+  fs::path dir = temp_dir.path();
+  SocketPortProbe ports;
+  const std::string port = std::to_string(ports.pick_free_port());
+  std::vector<std::future<CapturedRun>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    CaptureOptions options;
+    options.unset_env = {"SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE", "TORCHELASTIC_USE_AGENT_STORE"};
+    options.set_env = {{"RANK", std::to_string(r)},
+                       {"WORLD_SIZE", "2"},
+                       {"LOCAL_RANK", "0"},
+                       {"LOCAL_WORLD_SIZE", "1"},
+                       {"MASTER_ADDR", "127.0.0.1"},
+                       {"MASTER_PORT", port},
+                       {"TORCHELASTIC_RESTART_COUNT", r == 0 ? "3" : "0"},
+                       {"OMP_NUM_THREADS", "1"}};
+    options.timeout_s = 120;
+    auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
+    args.push_back("ddp.connect_timeout_s=60");
+    ranks.push_back(std::async(std::launch::async, [args, options] { return run_and_capture(args, options); }));
+  }
+  CapturedRun zero = ranks[0].get(), one = ranks[1].get();
+  INFO(zero.out << zero.err << one.out << one.err);
+  REQUIRE(zero.exit_code == 0);
+  REQUIRE(one.exit_code == 0);
+  CHECK(summary_number(zero.out, "world_size") == 2);
+}
+
 TEST_CASE("a malformed data file stops the job with the file named", "[worker][errors]") {
   const testing::TempDir temp_dir("mgtrain-worker-test-baddata");
   fs::path dir = temp_dir.path();

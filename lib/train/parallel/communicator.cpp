@@ -190,12 +190,20 @@ c10::intrusive_ptr<c10d::TCPStore> open_store(const WorkerIdentity& id, const Dd
   }
 }
 
+// The prefix of this attempt's keys in the store. The restart count only where torchrun's agent serves the store, which
+// outlives a restart of the workers (as torch's own workers prefix theirs, "/worker/attempt_N"). Otherwise rank 0
+// hosts a store of this attempt alone, and the ranks' restart counts need not agree: under torchrun a node that
+// replaced a lost one starts counting at 0 while the others are at 3, and with the count in the keys neither side's
+// ranks would ever see the other's.
+std::string attempt_prefix(const WorkerIdentity& id) {
+  return fmt::format("mgtrain/{}", id.agent_hosts_store ? id.restart_count : 0);
+}
+
 // Every rank checks in; on timeout the error lists who arrived and who did not.
 void wait_for_all_ranks(c10d::Store& store, const WorkerIdentity& id, double timeout_s) {
   char hostname[256] = {0};
   gethostname(hostname, sizeof hostname - 1);
-  // Keys carry the attempt: torchrun's agent store outlives a restart of the workers.
-  const std::string counter = fmt::format("mgtrain/{}/arrived", id.restart_count);
+  const std::string counter = attempt_prefix(id) + "/arrived";
   const std::string me = fmt::format("{}/{}", counter, id.rank);
   store.set(me, std::vector<std::uint8_t>(hostname, hostname + std::strlen(hostname)));
   store.add(counter, 1);
@@ -228,7 +236,7 @@ std::string claim_gpu(c10d::Store& store, const WorkerIdentity& id) {
   const c10::DeviceIndex index = c10::cuda::current_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
   const std::string gpu = fmt::format("{:04x}:{:02x}:{:02x}", prop->pciDomainID, prop->pciBusID, prop->pciDeviceID);
-  const std::string key = fmt::format("mgtrain/{}/gpu/{}/{}", id.restart_count, hostname, gpu);
+  const std::string key = fmt::format("{}/gpu/{}/{}", attempt_prefix(id), hostname, gpu);
   store.add(key, 1);
   return key;
 }
@@ -302,7 +310,7 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
 #else
   wait_for_all_ranks(*store, id, ddp.connect_timeout_s);
 #endif
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}/pg", id.restart_count), store);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(attempt_prefix(id) + "/pg", store);
 
   if (backend == "nccl") {
 #ifdef MGTRAIN_WITH_CUDA
@@ -333,7 +341,7 @@ std::unique_ptr<Communicator> connect_communicator(const WorkerIdentity& id, con
   if (!ddp.force_process_group) {
     const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
     const std::string tag = fmt::format("{}-{}", id.master_port, run_id && *run_id ? run_id : "run");
-    auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("mgtrain/{}", id.restart_count), store);
+    auto attempt_store = c10::make_intrusive<c10d::PrefixStore>(attempt_prefix(id), store);
     shm = ShmAllreduce::connect(attempt_store, id.rank, id.world_size, tag, ddp.connect_timeout_s, ddp.timeout_s);
   }
   return std::make_unique<ProcessGroupCommunicator>(store, group, id.rank, id.world_size, "gloo", std::move(shm));
