@@ -301,20 +301,23 @@ std::string venv_python() {
 }
 
 const std::string kHelperDir = std::string(MGTRAIN_SOURCE_DIR) + "/share/mgtrain/python";
+const std::string kChecks = std::string(MGTRAIN_SOURCE_DIR) + "/tests/checkpoint_jobs/";
+
+// `name`: the venv's Python; without the venv the case is skipped, saying why.
+#define VENV_PYTHON_OR_SKIP(name)                                                                      \
+  const std::string name = venv_python();                                                              \
+  if (name.empty()) {                                                                                  \
+    WARN("SKIP: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV << " (scripts/torch2-env.sh makes it)"); \
+    return;                                                                                            \
+  }
 
 }  // namespace
 
 TEST_CASE("Python: mgtrain_snapshot.py saves, skips a cut or damaged snapshot, and refuses a non-store",
           "[snapshot][python]") {
-  const std::string python = venv_python();
-  if (python.empty()) {
-    WARN("SKIP: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV << " (scripts/torch2-env.sh makes it)");
-    return;
-  }
+  VENV_PYTHON_OR_SKIP(python);
   TempDir dir;
-  const Outcome run =
-      run_job({python, std::string(MGTRAIN_SOURCE_DIR) + "/tests/checkpoint_jobs/snapshot_helper_check.py", kHelperDir},
-              dir / "helper");
+  const Outcome run = run_job({python, kChecks + "snapshot_helper_check.py", kHelperDir}, dir / "helper");
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
   CHECK_THAT(run.out, Contains("snapshot helper: ok"));
@@ -322,16 +325,11 @@ TEST_CASE("Python: mgtrain_snapshot.py saves, skips a cut or damaged snapshot, a
 
 TEST_CASE("Python: load() gives the newest step every rank holds, load(shared=True) the newest any rank holds, sent",
           "[snapshot][python]") {
-  const std::string python = venv_python();
-  if (python.empty()) {
-    WARN("SKIP: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV << " (scripts/torch2-env.sh makes it)");
-    return;
-  }
+  VENV_PYTHON_OR_SKIP(python);
   TempDir dir;
-  const Outcome run =
-      run_job({kBin + "/mgtrain", "launch", "--nproc", "2", "--log-dir", dir / "runs", "--", python,
-               std::string(MGTRAIN_SOURCE_DIR) + "/tests/checkpoint_jobs/snapshot_shared_check.py", kHelperDir},
-              dir / "shared");
+  const Outcome run = run_job({kBin + "/mgtrain", "launch", "--nproc", "2", "--log-dir", dir / "runs", "--", python,
+                               kChecks + "snapshot_shared_check.py", kHelperDir},
+                              dir / "shared");
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
   CHECK_THAT(run.out, Contains("snapshot shared: ok"));
@@ -341,11 +339,7 @@ TEST_CASE("Python: load() gives the newest step every rank holds, load(shared=Tr
 
 TEST_CASE("Python: the DDP tutorial with a rank SIGKILLed resumes from memory and ends bit-identical",
           "[snapshot][python][restart]") {
-  const std::string python = venv_python();
-  if (python.empty()) {
-    WARN("SKIP: no torch 2.x venv at " << MGTRAIN_TORCH2_VENV << " (scripts/torch2-env.sh makes it)");
-    return;
-  }
+  VENV_PYTHON_OR_SKIP(python);
   TempDir dir;
   const std::string script = std::string(MGTRAIN_SOURCE_DIR) + "/examples/ddp_snapshot/train.py";
   const std::vector<std::pair<std::string, std::string>> env = {{"PYTHONPATH", kHelperDir}};
