@@ -155,8 +155,9 @@ std::shared_ptr<void> start_node_monitoring(Supervisor& supervisor, NodeAgent& a
   link.serve_stacks = [&agent](JobStatusLink::NodeStacksDumper dumper) { agent.set_stacks_dumper(std::move(dumper)); };
   link.start_job_stacks = [&agent](double timeout_s) { return agent.start_job_stacks(timeout_s); };
   link.take_job_stacks = [&agent] { return agent.take_job_stacks(); };
-  return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, std::move(on_episodes),
-                                            std::move(link));
+  RunRecordSinks sinks;
+  sinks.episodes = std::move(on_episodes);
+  return std::make_shared<LaunchMonitoring>(supervisor, plan, config, diagnostics, std::move(sinks), std::move(link));
 }
 
 // Several nodes: this launcher is a node agent that meets the others first (docs/multinode.md).
@@ -285,12 +286,18 @@ int run_single_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Sl
   supervisor.set_diagnostics(diagnostics);
   // GPU health line, resource sampling, status API (docs/monitoring.md): after the supervisor blocked its signals.
   // Straggler episodes go into run.json as they start and end.
-  LaunchMonitoring monitoring(supervisor, plan, loaded.config, diagnostics,
-                              [&run_record](std::vector<StragglerRecord> episodes) {
-                                const std::string warning = run_record.set_stragglers(std::move(episodes));
-                                if (!warning.empty()) say_line(warning);
-                              });
+  RunRecordSinks sinks;
+  sinks.episodes = [&run_record](std::vector<StragglerRecord> episodes) {
+    const std::string warning = run_record.set_stragglers(std::move(episodes));
+    if (!warning.empty()) say_line(warning);
+  };
+  sinks.resumes = [&run_record](std::vector<ResumeRecord> resumes) {  // where each restart started
+    const std::string warning = run_record.set_resumes(std::move(resumes));
+    if (!warning.empty()) say_line(warning);
+  };
+  LaunchMonitoring monitoring(supervisor, plan, loaded.config, diagnostics, std::move(sinks));
   SupervisionResult result = supervisor.run();
+  monitoring.flush_records();
   const std::string status = finished_status(result.exit_code, result.launcher_signal.has_value(),
                                              result.stopped_after_checkpoint && !result.failure);
   const std::string record_warning = run_record.finish(status, result.exit_code, result.attempts);

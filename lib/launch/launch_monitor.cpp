@@ -108,12 +108,13 @@ void write_status_files(const std::string& run_dir, const std::string& token, co
 
 LaunchMonitor::LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
                              double resource_interval_s, std::optional<StragglerSettings> stragglers,
-                             StragglerEpisodesSink on_episodes, std::optional<JobStatusLink> job)
+                             RunRecordSinks sinks, std::optional<JobStatusLink> job)
     : supervisor_(supervisor),
       server_(server),
       sampler_(gpus, plan.node_rank, resource_interval_s > 0 ? log_layout::resources_jsonl(plan.run_dir) : ""),
       start_time_(unix_seconds_now()),
-      on_episodes_(std::move(on_episodes)),
+      on_episodes_(std::move(sinks.episodes)),
+      on_resumes_(std::move(sinks.resumes)),
       job_(std::move(job)) {
   const Clock::time_point now = Clock::now();
   if (stragglers) {
@@ -194,6 +195,7 @@ void LaunchMonitor::refresh_ranks() {
 
 void LaunchMonitor::on_time(Clock::time_point now) {
   refresh_ranks();
+  note_resumes(false);
   bool sampled = false;
   if (next_sample_ && now >= *next_sample_) {
     bool write_row = next_row_ && now >= *next_row_;
@@ -230,6 +232,28 @@ void LaunchMonitor::on_time(Clock::time_point now) {
     published_signature_ = signature;
     publish();
   }
+}
+
+// Every attempt after the first, and a first one that resumed: its start as rank 0's progress file says it (heartbeat
+// "start" and "from"; the files stay in the attempts' folders), once per attempt, to run.json. The current attempt is
+// waited for until its rank 0 says, or `last` (the launch is over). A node agent's restarts are its rounds, whose
+// recoveries the job's host records instead.
+void LaunchMonitor::note_resumes(bool last) {
+  if (!on_resumes_ || job_) return;
+  const int current = supervisor_.policy().record().attempt();
+  bool added = false;
+  for (int attempt = resume_noted_attempt_ + 1; attempt <= current; ++attempt) {
+    const ProgressFile file =
+        read_progress_text(log_layout::heartbeat_file(log_layout::rank_dir(supervisor_.plan().run_dir, attempt, 0)));
+    const std::optional<HeartbeatInfo> beat = file.read ? parse_heartbeat_line(file.text) : std::nullopt;
+    const bool said = beat && beat->start_step && beat->start_source;
+    if (!said && attempt == current && !last) break;  // not yet
+    resume_noted_attempt_ = attempt;
+    if (!said || (attempt == 0 && *beat->start_source == StartSource::kNone)) continue;  // silent, or a fresh start
+    resumes_.push_back(ResumeRecord{attempt, *beat->start_step, *beat->start_source, beat->time});
+    added = true;
+  }
+  if (added) on_resumes_(resumes_);
 }
 
 // Each running rank's step from its progress file (a heartbeat line or a decimal count; a file that is only
@@ -510,8 +534,7 @@ std::optional<StragglerSettings> straggler_settings(const LaunchPlan& plan, cons
 }
 
 LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config,
-                                   RankDiagnostics& dumps, StragglerEpisodesSink on_episodes,
-                                   std::optional<JobStatusLink> job)
+                                   RankDiagnostics& dumps, RunRecordSinks sinks, std::optional<JobStatusLink> job)
     : supervisor_(supervisor), dumps_(dumps) {
   const LaunchConfig& launch = config.launch;
   const double interval = config.log.resource_interval_s;
@@ -564,7 +587,7 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
     take_job_stacks = job->take_job_stacks;
   }
   monitor_ = std::make_unique<LaunchMonitor>(supervisor, plan, server_.get(), gpus_.get(), interval, stragglers,
-                                             std::move(on_episodes), std::move(job));
+                                             std::move(sinks), std::move(job));
   supervisor.add_participant(*monitor_);
   if (!node_view_token.empty()) monitor_->write_status_files_when_started(node_view_token);
   // Several nodes: the job's host asks this node for its ranks' stacks (docs/diagnosis.md#stacks-on-demand), and on
@@ -589,6 +612,10 @@ LaunchMonitoring::LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& pla
   }
   if (server_) monitor_->publish();  // a first snapshot (run id, no ranks yet) before serving
   if (server_) server_->start();
+}
+
+void LaunchMonitoring::flush_records() {
+  if (monitor_) monitor_->note_resumes(true);
 }
 
 LaunchMonitoring::~LaunchMonitoring() {

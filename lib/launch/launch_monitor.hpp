@@ -30,6 +30,13 @@ namespace mgtrain {
 
 // Receives every straggler episode of the launch so far (for run.json) whenever one starts or ends.
 using StragglerEpisodesSink = std::function<void(std::vector<StragglerRecord>)>;
+// One node: receives where each attempt started so far (for run.json's "resumes") whenever one more is known.
+using ResumesSink = std::function<void(std::vector<ResumeRecord>)>;
+// What the monitor hands to run.json (each may be empty).
+struct RunRecordSinks {
+  StragglerEpisodesSink episodes;
+  ResumesSink resumes;
+};
 
 // A node of a multi-node job, as its node agent lets monitoring see the job (docs/monitoring.md#several-nodes): this
 // node's ranks go to the job's host when a rank's process changes and every kJobReportInterval for the figures; on
@@ -54,10 +61,10 @@ struct JobStatusLink {
 class LaunchMonitor final : public LoopParticipant {
  public:
   // `server` and `gpus` may be null; resource_interval_s 0 writes no resources.jsonl; `stragglers` nullopt:
-  // no straggler detection (`on_episodes` may be empty).
+  // no straggler detection (`sinks`' members may be empty).
   LaunchMonitor(Supervisor& supervisor, const LaunchPlan& plan, StatusServer* server, GpuStatsSource* gpus,
                 double resource_interval_s, std::optional<StragglerSettings> stragglers = std::nullopt,
-                StragglerEpisodesSink on_episodes = {}, std::optional<JobStatusLink> job = std::nullopt);
+                RunRecordSinks sinks = {}, std::optional<JobStatusLink> job = std::nullopt);
 
   void add_fds(std::vector<pollfd>& fds) override;
   void on_ready(const pollfd& ready, std::chrono::steady_clock::time_point now) override;
@@ -65,6 +72,9 @@ class LaunchMonitor final : public LoopParticipant {
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const override;
   void on_time(std::chrono::steady_clock::time_point now) override;
   void publish();  // hands the current state to the status server now
+  // One node: where each attempt started, once rank 0's progress file says, to run.json (`last`: the launch is over,
+  // the current attempt is not waited for).
+  void note_resumes(bool last);
   // The state now: with `job_view` on the job's host every node's ranks (what it publishes), else this node's.
   StatusSnapshot snapshot(bool job_view) const;
   // A node of a multi-node job that does not host the rendezvous: its status_token and status_endpoint go into its
@@ -101,6 +111,9 @@ class LaunchMonitor final : public LoopParticipant {
   std::string driver_version_;
   std::optional<StragglerDetector> stragglers_;
   StragglerEpisodesSink on_episodes_;
+  ResumesSink on_resumes_;
+  std::vector<ResumeRecord> resumes_;
+  int resume_noted_attempt_ = -1;  // the newest attempt whose start rank 0's progress file said
   std::chrono::steady_clock::duration progress_interval_{};
   std::optional<std::chrono::steady_clock::time_point> next_progress_;
   int progress_attempt_ = -1;           // the attempt whose ranks the detector judges
@@ -123,11 +136,14 @@ class LaunchMonitor final : public LoopParticipant {
 // <run dir>/status_endpoint, and joins the supervisor's loop.
 class LaunchMonitoring {
  public:
-  // `on_episodes` gets the straggler episodes for run.json (may be empty). POST /stacks goes to `dumps` (the node's
-  // RankDiagnostics, on the supervisor's loop), which outlives this object.
+  // `sinks` get the straggler episodes and the attempts' starts for run.json (each may be empty). POST /stacks goes to
+  // `dumps` (the node's RankDiagnostics, on the supervisor's loop), which outlives this object.
   LaunchMonitoring(Supervisor& supervisor, const LaunchPlan& plan, const Config& config, RankDiagnostics& dumps,
-                   StragglerEpisodesSink on_episodes = {}, std::optional<JobStatusLink> job = std::nullopt);
+                   RunRecordSinks sinks = {}, std::optional<JobStatusLink> job = std::nullopt);
   ~LaunchMonitoring();
+  // Hands the last of what run.json gets from monitoring to its sinks (the last attempt's start): once the
+  // supervisor's run has returned, before the record is finished.
+  void flush_records();
   LaunchMonitoring(const LaunchMonitoring&) = delete;
   LaunchMonitoring& operator=(const LaunchMonitoring&) = delete;
 

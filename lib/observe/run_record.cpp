@@ -154,6 +154,18 @@ std::string run_record_to_json(const RunRecord& r) {
     }
     root["stragglers"] = std::move(stragglers);
   }
+  if (!r.resumes.empty()) {
+    Json resumes = Json::array();
+    for (const ResumeRecord& resume : r.resumes) {
+      Json item = Json::object();
+      item["attempt"] = resume.attempt;
+      item["step"] = resume.step;
+      item["from"] = start_source_name(resume.from);
+      item["time"] = json_seconds(resume.time);
+      resumes.push_back(std::move(item));
+    }
+    root["resumes"] = std::move(resumes);
+  }
   if (!r.rounds.empty()) {
     const auto node_json = [](const RoundEntry::Node& node) {
       Json item = Json::object();
@@ -240,6 +252,22 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
         episode.highest_busy_per_step = read_as<double>(item, "highest_busy_per_step", where, false);
       }
       r.stragglers.push_back(episode);
+    }
+  }
+  if (const Json* resumes = member(root, "resumes")) {
+    const std::string where = source + ": resumes";
+    if (!resumes->is_array()) throw Error(where + " is not a list");
+    for (const Json& item : *resumes) {
+      if (!item.is_object()) throw Error(where + ": an entry is not an object");
+      ResumeRecord resume;
+      resume.attempt = read_as<int>(item, "attempt", where);
+      resume.step = read_as<long long>(item, "step", where);
+      const std::string from = read_as<std::string>(item, "from", where);
+      const std::optional<StartSource> source_of_step = parse_start_source(from);
+      if (!source_of_step) throw Error(where + ": \"from\" is '" + from + "', not none, checkpoint or snapshot");
+      resume.from = *source_of_step;
+      resume.time = read_as<double>(item, "time", where, false);
+      r.resumes.push_back(resume);
     }
   }
   if (const Json* rounds = member(root, "rounds")) {
@@ -396,6 +424,17 @@ std::string RunRecorder::set_rounds(std::vector<RoundEntry> rounds) {
     record_.world_size = newest.world_size;
   }
   record_.rounds = std::move(rounds);
+  if (finished_) return "";
+  try {
+    write_run_record(run_dir_, record_);
+  } catch (const std::exception& e) {
+    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();
+  }
+  return "";
+}
+
+std::string RunRecorder::set_resumes(std::vector<ResumeRecord> resumes) {
+  record_.resumes = std::move(resumes);
   if (finished_) return "";
   try {
     write_run_record(run_dir_, record_);

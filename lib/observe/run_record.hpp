@@ -42,6 +42,15 @@ struct StragglerRecord {
   std::optional<int> node_rank = std::nullopt;  // several nodes: its node rank
 };
 
+// One node: an attempt of the worker group and where it started, as rank 0's progress file said (heartbeat "start" and
+// "from"): every attempt after the first, and a first one that resumed. Several nodes: a round's recovery says it.
+struct ResumeRecord {
+  int attempt = 0;
+  long long step = 0;  // the step it started from
+  StartSource from = StartSource::kNone;
+  double time = 0;  // Unix seconds of the first beat that said it
+};
+
 // Several nodes: one rendezvous round of the job (multinode's RoundRecord, in Unix seconds).
 struct RoundEntry {
   struct Node {
@@ -88,6 +97,7 @@ struct RunRecord {
   std::string config_file = log_layout::kConfigFileName;  // relative to the run directory
   LauncherIdentity launcher;
   std::vector<StragglerRecord> stragglers;  // "stragglers" in run.json only when there were any
+  std::vector<ResumeRecord> resumes;        // "resumes" in run.json only when there were any
   std::vector<RoundEntry> rounds;           // several nodes: "rounds" (and "nodes", the last round's) in run.json
 };
 
@@ -135,6 +145,8 @@ class RunRecorder {
   std::string finish(const std::string& status, int exit_code, int attempts);
   // Records the straggler episodes so far and rewrites run.json now; "" or a warning to print.
   std::string set_stragglers(std::vector<StragglerRecord> stragglers);
+  // One node: where each attempt started (ResumeRecord) so far, and rewrites run.json now; "" or a warning to print.
+  std::string set_resumes(std::vector<ResumeRecord> resumes);
   // Several nodes: the job's rounds so far (and its size from the newest), and rewrites run.json now.
   std::string set_rounds(std::vector<RoundEntry> rounds);
 

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <regex>
@@ -213,6 +214,10 @@ TEST_CASE("a worker SIGKILLed mid-step resumes from the newest snapshot in memor
   CHECK(reached - resumed < kEvery);
   if (resumed % kEvery != 0) CHECK_THAT(attempt1, Contains("is newer than"));
   CHECK_THAT(attempt1, Contains("mgtrain: step " + std::to_string(resumed + 1) + "/240 "));
+  const nlohmann::json record = nlohmann::json::parse(read_text(run_dir + "/run.json"));
+  REQUIRE(record.contains("resumes"));
+  CHECK(record["resumes"].back()["step"] == resumed);
+  CHECK(record["resumes"].back()["from"] == "snapshot");
   CHECK(summary_number(out, "steps") == kSteps);
   check_same_training_state(ref.final_checkpoint, checkpoint_path(run_dir + "/checkpoints", kSteps));
 }
@@ -248,6 +253,13 @@ TEST_CASE("workers killed while writing a snapshot resume from the previous one"
     REQUIRE(second->snapshot_time);
     CHECK(*second->snapshot_time > *first->snapshot_time);
   }
+  // run.json: the restart and where it started.
+  const nlohmann::json record = nlohmann::json::parse(read_text(run_dir + "/run.json"));
+  REQUIRE(record.contains("resumes"));
+  REQUIRE(record["resumes"].size() == 1);
+  CHECK(record["resumes"][0]["attempt"] == 1);
+  CHECK(record["resumes"][0]["step"] == 45);
+  CHECK(record["resumes"][0]["from"] == "snapshot");
   CHECK(summary_number(out, "steps") == kSteps);
   check_same_training_state(ref.final_checkpoint, checkpoint_path(run_dir + "/checkpoints", kSteps));
 }

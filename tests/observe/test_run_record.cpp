@@ -157,6 +157,28 @@ TEST_CASE("run record: a damaged file is an error naming it", "[run-record]") {
   CHECK_THROWS_WITH(read_run_record(dir.string()), Contains("not a JSON object"));
 }
 
+TEST_CASE("run.json keeps where each attempt started, and refuses a source it does not know", "[run_record]") {
+  RunRecord record;
+  record.run_id = "one";
+  record.start_time = 1764000000;
+  CHECK(run_record_to_json(record).find("resumes") == std::string::npos);  // only when there were any
+  record.resumes = {{1, 45, StartSource::kSnapshot, 1764000010.5}, {2, 40, StartSource::kCheckpoint, 1764000020}};
+  const std::string text = run_record_to_json(record);
+  CHECK_THAT(text, Catch::Contains("\"from\": \"snapshot\"") && Catch::Contains("\"from\": \"checkpoint\""));
+  const RunRecord back = parse_run_record(text, "run.json");
+  REQUIRE(back.resumes.size() == 2);
+  CHECK(back.resumes[0].attempt == 1);
+  CHECK(back.resumes[0].step == 45);
+  CHECK(back.resumes[0].from == StartSource::kSnapshot);
+  CHECK(back.resumes[0].time == Approx(1764000010.5));
+  CHECK(back.resumes[1].from == StartSource::kCheckpoint);
+  CHECK_THROWS_WITH(
+      parse_run_record(
+          R"({"run_id":"x","status":"running","start_time":1,"resumes":[{"attempt":1,"step":4,"from":"tape"}]})",
+          "run.json"),
+      Catch::Contains("run.json: resumes: \"from\" is 'tape'"));
+}
+
 TEST_CASE("run.json keeps a multi-node job's rounds and its nodes, and reads them back", "[run_record]") {
   RunRecord record;
   record.run_id = "job";
