@@ -407,12 +407,7 @@ RunRecorder::~RunRecorder() {
 std::string RunRecorder::finish(const std::string& status, int exit_code, int attempts) {
   finished_ = true;
   finish_run_record(record_, status, exit_code, attempts);
-  try {
-    write_run_record(run_dir_, record_);
-  } catch (const std::exception& e) {
-    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();  // the caller prints it
-  }
-  return "";
+  return write_now();  // the caller prints a warning
 }
 
 std::string RunRecorder::set_rounds(std::vector<RoundEntry> rounds) {
@@ -424,29 +419,25 @@ std::string RunRecorder::set_rounds(std::vector<RoundEntry> rounds) {
     record_.world_size = newest.world_size;
   }
   record_.rounds = std::move(rounds);
-  if (finished_) return "";
-  try {
-    write_run_record(run_dir_, record_);
-  } catch (const std::exception& e) {
-    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();
-  }
-  return "";
+  return rewrite();
 }
 
 std::string RunRecorder::set_resumes(std::vector<ResumeRecord> resumes) {
   record_.resumes = std::move(resumes);
-  if (finished_) return "";
-  try {
-    write_run_record(run_dir_, record_);
-  } catch (const std::exception& e) {
-    return std::string("mgtrain: warning: the run record was not updated: ") + e.what();
-  }
-  return "";
+  return rewrite();
 }
 
 std::string RunRecorder::set_stragglers(std::vector<StragglerRecord> stragglers) {
   record_.stragglers = std::move(stragglers);
+  return rewrite();
+}
+
+std::string RunRecorder::rewrite() {
   if (finished_) return "";  // finish() wrote the outcome; the record is not reopened
+  return write_now();
+}
+
+std::string RunRecorder::write_now() {
   try {
     write_run_record(run_dir_, record_);
   } catch (const std::exception& e) {

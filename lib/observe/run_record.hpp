@@ -151,6 +151,9 @@ class RunRecorder {
   std::string set_rounds(std::vector<RoundEntry> rounds);
 
  private:
+  std::string rewrite();    // run.json again with what changed, unless finish() wrote it: "" or a warning
+  std::string write_now();  // run.json now: "" or a warning
+
   std::string run_dir_;
   RunRecord record_;
   bool finished_ = false;
