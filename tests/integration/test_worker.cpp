@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <regex>
 
@@ -41,6 +42,19 @@ std::vector<std::string> small_job(const fs::path& dir) {
 std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
   base.insert(base.end(), more.begin(), more.end());
   return base;
+}
+
+// Two workers started by hand at once, as a launcher other than mgtrain would (each with `options_of(rank)`), and
+// both waited for: ranks 0 and 1's runs.
+std::pair<CapturedRun, CapturedRun> run_two_workers(const std::vector<std::string>& args,
+                                                    const std::function<CaptureOptions(int rank)>& options_of) {
+  std::vector<std::future<CapturedRun>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(
+        std::async(std::launch::async, [args, options = options_of(r)] { return run_and_capture(args, options); }));
+  }
+  CapturedRun zero = ranks[0].get();
+  return {std::move(zero), ranks[1].get()};
 }
 
 }  // namespace
@@ -173,8 +187,7 @@ TEST_CASE("the worker takes its rank from srun's variables", "[worker][slurm]") 
   int port = 20000 + static_cast<int>(getpid() % 19000);
   while (!ports.is_free(port) && port < 39999) ++port;
   REQUIRE(ports.is_free(port));
-  std::vector<std::future<CapturedRun>> ranks;
-  for (int r = 0; r < 2; ++r) {
+  const auto [zero, one] = run_two_workers(with({kBin + "/mgtrain-worker"}, small_job(dir)), [&](int r) {
     CaptureOptions options;
     options.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "MGTRAIN_CONFIG_FILE"};
     options.set_env = {{"SLURM_PROCID", std::to_string(r)},
@@ -184,10 +197,8 @@ TEST_CASE("the worker takes its rank from srun's variables", "[worker][slurm]") 
                        {"SLURM_JOB_NODELIST", "localhost"},
                        {"SLURM_JOB_ID", std::to_string(port - 20000 + 7 * 20000)},
                        {"OMP_NUM_THREADS", "1"}};
-    auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
-    ranks.push_back(std::async(std::launch::async, [args, options] { return run_and_capture(args, options); }));
-  }
-  CapturedRun zero = ranks[0].get(), one = ranks[1].get();
+    return options;
+  });
   INFO(zero.out << zero.err << one.out << one.err);
   REQUIRE(zero.exit_code == 0);
   REQUIRE(one.exit_code == 0);
@@ -201,8 +212,8 @@ TEST_CASE("ranks whose restart counts differ meet in rank 0's store", "[worker][
   fs::path dir = temp_dir.path();
   SocketPortProbe ports;
   const std::string port = std::to_string(ports.pick_free_port());
-  std::vector<std::future<CapturedRun>> ranks;
-  for (int r = 0; r < 2; ++r) {
+  const auto args = with({kBin + "/mgtrain-worker"}, with(small_job(dir), {"ddp.connect_timeout_s=60"}));
+  const auto [zero, one] = run_two_workers(args, [&](int r) {
     CaptureOptions options;
     options.unset_env = {"SLURM_PROCID", "SLURM_NTASKS", "MGTRAIN_CONFIG_FILE", "TORCHELASTIC_USE_AGENT_STORE"};
     options.set_env = {{"RANK", std::to_string(r)},
@@ -214,11 +225,8 @@ TEST_CASE("ranks whose restart counts differ meet in rank 0's store", "[worker][
                        {"TORCHELASTIC_RESTART_COUNT", r == 0 ? "3" : "0"},
                        {"OMP_NUM_THREADS", "1"}};
     options.timeout_s = 120;
-    auto args = with({kBin + "/mgtrain-worker"}, small_job(dir));
-    args.push_back("ddp.connect_timeout_s=60");
-    ranks.push_back(std::async(std::launch::async, [args, options] { return run_and_capture(args, options); }));
-  }
-  CapturedRun zero = ranks[0].get(), one = ranks[1].get();
+    return options;
+  });
   INFO(zero.out << zero.err << one.out << one.err);
   REQUIRE(zero.exit_code == 0);
   REQUIRE(one.exit_code == 0);
