@@ -247,7 +247,10 @@ void LaunchMonitor::note_resumes(bool last) {
         read_progress_text(log_layout::heartbeat_file(log_layout::rank_dir(supervisor_.plan().run_dir, attempt, 0)));
     const std::optional<HeartbeatInfo> beat = file.read ? parse_heartbeat_line(file.text) : std::nullopt;
     const bool said = beat && beat->start_step && beat->start_source;
-    if (!said && attempt == current && !last) break;  // not yet
+    // A worker that reports progress without saying where it started (a step count, or a line without "from"; the
+    // trainer says it in its first line) never will: not read again.
+    const bool never = !said && file.read && parse_progress(file.text);
+    if (!said && !never && attempt == current && !last) break;  // not yet
     resume_noted_attempt_ = attempt;
     if (!said || (attempt == 0 && *beat->start_source == StartSource::kNone)) continue;  // silent, or a fresh start
     resumes_.push_back(ResumeRecord{attempt, *beat->start_step, *beat->start_source, beat->time});
