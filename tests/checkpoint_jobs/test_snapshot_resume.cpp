@@ -83,10 +83,13 @@ std::int64_t damage_newest_snapshot(pid_t worker) {
 }
 
 // Starts the job with every rank pausing in the middle of writing the snapshot of step 50 (the first attempt only),
-// and waits until both ranks are there.
+// and waits until both ranks are there and rank 0's checkpoint writer has finished the file of step 40 (it writes in
+// the background: on a busy machine it can still be at it while training pauses at step 50).
 std::map<int, pid_t> paused_mid_snapshot(Launcher& launcher, const std::string& run_dir) {
   const bool paused = wait_until(
       [&] {
+        const std::string out = read_text(run_dir + "/attempt_0/rank_0/stdout.log");
+        if (out.find("mgtrain: checkpoint (every_steps) step 40: ") == std::string::npos) return false;
         for (int rank = 0; rank < 2; ++rank) {
           const std::string log = read_text(run_dir + "/attempt_0/rank_" + std::to_string(rank) + "/stderr.log");
           if (log.find("mgtrain-test: snapshot write paused at step 50") == std::string::npos) return false;
