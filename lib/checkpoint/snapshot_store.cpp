@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -109,6 +110,11 @@ SnapshotStore::SlotView SnapshotStore::slot(int index) const {
 
 void SnapshotStore::write(std::int64_t step, std::uint64_t bytes,
                           const std::function<void(unsigned char* room)>& fill) {
+  fill(begin_write(bytes));
+  complete_write(step, unix_ms_now());
+}
+
+unsigned char* SnapshotStore::begin_write(std::uint64_t bytes) {
   grow(size_);  // another process (an earlier worker) may have grown the file: see all of it
   // The slot not holding the newest complete snapshot (the older, or one never completed).
   int target = 0;
@@ -130,12 +136,46 @@ void SnapshotStore::write(std::int64_t step, std::uint64_t bytes,
     *view.offset() = offset;
     *view.capacity() = capacity;
   }
-  fill(data_ + *view.offset());
   *view.bytes() = bytes;
+  writing_ = target;
+  writing_generation_ = newest_generation + 1;
+  return data_ + *view.offset();
+}
+
+void SnapshotStore::complete_write(std::int64_t step, std::int64_t written_unix_ms) {
+  if (writing_ < 0) throw Error(fmt::format("{}: internal error: complete_write without begin_write", name_));
+  const SlotView view = slot(writing_);
   *view.step() = step;
-  *view.written_unix_ms() = unix_ms_now();
-  *view.generation() = newest_generation + 1;
+  *view.written_unix_ms() = written_unix_ms;
+  *view.generation() = writing_generation_;
   view.store_state(kComplete);
+  writing_ = -1;
+}
+
+std::optional<SnapshotStore::Latest> SnapshotStore::latest() {
+  std::optional<Latest> found;
+  for (int i = 0; i < kSlots; ++i) {
+    const std::optional<Latest> one = contents(i);
+    if (one && (!found || one->generation > found->generation)) found = one;
+  }
+  return found;
+}
+
+std::optional<SnapshotStore::Latest> SnapshotStore::contents(int index) {
+  grow(size_);
+  const SlotView view = slot(index);
+  if (view.load_state() != kComplete) return std::nullopt;
+  if (*view.offset() < kHeaderBytes || *view.offset() > size_ || *view.bytes() > size_ - *view.offset()) {
+    return std::nullopt;
+  }
+  return Latest{index,        *view.step(), *view.generation(), *view.written_unix_ms(), data_ + *view.offset(),
+                *view.bytes()};
+}
+
+bool SnapshotStore::holds(int index, std::uint64_t generation) const {
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const SlotView view = slot(index);
+  return view.load_state() == kComplete && *view.generation() == generation;
 }
 
 std::optional<SnapshotStore::Snapshot> SnapshotStore::newest(std::vector<std::string>& skipped) {

@@ -43,6 +43,11 @@ class SnapshotStore {
   // snapshot and writes the image there (CheckpointImage::write); the slot is marked complete afterwards. A crash
   // before that leaves the slot "being written", which no reader takes.
   void write(std::int64_t step, std::uint64_t bytes, const std::function<void(unsigned char* room)>& fill);
+  // The same in two parts, for bytes that arrive piece by piece (a replica from another node): begin_write marks the
+  // target slot "being written" and returns `bytes` bytes of room (valid until the next begin_write, newest() or
+  // latest()); complete_write marks it complete with `step` and the time the snapshot was taken.
+  unsigned char* begin_write(std::uint64_t bytes);
+  void complete_write(std::int64_t step, std::int64_t written_unix_ms);
 
   struct Snapshot {
     int slot = 0;
@@ -56,6 +61,23 @@ class SnapshotStore {
   // into `skipped` ("<name>, slot 1 (step 400): <what is wrong>").
   std::optional<Snapshot> newest(std::vector<std::string>& skipped);
 
+  // The newest complete slot as its header says, unverified and without reading its image (cheap: a sender polls
+  // it): its step, generation and time, and its bytes (valid until this store's next write, newest(), latest() or
+  // contents()). Unset when no slot is complete or its region lies outside the store. contents: one slot's.
+  struct Latest {
+    int slot = 0;
+    std::int64_t step = 0;
+    std::uint64_t generation = 0;
+    std::int64_t written_unix_ms = 0;
+    const unsigned char* data = nullptr;
+    std::uint64_t bytes = 0;
+  };
+  std::optional<Latest> latest();
+  std::optional<Latest> contents(int slot);
+  // Whether `slot` still holds that generation, complete (after copying from Latest::data: an acquire fence first,
+  // so a "yes" means the copied bytes were that generation's).
+  bool holds(int slot, std::uint64_t generation) const;
+
   // The store's size in bytes as this object maps it (the memory it holds).
   std::uint64_t size() const { return size_; }
 
@@ -67,6 +89,8 @@ class SnapshotStore {
 
   int fd_;
   std::string name_;
+  int writing_ = -1;  // the slot begin_write marked, until complete_write
+  std::uint64_t writing_generation_ = 0;
   unsigned char* data_ = nullptr;
   std::uint64_t size_ = 0;
 };

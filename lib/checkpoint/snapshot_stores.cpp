@@ -16,6 +16,18 @@ int SnapshotStores::fd_for(int local_rank) {
   return fds_[index].get();
 }
 
+int SnapshotStores::replica_fd(int rank) {
+  Fd& fd = replicas_[rank];
+  if (!fd) fd = SnapshotStore::create("mgtrain-replica-rank-" + std::to_string(rank));
+  return fd.get();
+}
+
+std::vector<std::pair<int, int>> SnapshotStores::replica_fds() const {
+  std::vector<std::pair<int, int>> fds;
+  for (const auto& [rank, fd] : replicas_) fds.emplace_back(rank, fd.get());
+  return fds;
+}
+
 std::uint64_t SnapshotStores::bytes() const {
   std::uint64_t total = 0;
   for (const Fd& fd : fds_) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "util/fd.hpp"
@@ -20,8 +22,16 @@ class SnapshotStores {
   // The memory all stores hold, in bytes.
   std::uint64_t bytes() const;
 
+  // The store of the replicas of `rank`'s snapshots, which the node before this one in the ring sends
+  // (replicate/replica_stores.hpp fills it): made on first use, close-on-exec, kept like the workers' own. Local rank
+  // 0's worker inherits every one (MGTRAIN_SNAPSHOT_REPLICAS), to resume from when no newer snapshot is left.
+  int replica_fd(int rank);
+  // Every replica store made so far, by rank: (rank, descriptor).
+  std::vector<std::pair<int, int>> replica_fds() const;
+
  private:
-  std::vector<Fd> fds_;  // by local rank; an invalid Fd: not made yet
+  std::vector<Fd> fds_;         // by local rank; an invalid Fd: not made yet
+  std::map<int, Fd> replicas_;  // by the global rank they come from
 };
 
 }  // namespace mgtrain

@@ -67,6 +67,9 @@ struct LaunchConfig {
   bool straggler_detection = true;  // on whenever the workers have progress files
   double straggler_margin = 0.2;    // flagged when slower than (1 - margin) x the other ranks' median step rate
   double straggler_window = 30.0;   // seconds the rate is measured over; flagged after half of it
+  // several nodes: this node's snapshots in memory copied to the next node, and the previous node's kept here
+  // (docs/checkpoints.md#replicas-on-a-buddy-node)
+  bool snapshot_replicas = true;
   // Kubernetes (docs/launch.md#termination-message): the file that gets a failed job's one-line root cause
   std::string termination_log;  // empty: /dev/termination-log when it exists; "none": off
   // identical lines of several ranks shown once (docs/launch.md#console-deduplication); auto: from 4 ranks on the

@@ -184,6 +184,10 @@ void add_launch_keys(SchemaBuilder& s) {
             "flag a rank whose step rate stays below the other ranks' median by more than straggler_margin (console "
             "warning, status API, /metrics, run.json; docs/diagnosis.md#stragglers); works whenever the workers have "
             "progress files (hang_timeout or status_port set), single-node launches only"));
+  s.add(key("launch.snapshot_replicas", &C::launch, &LaunchConfig::snapshot_replicas,
+            "several nodes: send this node's snapshots in memory to the next node of the ring and keep the previous "
+            "node's, so a node lost with its memory loses no state (docs/checkpoints.md#replicas-on-a-buddy-node); "
+            "false: neither"));
   s.add(key("launch.straggler_margin", &C::launch, &LaunchConfig::straggler_margin,
             "a straggler is slower than the other ranks' median step rate by more than this fraction (0.2 = 20 %); "
             "it is cleared once within half of it")

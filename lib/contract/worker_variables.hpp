@@ -14,6 +14,9 @@ inline constexpr const char* kHeartbeatFileVariable = "MGTRAIN_HEARTBEAT_FILE";
 // The worker's snapshot store (checkpoint/snapshot_store.hpp, checkpoint/snapshot_stores.hpp): the number of an
 // inherited descriptor of a memfd the launcher keeps across the worker's restarts (docs/checkpoints.md).
 inline constexpr const char* kSnapshotFdVariable = "MGTRAIN_SNAPSHOT_FD";
+// Local rank 0's: the replicas its launcher holds of another node's ranks' snapshots (replicate/), as "rank:fd,..."
+// (inherited descriptors of stores of the same layout); unset when it holds none.
+inline constexpr const char* kSnapshotReplicasVariable = "MGTRAIN_SNAPSHOT_REPLICAS";
 // The multi-node rendezvous secret (launch/rendezvous_secret.hpp). Read by the launcher, never passed to workers.
 inline constexpr const char* kRendezvousTokenVariable = "MGTRAIN_RDZV_TOKEN";
 

@@ -12,8 +12,8 @@
 
 #include "config/config_loader.hpp"
 #include "config/config_request.hpp"
-#include "multinode/frame_auth.hpp"
 #include "util/environment.hpp"
+#include "wire/frame_auth.hpp"
 
 namespace mgtrain {
 

@@ -485,6 +485,14 @@ StatusSnapshot LaunchMonitor::snapshot(bool job_view) const {
       snapshot.ranks.insert(snapshot.ranks.end(), others.begin(), others.end());
       std::stable_sort(snapshot.ranks.begin(), snapshot.ranks.end(),
                        [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
+      for (const rdzv::NodeStatus& node : job_->nodes ? job_->nodes() : std::vector<rdzv::NodeStatus>()) {
+        if (!node.replication) continue;
+        const rdzv::ReplicaStatus& r = *node.replication;
+        NodeReplication entry{node.node_rank, node.host,   r.buddy,     r.connected, r.sent, r.skipped,
+                              r.bytes_sent,   r.sent_step, r.sent_time, r.received,  {}};
+        for (const rdzv::ReplicaStatus::Held& h : r.held) entry.held.push_back({h.rank, h.step, h.time});
+        snapshot.replication.push_back(std::move(entry));
+      }
       if (job_->last_recovery) {
         if (auto recovery = job_->last_recovery()) {
           snapshot.last_recovery_round = recovery->first;

@@ -17,7 +17,6 @@
 
 #include "config/config.hpp"
 #include "launch/rank_diagnostics.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "multinode/stacks_across_nodes.hpp"
 #include "observe/resource_sampler.hpp"
 #include "observe/run_record.hpp"
@@ -25,6 +24,7 @@
 #include "observe/straggler_detector.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/supervisor.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {
 

@@ -10,8 +10,8 @@
 
 #include "config/config.hpp"
 #include "contract/worker_variables.hpp"
-#include "multinode/frame_auth.hpp"
 #include "util/environment.hpp"
+#include "wire/frame_auth.hpp"
 
 namespace mgtrain {
 

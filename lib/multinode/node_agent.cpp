@@ -41,6 +41,7 @@ void NodeAgent::report_status(rdzv::NodeStatus status) {
   if (round_ < 0 || ending_ || !link_ || status.round < 0 || status.round > round_) return;
   status.node_rank = plan_.node_rank;
   status.host = plan_.hostname;
+  if (replication_) status.replication = replication_->status();
   link_->client().send_report(status.to_message());
 }
 
@@ -124,7 +125,11 @@ void NodeAgent::on_ready(const pollfd& ready, Clock::time_point now) {
               std::nullopt, true);
     return;
   }
-  if (client.take_connected_event()) client.send(join_request_for(plan_, loaded_, agent_id_).to_message());
+  if (client.take_connected_event()) {
+    rdzv::JoinRequest join = join_request_for(plan_, loaded_, agent_id_);
+    join.replica_port = replication_ ? replication_->port() : 0;
+    client.send(join.to_message());
+  }
   for (const rdzv::Message& message : client.take_messages()) {
     try {
       handle(message);
@@ -310,6 +315,7 @@ void NodeAgent::start_round(const rdzv::Assignment& assignment) {
   plan_ = plan_for_round(plan_, assignment);
   if (!run_ready_) prepare_run(assignment.run_id);
   say(round_line(plan_, round_, node_name()));
+  if (replication_) replication_->start_round(assignment);
   // Said again only when a round changes it (an elastic round with other nodes on this node's CPUs).
   if (std::string notice = choose_worker_threads(plan_, current_environment()).notice; notice != threads_notice_) {
     threads_notice_ = notice;
@@ -449,9 +455,21 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   agent.attach(supervisor, std::move(server), std::move(client), agent_id);
   supervisor.set_coordinator(&agent);
   supervisor.add_participant(agent);
+  std::optional<SnapshotReplication> replication;
+  if (loaded.config.launch.snapshot_replicas) {
+    replication.emplace(outside.token, supervisor.snapshot_stores(),
+                        [&agent](const std::string& line) { agent.say(line); });
+    agent.set_replication(&*replication);
+    supervisor.add_participant(*replication);
+  }
   std::shared_ptr<void> monitoring = outside.monitoring ? outside.monitoring(supervisor, agent) : nullptr;
   SupervisionResult result = supervisor.run();
   monitoring.reset();
+  if (replication) {
+    supervisor.remove_participant(*replication);
+    if (const std::string line = replication->summary(); !line.empty()) agent.say(line);
+  }
+  agent.set_replication(nullptr);
   supervisor.remove_participant(agent);
   supervisor.console().flush();
   return agent.result(result);

@@ -20,17 +20,18 @@
 #include "config/config_loader.hpp"
 #include "config/config_request.hpp"
 #include "host/port_probe.hpp"
-#include "multinode/frame_auth.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_hosting.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "multinode/rendezvous_server.hpp"
 #include "multinode/stacks_across_nodes.hpp"
 #include "process/event_loop.hpp"
+#include "replicate/snapshot_replication.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/supervisor.hpp"
 #include "util/environment.hpp"
+#include "wire/frame_auth.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {
 
@@ -84,6 +85,8 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   // it hosts); `agent_id` is what it joins as.
   void attach(Supervisor& supervisor, std::unique_ptr<RendezvousServer> server,
               std::unique_ptr<RendezvousClient> client, std::string agent_id);
+  // This node's snapshot replication (joined with its port, told each round's buddy, in the status reports).
+  void set_replication(SnapshotReplication* replication) { replication_ = replication; }
   // A line on this node's console.
   void say(const std::string& line);
 
@@ -167,6 +170,7 @@ class NodeAgent final : public LoopParticipant, public AttemptCoordinator {
   std::optional<Ending> ending_;
   std::vector<rdzv::NodeFailure> waiting_;  // a hang's other stalled ranks, from the server's finish
   StacksDumper stacks_dumper_;
+  SnapshotReplication* replication_ = nullptr;
 };
 
 // Runs this node's part of the job described by `plan` (plan.multi_node()). Each round's plan (node

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "multinode/rendezvous_message.hpp"
 #include "supervise/failure_report.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/supervisor.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {
 

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "multinode/tcp_socket.hpp"
 #include "util/timespec.hpp"
+#include "wire/tcp_socket.hpp"
 
 namespace mgtrain::rdzv {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "multinode/recency_list.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "multinode/rounds_outside.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain::rdzv {
 

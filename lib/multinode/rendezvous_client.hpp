@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "multinode/rendezvous_rounds.hpp"
-#include "multinode/tcp_socket.hpp"
 #include "process/event_loop.hpp"
+#include "wire/tcp_socket.hpp"
 
 namespace mgtrain {
 

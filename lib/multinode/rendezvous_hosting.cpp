@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "multinode/job_fingerprint.hpp"
-#include "multinode/tcp_socket.hpp"
 #include "process/event_loop.hpp"
 #include "supervise/supervision_policy.hpp"
 #include "util/build_info.hpp"
@@ -18,6 +17,7 @@
 #include "util/log.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
+#include "wire/tcp_socket.hpp"
 
 namespace mgtrain {
 namespace {

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "config/config_loader.hpp"
-#include "multinode/frame_auth.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_rounds.hpp"
 #include "multinode/rendezvous_server.hpp"
 #include "supervise/launch_plan.hpp"
 #include "util/fd.hpp"
+#include "wire/frame_auth.hpp"
 
 namespace mgtrain {
 

@@ -13,6 +13,7 @@
 #include "util/exit_status.hpp"
 #include "util/time_format.hpp"
 #include "util/timespec.hpp"
+#include "wire/tcp_socket.hpp"
 
 namespace mgtrain::rdzv {
 namespace {
@@ -244,9 +245,18 @@ void RendezvousRounds::start_round(const std::vector<Node*>& members) {
   const std::vector<int> sharing = workers_sharing_cpus(cpu_keys, assignment.nproc_per_node);
   // One message, its per-node fields changed for each member (building it anew per member is O(nodes^2)).
   Message message = assignment.to_message();
-  for (Node* node : members) {
+  for (std::size_t index = 0; index < members.size(); ++index) {
+    Node* node = members[index];
     const RoleRanks& role = by_role[static_cast<std::size_t>(node->node_rank)];
     message.set("node_rank", node->node_rank).set("node_name", table_.describe(*node));
+    // The ring of snapshot replicas: each node's buddy is the next node (docs/checkpoints.md#replicas-on-a-buddy-node).
+    const Node& buddy = *members[(index + 1) % members.size()];
+    const bool ring = members.size() > 1 && buddy.join->replica_port > 0;
+    // An agent that reached the server over loopback is the server host's: the others reach it at the store's address.
+    const bool local = is_loopback_host(buddy.address) && !is_loopback_host(node->address);
+    const std::string& buddy_host = local ? settings_.master_addr : buddy.address;
+    message.set("buddy_host", ring ? buddy_host : "").set("buddy_port", ring ? buddy.join->replica_port : 0);
+    message.set("buddy_name", ring ? table_.describe(buddy) : "");
     message.set("role_first_rank", role.first_rank).set("role_world_size", role.world_size);
     message.set("workers_sharing_cpus", sharing[static_cast<std::size_t>(node->node_rank)]);
     table_.send(*node, message, now_);

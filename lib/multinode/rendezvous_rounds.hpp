@@ -19,9 +19,9 @@
 #include "multinode/node_table.hpp"
 #include "multinode/recency_list.hpp"
 #include "multinode/rendezvous_joining.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "multinode/rounds_outside.hpp"
 #include "multinode/stacks_across_nodes.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain::rdzv {
 

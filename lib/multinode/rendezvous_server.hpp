@@ -20,8 +20,8 @@
 
 #include "host/port_probe.hpp"
 #include "multinode/rendezvous_rounds.hpp"
-#include "multinode/tcp_socket.hpp"
 #include "process/event_loop.hpp"
+#include "wire/tcp_socket.hpp"
 
 namespace mgtrain {
 

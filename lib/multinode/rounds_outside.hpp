@@ -9,7 +9,7 @@
 #include "config/config_request.hpp"
 #include "config/launch_defaults.hpp"
 #include "multinode/recency_list.hpp"
-#include "multinode/rendezvous_message.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain::rdzv {
 

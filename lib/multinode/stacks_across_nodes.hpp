@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "multinode/node_table.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "multinode/rounds_outside.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain::rdzv {
 

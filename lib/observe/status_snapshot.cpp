@@ -141,6 +141,28 @@ std::string status_to_json(const StatusSnapshot& s) {
       for (const auto& [key, value] : fields.items()) recovery[key] = value;
     }
     out["last_recovery"] = std::move(recovery);
+    // Each node's snapshot replication; ages from this snapshot's time, in milliseconds.
+    const auto age = [&](double time) { return Json(std::round(std::max(0.0, s.time - time) * 1000) / 1000); };
+    Json replication = Json::array();
+    for (const NodeReplication& node : s.replication) {
+      Json entry = Json::object();
+      entry["node_rank"] = node.node_rank;
+      entry["host"] = node.host;
+      entry["buddy"] = node.buddy.empty() ? Json(nullptr) : Json(node.buddy);
+      entry["connected"] = node.connected;
+      entry["sent"] = node.sent;
+      entry["skipped"] = node.skipped;
+      entry["bytes_sent"] = node.bytes_sent;
+      entry["sent_step"] = node.sent_step ? Json(*node.sent_step) : Json(nullptr);
+      entry["sent_age_s"] = node.sent_time ? age(*node.sent_time) : Json(nullptr);
+      entry["received"] = node.received;
+      Json held = Json::array();
+      for (const NodeReplication::Held& h : node.held)
+        held.push_back({{"rank", h.rank}, {"step", h.step}, {"age_s", age(h.time)}});
+      entry["held"] = std::move(held);
+      replication.push_back(std::move(entry));
+    }
+    out["replication"] = std::move(replication);
   }
   for (const RankStatus& r : s.ranks) {
     Json rank = rank_json(r);

@@ -108,6 +108,8 @@ class Supervisor : private LoopHandler, private LoopParticipant {
   };
   std::vector<WorkerView> worker_views() const;
   ConsoleWriter& console() { return console_; }
+  // The workers' snapshot stores and the replicas of another node's (snapshot replication reads and fills them).
+  SnapshotStores& snapshot_stores() { return group_.snapshot_stores(); }
   // The report entry of a failure of the current attempt (stderr tail, error file, ...).
   FailedWorker describe_failure(const WorkerFailure& failure) const { return reporter_.describe(failure); }
   // The table and failure.json facts of the last attempt's failures, when it had any.

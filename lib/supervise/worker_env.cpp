@@ -60,6 +60,10 @@ EnvMap build_worker_environment(const LaunchPlan& plan, const WorkerSlot& slot, 
     env[kSnapshotFdVariable] = std::to_string(slot.snapshot_fd);
   else
     env.erase(kSnapshotFdVariable);  // a launcher above us handed its worker (us) that descriptor, not ours
+  if (!slot.snapshot_replicas.empty())
+    env[kSnapshotReplicasVariable] = slot.snapshot_replicas;
+  else
+    env.erase(kSnapshotReplicasVariable);
   if (workers_get_progress_file(plan)) {
     env[kHeartbeatFileVariable] = log_layout::heartbeat_file(rank_directory);
     // Stacks on demand or before a hung job is stopped: the Python hook and NCCL's flight recorder.

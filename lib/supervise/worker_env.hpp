@@ -23,7 +23,8 @@ struct WorkerSlot {
   // draw a progress bar. Workers whose stdout goes only to their log get neither.
   bool stdout_to_console = false;
   int console_columns = 0;
-  int snapshot_fd = -1;  // MGTRAIN_SNAPSHOT_FD: the worker's snapshot store; -1: none
+  int snapshot_fd = -1;                // MGTRAIN_SNAPSHOT_FD: the worker's snapshot store; -1: none
+  std::string snapshot_replicas = "";  // MGTRAIN_SNAPSHOT_REPLICAS ("rank:fd,..."); "": none
 };
 
 // The parent's environment with the worker's variables set on top.

@@ -114,6 +114,10 @@ void WorkerGroup::start_worker(int attempt, int local_rank, int port,
   try {
     slot.snapshot_fd = snapshots_.fd_for(local_rank);
     spec.pass_fds.push_back(slot.snapshot_fd);
+    for (const auto& [rank, fd] : local_rank == 0 ? snapshots_.replica_fds() : std::vector<std::pair<int, int>>()) {
+      slot.snapshot_replicas += (slot.snapshot_replicas.empty() ? "" : ",") + fmt::format("{}:{}", rank, fd);
+      spec.pass_fds.push_back(fd);
+    }
   } catch (const SystemError& e) {
     console_.message(log::Level::Warning, "local rank {} runs without snapshots in memory: {}", local_rank, e.what());
   }

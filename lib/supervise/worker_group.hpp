@@ -35,6 +35,7 @@ class WorkerGroup final : public WorkerGroupControl {
               StorePorts& ports, HangResponse& hang, AttemptCoordinator* const& coordinator);
 
   Clock::time_point attempt_started() const { return attempt_started_; }
+  SnapshotStores& snapshot_stores() { return snapshots_; }
 
   void start_workers(int attempt) override;
   void signal_running_workers(int signal) override;

@@ -30,7 +30,8 @@
 #   node+worker   the active non-host node dies and A's worker is SIGKILLed right after, before the recovery
 # Per fault (from A's console, stamped by this script on arrival): the steps lost (the last step rank 0 reported before
 # the fault - the step the job resumed from), the seconds from the fault to rank 0's first step after the resume, and
-# which copy was used ("memory" each rank's own, "memory from a peer", "file", or "scratch"). At the end: the final
+# which copy was used ("memory" each rank's own, "memory from a peer", "replica" a buddy node's, "file", or
+# "scratch"). At the end: the final
 # checkpoint against the uninterrupted run's (every tensor, bit for bit), worker processes left over (orphans),
 # checkpoint files that do not verify (torn), and the medians per side. Prints a table per side and a summary.
 # Usage: scripts/bench/recovery_campaign.sh      (root: network namespaces; build/bin/mgtrain and mgtrain-worker)
@@ -179,7 +180,8 @@ figures() {
     $1 > f && $0 ~ r { round = 1 }
     round && resumed == "" && /mgtrain: resumed from / {
       line = $0; sub(/.*: step /, "", line); resumed = line + 0
-      copy = /snapshot in memory \(each/ ? "memory" : /snapshot in memory of rank/ ? "memory-from-peer" : "file" }
+      copy = /snapshot in memory \(each/ ? "memory" : /snapshot in memory of rank/ ? "memory-from-peer" : \
+             /from the replica of rank/ ? "replica" : "file" }
     round && first == "" && $0 ~ s { first = $1; at = step_of($0)
       if (resumed == "") { resumed = at - 1; copy = "scratch" } }
     # A rank prints a step after its snapshot of that step: one stopped mid-snapshot resumes one past its last line.

@@ -35,7 +35,7 @@
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_server.hpp"
-#include "multinode/tcp_socket.hpp"
+#include "wire/tcp_socket.hpp"
 
 using namespace mgtrain;
 using Clock = std::chrono::steady_clock;

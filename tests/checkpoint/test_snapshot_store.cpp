@@ -169,3 +169,48 @@ TEST_CASE("snapshot store: a file that is not a store is refused, naming it", "[
   REQUIRE(write(other.get(), junk.data(), junk.size()) == static_cast<ssize_t>(junk.size()));
   CHECK_THROWS_WITH(SnapshotStore(other.get(), "other"), Contains("other: not a snapshot store"));
 }
+
+TEST_CASE(
+    "snapshot store: latest() reads the headers only, holds() sees a slot being rewritten, a copy arrives in "
+    "pieces",
+    "[snapshot_store]") {
+  const Fd fd = SnapshotStore::create("origin");
+  SnapshotStore origin(fd.get(), "origin");
+  CHECK_FALSE(origin.latest().has_value());
+  const testing::TestCheckpoint a = testing::make_test_checkpoint(10, 0.2), b = testing::make_test_checkpoint(20, 0.2);
+  put(origin, 10, a);
+  put(origin, 20, b);
+  const std::optional<SnapshotStore::Latest> latest = origin.latest();
+  REQUIRE(latest);
+  CHECK(latest->step == 20);
+  CHECK(latest->slot == 1);
+  CHECK(latest->generation == 2);
+  CHECK(latest->written_unix_ms > 0);
+  CHECK(origin.holds(latest->slot, latest->generation));
+
+  // The copy, in three pieces, into another store: complete and verified only after complete_write.
+  const Fd copy_fd = SnapshotStore::create("copy");
+  SnapshotStore copy(copy_fd.get(), "copy");
+  std::vector<unsigned char> bytes(latest->data, latest->data + latest->bytes);
+  unsigned char* room = copy.begin_write(bytes.size());
+  const std::size_t third = bytes.size() / 3;
+  std::memcpy(room, bytes.data(), third);
+  std::vector<std::string> skipped;
+  CHECK_FALSE(copy.newest(skipped).has_value());  // being written: nobody takes it
+  std::memcpy(room + third, bytes.data() + third, bytes.size() - third);
+  copy.complete_write(latest->step, latest->written_unix_ms);
+  const auto copied = copy.newest(skipped);
+  REQUIRE(copied);
+  CHECK(copied->step == 20);
+  CHECK(copied->written_unix_ms == latest->written_unix_ms);
+  CHECK(testing::compare_with_checkpoint(copied->image, b) == "");
+  CHECK(skipped.empty());
+  CHECK_THROWS_AS(copy.complete_write(30, 0), Error);  // no write begun
+
+  // The worker's next snapshot goes into the older slot; the one after rewrites the slot a sender was copying.
+  put(origin, 30, a);
+  CHECK(origin.holds(latest->slot, latest->generation));
+  const unsigned char* unused = origin.begin_write(latest->bytes);
+  CHECK(unused != nullptr);
+  CHECK_FALSE(origin.holds(latest->slot, latest->generation));
+}

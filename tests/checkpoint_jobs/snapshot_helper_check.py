@@ -1,7 +1,7 @@
 """share/mgtrain/python/mgtrain_snapshot.py on a store of its own (a memfd made here, as the launcher makes one), run by
 test_snapshot_resume with the torch 2.x venv's Python: an empty store, two saves and the newer loaded, a save cut
 short (the slot left "being written") leaving the previous one, a damaged snapshot skipped with its reason, a store
-that is not one refused. Prints "snapshot helper: ok" and exits 0, else names the first failed check and exits 1.
+that is not one refused, a replica (MGTRAIN_SNAPSHOT_REPLICAS) taken by load(shared=True) only. Prints "snapshot helper: ok" and exits 0, else names the first failed check and exits 1.
     python snapshot_helper_check.py HELPER_DIR
 """
 import contextlib
@@ -74,6 +74,30 @@ check("holds the snapshots of rank 0, not of rank 1 (the ranks moved between nod
 got = snapshot.load(shared=True)
 check(got is not None and got[0] == 20, "load(shared=True) as rank 1: %r" % (got and got[0],))
 os.environ["RANK"] = "0"
+
+# A replica of another node's rank (its launcher's store, MGTRAIN_SNAPSHOT_REPLICAS) newer than this rank's own:
+# load(shared=True) takes it, load() (a state of its own) does not.
+replica_fd = os.memfd_create("replica")
+buffer = io.BytesIO()
+torch.save(state(50), buffer)
+os.environ["RANK"] = "3"
+snapshot.Store(replica_fd, "replica").write(50, buffer.getbuffer())
+os.environ["RANK"] = "0"
+os.environ["MGTRAIN_SNAPSHOT_REPLICAS"] = "3:%d" % replica_fd
+snapshot._replicas = None  # read once per process: as a worker started with it
+got = snapshot.load(shared=True)
+check(got is not None and got[0] == 50 and got[1]["step_count"] == 50, "load(shared=True) with a replica: %r" % (got and got[0],))
+got, _ = loaded()
+check(got is not None and got[0] == 20, "load() with a replica: %r" % (got and got[0],))
+snapshot._replicas = None
+os.environ["MGTRAIN_SNAPSHOT_REPLICAS"] = "3:x"
+try:
+    snapshot.load(shared=True)
+    check(False, "a malformed MGTRAIN_SNAPSHOT_REPLICAS was taken")
+except snapshot.SnapshotError as error:
+    check("'3:x' is not rank:descriptor" in str(error), "the refusal: %s" % error)
+del os.environ["MGTRAIN_SNAPSHOT_REPLICAS"]
+snapshot._replicas = None
 
 # Not a store: refused, naming it.
 other = os.memfd_create("other")

@@ -23,9 +23,9 @@
 
 #include "host/port_probe.hpp"
 #include "integration/launch_fixture.hpp"
-#include "multinode/frame_auth.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "util/fd.hpp"
+#include "wire/frame_auth.hpp"
+#include "wire/rendezvous_message.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::testing;

@@ -1,4 +1,4 @@
-// libFuzzer target for the rendezvous server's decoder (lib/multinode/rendezvous_message.cpp): any byte
+// libFuzzer target for the rendezvous server's decoder (lib/wire/rendezvous_message.cpp): any byte
 // stream, cut into reads of any size, either decodes into messages or is refused with rdzv::ProtocolError,
 // and so is every typed message made from what decoded (join, assign, failure, regroup, a hang's lists) — no crash, no
 // other exception, no sanitizer report, no unbounded buffering. A decoded message encodes back to bytes that decode to
@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 
-#include "multinode/frame_auth.hpp"
 #include "multinode/hang_across_nodes.hpp"
-#include "multinode/rendezvous_message.hpp"
+#include "wire/frame_auth.hpp"
+#include "wire/rendezvous_message.hpp"
 
 using namespace mgtrain::rdzv;
 

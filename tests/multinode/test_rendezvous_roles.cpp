@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "multinode/job_fingerprint.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "multinode/rendezvous_rounds.hpp"
+#include "wire/rendezvous_message.hpp"
 
 #include "rounds_fixture.hpp"
 
@@ -87,7 +87,7 @@ TEST_CASE("the join carries the role and the assignment the role ranks, a join w
 }
 
 TEST_CASE("a peer of protocol version 3 (before roles) is refused, naming both versions", "[rdzv][roles][codec]") {
-  REQUIRE(kProtocolVersion == 8);
+  REQUIRE(kProtocolVersion == 9);
   std::string frame = encode(hello_message(std::string(32, 'a'), false));
   frame[4] = 0;
   frame[5] = 3;
@@ -95,7 +95,7 @@ TEST_CASE("a peer of protocol version 3 (before roles) is refused, naming both v
   decoder.feed(frame.data(), frame.size());
   CHECK_THROWS_WITH(decoder.next(),
                     Catch::Contains("the peer speaks rendezvous protocol version 3, this mgtrain "
-                                    "speaks version 8: install the same mgtrain version on every node"));
+                                    "speaks version 9: install the same mgtrain version on every node"));
 }
 
 TEST_CASE("static: three nodes of two roles and uneven nproc get torchrun's role ranks whatever the arrival order",

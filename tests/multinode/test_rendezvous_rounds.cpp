@@ -40,6 +40,55 @@ TEST_CASE("static: every node gets its rank range and the workers' store once al
   CHECK(a1.node_name == "node 1 (hostB, 10.77.0.2)");
 }
 
+TEST_CASE("each node's buddy is the next node of the round, the last node's is node 0, at the address others reach",
+          "[rdzv][rounds][replicate]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(3), out, t0);
+  const char* addresses[] = {"127.0.0.1", "10.77.0.2", "10.77.0.3"};  // node 0 hosts, and joined over loopback
+  for (int node = 0; node < 3; ++node) {
+    JoinRequest join = join_request(node, std::string("host") + static_cast<char>('A' + node));
+    join.nnodes = "3";
+    join.replica_port = 41000 + node;
+    rounds.on_connect(node + 1, addresses[node], t0);
+    rounds.on_message(node + 1, join.to_message(), t0);
+  }
+  REQUIRE(rounds.phase() == RendezvousRounds::Phase::kRunning);
+  const Assignment a0 = Assignment::from(out.last(1, MessageType::kAssign));
+  const Assignment a1 = Assignment::from(out.last(2, MessageType::kAssign));
+  const Assignment a2 = Assignment::from(out.last(3, MessageType::kAssign));
+  CHECK(a0.buddy_host == "10.77.0.2");
+  CHECK(a0.buddy_port == 41001);
+  CHECK(a0.buddy_name == "node 1 (hostB, 10.77.0.2)");
+  CHECK(a1.buddy_host == "10.77.0.3");
+  CHECK(a1.buddy_port == 41002);
+  CHECK(a2.buddy_host == "10.77.0.1");  // node 0's loopback address is no use to node 2: the store's address is
+  CHECK(a2.buddy_port == 41000);
+  CHECK(a2.buddy_name == "node 0 (hostA)");
+}
+
+TEST_CASE("no buddy for a node alone, nor toward a node that takes no replicas", "[rdzv][rounds][replicate]") {
+  FakeOutbox out;
+  RendezvousRounds rounds(static_settings(2), out, t0);
+  JoinRequest join0 = join_request(0, "hostA"), join1 = join_request(1, "hostB");
+  join0.replica_port = 41000;  // node 1 takes none (port 0)
+  rounds.on_connect(1, "10.77.0.1", t0);
+  rounds.on_message(1, join0.to_message(), t0);
+  rounds.on_connect(2, "10.77.0.2", t0);
+  rounds.on_message(2, join1.to_message(), t0);
+  const Assignment a0 = Assignment::from(out.last(1, MessageType::kAssign));
+  const Assignment a1 = Assignment::from(out.last(2, MessageType::kAssign));
+  CHECK(a0.buddy_port == 0);
+  CHECK(a0.buddy_host.empty());
+  CHECK(a1.buddy_port == 41000);
+
+  FakeOutbox alone_out;
+  RendezvousRounds alone(static_settings(1), alone_out, t0);
+  join0.nnodes = "1";
+  alone.on_connect(1, "10.77.0.1", t0);
+  alone.on_message(1, join0.to_message(), t0);
+  CHECK(Assignment::from(alone_out.last(1, MessageType::kAssign)).buddy_port == 0);
+}
+
 TEST_CASE("static: a different nproc is an error on every node naming both values and hosts", "[rdzv][rounds]") {
   FakeOutbox out;
   RendezvousRounds rounds(static_settings(2), out, t0);

@@ -18,9 +18,9 @@
 
 #include "host/port_probe.hpp"
 #include "multinode/rendezvous_client.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "multinode/rendezvous_server.hpp"
-#include "multinode/tcp_socket.hpp"
+#include "wire/rendezvous_message.hpp"
+#include "wire/tcp_socket.hpp"
 
 using namespace mgtrain;
 using namespace std::chrono_literals;

@@ -280,6 +280,6 @@ TEST_CASE(
   INFO(console);
   REQUIRE(code);
   CHECK(*code == 2);
-  CHECK_THAT(console, Catch::Contains("the peer speaks rendezvous protocol version 3, this mgtrain speaks version 8: "
+  CHECK_THAT(console, Catch::Contains("the peer speaks rendezvous protocol version 3, this mgtrain speaks version 9: "
                                       "install the same mgtrain version on every node"));
 }

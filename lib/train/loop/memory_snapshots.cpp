@@ -45,6 +45,30 @@ Fd snapshot_fd_from_environment() {
   return Fd(static_cast<int>(fd));
 }
 
+// MGTRAIN_SNAPSHOT_REPLICAS: "rank:fd,..." of open descriptors (the launcher's replicas of another node's ranks).
+std::vector<std::pair<int, Fd>> replica_fds_from_environment() {
+  std::vector<std::pair<int, Fd>> fds;
+  const char* text = std::getenv(kSnapshotReplicasVariable);
+  if (text == nullptr || *text == '\0') return fds;
+  const std::string all = text;
+  std::size_t at = 0;
+  while (at <= all.size()) {
+    const std::size_t comma = std::min(all.find(',', at), all.size());
+    const std::string item = all.substr(at, comma - at);
+    int rank = -1, fd = -1, used = 0;
+    if (std::sscanf(item.c_str(), "%d:%d%n", &rank, &fd, &used) != 2 || used != static_cast<int>(item.size()) ||
+        rank < 0 || fd < 3 || ::fcntl(fd, F_GETFD) < 0) {
+      throw Error(
+          fmt::format("{}={}: '{}' is not rank:descriptor of an open descriptor (the launcher sets it; unset it "
+                      "to resume without replicas)",
+                      kSnapshotReplicasVariable, all, item));
+    }
+    fds.emplace_back(rank, Fd(fd));
+    at = comma + 1;
+  }
+  return fds;
+}
+
 // Test hooks: the snapshot's writer stops for good in the middle of writing a snapshot (the image written, the slot
 // not yet complete), for kill-mid-snapshot tests. MGTRAIN_TEST_SNAPSHOT_PAUSE_AT_STEP=N (test_snapshot_resume.cpp):
 // every rank of the first attempt (TORCHELASTIC_RESTART_COUNT 0) at the snapshot of step N.
@@ -84,6 +108,12 @@ MemorySnapshots::MemorySnapshots(const CheckpointConfig& config, CheckpointConte
     store_ = std::make_unique<SnapshotStore>(
         fd_.get(), fmt::format("the snapshot store of rank {} ({}={})", comm_.rank(), kSnapshotFdVariable, fd_.get()));
   }
+  for (auto& [rank, fd] : replica_fds_from_environment()) {
+    Replica replica{rank, std::move(fd), nullptr};
+    replica.store = std::make_unique<SnapshotStore>(
+        replica.fd.get(), fmt::format("the replica of rank {}'s snapshots on rank {}'s node", rank, comm_.rank()));
+    replicas_.push_back(std::move(replica));
+  }
 }
 
 MemorySnapshots::~MemorySnapshots() = default;
@@ -92,11 +122,23 @@ std::optional<MemorySnapshots::Newest> MemorySnapshots::survey() {
   if (every_ <= 0) return std::nullopt;
   std::vector<std::string> skipped;
   if (store_) mine_ = store_->newest(skipped);
+  best_replica_.reset();
+  best_replica_rank_ = -1;
+  for (Replica& replica : replicas_) {
+    std::optional<SnapshotStore::Snapshot> newest = replica.store->newest(skipped);
+    if (newest && (!mine_ || newest->step > mine_->step) && (!best_replica_ || newest->step > best_replica_->step)) {
+      best_replica_ = std::move(newest);
+      best_replica_rank_ = replica.rank;
+    }
+  }
   for (const std::string& note : skipped) log::warn("skipping damaged snapshot: {}", note);
-  // One row per rank: whether it has a store, and its newest snapshot's step + 1 (0: none).
-  at::Tensor rows = at::zeros({comm_.world_size(), 2}, at::kLong);
+  // One row per rank: whether it has a store, its own newest snapshot's step + 1 (0: none), and its newest replica
+  // newer than that: step + 1 and the rank it is of + 1 (0: none).
+  at::Tensor rows = at::zeros({comm_.world_size(), 4}, at::kLong);
   rows[comm_.rank()][0] = store_ ? 1 : 0;
   rows[comm_.rank()][1] = mine_ ? mine_->step + 1 : 0;
+  rows[comm_.rank()][2] = best_replica_ ? best_replica_->step + 1 : 0;
+  rows[comm_.rank()][3] = best_replica_ ? best_replica_rank_ + 1 : 0;
   comm_.allreduce_sum(rows);
   const auto stores = rows.select(1, 0).sum().item<std::int64_t>();
   on_ = stores > 0;
@@ -109,13 +151,19 @@ std::optional<MemorySnapshots::Newest> MemorySnapshots::survey() {
     }
     return std::nullopt;
   }
-  const at::Tensor steps = rows.select(1, 1);
-  const auto newest = steps.max().item<std::int64_t>();
+  const at::Tensor steps = rows.select(1, 1), replica_steps = rows.select(1, 2);
+  const auto own_newest = steps.max().item<std::int64_t>();
+  const auto newest = std::max(own_newest, replica_steps.max().item<std::int64_t>());
   if (newest == 0) return std::nullopt;
   Newest found;
   found.step = newest - 1;
   found.everywhere = steps.eq(newest).all().item<bool>();
-  found.holder = static_cast<int>(steps.eq(newest).nonzero()[0][0].item<std::int64_t>());
+  if (own_newest == newest) {  // a rank's own copy first
+    found.holder = static_cast<int>(steps.eq(newest).nonzero()[0][0].item<std::int64_t>());
+  } else {
+    found.holder = static_cast<int>(replica_steps.eq(newest).nonzero()[0][0].item<std::int64_t>());
+    found.replica_of = static_cast<int>(rows[found.holder][3].item<std::int64_t>()) - 1;
+  }
   return found;
 }
 
@@ -126,8 +174,9 @@ TrainPosition MemorySnapshots::restore(const Newest& newest) {
   // The holder's image to every rank: those that hold the same step use their own.
   at::Tensor bytes;
   if (comm_.rank() == newest.holder) {
-    bytes = at::from_blob(const_cast<unsigned char*>(mine_->image.data()),
-                          {static_cast<std::int64_t>(mine_->image.file_size())}, at::kByte);
+    const CheckpointFile& image = newest.replica_of >= 0 ? best_replica_->image : mine_->image;
+    bytes = at::from_blob(const_cast<unsigned char*>(image.data()), {static_cast<std::int64_t>(image.file_size())},
+                          at::kByte);
   }
   const at::Tensor received = broadcast_bytes(comm_, bytes, newest.holder);
   if (mine) return content_.restore(mine_->image, describe(newest), seconds_since(start));
@@ -144,6 +193,10 @@ bool MemorySnapshots::take_prints() const {
 
 std::string MemorySnapshots::describe(const Newest& newest) const {
   if (newest.everywhere) return "the snapshot in memory (each rank's own copy)";
+  if (newest.replica_of >= 0) {
+    return fmt::format("the replica of rank {}'s snapshot that rank {}'s node holds (sent to every rank)",
+                       newest.replica_of, newest.holder);
+  }
   return fmt::format("the snapshot in memory of rank {} (sent to the ranks that lack it)", newest.holder);
 }
 

@@ -4,13 +4,16 @@
 // restarts (MGTRAIN_SNAPSHOT_FD; checkpoint/snapshot_store.hpp). Training waits only for the copy into that memory:
 // no disk, no thread. A restart asks survey() for the newest snapshot any rank holds; restore() resumes every rank
 // from it: from its own copy, or, for a rank that lacks it (killed mid-write, a new node), the copy of the lowest rank
-// that holds it, sent over the process group.
+// that holds it, sent over the process group. A node's local rank 0 also reads the replicas its launcher holds of the
+// node before it in the ring (MGTRAIN_SNAPSHOT_REPLICAS; replicate/): a replica is used only when it is newer than
+// every rank's own snapshot, as when a node was lost with the only copy of a newer state.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -37,6 +40,7 @@ class MemorySnapshots {
     std::int64_t step = 0;
     bool everywhere = false;
     int holder = 0;
+    int replica_of = -1;  // the holder sends its replica of this rank's snapshot; -1: its own snapshot
   };
   // Collective (before anything else here): which ranks have a store and what each holds; a damaged snapshot is
   // skipped (the rank that holds it says which and why). Nothing when no rank holds one, or snapshots are off.
@@ -72,6 +76,14 @@ class MemorySnapshots {
   Fd fd_;
   std::unique_ptr<SnapshotStore> store_;
   std::optional<SnapshotStore::Snapshot> mine_;  // survey(): this rank's newest
+  struct Replica {
+    int rank = 0;  // whose snapshots it holds
+    Fd fd;
+    std::unique_ptr<SnapshotStore> store;
+  };
+  std::vector<Replica> replicas_;                        // MGTRAIN_SNAPSHOT_REPLICAS (local rank 0)
+  std::optional<SnapshotStore::Snapshot> best_replica_;  // survey(): the newest replica, when newer than mine_
+  int best_replica_rank_ = -1;
   bool on_ = false;
   bool announced_ = false;                     // rank 0 said what the first snapshot cost
   StateSnapshot staging_;                      // GPU tensors on their way into the store

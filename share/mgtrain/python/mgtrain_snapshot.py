@@ -190,6 +190,25 @@ def _the_store():
     return _store
 
 
+_replicas = None
+
+
+def _replica_stores():
+    """The replicas of another node's ranks' snapshots that this worker's launcher holds (local rank 0 only:
+    MGTRAIN_SNAPSHOT_REPLICAS, "rank:fd,..."), opened once; load(shared=True) reads them."""
+    global _replicas
+    if _replicas is None:
+        _replicas = []
+        text = os.environ.get("MGTRAIN_SNAPSHOT_REPLICAS", "")
+        for item in filter(None, text.split(",")):
+            rank, _, fd = item.partition(":")
+            if not (rank.isdigit() and fd.isdigit() and int(fd) >= 3):
+                raise SnapshotError("MGTRAIN_SNAPSHOT_REPLICAS=%s: '%s' is not rank:descriptor (the launcher sets it)"
+                                    % (text, item))
+            _replicas.append(Store(int(fd), "the replica of rank %s's snapshots (MGTRAIN_SNAPSHOT_REPLICAS)" % rank))
+    return _replicas
+
+
 def available():
     """Whether this worker has a snapshot store (it was started by mgtrain launch)."""
     return _the_store() is not None
@@ -220,13 +239,19 @@ def load(agree=True, weights_only=True, shared=False):
     every rank loads the newest step that all ranks hold, or all get None. With `shared` (every rank saves the same
     state, as DDP ranks do their model and optimizer), the newest step any rank holds wins instead, and a rank that
     lacks it (killed while saving it, or on a node that replaced a lost one) gets the lowest holder's copy over the
-    process group. `weights_only` is torch.load's (True: tensors, numbers, strings, lists, tuples and dicts only)."""
+    process group; the replicas this node's launcher holds of another node's ranks count too (a replica newer than
+    every rank's own snapshot: its node was lost). `weights_only` is torch.load's (True: tensors, numbers, strings,
+    lists, tuples and dicts only)."""
     import torch
 
     store = _the_store()
     held = store.snapshots() if store is not None else []
     rank = _my_rank()
-    if not shared and rank >= 0:  # a state of its own: only what this rank wrote
+    if shared:  # any rank's copy will do: the replicas too, newest first
+        for replica in _replica_stores():
+            held.extend(replica.snapshots())
+        held.sort(key=lambda snapshot: -snapshot[0])
+    elif rank >= 0:  # a state of its own: only what this rank wrote
         others = sorted({writer for _, _, writer in held if writer != rank})
         if others:
             _warn("%s holds the snapshots of rank %s, not of rank %d (the ranks moved between nodes): not used; "

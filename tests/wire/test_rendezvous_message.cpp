@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "multinode/job_fingerprint.hpp"
-#include "multinode/rendezvous_message.hpp"
+#include "wire/rendezvous_message.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::rdzv;
@@ -56,6 +56,7 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   join.config_hash = "00ff";
   join.config_lines = "a.b=1\nc.d=x=y\n";
   join.cpu_sharing = "4f1e-boot/0-15";
+  join.replica_port = 40123;
   JoinRequest back = JoinRequest::from(decode_one(encode(join.to_message())));
   CHECK(back.version == "0.1.0");
   CHECK(back.node_rank == 1);
@@ -69,6 +70,10 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   CHECK(back.max_restarts == 2);
   CHECK(back.allow_uneven_nproc);
   CHECK(back.config_lines == join.config_lines);
+  CHECK(back.replica_port == 40123);
+  Message bad_port = join.to_message();
+  bad_port.set("replica_port", 70000);
+  CHECK_THROWS_WITH(JoinRequest::from(bad_port), Catch::Contains("replica_port 70000"));
 
   Assignment assignment;
   assignment.round = 3;
@@ -82,6 +87,9 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   assignment.role_first_rank = 1;
   assignment.role_world_size = 3;
   assignment.workers_sharing_cpus = 4;  // its own worker and the 3 of node 1, on the same machine
+  assignment.buddy_host = "fd00::3";
+  assignment.buddy_port = 40999;
+  assignment.buddy_name = "node 0 (a, fd00::3)";
   Assignment a = Assignment::from(decode_one(encode(assignment.to_message())));
   CHECK(a.round == 3);
   CHECK(a.restart_count == 1);
@@ -95,6 +103,9 @@ TEST_CASE("join and assignment survive the wire field by field", "[rdzv][codec]"
   CHECK(a.role_first_rank == 1);
   CHECK(a.role_world_size == 3);
   CHECK(a.workers_sharing_cpus == 4);
+  CHECK(a.buddy_host == "fd00::3");
+  CHECK(a.buddy_port == 40999);
+  CHECK(a.buddy_name == assignment.buddy_name);
   CHECK(back.cpu_sharing == join.cpu_sharing);
 
   // Run-length coded on the wire: 10,000 even nodes cost a few bytes, and bad counts are refused.
@@ -327,6 +338,41 @@ TEST_CASE("a node's status report crosses the wire with its unknown figures, and
   CHECK(!back.ranks[1].loss);
   CHECK(!back.ranks[1].cpu_percent);
   CHECK(!back.ranks[1].straggler);
+  CHECK(!back.replication);
+
+  // With its snapshot replication: what it sent its buddy and the replicas it holds.
+  ReplicaStatus replication;
+  replication.buddy = "node 2 (hostC, 10.77.0.3)";
+  replication.connected = true;
+  replication.sent = 12;
+  replication.skipped = 3;
+  replication.bytes_sent = 1LL << 33;
+  replication.sent_step = 600;
+  replication.sent_time = 1764000003.5;
+  replication.received = 11;
+  replication.held = {{0, 550, 1764000001.25}, {1, 550, 1764000001.5}};
+  status.replication = replication;
+  const NodeStatus with = NodeStatus::from(decode_one(encode(status.to_message())));
+  REQUIRE(with.replication);
+  CHECK(with.replication->buddy == replication.buddy);
+  CHECK(with.replication->connected);
+  CHECK(with.replication->sent == 12);
+  CHECK(with.replication->skipped == 3);
+  CHECK(with.replication->bytes_sent == (1LL << 33));
+  CHECK(with.replication->sent_step == 600);
+  CHECK(with.replication->sent_time == Approx(1764000003.5));
+  CHECK(with.replication->received == 11);
+  REQUIRE(with.replication->held.size() == 2);
+  CHECK(with.replication->held[1].rank == 1);
+  CHECK(with.replication->held[1].step == 550);
+  CHECK(with.replication->held[1].time == Approx(1764000001.5));
+  Message bad_replica = status.to_message();
+  bad_replica.set("replica.held", "0 550\n");
+  CHECK_THROWS_WITH(NodeStatus::from(bad_replica), Catch::Contains("replica line '0 550' is not 'rank step time'"));
+  bad_replica.set("replica.held", "");
+  bad_replica.set("replica.sent_step", "soon");
+  CHECK_THROWS_WITH(NodeStatus::from(bad_replica), Catch::Contains("replica sent step 'soon' is not an integer"));
+  status.replication.reset();
 
   Message bad = status.to_message();
   bad.set("count", 3);

@@ -1,5 +1,5 @@
 // Sockets for the rendezvous server and client.
-#include "multinode/tcp_socket.hpp"
+#include "wire/tcp_socket.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "multinode/frame_auth.hpp"
-#include "multinode/rendezvous_message.hpp"
-#include "multinode/tcp_socket.hpp"
+#include "wire/frame_auth.hpp"
+#include "wire/rendezvous_message.hpp"
+#include "wire/tcp_socket.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::rdzv;

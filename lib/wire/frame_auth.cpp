@@ -1,5 +1,5 @@
 // HMAC-SHA256 frame tags with libsodium (see frame_auth.hpp).
-#include "multinode/frame_auth.hpp"
+#include "wire/frame_auth.hpp"
 
 #include <sodium.h>
 

@@ -25,7 +25,8 @@ namespace mgtrain::rdzv {
 // assign's role ranks (an agent of version 3 would not say its role, and would give its workers wrong ROLE_RANKs);
 // 5: hang-found, diagnose, diagnosed (every node's stacks before a hang's stop), a failure's hang facts
 // 7: node-status (each node's ranks for the job-wide status API on the rendezvous host)
-inline constexpr std::uint16_t kProtocolVersion = 8;
+// 9: snapshot-part (snapshots in memory copied to the buddy node's launcher), join's replica_port, assign's buddy
+inline constexpr std::uint16_t kProtocolVersion = 9;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint16_t kTaggedBit = 0x8000;  // in the type field: an authentication tag follows the payload
 inline constexpr std::size_t kTagBytes = 32;         // HMAC-SHA256
@@ -58,9 +59,11 @@ enum class MessageType : std::uint16_t {
   kNodeStatus = 16,    // agent -> server: this node's ranks as its launcher sees them (the job-wide status API)
   kDumpStacks = 17,    // server -> agent: dump your running ranks' stacks now, keep them running (POST /stacks)
   kStacksDumped = 18,  // agent -> server: where this node's stacks files are, with each rank's top frames
+  kSnapshotPart = 19,  // agent -> its buddy's agent (their own connection): a piece of a snapshot in memory
+                       // (replicate/snapshot_part.hpp); never to or from the rendezvous server
 };
 // The last type of this version (the decoder refuses higher ones).
-inline constexpr MessageType kLastMessageType = MessageType::kStacksDumped;
+inline constexpr MessageType kLastMessageType = MessageType::kSnapshotPart;
 std::string type_name(MessageType type);
 
 // One message: a type and named string fields (typed accessors throw ProtocolError naming the field).
@@ -130,6 +133,7 @@ struct JoinRequest {
   std::string config_hash;   // of config_lines
   std::string config_lines;  // "key=value\n" for every key that must agree (job_fingerprint.hpp)
   std::string cpu_sharing;   // CpuAllowance::sharing_key(): nodes with the same key run on the same CPUs; "": unknown
+  int replica_port = 0;      // where this agent takes its buddy's snapshots (replicate/); 0: it takes none
 
   Message to_message() const;
   static JoinRequest from(const Message& message);
@@ -151,6 +155,9 @@ struct Assignment {
   int role_world_size = 0;       // the receiver's: ROLE_WORLD_SIZE, the workers of its role on every node
   int workers_sharing_cpus = 0;  // the receiver's: the workers of the nodes on its CPUs (same cpu_sharing), its own
                                  // included; they divide those CPUs among their OpenMP threads
+  std::string buddy_host;        // the receiver's: where the next node of the ring takes its snapshots (the address
+  int buddy_port = 0;            // it connects to the server from, and its join's replica_port); port 0: none (one
+  std::string buddy_name;        // node, or it takes none); "node 2 (hostC, 10.77.0.3)"
 
   int nnodes() const { return static_cast<int>(nproc_per_node.size()); }
   int world_size() const;
@@ -247,6 +254,25 @@ struct RankRow {
   bool straggler = false;
 };
 
+// A node's snapshot replication (replicate/snapshot_replication.hpp) in its status report: what it sent its buddy and
+// what it holds of the node before it in the ring.
+struct ReplicaStatus {
+  std::string buddy;       // "node 2 (hostC, 10.77.0.3)"; "": none this round
+  bool connected = false;  // to the buddy, now
+  long long sent = 0;      // snapshots sent whole
+  long long skipped = 0;   // snapshots not sent: overtaken, or overwritten in flight (the link is slower)
+  long long bytes_sent = 0;
+  std::optional<long long> sent_step;  // the newest snapshot sent whole, and when its rank took it (Unix seconds)
+  std::optional<double> sent_time;
+  long long received = 0;  // snapshots received whole and verified
+  struct Held {
+    int rank = 0;
+    long long step = 0;
+    double time = 0;  // when the rank took it (Unix seconds on its node)
+  };
+  std::vector<Held> held;  // the newest replica of each rank this node holds
+};
+
 // A node's ranks in one round, as its agent reports them to the job's host: when a rank's process changes (started,
 // exited), and every few seconds for the figures. The host keeps each node's latest report of the current round.
 struct NodeStatus {
@@ -254,6 +280,7 @@ struct NodeStatus {
   int node_rank = 0;
   std::string host;  // hostname
   std::vector<RankRow> ranks;
+  std::optional<ReplicaStatus> replication;  // unset: the node replicates nothing (or says nothing of it)
 
   Message to_message() const;
   // Throws ProtocolError for a report that does not parse, or of more than kMaxStatusRanks ranks.

@@ -1,5 +1,5 @@
 // Encoding and checked decoding of rendezvous messages, and the typed messages on top.
-#include "multinode/rendezvous_message.hpp"
+#include "wire/rendezvous_message.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -95,6 +95,8 @@ std::string type_name(MessageType type) {
       return "dump-stacks";
     case MessageType::kStacksDumped:
       return "stacks-dumped";
+    case MessageType::kSnapshotPart:
+      return "snapshot-part";
   }
   return fmt::format("type {}", static_cast<int>(type));
 }
@@ -264,6 +266,7 @@ Message JoinRequest::to_message() const {
       .set("run_id_generated", run_id_generated);
   m.set("max_restarts", max_restarts).set("allow_uneven_nproc", allow_uneven_nproc);
   m.set("config_hash", config_hash).set("config_lines", config_lines).set("cpu_sharing", cpu_sharing);
+  m.set("replica_port", replica_port);
   return m;
 }
 
@@ -283,6 +286,9 @@ JoinRequest JoinRequest::from(const Message& m) {
   join.config_hash = m.text("config_hash");
   join.config_lines = m.text("config_lines");
   join.cpu_sharing = m.text("cpu_sharing");
+  join.replica_port = static_cast<int>(m.integer("replica_port"));
+  if (join.replica_port < 0 || join.replica_port > 65535)
+    throw ProtocolError(fmt::format("join message with replica_port {}", join.replica_port));
   if (join.nproc < 1) throw ProtocolError(fmt::format("join message with nproc {}", join.nproc));
   return join;
 }
@@ -310,6 +316,7 @@ Message Assignment::to_message() const {
   m.set("run_id", run_id).set("max_restarts", max_restarts);
   m.set("role_first_rank", role_first_rank).set("role_world_size", role_world_size);
   m.set("workers_sharing_cpus", workers_sharing_cpus);
+  m.set("buddy_host", buddy_host).set("buddy_port", buddy_port).set("buddy_name", buddy_name);
   return m;
 }
 
@@ -338,6 +345,11 @@ Assignment Assignment::from(const Message& m) {
   a.role_first_rank = static_cast<int>(m.integer("role_first_rank"));
   a.role_world_size = static_cast<int>(m.integer("role_world_size"));
   a.workers_sharing_cpus = static_cast<int>(m.integer("workers_sharing_cpus"));
+  a.buddy_host = m.text("buddy_host");
+  a.buddy_port = static_cast<int>(m.integer("buddy_port"));
+  a.buddy_name = m.text("buddy_name");
+  if (a.buddy_port < 0 || a.buddy_port > 65535)
+    throw ProtocolError(fmt::format("assign message: buddy port {}", a.buddy_port));
   if (a.round < 0 || a.restart_count < 0 || a.restart_count > a.round) {
     throw ProtocolError(fmt::format("assign message: restart count {} in round {}", a.restart_count, a.round));
   }
@@ -538,13 +550,58 @@ Message NodeStatus::to_message() const {
         r.straggler ? 1 : 0, or_dash(r.progress_time), or_dash(r.busy), or_dash(r.start_step),
         r.start_source ? start_source_name(*r.start_source) : "-", or_dash(r.snapshot_step), or_dash(r.snapshot_time));
   }
-  return Message::of(MessageType::kNodeStatus)
-      .set("round", round)
-      .set("node_rank", node_rank)
-      .set("host", host)
-      .set("count", static_cast<int>(ranks.size()))
-      .set("ranks", lines);
+  Message m = Message::of(MessageType::kNodeStatus)
+                  .set("round", round)
+                  .set("node_rank", node_rank)
+                  .set("host", host)
+                  .set("count", static_cast<int>(ranks.size()))
+                  .set("ranks", lines);
+  if (replication) {
+    const ReplicaStatus& r = *replication;
+    std::string held;
+    for (const ReplicaStatus::Held& h : r.held) held += fmt::format("{} {} {}\n", h.rank, h.step, h.time);
+    m.set("replica.buddy", r.buddy).set("replica.connected", r.connected).set("replica.sent", r.sent);
+    m.set("replica.skipped", r.skipped).set("replica.bytes_sent", r.bytes_sent);
+    m.set("replica.sent_step", or_dash(r.sent_step)).set("replica.sent_time", or_dash(r.sent_time));
+    m.set("replica.received", r.received).set("replica.held", held);
+  }
+  return m;
 }
+
+namespace {
+
+ReplicaStatus read_replica_status(const Message& m) {
+  ReplicaStatus r;
+  r.buddy = m.text("replica.buddy");
+  r.connected = m.flag("replica.connected");
+  r.sent = m.integer("replica.sent");
+  r.skipped = m.integer("replica.skipped");
+  r.bytes_sent = m.integer("replica.bytes_sent");
+  r.sent_step = parse_optional<long long>(m.text("replica.sent_step"), "replica sent step");
+  r.sent_time = parse_optional<double>(m.text("replica.sent_time"), "replica sent time");
+  r.received = m.integer("replica.received");
+  std::vector<std::string> lines = split_list(m.text("replica.held"), '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (lines.size() > static_cast<std::size_t>(kMaxStatusRanks)) {
+    throw ProtocolError(
+        fmt::format("node-status message: {} replicas held (at most {})", lines.size(), kMaxStatusRanks));
+  }
+  for (const std::string& line : lines) {
+    const std::vector<std::string> f = split_list(line, ' ');
+    const std::optional<long long> rank =
+        f.size() == 3 ? parse_optional<long long>(f[0], "replica rank") : std::nullopt;
+    const std::optional<long long> step =
+        f.size() == 3 ? parse_optional<long long>(f[1], "replica step") : std::nullopt;
+    const std::optional<double> time = f.size() == 3 ? parse_optional<double>(f[2], "replica time") : std::nullopt;
+    if (!rank || !step || !time || *rank < 0 || *rank > (1 << 24)) {
+      throw ProtocolError("node-status message: replica line '" + line.substr(0, 80) + "' is not 'rank step time'");
+    }
+    r.held.push_back({static_cast<int>(*rank), *step, *time});
+  }
+  return r;
+}
+
+}  // namespace
 
 NodeStatus NodeStatus::from(const Message& message) {
   NodeStatus status;
@@ -597,6 +654,7 @@ NodeStatus NodeStatus::from(const Message& message) {
     row.snapshot_time = parse_optional<double>(f[16], "snapshot time");
     status.ranks.push_back(std::move(row));
   }
+  if (message.has("replica.buddy")) status.replication = read_replica_status(message);
   return status;
 }
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "multinode/frame_auth.hpp"
-#include "multinode/rendezvous_message.hpp"
 #include "util/fd.hpp"
+#include "wire/frame_auth.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {
 
