@@ -116,7 +116,27 @@ void JobRecord::update(const std::vector<rdzv::RoundRecord>& rounds, const std::
     log::text(recovery_line(entries[index]) + "\n");
     announced_ = index + 1;
   }
+  write_replication();
   const std::string warning = record_->set_rounds(std::move(entries));
+  if (!warning.empty()) log::text(warning + "\n");
+}
+
+void JobRecord::note_replication(const std::vector<rdzv::NodeStatus>& nodes) {
+  const double now = unix_seconds_now();
+  for (const rdzv::NodeStatus& node : nodes) {
+    if (!node.replication) continue;
+    const rdzv::ReplicaStatus& r = *node.replication;
+    replication_[{node.node_rank, node.host}] = ReplicationRecord{
+        node.node_rank, node.host, r.buddy, r.sent, r.skipped, r.bytes_sent, r.sent_step, r.sent_time, r.received, now};
+  }
+}
+
+void JobRecord::write_replication() {
+  if (!record_ || replication_.empty()) return;
+  std::vector<ReplicationRecord> records;
+  records.reserve(replication_.size());
+  for (const auto& [key, record] : replication_) records.push_back(record);
+  const std::string warning = record_->set_replication(std::move(records));
   if (!warning.empty()) log::text(warning + "\n");
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "multinode/rendezvous_rounds.hpp"
 #include "observe/run_record.hpp"
 #include "supervise/launch_plan.hpp"
+#include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {
 
@@ -30,12 +32,18 @@ class JobRecord {
   JobRecord(const LaunchPlan& plan, std::optional<RunRecorder>& record);
   // The rounds so far and the job's run id ("" before the first round: nothing to write yet).
   void update(const std::vector<rdzv::RoundRecord>& rounds, const std::string& run_id);
+  // The nodes' latest reports: their snapshot replication, kept for run.json's "replication" (written with the next
+  // change of the rounds, and by write_replication).
+  void note_replication(const std::vector<rdzv::NodeStatus>& nodes);
+  // run.json's "replication" now, when the record is open and anything was noted (the job's end).
+  void write_replication();
 
  private:
   const LaunchPlan& plan_;
   std::optional<RunRecorder>& record_;
   std::string signature_;
-  std::size_t announced_ = 0;  // rounds whose recovery the console has seen
+  std::size_t announced_ = 0;                                             // rounds whose recovery the console has seen
+  std::map<std::pair<int, std::string>, ReplicationRecord> replication_;  // by node rank and host
 };
 
 }  // namespace mgtrain

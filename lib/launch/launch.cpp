@@ -192,7 +192,9 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
       };
     }
     auto tick = [&rounds_record, &node] {
-      if (node.hosts_rendezvous()) rounds_record.update(node.job_rounds(), node.job_run_id());
+      if (!node.hosts_rendezvous()) return;
+      rounds_record.note_replication(node.job_status());
+      rounds_record.update(node.job_rounds(), node.job_run_id());
     };
     return start_node_monitoring(supervisor, node, plan, loaded.config, diagnostics, std::move(episodes), tick);
   };
@@ -203,6 +205,7 @@ int run_multi_node(const LaunchPlan& plan, const LoadedConfig& loaded, const Slu
     write_termination_message(*agent.failure, launch.termination_log, plan.personality);
   }
   rounds_record.update(agent.job_rounds, agent.job_run_id);  // the last round's end
+  rounds_record.write_replication();
   if (job_record) {
     const std::string status = finished_status(code, agent.launcher_signal.has_value() || stopped_by_signal(code),
                                                code == exit_code::kStoppedAfterCheckpoint);

@@ -166,6 +166,24 @@ std::string run_record_to_json(const RunRecord& r) {
     }
     root["resumes"] = std::move(resumes);
   }
+  if (!r.replication.empty()) {
+    Json replication = Json::array();
+    for (const ReplicationRecord& node : r.replication) {
+      Json item = Json::object();
+      item["node_rank"] = node.node_rank;
+      item["host"] = node.host;
+      item["buddy"] = node.buddy.empty() ? Json(nullptr) : Json(node.buddy);
+      item["sent"] = node.sent;
+      item["skipped"] = node.skipped;
+      item["bytes_sent"] = node.bytes_sent;
+      item["sent_step"] = node.sent_step ? Json(*node.sent_step) : Json(nullptr);
+      item["sent_time"] = node.sent_time ? json_seconds(*node.sent_time) : Json(nullptr);
+      item["received"] = node.received;
+      item["time"] = json_seconds(node.time);
+      replication.push_back(std::move(item));
+    }
+    root["replication"] = std::move(replication);
+  }
   if (!r.rounds.empty()) {
     const auto node_json = [](const RoundEntry::Node& node) {
       Json item = Json::object();
@@ -268,6 +286,31 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
       resume.from = *source_of_step;
       resume.time = read_as<double>(item, "time", where, false);
       r.resumes.push_back(resume);
+    }
+  }
+  if (const Json* replication = member(root, "replication")) {
+    const std::string where = source + ": replication";
+    if (!replication->is_array()) throw Error(where + " is not a list");
+    for (const Json& item : *replication) {
+      if (!item.is_object()) throw Error(where + ": an entry is not an object");
+      ReplicationRecord node;
+      node.node_rank = read_as<int>(item, "node_rank", where);
+      node.host = read_as<std::string>(item, "host", where, false);
+      if (const Json* buddy = member(item, "buddy"); buddy && !buddy->is_null()) {
+        node.buddy = read_as<std::string>(item, "buddy", where);
+      }
+      node.sent = read_as<long long>(item, "sent", where, false);
+      node.skipped = read_as<long long>(item, "skipped", where, false);
+      node.bytes_sent = read_as<long long>(item, "bytes_sent", where, false);
+      if (const Json* step = member(item, "sent_step"); step && !step->is_null()) {
+        node.sent_step = read_as<long long>(item, "sent_step", where);
+      }
+      if (const Json* time = member(item, "sent_time"); time && !time->is_null()) {
+        node.sent_time = read_as<double>(item, "sent_time", where);
+      }
+      node.received = read_as<long long>(item, "received", where, false);
+      node.time = read_as<double>(item, "time", where, false);
+      r.replication.push_back(node);
     }
   }
   if (const Json* rounds = member(root, "rounds")) {
@@ -419,6 +462,11 @@ std::string RunRecorder::set_rounds(std::vector<RoundEntry> rounds) {
     record_.world_size = newest.world_size;
   }
   record_.rounds = std::move(rounds);
+  return rewrite();
+}
+
+std::string RunRecorder::set_replication(std::vector<ReplicationRecord> replication) {
+  record_.replication = std::move(replication);
   return rewrite();
 }
 

@@ -213,7 +213,18 @@ TEST_CASE(
                            "rank): step " +
                            std::to_string(paused) + ","));
   CHECK_THAT(out, Contains("mgtrain: step 3000/3000"));
-  // The replication's lines on the consoles: where each node's snapshots went.
+  // run.json (node A hosts the job): each node's replication as last heard, node 0's sent to its buddy.
+  const nlohmann::json record = job_record(dir);
+  REQUIRE(record.is_object());
+  REQUIRE(record.contains("replication"));
+  CAPTURE(record["replication"].dump());
+  bool node0_sent = false;
+  for (const nlohmann::json& node : record["replication"]) {
+    if (node["node_rank"] == 0 && node["sent"].get<long long>() > 0 && !node["sent_step"].is_null()) node0_sent = true;
+  }
+  CHECK(node0_sent);
+  // The replication's lines on the consoles: where each node's snapshots went, and what each sent at the end.
   CHECK_THAT(a.err(), Contains("snapshot replication: this node's snapshots in memory go to node 1 ("));
   CHECK_THAT(b.err(), Contains("snapshot replication: this node's snapshots in memory go to node 0 ("));
+  CHECK_THAT(a.err(), Contains("snapshot replication: sent "));
 }

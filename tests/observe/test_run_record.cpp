@@ -179,6 +179,36 @@ TEST_CASE("run.json keeps where each attempt started, and refuses a source it do
       Catch::Contains("run.json: resumes: \"from\" is 'tape'"));
 }
 
+TEST_CASE("run.json keeps each node's snapshot replication, and refuses a malformed entry", "[run_record]") {
+  RunRecord record;
+  record.run_id = "job";
+  record.start_time = 1764000000;
+  CHECK(run_record_to_json(record).find("replication") == std::string::npos);  // only when any
+  record.replication = {
+      {0, "hostA", "node 1 (hostB, 10.77.0.2)", 12, 1, 178800000, 600, 1764000100.25, 12, 1764000101.5},
+      {1, "hostB", "", 0, 0, 0, std::nullopt, std::nullopt, 12, 1764000101.5}};
+  const std::string text = run_record_to_json(record);
+  CHECK_THAT(text, Catch::Contains("\"buddy\": null") && Catch::Contains("\"sent_step\": 600"));
+  const RunRecord back = parse_run_record(text, "run.json");
+  REQUIRE(back.replication.size() == 2);
+  CHECK(back.replication[0].buddy == "node 1 (hostB, 10.77.0.2)");
+  CHECK(back.replication[0].sent == 12);
+  CHECK(back.replication[0].skipped == 1);
+  CHECK(back.replication[0].bytes_sent == 178800000);
+  CHECK(back.replication[0].sent_step == 600);
+  CHECK(back.replication[0].sent_time == Approx(1764000100.25));
+  CHECK(back.replication[0].time == Approx(1764000101.5));
+  CHECK(back.replication[1].buddy.empty());
+  CHECK(!back.replication[1].sent_step);
+  CHECK(back.replication[1].received == 12);
+  CHECK_THROWS_WITH(
+      parse_run_record(R"({"run_id":"x","status":"running","start_time":1,"replication":[{"host":"a"}]})", "run.json"),
+      Catch::Contains("run.json: replication") && Catch::Contains("node_rank"));
+  CHECK_THROWS_WITH(
+      parse_run_record(R"({"run_id":"x","status":"running","start_time":1,"replication":{}})", "run.json"),
+      Catch::Contains("run.json: replication is not a list"));
+}
+
 TEST_CASE("run.json keeps a multi-node job's rounds and its nodes, and reads them back", "[run_record]") {
   RunRecord record;
   record.run_id = "job";
