@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <string>
 #include <vector>
@@ -97,6 +98,36 @@ int last_step(const std::string& text) {
   return at == std::string::npos ? -1 : std::atoi(text.c_str() + at + 14);
 }
 
+// The job running: A and B in round 0 (A with `env_a` added), C waiting as the standby, rank 0 past `step`.
+struct StandbyJob {
+  std::unique_ptr<Agent> a, b, c;
+
+  StandbyJob(const NetnsHosts& hosts, const TempDir& dir, const std::vector<std::string>& env_a, int step) {
+    const std::vector<std::string> flags = elastic_job_flags(hosts, dir);
+    const std::vector<std::string> env = {"OMP_NUM_THREADS=1", "MGTRAIN_SHM_ALLREDUCE=0"};
+    std::vector<std::string> a_env = env;
+    a_env.insert(a_env.end(), env_a.begin(), env_a.end());
+    a = std::make_unique<Agent>(hosts, 0, flags, dir / "a", a_env);
+    b = std::make_unique<Agent>(hosts, 1, flags, dir / "b", env);
+    REQUIRE(wait_until([&] { return a->err().find("round 0: node 0 (") != std::string::npos; }, 60s));
+    c = std::make_unique<Agent>(hosts, 2, flags, dir / "c", env);
+    const bool ready = wait_until(
+        [&] { return c->err().find("waits as a standby") != std::string::npos && last_step(a->out()) >= step; }, 90s);
+    INFO(consoles());
+    REQUIRE(ready);
+  }
+  std::string consoles() const {
+    return "a stderr:\n" + a->err() + "\nb stderr:\n" + b->err() + "\nc stderr:\n" + c->err();
+  }
+  // Node B lost (its agent SIGKILLed, its worker with it): A and C end the job.
+  void lose_b() {
+    REQUIRE(kill(b->pid(), SIGKILL) == 0);
+    CHECK(a->wait(120s) == 0);
+    CHECK(c->wait(120s) == 0);
+    b->wait(1s);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a node lost: the standby's rank gets the snapshot of the surviving rank and the job goes on from it",
@@ -109,21 +140,11 @@ TEST_CASE("a node lost: the standby's rank gets the snapshot of the surviving ra
   REQUIRE_HOSTS(hosts);
   TempDir dir;
   // A file every 1000 steps (none before the fault), a snapshot every 20; Gloo over the namespaces' network.
-  const std::vector<std::string> flags = elastic_job_flags(hosts, dir);
-  const std::vector<std::string> env = {"OMP_NUM_THREADS=1", "MGTRAIN_SHM_ALLREDUCE=0"};
-  Agent a(hosts, 0, flags, dir / "a", env);
-  Agent b(hosts, 1, flags, dir / "b", env);
-  REQUIRE(wait_until([&] { return a.err().find("round 0: node 0 (") != std::string::npos; }, 60s));
-  Agent c(hosts, 2, flags, dir / "c", env);
-  const bool ready = wait_until(
-      [&] { return c.err().find("waits as a standby") != std::string::npos && last_step(a.out()) >= 300; }, 90s);
-  INFO("a stderr:\n" << a.err() << "\nb stderr:\n" << b.err() << "\nc stderr:\n" << c.err());
-  REQUIRE(ready);
+  StandbyJob job(hosts, dir, {}, 300);
+  Agent& a = *job.a;
+  INFO(job.consoles());
   const int reached = last_step(a.out());  // rank 0's lines reach node A's console
-  REQUIRE(kill(b.pid(), SIGKILL) == 0);
-  CHECK(a.wait(120s) == 0);
-  CHECK(c.wait(120s) == 0);
-  b.wait(1s);
+  job.lose_b();
   // Node A's output has the round that resumed: its rank 0 (the holder) says where from.
   const std::string out = a.out();
   INFO("a stdout:\n" << out);
@@ -159,21 +180,12 @@ TEST_CASE(
   NetnsHosts hosts(3);
   REQUIRE_HOSTS(hosts);
   TempDir dir;
-  const std::vector<std::string> flags = elastic_job_flags(hosts, dir);
   const std::string pause = dir / "pause";
   // Node A's rank stops for good in the middle of writing a snapshot once the pause file appears: its newest complete
   // snapshot stays the one before. Rank 1 (node B) completes that snapshot, and B's launcher sends it to A's.
-  const std::vector<std::string> env = {"OMP_NUM_THREADS=1", "MGTRAIN_SHM_ALLREDUCE=0"};
-  std::vector<std::string> env_a = env;
-  env_a.push_back("MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE=" + pause);
-  Agent a(hosts, 0, flags, dir / "a", env_a);
-  Agent b(hosts, 1, flags, dir / "b", env);
-  REQUIRE(wait_until([&] { return a.err().find("round 0: node 0 (") != std::string::npos; }, 60s));
-  Agent c(hosts, 2, flags, dir / "c", env);
-  const bool ready = wait_until(
-      [&] { return c.err().find("waits as a standby") != std::string::npos && last_step(a.out()) >= 200; }, 90s);
-  INFO("a stderr:\n" << a.err() << "\nb stderr:\n" << b.err() << "\nc stderr:\n" << c.err());
-  REQUIRE(ready);
+  StandbyJob job(hosts, dir, {"MGTRAIN_TEST_SNAPSHOT_PAUSE_FILE=" + pause}, 200);
+  const Agent &a = *job.a, &b = *job.b;
+  INFO(job.consoles());
   std::ofstream(pause).close();
   // Rank 0's log of round 0, in node A's folder (a dynamic node's is agent_<host>_<pid>/).
   const auto rank0_err = [&] {
@@ -203,10 +215,7 @@ TEST_CASE(
       60s);
   INFO("status: " << status.dump());
   REQUIRE(replicated);
-  REQUIRE(kill(b.pid(), SIGKILL) == 0);
-  CHECK(a.wait(120s) == 0);
-  CHECK(c.wait(120s) == 0);
-  b.wait(1s);
+  job.lose_b();
   const std::string out = a.out();
   INFO("a stdout:\n" << out);
   CHECK_THAT(out, Contains("resumed from the replica of rank 1's snapshot that rank 0's node holds (sent to every "
