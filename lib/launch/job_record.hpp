@@ -12,6 +12,7 @@
 #include "multinode/rendezvous_rounds.hpp"
 #include "observe/run_record.hpp"
 #include "supervise/launch_plan.hpp"
+#include "wire/node_status.hpp"
 #include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {

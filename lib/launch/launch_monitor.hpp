@@ -24,6 +24,7 @@
 #include "observe/straggler_detector.hpp"
 #include "supervise/launch_plan.hpp"
 #include "supervise/supervisor.hpp"
+#include "wire/node_status.hpp"
 #include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {

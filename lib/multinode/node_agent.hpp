@@ -31,6 +31,7 @@
 #include "supervise/supervisor.hpp"
 #include "util/environment.hpp"
 #include "wire/frame_auth.hpp"
+#include "wire/node_status.hpp"
 #include "wire/rendezvous_message.hpp"
 
 namespace mgtrain {

@@ -21,6 +21,7 @@
 #include "multinode/rendezvous_joining.hpp"
 #include "multinode/rounds_outside.hpp"
 #include "multinode/stacks_across_nodes.hpp"
+#include "wire/node_status.hpp"
 #include "wire/rendezvous_message.hpp"
 
 namespace mgtrain::rdzv {

@@ -1,5 +1,6 @@
 // Stacks on demand across nodes: the messages and the server's side (see stacks_across_nodes.hpp).
 #include "multinode/stacks_across_nodes.hpp"
+#include "wire/node_status.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -20,6 +20,7 @@
 #include "replicate/replica_sender.hpp"
 #include "replicate/replica_stores.hpp"
 #include "util/fd.hpp"
+#include "wire/node_status.hpp"
 #include "wire/rendezvous_message.hpp"
 #include "wire/tcp_socket.hpp"
 

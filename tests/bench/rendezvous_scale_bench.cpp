@@ -35,6 +35,7 @@
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_client.hpp"
 #include "multinode/rendezvous_server.hpp"
+#include "wire/node_status.hpp"
 #include "wire/tcp_socket.hpp"
 
 using namespace mgtrain;

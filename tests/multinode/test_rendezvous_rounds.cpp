@@ -9,6 +9,7 @@
 #include "multinode/job_fingerprint.hpp"
 #include "multinode/rendezvous_rounds.hpp"
 #include "util/exit_status.hpp"
+#include "wire/node_status.hpp"
 
 #include "rounds_fixture.hpp"
 
