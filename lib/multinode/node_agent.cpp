@@ -457,7 +457,7 @@ NodeAgentResult run_node_agent(const LaunchPlan& plan, const LoadedConfig& loade
   supervisor.add_participant(agent);
   std::optional<SnapshotReplication> replication;
   if (loaded.config.launch.snapshot_replicas) {
-    replication.emplace(outside.token, supervisor.snapshot_stores(),
+    replication.emplace(outside.token, supervisor.snapshot_stores(), plan.builtin_trainer,
                         [&agent](const std::string& line) { agent.say(line); });
     agent.set_replication(&*replication);
     supervisor.add_participant(*replication);

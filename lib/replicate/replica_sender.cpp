@@ -51,9 +51,15 @@ std::optional<ReplicaSender::Transfer> ReplicaSender::start_next() {
     if (!snapshots) continue;
     const std::optional<SnapshotStore::Latest> latest = snapshots->latest();
     if (!latest || latest->generation <= store.sent_generation || latest->bytes == 0) continue;
+    if (whole_state_ && latest->step <= newest_started_step_) {  // another rank's copy of that step went already
+      ++counters_.passed_over;
+      store.sent_generation = latest->generation;
+      continue;
+    }
     if (store.sent_generation > 0)
       counters_.skipped += static_cast<long long>(latest->generation - store.sent_generation - 1);
     store.sent_generation = latest->generation;
+    newest_started_step_ = std::max(newest_started_step_, latest->step);
     turn_ = (index + 1) % stores_.size();
     return Transfer{index, latest->slot, latest->generation, latest->step, latest->written_unix_ms, latest->bytes, 0};
   }

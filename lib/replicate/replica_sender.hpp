@@ -4,6 +4,8 @@
 // snapshot goes into the other slot, so the one in flight is overwritten only by the snapshot after that. When that
 // happens (the link is slower than the snapshots) the snapshot in flight is given up and counted as skipped, as is
 // every snapshot that completed and was overtaken by a newer one before it could be sent. Training never waits.
+// When every rank's snapshot holds the whole job's state (the built-in trainer's), one copy per step is enough: a
+// store's snapshot of a step already started from another store is passed over (not counted as skipped).
 // No sockets: the caller asks for the next part whenever its connection has taken the last one.
 #pragma once
 
@@ -20,6 +22,8 @@ namespace mgtrain {
 
 class ReplicaSender {
  public:
+  // `whole_state`: every rank's snapshot holds the whole state (send one per step); else each rank's is its own.
+  explicit ReplicaSender(bool whole_state = false) : whole_state_(whole_state) {}
   // A local rank's store (the launcher's descriptor) and the global rank it has in this round.
   struct Source {
     int rank = 0;
@@ -36,6 +40,7 @@ class ReplicaSender {
   struct Counters {
     long long sent = 0;             // snapshots sent whole
     long long skipped = 0;          // snapshots not sent: overtaken before their turn, or overwritten while in flight
+    long long passed_over = 0;      // whole_state: another store's copy of a step that was sent from one already
     std::uint64_t bytes = 0;        // bytes of the parts handed out
     std::int64_t newest_step = -1;  // the newest snapshot sent whole: its step and when it was taken (Unix ms)
     std::int64_t newest_time_ms = 0;
@@ -62,6 +67,8 @@ class ReplicaSender {
   std::optional<Transfer> start_next();
   SnapshotStore* open(Store& store);
 
+  bool whole_state_;
+  std::int64_t newest_started_step_ = -1;  // whole_state: the newest step a transfer started with
   int round_ = 0;
   std::string origin_;
   std::vector<Store> stores_;

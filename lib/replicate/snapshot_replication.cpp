@@ -42,8 +42,13 @@ std::string endpoint(const std::string& host, int port) {
 
 }  // namespace
 
-SnapshotReplication::SnapshotReplication(const rdzv::RendezvousToken& token, SnapshotStores& stores, Say say)
-    : token_(token), stores_(stores), say_(std::move(say)), replicas_(stores, largest_replica_bytes()) {
+SnapshotReplication::SnapshotReplication(const rdzv::RendezvousToken& token, SnapshotStores& stores, bool whole_state,
+                                         Say say)
+    : token_(token),
+      stores_(stores),
+      say_(std::move(say)),
+      sender_(whole_state),
+      replicas_(stores, largest_replica_bytes()) {
   listener_ = listen_on_any(0);
   if (!listener_) {
     say_(

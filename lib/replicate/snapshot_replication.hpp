@@ -32,8 +32,9 @@ class SnapshotReplication final : public LoopParticipant {
   using Say = std::function<void(const std::string& line)>;
 
   // Listens on every interface (a port the kernel picks). `stores`: this launcher's (the workers' own, read; the
-  // replicas, written), outliving this object; `say`: a line on this node's console.
-  SnapshotReplication(const rdzv::RendezvousToken& token, SnapshotStores& stores, Say say);
+  // replicas, written), outliving this object; `whole_state`: every rank's snapshot holds the whole job's state (the
+  // built-in trainer's: one copy per step is sent); `say`: a line on this node's console.
+  SnapshotReplication(const rdzv::RendezvousToken& token, SnapshotStores& stores, bool whole_state, Say say);
   // The port its buddy's sender connects to, for the join; 0 when it could not listen (it said why): it takes none.
   int port() const { return port_; }
   // A round starts: this node's name and ranks, and its buddy (port 0: none, one node).

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -128,6 +129,43 @@ TEST_CASE("replication: each store's newest snapshot arrives whole, in parts, an
   CHECK(send_all(sender, replicas, notes) == 1);
   CHECK(sender.counters().skipped == 2);
   CHECK(replicas.held()[0].step == 50);
+}
+
+TEST_CASE("replication: when every rank's snapshot holds the whole state, one copy of each step is sent",
+          "[replicate]") {
+  WorkerStore rank0, rank1;
+  const testing::TestCheckpoint checkpoint = testing::make_test_checkpoint(10, 0.1);
+  ReplicaSender sender(true);  // the built-in trainer's snapshots
+  SnapshotStores launcher;
+  ReplicaStores replicas(launcher, std::uint64_t{1} << 30);
+  std::vector<std::string> notes;
+  sender.set_round(0, "node 0", {{0, rank0.fd.get()}, {1, rank1.fd.get()}});
+  put(rank0.store, 10, checkpoint);
+  put(rank1.store, 10, checkpoint);
+  CHECK(send_all(sender, replicas, notes) == 1);
+  CHECK(sender.counters().sent == 1);
+  CHECK(sender.counters().passed_over == 1);
+  CHECK(sender.counters().skipped == 0);
+  put(rank0.store, 20, checkpoint);
+  put(rank1.store, 20, checkpoint);
+  CHECK(send_all(sender, replicas, notes) == 1);
+  CHECK(sender.counters().sent == 2);
+  CHECK(sender.counters().passed_over == 2);
+  CHECK(sender.counters().newest_step == 20);
+  // Only one rank's replica is kept, and it is of the newest step: enough to resume every rank.
+  std::int64_t newest = -1;
+  for (const ReplicaStores::Held& held : replicas.held()) newest = std::max(newest, held.step);
+  CHECK(newest == 20);
+
+  // Each rank's own state (a Python script's): every store is sent.
+  ReplicaSender own;
+  own.set_round(0, "node 0", {{0, rank0.fd.get()}, {1, rank1.fd.get()}});
+  SnapshotStores launcher2;
+  ReplicaStores replicas2(launcher2, std::uint64_t{1} << 30);
+  send_all(own, replicas2, notes);
+  CHECK(own.counters().sent == 2);
+  CHECK(replicas2.held().size() == 2);
+  CHECK(notes.empty());
 }
 
 TEST_CASE("replication: a snapshot overwritten while in flight is given up, the newer one sent instead",
@@ -275,8 +313,8 @@ TEST_CASE("replication: two launchers on loopback, the sender's snapshot arrives
   SnapshotStore rank0(launcher0.fd_for(0), "rank 0"), rank1(launcher1.fd_for(0), "rank 1");
   std::vector<std::string> lines;
   auto say = [&](const std::string& line) { lines.push_back(line); };
-  SnapshotReplication node0(token, launcher0, say);
-  auto node1_owner = std::make_unique<SnapshotReplication>(token, launcher1, say);
+  SnapshotReplication node0(token, launcher0, false, say);
+  auto node1_owner = std::make_unique<SnapshotReplication>(token, launcher1, false, say);
   SnapshotReplication& node1 = *node1_owner;
   REQUIRE(node0.port() > 0);
   REQUIRE(node1.port() > 0);
@@ -316,7 +354,7 @@ TEST_CASE("replication: two launchers on loopback, the sender's snapshot arrives
   if (with_token) {
     SnapshotStores stranger_stores;
     SnapshotStore stranger_store(stranger_stores.fd_for(0), "stranger");
-    SnapshotReplication stranger({"another-token-of-32-characters!!", "test"}, stranger_stores, say);
+    SnapshotReplication stranger({"another-token-of-32-characters!!", "test"}, stranger_stores, false, say);
     loop.add(stranger);
     stranger.start_round(two_nodes(0, node1.port()));
     put(stranger_store, 99, testing::make_test_checkpoint(99, 0.1));
