@@ -350,6 +350,7 @@ TEST_CASE("Python: load() gives the newest step every rank holds, load(shared=Tr
   CHECK_THAT(run.out, Contains("snapshot shared: ok"));
   CHECK_THAT(run.err, Contains("resuming every rank from the snapshot of rank 0 (step 20): sent to the ranks that "
                                "lack it"));
+  CHECK_THAT(run.err, Contains("resuming rank 1 from its replica on rank 0's node (step 30)"));
 }
 
 TEST_CASE("Python: the DDP tutorial with a rank SIGKILLed resumes from memory and ends bit-identical",

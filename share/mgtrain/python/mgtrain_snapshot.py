@@ -236,7 +236,9 @@ def save(step, state):
 
 def load(agree=True, weights_only=True, shared=False):
     """The newest snapshot as (step, state), or None. With torch.distributed initialised and `agree`, collective:
-    every rank loads the newest step that all ranks hold, or all get None. With `shared` (every rank saves the same
+    every rank loads the newest step that all ranks hold, or all get None; a rank's own snapshot counts as held when
+    another node's launcher holds a replica of it (its node was lost), and the rank gets it from there. With `shared`
+    (every rank saves the same
     state, as DDP ranks do their model and optimizer), the newest step any rank holds wins instead, and a rank that
     lacks it (killed while saving it, or on a node that replaced a lost one) gets the lowest holder's copy over the
     process group; the replicas this node's launcher holds of another node's ranks count too (a replica newer than
@@ -258,12 +260,19 @@ def load(agree=True, weights_only=True, shared=False):
                   "load(shared=True) uses them for a state every rank holds alike"
                   % (store.name, ", ".join(map(str, others)), rank))
             held = [snapshot for snapshot in held if snapshot[2] == rank]
+    # Each rank's own state: the replicas of other ranks' snapshots this node holds, by the rank that wrote them.
+    replicas = [] if shared else [s for replica in _replica_stores() for s in replica.snapshots() if s[2] >= 0]
     choice = held[0][0] if held else None
     payload = None
     dist = torch.distributed
     if agree and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         everyone = [None] * dist.get_world_size()
-        dist.all_gather_object(everyone, sorted(step for step, _, _ in held))
+        offered = {}  # by the rank that wrote it: the steps of its replicas here
+        for step, _, writer in replicas:
+            offered.setdefault(writer, []).append(step)
+        dist.all_gather_object(everyone, (sorted(step for step, _, _ in held), offered))
+        replicated = [offers for _, offers in everyone]
+        everyone = [steps for steps, _ in everyone]
         if shared:
             choice = max((max(steps) for steps in everyone if steps), default=None)
             if choice is None:
@@ -276,9 +285,23 @@ def load(agree=True, weights_only=True, shared=False):
                 mine = [bytes(next(p for step, p, _ in held if step == choice))] if rank == holder else [None]
                 dist.broadcast_object_list(mine, src=holder)
                 payload = mine[0]
-        else:
-            common = set(everyone[0]).intersection(*everyone[1:])
+        else:  # a rank's step counts as held when its own store or another node's replica has it
+            held_by = [set(steps).union(*(offers.get(r, []) for offers in replicated))
+                       for r, steps in enumerate(everyone)]
+            common = set(held_by[0]).intersection(*held_by[1:])
             choice = max(common) if common else None
+            for lacking, steps in enumerate(everyone):  # the same order on every rank: one broadcast each
+                if choice is None or choice in steps:
+                    continue
+                holder = min(h for h, offers in enumerate(replicated) if choice in offers.get(lacking, []))
+                if rank == 0:
+                    _note("resuming rank %d from its replica on rank %d's node (step %d)" % (lacking, holder, choice))
+                box = [None]
+                if rank == holder:
+                    box = [bytes(next(p for step, p, writer in replicas if step == choice and writer == lacking))]
+                dist.broadcast_object_list(box, src=holder)
+                if rank == lacking:
+                    payload = box[0]
     if choice is None:
         return None
     if payload is None:
