@@ -28,12 +28,25 @@ std::vector<std::pair<int, int>> SnapshotStores::replica_fds() const {
   return fds;
 }
 
+namespace {
+
+// The memory a store's memfd holds (its pages, not its size: a slot's region is allocated as it is written).
+std::uint64_t allocated_bytes(const Fd& fd) {
+  struct stat info {};
+  return fd && ::fstat(fd.get(), &info) == 0 ? static_cast<std::uint64_t>(info.st_blocks) * 512 : 0;
+}
+
+}  // namespace
+
 std::uint64_t SnapshotStores::bytes() const {
   std::uint64_t total = 0;
-  for (const Fd& fd : fds_) {
-    struct stat info {};
-    if (fd && ::fstat(fd.get(), &info) == 0) total += static_cast<std::uint64_t>(info.st_blocks) * 512;
-  }
+  for (const Fd& fd : fds_) total += allocated_bytes(fd);
+  return total;
+}
+
+std::uint64_t SnapshotStores::replica_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [rank, fd] : replicas_) total += allocated_bytes(fd);
   return total;
 }
 

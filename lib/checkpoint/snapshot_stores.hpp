@@ -28,6 +28,8 @@ class SnapshotStores {
   int replica_fd(int rank);
   // Every replica store made so far, by rank: (rank, descriptor).
   std::vector<std::pair<int, int>> replica_fds() const;
+  // The memory the replica stores hold, in bytes.
+  std::uint64_t replica_bytes() const;
 
  private:
   std::vector<Fd> fds_;         // by local rank; an invalid Fd: not made yet

@@ -121,19 +121,24 @@ void JobRecord::update(const std::vector<rdzv::RoundRecord>& rounds, const std::
   if (!warning.empty()) log::text(warning + "\n");
 }
 
+NodeReplication node_replication(const rdzv::NodeStatus& node, double time) {
+  const rdzv::ReplicaStatus& r = node.replication.value();
+  NodeReplication replication{node.node_rank, node.host,   r.buddy,     r.connected, r.sent, r.skipped,
+                              r.bytes_sent,   r.sent_step, r.sent_time, r.received,  {},     time};
+  for (const rdzv::ReplicaStatus::Held& held : r.held) replication.held.push_back({held.rank, held.step, held.time});
+  return replication;
+}
+
 void JobRecord::note_replication(const std::vector<rdzv::NodeStatus>& nodes) {
   const double now = unix_seconds_now();
   for (const rdzv::NodeStatus& node : nodes) {
-    if (!node.replication) continue;
-    const rdzv::ReplicaStatus& r = *node.replication;
-    replication_[{node.node_rank, node.host}] = ReplicationRecord{
-        node.node_rank, node.host, r.buddy, r.sent, r.skipped, r.bytes_sent, r.sent_step, r.sent_time, r.received, now};
+    if (node.replication) replication_[{node.node_rank, node.host}] = node_replication(node, now);
   }
 }
 
 void JobRecord::write_replication() {
   if (!record_ || replication_.empty()) return;
-  std::vector<ReplicationRecord> records;
+  std::vector<NodeReplication> records;
   records.reserve(replication_.size());
   for (const auto& [key, record] : replication_) records.push_back(record);
   const std::string warning = record_->set_replication(std::move(records));

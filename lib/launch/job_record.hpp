@@ -21,6 +21,9 @@ namespace mgtrain {
 // by a failure or a regroup gets its recovery once the next round has started.
 std::vector<RoundEntry> round_entries(const std::vector<rdzv::RoundRecord>& rounds);
 
+// A node's snapshot replication from its status report (which has one), heard at `time` (Unix seconds).
+NodeReplication node_replication(const rdzv::NodeStatus& node, double time);
+
 // "mgtrain: recovery from round 0's failure (rank 3 ...): failure detected +0.00 s, workers stopped +0.28 s,
 // rendezvous complete +0.28 s, first step +1.93 s after the fault; 37 steps lost (step 421 reached, resumed from 384)".
 std::string recovery_line(const RoundEntry& round);
@@ -43,8 +46,8 @@ class JobRecord {
   const LaunchPlan& plan_;
   std::optional<RunRecorder>& record_;
   std::string signature_;
-  std::size_t announced_ = 0;                                             // rounds whose recovery the console has seen
-  std::map<std::pair<int, std::string>, ReplicationRecord> replication_;  // by node rank and host
+  std::size_t announced_ = 0;                                           // rounds whose recovery the console has seen
+  std::map<std::pair<int, std::string>, NodeReplication> replication_;  // by node rank and host
 };
 
 }  // namespace mgtrain

@@ -14,6 +14,7 @@
 #include "config/launch_defaults.hpp"
 #include "contract/heartbeat_line.hpp"
 #include "contract/log_layout.hpp"
+#include "launch/job_record.hpp"
 #include "observe/status_token.hpp"
 #include "supervise/worker_env.hpp"
 #include "util/error.hpp"
@@ -486,12 +487,7 @@ StatusSnapshot LaunchMonitor::snapshot(bool job_view) const {
       std::stable_sort(snapshot.ranks.begin(), snapshot.ranks.end(),
                        [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
       for (const rdzv::NodeStatus& node : job_->nodes ? job_->nodes() : std::vector<rdzv::NodeStatus>()) {
-        if (!node.replication) continue;
-        const rdzv::ReplicaStatus& r = *node.replication;
-        NodeReplication entry{node.node_rank, node.host,   r.buddy,     r.connected, r.sent, r.skipped,
-                              r.bytes_sent,   r.sent_step, r.sent_time, r.received,  {}};
-        for (const rdzv::ReplicaStatus::Held& h : r.held) entry.held.push_back({h.rank, h.step, h.time});
-        snapshot.replication.push_back(std::move(entry));
+        if (node.replication) snapshot.replication.push_back(node_replication(node, snapshot.time));
       }
       if (job_->last_recovery) {
         if (auto recovery = job_->last_recovery()) {

@@ -168,7 +168,7 @@ std::string run_record_to_json(const RunRecord& r) {
   }
   if (!r.replication.empty()) {
     Json replication = Json::array();
-    for (const ReplicationRecord& node : r.replication) {
+    for (const NodeReplication& node : r.replication) {
       Json item = Json::object();
       item["node_rank"] = node.node_rank;
       item["host"] = node.host;
@@ -293,7 +293,7 @@ RunRecord parse_run_record(const std::string& text, const std::string& source) {
     if (!replication->is_array()) throw Error(where + " is not a list");
     for (const Json& item : *replication) {
       if (!item.is_object()) throw Error(where + ": an entry is not an object");
-      ReplicationRecord node;
+      NodeReplication node;
       node.node_rank = read_as<int>(item, "node_rank", where);
       node.host = read_as<std::string>(item, "host", where, false);
       if (const Json* buddy = member(item, "buddy"); buddy && !buddy->is_null()) {
@@ -465,7 +465,7 @@ std::string RunRecorder::set_rounds(std::vector<RoundEntry> rounds) {
   return rewrite();
 }
 
-std::string RunRecorder::set_replication(std::vector<ReplicationRecord> replication) {
+std::string RunRecorder::set_replication(std::vector<NodeReplication> replication) {
   record_.replication = std::move(replication);
   return rewrite();
 }

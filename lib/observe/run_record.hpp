@@ -52,17 +52,25 @@ struct ResumeRecord {
 };
 
 // Several nodes: one node's snapshot replication (docs/checkpoints.md#replicas-on-a-buddy-node) as the job's host last
-// heard of it: what it sent its buddy, and how old the newest snapshot its buddy holds was then.
-struct ReplicationRecord {
+// heard of it: what it sent its buddy, and the replicas it holds of the node before it. The status API shows all of
+// it (ages from its own time); run.json keeps the counts and times, not `connected` or `held`.
+struct NodeReplication {
   int node_rank = 0;
   std::string host;
   std::string buddy;  // "": none in its last round
+  bool connected = false;
   long long sent = 0;
   long long skipped = 0;
   long long bytes_sent = 0;
   std::optional<long long> sent_step;  // the newest snapshot sent whole, and when its rank took it (Unix seconds)
   std::optional<double> sent_time;
   long long received = 0;
+  struct Held {
+    int rank = 0;
+    long long step = 0;
+    double time = 0;
+  };
+  std::vector<Held> held;
   double time = 0;  // when the host heard it (Unix seconds): sent_time's age then is time - sent_time
 };
 
@@ -111,10 +119,10 @@ struct RunRecord {
   int attempts = 0;
   std::string config_file = log_layout::kConfigFileName;  // relative to the run directory
   LauncherIdentity launcher;
-  std::vector<StragglerRecord> stragglers;     // "stragglers" in run.json only when there were any
-  std::vector<ResumeRecord> resumes;           // "resumes" in run.json only when there were any
-  std::vector<RoundEntry> rounds;              // several nodes: "rounds" (and "nodes", the last round's) in run.json
-  std::vector<ReplicationRecord> replication;  // several nodes: "replication" in run.json, by node rank, when any
+  std::vector<StragglerRecord> stragglers;   // "stragglers" in run.json only when there were any
+  std::vector<ResumeRecord> resumes;         // "resumes" in run.json only when there were any
+  std::vector<RoundEntry> rounds;            // several nodes: "rounds" (and "nodes", the last round's) in run.json
+  std::vector<NodeReplication> replication;  // several nodes: "replication" in run.json, by node rank, when any
 };
 
 // A recovery as run.json and the status API write it: {"fault", "detected_s", "stopped_s", "rendezvous_s",
@@ -166,7 +174,7 @@ class RunRecorder {
   // Several nodes: the job's rounds so far (and its size from the newest), and rewrites run.json now.
   std::string set_rounds(std::vector<RoundEntry> rounds);
   // Several nodes: each node's snapshot replication as last heard; rewrites run.json now.
-  std::string set_replication(std::vector<ReplicationRecord> replication);
+  std::string set_replication(std::vector<NodeReplication> replication);
 
  private:
   std::string rewrite();    // run.json again with what changed, unless finish() wrote it: "" or a warning

@@ -34,28 +34,6 @@ struct RankStatus {
   bool straggler = false;           // flagged as a straggler now
 };
 
-// Several nodes: one node's snapshot replication as the job's host last heard of it
-// (docs/checkpoints.md#replicas-on-a-buddy-node): what it sent its buddy, and the replicas it holds of the node before
-// it.
-struct NodeReplication {
-  int node_rank = 0;
-  std::string host;
-  std::string buddy;  // "": none this round
-  bool connected = false;
-  long long sent = 0;
-  long long skipped = 0;
-  long long bytes_sent = 0;
-  std::optional<long long> sent_step;  // the newest snapshot sent whole, and when its rank took it (Unix seconds)
-  std::optional<double> sent_time;
-  long long received = 0;
-  struct Held {
-    int rank = 0;
-    long long step = 0;
-    double time = 0;
-  };
-  std::vector<Held> held;
-};
-
 struct StatusSnapshot {
   std::string run_id;
   std::string run_dir;

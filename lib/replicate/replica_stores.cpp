@@ -1,18 +1,17 @@
 // The receiving side of snapshot replication (see replica_stores.hpp).
 #include "replicate/replica_stores.hpp"
 
-#include <sys/stat.h>
-
 #include <zlib.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "util/error.hpp"
+#include "util/time_format.hpp"
 
 namespace mgtrain {
 namespace {
@@ -43,11 +42,6 @@ void verify_image(const std::string& what, const unsigned char* data, std::uint6
     return;
   }
   (void)read_checkpoint_image(what, data, size);
-}
-
-std::int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -103,7 +97,7 @@ void ReplicaStores::take(const SnapshotPart& part, const std::string& peer, std:
   r.store->complete_write(r.step, r.time_ms);
   ++received_;
   r.has_held = true;
-  r.held = Held{part.rank, r.step, r.time_ms, unix_ms_now(), part.origin};
+  r.held = Held{part.rank, r.step, r.time_ms, std::llround(unix_seconds_now() * 1000), part.origin};
 }
 
 std::vector<ReplicaStores::Held> ReplicaStores::held() const {
@@ -114,13 +108,6 @@ std::vector<ReplicaStores::Held> ReplicaStores::held() const {
   return held;
 }
 
-std::uint64_t ReplicaStores::bytes() const {
-  std::uint64_t total = 0;
-  for (const auto& [rank, replica] : by_rank_) {
-    struct stat info {};
-    if (replica.fd >= 0 && ::fstat(replica.fd, &info) == 0) total += static_cast<std::uint64_t>(info.st_blocks) * 512;
-  }
-  return total;
-}
+std::uint64_t ReplicaStores::bytes() const { return stores_.replica_bytes(); }
 
 }  // namespace mgtrain

@@ -23,12 +23,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// `checkpoint` as a snapshot of `step` into `store`.
-void put(SnapshotStore& store, std::int64_t step, const testing::TestCheckpoint& checkpoint) {
-  const CheckpointImage image("snapshot", checkpoint.metadata, checkpoint.records);
-  store.write(step, image.size(), [&](unsigned char* room) { image.write(room, image.size()); });
-}
-
 // Runs `body` in a child process that shares the store's descriptor, and waits for it; its wait status.
 template <typename Body>
 int in_child(Body body) {
@@ -52,14 +46,14 @@ TEST_CASE("snapshot store: snapshots alternate between the slots, the newest is 
   const testing::TestCheckpoint a = testing::make_test_checkpoint(100, 0.2),
                                 b = testing::make_test_checkpoint(200, 0.2),
                                 c = testing::make_test_checkpoint(300, 0.2);
-  put(store, 100, a);
+  testing::put_snapshot(store, 100, a);
   auto first = store.newest(skipped);
   REQUIRE(first);
   CHECK(first->step == 100);
   CHECK(first->slot == 0);
   CHECK(testing::compare_with_checkpoint(first->image, a) == "");
-  put(store, 200, b);
-  put(store, 300, c);  // over the older of the two: step 100's slot
+  testing::put_snapshot(store, 200, b);
+  testing::put_snapshot(store, 300, c);  // over the older of the two: step 100's slot
   auto third = store.newest(skipped);
   REQUIRE(third);
   CHECK(third->step == 300);
@@ -74,7 +68,7 @@ TEST_CASE("snapshot store: a snapshot outlives the process that wrote it", "[sna
   const testing::TestCheckpoint checkpoint = testing::make_test_checkpoint(400, 0.5);
   const int status = in_child([&] {  // the worker: writes, then dies by SIGKILL
     SnapshotStore store(fd.get(), "worker's view");
-    put(store, 400, checkpoint);
+    testing::put_snapshot(store, 400, checkpoint);
     raise(SIGKILL);
   });
   REQUIRE(WIFSIGNALED(status));
@@ -93,7 +87,7 @@ TEST_CASE("snapshot store: a writer killed in the middle of a snapshot leaves th
                                 during = testing::make_test_checkpoint(200, 0.3);
   {
     SnapshotStore store(fd.get(), "test-store");
-    put(store, 100, before);
+    testing::put_snapshot(store, 100, before);
   }
   const int status = in_child([&] {
     SnapshotStore store(fd.get(), "worker's view");
@@ -110,8 +104,8 @@ TEST_CASE("snapshot store: a writer killed in the middle of a snapshot leaves th
   REQUIRE(newest);
   CHECK(newest->step == 100);
   CHECK(testing::compare_with_checkpoint(newest->image, before) == "");
-  CHECK(skipped.empty());   // a slot being written is no snapshot at all
-  put(store, 300, during);  // the next write goes into the slot the killed writer left
+  CHECK(skipped.empty());                     // a slot being written is no snapshot at all
+  testing::put_snapshot(store, 300, during);  // the next write goes into the slot the killed writer left
   newest = store.newest(skipped);
   REQUIRE(newest);
   CHECK(newest->step == 300);
@@ -121,8 +115,8 @@ TEST_CASE("snapshot store: a writer killed in the middle of a snapshot leaves th
 TEST_CASE("snapshot store: a damaged snapshot is skipped with its reason, the other one used", "[snapshot_store]") {
   const Fd fd = SnapshotStore::create("test-store");
   SnapshotStore store(fd.get(), "test-store");
-  put(store, 100, testing::make_test_checkpoint(100, 0.1));
-  put(store, 200, testing::make_test_checkpoint(200, 0.1));
+  testing::put_snapshot(store, 100, testing::make_test_checkpoint(100, 0.1));
+  testing::put_snapshot(store, 200, testing::make_test_checkpoint(200, 0.1));
   std::vector<std::string> skipped;
   auto newest = store.newest(skipped);
   REQUIRE(newest);
@@ -142,18 +136,19 @@ TEST_CASE("snapshot store: a damaged snapshot is skipped with its reason, the ot
 TEST_CASE("snapshot store: a slot grows when an image outgrows it", "[snapshot_store]") {
   const Fd fd = SnapshotStore::create("test-store");
   SnapshotStore store(fd.get(), "test-store");
-  put(store, 1, testing::make_test_checkpoint(1, 0.05));
-  put(store, 2, testing::make_test_checkpoint(2, 0.05));
+  testing::put_snapshot(store, 1, testing::make_test_checkpoint(1, 0.05));
+  testing::put_snapshot(store, 2, testing::make_test_checkpoint(2, 0.05));
   const std::uint64_t small = store.size();
   const testing::TestCheckpoint large = testing::make_test_checkpoint(3, 2.0);
-  put(store, 3, large);
+  testing::put_snapshot(store, 3, large);
   CHECK(store.size() > small);
   std::vector<std::string> skipped;
   auto newest = store.newest(skipped);
   REQUIRE(newest);
   CHECK(newest->step == 3);
   CHECK(testing::compare_with_checkpoint(newest->image, large) == "");
-  put(store, 4, testing::make_test_checkpoint(4, 0.05));  // the small one again, into step 2's old slot
+  testing::put_snapshot(store, 4,
+                        testing::make_test_checkpoint(4, 0.05));  // the small one again, into step 2's old slot
   newest = store.newest(skipped);
   REQUIRE(newest);
   CHECK(newest->step == 4);
@@ -178,8 +173,8 @@ TEST_CASE(
   SnapshotStore origin(fd.get(), "origin");
   CHECK_FALSE(origin.latest().has_value());
   const testing::TestCheckpoint a = testing::make_test_checkpoint(10, 0.2), b = testing::make_test_checkpoint(20, 0.2);
-  put(origin, 10, a);
-  put(origin, 20, b);
+  testing::put_snapshot(origin, 10, a);
+  testing::put_snapshot(origin, 20, b);
   const std::optional<SnapshotStore::Latest> latest = origin.latest();
   REQUIRE(latest);
   CHECK(latest->step == 20);
@@ -208,7 +203,7 @@ TEST_CASE(
   CHECK_THROWS_AS(copy.complete_write(30, 0), Error);  // no write begun
 
   // The worker's next snapshot goes into the older slot; the one after rewrites the slot a sender was copying.
-  put(origin, 30, a);
+  testing::put_snapshot(origin, 30, a);
   CHECK(origin.holds(latest->slot, latest->generation));
   const unsigned char* unused = origin.begin_write(latest->bytes);
   CHECK(unused != nullptr);

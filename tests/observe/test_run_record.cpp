@@ -185,8 +185,8 @@ TEST_CASE("run.json keeps each node's snapshot replication, and refuses a malfor
   record.start_time = 1764000000;
   CHECK(run_record_to_json(record).find("replication") == std::string::npos);  // only when any
   record.replication = {
-      {0, "hostA", "node 1 (hostB, 10.77.0.2)", 12, 1, 178800000, 600, 1764000100.25, 12, 1764000101.5},
-      {1, "hostB", "", 0, 0, 0, std::nullopt, std::nullopt, 12, 1764000101.5}};
+      {0, "hostA", "node 1 (hostB, 10.77.0.2)", true, 12, 1, 178800000, 600, 1764000100.25, 12, {}, 1764000101.5},
+      {1, "hostB", "", false, 0, 0, 0, std::nullopt, std::nullopt, 12, {}, 1764000101.5}};
   const std::string text = run_record_to_json(record);
   CHECK_THAT(text, Catch::Contains("\"buddy\": null") && Catch::Contains("\"sent_step\": 600"));
   const RunRecord back = parse_run_record(text, "run.json");

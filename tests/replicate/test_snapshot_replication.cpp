@@ -32,11 +32,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-void put(SnapshotStore& store, std::int64_t step, const testing::TestCheckpoint& checkpoint) {
-  const CheckpointImage image("snapshot", checkpoint.metadata, checkpoint.records);
-  store.write(step, image.size(), [&](unsigned char* room) { image.write(room, image.size()); });
-}
-
 // A worker's store: the launcher's descriptor and the worker's view of it.
 struct WorkerStore {
   Fd fd = SnapshotStore::create("worker");
@@ -103,8 +98,8 @@ TEST_CASE("replication: each store's newest snapshot arrives whole, in parts, an
   std::vector<std::string> notes;
   sender.set_round(1, "node 2 (hostC, 10.0.0.3)", {{4, rank4.fd.get()}, {5, rank5.fd.get()}});
   CHECK_FALSE(sender.next().has_value());  // nothing written yet
-  put(rank4.store, 10, small);
-  put(rank5.store, 20, large);
+  testing::put_snapshot(rank4.store, 10, small);
+  testing::put_snapshot(rank5.store, 20, large);
   CHECK(send_all(sender, replicas, notes) >= 4);
   CHECK(notes.empty());
   const std::vector<ReplicaStores::Held> held = replicas.held();
@@ -123,9 +118,9 @@ TEST_CASE("replication: each store's newest snapshot arrives whole, in parts, an
   CHECK_FALSE(sender.next().has_value());  // nothing newer
 
   // Three more snapshots of rank 4 before the next look: the newest is sent, the two before it are skipped.
-  put(rank4.store, 30, small);
-  put(rank4.store, 40, small);
-  put(rank4.store, 50, small);
+  testing::put_snapshot(rank4.store, 30, small);
+  testing::put_snapshot(rank4.store, 40, small);
+  testing::put_snapshot(rank4.store, 50, small);
   CHECK(send_all(sender, replicas, notes) == 1);
   CHECK(sender.counters().skipped == 2);
   CHECK(replicas.held()[0].step == 50);
@@ -140,14 +135,14 @@ TEST_CASE("replication: when every rank's snapshot holds the whole state, one co
   ReplicaStores replicas(launcher, std::uint64_t{1} << 30);
   std::vector<std::string> notes;
   sender.set_round(0, "node 0", {{0, rank0.fd.get()}, {1, rank1.fd.get()}});
-  put(rank0.store, 10, checkpoint);
-  put(rank1.store, 10, checkpoint);
+  testing::put_snapshot(rank0.store, 10, checkpoint);
+  testing::put_snapshot(rank1.store, 10, checkpoint);
   CHECK(send_all(sender, replicas, notes) == 1);
   CHECK(sender.counters().sent == 1);
   CHECK(sender.counters().passed_over == 1);
   CHECK(sender.counters().skipped == 0);
-  put(rank0.store, 20, checkpoint);
-  put(rank1.store, 20, checkpoint);
+  testing::put_snapshot(rank0.store, 20, checkpoint);
+  testing::put_snapshot(rank1.store, 20, checkpoint);
   CHECK(send_all(sender, replicas, notes) == 1);
   CHECK(sender.counters().sent == 2);
   CHECK(sender.counters().passed_over == 2);
@@ -177,18 +172,18 @@ TEST_CASE("replication: a snapshot overwritten while in flight is given up, the 
   ReplicaStores replicas(launcher, std::uint64_t{1} << 30);
   std::vector<std::string> notes;
   sender.set_round(0, "node 0", {{0, worker.fd.get()}});
-  put(worker.store, 10, large);
+  testing::put_snapshot(worker.store, 10, large);
   std::optional<SnapshotPart> first = sender.next();
   REQUIRE(first);
   CHECK(first->step == 10);
   CHECK_FALSE(first->last());
   replicas.take(*first, "peer", notes);
-  put(worker.store, 20, large);  // the other slot: step 10 is still whole, its transfer goes on
+  testing::put_snapshot(worker.store, 20, large);  // the other slot: step 10 is still whole, its transfer goes on
   std::optional<SnapshotPart> second = sender.next();
   REQUIRE(second);
   CHECK(second->step == 10);
   CHECK(second->offset == first->data.size());
-  put(worker.store, 30, large);  // over step 10's slot
+  testing::put_snapshot(worker.store, 30, large);  // over step 10's slot
   std::optional<SnapshotPart> third = sender.next();
   REQUIRE(third);
   CHECK(third->step == 30);
@@ -207,7 +202,7 @@ TEST_CASE("replication: a snapshot torn on the way, or too large, is not kept, a
   ReplicaSender sender;
   std::vector<std::string> notes;
   sender.set_round(0, "node 1 (hostB, 10.0.0.2)", {{1, worker.fd.get()}});
-  put(worker.store, 10, checkpoint);
+  testing::put_snapshot(worker.store, 10, checkpoint);
 
   SECTION("a byte changed on the way: its checksum") {
     SnapshotStores launcher;
@@ -324,8 +319,8 @@ TEST_CASE("replication: two launchers on loopback, the sender's snapshot arrives
   loop.add(node1);
   node0.start_round(two_nodes(0, node1.port()));
   node1.start_round(two_nodes(1, node0.port()));
-  put(rank0, 40, testing::make_test_checkpoint(40, 1.5));
-  put(rank1, 45, testing::make_test_checkpoint(45, 0.1));
+  testing::put_snapshot(rank0, 40, testing::make_test_checkpoint(40, 1.5));
+  testing::put_snapshot(rank1, 45, testing::make_test_checkpoint(45, 0.1));
   INFO(fmt::format("{}", fmt::join(lines, "\n")));
   REQUIRE(run_until(loop, [&] { return node1.status().held.size() == 1 && node0.status().held.size() == 1; }));
   const rdzv::ReplicaStatus at1 = node1.status(), at0 = node0.status();
@@ -357,7 +352,7 @@ TEST_CASE("replication: two launchers on loopback, the sender's snapshot arrives
     SnapshotReplication stranger({"another-token-of-32-characters!!", "test"}, stranger_stores, false, say);
     loop.add(stranger);
     stranger.start_round(two_nodes(0, node1.port()));
-    put(stranger_store, 99, testing::make_test_checkpoint(99, 0.1));
+    testing::put_snapshot(stranger_store, 99, testing::make_test_checkpoint(99, 0.1));
     REQUIRE(run_until(loop, [&] {
       for (const std::string& line : lines)
         if (line.find("closed the connection from 127.0.0.1") != std::string::npos) return true;

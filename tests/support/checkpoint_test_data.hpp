@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint_file.hpp"
+#include "checkpoint/snapshot_store.hpp"
 
 namespace mgtrain::testing {
 
@@ -85,6 +86,12 @@ inline std::string compare_with_checkpoint(const CheckpointFile& file, const Tes
       return fmt::format("tensor {}: bytes differ", want.name);
   }
   return "";
+}
+
+// `checkpoint` as the snapshot of `step` into `store` (as a worker writes one).
+inline void put_snapshot(SnapshotStore& store, std::int64_t step, const TestCheckpoint& checkpoint) {
+  const CheckpointImage image("snapshot", checkpoint.metadata, checkpoint.records);
+  store.write(step, image.size(), [&](unsigned char* room) { image.write(room, image.size()); });
 }
 
 }  // namespace mgtrain::testing

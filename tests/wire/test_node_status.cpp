@@ -5,23 +5,12 @@
 #include <limits>
 #include <string>
 
+#include "decode_one.hpp"
 #include "wire/node_status.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::rdzv;
-
-namespace {
-
-Message decode_one(const std::string& bytes) {
-  MessageDecoder decoder;
-  decoder.feed(bytes.data(), bytes.size());
-  auto message = decoder.next();
-  REQUIRE(message);
-  CHECK(decoder.buffered() == 0);
-  return *message;
-}
-
-}  // namespace
+using mgtrain::rdzv::testing::decode_one;
 
 TEST_CASE("a node's status report crosses the wire with its unknown figures, and a bad one is refused clearly",
           "[rdzv][codec]") {

@@ -7,25 +7,18 @@
 
 #include <fmt/format.h>
 
+#include "decode_one.hpp"
 #include "multinode/job_fingerprint.hpp"
 #include "wire/rendezvous_message.hpp"
 
 using namespace mgtrain;
 using namespace mgtrain::rdzv;
+using mgtrain::rdzv::testing::decode_one;
 
 namespace {
 
 std::string be16(unsigned value) { return {static_cast<char>(value >> 8), static_cast<char>(value & 0xff)}; }
 std::string be32(unsigned value) { return be16(value >> 16) + be16(value & 0xffff); }
-
-Message decode_one(const std::string& bytes) {
-  MessageDecoder decoder;
-  decoder.feed(bytes.data(), bytes.size());
-  auto message = decoder.next();
-  REQUIRE(message);
-  CHECK(decoder.buffered() == 0);
-  return *message;
-}
 
 std::string error_of(const std::string& bytes) {
   MessageDecoder decoder;
